@@ -1,0 +1,200 @@
+"""The adapter contract: a typed model config, a pure ``compile`` and a ``generate``.
+
+An adapter turns a canonical :class:`trajectories.CameraPath` into its model's *native* controls
+(``compile``: pure, CPU-only, writes upstream's own input files) and produces a video from them (``generate``).
+Core code only talks to this interface; model differences live in the model's config and adapter.
+
+Poses follow :mod:`trajectories.conventions`: OpenCV camera-to-world 4x4 float64, +x right / +y down /
++z forward, world = camera frame of frame 0, positive yaw turns right, positive pitch turns up, K in pixels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Optional
+
+import numpy as np
+
+from harness.context import ContextPolicy
+
+
+class ModelConfigError(ValueError):
+    """Bad model configuration (the message names the ``model.<field>`` and the fix)."""
+
+
+class UnsupportedContextError(ValueError):
+    """The (model, context policy) pair is not supported; raised at planning time, before anything heavy."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Settings every model has (``conf/model/<name>.yaml``); adapters subclass it for their own fields.
+
+    Attributes:
+        name: registry name (``model=<name>``).
+        adapter: ``"module:Class"`` of the adapter, imported lazily.
+        seed: the model's frozen default seed (overridden by a top-level ``seed=``).
+        height, width: native output resolution in pixels. fps: native frame rate.
+        num_frames: native frame count of one rollout; ``frames_per_trajectory`` overrides it per trajectory.
+        latent_stride: temporal VAE stride (pixel frames per latent after the first).
+        chunk_latents: latents generated per autoregressive chunk.
+        default_hfov_deg: field of view used when a case gives no intrinsics.
+        gpus_per_job: GPUs one job needs (0 = CPU); gpu_layout: free-form description of their roles.
+        supported_contexts: context policies the adapter can run; unsupported_reasons explains the others.
+        translation_scale: the translation-scale policy (units the model expects, how scene units map to them).
+    """
+
+    name: str
+    adapter: str
+    seed: int
+    height: int
+    width: int
+    fps: float
+    num_frames: int
+    frames_per_trajectory: dict[str, int] = field(default_factory=dict)
+    latent_stride: int = 4
+    chunk_latents: int = 4
+    default_hfov_deg: float = 60.0
+    gpus_per_job: int = 0
+    gpu_layout: str = ""
+    supported_contexts: tuple[str, ...] = ("fullkv", "sliding", "fov")
+    unsupported_reasons: dict[str, str] = field(default_factory=dict)
+    translation_scale: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        """Build and validate; unknown keys fail with the allowed list."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        name = d.get("name", "?")
+        if unknown:
+            raise ModelConfigError(
+                f"model.{sorted(unknown)[0]}: unknown field for model {name!r}; allowed: {sorted(names)}"
+            )
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d and _required(f)]
+        if missing:
+            raise ModelConfigError(f"model.{missing[0]}: required for model {name!r}; set it in conf/model/{name}.yaml")
+        kwargs = dict(d)
+        for f in dataclasses.fields(cls):
+            if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
+                kwargs[f.name] = tuple(kwargs[f.name])
+        cfg = cls(**kwargs)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        for k in ("height", "width", "num_frames", "latent_stride", "chunk_latents"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v <= 0:
+                raise ModelConfigError(f"model.{k}={v!r}: must be a positive integer")
+        if self.fps <= 0:
+            raise ModelConfigError(f"model.fps={self.fps}: must be > 0")
+
+    def frames_for(self, trajectory: str) -> int:
+        """Native frame count for ``trajectory`` (e.g. YUME: 551 for LRLRLR, 493 otherwise)."""
+        return int(self.frames_per_trajectory.get(trajectory, self.num_frames))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class ItemRequest:
+    """Everything an adapter needs for one work item.
+
+    case: the validated case. path: the camera path at the model's native frame count and canvas (K in canvas
+    pixels). context: the KV-context policy. seed: the item's seed. item_dir: the item's output folder;
+    native files go to ``item_dir / "controls"``.
+    """
+
+    case: Any
+    path: Any
+    context: ContextPolicy
+    seed: int
+    item_dir: Path
+
+    @property
+    def controls_dir(self) -> Path:
+        return self.item_dir / "controls"
+
+
+@dataclass
+class NativeControls:
+    """What ``compile`` produced.
+
+    files: native file name -> path (inside ``controls/``). command: the exact upstream launch command, or None
+    for in-process models. decoded_c2w: (T, 4, 4) poses the native controls decode back to (OpenCV c2w), used
+    for the achieved-vs-requested residual; None when the format is lossless. meta: JSON-serialisable facts
+    (translation-scale policy, anchors, caveats) that go into the item's ``meta.json``.
+    """
+
+    files: dict[str, str] = field(default_factory=dict)
+    command: Optional[str] = None
+    decoded_c2w: Optional[np.ndarray] = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GeneratedVideo:
+    """What ``generate`` produced: the frame count and fps of the written video, the context trace and timings."""
+
+    num_frames: int
+    fps: float
+    context_trace: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+FrameSink = Callable[[np.ndarray], None]
+
+
+class Adapter(ABC):
+    """Base class of every model adapter.
+
+    Subclasses set ``config_class`` and implement :meth:`compile` and :meth:`generate`. The constructor must stay
+    cheap (no weights, no torch import): weights load inside :meth:`generate`.
+    """
+
+    config_class: ClassVar[type[ModelConfig]] = ModelConfig
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+
+    # -- context policies --------------------------------------------------------------------------------------
+    def check_context(self, policy: ContextPolicy) -> None:
+        """Raise :class:`UnsupportedContextError` when this model cannot run ``policy``."""
+        if policy.name not in self.config.supported_contexts:
+            why = self.config.unsupported_reasons.get(policy.name, "not implemented for this model")
+            raise UnsupportedContextError(
+                f"model={self.config.name} does not support context={policy.name}: {why}. "
+                f"Supported: {', '.join(self.config.supported_contexts)}"
+            )
+
+    # -- the canvas ---------------------------------------------------------------------------------------------
+    def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike."""
+        from harness.imaging import resize_cover_crop
+        from trajectories.conventions import intrinsics_for_resize_crop
+
+        img = case.load_image()
+        K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], self.config.default_hfov_deg)
+        dst = (self.config.height, self.config.width)
+        return resize_cover_crop(img, dst), intrinsics_for_resize_crop(K_src, img.shape[:2], dst)
+
+    # -- the contract -------------------------------------------------------------------------------------------
+    @abstractmethod
+    def compile(self, req: ItemRequest) -> NativeControls:
+        """Write the model's native input files into ``req.controls_dir``. Pure and CPU-only."""
+
+    @abstractmethod
+    def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
+        """Produce the video, handing each (H, W, 3) uint8 RGB frame to ``sink`` in order."""

@@ -1,0 +1,312 @@
+"""The reference world model: a weight-free, deterministic, autoregressive renderer with explicit memory.
+
+It generates chunk by chunk. Every new frame is rendered by re-projecting **only** the frames the context policy
+admits (the anchor frame of each admitted latent, plus the frames of the current chunk generated so far) and
+synthesises what none of them covers from a texture seeded by ``(seed, case, trajectory, chunk)``. So what the
+policy lets it see, it remembers; what it forgets, it re-invents differently.
+
+Geometry: the scene is a world-fixed box "room" around the start camera (a depth prior with known depth
+everywhere). For pure rotation (all cameras share a centre) the re-projection is an exact homography
+``K R_s^T R_t K^-1``; otherwise target rays are cast against the room and the hit points projected into each
+source. Sources are composited oldest first, so the oldest admitted observation of a surface wins.
+
+Conventions (see :mod:`trajectories.conventions`): OpenCV camera-to-world 4x4, +x right / +y down / +z forward,
+world = camera frame of frame 0, positive yaw turns right, positive pitch turns up; K in pixels with +0.5 pixel
+centres (converted here to OpenCV's integer-centre pixel grid for ``cv2`` calls).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from harness.context import ContextPolicy, ContextSelector
+from trajectories.resample import latents_for_frames
+
+
+@dataclass(frozen=True)
+class Room:
+    """Axis-aligned box around the world origin, in scene units: x in [-x, x], y in [-up, down] (+y is down),
+    z in [-back, front]. The start camera sits at the origin looking along +z."""
+
+    x: float = 4.0
+    up: float = 2.5
+    down: float = 1.5
+    front: float = 4.0
+    back: float = 4.0
+
+    def lo_hi(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([-self.x, -self.up, -self.back]), np.array([self.x, self.down, self.front])
+
+    def hit(self, origin: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+        """Distance along unit ``dirs`` (..., 3) from ``origin`` (inside the box) to the box wall."""
+        lo, hi = self.lo_hi()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_hi = (hi - origin) / dirs
+            t_lo = (lo - origin) / dirs
+        t = np.where(dirs > 0, t_hi, np.where(dirs < 0, t_lo, np.inf))
+        return t.min(axis=-1)
+
+    def depth_map(self, c2w: np.ndarray, K: np.ndarray, height: int, width: int) -> np.ndarray:
+        """Oracle z-depth (H, W) float32 of the room seen from ``c2w`` (used by evaluation on this model)."""
+        from trajectories.conventions import pixel_rays
+
+        d_cam = pixel_rays(K, height, width)
+        dist = self.hit(c2w[:3, 3], d_cam @ c2w[:3, :3].T)
+        return (dist * d_cam[..., 2]).astype(np.float32)
+
+
+def stable_seed(*parts: object) -> np.random.SeedSequence:
+    """Seed sequence from the item's identity (never from rank, order or time): ints as-is, strings via CRC32."""
+    ints = [int(p) if isinstance(p, (int, np.integer)) else zlib.crc32(str(p).encode()) for p in parts]
+    return np.random.SeedSequence(ints)
+
+
+class Texture:
+    """A seeded smooth colour field over world points: base colour plus random 3D plane waves."""
+
+    def __init__(self, seq: np.random.SeedSequence, base_rgb: np.ndarray, waves: int = 6, amplitude: float = 45.0):
+        rng = np.random.default_rng(seq)
+        dirs = rng.normal(size=(waves, 3))
+        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+        freq = rng.uniform(1.0, 6.0, size=(waves, 1))
+        self.k = (dirs * freq).astype(np.float32)
+        self.phase = rng.uniform(0, 2 * np.pi, size=waves).astype(np.float32)
+        self.amp = (rng.uniform(-1, 1, size=(waves, 3)) * amplitude / np.sqrt(waves)).astype(np.float32)
+        self.base = (np.asarray(base_rgb, np.float32) + rng.uniform(-25, 25, size=3)).astype(np.float32)
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        s = np.sin(points.astype(np.float32) @ self.k.T + self.phase)
+        return np.clip(self.base + s @ self.amp, 0, 255).astype(np.uint8)
+
+
+@dataclass
+class RenderStats:
+    warps: int = 0
+    synth_pixels: int = 0
+    sources_used: set = field(default_factory=set)
+
+
+class ReferenceRenderer:
+    """Renders one view from admitted source views (see the module docstring).
+
+    ``MAP_STEP``: translation warps compute their remap maps every ``MAP_STEP`` pixels and upsample them.
+
+    Args:
+        K: (3, 3) intrinsics in pixels (+0.5 centres) for ``height`` x ``width``.
+        room: the world-fixed box.
+    """
+
+    MAP_STEP = 4
+
+    def __init__(self, K: np.ndarray, height: int, width: int, room: Room = Room()):
+        from trajectories.conventions import pixel_rays
+
+        self.K = np.asarray(K, np.float64)
+        self.h, self.w = int(height), int(width)
+        self.room = room
+        self.K_cv = self.K.copy()
+        self.K_cv[0, 2] -= 0.5
+        self.K_cv[1, 2] -= 0.5
+        self.K_cv_inv = np.linalg.inv(self.K_cv)
+        self.rays_cam = pixel_rays(self.K, self.h, self.w).astype(np.float32)  # (H, W, 3)
+        self._u = np.arange(self.w, dtype=np.float32)
+        self._corner_u = np.array([0.0, self.w - 1.0, 0.0, self.w - 1.0])
+        self._corner_v = np.array([0.0, 0.0, self.h - 1.0, self.h - 1.0])
+        self._v = np.arange(self.h, dtype=np.float32)
+        half_diag = np.arctan(np.hypot(self.w, self.h) / 2 / min(self.K[0, 0], self.K[1, 1]))
+        self._max_axis_angle = 2 * half_diag  # beyond this two views cannot overlap (same centre)
+        self._ones = np.full((self.h, self.w), 255, np.uint8)
+        # Coarse grid (every 8th pixel, plus the last row/column) for the cheap "does it help?" test.
+        self._cy = np.unique(np.r_[np.arange(0, self.h, 8), self.h - 1])
+        self._cx = np.unique(np.r_[np.arange(0, self.w, 8), self.w - 1])
+        gx, gy = np.meshgrid(self._cx.astype(np.float64), self._cy.astype(np.float64))
+        self._coarse_px = np.stack([gx, gy, np.ones_like(gx)], -1)
+        self._test_rays = self.rays_cam[np.ix_(self._cy, self._cx)]
+        # Ray-map grid for translation warps: block centres of MAP_STEP x MAP_STEP pixel blocks, laid out the way
+        # cv2.resize (INTER_LINEAR) expects, so upsampling the maps reproduces a smooth mapping exactly.
+        Kc = self.K.copy()
+        Kc[:2] /= self.MAP_STEP
+        self._coarse_rays = pixel_rays(Kc, -(-self.h // self.MAP_STEP), -(-self.w // self.MAP_STEP)).astype(np.float32)
+
+    def _warp_rotation(self, M: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Warp RGBA ``src`` with the target->source homography ``M``. Returns (RGBA, uint8 valid mask)."""
+        import cv2
+
+        flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+        img = cv2.warpPerspective(src, M, (self.w, self.h), flags=flags, borderMode=cv2.BORDER_CONSTANT)
+        valid = cv2.compare(img[..., 3], 254, cv2.CMP_GT)  # fully inside the source (bilinear support)
+        corners = M[2, 0] * self._corner_u + M[2, 1] * self._corner_v + M[2, 2]
+        if (corners <= 1e-6).any():  # part of the target looks behind the source camera
+            front = (M[2, 0] * self._u[None, :] + M[2, 1] * self._v[:, None] + M[2, 2]) > 1e-6
+            valid = cv2.bitwise_and(valid, front.astype(np.uint8) * 255)
+        return img, valid
+
+    def _warp_rays(self, Xc: np.ndarray, c2w_s: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Backward-warp RGBA ``src`` through the target's room hit points ``Xc`` sampled on the coarse map grid
+        (every ``MAP_STEP`` pixels); the maps are upsampled bilinearly (exact away from the room's corners)."""
+        import cv2
+
+        R, t = c2w_s[:3, :3].astype(np.float32), c2w_s[:3, 3].astype(np.float32)
+        p = (Xc - t) @ R
+        z = p[..., 2]
+        front = z > 1e-4
+        zs = np.where(front, z, 1.0)
+        mu = np.where(front, self.K_cv[0, 0] * p[..., 0] / zs + self.K_cv[0, 2], -1e4).astype(np.float32)
+        mv = np.where(front, self.K_cv[1, 1] * p[..., 1] / zs + self.K_cv[1, 2], -1e4).astype(np.float32)
+        mu = cv2.resize(mu, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        mv = cv2.resize(mv, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+        return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
+
+    def coarse_hit_points(self, c2w: np.ndarray) -> np.ndarray:
+        """Room hit points (h/MAP_STEP, w/MAP_STEP, 3) float32 of ``c2w``'s rays on the coarse map grid."""
+        R, t = c2w[:3, :3], c2w[:3, 3]
+        d = self._coarse_rays @ R.T.astype(np.float32)
+        return (t + d * self.room.hit(t, d)[..., None]).astype(np.float32)
+
+    def render(
+        self,
+        c2w_t: np.ndarray,
+        sources: Iterable[tuple[object, np.ndarray, np.ndarray]],
+        texture: Texture,
+        stats: RenderStats | None = None,
+    ) -> np.ndarray:
+        """Render view ``c2w_t`` from ``sources`` = iterable of (id, c2w, RGBA image), composited in the given
+        order (first wins); pixels no source covers come from ``texture``. Returns (H, W, 4) uint8, alpha 255."""
+        import cv2
+
+        out = np.zeros((self.h, self.w, 4), np.uint8)
+        filled = np.zeros((self.h, self.w), np.uint8)
+        Xc = None
+        for sid, c2w_s, img in sources:
+            # Cheap coarse test first: does this source see any still-empty pixel? (skips most sources)
+            todo = filled[np.ix_(self._cy, self._cx)] == 0
+            if not todo.any():
+                break
+            same_centre = np.linalg.norm(c2w_s[:3, 3] - c2w_t[:3, 3]) < 1e-9
+            if same_centre:
+                f_s, f_t = c2w_s[:3, 2], c2w_t[:3, 2]
+                if np.arccos(np.clip(f_s @ f_t, -1, 1)) >= self._max_axis_angle:
+                    continue  # the two viewing cones cannot intersect
+                M = self.K_cv @ c2w_s[:3, :3].T @ c2w_t[:3, :3] @ self.K_cv_inv
+                q = self._coarse_px[todo] @ M.T
+                ok = q[:, 2] > 1e-6
+                qx, qy = q[ok, 0] / q[ok, 2], q[ok, 1] / q[ok, 2]
+            else:
+                if Xc is None:
+                    Xc = self.coarse_hit_points(c2w_t)
+                p = (self._test_points(c2w_t)[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
+                ok = p[:, 2] > 1e-4
+                qx = self.K_cv[0, 0] * p[ok, 0] / p[ok, 2] + self.K_cv[0, 2]
+                qy = self.K_cv[1, 1] * p[ok, 1] / p[ok, 2] + self.K_cv[1, 2]
+            if not np.any((qx >= 0) & (qx <= self.w - 1) & (qy >= 0) & (qy <= self.h - 1)):
+                continue
+            warped, valid = self._warp_rotation(M, img) if same_centre else self._warp_rays(Xc, c2w_s, img)
+            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled))
+            if stats is not None:
+                stats.warps += 1
+            if cv2.countNonZero(new) == 0:
+                continue
+            cv2.copyTo(warped, new, out)
+            cv2.bitwise_or(filled, new, dst=filled)
+            if stats is not None:
+                stats.sources_used.add(sid)
+        hole = filled == 0
+        if hole.any():
+            R, t = c2w_t[:3, :3], c2w_t[:3, 3]
+            d = self.rays_cam[hole] @ R.T.astype(np.float32)
+            pts = t + d * self.room.hit(t, d)[:, None]
+            out[hole, :3] = texture(pts)
+            if stats is not None:
+                stats.synth_pixels += int(hole.sum())
+        out[..., 3] = 255
+        return out
+
+    def _test_points(self, c2w: np.ndarray) -> np.ndarray:
+        """Room hit points on the coarse *test* grid (the ``_cy`` x ``_cx`` pixels)."""
+        R, t = c2w[:3, :3], c2w[:3, 3]
+        d = self._test_rays @ R.T.astype(np.float32)
+        return t + d * self.room.hit(t, d)[..., None]
+
+
+def frames_of_latent(i: int, stride: int, num_frames: int) -> range:
+    """Pixel frames encoded by latent ``i`` of a causal VAE: latent 0 -> frame 0, latent i -> 4i-3 .. 4i."""
+    if i == 0:
+        return range(0, 1)
+    return range(stride * i - (stride - 1), min(stride * i, num_frames - 1) + 1)
+
+
+def rollout(
+    image: np.ndarray,
+    c2w: np.ndarray,
+    K: np.ndarray,
+    policy: ContextPolicy,
+    seed_parts: tuple,
+    sink: Callable[[np.ndarray], None],
+    stride: int = 4,
+    room: Room = Room(),
+) -> dict:
+    """Generate a whole rollout and hand frames to ``sink``; returns the context trace and timings.
+
+    Args:
+        image: (H, W, 3) uint8 conditioning frame at the canvas size (frame 0 of the video).
+        c2w: (T, 4, 4) per-frame poses (OpenCV c2w, world = frame 0). K: (3, 3) canvas intrinsics.
+        policy: the KV-context policy (chunk size in latents). seed_parts: the item's seed identity.
+    """
+    h, w = image.shape[:2]
+    T = c2w.shape[0]
+    n_lat = latents_for_frames(T, stride)
+    anchors = [min(stride * i, T - 1) for i in range(n_lat)]
+    latent_c2w = c2w[anchors]
+    selector = ContextSelector(policy, latent_c2w, K, h, w)
+    renderer = ReferenceRenderer(K, h, w, room)
+    base_rgb = image.reshape(-1, 3).mean(axis=0)
+    image_rgba = np.dstack([image, np.full((h, w), 255, np.uint8)])
+    memory: dict[int, np.ndarray] = {}
+    trace, chunk_times = [], []
+    total_stats = RenderStats()
+    t_start = time.perf_counter()
+    for k in range(selector.num_chunks):
+        t0 = time.perf_counter()
+        sel = selector.select(k)
+        texture = Texture(stable_seed(*seed_parts, "chunk", k), base_rgb)
+        stats = RenderStats()
+        ctx = [(lat, latent_c2w[lat], memory[lat]) for lat in sel.context]
+        done_current: list[tuple[object, np.ndarray, np.ndarray]] = []
+        prev: tuple[object, np.ndarray, np.ndarray] | None = None
+        for lat in sel.current:
+            for t in frames_of_latent(lat, stride, T):
+                if t == 0:
+                    frame = image_rgba
+                else:
+                    srcs = ctx + done_current + ([prev] if prev is not None else [])
+                    frame = renderer.render(c2w[t], srcs, texture, stats)
+                sink(frame[..., :3])
+                prev = (f"frame{t}", c2w[t], frame)
+            memory[lat] = frame  # the latent's anchor (its last frame)
+            done_current.append((lat, latent_c2w[lat], frame))
+        if not policy.needs_full_history:  # memory-bounded: drop what sliding can never select again
+            keep = set(selector.select(k + 1).context) if k + 1 < selector.num_chunks else set()
+            for lat in [m for m in memory if m not in keep]:
+                del memory[lat]
+        entry = sel.to_trace()
+        entry["sources_used"] = sorted(s for s in stats.sources_used if isinstance(s, (int, np.integer)))
+        entry["warps"] = stats.warps
+        entry["synth_fraction"] = round(stats.synth_pixels / float(h * w * max(1, sum(len(frames_of_latent(l, stride, T)) for l in sel.current))), 6)
+        trace.append(entry)
+        chunk_times.append(time.perf_counter() - t0)
+        total_stats.warps += stats.warps
+    elapsed = time.perf_counter() - t_start
+    return {
+        "context_trace": trace,
+        "timings": {"generate_s": elapsed, "fps": T / elapsed if elapsed > 0 else float("inf")},
+        "chunk_seconds": chunk_times,
+        "num_latents": n_lat,
+        "latent_anchor_frames": anchors,
+        "warps": total_stats.warps,
+    }

@@ -1,0 +1,299 @@
+"""Case schema, loaders and the built-in demo case set.
+
+A case is one conditioning image with a prompt, optional intrinsics, the targets whose memory is scored, the
+trajectories it runs on and, for dynamic cases, the event with its eight-question checklist. Case files are YAML
+or JSON (one case per file, or a list), or one JSONL file (one case per line). Relative paths in a case resolve
+against the case file's folder. ``skimage://<name>`` images come from scikit-image's bundled samples.
+
+Boxes are ``[x0, y0, x1, y1]`` in pixels of the conditioning image (x right, y down, half-open).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo_cases"
+KNOWN_TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
+ASPECTS = ("return_progress", "persistence_reset", "final_state", "causal_physical")
+
+
+class CaseError(ValueError):
+    """A case file is malformed: the message names the file, the field and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Intrinsics(_Strict):
+    """Pinhole intrinsics in pixels of the conditioning image (+0.5 pixel centres)."""
+
+    fx: float = Field(gt=0)
+    fy: float = Field(gt=0)
+    cx: float
+    cy: float
+
+    def matrix(self) -> np.ndarray:
+        return np.array([[self.fx, 0, self.cx], [0, self.fy, self.cy], [0, 0, 1]], dtype=np.float64)
+
+
+def _check_box(v: list[float]) -> list[float]:
+    if len(v) != 4:
+        raise ValueError("box must be [x0, y0, x1, y1] (4 numbers, pixels)")
+    if not (v[2] > v[0] and v[3] > v[1]):
+        raise ValueError(f"box {v} is empty: need x1 > x0 and y1 > y0")
+    return v
+
+
+class Person(_Strict):
+    id: str
+    box: list[float]
+    _v = field_validator("box")(classmethod(lambda cls, v: _check_box(v)))
+
+
+class ObjectTarget(_Strict):
+    """An object target: a box and a mask (a PNG path, or a polygon in pixels)."""
+
+    id: str
+    name: str
+    box: list[float]
+    mask: Optional[str] = None
+    polygon: Optional[list[list[float]]] = None
+    _v = field_validator("box")(classmethod(lambda cls, v: _check_box(v)))
+
+    @model_validator(mode="after")
+    def _one_mask(self) -> "ObjectTarget":
+        if self.mask is None and self.polygon is None:
+            raise ValueError("an object needs a mask: give 'mask' (PNG path) or 'polygon' ([[x, y], ...])")
+        if self.polygon is not None and len(self.polygon) < 3:
+            raise ValueError("polygon needs at least 3 points [[x, y], ...]")
+        return self
+
+
+class Targets(_Strict):
+    persons: list[Person] = Field(default_factory=list)
+    objects: list[ObjectTarget] = Field(default_factory=list)
+
+
+class Question(_Strict):
+    aspect: Literal["return_progress", "persistence_reset", "final_state", "causal_physical"]
+    question: str
+    answer: Literal["yes", "no"]
+
+
+class Event(_Strict):
+    """A dynamic event: initial state, action, expected next state and eight binary questions (two per aspect)."""
+
+    initial_state: str
+    action: str
+    expected_next_state: str
+    questions: list[Question]
+
+    @model_validator(mode="after")
+    def _two_per_aspect(self) -> "Event":
+        counts = {a: 0 for a in ASPECTS}
+        for q in self.questions:
+            counts[q.aspect] += 1
+        if len(self.questions) != 8 or any(c != 2 for c in counts.values()):
+            raise ValueError(
+                f"questions: need exactly 8, two per aspect {list(ASPECTS)}; got {counts}"
+            )
+        return self
+
+
+class Case(_Strict):
+    """One benchmark case. ``source`` (the file it came from) is filled by the loader, never by the user."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    family: Literal["human", "object", "environment", "dynamic"]
+    image: str
+    prompt: str
+    intrinsics: Optional[Intrinsics] = None
+    hfov_deg: Optional[float] = Field(default=None, gt=1, lt=179)
+    depth: Optional[str] = None
+    depth_kind: Literal["depth", "disparity"] = "depth"
+    targets: Targets = Field(default_factory=Targets)
+    trajectories: list[str] = Field(default_factory=lambda: list(KNOWN_TRAJECTORIES))
+    event: Optional[Event] = None
+    source: Optional[str] = None
+
+    @field_validator("trajectories")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError(f"list at least one trajectory of {list(KNOWN_TRAJECTORIES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _family_rules(self) -> "Case":
+        if self.family == "dynamic" and self.event is None:
+            raise ValueError("a dynamic case needs 'event' (initial_state, action, expected_next_state, questions)")
+        if self.family == "human" and not self.targets.persons:
+            raise ValueError("a human case needs at least one person in targets.persons")
+        if self.family == "object" and not self.targets.objects:
+            raise ValueError("an object case needs at least one object in targets.objects")
+        return self
+
+    # -- resources -------------------------------------------------------------------------------------------
+    def _resolve(self, ref: str) -> str:
+        if ref.startswith("skimage://") or self.source is None:
+            return ref
+        p = Path(ref)
+        return str(p if p.is_absolute() else Path(self.source).parent / p)
+
+    def load_image(self) -> np.ndarray:
+        """Conditioning image as (H, W, 3) uint8 RGB."""
+        return load_rgb(self._resolve(self.image))
+
+    def load_depth(self) -> Optional[np.ndarray]:
+        """Depth of the conditioning image (H, W) float32 in scene units, or None. Disparity is inverted."""
+        if self.depth is None:
+            return None
+        ref = self._resolve(self.depth)
+        if ref.startswith("skimage://"):
+            arr = _skimage_array(ref)
+        else:
+            arr = np.load(ref).astype(np.float32)
+        if self.depth_kind == "disparity":
+            valid = np.isfinite(arr) & (arr > 0)
+            out = np.zeros_like(arr, dtype=np.float32)
+            out[valid] = 1.0 / arr[valid]
+            return out
+        return arr.astype(np.float32)
+
+    def object_mask(self, obj: ObjectTarget, height: int, width: int) -> np.ndarray:
+        """Boolean (H, W) mask of ``obj`` in conditioning-image pixels."""
+        import cv2
+
+        if obj.mask is not None:
+            m = cv2.imread(self._resolve(obj.mask), cv2.IMREAD_GRAYSCALE)
+            if m is None:
+                raise CaseError(f"{self.source}: targets.objects[{obj.id}].mask: cannot read {obj.mask!r}")
+            return m > 127
+        m = np.zeros((height, width), np.uint8)
+        cv2.fillPoly(m, [np.round(np.asarray(obj.polygon)).astype(np.int32)], 1)
+        return m.astype(bool)
+
+    def intrinsics_matrix(self, height: int, width: int, default_hfov_deg: float) -> np.ndarray:
+        """K in conditioning-image pixels: the case's intrinsics, else its ``hfov_deg``, else the default FoV."""
+        from trajectories.conventions import intrinsics_from_fov
+
+        if self.intrinsics is not None:
+            return self.intrinsics.matrix()
+        return intrinsics_from_fov(self.hfov_deg or default_hfov_deg, width, height)
+
+
+def _skimage_array(ref: str) -> np.ndarray:
+    import skimage.data as data
+
+    name = ref[len("skimage://"):]
+    if name == "motorcycle_left":
+        return data.stereo_motorcycle()[0]
+    if name == "motorcycle_disparity":
+        return data.stereo_motorcycle()[2].astype(np.float32)
+    fn = getattr(data, name, None)
+    if fn is None:
+        raise CaseError(f"image {ref!r}: scikit-image has no sample {name!r}")
+    return fn()
+
+
+def load_rgb(ref: str) -> np.ndarray:
+    """Read an image as (H, W, 3) uint8 RGB from a path or ``skimage://<name>``."""
+    if ref.startswith("skimage://"):
+        arr = _skimage_array(ref)
+    else:
+        import cv2
+
+        bgr = cv2.imread(ref, cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise CaseError(f"image {ref!r} is missing or unreadable; check the path (relative to the case file)")
+        arr = bgr[..., ::-1]
+    if arr.ndim == 2:
+        arr = np.repeat(arr[..., None], 3, axis=2)
+    return np.ascontiguousarray(arr[..., :3]).astype(np.uint8)
+
+
+def _format_error(source: str, err: ValidationError, index: int | None) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<case>"
+        where = f"[{index}]." if index is not None else ""
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field; remove it or fix its spelling (see docs/cases.md for the schema)"
+        elif e["type"] == "missing":
+            msg = "required field is missing; add it (see docs/cases.md)"
+        lines.append(f"{source}: {where}{loc}: {msg}")
+    return "\n".join(lines)
+
+
+def _parse_records(path: Path) -> list[tuple[int | None, Any]]:
+    text = path.read_text()
+    try:
+        if path.suffix == ".jsonl":
+            return [(i, json.loads(line)) for i, line in enumerate(text.splitlines()) if line.strip()]
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # parse errors: name the file and the position
+        raise CaseError(f"{path}: cannot parse ({exc}); fix the syntax") from exc
+    if isinstance(data, list):
+        return list(enumerate(data))
+    return [(None, data)]
+
+
+def load_case_file(path: str | Path) -> list[Case]:
+    """Validate every case in one YAML / JSON / JSONL file. Raises :class:`CaseError` naming file and field."""
+    path = Path(path).resolve()
+    cases = []
+    for index, rec in _parse_records(path):
+        if not isinstance(rec, dict):
+            raise CaseError(f"{path}: {'[%d] ' % index if index is not None else ''}a case must be a mapping")
+        try:
+            cases.append(Case(**{**rec, "source": str(path)}))
+        except ValidationError as err:
+            raise CaseError(_format_error(str(path), err, index)) from None
+    return cases
+
+
+def load_case_set(source: str | Path) -> list[Case]:
+    """Load a case set: ``builtin:demo``, a folder of ``*.yaml``/``*.yml``/``*.json`` files, or one file.
+
+    Checks that ids are unique and that every image exists. Returns cases sorted by id (a stable plan order).
+    """
+    if str(source).startswith("builtin:"):
+        name = str(source).split(":", 1)[1]
+        if name != "demo":
+            raise CaseError(f"cases.source={source!r}: the only built-in case set is 'builtin:demo'")
+        source = DEMO_DIR
+    src = Path(source).expanduser()
+    if not src.exists():
+        raise CaseError(f"cases.source={str(source)!r} does not exist; give a folder of case files or one file")
+    files = (
+        sorted(p for p in src.iterdir() if p.suffix in (".yaml", ".yml", ".json", ".jsonl"))
+        if src.is_dir()
+        else [src]
+    )
+    if not files:
+        raise CaseError(f"cases.source={str(source)!r} holds no .yaml/.yml/.json/.jsonl case files")
+    cases: list[Case] = []
+    for f in files:
+        cases.extend(load_case_file(f))
+    seen: dict[str, str] = {}
+    for c in cases:
+        if c.id in seen:
+            raise CaseError(f"{c.source}: id: {c.id!r} is also used in {seen[c.id]}; case ids must be unique")
+        seen[c.id] = str(c.source)
+        ref = c._resolve(c.image)
+        if not ref.startswith("skimage://") and not Path(ref).is_file():
+            raise CaseError(f"{c.source}: image: {c.image!r} not found (resolved to {ref}); fix the path")
+    return sorted(cases, key=lambda c: c.id)

@@ -1,0 +1,186 @@
+"""Pose-level KV-context policies: which latent frames a chunk may attend to.
+
+Every model shares this selection logic; the tensor-level cache (issue 4) and the reference model consume it.
+A rollout of ``L`` latent frames is generated in chunks of ``chunk`` latents; chunk ``k`` covers latents
+``[k*chunk, (k+1)*chunk)``. A policy returns, for chunk ``k``, the *history* latents (all ``< k*chunk``) the chunk
+may see, split into ``sink`` / ``recent`` / ``retrieved`` parts; the chunk always sees its own latents too.
+
+* ``fullkv``: all history.
+* ``sliding``: the first ``sink`` latents plus the ``recent`` most recent ones (defaults 4 + 12, + 4 current).
+* ``fov``: ``sink`` + ``recent`` + ``retrieved_chunks`` whole historical chunks chosen by field-of-view overlap
+  with the current chunk's cameras (defaults 4 + 4 + 2x4, + 4 current). Retrieval looks only at chunks outside
+  the sink and the recent window.
+
+Poses follow :mod:`trajectories.conventions` (OpenCV camera-to-world, world = camera frame of frame 0, positive
+yaw turns right, positive pitch turns up); intrinsics in pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .fov import FovOverlap, FovScoreConfig
+
+POLICY_NAMES = ("fullkv", "sliding", "fov")
+
+
+class ContextConfigError(ValueError):
+    """Bad context-policy configuration (the message names the field and the fix)."""
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """A KV-context policy (what ``conf/context/<name>.yaml`` holds). Budgets are in latent frames.
+
+    Attributes:
+        name: ``fullkv``, ``sliding`` or ``fov``.
+        chunk: latents generated per chunk (the "current" budget).
+        sink: first latents that are never evicted (sliding, fov).
+        recent: most recent history latents kept (sliding, fov).
+        retrieved_chunks: whole historical chunks retrieved by FoV overlap (fov).
+        fov: the overlap estimator's settings (fov).
+        rope: how retrieved keys are positioned at tensor level: ``absolute`` (cached at their frame index,
+            LingBot style) or ``rebase`` (moved just before the recent window, WorldKV style).
+    """
+
+    name: str
+    chunk: int = 4
+    sink: int = 0
+    recent: int = 0
+    retrieved_chunks: int = 0
+    fov: FovScoreConfig = field(default_factory=FovScoreConfig)
+    rope: str = "absolute"
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "ContextPolicy":
+        d = dict(d)
+        d.pop("description", None)
+        allowed = {"name", "chunk", "sink", "recent", "retrieved_chunks", "fov", "rope"}
+        unknown = set(d) - allowed
+        if unknown:
+            raise ContextConfigError(f"context: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        fov = FovScoreConfig.from_dict(d.pop("fov", None) or {})
+        pol = ContextPolicy(fov=fov, **d)
+        pol.validate()
+        return pol
+
+    def validate(self) -> None:
+        if self.name not in POLICY_NAMES:
+            raise ContextConfigError(f"context.name={self.name!r}: use one of {list(POLICY_NAMES)}")
+        for k in ("chunk", "sink", "recent", "retrieved_chunks"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 0:
+                raise ContextConfigError(f"context.{k}={v!r}: must be an integer >= 0")
+        if self.chunk < 1:
+            raise ContextConfigError("context.chunk must be >= 1 latent")
+        if self.name == "fov" and self.retrieved_chunks < 1:
+            raise ContextConfigError("context.retrieved_chunks must be >= 1 for the fov policy")
+        if self.rope not in ("absolute", "rebase"):
+            raise ContextConfigError(f"context.rope={self.rope!r}: use 'absolute' or 'rebase'")
+
+    @property
+    def budget(self) -> int | None:
+        """Steady-state attended latents including the current chunk (None = unbounded, FullKV)."""
+        if self.name == "fullkv":
+            return None
+        return self.sink + self.recent + self.retrieved_chunks * self.chunk + self.chunk
+
+    @property
+    def needs_full_history(self) -> bool:
+        """Whether latents outside sink + recent may be selected again (so a cache must keep them)."""
+        return self.name in ("fullkv", "fov")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The context of one chunk: history latents by part, the current latents and the retrieval scores."""
+
+    chunk_index: int
+    current: tuple[int, ...]
+    sink: tuple[int, ...] = ()
+    recent: tuple[int, ...] = ()
+    retrieved: tuple[int, ...] = ()
+    history: tuple[int, ...] = ()  # fullkv: every earlier latent
+    scores: dict[int, float] = field(default_factory=dict)  # candidate chunk index -> FoV overlap
+
+    @property
+    def context(self) -> list[int]:
+        """Sorted history latents this chunk may attend to (excludes the current chunk)."""
+        return sorted(set(self.sink) | set(self.recent) | set(self.retrieved) | set(self.history))
+
+    @property
+    def attended(self) -> list[int]:
+        """Everything the chunk attends to: context + its own latents, sorted."""
+        return sorted(set(self.context) | set(self.current))
+
+    def to_trace(self) -> dict[str, Any]:
+        return {
+            "chunk": self.chunk_index,
+            "current": list(self.current),
+            "context": self.context,
+            "sink": list(self.sink),
+            "recent": list(self.recent),
+            "retrieved": list(self.retrieved),
+            "scores": {str(k): round(v, 6) for k, v in sorted(self.scores.items())},
+        }
+
+
+class ContextSelector:
+    """Applies a :class:`ContextPolicy` to a rollout's latent poses.
+
+    Args:
+        policy: the policy.
+        latent_c2w: (L, 4, 4) camera-to-world pose of every latent frame (OpenCV, world = frame 0).
+        K: (3, 3) intrinsics in pixels for ``height`` x ``width`` (the FoV test uses the real field of view).
+    """
+
+    def __init__(self, policy: ContextPolicy, latent_c2w: np.ndarray, K: np.ndarray, height: int, width: int):
+        self.policy = policy
+        self.latent_c2w = np.asarray(latent_c2w, dtype=np.float64)
+        self.num_latents = int(self.latent_c2w.shape[0])
+        self._fov = (
+            FovOverlap(K, height, width, policy.fov) if policy.name == "fov" else None
+        )
+
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.num_latents // self.policy.chunk)
+
+    def chunk_latents(self, k: int) -> tuple[int, ...]:
+        c = self.policy.chunk
+        return tuple(range(k * c, min((k + 1) * c, self.num_latents)))
+
+    def select(self, k: int) -> Selection:
+        """Context of chunk ``k``: never a latent ``>= k * chunk`` (nothing from the future)."""
+        p = self.policy
+        current = self.chunk_latents(k)
+        start = current[0]
+        if p.name == "fullkv":
+            return Selection(k, current, history=tuple(range(start)))
+        sink = tuple(range(min(p.sink, start)))
+        recent = tuple(range(max(len(sink), start - p.recent), start))
+        if p.name == "sliding":
+            return Selection(k, current, sink=sink, recent=recent)
+        # fov: whole chunks strictly between the sink and the recent window are candidates
+        lo, hi = len(sink), recent[0] if recent else start
+        cands = [j for j in range(self.num_chunks) if j * p.chunk >= lo and (j + 1) * p.chunk <= hi]
+        if not cands:
+            return Selection(k, current, sink=sink, recent=recent, retrieved=tuple(range(lo, hi)))
+        assert self._fov is not None
+        cur_poses = self.latent_c2w[list(current)]
+        scores = {j: self._fov.overlap(cur_poses, self.latent_c2w[list(self.chunk_latents(j))]) for j in cands}
+        # Highest overlap first; ties go to the more recent chunk (deterministic).
+        best = sorted(cands, key=lambda j: (-scores[j], -j))[: p.retrieved_chunks]
+        retrieved = tuple(i for j in sorted(best) for i in self.chunk_latents(j))
+        # Latents between the sink and the recent window that do not fill a whole chunk are not retrievable.
+        return Selection(k, current, sink=sink, recent=recent, retrieved=retrieved, scores=scores)
+
+    def trace(self) -> list[dict[str, Any]]:
+        """The context trace of the whole rollout: one entry per chunk."""
+        return [self.select(k).to_trace() for k in range(self.num_chunks)]

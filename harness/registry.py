@@ -1,0 +1,80 @@
+"""Lookup and listing. The config groups under ``conf/`` *are* the registry; this module only reads them.
+
+Model adapters are referenced from their YAML as ``adapter: "module:Class"`` and imported lazily, so
+``python -m harness --help`` and config composition never import torch or model code. An out-of-tree adapter
+is just a YAML file (in a Hydra search-path folder) that points at an importable class.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+GROUPS = ("model", "context", "trajectory", "cases", "evaluate", "launcher", "experiment", "debug")
+
+
+class UnknownChoiceError(ValueError):
+    """An unknown name for a config group, with a did-you-mean suggestion."""
+
+
+def conf_dir() -> Path:
+    import conf
+
+    return Path(conf.__file__).resolve().parent
+
+
+def list_group(group: str) -> list[str]:
+    """Names of the options of a config group (the YAML file stems), sorted."""
+    d = conf_dir() / group
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def group_yaml(group: str, name: str) -> dict[str, Any]:
+    """The raw YAML mapping of ``conf/<group>/<name>.yaml`` (raises :class:`UnknownChoiceError` if absent)."""
+    check_choice(group, name)
+    return yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+
+
+def did_you_mean(name: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def check_choice(group: str, name: str) -> None:
+    options = list_group(group)
+    if name not in options:
+        raise UnknownChoiceError(
+            f"Unknown {group} {name!r}.{did_you_mean(name, options)} Available: {', '.join(options) or '(none)'}"
+        )
+
+
+def load_object(ref: str) -> Any:
+    """Import ``"package.module:Attr"`` lazily; a clear error names the reference when it fails."""
+    if ":" not in ref:
+        raise ValueError(f"adapter reference {ref!r} must look like 'package.module:ClassName'")
+    mod_name, attr = ref.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import adapter module {mod_name!r} ({exc}); is its extra installed?") from exc
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ImportError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
+
+
+def build_adapter(model_cfg: dict[str, Any]):
+    """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
+    from adapters.base import Adapter, ModelConfigError
+
+    ref = model_cfg.get("adapter")
+    if not ref:
+        raise ModelConfigError(f"model.adapter: missing for model {model_cfg.get('name')!r}; set 'module:Class'")
+    cls = load_object(ref)
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise ModelConfigError(f"model.adapter={ref!r} is not an adapters.base.Adapter subclass")
+    return cls(cls.config_class.from_dict(dict(model_cfg)))
