@@ -38,9 +38,7 @@ def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
     from harness.registry import UnknownChoiceError, check_choice
 
-    out = list(argv)
-    if len(out) > 1 and out[1] in COMMANDS:
-        out[1] = f"cmd={out[1]}"
+    out = [a if (i == 0 or a not in COMMANDS) else f"cmd={a}" for i, a in enumerate(argv)]
     for arg in out[1:]:
         if arg.startswith("-") or "=" not in arg:
             continue

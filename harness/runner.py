@@ -269,6 +269,24 @@ def load_cases_from_config(cases_cfg: dict[str, Any]) -> list[Case]:
     return cases
 
 
+def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case], items: Sequence[WorkItem]) -> None:
+    """Build every item's camera path up front (cheap) so impossible parameters fail before anything is written."""
+    from trajectories import TrajectoryError, build_path
+
+    by_id = {c.id: c for c in cases}
+    mc = adapter.config
+    seen = set()
+    for item in items:
+        if (item.trajectory, item.case_id) in seen:
+            continue
+        seen.add((item.trajectory, item.case_id))
+        _, K = adapter.canvas_image_and_K(by_id[item.case_id])
+        try:
+            build_path(specs[item.trajectory], mc.frames_for(item.trajectory), mc.fps, K, mc.height, mc.width)
+        except TrajectoryError as exc:
+            raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
+
+
 def plan_from_config(cfg: dict[str, Any]):
     """Everything a run needs, validated before anything heavy: (adapter, policy, specs, cases, items, run_dir)."""
     from trajectories import TrajectorySpec
@@ -291,5 +309,6 @@ def plan_from_config(cfg: dict[str, Any]):
     seed = cfg.get("seed")
     seed = adapter.config.seed if seed is None else int(seed)
     items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
+    check_trajectories(adapter, specs, cases, items)
     run_dir = Path(cfg.get("output_root", "outputs")) / str(cfg.get("run", "default"))
     return adapter, policy, specs, cases, items, run_dir

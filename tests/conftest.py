@@ -1,0 +1,56 @@
+"""Shared fixtures. Tests run on a CPU with no network: nothing here downloads anything."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compose(overrides: list[str] | None = None) -> dict:
+    """Compose the harness config as `python -m harness` would, returned as a plain dict."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            cfg = hcompose(config_name="config", overrides=overrides or [], return_hydra_config=False)
+            return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m harness <args>` in ``cwd`` and return the completed process (text output)."""
+    e = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+@pytest.fixture
+def demo_cases():
+    from harness.cases import load_case_set
+
+    return {c.id: c for c in load_case_set("builtin:demo")}
+
+
+@pytest.fixture
+def K832():
+    from trajectories.conventions import intrinsics_from_fov
+
+    return intrinsics_from_fov(60.0, 832, 480)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,69 @@
+"""Every config combination composes, and its config objects instantiate (no model is built)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from conftest import compose
+from harness.registry import build_adapter, list_group
+
+MODELS = list_group("model")
+CONTEXTS = list_group("context")
+TRAJECTORIES = list_group("trajectory")
+
+
+@pytest.mark.parametrize("model,context,trajectory", list(itertools.product(MODELS, CONTEXTS, TRAJECTORIES)))
+def test_every_combination_composes_and_instantiates(model, context, trajectory):
+    from harness.context import ContextPolicy
+    from trajectories import TrajectorySpec
+
+    cfg = compose([f"model={model}", f"context={context}", f"trajectory={trajectory}"])
+    adapter = build_adapter(cfg["model"])
+    assert adapter.config.name == model
+    policy = ContextPolicy.from_dict(cfg["context"])
+    assert policy.name == context
+    spec = TrajectorySpec.from_dict(cfg["trajectory"])
+    assert spec.name == trajectory
+
+
+@pytest.mark.parametrize("group", ["launcher", "experiment", "debug", "cases", "evaluate"])
+def test_every_option_of_other_groups_composes(group):
+    for name in list_group(group):
+        overrides = [f"{group}={name}"]
+        if group == "cases" and name == "folder":
+            overrides.append("cases.source=/tmp")
+        cfg = compose(overrides)
+        assert cfg["model"]["name"]
+
+
+def test_yaml_files_and_registry_agree():
+    """Each model YAML names an importable adapter whose typed config accepts exactly its keys."""
+    for model in MODELS:
+        cfg = compose([f"model={model}"])
+        adapter = build_adapter(cfg["model"])
+        assert set(cfg["model"]) <= set(adapter.config.to_dict())
+
+
+def test_unknown_model_key_fails_with_field_name():
+    from adapters.base import ModelConfigError
+
+    cfg = compose(["model=reference", "+model.heigth=3"])
+    with pytest.raises(ModelConfigError, match="heigth"):
+        build_adapter(cfg["model"])
+
+
+def test_defaults_are_the_documented_ones():
+    cfg = compose([])
+    assert (cfg["model"]["name"], cfg["context"]["name"], cfg["trajectory"]["name"], cfg["cases"]["name"]) == (
+        "reference", "fov", "lrlr", "demo")
+
+
+def test_budgets_of_the_paper():
+    from harness.context import ContextPolicy
+
+    sl = ContextPolicy.from_dict(compose(["context=sliding"])["context"])
+    fov = ContextPolicy.from_dict(compose(["context=fov"])["context"])
+    assert (sl.sink, sl.recent, sl.chunk, sl.budget) == (4, 12, 4, 20)
+    assert (fov.sink, fov.recent, fov.retrieved_chunks * fov.chunk, fov.chunk, fov.budget) == (4, 4, 8, 4, 20)

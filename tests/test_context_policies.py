@@ -1,0 +1,86 @@
+"""Pose-level context policies: exact budgets, never the future, FoV prefers views that looked the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.context import ContextConfigError, ContextPolicy, ContextSelector, FovOverlap
+from trajectories import TrajectorySpec, build_path
+from trajectories.conventions import rot_y, se3
+
+SLIDING = ContextPolicy(name="sliding", sink=4, recent=12)
+FOV = ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2)
+FULL = ContextPolicy(name="fullkv")
+
+
+def _lrlr_latents(K):
+    p = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 493, 16, K, 480, 832)
+    return p, p.c2w[::4]
+
+
+@pytest.mark.parametrize("policy", [SLIDING, FOV, FULL])
+def test_budgets_and_no_future(policy, K832):
+    _, lat = _lrlr_latents(K832)
+    sel = ContextSelector(policy, lat, K832, 480, 832)
+    assert sel.num_chunks == 31
+    for k in range(sel.num_chunks):
+        s = sel.select(k)
+        start = k * 4
+        assert list(s.current) == list(range(start, start + 4))
+        assert all(i < start for i in s.context)  # nothing from the future
+        assert len(set(s.context)) == len(s.context)
+        if policy.name == "fullkv":
+            assert s.context == list(range(start))
+        elif start >= 20:  # steady state: exactly 20 latents attended
+            assert len(s.attended) == 20
+            assert list(s.sink) == [0, 1, 2, 3]  # the sink is never evicted
+            assert list(s.recent) == list(range(start - policy.recent, start))
+        else:
+            assert s.context == list(range(start))
+
+
+def test_fov_retrieves_whole_chunks_outside_sink_and_recent(K832):
+    _, lat = _lrlr_latents(K832)
+    sel = ContextSelector(FOV, lat, K832, 480, 832)
+    for k in range(6, sel.num_chunks):
+        s = sel.select(k)
+        r = list(s.retrieved)
+        assert len(r) == 8 and all(i % 4 == (r[0] % 4) for i in r[::4])
+        assert set(r).isdisjoint(s.sink) and set(r).isdisjoint(s.recent)
+        assert all(r[i] + 1 == r[i + 1] for i in (0, 1, 2, 4, 5, 6))  # two whole chunks
+
+
+def test_fov_prefers_chunks_that_looked_the_same_way(K832):
+    # History: 3 chunks looking at yaw 0, 3 at -90, 3 at +90; query looks at -85.
+    yaws = [0] * 12 + [-90] * 12 + [90] * 12 + [0] * 4 + [-85] * 4
+    lat = se3(rot_y(np.deg2rad(np.array(yaws, float))))
+    pol = ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2)
+    s = ContextSelector(pol, lat, K832, 480, 832).select(len(yaws) // 4 - 1)
+    # two of the three chunks that looked left; equal scores go to the more recent chunks
+    assert set(s.retrieved) == set(range(16, 24))
+    assert min(s.scores[3], s.scores[4], s.scores[5]) > max(s.scores[6], s.scores[7], s.scores[8])
+
+
+def test_fov_overlap_estimator_is_seeded_and_bounded(K832):
+    a = FovOverlap(K832, 480, 832)
+    b = FovOverlap(K832, 480, 832)
+    q, h = np.eye(4), se3(rot_y(np.deg2rad(20)))
+    assert a.pair(q, h) == b.pair(q, h)
+    assert a.pair(q, q) == 1.0
+    assert a.pair(q, se3(rot_y(np.pi))) == 0.0
+    assert 0.0 < a.pair(q, h) < 1.0
+    # a wider field of view overlaps more at the same rotation
+    from trajectories.conventions import intrinsics_from_fov
+
+    wide = FovOverlap(intrinsics_from_fov(100, 832, 480), 480, 832)
+    assert wide.pair(q, h) > a.pair(q, h)
+
+
+def test_bad_policy_config_names_the_field():
+    with pytest.raises(ContextConfigError, match="recnt"):
+        ContextPolicy.from_dict({"name": "sliding", "recnt": 3})
+    with pytest.raises(ContextConfigError, match="name"):
+        ContextPolicy.from_dict({"name": "lru"})
+    with pytest.raises(ContextConfigError, match="sink"):
+        ContextPolicy.from_dict({"name": "sliding", "sink": -1})
