@@ -44,7 +44,10 @@ class ModelConfig:
         default_hfov_deg: field of view used when a case gives no intrinsics.
         gpus_per_job: GPUs one job needs (0 = CPU); gpu_layout: free-form description of their roles.
         supported_contexts: context policies the adapter can run; unsupported_reasons explains the others.
+        paper_context: the policy of the paper's main table for this model (``context=paper`` selects it).
         translation_scale: the translation-scale policy (units the model expects, how scene units map to them).
+        trailing_hold_frames: static poses appended after the trajectory (Evoke: 21, paper appendix C); the
+            trajectory itself is sampled on ``num_frames - trailing_hold_frames`` and ``H`` grows by this much.
     """
 
     name: str
@@ -61,8 +64,10 @@ class ModelConfig:
     gpus_per_job: int = 0
     gpu_layout: str = ""
     supported_contexts: tuple[str, ...] = ("fullkv", "sliding", "fov")
+    paper_context: str = "fullkv"
     unsupported_reasons: dict[str, str] = field(default_factory=dict)
     translation_scale: dict[str, Any] = field(default_factory=dict)
+    trailing_hold_frames: int = 0
     description: str = ""
 
     @classmethod
@@ -189,6 +194,26 @@ class Adapter(ABC):
         K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], self.config.default_hfov_deg)
         dst = (self.config.height, self.config.width)
         return resize_cover_crop(img, dst), intrinsics_for_resize_crop(K_src, img.shape[:2], dst)
+
+    def path_for(self, spec: Any, K: np.ndarray, trajectory: str | None = None) -> Any:
+        """The item's camera path at this model's native frame count, fps and canvas (K in canvas pixels)."""
+        from trajectories import build_path
+        from trajectories.path import CameraPath, Segment
+
+        c = self.config
+        name = trajectory or spec.name
+        total = c.frames_for(name)
+        hold = int(c.trailing_hold_frames)
+        path = build_path(spec, total - hold, c.fps, K, c.height, c.width)
+        if hold == 0:
+            return path
+        c2w = np.concatenate([path.c2w, np.repeat(path.c2w[-1:], hold, axis=0)])
+        phases = dict(path.phases)
+        a, b = phases["H"]
+        phases["H"] = (a, b + hold)
+        segs = list(path.segments) + [Segment("H", "trailing_hold", "hold", b, b + hold)]
+        params = {**path.params, "trailing_hold_frames": hold, "num_frames": total}
+        return CameraPath(path.name, c2w, path.K, path.fps, path.height, path.width, phases, tuple(segs), params)
 
     # -- the contract -------------------------------------------------------------------------------------------
     @abstractmethod

@@ -86,7 +86,7 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
     from pathlib import Path
 
     from harness.registry import build_adapter
-    from trajectories import TrajectorySpec, build_path
+    from trajectories import TrajectorySpec
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.preview import preview_path
 
@@ -94,7 +94,7 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
     mc = adapter.config
     spec = TrajectorySpec.from_dict(cfg["trajectory"])
     K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
-    path = build_path(spec, mc.frames_for(spec.name), mc.fps, K, mc.height, mc.width)
+    path = adapter.path_for(spec, K)
     out = Path(cfg["output_root"]) / "previews" / f"{spec.name}_{mc.name}.png"
     preview_path(path, out)
     path.save(out.with_suffix(".npz"))

@@ -138,7 +138,6 @@ def run_items(
 ) -> RunSummary:
     """Execute ``items``; see the module docstring for what each writes."""
     from adapters.base import ItemRequest
-    from trajectories import build_path
 
     from .video import VideoWriter
 
@@ -181,8 +180,7 @@ def run_items(
         try:
             _, K = adapter.canvas_image_and_K(case)
             mc = adapter.config
-            path = build_path(trajectory_specs[item.trajectory], mc.frames_for(item.trajectory), mc.fps, K,
-                              mc.height, mc.width)
+            path = adapter.path_for(trajectory_specs[item.trajectory], K, item.trajectory)
             path.save(item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
@@ -206,10 +204,8 @@ def run_items(
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
                 gen = adapter.generate(req, controls, writer)
                 writer.close()
-                if writer.num_frames != path.num_frames:
-                    raise RuntimeError(
-                        f"generated {writer.num_frames} frames but the trajectory has {path.num_frames}"
-                    )
+                if writer.num_frames != gen.num_frames:
+                    raise RuntimeError(f"the model reported {gen.num_frames} frames but {writer.num_frames} were written")
                 write_json(item_dir / "context_trace.json", {"policy": context.to_dict(), "chunks": gen.context_trace})
                 meta.update(
                     status="done",
@@ -271,10 +267,9 @@ def load_cases_from_config(cases_cfg: dict[str, Any]) -> list[Case]:
 
 def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case], items: Sequence[WorkItem]) -> None:
     """Build every item's camera path up front (cheap) so impossible parameters fail before anything is written."""
-    from trajectories import TrajectoryError, build_path
+    from trajectories import TrajectoryError
 
     by_id = {c.id: c for c in cases}
-    mc = adapter.config
     seen = set()
     for item in items:
         if (item.trajectory, item.case_id) in seen:
@@ -282,7 +277,7 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
         seen.add((item.trajectory, item.case_id))
         _, K = adapter.canvas_image_and_K(by_id[item.case_id])
         try:
-            build_path(specs[item.trajectory], mc.frames_for(item.trajectory), mc.fps, K, mc.height, mc.width)
+            adapter.path_for(specs[item.trajectory], K, item.trajectory)
         except TrajectoryError as exc:
             raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
 
@@ -295,7 +290,10 @@ def plan_from_config(cfg: dict[str, Any]):
     from .registry import build_adapter, check_choice, group_yaml
 
     adapter = build_adapter(cfg["model"])
-    policy = ContextPolicy.from_dict(cfg["context"])
+    ctx = cfg["context"]
+    if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
+        ctx = group_yaml("context", adapter.config.paper_context)
+    policy = ContextPolicy.from_dict(ctx)
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
     names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]
     specs = {}
@@ -310,5 +308,5 @@ def plan_from_config(cfg: dict[str, Any]):
     seed = adapter.config.seed if seed is None else int(seed)
     items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
     check_trajectories(adapter, specs, cases, items)
-    run_dir = Path(cfg.get("output_root", "outputs")) / str(cfg.get("run", "default"))
+    run_dir = (Path(cfg.get("output_root", "outputs")) / str(cfg.get("run", "default"))).resolve()
     return adapter, policy, specs, cases, items, run_dir

@@ -10,6 +10,8 @@ may see, split into ``sink`` / ``recent`` / ``retrieved`` parts; the chunk alway
 * ``fov``: ``sink`` + ``recent`` + ``retrieved_chunks`` whole historical chunks chosen by field-of-view overlap
   with the current chunk's cameras (defaults 4 + 4 + 2x4, + 4 current). Retrieval looks only at chunks outside
   the sink and the recent window.
+* ``native``: the model's built-in memory mode (what the paper's main table uses for most models); the harness
+  does not restrict the context, so the selection lists all history as available.
 
 Poses follow :mod:`trajectories.conventions` (OpenCV camera-to-world, world = camera frame of frame 0, positive
 yaw turns right, positive pitch turns up); intrinsics in pixels.
@@ -24,7 +26,7 @@ import numpy as np
 
 from .fov import FovOverlap, FovScoreConfig
 
-POLICY_NAMES = ("fullkv", "sliding", "fov")
+POLICY_NAMES = ("fullkv", "sliding", "fov", "native")
 
 
 class ContextConfigError(ValueError):
@@ -84,14 +86,14 @@ class ContextPolicy:
     @property
     def budget(self) -> int | None:
         """Steady-state attended latents including the current chunk (None = unbounded, FullKV)."""
-        if self.name == "fullkv":
+        if self.name in ("fullkv", "native"):
             return None
         return self.sink + self.recent + self.retrieved_chunks * self.chunk + self.chunk
 
     @property
     def needs_full_history(self) -> bool:
         """Whether latents outside sink + recent may be selected again (so a cache must keep them)."""
-        return self.name in ("fullkv", "fov")
+        return self.name in ("fullkv", "fov", "native")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,7 +163,7 @@ class ContextSelector:
         p = self.policy
         current = self.chunk_latents(k)
         start = current[0]
-        if p.name == "fullkv":
+        if p.name in ("fullkv", "native"):
             return Selection(k, current, history=tuple(range(start)))
         sink = tuple(range(min(p.sink, start)))
         recent = tuple(range(max(len(sink), start - p.recent), start))

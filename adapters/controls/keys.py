@@ -1,0 +1,324 @@
+"""Discrete and textual controls: HY-WorldPlay action labels, Matrix-Game 3 keyboard + mouse, YUME captions.
+
+Each lossy encoder has a decoder that integrates the native controls back into a camera path with the model's own
+conventions, so the harness can report the achieved-vs-requested residual. Poses in and out: OpenCV
+camera-to-world 4x4 (+x right / +y down / +z forward), world = camera frame of frame 0, positive yaw turns right,
+positive pitch turns up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trajectories.conventions import rot_x, rot_y, rot_z, se3, w2c_from_c2w, yaw_pitch_from_rotmat
+
+# --------------------------------------------------------------------------------------------------------------
+# HY-WorldPlay: one discrete label 0..80 per latent (Tencent-Hunyuan/HY-WorldPlay@da2d0c2 hyvideo/generate.py)
+# --------------------------------------------------------------------------------------------------------------
+
+_HY_INDEX = {"0000": 0, "1000": 1, "0100": 2, "0010": 3, "0001": 4, "1010": 5, "1001": 6, "0110": 7, "0101": 8}
+
+
+def hy_action_label(T_rel: np.ndarray, trans_threshold: float = 1e-4, rot_threshold_deg: float = 0.05) -> int:
+    """Label of one latent step ``T_rel = c2w[i-1]^-1 c2w[i]`` (OpenCV): ``trans_index * 9 + rot_index``.
+
+    Translation one-hot [fwd, back, right, left] from the angle of t to +z / +x (< 60 deg / > 120 deg), only when
+    ``‖t‖ > trans_threshold`` (1e-4 at inference, 0.01 in the training loader). Rotation one-hot [right, left, up,
+    down] from SciPy ``as_euler('xyz', degrees=True)``: y > 0.05 right, y < -0.05 left, x > 0.05 up, x < -0.05 down.
+    """
+    from scipy.spatial.transform import Rotation
+
+    t = T_rel[:3, 3]
+    tb = [0, 0, 0, 0]
+    n = float(np.linalg.norm(t))
+    if n > trans_threshold:
+        u = t / n
+        az = np.degrees(np.arccos(np.clip(u[2], -1, 1)))
+        ax = np.degrees(np.arccos(np.clip(u[0], -1, 1)))
+        tb = [int(az < 60), int(az > 120), int(ax < 60), int(ax > 120)]
+    x, y, _ = Rotation.from_matrix(T_rel[:3, :3]).as_euler("xyz", degrees=True)
+    rb = [int(y > rot_threshold_deg), int(y < -rot_threshold_deg), int(x > rot_threshold_deg),
+          int(x < -rot_threshold_deg)]
+    tk, rk = "".join(map(str, tb)), "".join(map(str, rb))
+    if tk not in _HY_INDEX or rk not in _HY_INDEX:
+        raise ValueError(f"HY-WorldPlay has no label for translation {tk} / rotation {rk}")
+    return _HY_INDEX[tk] * 9 + _HY_INDEX[rk]
+
+
+def hy_action_labels(latent_c2w: np.ndarray, trans_threshold: float = 1e-4) -> np.ndarray:
+    """Labels for every latent (latent 0 -> 0), from consecutive latent poses. (L,) int64."""
+    out = np.zeros(len(latent_c2w), dtype=np.int64)
+    for i in range(1, len(latent_c2w)):
+        out[i] = hy_action_label(w2c_from_c2w(latent_c2w[i - 1]) @ latent_c2w[i], trans_threshold)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Matrix-Game 3: keyboard (T,6) [W,S,A,D,0,0] + mouse (T,2) [pitch, yaw] per frame
+# (SkyworkAI/Matrix-Game Matrix-Game-3/utils/utils.py::compute_next_pose_from_action, utils/cam_utils.py)
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MG3Params:
+    """Matrix-Game 3 action constants and the harness's policy choices.
+
+    deg_per_unit: degrees per mouse unit (15). dead_zone: |mouse| below it is ignored (0.02). step_cm / diag_cm:
+    translation per frame for one key / per axis on diagonals (12.35 / 8.73 cm). metres_per_unit: the
+    translation-scale policy (scene units -> metres). mouse_pitch: ``code`` = mouse[0] > 0 tilts **down** (what
+    the integration code does) or ``label`` = mouse[0] > 0 tilts **up** (what key ``i`` is called); upstream's
+    sign is unverified (native-controls.md §5.2), so it is an explicit, recorded choice.
+    """
+
+    deg_per_unit: float = 15.0
+    dead_zone: float = 0.02
+    step_cm: float = 12.35
+    diag_cm: float = 8.73
+    metres_per_unit: float = 1.0
+    mouse_pitch: str = "code"
+
+    def pitch_sign(self) -> float:
+        """MG pitch (positive = down in the code) per unit of mouse[0]."""
+        if self.mouse_pitch not in ("code", "label"):
+            raise ValueError(f"mouse_pitch={self.mouse_pitch!r}: use 'code' or 'label'")
+        return 1.0 if self.mouse_pitch == "code" else -1.0
+
+
+#: Keyboard one-hots [W, S, A, D, 0, 0] and the (forward, right) displacement in steps of each combination.
+_MG3_KEYS = [
+    ((0, 0, 0, 0), (0.0, 0.0)), ((1, 0, 0, 0), (1.0, 0.0)), ((0, 1, 0, 0), (-1.0, 0.0)),
+    ((0, 0, 1, 0), (0.0, -1.0)), ((0, 0, 0, 1), (0.0, 1.0)), ((1, 0, 1, 0), ("d", "-d")),
+    ((1, 0, 0, 1), ("d", "d")), ((0, 1, 1, 0), ("-d", "-d")), ((0, 1, 0, 1), ("-d", "d")),
+]
+
+
+def _key_moves(p: MG3Params) -> tuple[np.ndarray, np.ndarray]:
+    keys, moves = [], []
+    for k, (f, r) in _MG3_KEYS:
+        def v(x):
+            if isinstance(x, str):
+                return (-1 if x.startswith("-") else 1) * p.diag_cm / 100.0
+            return x * p.step_cm / 100.0
+
+        keys.append(k)
+        moves.append((v(f), v(r)))
+    return np.array(keys, dtype=np.float32), np.array(moves)
+
+
+def _dead(v: float, p: MG3Params) -> float:
+    return 0.0 if abs(v) < p.dead_zone else v
+
+
+def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
+    """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
+
+    Error diffusion keeps the integrated path within the dead zone / one key step of the request: each frame
+    emits what brings the *integrated* state closest to the requested one. Vertical motion cannot be expressed
+    (translation is horizontal only) and shows up in the residual. Frame 0 has no action.
+    """
+    yaw_cv, pitch_cv = yaw_pitch_from_rotmat(c2w[:, :3, :3])
+    yaw_t, pitch_t = np.degrees(yaw_cv), -np.degrees(pitch_cv)  # MG pitch is positive down
+    pos_t = c2w[:, :3, 3] * p.metres_per_unit
+    keys_tab, moves = _key_moves(p)
+    T = len(c2w)
+    keyboard = np.zeros((T, 6), np.float32)
+    mouse = np.zeros((T, 2), np.float32)
+    yaw = pitch = 0.0
+    pos = np.zeros(3)
+    sgn = p.pitch_sign()
+    for t in range(1, T):
+        m_yaw = _dead((yaw_t[t] - yaw) / p.deg_per_unit, p)
+        m_pitch = _dead((pitch_t[t] - pitch) / p.deg_per_unit, p)
+        mouse[t] = (sgn * m_pitch, m_yaw)
+        new_yaw, new_pitch = yaw + p.deg_per_unit * m_yaw, pitch + p.deg_per_unit * m_pitch
+        psi = np.radians(0.5 * (yaw + new_yaw))
+        fwd = np.array([np.sin(psi), 0.0, np.cos(psi)])
+        right = np.array([np.cos(psi), 0.0, -np.sin(psi)])
+        want = pos_t[t] - pos
+        want_fr = np.array([want @ fwd, want @ right])
+        best = int(np.argmin(np.linalg.norm(moves - want_fr[None], axis=1)))
+        keyboard[t, :4] = keys_tab[best]
+        pos = pos + moves[best, 0] * fwd + moves[best, 1] * right
+        yaw, pitch = new_yaw, new_pitch
+    return keyboard, mouse
+
+
+def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Integrate actions exactly as MG-3 does and return its own c2w extrinsics (T,4,4) in metres.
+
+    State ``(x, y, z, pitch, yaw)``; ``pitch += 15 m0``, ``yaw += 15 m1`` (dead zone 0.02); W/S/A/D move
+    12.35 cm (8.73 per axis on diagonals) in the horizontal plane along the step's average yaw;
+    ``R = Rz(yaw) Ry(pitch) Rx(0) R_init`` with ``R_init = [[0,0,1],[1,0,0],[0,-1,0]]`` (Z-up world, camera +z ->
+    world +X). These are the extrinsics the Plücker branch must receive together with the actions.
+    """
+    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    sgn = p.pitch_sign()
+    T = len(keyboard)
+    out = np.empty((T, 4, 4))
+    x = y = z = 0.0
+    pitch = yaw = 0.0
+    for t in range(T):
+        if t > 0:
+            m0, m1 = _dead(float(mouse[t, 0]), p) * sgn, _dead(float(mouse[t, 1]), p)
+            new_pitch, new_yaw = pitch + p.deg_per_unit * m0, yaw + p.deg_per_unit * m1
+            w, s, a, d = (keyboard[t, :4] > 0.5).astype(float)
+            f, r = w - s, d - a
+            scale = (p.diag_cm if (f and r) else p.step_cm)
+            psi = np.radians(0.5 * (yaw + new_yaw))
+            # world X forward at yaw 0, world Y = camera right at yaw 0 (see the docstring)
+            x += scale * (f * np.cos(psi) - r * np.sin(psi))
+            y += scale * (f * np.sin(psi) + r * np.cos(psi))
+            pitch, yaw = new_pitch, new_yaw
+        R = rot_z(np.radians(yaw)) @ rot_y(np.radians(pitch)) @ R_init
+        out[t] = se3(R, np.array([x, y, z]) * 0.01)
+    return out
+
+
+def mg3_decode(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Native actions -> canonical path (OpenCV c2w, world = frame 0, scene units)."""
+    ext = mg3_extrinsics(keyboard, mouse, p)
+    rel = w2c_from_c2w(ext[0])[None] @ ext
+    rel[:, :3, 3] /= p.metres_per_unit
+    return rel
+
+
+# --------------------------------------------------------------------------------------------------------------
+# YUME: one caption per stage (stdstu12/YUME@111c3fa decode_camera_controls_from_c2w_sequence.py, caption_re.txt)
+# --------------------------------------------------------------------------------------------------------------
+
+YUME_PREFIX = "First-person perspective."
+YUME_MOVE = {
+    "W": "The camera pushes forward (W).",
+    "S": "The camera pulls back (S).",
+    "A": "The camera moves to the left (A).",
+    "D": "The camera moves to the right (D).",
+    "W+A": "The camera pushes forward and moves to the left (W+A).",
+    "W+D": "The camera pushes forward and moves to the right (W+D).",
+    "S+A": "The camera pulls back and moves to the left (S+A).",
+    "S+D": "The camera pulls back and moves to the right (S+D).",
+    "None": "The camera's movement direction remains stationary (·).",
+}
+YUME_ROT = {
+    "→": "The camera pans to the right (→).",
+    "←": "The camera pans to the left (←).",
+    "↑": "The camera tilts up (↑).",
+    "↓": "The camera tilts down (↓).",
+    "↑→": "The camera tilts up and pans to the right (↑→).",
+    "↑←": "The camera tilts up and pans to the left (↑←).",
+    "↓→": "The camera tilts down and pans to the right (↓→).",
+    "↓←": "The camera tilts down and pans to the left (↓←).",
+    "·": "The rotation direction of the camera remains stationary (·).",
+}
+
+
+@dataclass(frozen=True)
+class YumeParams:
+    """YUME caption policy.
+
+    frames_per_stage: 29 decoded frames per caption line. rotation_snap_deg / translation_snap: a stage's net
+    motion below them counts as none (upstream's 1e-4 / 1e-3 rad thresholds would turn float noise into keys).
+    deg_per_speed_unit / units_per_speed_unit: calibration of the speed sentence [a harness choice, recorded]: the
+    rotation-speed value is the stage's mean rotation per frame in units of ``deg_per_speed_unit`` (1.4 deg/frame
+    -> 4, the value of upstream's examples), the distance value its mean translation per frame in units of
+    ``units_per_speed_unit``; values are rounded to 0.1 and clipped to [0, 10] (YUME's README range).
+    """
+
+    frames_per_stage: int = 29
+    rotation_snap_deg: float = 0.5
+    translation_snap: float = 1e-3
+    deg_per_speed_unit: float = 0.35
+    units_per_speed_unit: float = 0.0032
+
+
+def yume_keys(T_rel: np.ndarray, p: YumeParams = YumeParams()) -> tuple[str, str]:
+    """(movement key, rotation key) of a relative pose, with the snap thresholds (see :class:`YumeParams`)."""
+    from scipy.spatial.transform import Rotation
+
+    t = T_rel[:3, 3]
+    th = p.translation_snap
+    fb = "W" if t[2] > th else ("S" if t[2] < -th else "")
+    lr = "D" if t[0] > th else ("A" if t[0] < -th else "")
+    move = "+".join(k for k in (fb, lr) if k) or "None"
+    ex = Rotation.from_matrix(T_rel[:3, :3]).as_euler("xyz")
+    rth = np.radians(p.rotation_snap_deg)
+    ud = "↑" if ex[0] > rth else ("↓" if ex[0] < -rth else "")
+    hz = "→" if ex[1] > rth else ("←" if ex[1] < -rth else "")
+    return move, (ud + hz) or "·"
+
+
+def yume_stage_bounds(num_frames: int, p: YumeParams = YumeParams()) -> list[tuple[int, int]]:
+    """Stage s covers frames ``[29 s, 29 (s+1))``; ``num_frames`` must be a multiple of 29 (493 = 17 x 29)."""
+    if num_frames % p.frames_per_stage:
+        raise ValueError(f"YUME needs a multiple of {p.frames_per_stage} frames; got {num_frames}")
+    return [(s * p.frames_per_stage, (s + 1) * p.frames_per_stage) for s in range(num_frames // p.frames_per_stage)]
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:.1f}"
+
+
+def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams()) -> list[str]:
+    """One caption line per stage: prefix, movement sentence, rotation sentence, speed sentence, then the scene
+    prompt appended with no separator (as ``sample_5b.py`` does). Keys and speeds come from the stage's net motion,
+    from its first frame to the first frame of the next stage (the last frame for the final stage)."""
+    from trajectories.conventions import geodesic_angle
+
+    lines = []
+    T = len(c2w)
+    n = p.frames_per_stage
+    for a, b in yume_stage_bounds(T, p):
+        end = min(b, T - 1)
+        rel = w2c_from_c2w(c2w[a]) @ c2w[end]
+        move, rot = yume_keys(rel, p)
+        dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 1), 0.1, 10))
+        ang = 0.0 if rot == "·" else float(np.clip(round(np.degrees(geodesic_angle(rel[:3, :3])) / n / p.deg_per_speed_unit, 1), 0.1, 10))
+        speed = (f"Actual distance moved:{_num(dist)} at 100 meters per second. Angular change rate (turn speed):"
+                 f"{_num(ang)}. View rotation speed:{_num(ang)}.")
+        lines.append(f"{YUME_PREFIX} {YUME_MOVE[move]} {YUME_ROT[rot]} {speed}{scene_prompt}")
+    return lines
+
+
+def yume_parse_caption(line: str) -> tuple[str, str]:
+    """Movement and rotation keys of a caption line (inverse of the sentence tables)."""
+    move = next(k for k, s in YUME_MOVE.items() if s in line)
+    rot = next(k for k, s in YUME_ROT.items() if s in line)
+    return move, rot
+
+
+def yume_parse_speeds(line: str) -> tuple[float, float]:
+    """(distance value, rotation value) of a caption line's speed sentence."""
+    import re
+
+    dist = float(re.search(r"Actual distance moved:(\d+(?:\.\d)?)", line).group(1))
+    rot = float(re.search(r"View rotation speed:(\d+(?:\.\d)?)", line).group(1))
+    return dist, rot
+
+
+def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
+    """Captions -> canonical path: each stage turns / moves at its speed values in its keys' directions."""
+    T = len(lines) * p.frames_per_stage
+    out = np.empty((T, 4, 4))
+    cur = np.eye(4)
+    i = 0
+    for line in lines:
+        move, rot = yume_parse_caption(line)
+        dist, ang = yume_parse_speeds(line)
+        axis = np.array([1 if "→" in rot else -1 if "←" in rot else 0, 1 if "↑" in rot else -1 if "↓" in rot else 0],
+                        dtype=float)
+        if axis.any():
+            axis /= np.linalg.norm(axis)
+        dyaw, dpitch = np.radians(ang * p.deg_per_speed_unit) * axis
+        f = (1 if "W" in move else -1 if "S" in move else 0)
+        r = (1 if "D" in move else -1 if "A" in move else 0)
+        step = np.array([r, 0.0, f], dtype=float)
+        if step.any():
+            step *= dist * p.units_per_speed_unit / np.linalg.norm(step)
+        for _ in range(p.frames_per_stage):
+            out[i] = cur
+            i += 1
+            yaw, pitch = yaw_pitch_from_rotmat(cur[:3, :3])
+            R = rot_y(yaw + dyaw) @ rot_x(pitch + dpitch)
+            cur = se3(R, cur[:3, 3] + cur[:3, :3] @ step)
+    return out

@@ -1,0 +1,1 @@
+"""DreamX-World (AR model) adapter."""

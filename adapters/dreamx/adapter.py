@@ -1,0 +1,102 @@
+"""DreamX-World AR (AMAP-ML/DreamX-World@a1f4c6e, ``inference_ar_forcing.py``).
+
+Native input: an items JSON ``[{image_path, caption, action_seq, action_speed_list}]`` whose action lists normally
+drive a built-in trajectory generator. A custom trajectory bypasses it (``runner.py``) with CameraCtrl rows, 19
+floats each: ``[frame_idx, fx, fy, cx, cy, 0, 0, w2c (3x4 row-major)]``, one per pixel frame, which upstream's
+``cam_params_to_prope_dict`` turns into chunk-relative PRoPE ``viewmats`` at latent anchors 0, 1, 5, 9, ...
+(latent j -> frame 4j-3). Intrinsics are ignored upstream (fixed K 0.505 / 0.898 / 0.5 / 0.5): the case's field of
+view is recorded as a mismatch. ``--num_output_frames`` counts latents (126 -> 501 frames). No translation
+normalisation: raw units. Context: Sliding is native (``local_attn_size 12``, ``sink_size 3``); FullKV patches the
+hard-coded cache sizes (``runner.py --full-kv``). Poses follow :mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.poses import anchors_dreamx, interpolate_to_frames
+from adapters.controls.prope import DREAMX_FIXED_K_NORM
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import write_json, write_text
+from trajectories.conventions import c2w_from_w2c, fov_from_intrinsics, w2c_from_c2w
+
+
+@dataclass(frozen=True, kw_only=True)
+class DreamXConfig(UpstreamConfig):
+    """DreamX settings: upstream config paths and the base model folder (relative to the checkout)."""
+
+    config_path: str = "configs/dreamx-ar/causal_camera_forcing_5b.yaml"
+    model_name: str = "./Wan2.2-TI2V-5B"
+    transformer_path: str = "./configs/dreamx-ar/"
+    latents_per_chunk: int = 3
+
+
+def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
+    """CameraCtrl rows ``[frame, fx, fy, cx, cy, 0, 0, w2c 3x4]`` with DreamX's fixed normalised K."""
+    rows = []
+    for i, T in enumerate(c2w):
+        T = T.copy()
+        T[:3, 3] *= units
+        w2c = w2c_from_c2w(T)[:3, :4].reshape(-1)
+        rows.append([float(i), *DREAMX_FIXED_K_NORM.tolist(), 0.0, 0.0, *w2c.tolist()])
+    return rows
+
+
+class DreamXAdapter(UpstreamAdapter):
+    config_class = DreamXConfig
+    config: DreamXConfig
+
+    def units(self) -> float:
+        return float(self.config.translation_scale.get("units_per_scene_unit", 1.0))
+
+    def num_latents(self, N: int) -> int:
+        lat, r = divmod(N - 1, 4)
+        lat += 1
+        if r or lat % self.config.latents_per_chunk:
+            raise ModelConfigError(f"DreamX needs (N-1)%4 == 0 and a latent count divisible by 3; N={N}")
+        return lat
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        lat = self.num_latents(req.path.num_frames)
+        d = req.controls_dir
+        rows = camera_rows(req.path.c2w, self.units())
+        write_text(d / "cameras.txt", "harness://camera-path\n" + "\n".join(" ".join(f"{v:.10g}" for v in r)
+                                                                          for r in rows) + "\n")
+        items = [{"image_path": str(d / "image.png"), "caption": req.case.prompt, "action_seq": [],
+                  "action_speed_list": []}]
+        write_json(d / "items.json", items)
+        case_fov = fov_from_intrinsics(K, self.config.width, self.config.height)
+        model_fov = (float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[0]))),
+                     float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[1]))))
+        return NativeControls(files={"cameras.txt": str(d / "cameras.txt"), "items.json": str(d / "items.json")},
+                              meta={"num_latents": lat, "latent_anchor_rule": "0, then 4j-3",
+                                    "intrinsics": {"case_fov_deg": case_fov, "model_fov_deg": model_fov,
+                                                   "caveat": "DreamX ignores per-case intrinsics"}})
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        lines = (controls_dir / "cameras.txt").read_text().splitlines()[1:]
+        rows = np.array([[float(v) for v in x.split()] for x in lines if x.strip()])
+        w2c = np.tile(np.eye(4), (len(rows), 1, 1))
+        w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
+        c2w = c2w_from_w2c(w2c)
+        c2w[:, :3, 3] /= self.units()
+        anchors = anchors_dreamx(self.num_latents(len(rows)))
+        return interpolate_to_frames(anchors, c2w[anchors], len(rows))
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c, d = self.config, req.controls_dir
+        out_dir = req.item_dir / "upstream_out"
+        args = ["--config_path", c.config_path, "--model_name", c.model_name, "--transformer_path",
+                c.transformer_path, "--base_checkpoint_path", self.ckpt(), "--data_path", str(d / "items.json"),
+                "--output_folder", str(out_dir), "--num_output_frames", str(self.num_latents(req.path.num_frames)),
+                "--fps", f"{c.fps:g}", "--seed", str(req.seed), "--chunk_relative"]
+        shim = ["--seed", str(req.seed), "--cameras", str(d / "cameras.txt")]
+        if req.context.name == "fullkv":
+            shim += ["--full-kv", str(self.num_latents(req.path.num_frames))]
+        return LaunchSpec(script="inference_ar_forcing.py", args=args, out_dir=str(out_dir),
+                          wrapper=self.shim_path(__file__), wrapper_args=shim)

@@ -1,0 +1,1 @@
+"""Evoke (Alaya-EVOKE) adapter."""

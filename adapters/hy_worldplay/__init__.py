@@ -1,0 +1,1 @@
+"""HY-WorldPlay (HY-World 1.5) adapter."""

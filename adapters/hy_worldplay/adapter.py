@@ -1,0 +1,87 @@
+"""HY-WorldPlay (Tencent-Hunyuan/HY-WorldPlay@da2d0c2).
+
+Native input: a pose JSON keyed ``"0", "1", ...`` with **one entry per latent**, each
+``{"extrinsic": 4x4 c2w, "K": 3x3 pixel K}`` (``assets/pose/test_forward_32_latents.json``); upstream asserts
+``len == (video_length - 1)//4 + 1`` and derives the PRoPE matrices and a discrete action label per latent from it.
+Latent i carries frame 4i (training loader). Poses are recentred on frame 0 (upstream does not recentre at
+inference, and ``viewmats`` are bf16 in the transformer). Translation reaches the model in raw units (retrieval
+radius 8 units), scaled here by ``translation_scale.units_per_scene_unit``.
+
+``runner.py`` seeds the global RNG (upstream's FoV point sampler draws from unseeded ``torch.rand``) and, for
+harness policies other than ``native``, replaces ``select_aligned_memory_frames`` with the harness selection.
+Poses follow :mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.keys import hy_action_labels
+from adapters.controls.poses import anchors_every_4, interpolate_to_frames
+from adapters.controls.prope import hy_normalise_K
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import write_json
+from trajectories.resample import latents_for_frames
+
+
+@dataclass(frozen=True, kw_only=True)
+class HYConfig(UpstreamConfig):
+    """HY-WorldPlay settings. output_arg: the flag that names the output file [inferred]."""
+
+    resolution: str = "480p"
+    model_type: str = "ar"
+    output_arg: str = "--output_path"
+
+
+class HYWorldPlayAdapter(UpstreamAdapter):
+    config_class = HYConfig
+    config: HYConfig
+
+    def units(self) -> float:
+        return float(self.config.translation_scale.get("units_per_scene_unit", 1.0))
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        N = req.path.num_frames
+        if (N - 1) % 4:
+            raise ModelConfigError(f"HY-WorldPlay needs (N-1) % 4 == 0; got N={N}")
+        lat = latents_for_frames(N)
+        if lat % self.config.chunk_latents:
+            raise ModelConfigError(f"HY-WorldPlay AR needs the latent count ({lat}) to be a multiple of 4")
+        poses = req.path.c2w[anchors_every_4(lat)].copy()
+        poses[:, :3, 3] *= self.units()
+        data = {str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(lat)}
+        d = req.controls_dir
+        write_json(d / "pose.json", data)
+        labels = hy_action_labels(poses)
+        meta = {"num_latents": lat, "latent_anchor_rule": "latent i -> frame 4i",
+                "action_labels": labels.tolist(), "K_normalised": hy_normalise_K(K).tolist()}
+        if req.context.name != "native":
+            from adapters.lingbot_v2.adapter import fov_selection
+
+            write_json(d / "context_selection.json", fov_selection(req, self.config.chunk_latents))
+        return NativeControls(files={"pose.json": str(d / "pose.json")}, meta=meta)
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        data = json.loads((controls_dir / "pose.json").read_text())
+        poses = np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
+        poses[:, :3, 3] /= self.units()
+        return interpolate_to_frames(anchors_every_4(len(poses)), poses, req.path.num_frames)
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c, d = self.config, req.controls_dir
+        out = req.item_dir / "upstream_out" / "video.mp4"
+        args = ["--pose", str(d / "pose.json"), "--video_length", str(req.path.num_frames), "--seed", str(req.seed),
+                "--resolution", c.resolution, "--width", str(c.width), "--height", str(c.height), "--model_type",
+                c.model_type, "--few_step", "true", "--num_inference_steps", str(c.sampling_steps), "--rewrite",
+                "false", "--sr", "false", "--action_ckpt", self.ckpt(), "--image_path", str(d / "image.png"),
+                "--prompt", req.case.prompt, c.output_arg, str(out)]
+        shim_args = ["--seed", str(req.seed)]
+        if req.context.name != "native":
+            shim_args += ["--selection", str(d / "context_selection.json")]
+        return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out),
+                          wrapper=self.shim_path(__file__), wrapper_args=shim_args)

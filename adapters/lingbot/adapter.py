@@ -1,0 +1,129 @@
+"""LingBot-World (v1 and v2 share this adapter; v2 adds the FoV shim in ``adapters/lingbot_v2``).
+
+Native input (``--action_path <dir>``, robbyant/lingbot-world-v2@2648877 wan/image2video.py, wan/utils/cam_utils.py):
+``poses.npy`` (N,4,4) OpenCV c2w and ``intrinsics.npy`` (N,4) ``[fx, fy, cx, cy]`` in pixels of 480x832 (only frame 0's
+K is used). Upstream resamples to latent rate at ``linspace(0, N-1, n_lat)`` (= 4i when N = 4k+1 and n_lat is a
+multiple of the chunk), makes poses relative to frame 0, framewise, and max-normalises translation per clip, then
+builds ``[o, d]`` rays folded 8x8 into 384 channels.
+
+Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, +yaw right, +pitch up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import save_npy
+from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
+
+
+@dataclass(frozen=True, kw_only=True)
+class LingBotConfig(UpstreamConfig):
+    """LingBot settings. task/size: upstream's ``--task`` and ``--size``. intrinsics_hw: the resolution
+    ``intrinsics.npy`` is expressed in (480x832 upstream). sliding_local_attn_size / sliding_sink_size: the
+    upstream knobs that realise the harness's sliding policy (4 sink + 16 rolling = 4 sink + 12 recent + 4
+    current). infer_mode: ``--infer_mode`` (None = upstream default, causal_fast on v2)."""
+
+    task: str = "i2v-A14B"
+    size: str = "480*832"
+    intrinsics_hw: tuple[int, int] = (480, 832)
+    sliding_local_attn_size: int = 20
+    sliding_sink_size: int = 4
+    infer_mode: str | None = None
+
+
+def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
+    """Upstream knobs for a context policy (native-controls.md §9.9).
+
+    fullkv -> nothing (``local_attn_size = -1`` default, ``max_attention_size = None``); sliding ->
+    ``--local_attn_size 20 --sink_size 4`` (the cache holds 4 sink + 16 rolling latents: after the current chunk is
+    written that is 12 recent + 4 current). The budgets must match the harness policy, else it is an error.
+    """
+    if policy.name in ("fullkv", "native"):
+        return []
+    if policy.name == "sliding":
+        expected = policy.sink + policy.recent + policy.chunk
+        if expected != cfg.sliding_local_attn_size or policy.sink != cfg.sliding_sink_size:
+            raise ModelConfigError(
+                f"context=sliding with sink={policy.sink}, recent={policy.recent}, chunk={policy.chunk} needs "
+                f"model.sliding_local_attn_size={expected} and model.sliding_sink_size={policy.sink}"
+            )
+        return ["--local_attn_size", str(cfg.sliding_local_attn_size), "--sink_size", str(cfg.sliding_sink_size)]
+    raise ModelConfigError(f"context={policy.name} has no upstream knob in LingBot (use the v2 FoV shim)")
+
+
+class LingBotAdapter(UpstreamAdapter):
+    config_class = LingBotConfig
+    config: LingBotConfig
+
+    def latent_count(self, N: int) -> int:
+        """Latents upstream uses; refuses counts that upstream would time-warp (native-controls.md §9.2)."""
+        chunk = self.config.chunk_latents
+        if (N - 1) % 4:
+            raise ModelConfigError(f"LingBot needs 4k+1 frames; got {N} (set model.num_frames)")
+        lat = latents_for_frames(N)
+        if lat % chunk:
+            raise ModelConfigError(
+                f"LingBot truncates {lat} latents to a multiple of chunk {chunk}, which time-warps the trajectory "
+                f"(non-integer targets linspace(0, {N - 1}, {lat - lat % chunk})); use N = 4k+1 with (k+1) % {chunk} == 0"
+            )
+        return lat
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        d = req.controls_dir
+        N = req.path.num_frames
+        lat = self.latent_count(N)
+        h0, w0 = self.config.intrinsics_hw
+        sx, sy = w0 / self.config.width, h0 / self.config.height
+        kvec = np.array([K[0, 0] * sx, K[1, 1] * sy, K[0, 2] * sx, K[1, 2] * sy])
+        save_npy(d / "poses.npy", req.path.c2w.astype(np.float64))
+        save_npy(d / "intrinsics.npy", np.tile(kvec, (N, 1)))
+        return NativeControls(
+            files={"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")},
+            meta={"num_latents": lat, "latent_anchor_rule": "linspace(0, N-1, n_lat) = 4i",
+                  "translation_scale": {"expects": "any units", "model_sees": "framewise translation / max norm per "
+                                        "clip (absolute scale removed)", "scale_recoverable": False}},
+        )
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        """What the model is conditioned on, integrated back: latent-rate framewise poses (max-norm), chained,
+        with the global translation scale fitted to the request (upstream discards it), held between anchors."""
+        poses = np.load(controls_dir / "poses.npy")
+        N = len(poses)
+        lat = latents_for_frames(N)
+        lat -= lat % self.config.chunk_latents
+        anchors = linspace_anchors(N, lat)
+        latent = resample_c2w(poses, anchors)
+        rel = lingbot_relative(latent)  # what the ray maps are built from
+        chained = integrate_framewise(rel)
+        req_lat = resample_c2w(req.path.c2w, anchors)
+        a, b = chained[:, :3, 3].ravel(), req_lat[:, :3, 3].ravel()
+        scale = float(a @ b / (a @ a)) if a @ a > 0 else 1.0
+        chained[:, :3, 3] *= scale
+        return interpolate_to_frames(np.round(anchors).astype(int), chained, N)
+
+    def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
+        """(upstream arguments, shim script or None, shim arguments) for the item's context policy."""
+        return lingbot_context_args(req.context, self.config), None, []
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c = self.config
+        d = req.controls_dir
+        out = req.item_dir / "upstream_out" / "video.mp4"
+        args = ["--task", c.task, "--size", c.size, "--ckpt_dir", self.ckpt(), "--image", str(d / "image.png"),
+                "--action_path", str(d), "--frame_num", str(req.path.num_frames), "--chunk_size",
+                str(c.chunk_latents), "--base_seed", str(req.seed), "--prompt", req.case.prompt,
+                "--save_file", str(out)]
+        if c.gpus_per_job > 1:
+            args += ["--dit_fsdp", "--t5_fsdp", "--ulysses_size", str(c.gpus_per_job)]
+        if c.infer_mode:
+            args += ["--infer_mode", c.infer_mode]
+        ctx_args, wrapper, wrapper_args = self.context_args(req)
+        return LaunchSpec(script="generate.py", args=args + ctx_args, output=str(out), wrapper=wrapper,
+                          wrapper_args=wrapper_args)

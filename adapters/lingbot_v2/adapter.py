@@ -1,0 +1,37 @@
+"""LingBot-World v2 (robbyant/lingbot-world-v2@2648877): causal-fast Self-Forcing KV cache.
+
+FullKV and Sliding map onto upstream's own knobs (``local_attn_size``, ``sink_size``; see
+:func:`adapters.lingbot.adapter.lingbot_context_args`). FoV runs upstream through ``fov_runner.py``, a shim that
+replaces the contiguous cache slice with a gather of the selected latent frames in both the single-GPU and the
+sequence-parallel attention, with the per-chunk selection the harness computed (``controls/context_selection.json``).
+Poses follow :mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+from adapters.base import ItemRequest
+from adapters.lingbot.adapter import LingBotAdapter, lingbot_context_args
+from harness.io import write_json
+
+
+class LingBotV2Adapter(LingBotAdapter):
+    def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
+        if req.context.name != "fov":
+            return lingbot_context_args(req.context, self.config), None, []
+        sel_file = req.controls_dir / "context_selection.json"
+        write_json(sel_file, fov_selection(req, self.config.chunk_latents))
+        return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file)]
+
+
+def fov_selection(req: ItemRequest, chunk: int) -> dict:
+    """Per-chunk latent selection of the harness FoV policy on the latents upstream will use (4i anchors)."""
+    from harness.context import ContextSelector
+    from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
+
+    N = req.path.num_frames
+    lat = latents_for_frames(N)
+    lat -= lat % chunk
+    latent_c2w = resample_c2w(req.path.c2w, linspace_anchors(N, lat))
+    sel = ContextSelector(req.context, latent_c2w, req.path.K, req.path.height, req.path.width)
+    return {"policy": req.context.to_dict(), "num_latents": lat, "chunk": chunk,
+            "chunks": [sel.select(k).to_trace() for k in range(sel.num_chunks)]}

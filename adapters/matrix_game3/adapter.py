@@ -1,0 +1,83 @@
+"""Matrix-Game 3 (SkyworkAI/Matrix-Game, Matrix-Game-3/; per-file commits in native-controls.md §1).
+
+Native input: per-frame keyboard ``(T, 6)`` ``[W, S, A, D, 0, 0]`` and mouse ``(T, 2)`` ``[pitch, yaw]`` in 15 deg per
+unit (dead zone 0.02), plus the extrinsics those actions integrate to (the Plücker branch). Upstream's
+``get_data()`` builds random benchmark actions, so ``runner.py`` replaces it with these files. Translation is
+quantised to key presses (12.35 cm per frame, horizontal only): the achieved path is decoded from the actions and
+the residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations. Poses follow
+:mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.keys import MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import save_npy
+
+
+@dataclass(frozen=True, kw_only=True)
+class MG3Config(UpstreamConfig):
+    """Matrix-Game 3 settings. mouse_pitch: ``code`` or ``label`` (see :class:`adapters.controls.keys.MG3Params`).
+    size / vae_type / extra_args: upstream flags (int8 weights, FA3, light VAE, async VAE on the last GPU)."""
+
+    size: str = "704*1280"
+    mouse_pitch: str = "code"
+    first_clip_frames: int = 57
+    frames_per_iteration: int = 40
+    extra_args: tuple[str, ...] = ("--use_int8", "--fa_version", "3", "--vae_type", "mg_lightvae",
+                                   "--lightvae_pruning_rate", "0.5", "--use_async_vae", "--async_vae_warmup_iters", "1")
+
+    def params(self) -> MG3Params:
+        return MG3Params(metres_per_unit=float(self.translation_scale.get("metres_per_scene_unit", 1.0)),
+                         mouse_pitch=self.mouse_pitch)
+
+    def iterations(self, N: int) -> int:
+        k, r = divmod(N - self.first_clip_frames, self.frames_per_iteration)
+        if N < self.first_clip_frames or r:
+            raise ModelConfigError(f"Matrix-Game 3 makes 57 + 40*(iterations-1) frames; {N} is not one (model.num_frames)")
+        return k + 1
+
+
+class MatrixGame3Adapter(UpstreamAdapter):
+    config_class = MG3Config
+    config: MG3Config
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        c = self.config
+        iters = c.iterations(req.path.num_frames)
+        keyboard, mouse = mg3_encode(req.path.c2w, c.params())
+        ext = mg3_extrinsics(keyboard, mouse, c.params())
+        d = req.controls_dir
+        save_npy(d / "keyboard_condition.npy", keyboard)
+        save_npy(d / "mouse_condition.npy", mouse)
+        save_npy(d / "extrinsics.npy", ext)
+        return NativeControls(
+            files={n: str(d / n) for n in ("keyboard_condition.npy", "mouse_condition.npy", "extrinsics.npy")},
+            meta={"iterations": iters, "mouse_pitch": c.mouse_pitch,
+                  "keys_pressed_fraction": float((keyboard[:, :4].sum(1) > 0).mean()),
+                  "caveats": ["translation quantised to 12.35 cm key steps, horizontal only",
+                              "mouse pitch sign is a recorded choice (model.mouse_pitch)"]},
+        )
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        kb = np.load(controls_dir / "keyboard_condition.npy")
+        ms = np.load(controls_dir / "mouse_condition.npy")
+        return mg3_decode(kb, ms, self.config.params())
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c, d = self.config, req.controls_dir
+        out_dir = req.item_dir / "upstream_out"
+        args = ["--size", c.size, "--ckpt_dir", self.ckpt(), "--num_iterations",
+                str(c.iterations(req.path.num_frames)), "--num_inference_steps", str(c.sampling_steps), "--seed",
+                str(req.seed), "--image", str(d / "image.png"), "--prompt", req.case.prompt, "--output_dir",
+                str(out_dir), *c.extra_args]
+        shim = ["--seed", str(req.seed), "--keyboard", str(d / "keyboard_condition.npy"), "--mouse",
+                str(d / "mouse_condition.npy"), "--extrinsics", str(d / "extrinsics.npy")]
+        return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), wrapper=self.shim_path(__file__),
+                          wrapper_args=shim)

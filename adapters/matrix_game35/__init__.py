@@ -1,0 +1,1 @@
+"""Matrix-Game 3.5 adapter."""

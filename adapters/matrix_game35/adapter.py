@@ -1,0 +1,78 @@
+"""Matrix-Game 3.5 (Riemann-Dynamics/Matrix-Game-3.5@fa6d2b6).
+
+Native input: ``camera.npz`` with ``extrinsics_c2w`` (N,4,4) and ``intrinsics`` (N,4) ``[fx, fy, cx, cy]`` in
+pixels of the anchor image (``infer.py::load_camera``), and a caption JSON
+``{"detailed": {"<start>": {"start": "", "dynamic": text}}}`` keyed by block start frames 0, 85, 169, 253, 337, 421.
+Block k consumes poses ``[1 + 84k, 84(k+1)]``; translation is metric and compressed by ``logd4`` inside the model,
+so the scale policy (``metres_per_scene_unit``) matters. The rollout seed lives in the upstream config
+(``seed: 3407``); ``runner.py`` writes a copy of that config with the harness seed. Poses follow
+:mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import atomic_path, write_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class MG35Config(UpstreamConfig):
+    """Matrix-Game 3.5 settings. num_blocks: 84 poses each (6 -> 505 frames). config_file: upstream config.
+    pipeline_seed: the fixed pipeline seed (42) recorded beside the rollout seed."""
+
+    num_blocks: int = 6
+    config_file: str = "configs/infer_distilled_6blocks.yaml"
+    pipeline_seed: int = 42
+
+
+def caption_starts(num_blocks: int) -> list[int]:
+    """Start frame of each block's caption: 0, then 1 + 84k (85, 169, 253, 337, 421 for six blocks)."""
+    return [0] + [1 + 84 * k for k in range(1, num_blocks)]
+
+
+class MatrixGame35Adapter(UpstreamAdapter):
+    config_class = MG35Config
+    config: MG35Config
+
+    def metres(self) -> float:
+        return float(self.config.translation_scale.get("metres_per_scene_unit", 1.0))
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        c = self.config
+        N = req.path.num_frames
+        if N != 1 + 84 * c.num_blocks:
+            raise ModelConfigError(f"Matrix-Game 3.5 with {c.num_blocks} blocks needs {1 + 84 * c.num_blocks} frames; "
+                                   f"got {N} (model.num_frames)")
+        ext = req.path.c2w.copy()
+        ext[:, :3, 3] *= self.metres()
+        kv = np.tile([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], (N, 1))
+        d = req.controls_dir
+        with atomic_path(d / "camera.npz", suffix=".npz") as tmp:
+            np.savez(tmp, extrinsics_c2w=ext, intrinsics=kv)
+        caption = {"detailed": {str(s): {"start": "", "dynamic": req.case.prompt} for s in caption_starts(c.num_blocks)}}
+        write_json(d / "caption.json", caption)
+        return NativeControls(files={"camera.npz": str(d / "camera.npz"), "caption.json": str(d / "caption.json")},
+                              meta={"blocks": c.num_blocks, "seeds": {"validation_seed": req.seed,
+                                                                       "pipeline_seed": c.pipeline_seed}})
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        with np.load(controls_dir / "camera.npz") as z:
+            ext = np.array(z["extrinsics_c2w"], dtype=np.float64)
+        ext[:, :3, 3] /= self.metres()
+        return ext
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c, d = self.config, req.controls_dir
+        out = req.item_dir / "upstream_out" / "video.mp4"
+        patched = d / "infer_config.yaml"
+        args = ["--config", str(patched), "--checkpoint", self.ckpt(), "--image", str(d / "image.png"), "--camera",
+                str(d / "camera.npz"), "--caption", str(d / "caption.json"), "--output", str(out)]
+        shim = ["--seed", str(req.seed), "--config-in", c.config_file, "--config-out", str(patched)]
+        return LaunchSpec(script="infer_distilled.py", args=args, output=str(out), wrapper=self.shim_path(__file__),
+                          wrapper_args=shim)

@@ -1,0 +1,1 @@
+"""SANA-WM adapter."""

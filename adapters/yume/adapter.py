@@ -1,0 +1,78 @@
+"""YUME 5B (stdstu12/YUME@111c3fa): controlled by captions only.
+
+Native input: a caption file, one line per stage (``caption_re.txt`` format): ``First-person perspective.`` + a
+movement sentence + a rotation sentence + a speed sentence, with the scene prompt appended with no separator
+(``fastvideo/sample/sample_5b.py``). Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
+Keys come from each stage's net motion with snap thresholds (:class:`adapters.controls.keys.YumeParams`); the
+captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
+
+Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
+global RNG): ``runner.py`` seeds the global RNGs and passes ``seed=`` to ``generate``. Poses follow
+:mod:`trajectories.conventions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.keys import YumeParams, yume_captions, yume_decode, yume_parse_caption
+from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.io import write_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class YumeConfig(UpstreamConfig):
+    """YUME settings: caption policy (see :class:`adapters.controls.keys.YumeParams`) and the upstream script."""
+
+    frames_per_stage: int = 29
+    rotation_snap_deg: float = 0.5
+    translation_snap: float = 1e-3
+    deg_per_speed_unit: float = 0.35
+    units_per_speed_unit: float = 0.0032
+    script: str = "fastvideo/sample/sample_5b.py"
+    generate_target: str = "wan23.Yume.generate"
+
+    def params(self) -> YumeParams:
+        return YumeParams(self.frames_per_stage, self.rotation_snap_deg, self.translation_snap,
+                          self.deg_per_speed_unit, self.units_per_speed_unit)
+
+
+class YumeAdapter(UpstreamAdapter):
+    config_class = YumeConfig
+    config: YumeConfig
+
+    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+        N = req.path.num_frames
+        if N % self.config.frames_per_stage:
+            raise ModelConfigError(f"YUME makes 29 frames per caption stage; {N} is not a multiple (model.num_frames "
+                                   "or model.frames_per_trajectory)")
+        lines = yume_captions(req.path.c2w, req.case.prompt, self.config.params())
+        d = req.controls_dir
+        write_text(d / "caption.txt", "\n".join(lines) + "\n")
+        (d / "jpg").mkdir(exist_ok=True)
+        import cv2
+
+        cv2.imwrite(str(d / "jpg" / "image.jpg"), image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])
+        keys = [yume_parse_caption(x) for x in lines]
+        return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
+                              meta={"stages": len(lines), "stage_keys": keys,
+                                    "translation_scale": {"expects": "direction keys + speed sentence",
+                                                          "scale_recoverable": False}})
+
+    def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
+        lines = [x for x in (controls_dir / "caption.txt").read_text().splitlines() if x.strip()]
+        return yume_decode(lines, self.config.params())
+
+    def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
+        c, d = self.config, req.controls_dir
+        out_dir = req.item_dir / "upstream_out"
+        args = ["--seed", str(req.seed), "--caption_path", str(d / "caption.txt"), "--num_euler_timesteps",
+                str(c.sampling_steps), "--jpg_dir", str(d / "jpg"), "--prompt", req.case.prompt, "--video_output_dir",
+                str(out_dir)]
+        shim = ["--seed", str(req.seed), "--generate", c.generate_target]
+        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), wrapper=self.shim_path(__file__),
+                          wrapper_args=shim)
