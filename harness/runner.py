@@ -282,6 +282,16 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
             raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
 
 
+def resolve_context(ctx: dict[str, Any], adapter: Any):
+    """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
+    from .context import ContextPolicy
+    from .registry import group_yaml
+
+    if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
+        ctx = group_yaml("context", adapter.config.paper_context)
+    return ContextPolicy.from_dict(ctx)
+
+
 def plan_from_config(cfg: dict[str, Any]):
     """Everything a run needs, validated before anything heavy: (adapter, policy, specs, cases, items, run_dir)."""
     from trajectories import TrajectorySpec
@@ -290,10 +300,7 @@ def plan_from_config(cfg: dict[str, Any]):
     from .registry import build_adapter, check_choice, group_yaml
 
     adapter = build_adapter(cfg["model"])
-    ctx = cfg["context"]
-    if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
-        ctx = group_yaml("context", adapter.config.paper_context)
-    policy = ContextPolicy.from_dict(ctx)
+    policy = resolve_context(cfg["context"], adapter)
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
     names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]
     specs = {}

@@ -16,57 +16,114 @@ import numpy as np
 class VideoWriter:
     """Write (H, W, 3) uint8 RGB frames to an H.264 MP4. The file appears at ``path`` only on :meth:`close`.
 
+    Encoding runs on a dedicated thread fed by a bounded queue: it overlaps with generation, and x264 always starts
+    from a pristine thread state. (Encoding on the main thread right after torch/MKL work produced different
+    bitstreams for identical frames from run to run; on a fresh thread the bitstream is a pure function of the
+    frames.)
+
     Args:
         path: destination ``.mp4``. fps: frame rate (a rational close to it is used). crf: x264 quality
         (lower = better; 18 is visually lossless). preset: x264 speed preset.
     """
 
     def __init__(self, path: str | Path, fps: float, crf: int = 18, preset: str = "veryfast"):
-        import av
+        import queue
+        import threading
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.path.with_name(f".{self.path.stem}.partial.mp4")
-        self._container = av.open(str(self._tmp), mode="w")
-        self._stream = self._container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
-        self._stream.pix_fmt = "yuv420p"
-        # Single-threaded x264 for bit-identical output regardless of the machine's core count.
-        self._stream.options = {"crf": str(crf), "preset": preset, "threads": "1"}
-        self._stream.thread_count = 1
+        self.fps, self.crf, self.preset = fps, crf, preset
         self.num_frames = 0
-        self._opened = False
+        self._shape: tuple[int, int] | None = None
+        self._queue: "queue.Queue" = queue.Queue(maxsize=32)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._encode_loop, name="harness-video-encoder", daemon=True)
+        self._thread.start()
 
-    def write(self, frame: np.ndarray) -> None:
+    def _encode_loop(self) -> None:
         import av
 
+        container = None
+        try:
+            rate = Fraction(self.fps).limit_denominator(1001)
+            container = av.open(str(self._tmp), mode="w")
+            stream = container.add_stream("libx264", rate=rate)
+            stream.pix_fmt = "yuv420p"
+            # Single-threaded x264 for bit-identical output on any core count; BT.601 tags match rgb_to_yuv420p.
+            stream.options = {"crf": str(self.crf), "preset": self.preset, "threads": "1",
+                              "x264-params": "colormatrix=smpte170m:colorprim=smpte170m:transfer=smpte170m"}
+            i = 0
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    break
+                if i == 0:
+                    stream.height, stream.width = item.shape[:2]
+                vf = av.VideoFrame.from_ndarray(rgb_to_yuv420p(item), format="yuv420p")
+                vf.pts = i
+                for packet in stream.encode(vf):
+                    container.mux(packet)
+                i += 1
+            for packet in stream.encode():
+                container.mux(packet)
+        except BaseException as exc:  # reported by write/close on the caller's thread
+            self._error = exc
+            while self._queue.get() is not None:  # drain so the producer never blocks
+                pass
+        finally:
+            if container is not None:
+                container.close()
+
+    def write(self, frame: np.ndarray) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"video encoder failed: {self._error}") from self._error
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
             raise ValueError(f"frames must be (H, W, 3) uint8 RGB; got {frame.shape} {frame.dtype}")
-        if not self._opened:
-            h, w = frame.shape[:2]
+        h, w = frame.shape[:2]
+        if self._shape is None:
             if h % 2 or w % 2:
                 raise ValueError(f"H.264 yuv420p needs even sizes; got {w}x{h}")
-            self._stream.height, self._stream.width = h, w
-            self._opened = True
-        vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-        for packet in self._stream.encode(vf):
-            self._container.mux(packet)
+            self._shape = (h, w)
+        elif (h, w) != self._shape:
+            raise ValueError(f"frame {self.num_frames} is {w}x{h}, the video is {self._shape[1]}x{self._shape[0]}")
+        self._queue.put(np.array(frame, dtype=np.uint8, copy=True))
         self.num_frames += 1
 
     __call__ = write
 
     def close(self) -> Path:
-        for packet in self._stream.encode():
-            self._container.mux(packet)
-        self._container.close()
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            if self._tmp.exists():
+                self._tmp.unlink()
+            raise RuntimeError(f"video encoder failed: {self._error}") from self._error
         os.replace(self._tmp, self.path)
         return self.path
 
     def abort(self) -> None:
-        try:
-            self._container.close()
-        finally:
-            if self._tmp.exists():
-                self._tmp.unlink()
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self._tmp.exists():
+            self._tmp.unlink()
+
+
+def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 RGB -> (3H/2, W) uint8 planar YUV 4:2:0, BT.601 limited range, 2x2 box chroma."""
+    x = rgb.astype(np.float32)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
+    cb = 128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0
+    cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
+    h, w = rgb.shape[:2]
+
+    def sub(c: np.ndarray) -> np.ndarray:
+        return c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
+
+    planes = [np.clip(np.rint(p), 0, 255).astype(np.uint8) for p in (y, sub(cb), sub(cr))]
+    return np.concatenate([planes[0], planes[1].reshape(h // 4, w), planes[2].reshape(h // 4, w)], axis=0)
 
 
 def probe_video(path: str | Path) -> dict:

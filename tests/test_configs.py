@@ -16,14 +16,15 @@ TRAJECTORIES = list_group("trajectory")
 
 @pytest.mark.parametrize("model,context,trajectory", list(itertools.product(MODELS, CONTEXTS, TRAJECTORIES)))
 def test_every_combination_composes_and_instantiates(model, context, trajectory):
-    from harness.context import ContextPolicy
     from trajectories import TrajectorySpec
 
     cfg = compose([f"model={model}", f"context={context}", f"trajectory={trajectory}"])
+    from harness.runner import resolve_context
+
     adapter = build_adapter(cfg["model"])
     assert adapter.config.name == model
-    policy = ContextPolicy.from_dict(cfg["context"])
-    assert policy.name == context
+    policy = resolve_context(cfg["context"], adapter)
+    assert policy.name == (adapter.config.paper_context if context == "paper" else context)
     spec = TrajectorySpec.from_dict(cfg["trajectory"])
     assert spec.name == trajectory
 

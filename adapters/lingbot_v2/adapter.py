@@ -20,7 +20,8 @@ class LingBotV2Adapter(LingBotAdapter):
             return lingbot_context_args(req.context, self.config), None, []
         sel_file = req.controls_dir / "context_selection.json"
         write_json(sel_file, fov_selection(req, self.config.chunk_latents))
-        return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file)]
+        S = (self.config.height // 16) * (self.config.width // 16)  # Wan2.1 VAE stride 8 x patch 2 (1560 at 480x832)
+        return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]
 
 
 def fov_selection(req: ItemRequest, chunk: int) -> dict:
