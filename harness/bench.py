@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("context", help="KV-context policy cost on the tiny causal DiT (needs torch)")
     c.add_argument("--frames", type=int, default=493)
     c.add_argument("--device", default="cpu")
-    c.add_argument("--repeats", type=int, default=1)
+    c.add_argument("--repeats", type=int, default=2, help="best of N rollouts per point")
     c.set_defaults(fn=lambda a: __import__("harness.context.bench", fromlist=["run"]).run(a))
     args = ap.parse_args(argv)
     return int(args.fn(args) or 0)

@@ -75,6 +75,10 @@ def test_fov_overlap_estimator_is_seeded_and_bounded(K832):
 
     wide = FovOverlap(intrinsics_from_fov(100, 832, 480), 480, 832)
     assert wide.pair(q, h) > a.pair(q, h)
+    # the batched matrix used by the selector equals the pairwise definition
+    qs, hs = np.stack([q, h]), np.stack([h, q, se3(rot_y(np.deg2rad(-50)))])
+    mat = a.overlap_matrix(qs, hs)
+    assert np.allclose(mat, [[a.pair(x, y) for y in hs] for x in qs])
 
 
 def test_bad_policy_config_names_the_field():

@@ -86,13 +86,30 @@ class FovOverlap:
             return 0.0
         return float((vq & self.visible(h_c2w, pts)).sum()) / n
 
-    def overlap(self, query_c2w: np.ndarray, hist_c2w: np.ndarray) -> float:
-        """Mean pairwise overlap between query cameras (Q,4,4) and history cameras (H,4,4), in [0, 1]."""
-        vals = []
-        for q in query_c2w:
+    def overlap_matrix(self, query_c2w: np.ndarray, hist_c2w: np.ndarray) -> np.ndarray:
+        """(Q, M) matrix of ``overlap(q, h)`` for query cameras (Q,4,4) and history cameras (M,4,4), batched."""
+        hist_c2w = np.asarray(hist_c2w, dtype=np.float64)
+        Rh, th = hist_c2w[:, :3, :3], hist_c2w[:, :3, 3]
+        out = np.zeros((len(query_c2w), len(hist_c2w)))
+        for i, q in enumerate(np.asarray(query_c2w, dtype=np.float64)):
             pts = self._local @ q[:3, :3].T + q[:3, 3]
             vq = self.visible(q, pts)
             n = int(vq.sum())
-            for h in hist_c2w:
-                vals.append(float((vq & self.visible(h, pts)).sum()) / n if n else 0.0)
-        return float(np.mean(vals)) if vals else 0.0
+            if n == 0 or len(hist_c2w) == 0:
+                continue
+            p = pts[vq]
+            pc = np.einsum("mji,mnj->mni", Rh, p[None] - th[:, None])  # R_h^T (p - t_h) for every h
+            z = pc[..., 2]
+            ok = (z > self.cfg.near) & (np.linalg.norm(pc, axis=-1) < self.cfg.radius)
+            zs = np.where(ok, z, 1.0)
+            u = self.K[0, 0] * pc[..., 0] / zs + self.K[0, 2]
+            v = self.K[1, 1] * pc[..., 1] / zs + self.K[1, 2]
+            vis = ok & (u >= 0) & (u < self.width) & (v >= 0) & (v < self.height)
+            out[i] = vis.sum(axis=1) / n
+        return out
+
+    def overlap(self, query_c2w: np.ndarray, hist_c2w: np.ndarray) -> float:
+        """Mean pairwise overlap between query cameras (Q,4,4) and history cameras (H,4,4), in [0, 1]."""
+        if len(query_c2w) == 0 or len(hist_c2w) == 0:
+            return 0.0
+        return float(self.overlap_matrix(query_c2w, hist_c2w).mean())

@@ -176,7 +176,12 @@ class ContextSelector:
             return Selection(k, current, sink=sink, recent=recent, retrieved=tuple(range(lo, hi)))
         assert self._fov is not None
         cur_poses = self.latent_c2w[list(current)]
-        scores = {j: self._fov.overlap(cur_poses, self.latent_c2w[list(self.chunk_latents(j))]) for j in cands}
+        cand_latents = [list(self.chunk_latents(j)) for j in cands]
+        mat = self._fov.overlap_matrix(cur_poses, self.latent_c2w[[i for c in cand_latents for i in c]])
+        scores, col = {}, 0
+        for j, lats in zip(cands, cand_latents):  # chunk score: mean over (query latent, chunk latent) pairs
+            scores[j] = float(mat[:, col : col + len(lats)].mean())
+            col += len(lats)
         # Highest overlap first; ties go to the more recent chunk (deterministic).
         best = sorted(cands, key=lambda j: (-scores[j], -j))[: p.retrieved_chunks]
         retrieved = tuple(i for j in sorted(best) for i in self.chunk_latents(j))
