@@ -37,6 +37,22 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300, env: dict | None =
                           timeout=timeout, env=e)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run only where CUDA is available; everywhere else they are skipped, visibly."""
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def demo_cases():
     from harness.cases import load_case_set

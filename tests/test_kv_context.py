@@ -284,3 +284,18 @@ def test_lingbot_v2_policy_mapping_and_fov_command(tmp_path):
     sel = json.loads((tmp_path / "controls" / "context_selection.json").read_text())
     assert sel["num_latents"] == 124 and len(sel["chunks"]) == 31
     assert all(len(c["context"]) + 4 == 20 for c in sel["chunks"][5:])
+
+
+@pytest.mark.gpu
+def test_tiny_dit_cuda_bf16_matches_cpu_and_is_deterministic(image):
+    """On a GPU: the cached rollout runs in bf16, is bit-identical across two runs, and stays close to float32."""
+    _, lat, K = _latents()
+    pol = POLICIES["fov"]
+    cpu = generate(TinyCausalDiT(CFG), image, lat, K, pol, seed=5).latents
+    model = TinyCausalDiT(CFG).to("cuda", torch.bfloat16)
+    a = generate(model, image, lat, K, pol, seed=5, device="cuda", dtype=torch.bfloat16).latents.float().cpu()
+    b = generate(model, image, lat, K, pol, seed=5, device="cuda", dtype=torch.bfloat16).latents.float().cpu()
+    assert torch.equal(a, b)
+    f32 = generate(TinyCausalDiT(CFG).to("cuda"), image, lat, K, pol, seed=5, device="cuda").latents.cpu()
+    assert (f32 - cpu).abs().max() < 1e-3
+    assert (a - f32).abs().max() < 0.25
