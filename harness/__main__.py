@@ -105,6 +105,9 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
 def _cmd_run(cfg: dict[str, Any]) -> None:
     from harness.runner import plan_from_config, run_items
 
+    if cfg.get("stage") == "evaluate":
+        return _cmd_evaluate_only(cfg)
+
     adapter, policy, specs, cases, items, run_dir = plan_from_config(cfg)
     if not items:
         raise HarnessError(
@@ -114,12 +117,55 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     stage = cfg.get("stage", "all")
     if stage not in ("generate", "evaluate", "all"):
         raise HarnessError(f"stage={stage!r}: use generate, evaluate or all")
+    ok = True
     if stage in ("generate", "all"):
         summary = run_items(adapter, policy, specs, cases, items, run_dir, cfg, dry_run=bool(cfg.get("dry_run")),
                             overwrite=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
         print(summary.table())
-        if not summary.ok:
-            sys.exit(1)
+        ok = summary.ok
+    if stage in ("evaluate", "all") and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True):
+        _evaluate(run_dir, cfg)
+    if not ok:
+        sys.exit(1)
+
+
+def _evaluate(run_dir, cfg: dict[str, Any]) -> None:
+    from evaluate.stage import EvalConfig, evaluate_run
+
+    ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
+    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
+    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}")
+    print(_short_table(out["results"]))
+
+
+def _short_table(results: list) -> str:
+    """The computed metrics of this run, one line each: mean over videos."""
+    import numpy as np
+
+    vals: dict[str, list] = {}
+    for r in results:
+        for k, m in r["metrics"].items():
+            if m["status"] == "computed":
+                vals.setdefault(k, []).append(m["value"])
+    if not vals:
+        return "(no metric could be computed with the available backbones; see summary.md)"
+    w = max(len(k) for k in vals)
+    return "\n".join(f"  {k:<{w}}  {np.mean(v):8.4f}  (n={len(v)})" for k, v in sorted(vals.items()))
+
+
+def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
+    """``stage=evaluate``: evaluate an existing run (``run=<name>`` or a path) or videos made elsewhere."""
+    from pathlib import Path
+
+    if cfg.get("videos"):
+        from evaluate.external import import_videos
+
+        run_dir = import_videos(Path(cfg["videos"]), Path(cfg.get("videos_manifest") or Path(cfg["videos"]) /
+                                                           "manifest.json"), cfg)
+    else:
+        cand = Path(str(cfg["run"]))
+        run_dir = cand if (cand / "manifest.jsonl").exists() else Path(cfg["output_root"]) / str(cfg["run"])
+    _evaluate(run_dir.resolve(), cfg)
 
 
 def _dispatch(cfg_omega: Any) -> None:

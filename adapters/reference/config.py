@@ -16,7 +16,7 @@ class ReferenceConfig(ModelConfig):
     ``front``, ``back``. The square trajectory's side must stay inside it.
     """
 
-    room: dict[str, float] = field(default_factory=lambda: {"x": 4.0, "up": 2.5, "down": 1.5, "front": 4.0, "back": 4.0})
+    room: dict[str, float] = field(default_factory=lambda: {"x": 4.0, "up": 2.0, "down": 1.0, "front": 4.0, "back": 4.0})
 
     def validate(self) -> None:
         super().validate()

@@ -34,8 +34,8 @@ class Room:
     z in [-back, front]. The start camera sits at the origin looking along +z."""
 
     x: float = 4.0
-    up: float = 2.5
-    down: float = 1.5
+    up: float = 2.0
+    down: float = 1.0
     front: float = 4.0
     back: float = 4.0
 

@@ -1,0 +1,165 @@
+"""Static memory formulas (WorldMemBench section 4.4): Eq. 4 (feature similarity), Eq. 5 (normalised silhouette
+IoU), depth Spearman and Eq. 6 (spherical reconstruction score), and the Environment-Visible frame selection.
+
+Poses: OpenCV camera-to-world 4x4 (+x right / +y down / +z forward), world = camera frame of frame 0; depth maps are
+z-depth in the camera frame; K in pixels with +0.5 pixel centres.
+
+Pinned choices (recorded in every metric JSON under ``settings``):
+
+* silhouette canvas: 64 x 64; the mask's tight box is resized (nearest) so that its longer side fills the canvas,
+  preserving aspect, and centred;
+* depth Spearman: pixels subsampled on a regular grid (every ``stride``-th row and column, default 4), invalid
+  (non-finite or <= 0) pixels dropped, average ranks for ties;
+* spherical grid: equal-angle bins of ``bin_deg`` (default 2 deg) in azimuth ``atan2(x, z)`` over [-180, 180) and
+  elevation ``atan2(-y, hypot(x, z))`` over [-90, 90], centred on the world origin (the first camera); each bin
+  keeps the smallest ``log(range)`` that falls in it (the nearest surface).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CANVAS = 64
+SPHERE_BIN_DEG = 2.0
+
+
+def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarities (Na, Nb) between row vectors."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    bn = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return an @ bn.T
+
+
+def revisit_similarity(ref_features: np.ndarray, revisit_features: np.ndarray) -> float:
+    """Eq. 4 for one revisit: mean over revisit frames of ``clip_[0,1](max over reference frames of cos)``.
+
+    ref_features: (R, D) features of the initial-observation set V. revisit_features: (T, D) features of the valid
+    observations in the revisit window. An empty revisit scores 0 (and still counts in Eq. 1).
+    """
+    rev = np.asarray(revisit_features)
+    if rev.size == 0 or len(rev) == 0:
+        return 0.0
+    sims = cosine_matrix(rev, ref_features).max(axis=1)
+    return float(np.clip(sims, 0.0, 1.0).mean())
+
+
+def normalized_silhouette(mask: np.ndarray, canvas: int = CANVAS) -> np.ndarray:
+    """C(·) of Eq. 5: crop to the tight box, resize keeping the aspect ratio (longer side = canvas), centre.
+
+    Returns a (canvas, canvas) bool array; an empty mask gives an empty canvas.
+    """
+    import cv2
+
+    m = np.asarray(mask).astype(bool)
+    out = np.zeros((canvas, canvas), bool)
+    ys, xs = np.nonzero(m)
+    if len(ys) == 0:
+        return out
+    crop = m[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].astype(np.uint8)
+    h, w = crop.shape
+    s = canvas / max(h, w)
+    nh, nw = max(1, int(round(h * s))), max(1, int(round(w * s)))
+    r = cv2.resize(crop, (nw, nh), interpolation=cv2.INTER_NEAREST).astype(bool)
+    y0, x0 = (canvas - nh) // 2, (canvas - nw) // 2
+    out[y0 : y0 + nh, x0 : x0 + nw] = r
+    return out
+
+
+def silhouette_iou(a: np.ndarray, b: np.ndarray, canvas: int = CANVAS) -> float:
+    """IoU of the normalised silhouettes of masks ``a`` and ``b`` (0 when both are empty)."""
+    na, nb = normalized_silhouette(a, canvas), normalized_silhouette(b, canvas)
+    union = int((na | nb).sum())
+    return float((na & nb).sum() / union) if union else 0.0
+
+
+def silhouette_revisit_score(ref_masks, revisit_masks, canvas: int = CANVAS) -> float:
+    """Eq. 5 for one revisit: mean over revisit masks of the max IoU over reference masks; 0 if none."""
+    if len(revisit_masks) == 0 or len(ref_masks) == 0:
+        return 0.0
+    refs = [normalized_silhouette(m, canvas) for m in ref_masks]
+    vals = []
+    for m in revisit_masks:
+        n = normalized_silhouette(m, canvas)
+        best = 0.0
+        for r in refs:
+            u = int((n | r).sum())
+            best = max(best, float((n & r).sum() / u) if u else 0.0)
+        vals.append(best)
+    return float(np.mean(vals))
+
+
+def _rank(x: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(x, method="average")
+
+
+def depth_spearman(ref_depth: np.ndarray, revisit_depth: np.ndarray, valid: np.ndarray | None = None,
+                   stride: int = 4) -> float:
+    """Spearman rank correlation between depth at corresponding pixels (same image locations).
+
+    Invariant to any monotone rescaling of either map (relative-depth models are fine). 0 when fewer than 3 valid
+    pixels or a constant map.
+    """
+    a = np.asarray(ref_depth, dtype=np.float64)[::stride, ::stride]
+    b = np.asarray(revisit_depth, dtype=np.float64)[::stride, ::stride]
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    if valid is not None:
+        ok &= np.asarray(valid, bool)[::stride, ::stride]
+    if ok.sum() < 3:
+        return 0.0
+    ra, rb = _rank(a[ok]), _rank(b[ok])
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def spherical_grid(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, bin_deg: float = SPHERE_BIN_DEG) -> np.ndarray:
+    """Eq. 6's field: back-project ``depth`` (H, W) with ``K`` and ``c2w``, bin world points by direction from the
+    origin, keep the nearest ``log(range)`` per bin. Returns (n_el, n_az) float64, NaN where empty."""
+    from trajectories.conventions import pixel_rays
+
+    depth = np.asarray(depth, dtype=np.float64)
+    H, W = depth.shape
+    d = pixel_rays(K, H, W)
+    pts_cam = d / d[..., 2:3] * depth[..., None]  # z-depth -> camera point
+    ok = np.isfinite(depth) & (depth > 0)
+    p = pts_cam[ok] @ np.asarray(c2w)[:3, :3].T + np.asarray(c2w)[:3, 3]
+    r = np.linalg.norm(p, axis=1)
+    keep = r > 1e-9
+    p, r = p[keep], r[keep]
+    az = np.degrees(np.arctan2(p[:, 0], p[:, 2]))
+    el = np.degrees(np.arctan2(-p[:, 1], np.hypot(p[:, 0], p[:, 2])))
+    n_az, n_el = int(round(360 / bin_deg)), int(round(180 / bin_deg))
+    ia = np.clip(((az + 180.0) / bin_deg).astype(int), 0, n_az - 1)
+    ie = np.clip(((el + 90.0) / bin_deg).astype(int), 0, n_el - 1)
+    grid = np.full(n_el * n_az, np.inf)
+    np.minimum.at(grid, ie * n_az + ia, np.log(r))
+    grid[np.isinf(grid)] = np.nan
+    return grid.reshape(n_el, n_az)
+
+
+def spherical_reconstruction_score(H: np.ndarray, G: np.ndarray) -> float:
+    """Eq. 6 for one revisit: ``|C|/|U| · mean_{b in C} exp(-|H_b - (G_b + δ)|)`` with ``δ = median_C (H - G)``
+    (global scale removed in log space). 0 when the grids share no bin."""
+    h, g = np.asarray(H, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    oh, og = np.isfinite(h), np.isfinite(g)
+    C, U = oh & og, oh | og
+    if not C.any():
+        return 0.0
+    delta = float(np.median(h[C] - g[C]))
+    return float(C.sum() / U.sum() * np.exp(-np.abs(h[C] - (g[C] + delta))).mean())
+
+
+def select_return_frame(window: list[int] | np.ndarray, estimated_c2w: np.ndarray, reference_c2w: np.ndarray) -> int:
+    """Environment Visible: inside a rotational return window, the frame whose estimated orientation is closest
+    (geodesic angle) to the conditioning frame's. ``estimated_c2w`` is indexed by frame."""
+    from trajectories.conventions import geodesic_angle
+
+    window = list(window)
+    if not window:
+        raise ValueError("empty return window")
+    ang = geodesic_angle(np.asarray(reference_c2w)[None, :3, :3], np.asarray(estimated_c2w)[window, :3, :3])
+    return int(window[int(np.argmin(ang))])

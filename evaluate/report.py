@@ -1,0 +1,101 @@
+"""Run tables: per-item CSV, and per (model, context, trajectory) aggregates with bootstrap CIs as CSV/JSON/Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .aggregate import bootstrap_ci
+from .registry import METRICS, higher_is_better
+
+
+def _key(r: dict) -> tuple[str, str, str]:
+    it = r["item"]
+    return it["model"], it["context"], it["trajectory"]
+
+
+def _fmt(ci: dict) -> str:
+    if not np.isfinite(ci["mean"]):
+        return "n/a"
+    return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}] (n={ci['n']})"
+
+
+def summarise(results: list[dict], boot: dict[str, int]) -> tuple[list[dict], dict[str, str]]:
+    """Aggregate rows (one per group and computed metric) and the not-computed reasons per metric key."""
+    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    reasons: dict[str, str] = {}
+    for r in results:
+        model, ctx, traj = _key(r)
+        for k, m in r["metrics"].items():
+            if m["status"] != "computed":
+                reasons.setdefault(k, m.get("reason", ""))
+                continue
+            for g in ((model, ctx, traj), (model, ctx, "all")):
+                groups[g][k].append(m["value"])
+    rows = []
+    for (model, ctx, traj), metrics in sorted(groups.items()):
+        for k, vals in sorted(metrics.items()):
+            ci = bootstrap_ci(vals, n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+            rows.append({"model": model, "context": ctx, "trajectory": traj, "metric": k,
+                         "higher_is_better": higher_is_better(k), **ci})
+    return rows, reasons
+
+
+def write_tables(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str]:
+    from harness.io import write_json, write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["model", "context", "seed", "trajectory", "case", "case_family", "metric", "status", "value"])
+    for r in results:
+        it = r["item"]
+        for k, m in sorted(r["metrics"].items()):
+            w.writerow([it["model"], it["context"], it["seed"], it["trajectory"], it["case_id"], r["case_family"], k,
+                        m["status"], m.get("value", "")])
+    write_text(out_dir / "per_item.csv", buf.getvalue())
+    rows, reasons = summarise(results, ecfg.bootstrap)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
+                                        "hi", "n"])
+    w.writeheader()
+    w.writerows(rows)
+    write_text(out_dir / "summary.csv", buf.getvalue())
+    write_json(out_dir / "summary.json", {"rows": rows, "not_computed": reasons, "settings": ecfg.__dict__})
+    write_text(out_dir / "summary.md", markdown(rows, reasons))
+    return {"per_item": str(out_dir / "per_item.csv"), "summary": str(out_dir / "summary.md")}
+
+
+def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
+    lines = ["# Evaluation summary", "",
+             "Mean over cases with a 95 % bootstrap interval and the number of cases. `[backbone]` names what "
+             "computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and `pixels` are weight-free "
+             "diagnostics of this harness, `oracle` is the reference model's own geometry.", ""]
+    by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
+    trajs: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        mc = (r["model"], r["context"])
+        by_mc[mc][r["metric"]][r["trajectory"]] = r
+        if r["trajectory"] not in trajs[mc]:
+            trajs[mc].append(r["trajectory"])
+    for mc, metrics in sorted(by_mc.items()):
+        cols = sorted(t for t in trajs[mc] if t != "all") + ["all"]
+        lines += [f"## model={mc[0]} context={mc[1]}", "", "| metric | " + " | ".join(cols) + " |",
+                  "| --- |" + " --- |" * len(cols)]
+        for k in sorted(metrics):
+            arrow = "↑" if higher_is_better(k) else "↓"
+            cells = [_fmt(metrics[k][c]) if c in metrics[k] else "" for c in cols]
+            lines.append(f"| {k} {arrow} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if reasons:
+        lines += ["## Not computed", "", "| metric [backbone] | reason |", "| --- | --- |"]
+        lines += [f"| {k} | {v} |" for k, v in sorted(reasons.items())]
+        lines.append("")
+    known = ", ".join(sorted(METRICS))
+    lines += [f"Metric ids: {known}.", ""]
+    return "\n".join(lines)

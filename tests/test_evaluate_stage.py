@@ -1,0 +1,188 @@
+"""The validity suite on the reference model, the evaluation stage (reuse, invalidation, external videos) and the
+context-policy comparison."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from evaluate.stage import EvalConfig, evaluate_item, evaluate_run
+
+SMALL = ["model.height=240", "model.width=416", "model.num_frames=193", "progress=false", "evaluate=off"]
+ECFG = EvalConfig(bootstrap={"n": 200, "seed": 0})
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("validity")
+    r = run_cli(["context=fullkv", "run=v", "cases.include=[environment_rocket,object_coffee,human_astronaut]",
+                 *SMALL], root)
+    assert r.returncode == 0, r.stderr
+    return root / "outputs" / "v"
+
+
+def _item(run_dir: Path, case: str) -> Path:
+    return next(run_dir.glob(f"reference/fullkv/seed-1/lrlr/{case}"))
+
+
+def _values(res: dict) -> dict[str, float]:
+    return {k: m["value"] for k, m in res["metrics"].items() if m["status"] == "computed"}
+
+
+def test_exact_revisit_scores_one_and_rpe_zero(run_dir):
+    for case in ("environment_rocket", "object_coffee", "human_astronaut"):
+        v = _values(evaluate_item(_item(run_dir, case), ECFG))
+        static = {k: x for k, x in v.items() if k.split(".")[0] in ("environment", "object", "human")}
+        assert static, v
+        for k, x in static.items():
+            assert x >= 1 - 1e-3, (case, k, x)
+        assert v["camera.rpe_trans[oracle]"] == pytest.approx(0, abs=1e-9)
+        assert v["camera.rpe_rot[oracle]"] == pytest.approx(0, abs=1e-9)
+
+
+def _degraded_copy(src: Path, dst: Path, edit) -> Path:
+    from harness.io import read_json, write_json
+    from harness.runner import sha256_file
+    from harness.video import VideoWriter, read_frames
+    from trajectories import load_path
+
+    shutil.copytree(src, dst)
+    (dst / "metrics.json").unlink(missing_ok=True)
+    path = load_path(dst / "camera.npz")
+    _, frames = read_frames(src / "video.mp4")
+    frames = edit(frames.copy(), path)
+    w = VideoWriter(dst / "video.mp4", path.fps)
+    for f in frames:
+        w(f)
+    w.close()
+    meta = read_json(dst / "meta.json")
+    meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
+    write_json(dst / "meta.json", meta)
+    return dst
+
+
+def _in_revisits(path, fn):
+    def edit(frames, path_=path):
+        for a, b in path_.revisit_windows():
+            frames[a:b] = fn(frames[a:b])
+        return frames
+
+    return edit
+
+
+def test_controlled_degradations_lower_scores_monotonically(run_dir, tmp_path):
+    import cv2
+
+    from trajectories import load_path
+
+    src = _item(run_dir, "environment_rocket")
+    path = load_path(src / "camera.npz")
+    base = _values(evaluate_item(src, ECFG))
+    # content swapped in the revisit windows
+    other = _degraded_copy(src, tmp_path / "swap", _in_revisits(path, lambda f: f[:, ::-1, ::-1].copy()))
+    sw = _values(evaluate_item(other, ECFG))
+    for k in ("environment.visible[pixel-thumb16]", "diagnostic.revisit_psnr[pixels]", "diagnostic.revisit_ssim[pixels]"):
+        assert sw[k] < base[k] - 0.05 * abs(base[k]), k
+    # blur levels
+    out = []
+    for sigma in (1.0, 2.5, 6.0):
+        blur = _in_revisits(path, lambda f, s=sigma: np.stack([cv2.GaussianBlur(x, (0, 0), s) for x in f]))
+        out.append(_values(evaluate_item(_degraded_copy(src, tmp_path / f"blur{sigma}", blur), ECFG)))
+    for k in ("diagnostic.revisit_psnr[pixels]", "diagnostic.revisit_ssim[pixels]"):
+        seq = [base[k]] + [o[k] for o in out]
+        assert all(a > b for a, b in zip(seq, seq[1:])), (k, seq)
+    seq = [base["environment.visible[pixel-thumb16]"]] + [o["environment.visible[pixel-thumb16]"] for o in out]
+    assert all(a >= b - 1e-6 for a, b in zip(seq, seq[1:])) and seq[-1] < seq[0], seq
+
+
+def test_target_removed_scores_zero_for_that_revisit(run_dir, tmp_path):
+    from harness.imaging import resize_cover_crop
+    from trajectories import load_path
+
+    src = _item(run_dir, "object_coffee")
+    path = load_path(src / "camera.npz")
+    from harness.cases import load_case_set
+
+    case = {c.id: c for c in load_case_set("builtin:demo")}["object_coffee"]
+    img = case.load_image()
+    m = resize_cover_crop(case.object_mask(case.targets.objects[0], *img.shape[:2]).astype(np.uint8) * 255,
+                          (240, 416)) > 127
+    a2, b2 = path.revisit_windows()[1]
+
+    def remove(frames, path_=path):
+        fill = frames[0][~m].mean(axis=0).astype(np.uint8)
+        frames[a2:b2][:, m] = fill  # the cup is gone during the second revisit only
+        return frames
+
+    res = evaluate_item(_degraded_copy(src, tmp_path / "gone", remove), ECFG)
+    geo = res["metrics"]["object.geometry[template-ncc]"]
+    app = res["metrics"]["object.appearance[pixel-thumb16+template-ncc]"]
+    assert geo["per_target"]["cup"][1] == 0.0 and app["per_target"]["cup"][1] == 0.0
+    assert geo["per_target"]["cup"][0] > 0.99  # the first revisit is untouched
+    assert geo["value"] == pytest.approx(geo["per_target"]["cup"][0] / 2)  # Eq. 1 keeps the empty revisit in K
+
+
+def test_rerun_reuses_and_a_setting_invalidates_only_its_family(run_dir):
+    item = _item(run_dir, "object_coffee")
+    first = evaluate_item(item, ECFG)
+    again = evaluate_item(item, ECFG)
+    assert again.get("reused") is True
+    changed = evaluate_item(item, EvalConfig(bootstrap={"n": 200, "seed": 0}, canvas=32))
+    assert set(changed["timings"]) == {"object"}  # only the family whose setting changed was recomputed
+    cam = "camera.rpe_rot[oracle]"
+    assert changed["metrics"][cam]["settings_hash"] == first["metrics"][cam]["settings_hash"]
+    geo = "object.geometry[template-ncc]"
+    assert changed["metrics"][geo]["settings_hash"] != first["metrics"][geo]["settings_hash"]
+    evaluate_item(item, ECFG)  # restore
+
+
+def test_run_tables_and_not_computed_reasons(run_dir):
+    out = evaluate_run(run_dir, ECFG)
+    assert out["evaluated"] == 3
+    md = (run_dir / "eval" / "summary.md").read_text()
+    assert "environment.visible[pixel-thumb16]" in md and "Not computed" in md and "dinov2" in md
+    data = json.loads((run_dir / "eval" / "summary.json").read_text())
+    row = next(r for r in data["rows"] if r["metric"] == "camera.rpe_rot[oracle]" and r["trajectory"] == "lrlr")
+    assert row["n"] == 3 and row["higher_is_better"] is False
+    assert (run_dir / "eval" / "per_item.csv").read_text().count("\n") > 10
+    an = json.loads((run_dir / "eval" / "analyses.json").read_text())
+    assert any(e["metric"].startswith("environment.visible") for e in an["multi_revisit"])
+    q = an["qualification"][0]
+    assert q["Q30"]["rate"] == 1.0 and q["departure"]["rate"] == 1.0  # oracle poses: every return qualifies
+
+
+def test_videos_made_elsewhere(run_dir, tmp_path):
+    folder = tmp_path / "vids"
+    folder.mkdir()
+    shutil.copyfile(_item(run_dir, "environment_rocket") / "video.mp4", folder / "rocket.mp4")
+    (folder / "manifest.json").write_text(json.dumps([{"video": "rocket.mp4", "case_id": "environment_rocket",
+                                                       "trajectory": "lrlr", "num_frames": 193, "fps": 16,
+                                                       "model": "someone_elses", "hfov_deg": 65}]))
+    r = run_cli(["stage=evaluate", f"videos={folder}", "run=ext", "progress=false"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    item = tmp_path / "outputs" / "ext" / "someone_elses" / "native" / "seed-0" / "lrlr" / "environment_rocket"
+    res = json.loads((item / "metrics.json").read_text())
+    assert res["metrics"]["environment.visible[pixel-thumb16]"]["value"] > 0.99
+    assert res["metrics"]["camera.rpe_rot[oracle]"]["status"] == "not_computed"  # no oracle outside the reference
+    assert res["phases"]["R2"] == json.loads((_item(run_dir, "environment_rocket") / "meta.json").read_text())[
+        "camera"]["phases"]["R2"]
+
+
+def test_context_policy_comparison_with_cis(tmp_path):
+    args = ["-m", "context=fullkv,sliding,fov", "run=cp", "cases.include=[environment_rocket,human_astronaut]",
+            "model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
+    r = run_cli(args, tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    an = json.loads((tmp_path / "outputs" / "cp" / "eval" / "analyses.json").read_text())
+    (cp,) = an["context_policies"]
+    assert cp["policies"] == ["fov", "fullkv", "sliding"] and cp["matched_items"] == 2
+    assert set(cp["speedup_vs_fullkv"]) == {"fov", "fullkv", "sliding"} and cp["speedup_vs_fullkv"]["fullkv"] == 1.0
+    row = cp["metrics"]["diagnostic.revisit_psnr[pixels]"]
+    assert {"lo", "hi", "mean"} <= set(row["fov"]) and "sliding" in row["paired_vs_fullkv"]
+    md = (tmp_path / "outputs" / "cp" / "eval" / "analyses.md").read_text()
+    assert "Context-policy comparison" in md and "speedup vs FullKV" in md
