@@ -2,7 +2,8 @@
 
 ``python -m adapters.goldens regen`` rewrites ``tests/goldens/controls/<model>/<trajectory>/`` from the current
 compilers (review the diff before committing it); ``python -m adapters.goldens check`` compares. Arrays are stored
-in ``arrays.npz`` (key ``<file>/<array>``), text files verbatim with run-specific paths replaced by placeholders.
+in ``arrays.npz`` (key ``<file>/<array>``), text files verbatim (as ``<name>.golden``: data, not source) with
+run-specific paths replaced by placeholders.
 Numbers are compared with a 1e-9 tolerance (float rounding of BLAS kernels may differ between CPUs); everything
 else must match exactly.
 """
@@ -79,7 +80,7 @@ def regen(models=MODELS, trajectories=TRAJECTORIES) -> None:
                 dest.mkdir(parents=True)
                 np.savez_compressed(dest / "arrays.npz", **arrays)
                 for rel, text in texts.items():
-                    p = dest / "text" / rel
+                    p = dest / "text" / f"{rel}.golden"
                     p.parent.mkdir(parents=True, exist_ok=True)
                     p.write_text(text)
                 print(f"wrote {dest.relative_to(ROOT)} ({len(arrays)} arrays, {len(texts)} text files)")
@@ -109,8 +110,8 @@ def compare(model: str, trajectory: str, controls: Path, tol: float = 1e-9) -> l
             problems.append(f"{k}: {a.shape} {a.dtype} != golden {g.shape} {g.dtype}")
         elif not np.allclose(a, g, rtol=0, atol=tol):
             problems.append(f"{k}: max |diff| {np.abs(a.astype(float) - g.astype(float)).max():.3g}")
-    gold_texts = {p.relative_to(dest / "text").as_posix(): p.read_text()
-                  for p in (dest / "text").rglob("*") if p.is_file()}
+    gold_texts = {p.relative_to(dest / "text").as_posix().removesuffix(".golden"): p.read_text()
+                  for p in (dest / "text").rglob("*.golden") if p.is_file()}
     if set(gold_texts) != set(texts):
         problems.append(f"text file set differs: {sorted(set(gold_texts) ^ set(texts))}")
     for k in set(gold_texts) & set(texts):

@@ -19,7 +19,7 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -255,6 +255,12 @@ class UpstreamAdapter(Adapter):
         return max(cands, key=lambda p: p.stat().st_mtime)
 
     # -- helpers ----------------------------------------------------------------------------------------------
+    def scene_scale(self) -> float:
+        """Model translation units per scene unit, from the translation-scale policy
+        (``units_per_scene_unit`` or ``metres_per_scene_unit``; 1 when the model takes scene units as they are)."""
+        ts = self.config.translation_scale
+        return float(ts.get("units_per_scene_unit", ts.get("metres_per_scene_unit", 1.0)))
+
     def ckpt(self) -> str:
         return self.config.checkpoint or "<model.checkpoint>"
 

@@ -9,23 +9,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def revisit_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
-    """[(start, end)] of ``R1..Rk`` in order (half-open frame ranges)."""
-    k = 1
-    out = []
-    while f"R{k}" in phases:
-        out.append(tuple(phases[f"R{k}"]))
+def numbered_phases(phases: dict[str, tuple[int, int]], prefix: str) -> list[tuple[int, int]]:
+    """[(start, end)] of ``<prefix>1 .. <prefix>k`` in order (half-open frame ranges)."""
+    out, k = [], 1
+    while f"{prefix}{k}" in phases:
+        out.append(tuple(phases[f"{prefix}{k}"]))
         k += 1
     return out
+
+
+def revisit_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
+    """The prescribed revisits ``R1..Rk``."""
+    return numbered_phases(phases, "R")
 
 
 def departure_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
-    k = 1
-    out = []
-    while f"D{k}" in phases:
-        out.append(tuple(phases[f"D{k}"]))
-        k += 1
-    return out
+    """The departures ``D1..Dk``."""
+    return numbered_phases(phases, "D")
 
 
 def sample_every(n: int, start: int, end: int) -> list[int]:

@@ -261,20 +261,28 @@ def _missing(metric: str, backbone: str, reason: str) -> tuple[str, dict]:
                                      "reason": reason}
 
 
+def _each(out: dict, getter, names, metrics):
+    """Yield ``(name, backbone)`` for every available backbone of ``names``; record the unavailable ones as
+    ``not_computed`` (with the reason) for each of ``metrics``."""
+    for name in names:
+        try:
+            backbone = getter(name)
+        except BackboneUnavailable as exc:
+            for m in metrics:
+                k, v = _missing(m, name, str(exc))
+                out[k] = v
+            continue
+        yield name, backbone
+
+
 # -- families ---------------------------------------------------------------------------------------------------
 
 
 def family_camera(ctx: ItemContext) -> dict:
     out = {}
     target = ctx.path.c2w[ctx.indices]
-    for name in ctx.ecfg.pose_estimators:
-        try:
-            label, pe = ctx.pose_estimate(name)
-        except BackboneUnavailable as exc:
-            for m in ("camera.rpe_trans", "camera.rpe_rot"):
-                k, v = _missing(m, name, str(exc))
-                out[k] = v
-            continue
+    for name, (label, pe) in _each(out, ctx.pose_estimate, ctx.ecfg.pose_estimators,
+                                   ("camera.rpe_trans", "camera.rpe_rot")):
         det: dict = {}
         rt = cam_metrics.rpe_translation(target, {label: pe.c2w}, det)
         rr = cam_metrics.rpe_rotation(target, pe.c2w)
@@ -302,25 +310,12 @@ def family_environment(ctx: ItemContext) -> dict:
             out[k] = v
         return out
     common = {"return_frames": ret, "return_pose_estimator": label, "qualification": qual, "reference_frames": [0]}
-    for name in ctx.ecfg.encoders:
-        try:
-            enc = ctx.encoder(name)
-        except BackboneUnavailable as exc:
-            k, v = _missing("environment.visible", name, str(exc))
-            out[k] = v
-            continue
+    for _, enc in _each(out, ctx.encoder, ctx.ecfg.encoders, ("environment.visible",)):
         f = enc.encode(ctx.frames_at([0] + ret))
         per = [float(np.clip(mem.cosine_matrix(f[i + 1 : i + 2], f[:1])[0, 0], 0, 1)) for i in range(K)]
         k, v = _entry("environment.visible", enc.name, enc.kind, float(np.mean(per)), per_revisit=per, **common)
         out[k] = v
-    for name in ctx.ecfg.depth:
-        try:
-            dep = ctx.depth(name)
-        except BackboneUnavailable as exc:
-            for m in ("environment.depth", "environment.reconstruction"):
-                k, v = _missing(m, name, str(exc))
-                out[k] = v
-            continue
+    for name, dep in _each(out, ctx.depth, ctx.ecfg.depth, ("environment.depth", "environment.reconstruction")):
         d = dep.depth(ctx.frames_at([0] + ret), [0] + ret)
         sp = [mem.depth_spearman(d[0], d[i + 1], stride=ctx.ecfg.depth_stride) for i in range(K)]
         k, v = _entry("environment.depth", dep.name, "oracle" if name == "oracle" else "estimator", float(np.mean(sp)),
@@ -371,15 +366,8 @@ def _entity(ctx: ItemContext, family: str) -> dict:
     K = len(ctx.windows)
     T = ctx.path.num_frames
     track_idx = sample_every(ctx.ecfg.memory_stride, 0, T)
-    for tname in ctx.ecfg.trackers:
-        try:
-            tracker = ctx.tracker(tname)
-        except BackboneUnavailable as exc:
-            metrics = [f"{family}.appearance"] + ([f"{family}.geometry"] if family == "object" else [])
-            for m in metrics:
-                k, v = _missing(m, tname, str(exc))
-                out[k] = v
-            continue
+    tracked_metrics = [f"{family}.appearance"] + ([f"{family}.geometry"] if family == "object" else [])
+    for _, tracker in _each(out, ctx.tracker, ctx.ecfg.trackers, tracked_metrics):
         tracks = {}
         for tid, m0 in targets:
             allf = sorted(set(track_idx) | set(ctx.ref_idx) | {f for w in ctx.rev_idx for f in w})
@@ -403,14 +391,8 @@ def _entity(ctx: ItemContext, family: str) -> dict:
             k, v = _entry("object.geometry", tracker.name, "tracker", rollout_score(per_t, K), per_target=per_t,
                           tracking_evidence=evidence, revisit_frames=ctx.rev_idx_arrived, reference_frames=ctx.ref_idx)
             out[k] = v
-        for ename in ctx.ecfg.encoders:
-            metric = f"{family}.appearance"
-            try:
-                enc = ctx.encoder(ename)
-            except BackboneUnavailable as exc:
-                k, v = _missing(metric, f"{ename}+{tracker.name}", str(exc))
-                out[k] = v
-                continue
+        metric = f"{family}.appearance"
+        for _, enc in _each(out, ctx.encoder, ctx.ecfg.encoders, (metric,)):
             per_t = {}
             for tid in tracks:
                 rf = [f for f in ctx.ref_idx if tracks[tid][f][1]]
@@ -471,13 +453,7 @@ def family_diagnostic(ctx: ItemContext) -> dict:
             for f, fr in zip(got, extra):
                 ctx.pos[f] = len(ctx.frames)
                 ctx.frames = np.concatenate([ctx.frames, fr[None]])
-        for name in ctx.ecfg.encoders:
-            try:
-                enc = ctx.encoder(name)
-            except BackboneUnavailable as exc:
-                k, v = _missing("diagnostic.cross_departure", name, str(exc))
-                out[k] = v
-                continue
+        for _, enc in _each(out, ctx.encoder, ctx.ecfg.encoders, ("diagnostic.cross_departure",)):
             fa = enc.encode(ctx.frames_at([a for a, _ in pairs]))
             fb = enc.encode(ctx.frames_at([b for _, b in pairs]))
             sims = np.clip(np.sum(fa * fb, axis=1) / np.maximum(

@@ -11,7 +11,6 @@ Boxes are ``[x0, y0, x1, y1]`` in pixels of the conditioning image (x right, y d
 from __future__ import annotations
 
 import json
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional
 

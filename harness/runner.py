@@ -296,7 +296,6 @@ def plan_from_config(cfg: dict[str, Any]):
     """Everything a run needs, validated before anything heavy: (adapter, policy, specs, cases, items, run_dir)."""
     from trajectories import TrajectorySpec
 
-    from .context import ContextPolicy
     from .registry import build_adapter, check_choice, group_yaml
 
     adapter = build_adapter(cfg["model"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 from adapters.goldens import MODELS, TRAJECTORIES, compare, compile_item
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 #: Max rotation error (deg) / translation error (scene units) of decode(native) vs request, per model, justified by
 #: the format: latent-rate anchors with SLERP in between (< 0.5 deg at LRLRLR speed), MG-3's 0.02 dead zone (0.3 deg) and 12.35 cm
@@ -184,7 +183,7 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
 
 
 def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
-    from harness.registry import build_adapter, group_yaml
+    from harness.registry import group_yaml
     from harness.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"

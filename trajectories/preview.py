@@ -41,7 +41,6 @@ def preview_path(
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     series = [("requested", path.c2w)] + list(overlays)
-    frames = np.arange(path.num_frames)
     for ax in axes[1:]:
         for name, (a, b) in path.phases.items():
             ax.axvspan(a, b, color=_phase_colour(name), alpha=0.6, lw=0)

@@ -15,14 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _dirs(K: np.ndarray, h: int, w: int, offset: float) -> np.ndarray:
-    K = np.asarray(K, dtype=np.float64)
-    u = np.arange(w, dtype=np.float64) + offset
-    v = np.arange(h, dtype=np.float64) + offset
-    uu, vv = np.meshgrid(u, v)
-    d = np.stack([(uu - K[0, 2]) / K[0, 0], (vv - K[1, 2]) / K[1, 1], np.ones_like(uu)], -1)
-    return d / np.linalg.norm(d, axis=-1, keepdims=True)
+from trajectories.conventions import pixel_rays
 
 
 def od_rays(poses: np.ndarray, K: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -35,7 +28,7 @@ def od_rays(poses: np.ndarray, K: np.ndarray, h: int, w: int) -> np.ndarray:
         (F, h, w, 6) float64; ``d = R · normalise(K^-1 [u, v, 1])``, ``o = t``.
         robbyant/lingbot-world-v2@2648877 wan/utils/cam_utils.py.
     """
-    d_cam = _dirs(K, h, w, 0.5)
+    d_cam = pixel_rays(K, h, w, 0.5)
     poses = np.asarray(poses, dtype=np.float64)
     d = np.einsum("fij,hwj->fhwi", poses[:, :3, :3], d_cam)
     o = np.broadcast_to(poses[:, None, None, :3, 3], d.shape)
@@ -71,7 +64,7 @@ def plucker_sana(poses: np.ndarray, K_latent: np.ndarray, h: int, w: int) -> np.
     Returns:
         (F, h, w, 6) float64. NVlabs/Sana diffusion/utils/cam_utils.py (copy of uncertain provenance).
     """
-    d_cam = _dirs(K_latent, h, w, 0.0)
+    d_cam = pixel_rays(K_latent, h, w, 0.0)
     poses = np.asarray(poses, dtype=np.float64)
     d = np.einsum("fij,hwj->fhwi", poses[:, :3, :3], d_cam)
     o = np.broadcast_to(poses[:, None, None, :3, 3], d.shape)

@@ -12,7 +12,6 @@ hard-coded cache sizes (``runner.py --full-kv``). Poses follow :mod:`trajectorie
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +50,6 @@ class DreamXAdapter(UpstreamAdapter):
     config_class = DreamXConfig
     config: DreamXConfig
 
-    def units(self) -> float:
-        return float(self.config.translation_scale.get("units_per_scene_unit", 1.0))
-
     def num_latents(self, N: int) -> int:
         lat, r = divmod(N - 1, 4)
         lat += 1
@@ -64,7 +60,7 @@ class DreamXAdapter(UpstreamAdapter):
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         lat = self.num_latents(req.path.num_frames)
         d = req.controls_dir
-        rows = camera_rows(req.path.c2w, self.units())
+        rows = camera_rows(req.path.c2w, self.scene_scale())
         write_text(d / "cameras.txt", "harness://camera-path\n" + "\n".join(" ".join(f"{v:.10g}" for v in r)
                                                                           for r in rows) + "\n")
         items = [{"image_path": str(d / "image.png"), "caption": req.case.prompt, "action_seq": [],
@@ -84,7 +80,7 @@ class DreamXAdapter(UpstreamAdapter):
         w2c = np.tile(np.eye(4), (len(rows), 1, 1))
         w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
         c2w = c2w_from_w2c(w2c)
-        c2w[:, :3, 3] /= self.units()
+        c2w[:, :3, 3] /= self.scene_scale()
         anchors = anchors_dreamx(self.num_latents(len(rows)))
         return interpolate_to_frames(anchors, c2w[anchors], len(rows))
 

@@ -42,9 +42,6 @@ class HYWorldPlayAdapter(UpstreamAdapter):
     config_class = HYConfig
     config: HYConfig
 
-    def units(self) -> float:
-        return float(self.config.translation_scale.get("units_per_scene_unit", 1.0))
-
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 4:
@@ -53,7 +50,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         if lat % self.config.chunk_latents:
             raise ModelConfigError(f"HY-WorldPlay AR needs the latent count ({lat}) to be a multiple of 4")
         poses = req.path.c2w[anchors_every_4(lat)].copy()
-        poses[:, :3, 3] *= self.units()
+        poses[:, :3, 3] *= self.scene_scale()
         data = {str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(lat)}
         d = req.controls_dir
         write_json(d / "pose.json", data)
@@ -69,7 +66,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         data = json.loads((controls_dir / "pose.json").read_text())
         poses = np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
-        poses[:, :3, 3] /= self.units()
+        poses[:, :3, 3] /= self.scene_scale()
         return interpolate_to_frames(anchors_every_4(len(poses)), poses, req.path.num_frames)
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:

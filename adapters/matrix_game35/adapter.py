@@ -40,9 +40,6 @@ class MatrixGame35Adapter(UpstreamAdapter):
     config_class = MG35Config
     config: MG35Config
 
-    def metres(self) -> float:
-        return float(self.config.translation_scale.get("metres_per_scene_unit", 1.0))
-
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames
@@ -50,7 +47,7 @@ class MatrixGame35Adapter(UpstreamAdapter):
             raise ModelConfigError(f"Matrix-Game 3.5 with {c.num_blocks} blocks needs {1 + 84 * c.num_blocks} frames; "
                                    f"got {N} (model.num_frames)")
         ext = req.path.c2w.copy()
-        ext[:, :3, 3] *= self.metres()
+        ext[:, :3, 3] *= self.scene_scale()
         kv = np.tile([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], (N, 1))
         d = req.controls_dir
         with atomic_path(d / "camera.npz", suffix=".npz") as tmp:
@@ -64,7 +61,7 @@ class MatrixGame35Adapter(UpstreamAdapter):
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         with np.load(controls_dir / "camera.npz") as z:
             ext = np.array(z["extrinsics_c2w"], dtype=np.float64)
-        ext[:, :3, 3] /= self.metres()
+        ext[:, :3, 3] /= self.scene_scale()
         return ext
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:

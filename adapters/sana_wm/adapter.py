@@ -39,15 +39,12 @@ class SanaWMAdapter(UpstreamAdapter):
     config_class = SanaConfig
     config: SanaConfig
 
-    def units(self) -> float:
-        return float(self.config.translation_scale.get("units_per_scene_unit", 1.0))
-
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 24:
             raise ModelConfigError(f"SANA-WM streaming snaps frames to 24k+1; {N} is not (model.num_frames)")
         cam = req.path.c2w.copy()
-        cam[:, :3, 3] *= self.units()
+        cam[:, :3, 3] *= self.scene_scale()
         d = req.controls_dir
         save_npy(d / "camera.npy", cam)
         save_npy(d / "intrinsics.npy", np.asarray(K, dtype=np.float64))
@@ -57,7 +54,7 @@ class SanaWMAdapter(UpstreamAdapter):
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         cam = np.load(controls_dir / "camera.npy")
-        cam[:, :3, 3] /= self.units()
+        cam[:, :3, 3] /= self.scene_scale()
         return cam
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
