@@ -70,9 +70,11 @@ def _b(boot: dict) -> dict:
     return {"n_boot": int(boot.get("n", 2000)), "seed": int(boot.get("seed", 0))}
 
 
-def cross_axis(results: list[dict], boot: dict) -> list[dict]:
-    """Δ_axis = d_LRUD - d_LRLR with d = R1 - R2, per case on the cases present in both, then averaged."""
+def cross_axis(results: list[dict], boot: dict, dep_deg: float = 30.0, tol: float = 30.0) -> list[dict]:
+    """Δ_axis = d_LRUD - d_LRLR with d = R1 - R2, per case on the cases present in both, then averaged; also on the
+    fixed subset where both revisits of both trajectories qualify (pose for environment, tracking for entities)."""
     d: dict[tuple, dict[str, dict]] = defaultdict(lambda: defaultdict(dict))
+    ok: dict[tuple, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     for r in results:
         it = r["item"]
         if it["trajectory"] not in ("lrlr", "lrud"):
@@ -80,7 +82,10 @@ def cross_axis(results: list[dict], boot: dict) -> list[dict]:
         for key, m in r["metrics"].items():
             pr = _per_revisit(m) if m["status"] == "computed" else None
             if pr and len(pr) >= 2:
-                d[(it["model"], it["context"], it["seed"], key)][it["trajectory"]][it["case_id"]] = pr[0] - pr[1]
+                g = (it["model"], it["context"], it["seed"], key)
+                d[g][it["trajectory"]][it["case_id"]] = pr[0] - pr[1]
+                if all(_qualified(m, k, dep_deg, tol) or _tracked(m, k) for k in (0, 1)):
+                    ok[g][it["trajectory"]].add(it["case_id"])
     out = []
     for (model, ctx, seed, key), per in sorted(d.items()):
         cases = sorted(set(per.get("lrlr", {})) & set(per.get("lrud", {})))
@@ -88,9 +93,13 @@ def cross_axis(results: list[dict], boot: dict) -> list[dict]:
             continue
         a = [per["lrud"][c] for c in cases]
         b = [per["lrlr"][c] for c in cases]
+        q = sorted(set(cases) & ok[(model, ctx, seed, key)]["lrlr"] & ok[(model, ctx, seed, key)]["lrud"])
         out.append({"model": model, "context": ctx, "seed": seed, "metric": key, "cases": cases,
                     "d_lrlr": float(np.mean(b)), "d_lrud": float(np.mean(a)),
-                    "delta_axis": paired_bootstrap(a, b, **_b(boot))})
+                    "delta_axis": paired_bootstrap(a, b, **_b(boot)),
+                    "qualified_cases": q,
+                    "qualified_delta_axis": paired_bootstrap([per["lrud"][c] for c in q], [per["lrlr"][c] for c in q],
+                                                             **_b(boot)) if q else None})
     return out
 
 
@@ -160,7 +169,10 @@ def run_analyses(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str
     tol = ecfg.return_tolerances_deg[0]
     data = {
         "multi_revisit": multi_revisit(results, ecfg.bootstrap, ecfg.departure_deg, tol),
-        "cross_axis": cross_axis(results, ecfg.bootstrap),
+        "tolerance_sensitivity": {str(t): {"multi_revisit": multi_revisit(results, ecfg.bootstrap, ecfg.departure_deg, t),
+                                           "cross_axis": cross_axis(results, ecfg.bootstrap, ecfg.departure_deg, t)}
+                                  for t in ecfg.return_tolerances_deg[1:]},
+        "cross_axis": cross_axis(results, ecfg.bootstrap, ecfg.departure_deg, tol),
         "qualification": qualification(results, ecfg.departure_deg, ecfg.return_tolerances_deg),
         "context_policies": context_policies(results, ecfg.bootstrap),
     }
@@ -203,10 +215,11 @@ def analyses_markdown(data: dict) -> str:
         L.append("")
     if data["cross_axis"]:
         L += ["## Cross-axis excess degradation Δ_axis = d_LRUD - d_LRLR (d = R1 - R2, matched cases)", "",
-              "| model | context | metric | d_LRLR | d_LRUD | Δ_axis |", "| --- | --- | --- | --- | --- | --- |"]
+              "| model | context | metric | d_LRLR | d_LRUD | Δ_axis | qualified n | qualified Δ_axis |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for e in data["cross_axis"]:
             L.append(f"| {e['model']} | {e['context']} | {e['metric']} | {e['d_lrlr']:.3f} | {e['d_lrud']:.3f} | "
-                     f"{_ci(e['delta_axis'])} |")
+                     f"{_ci(e['delta_axis'])} | {len(e['qualified_cases'])} | {_ci(e['qualified_delta_axis'])} |")
         L.append("")
     if data["qualification"]:
         L += ["## Departure / return coverage (appendix G.1)", ""]
