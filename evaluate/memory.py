@@ -116,9 +116,11 @@ def depth_spearman(ref_depth: np.ndarray, revisit_depth: np.ndarray, valid: np.n
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def spherical_grid(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, bin_deg: float = SPHERE_BIN_DEG) -> np.ndarray:
+def spherical_grid(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, bins: float = SPHERE_BIN_DEG) -> np.ndarray:
     """Eq. 6's field: back-project ``depth`` (H, W) with ``K`` and ``c2w``, bin world points by direction from the
-    origin, keep the nearest ``log(range)`` per bin. Returns (n_el, n_az) float64, NaN where empty."""
+    origin, keep the nearest ``log(range)`` per bin. ``bins`` is the bin size in degrees (equal-angle azimuth x
+    elevation, see the module docstring). Returns (180/bins, 360/bins) float64, NaN where empty."""
+    bin_deg = float(bins)
     from trajectories.conventions import pixel_rays
 
     depth = np.asarray(depth, dtype=np.float64)

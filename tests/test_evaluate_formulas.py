@@ -172,3 +172,18 @@ def test_bootstrap_and_paired():
     assert ci["lo"] <= ci["mean"] <= ci["hi"] and ci["n"] == 4
     p = paired_bootstrap([0.9, 0.8, 0.85], [0.5, 0.4, 0.45], n_boot=500)
     assert p["diff"] == pytest.approx(0.4) and p["lo"] > 0 and p["p_le_0"] == 0.0
+
+
+def test_protocol_windows_and_sampling():
+    from evaluate.protocol import departure_windows, judge_frames, quality_frames, revisit_windows, window_frames
+
+    p = build_path(TrajectorySpec(name="lrlrlr", cycles=("left",) * 3), 551, 16, K, 96, 160)
+    assert revisit_windows(p.phases) == [p.phases["R1"], p.phases["R2"], p.phases["R3"]]
+    assert len(departure_windows(p.phases)) == 3
+    assert quality_frames(493)[:3] == [0, 4, 8] and quality_frames(493)[-1] == 492
+    j = judge_frames(493)
+    assert j[0] == 0 and j[-1] == 492 and j[1] - j[0] == 8
+    assert judge_frames(497)[-1] == 496 and judge_frames(497)[-2] == 488
+    a, b = p.phases["R1"]
+    w = window_frames((a, b), 4)
+    assert w[0] == a and w[-1] == b - 1 and all(a <= f < b for f in w)
