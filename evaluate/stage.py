@@ -286,7 +286,9 @@ def family_camera(ctx: ItemContext) -> dict:
         det: dict = {}
         rt = cam_metrics.rpe_translation(target, {label: pe.c2w}, det)
         rr = cam_metrics.rpe_rotation(target, pe.c2w)
-        info = {"frames": ctx.indices, "valid_steps": int(pe.valid[1:].sum()), "steps": len(ctx.indices) - 1,
+        failed = [int(ctx.indices[i]) for i in range(1, len(ctx.indices)) if not pe.valid[i]]
+        info = {"frames": ctx.indices, "valid_steps": len(ctx.indices) - 1 - len(failed),
+                "steps": len(ctx.indices) - 1, "failed_steps_at_frames": failed,
                 "alignment": det.get(label, {}).get("alignment")}
         k, v = _entry("camera.rpe_trans", label, "oracle" if name == "oracle" else "estimator", rt, **info)
         out[k] = v

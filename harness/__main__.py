@@ -109,6 +109,8 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
         return _cmd_evaluate_only(cfg)
 
     adapter, policy, specs, cases, items, run_dir = plan_from_config(cfg)
+    if not cfg.get("dry_run") and cfg.get("stage", "all") != "evaluate" and hasattr(adapter, "check_ready"):
+        adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
     if not items:
         raise HarnessError(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "

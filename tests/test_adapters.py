@@ -79,10 +79,11 @@ def test_unsupported_context_fails_at_planning(tmp_path):
 def test_missing_checkout_names_the_key(tmp_path):
     r = run_cli(["model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g",
                  "progress=false"], tmp_path)
-    assert r.returncode == 1
-    meta = json.loads(next((tmp_path / "outputs" / "g").rglob("meta.json")).read_text())
-    assert meta["status"] == "failed" and "model.upstream_dir" in meta["error"]
-    assert not (next((tmp_path / "outputs" / "g").rglob("meta.json")).parent / "video.mp4").exists()
+    assert r.returncode == 2 and "model.upstream_dir" in r.stderr and "Traceback" not in r.stderr
+    assert not list((tmp_path / "outputs" / "g").rglob("meta.json"))  # nothing half-written
+    r = run_cli(["model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g",
+                 f"model.upstream_dir={tmp_path}", "progress=false"], tmp_path)
+    assert r.returncode == 2 and "model.checkpoint" in r.stderr and "lingbot-world-v2" in r.stderr
 
 
 # -- generate() against stand-in upstream checkouts ---------------------------------------------------------------
