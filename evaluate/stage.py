@@ -209,7 +209,8 @@ class ItemContext:
         raise BackboneUnavailable(_unavailable(name))
 
     def return_frames(self) -> tuple[Optional[str], Optional[str], list[Optional[int]], list[dict]]:
-        """Per prescribed revisit: the frame whose estimated orientation is closest to frame 0's, with the
+        """Per prescribed revisit: the frame whose estimated orientation (for the square loop: camera centre) is
+        closest to frame 0's, with the
         departure angle and the return error of the estimate (appendix G.1), using the first available estimator
         of ``return_frame_poses``. Returns (config name, estimator label, frames, qualification)."""
         from trajectories.conventions import geodesic_angle
@@ -230,7 +231,11 @@ class ItemContext:
                 dep_frames = [f for f in self.indices if d and d[0] <= f < d[1]]
                 dep = max((float(np.degrees(geodesic_angle(ref[:3, :3], est[f][:3, :3]))) for f in dep_frames),
                           default=0.0)
-                if name == "classical":
+                if self.path.params.get("kind") == "square":
+                    # a translation loop returns in position: the closest estimated camera centre
+                    j = int(min(w, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - ref[:3, 3]))))
+                    err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
+                elif name == "classical":
                     # measure the angle to frame 0 directly (a chained estimate drifts by the time it returns)
                     from .perception.weightfree import ClassicalPoseEstimator
 

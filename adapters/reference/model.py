@@ -67,9 +67,14 @@ def stable_seed(*parts: object) -> np.random.SeedSequence:
 
 
 class Texture:
-    """A seeded smooth colour field over world points: base colour plus random 3D plane waves."""
+    """A seeded colour field over world points: base colour + random 3D plane waves + random tiles.
 
-    def __init__(self, seq: np.random.SeedSequence, base_rgb: np.ndarray, waves: int = 6, amplitude: float = 45.0):
+    The tiles (``tile_size`` scene units, each a seeded colour offset) give the synthesised surfaces corners and
+    edges like real scenes have, so feature-based pose estimators can track the camera through them.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, base_rgb: np.ndarray, waves: int = 6, amplitude: float = 45.0,
+                 tile_size: float = 0.25, tile_amplitude: float = 40.0):
         rng = np.random.default_rng(seq)
         dirs = rng.normal(size=(waves, 3))
         dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
@@ -78,10 +83,22 @@ class Texture:
         self.phase = rng.uniform(0, 2 * np.pi, size=waves).astype(np.float32)
         self.amp = (rng.uniform(-1, 1, size=(waves, 3)) * amplitude / np.sqrt(waves)).astype(np.float32)
         self.base = (np.asarray(base_rgb, np.float32) + rng.uniform(-25, 25, size=3)).astype(np.float32)
+        self.tile_size, self.tile_amplitude = tile_size, tile_amplitude
+        self.salt = rng.integers(1, 2**31 - 1, size=3, dtype=np.int64)
+
+    def _tiles(self, points: np.ndarray) -> np.ndarray:
+        """(N, 3) seeded colour offsets in [-amp, amp], constant per tile (integer hash of the tile index)."""
+        idx = np.floor(points / self.tile_size).astype(np.int64)
+        h = idx[:, 0] * 73856093 ^ idx[:, 1] * 19349663 ^ idx[:, 2] * 83492791
+        out = np.empty((len(points), 3), np.float32)
+        for c in range(3):
+            v = (h * 2654435761 + self.salt[c]) % 1000003
+            out[:, c] = (v / 1000003.0 - 0.5) * 2 * self.tile_amplitude
+        return out
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         s = np.sin(points.astype(np.float32) @ self.k.T + self.phase)
-        return np.clip(self.base + s @ self.amp, 0, 255).astype(np.uint8)
+        return np.clip(self.base + s @ self.amp + self._tiles(points), 0, 255).astype(np.uint8)
 
 
 @dataclass
