@@ -61,12 +61,9 @@ def _cmd_list(cfg: dict[str, Any]) -> None:
     for group in ("model", "context", "trajectory", "cases", "launcher", "experiment"):
         print(f"{group}:")
         for name in list_group(group):
-            first = ""
-            path_text = (group_yaml(group, name) or {})
-            desc = path_text.get("description") if isinstance(path_text, dict) else None
-            if desc:
-                first = f"  - {desc}"
-            print(f"  {name}{first}")
+            data = group_yaml(group, name) or {}
+            desc = data.get("description") if isinstance(data, dict) else None
+            print(f"  {name:<18}{desc or ''}".rstrip())
 
 
 def _cmd_validate(cfg: dict[str, Any]) -> None:
