@@ -145,3 +145,13 @@ def test_shards_split_items_without_collisions(tmp_path):
     metas = _items(tmp_path / "outputs" / "sh")
     assert len(metas) == 3
     assert len((tmp_path / "outputs" / "sh" / "manifest.jsonl").read_text().splitlines()) == 3
+
+
+def test_submitit_launcher_runs_jobs_as_separate_processes(tmp_path):
+    """The Slurm path's local twin: sweep jobs run as submitit processes into one run directory."""
+    r = run_cli(["-m", "launcher=submitit_local", "context=fullkv,sliding", "run=sub",
+                 "cases.include=[environment_rocket]", "evaluate=off", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = tmp_path / "outputs" / "sub"
+    assert {m.parts[-5] for m in _items(run_dir)} == {"fullkv", "sliding"}
+    assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 2
