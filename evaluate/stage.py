@@ -560,5 +560,10 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         results.append(res)
     tables = write_tables(run_dir / "eval", results, ecfg)
     analyses = run_analyses(run_dir / "eval", results, ecfg)
+    from .html import decay_plot, write_index
+
+    data = json.loads((run_dir / "eval" / "analyses.json").read_text())
+    plot = decay_plot(run_dir / "eval" / "multi_revisit.png", data["multi_revisit"])
+    page = write_index(run_dir / "eval", results, tables["summary"], plot)
     return {"evaluated": len(results), "skipped_not_done": len(rows) - len(done), "tables": tables,
-            "analyses": analyses, "results": results}
+            "analyses": analyses, "html": str(page), "results": results}

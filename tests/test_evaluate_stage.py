@@ -154,6 +154,9 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     assert any(e["metric"].startswith("environment.visible") for e in an["multi_revisit"])
     q = an["qualification"][0]
     assert q["Q30"]["rate"] == 1.0 and q["departure"]["rate"] == 1.0  # oracle poses: every return qualifies
+    page = (run_dir / "eval" / "index.html").read_text()
+    assert page.count("<video") == 3 and "../reference/fullkv/seed-1/lrlr/object_coffee/video.mp4" in page
+    assert (run_dir / "eval" / "multi_revisit.png").stat().st_size > 5000
 
 
 def test_videos_made_elsewhere(run_dir, tmp_path):
