@@ -173,6 +173,7 @@ class Adapter(ABC):
 
     def __init__(self, config: ModelConfig):
         self.config = config
+        self._canvas: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     # -- context policies --------------------------------------------------------------------------------------
     def check_context(self, policy: ContextPolicy) -> None:
@@ -186,14 +187,23 @@ class Adapter(ABC):
 
     # -- the canvas ---------------------------------------------------------------------------------------------
     def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike."""
+        """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike.
+
+        Computed once per case (planning, compiling and generating all need it); the arrays are read-only.
+        """
         from harness.imaging import resize_cover_crop
         from trajectories.conventions import intrinsics_for_resize_crop
 
-        img = case.load_image()
-        K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], self.config.default_hfov_deg)
-        dst = (self.config.height, self.config.width)
-        return resize_cover_crop(img, dst), intrinsics_for_resize_crop(K_src, img.shape[:2], dst)
+        key = (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))
+        if key not in self._canvas:
+            img = case.load_image()
+            K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], self.config.default_hfov_deg)
+            dst = (self.config.height, self.config.width)
+            canvas, K = resize_cover_crop(img, dst), intrinsics_for_resize_crop(K_src, img.shape[:2], dst)
+            canvas.setflags(write=False)
+            K.setflags(write=False)
+            self._canvas[key] = (canvas, K)
+        return self._canvas[key]
 
     def path_for(self, spec: Any, K: np.ndarray, trajectory: str | None = None) -> Any:
         """The item's camera path at this model's native frame count, fps and canvas (K in canvas pixels)."""

@@ -146,6 +146,7 @@ class ItemContext:
         self.K = self.path.K
         self.is_reference = "oracle_depth" in self.meta.get("generation", {})
         self._pose_cache: dict[str, Any] = {}
+        self._return_frames: Optional[tuple] = None
 
     def _arrived(self, frames: list[int]) -> list[int]:
         """The frames of a revisit window whose *prescribed* pose is back at the start (within the revisit
@@ -209,9 +210,14 @@ class ItemContext:
         raise BackboneUnavailable(_unavailable(name))
 
     def return_frames(self) -> tuple[Optional[str], Optional[str], list[Optional[int]], list[dict]]:
+        """Memoised :meth:`_select_return_frames` (the environment and diagnostic families both need it)."""
+        if self._return_frames is None:
+            self._return_frames = self._select_return_frames()
+        return self._return_frames
+
+    def _select_return_frames(self) -> tuple[Optional[str], Optional[str], list[Optional[int]], list[dict]]:
         """Per prescribed revisit: the frame whose estimated orientation (for the square loop: camera centre) is
-        closest to frame 0's, with the
-        departure angle and the return error of the estimate (appendix G.1), using the first available estimator
+        closest to frame 0's, with the departure angle and the return error of the estimate (appendix G.1), using the first available estimator
         of ``return_frame_poses``. Returns (config name, estimator label, frames, qualification)."""
         from trajectories.conventions import geodesic_angle
 
