@@ -197,7 +197,7 @@ class SanaWMDiffusersAdapter(Adapter):
         else:
             from diffusers import SanaWMPipeline
 
-            pipe = SanaWMPipeline.from_pretrained(resolve_weights(c), torch_dtype=getattr(torch, c.dtype))
+            pipe = SanaWMPipeline.from_pretrained(resolve_weights(c), dtype=getattr(torch, c.dtype))
             pipe.vae.to(torch.float32)
         if c.cpu_offload and device.type != "cpu":
             pipe.enable_model_cpu_offload(device=device)  # accelerate hooks move each sub-model in turn
