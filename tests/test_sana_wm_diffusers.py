@@ -27,6 +27,16 @@ SPECS = {"lrlr": TrajectorySpec(name="lrlr", cycles=("left", "left")),
          "square": TrajectorySpec(name="square", kind="square")}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every
+    op wait for a core."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def case():
     return {c.id: c for c in load_case_set("builtin:demo")}["environment_rocket"]
