@@ -105,8 +105,16 @@ def _frames(adapter, req):
     return np.stack(out), gen
 
 
-def test_tiny_native_runs_the_pipeline_deterministically(case, tmp_path):
+@pytest.fixture(scope="module")
+def tiny():
+    """One tiny adapter with its pipeline built (the diffusers/transformers imports are paid here once)."""
     a = _tiny()
+    a.build()
+    return a
+
+
+def test_tiny_native_runs_the_pipeline_deterministically(case, tmp_path, tiny):
+    a = tiny
     assert type(a.build()[0]).__name__ == "SanaWMPipeline"
     f1, gen = _frames(a, _request(a, case, "lrlr", tmp_path))
     assert f1.shape == (49, 64, 96, 3) and f1.dtype == np.uint8 and gen.num_frames == 49
@@ -119,8 +127,8 @@ def test_tiny_native_runs_the_pipeline_deterministically(case, tmp_path):
     assert not np.array_equal(f1, f4)
 
 
-def test_tiny_rollout_attends_exactly_the_policy_selection(case, tmp_path):
-    a = _tiny()
+def test_tiny_rollout_attends_exactly_the_policy_selection(case, tmp_path, tiny):
+    a = tiny
     pipe, _ = a.build()
     seen = []
     hook = pipe.transformer.register_forward_pre_hook(lambda m, args: seen.append(int(args[0].shape[2])))
@@ -144,10 +152,10 @@ def test_tiny_rollout_attends_exactly_the_policy_selection(case, tmp_path):
     assert not np.array_equal(outs["fullkv"][25:], outs["sliding"][25:])
 
 
-def test_tiny_saved_in_the_diffusers_format_loads_through_the_weights_path(case, tmp_path):
+def test_tiny_saved_in_the_diffusers_format_loads_through_the_weights_path(case, tmp_path, tiny):
     """The real loading path (``from_pretrained`` on a local folder) on the tiny pipeline saved with
     ``save_pretrained``: same video as the in-process build."""
-    a = _tiny()
+    a = tiny
     a.build()[0].save_pretrained(tmp_path / "weights")
     b = _tiny(tiny={}, weights=str(tmp_path / "weights"), dtype="float32")
     b.check_ready()

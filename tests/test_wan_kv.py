@@ -124,6 +124,15 @@ def test_wan_rollout_regression_slice_and_seed():
     np.testing.assert_allclose(got, WAN_FOV_SLICE, atol=1e-4)
 
 
+def test_rebased_rope_is_refused_not_ignored():
+    from harness.context import ContextConfigError
+
+    lat, K, first, text = _setup(33)
+    rebase = ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2, rope="rebase")
+    with pytest.raises(ContextConfigError, match="rope=absolute"):
+        wan_generate(WanKV(tiny_wan(), LATENT_HW), first, lat, K, (H, W), rebase, seed=0, text=text)
+
+
 def test_tiny_dit_regression_slice():
     from adapters.tiny_causal_dit.model import TinyCausalDiT, TinyDiTConfig, generate
 

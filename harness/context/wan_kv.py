@@ -228,6 +228,11 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
     """
     import torch
 
+    if policy.rope != "absolute":
+        from .policies import ContextConfigError
+
+        raise ContextConfigError(f"context.rope={policy.rope!r}: the Wan path caches keys at absolute positions only; "
+                                 "use rope=absolute")
     model = wan.model
     dev, dtype = first_latent.device, first_latent.dtype
     C, h, w = first_latent.shape
