@@ -143,3 +143,18 @@ def test_tiny_dit_regression_slice():
     ro = generate(TinyCausalDiT(cfg), image, lat, K, POLICIES["fov"], seed=7)
     got = ro.latents[-1, 0, 0, :4].tolist()
     np.testing.assert_allclose(got, TINY_DIT_FOV_SLICE, atol=1e-4)
+
+
+def test_context_benchmark_runs_on_the_wan_path(capsys):
+    """Smoke test of ``python -m harness.bench context --model wan`` at a toy size (the numbers are not checked:
+    speed is measured by the benchmark, never by tests)."""
+    import argparse
+
+    from harness.context.bench import run
+
+    args = argparse.Namespace(frames=97, device="cpu", repeats=2, model="wan", lengths=[], threads=None, size=32,
+                              dim=24, heads=2, layers=1, dtype="float32")
+    assert run(args) == 0
+    out = capsys.readouterr().out
+    assert "min / median over repeats" in out
+    assert out.count("of bound; per-chunk slope") == 2  # sliding and fov verdicts

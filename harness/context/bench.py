@@ -156,7 +156,7 @@ def _run_model(model: str, lengths: list[int], args: argparse.Namespace) -> list
     print(f"{'chunk':>5} " + " ".join(f"{p:>9}" for p in policies))
     for k in list(range(0, chunks, max(1, chunks // 10))) + [chunks - 1]:
         print(f"{k:>5} " + " ".join(f"{per[p][k]:9.1f}" for p in policies))
-    steady = slice(6, chunks)
+    steady = slice(min(6, chunks // 2), chunks)  # skip the warm-up chunks (the budget is not full yet)
     xs = np.arange(chunks)[steady]
     print("\n== per-chunk growth over steady-state chunks (linear fit slope, ms per chunk; last/first ratio) ==")
     slopes = {}
