@@ -110,7 +110,10 @@ def test_trace_is_what_the_wan_layers_gathered(monkeypatch):
     assert len(seen) == passes * len(ro.trace)
     for k, entry in enumerate(ro.trace):
         assert all(g == entry["context"] for g in seen[k * passes:(k + 1) * passes])
-        assert all(i < entry["current"][0] for i in entry["context"])
+        assert all(i < entry["current"][0] for i in entry["context"])  # nothing from the future
+        if entry["current"][0] >= 20 and len(entry["current"]) == 4:
+            assert len(entry["context"]) + 4 == 20 and entry["context"][:4] == [0, 1, 2, 3]  # budget; sink kept
+    assert any(e["current"][0] >= 20 and len(e["current"]) == 4 for e in ro.trace)  # a steady-state chunk exists
 
 
 def test_wan_rollout_regression_slice_and_seed():
