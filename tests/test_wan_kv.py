@@ -127,13 +127,24 @@ def test_wan_rollout_regression_slice_and_seed():
     np.testing.assert_allclose(got, WAN_FOV_SLICE, atol=1e-4)
 
 
-def test_rebased_rope_is_refused_not_ignored():
-    from harness.context import ContextConfigError
+def test_rope_rebase_moves_cached_keys_like_computing_them_there():
+    m = tiny_wan()
+    k = torch.randn(1, 3 * 6, 2, 12)  # 3 frames of 6 tokens
+    cos, sin = rope_at(m.rope, [10, 11, 12], 2, 3)
+    from harness.context.wan_kv import _rotate_pairs, shift_temporal
 
-    lat, K, first, text = _setup(33)
+    def at(c, s):
+        return _rotate_pairs(k, c[..., 0::2], s[..., 0::2])
+
+    moved = shift_temporal(at(cos, sin), [-3, 2, 0], m.rope, 6)
+    cos2, sin2 = rope_at(m.rope, [7, 13, 12], 2, 3)
+    assert torch.allclose(moved, at(cos2, sin2), atol=1e-5)
+    lat, K, first, text = _setup(97)
+    wan = WanKV(m, LATENT_HW)
     rebase = ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2, rope="rebase")
-    with pytest.raises(ContextConfigError, match="rope=absolute"):
-        wan_generate(WanKV(tiny_wan(), LATENT_HW), first, lat, K, (H, W), rebase, seed=0, text=text)
+    a = wan_generate(wan, first, lat, K, (H, W), POLICIES["fov"], seed=7, text=text).latents
+    r = wan_generate(wan, first, lat, K, (H, W), rebase, seed=7, text=text).latents
+    assert not torch.equal(a, r)  # rebasing moves retrieved keys, so it changes the rollout
 
 
 def test_tiny_dit_regression_slice():

@@ -9,7 +9,8 @@ processor: :class:`WanKVAttnProcessor` replaces the self-attention processor of 
 * **masked** mode: runs the whole sequence with a frame-level boolean mask and no cache (the reference).
 
 Temporal RoPE positions are absolute latent-frame indices in both modes (a forward hook on the model's ``rope``
-substitutes the chunk's positions), so a cached key is rotated exactly as it would be in the full sequence.
+substitutes the chunk's positions), so a cached key is rotated exactly as it would be in the full sequence;
+``rope: rebase`` re-rotates retrieved keys to sit just before the recent window (:func:`shift_temporal`).
 Timesteps are per token (Wan 2.2's ``(batch, seq_len)`` form): history at t = 0, the chunk at its step's t.
 Cross-attention, the FFN, norms and the patch embedding are per token in Wan, so self-attention is the only place
 frames meet: that is what the cache replaces. The rollout conditions on latent 0 (kept clean) and a fixed text
@@ -53,6 +54,8 @@ class WanKVState:
     write: bool = False
     token_mask: Any = None
     timer: Optional[AttentionTimer] = None
+    context_shift: Optional[list[int]] = None  # rope=rebase: temporal position change of each context frame
+    rope: Any = None  # the model's WanRotaryPosEmbed (its tables rotate cached keys)
 
 
 def _rotate_pairs(x, cos, sin):
@@ -88,6 +91,8 @@ class WanKVAttnProcessor:
                                                attn_mask=st.token_mask)
         else:
             ck, cv = st.cache.gather(self.layer, st.context)
+            if st.context_shift is not None and any(st.context_shift):
+                ck = shift_temporal(ck, st.context_shift, st.rope, st.frame_seqlen)
             if st.write:
                 st.cache.write(self.layer, st.frames[0], k, v)
             kk, vv = torch.cat([ck, k.to(ck.dtype)], dim=1), torch.cat([cv, v.to(cv.dtype)], dim=1)
@@ -98,6 +103,22 @@ class WanKVAttnProcessor:
             st.timer.add(time.perf_counter() - t0)
         o = o.transpose(1, 2).flatten(2, 3).type_as(q)
         return attn.to_out[1](attn.to_out[0](o))
+
+
+def shift_temporal(k, shifts: Sequence[int], rope, frame_seqlen: int):
+    """Move cached post-RoPE keys ``k`` [B, n*S, H, D] (n frames) by ``shifts[i]`` temporal positions: RoPE angles
+    add, so rotating the temporal channels ``[0, t_dim)`` by ``shift x freq`` equals computing them at the new
+    position. Angles come from the model's own tables (``cos(-x) = cos x``, ``sin(-x) = -sin x``)."""
+    import torch
+
+    td = rope.t_dim
+    d = torch.as_tensor(list(shifts), dtype=torch.long, device=rope.freqs_cos.device)
+    sign = torch.where(d < 0, -1.0, 1.0).to(rope.freqs_sin.dtype)[:, None]
+    cos = rope.freqs_cos[d.abs(), :td][:, 0::2]
+    sin = rope.freqs_sin[d.abs(), :td][:, 0::2] * sign
+    cos = cos.repeat_interleave(frame_seqlen, 0)[None, :, None]
+    sin = sin.repeat_interleave(frame_seqlen, 0)[None, :, None]
+    return torch.cat([_rotate_pairs(k[..., :td], cos, sin), k[..., td:]], dim=-1)
 
 
 def rope_at(rope, frames: Sequence[int], pph: int, ppw: int):
@@ -130,7 +151,7 @@ class WanKV:
             raise ValueError("the KV cache indexes latent frames: use a Wan patch size with p_t = 1")
         self.model = model
         self.pph, self.ppw = latent_hw[0] // p_h, latent_hw[1] // p_w
-        self.state = WanKVState(frame_seqlen=self.pph * self.ppw)
+        self.state = WanKVState(frame_seqlen=self.pph * self.ppw, rope=model.rope)
         for i, blk in enumerate(model.blocks):
             blk.attn1.set_processor(WanKVAttnProcessor(self.state, i))
         # absolute temporal positions for whatever frames the call holds
@@ -149,12 +170,15 @@ class WanKV:
             return self.model(x, tt, text, return_dict=False)[0]
 
     def forward_chunk(self, x, t, text, frames: Sequence[int], cache: KVCache, context: Sequence[int],
-                      write: bool = False, timer: Optional[AttentionTimer] = None):
+                      write: bool = False, timer: Optional[AttentionTimer] = None,
+                      context_positions: Optional[dict[int, int]] = None):
         """The chunk's velocity, attending to the cached ``context`` latents plus itself; ``write`` stores the
-        chunk's post-RoPE K/V (the clean refresh pass)."""
+        chunk's post-RoPE K/V (the clean refresh pass). ``context_positions`` (rope=rebase) moves cached keys to
+        other temporal positions for this call."""
         st = self.state
         st.mode, st.cache, st.context, st.frames, st.write, st.timer = "cached", cache, list(context), list(frames), \
             write, timer
+        st.context_shift = None if context_positions is None else [context_positions[f] - f for f in st.context]
         return self._call(x, t, text)
 
     def forward_masked(self, x, t, text, frame_mask):
@@ -228,11 +252,9 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
     """
     import torch
 
-    if policy.rope != "absolute":
-        from .policies import ContextConfigError
+    from .kv_cache import RopeMode
 
-        raise ContextConfigError(f"context.rope={policy.rope!r}: the Wan path caches keys at absolute positions only; "
-                                 "use rope=absolute")
+    rope_mode = RopeMode(policy.rope)
     model = wan.model
     dev, dtype = first_latent.device, first_latent.dtype
     C, h, w = first_latent.shape
@@ -250,13 +272,14 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
         for k in range(selector.num_chunks):
             sel = selector.select(k)
             frames, ctx = list(sel.current), sel.context
+            pos = rope_mode.positions(ctx, sel.retrieved, sel.recent) if policy.rope == "rebase" else None
             x = chunk_noise(seed, k, (1, C, len(frames), h, w)).to(dev, dtype)
             fixed = [j for j, f in enumerate(frames) if f == 0]
             for si, tv in enumerate(steps):
                 tt = torch.full((len(frames),), float(tv), device=dev, dtype=torch.float32)
                 for j in fixed:
                     x[:, :, j], tt[j] = first_latent, 0.0
-                v = wan.forward_chunk(x, tt, text, frames, cache, ctx, False, timer)
+                v = wan.forward_chunk(x, tt, text, frames, cache, ctx, False, timer, pos)
                 if capture:
                     log.append({"chunk": k, "step": si, "x": x.clone(), "t": tt.clone(), "v": v.clone()})
                 t_next = steps[si + 1] if si + 1 < len(steps) else 0.0
@@ -264,7 +287,7 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
             for j in fixed:
                 x[:, :, j] = first_latent
             zero = torch.zeros(len(frames), device=dev, dtype=torch.float32)
-            wan.forward_chunk(x, zero, text, frames, cache, ctx, True, timer)  # clean refresh: the only write
+            wan.forward_chunk(x, zero, text, frames, cache, ctx, True, timer, pos)  # clean refresh: the only write
             out[:, :, frames] = x
             timer.next_chunk()
             if bounded and k + 1 < selector.num_chunks:
