@@ -156,7 +156,9 @@ def c2w_from_da3_extrinsics(w2c: np.ndarray) -> np.ndarray:
     # DA3 decodes rotations in float32: project them back onto SO(3) before inverting
     U, _, Vt = np.linalg.svd(w2c[:, :3, :3])
     w2c = w2c.copy()
-    w2c[:, :3, :3] = U @ np.diag([1.0, 1.0, 1.0]) @ Vt * np.sign(np.linalg.det(U @ Vt))[:, None, None]
+    fix = np.ones((len(w2c), 3))
+    fix[:, 2] = np.sign(np.linalg.det(U @ Vt))
+    w2c[:, :3, :3] = (U * fix[:, None, :]) @ Vt
     rel = relative_to_first(c2w_from_w2c(w2c))
     rel[0] = np.eye(4)  # exactly, not up to float error
     return rel
