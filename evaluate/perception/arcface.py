@@ -104,14 +104,14 @@ class ArcFaceEmbedder:
     def load(cls, weights_dir: Path, device: str = "cpu", detector: str = "retinaface", det_size: int = 640,
              det_thresh: float = 0.5) -> "ArcFaceEmbedder":
         """Load the pack from ``weights_dir``. ``detector="haar"`` needs only ``w600k_r50.onnx`` (diagnostic)."""
-        from insightface.model_zoo.arcface_onnx import ArcFaceONNX
-        from insightface.model_zoo.retinaface import RetinaFace
-
         weights_dir = Path(weights_dir)
         if detector not in ("retinaface", "haar"):
             raise ValueError(f"arcface: detector must be 'retinaface' or 'haar', got {detector!r}")
         need = cls.files if detector == "retinaface" else ("w600k_r50.onnx",)
         paths = dict(zip(need, require_files(cls.name, weights_dir, need)))
+        from insightface.model_zoo.arcface_onnx import ArcFaceONNX
+        from insightface.model_zoo.retinaface import RetinaFace
+
         providers = ort_providers(device)
         rec_path = paths["w600k_r50.onnx"]
         try:

@@ -60,10 +60,10 @@ class MusiqSpaq:
 
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "MusiqSpaq":
+        (ckpt,) = require_files(cls.name, Path(weights_dir), cls.files)
         from pyiqa.archs.arch_util import clean_state_dict
         from pyiqa.archs.musiq_arch import MUSIQ
 
-        (ckpt,) = require_files(cls.name, Path(weights_dir), cls.files)
         state = torch_load(cls.name, ckpt)
         if not isinstance(state, dict):
             raise corrupt(cls.name, ckpt, f"expected a state dict, got {type(state).__name__}")
@@ -137,10 +137,10 @@ class LaionAesthetic:
 
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "LaionAesthetic":
+        clip_path, mlp_path = require_files(cls.name, Path(weights_dir), cls.files)
         from pyiqa.archs.arch_util import clean_state_dict
         from pyiqa.archs.laion_aes_arch import LAIONAes
 
-        clip_path, mlp_path = require_files(cls.name, Path(weights_dir), cls.files)
         try:
             with _local_clip(clip_path):
                 net = LAIONAes(pretrained=False)

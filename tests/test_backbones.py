@@ -1,0 +1,528 @@
+"""The paper's learned backbones with their real libraries and real loading code, on tiny random-weight models built
+from the libraries' own classes and saved in the real on-disk formats into a temporary weights root.
+
+Values are meaningless (random weights); what is tested is the plumbing: the files each backbone needs, loading,
+shapes / dtypes / conventions, the recipe's invariants, seeded output slices, and clear errors for a missing file,
+a wrong shape or a corrupt file, each naming the backbone and the file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluate.perception.arcface import ArcFaceEmbedder
+from evaluate.perception.da3 import DepthAnything3, c2w_from_da3_extrinsics
+from evaluate.perception.dinov2 import Dinov2Encoder
+from evaluate.perception.iqa import LaionAesthetic, MusiqSpaq
+from evaluate.perception.sam2_tracker import Sam2Tracker
+from evaluate.perception.vipe import VipePoses, VipeRunError
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKBONES = [Dinov2Encoder, ArcFaceEmbedder, Sam2Tracker, DepthAnything3, VipePoses, MusiqSpaq, LaionAesthetic]
+
+
+def frames_rgb(n=3, h=48, w=64, seed=0) -> np.ndarray:
+    return (np.random.RandomState(seed).rand(n, h, w, 3) * 255).astype(np.uint8)
+
+
+# -- contract ---------------------------------------------------------------------------------------------------
+
+
+def test_every_backbone_declares_the_agreed_contract():
+    names = [b.name for b in BACKBONES]
+    assert names == ["dinov2", "arcface", "sam2", "da3", "vipe", "musiq-spaq", "laion"]
+    for b in BACKBONES:
+        assert b.kind == "paper", b
+        assert b.hf_repo is None or b.hf_repo.count("/") == 1, b
+        assert isinstance(b.revision, str) and b.revision, b
+        if b.hf_repo is not None:  # a Hub pin is a full commit hash
+            assert len(b.revision) == 40 and int(b.revision, 16) >= 0, b
+        assert b.files and all(isinstance(f, str) and not f.startswith("/") for f in b.files), b
+        assert b.library and b.recipe and "\n" not in b.recipe, b
+        assert callable(getattr(b, "load")), b
+
+
+def test_importing_the_backbone_modules_does_not_import_torch():
+    code = ("import sys; import evaluate.perception, evaluate.perception.dinov2, evaluate.perception.arcface, "
+            "evaluate.perception.sam2_tracker, evaluate.perception.da3, evaluate.perception.vipe, "
+            "evaluate.perception.iqa; heavy = [m for m in ('torch', 'transformers', 'insightface', 'pyiqa', "
+            "'depth_anything_3', 'onnxruntime') if m in sys.modules]; print(heavy); assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("backbone", BACKBONES, ids=lambda b: b.name)
+def test_an_empty_weights_folder_names_the_backbone_and_the_missing_file(tmp_path, backbone):
+    with pytest.raises(FileNotFoundError) as e:
+        backbone.load(tmp_path, "cpu")
+    msg = str(e.value)
+    assert repr(backbone.name) in msg and str(tmp_path / backbone.files[0]) in msg
+    assert f"weights fetch {backbone.name}" in msg
+
+
+# -- DINOv2 -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dinov2_dir(tmp_path_factory):
+    import torch
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("weights") / "dinov2"
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                             image_size=56, patch_size=14)).save_pretrained(d)
+    return d
+
+
+def test_dinov2_loads_a_save_pretrained_folder_and_encodes(dinov2_dir):
+    enc = Dinov2Encoder.load(dinov2_dir, "cpu")
+    fr = frames_rgb()
+    g = enc.encode(fr)
+    assert g.shape == (3, 32) and g.dtype == np.float32
+    # seeded expected slice (tiny 2-layer model, seed 0)
+    np.testing.assert_allclose(g[0, :4], [4.9615168e-04, -4.6229604e-01, 8.4199226e-03, 1.2411035e+00], atol=1e-4)
+    assert enc.input_size(48, 64) == (224, 294)  # short side 224, both multiples of 14
+
+
+def test_dinov2_masked_pooling_is_the_coverage_weighted_token_mean(dinov2_dir):
+    enc = Dinov2Encoder.load(dinov2_dir, "cpu")
+    fr = frames_rgb(2)
+    _, tokens = enc.forward(fr)
+    full = np.ones(fr.shape[:3], bool)
+    np.testing.assert_allclose(enc.encode(fr, full), tokens.mean(axis=(1, 2)), atol=1e-5)
+    empty = np.zeros_like(full)
+    assert not enc.encode(fr, empty).any()
+    # a mask covering only the left half pools only left-half patches: it differs from the right half's feature
+    left, right = full.copy(), full.copy()
+    left[:, :, 32:] = False
+    right[:, :, :32] = False
+    fl, fr_ = enc.encode(fr, left), enc.encode(fr, right)
+    gw = tokens.shape[2]
+    # patch column j spans [j, j+1) * 64 / gw pixels: its share of the 32-pixel left half
+    cover = np.clip(32.0 / (64.0 / gw) - np.arange(gw), 0.0, 1.0)
+    expected = np.einsum("w,nhwd->nd", cover, tokens) / (cover.sum() * tokens.shape[1])
+    np.testing.assert_allclose(fl, expected, atol=1e-5)
+    assert np.abs(fl - fr_).max() > 1e-3
+
+
+def test_dinov2_corrupt_safetensors_and_wrong_shape_name_the_file(tmp_path, dinov2_dir):
+    import shutil
+
+    bad = tmp_path / "dinov2"
+    shutil.copytree(dinov2_dir, bad)
+    (bad / "model.safetensors").write_bytes(b"<html>404</html>")
+    with pytest.raises(ValueError, match=r"'dinov2'.*model\.safetensors"):
+        Dinov2Encoder.load(bad, "cpu")
+    shutil.copy(dinov2_dir / "model.safetensors", bad / "model.safetensors")
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["hidden_size"], cfg["intermediate_size"] = 48, 96  # the weights no longer fit the config
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"'dinov2'.*model\.safetensors"):
+        Dinov2Encoder.load(bad, "cpu")
+
+
+# -- SAM2 -------------------------------------------------------------------------------------------------------
+
+
+def tiny_sam2_config():
+    from transformers import Sam2VideoConfig
+
+    # traps: the first block of a stage must not be global attention; the memory attention's cross-attention
+    # takes 64-d memories (memory_encoder_output_channels) and the hidden size must exceed it
+    vision = dict(
+        backbone_config=dict(model_type="sam2_hiera_det_model", hidden_size=16, num_attention_heads=1,
+                             blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[16, 32, 64, 128],
+                             num_attention_heads_per_stage=[1, 1, 1, 1], global_attention_blocks=[3],
+                             window_size_per_stage=[4, 4, 4, 4], window_positional_embedding_background_size=[4, 4],
+                             image_size=[128, 128]),
+        backbone_channel_list=[128, 64, 32, 16], fpn_hidden_size=128,
+        backbone_feature_sizes=[[32, 32], [16, 16], [8, 8]])
+    return Sam2VideoConfig(
+        vision_config=vision, image_size=128, prompt_encoder_config=dict(hidden_size=128, image_size=128),
+        mask_decoder_config=dict(hidden_size=128, mlp_dim=64, iou_head_hidden_dim=32, num_attention_heads=2),
+        memory_attention_hidden_size=128, memory_attention_num_layers=1, memory_attention_feed_forward_hidden_size=64,
+        memory_encoder_hidden_size=128, memory_encoder_output_channels=64, mask_downsampler_embed_dim=128,
+        memory_fuser_embed_dim=128, memory_fuser_intermediate_dim=64, memory_attention_rope_feat_sizes=[8, 8],
+        num_maskmem=3)
+
+
+@pytest.fixture(scope="module")
+def sam2_dir(tmp_path_factory):
+    import torch
+    from transformers import Sam2VideoModel
+
+    from evaluate.perception.sam2_tracker import default_processor
+
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("weights") / "sam2"
+    Sam2VideoModel(tiny_sam2_config()).save_pretrained(d)
+    default_processor(128).save_pretrained(d)
+    return d
+
+
+@pytest.mark.slow
+def test_sam2_tracks_from_a_box_or_a_mask_prompt(sam2_dir):
+    tr = Sam2Tracker.load(sam2_dir, "cpu")
+    fr = frames_rgb(4)
+    box = np.zeros((48, 64), bool)
+    box[10:30, 20:50] = True
+    assert "input_boxes" in tr.prompt_for(box)
+    masks, valid = tr.track(fr, box)
+    assert masks.shape == (4, 48, 64) and masks.dtype == bool and valid.shape == (4,) and valid.dtype == bool
+    # seeded expected slice: the tiny model's mask areas
+    assert masks.sum(axis=(1, 2)).tolist() == EXPECTED_SAM2_AREAS
+    blob = box.copy()
+    blob[10:20, 20:30] = False
+    assert "input_masks" in tr.prompt_for(blob)
+    m2, _ = tr.track(fr, blob)
+    assert m2.shape == (4, 48, 64)
+    none_m, none_v = tr.track(fr, np.zeros((48, 64), bool))
+    assert not none_m.any() and not none_v.any()
+
+
+EXPECTED_SAM2_AREAS = [1268, 504, 486, 555]
+
+
+@pytest.mark.slow
+def test_sam2_reprompts_a_lost_track_only_at_revisit_frames(sam2_dir):
+    import torch
+
+    tr = Sam2Tracker.load(sam2_dir, "cpu")
+    with torch.no_grad():  # the object-presence head now always says "absent": every frame is lost
+        tr.model.mask_decoder.pred_obj_score_head.layers[-1].bias.fill_(-50.0)
+    calls = []
+    original = tr.processor.add_inputs_to_inference_session
+
+    def spy(session, frame_idx, **kw):
+        calls.append(frame_idx)
+        return original(session, frame_idx=frame_idx, **kw)
+
+    tr.processor.add_inputs_to_inference_session = spy
+    box = np.zeros((48, 64), bool)
+    box[10:30, 20:50] = True
+    masks, valid = tr.track(frames_rgb(5), box, redetect_at=[2, 4])
+    assert calls == [0, 2, 4]  # the frame-0 prompt, then a re-prompt at each lost revisit frame only
+    assert not valid.any()  # a re-detection the model does not confirm is not an observation
+
+
+def test_sam2_corrupt_weights_name_the_file(tmp_path):
+    d = tmp_path / "sam2"
+    d.mkdir()
+    (d / "config.json").write_text(tiny_sam2_config().to_json_string())
+    (d / "model.safetensors").write_bytes(b"\x00" * 10)
+    with pytest.raises(ValueError, match=r"'sam2'.*model\.safetensors"):
+        Sam2Tracker.load(d, "cpu")
+
+
+# -- Depth Anything 3 -------------------------------------------------------------------------------------------
+
+
+def test_da3_extrinsics_become_opencv_c2w_relative_to_frame_0():
+    from trajectories.conventions import rot_x, rot_y, se3, w2c_from_c2w
+
+    # a camera path in some arbitrary world: frame 0 is not the identity there
+    base = se3(rot_x(0.3) @ rot_y(-0.2), [1.0, -2.0, 0.5])
+    rel = np.stack([se3(rot_y(np.radians(a)), [0.1 * i, 0.0, 0.05 * i]) for i, a in enumerate([0, 10, 25, -5])])
+    world_c2w = base[None] @ rel
+    w2c = w2c_from_c2w(world_c2w)
+    got = c2w_from_da3_extrinsics(w2c[:, :3, :].astype(np.float32))  # DA3 hands (N, 3, 4) float32
+    np.testing.assert_allclose(got, rel, atol=1e-5)
+    assert np.array_equal(got[0], np.eye(4))
+
+
+def test_da3_import_leaves_no_global_eval_resolver():
+    code = ("from omegaconf import OmegaConf; from evaluate.perception.da3 import import_da3; import_da3(); "
+            "assert not OmegaConf.has_resolver('eval'); "
+            "OmegaConf.register_new_resolver('eval', lambda x: x)")  # our own app could still register one
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def da3_dir(tmp_path_factory):
+    import torch
+    from safetensors.torch import save_model
+
+    from evaluate.perception.da3 import import_da3
+
+    cfg, registry = import_da3()
+    torch.manual_seed(0)
+    net = cfg.create_object(cfg.load_config(registry["da3-small"]))  # the smallest preset (vits)
+    wrapper = torch.nn.Module()
+    wrapper.model = net  # the Hub file is the DepthAnything3 wrapper's state, saved by safetensors' save_model
+    d = tmp_path_factory.mktemp("weights") / "da3"
+    d.mkdir()
+    save_model(wrapper, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({"model_name": "da3-small"}))
+    return d
+
+
+@pytest.mark.slow
+def test_da3_loads_the_hub_layout_and_returns_depth_and_anchored_poses(da3_dir):
+    m = DepthAnything3.load(da3_dir, "cpu", process_res=56)
+    fr = frames_rgb(4)
+    pred = m.predict(fr)
+    assert pred["depth"].shape == (4, 42, 56) and pred["w2c"].shape == (4, 4, 4)
+    d = m.depth(fr, [0, 4, 8, 12])
+    assert d.shape == (4, 48, 64) and d.dtype == np.float32 and np.isfinite(d).all()
+    pe = m.estimate(fr, [0, 4, 8, 12], np.eye(3), "rotation")
+    assert pe.c2w.shape == (4, 4, 4) and np.array_equal(pe.c2w[0], np.eye(4)) and pe.valid.all()
+    R = pe.c2w[:, :3, :3]
+    np.testing.assert_allclose(R @ np.swapaxes(R, 1, 2), np.tile(np.eye(3), (4, 1, 1)), atol=1e-6)
+    assert pe.info["ref_view_strategy"] == "first"
+
+
+@pytest.mark.slow
+def test_da3_wrong_preset_or_corrupt_file_names_the_file(tmp_path, da3_dir):
+    import shutil
+
+    d = tmp_path / "da3"
+    shutil.copytree(da3_dir, d)
+    (d / "config.json").write_text(json.dumps({"model_name": "da3-base"}))  # weights are da3-small
+    with pytest.raises(ValueError, match=r"'da3'.*model\.safetensors"):
+        DepthAnything3.load(d, "cpu")
+    (d / "config.json").write_text(json.dumps({"model_name": "da3-nonexistent"}))
+    with pytest.raises(ValueError, match=r"'da3'.*config\.json"):
+        DepthAnything3.load(d, "cpu")
+    (d / "config.json").write_text(json.dumps({"model_name": "da3-small"}))
+    (d / "model.safetensors").write_bytes(b"truncated")
+    with pytest.raises(ValueError, match=r"'da3'.*model\.safetensors"):
+        DepthAnything3.load(d, "cpu")
+
+
+# -- ArcFace ----------------------------------------------------------------------------------------------------
+
+
+def _export_tiny_buffalo(d: Path, detector_bias: float = 5.0) -> None:
+    """A recogniser (N,3,112,112)->(N,16) and a 5-landmark detector with insightface's 9-output contract (scores,
+    boxes, landmarks at strides 8/16/32 with 2 anchors), exported with the TorchScript ONNX exporter."""
+    import torch
+
+    class Rec(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 4, 4)
+            self.fc = torch.nn.Linear(8 * 28 * 28, 16)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+    class Det(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = torch.nn.ModuleList([torch.nn.Conv2d(3, 2 + 8 + 20, 1) for _ in range(3)])
+
+        def forward(self, x):
+            sc, bb, kp = [], [], []
+            for head, stride in zip(self.heads, (8, 16, 32)):
+                y = head(torch.nn.functional.avg_pool2d(x, stride))[0].permute(1, 2, 0)
+                sc.append(torch.sigmoid(y[..., :2]).reshape(-1, 1))
+                bb.append(torch.relu(y[..., 2:10]).reshape(-1, 4) + 1.0)
+                kp.append(y[..., 10:].reshape(-1, 10))
+            return tuple(sc + bb + kp)
+
+    torch.manual_seed(0)
+    d.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(Rec().eval(), torch.zeros(1, 3, 112, 112), str(d / "w600k_r50.onnx"), input_names=["input.1"],
+                      output_names=["embedding"], dynamic_axes={"input.1": {0: "N"}}, dynamo=False)
+    det = Det().eval()
+    with torch.no_grad():
+        for h in det.heads:
+            h.bias[:2] = detector_bias
+    torch.onnx.export(det, torch.zeros(1, 3, 64, 64), str(d / "det_10g.onnx"), input_names=["input.1"],
+                      dynamic_axes={"input.1": {2: "H", 3: "W"}}, dynamo=False)
+
+
+@pytest.fixture(scope="module")
+def arcface_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("weights") / "arcface"
+    _export_tiny_buffalo(d)
+    return d
+
+
+def test_arcface_detects_aligns_and_embeds_inside_the_target_mask(arcface_dir):
+    emb = ArcFaceEmbedder.load(arcface_dir, "cpu", det_size=64)
+    assert emb.kind == "paper" and emb.name == "arcface"
+    fr = frames_rgb(3)
+    masks = np.ones((3, 48, 64), bool)
+    masks[2] = False  # no target in frame 2: its faces are not the target's
+    r = emb.embed(fr, masks)
+    assert r.valid.tolist() == [True, True, False]
+    assert r.embeddings.shape == (3, 16) and r.embeddings.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(r.embeddings[:2], axis=1), 1.0, atol=1e-5)
+    assert not r.embeddings[2].any() and np.isnan(r.boxes[2]).all()
+    cx, cy = (r.boxes[0, 0] + r.boxes[0, 2]) / 2, (r.boxes[0, 1] + r.boxes[0, 3]) / 2
+    assert masks[0, int(cy), int(cx)]
+    # a mask elsewhere excludes the face the detector found (its centre lies outside)
+    away = np.zeros_like(masks)
+    away[:, :2, :2] = True
+    assert not emb.embed(fr, away).valid.any()
+    np.testing.assert_allclose(r.embeddings[0, :3], EXPECTED_ARCFACE, atol=1e-4)
+
+
+EXPECTED_ARCFACE = [-0.26890793, 0.35364935, 0.22252932]  # seeded tiny recogniser
+
+
+def test_arcface_haar_diagnostic_finds_a_real_face_and_is_labelled(arcface_dir):
+    from skimage import data
+
+    emb = ArcFaceEmbedder.load(arcface_dir, "cpu", detector="haar")
+    assert (emb.name, emb.kind) == ("arcface-haar", "diagnostic")
+    img = data.astronaut()  # 512x512 RGB with one frontal face
+    r = emb.embed(img[None], np.ones((1, 512, 512), bool))
+    assert r.valid.tolist() == [True] and r.info["alignment"] == "box-crop-112"
+    x0, y0, x1, y1 = r.boxes[0]
+    assert 150 < (x0 + x1) / 2 < 300 and 50 < (y0 + y1) / 2 < 200  # the astronaut's face
+
+
+def test_arcface_corrupt_or_wrong_contract_onnx_names_the_file(tmp_path, arcface_dir):
+    import shutil
+
+    d = tmp_path / "arcface"
+    shutil.copytree(arcface_dir, d)
+    (d / "w600k_r50.onnx").write_bytes(b"not an onnx graph")
+    with pytest.raises(ValueError, match=r"'arcface'.*w600k_r50\.onnx"):
+        ArcFaceEmbedder.load(d, "cpu")
+    shutil.copy(arcface_dir / "det_10g.onnx", d / "w600k_r50.onnx")  # a detector where the recogniser belongs
+    with pytest.raises(ValueError, match=r"'arcface'.*w600k_r50\.onnx"):
+        ArcFaceEmbedder.load(d, "cpu")
+
+
+# -- MUSIQ-SPAQ and LAION ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def iqa_root(tmp_path_factory):
+    import torch
+    import clip.model
+    from pyiqa.archs.laion_aes_arch import MLP
+    from pyiqa.archs.musiq_arch import MUSIQ
+
+    root = tmp_path_factory.mktemp("weights")
+    torch.manual_seed(0)
+    (root / "musiq-spaq").mkdir()
+    torch.save(MUSIQ(pretrained=False).state_dict(), root / "musiq-spaq" / "musiq_spaq_ckpt-358bb6af.pth")
+    # a tiny CLIP of the clip package's own class, saved as a TorchScript archive like OpenAI's ViT-L-14.pt
+    c = clip.model.CLIP(embed_dim=16, image_resolution=224, vision_layers=1, vision_width=64, vision_patch_size=32,
+                        context_length=8, vocab_size=32, transformer_width=64, transformer_heads=1,
+                        transformer_layers=1).eval()
+    (root / "laion").mkdir()
+    traced = torch.jit.trace(c, (torch.zeros(1, 3, 224, 224), torch.zeros(1, 8, dtype=torch.long)), check_trace=False)
+    torch.jit.save(traced, str(root / "laion" / "ViT-L-14.pt"))
+    torch.save(MLP(16).state_dict(), root / "laion" / "sac+logos+ava1-l14-linearMSE.pth")
+    return root
+
+
+@pytest.mark.slow
+def test_musiq_spaq_scores_frames_with_the_vbench_resize(iqa_root):
+    m = MusiqSpaq.load(iqa_root / "musiq-spaq", "cpu")
+    s = m.score(frames_rgb(2))
+    assert s.shape == (2,) and s.dtype == np.float64 and np.isfinite(s).all()
+    np.testing.assert_allclose(s, [-0.00681869, -0.007038], atol=1e-5)
+    big = np.zeros((1, 600, 1000, 3), np.uint8)
+    assert tuple(m.preprocess(big).shape) == (1, 3, 307, 512)  # longer side 512, no crop
+    assert tuple(m.preprocess(frames_rgb(1)).shape) == (1, 3, 48, 64)  # small frames keep their size
+
+
+def test_laion_builds_from_local_clip_and_scores_frames(iqa_root):
+    scorer = LaionAesthetic.load(iqa_root / "laion", "cpu")
+    assert scorer.predictor == "laion-v2-mlp"
+    s = scorer.score(frames_rgb(2))
+    assert s.shape == (2,) and np.isfinite(s).all()
+    np.testing.assert_allclose(s, [-0.01675387, -0.0166501], atol=1e-5)
+    assert tuple(scorer.preprocess(frames_rgb(1, 48, 96)).shape) == (1, 3, 224, 224)  # short side 224, centre crop
+
+
+def test_iqa_wrong_head_shape_names_the_file(tmp_path):
+    import torch
+    from pyiqa.archs.laion_aes_arch import MLP
+
+    d = tmp_path / "musiq-spaq"
+    d.mkdir()
+    torch.save({"head.weight": torch.zeros(10, 384)}, d / "musiq_spaq_ckpt-358bb6af.pth")
+    with pytest.raises(ValueError, match=r"'musiq-spaq'.*musiq_spaq_ckpt-358bb6af\.pth"):
+        MusiqSpaq.load(d, "cpu")
+    (d / "musiq_spaq_ckpt-358bb6af.pth").write_bytes(b"<html>")
+    with pytest.raises(ValueError, match=r"'musiq-spaq'.*musiq_spaq_ckpt-358bb6af\.pth"):
+        MusiqSpaq.load(d, "cpu")
+    del MLP
+
+
+def test_laion_mlp_of_the_wrong_width_names_the_file(tmp_path, iqa_root):
+    import shutil
+
+    import torch
+    from pyiqa.archs.laion_aes_arch import MLP
+
+    d = tmp_path / "laion"
+    shutil.copytree(iqa_root / "laion", d)
+    torch.save(MLP(768).state_dict(), d / "sac+logos+ava1-l14-linearMSE.pth")  # ViT-L/14 width, tiny CLIP is 16
+    with pytest.raises(ValueError, match=r"'laion'.*sac\+logos\+ava1-l14-linearMSE\.pth"):
+        LaionAesthetic.load(d, "cpu")
+
+
+# -- ViPE -------------------------------------------------------------------------------------------------------
+
+
+STANDIN = textwrap.dedent('''
+    """Stand-in for `vipe infer VIDEO --output DIR --pipeline NAME`: honours ViPE's file contract
+    (DIR/pose/<stem>.npz with data (M,4,4) OpenCV c2w and inds), with a known path and one frame left out."""
+    import sys, pathlib, av, numpy as np
+    args = sys.argv[1:]
+    assert args[0] == "infer", args
+    video = pathlib.Path(args[1]); out = pathlib.Path(args[args.index("--output") + 1])
+    assert args[args.index("--pipeline") + 1] == "default"
+    with av.open(str(video)) as c:
+        n = sum(1 for _ in c.decode(video=0))
+    a = np.radians(10.0) * np.arange(n)
+    c2w = np.tile(np.eye(4), (n, 1, 1))
+    c2w[:, 0, 0] = np.cos(a); c2w[:, 0, 2] = np.sin(a); c2w[:, 2, 0] = -np.sin(a); c2w[:, 2, 2] = np.cos(a)
+    c2w[:, :3, 3] = [5.0, 1.0, -2.0]  # ViPE's world is not frame 0's camera
+    keep = [i for i in range(n) if i != 2]
+    (out / "pose").mkdir(parents=True)
+    np.savez(out / "pose" / (video.stem + ".npz"), data=c2w[keep], inds=np.array(keep))
+''')
+
+
+def _vipe_dir(tmp_path: Path, script: str) -> Path:
+    d = tmp_path / "vipe"
+    d.mkdir()
+    (d / "standin_vipe.py").write_text(script)
+    (d / "vipe.json").write_text(json.dumps({"command": [sys.executable, str(d / "standin_vipe.py")],
+                                             "pipeline": "default", "timeout_s": 60}))
+    return d
+
+
+def test_vipe_runs_as_a_subprocess_and_returns_poses_in_our_convention(tmp_path):
+    from trajectories.conventions import relative_to_first, rot_y, se3
+
+    v = VipePoses.load(_vipe_dir(tmp_path, STANDIN), "cpu")
+    pe = v.estimate(frames_rgb(4), [0, 4, 8, 12], np.eye(3), "rotation")
+    a = np.radians(10.0) * np.arange(4)
+    expected = relative_to_first(np.stack([se3(rot_y(x), [5.0, 1.0, -2.0]) for x in a]))
+    assert pe.valid.tolist() == [True, True, False, True]
+    np.testing.assert_allclose(pe.c2w[[0, 1, 3]], expected[[0, 1, 3]], atol=1e-9)
+    np.testing.assert_allclose(pe.c2w[2], pe.c2w[1])  # a frame without a pose keeps the previous one
+    assert pe.info["frames_without_pose"] == [8]
+
+
+def test_vipe_readiness_and_output_contract_errors(tmp_path):
+    d = tmp_path / "missing"
+    d.mkdir()
+    (d / "vipe.json").write_text(json.dumps({"command": ["/nonexistent/envs/vipe/bin/vipe"]}))
+    with pytest.raises(FileNotFoundError, match=r"'vipe'.*/nonexistent/envs/vipe/bin/vipe"):
+        VipePoses.load(d, "cpu")
+    (d / "vipe.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"'vipe'.*vipe\.json"):
+        VipePoses.load(d, "cpu")
+    broken = VipePoses.load(_vipe_dir(tmp_path, "import sys; sys.exit(3)\n"), "cpu")
+    with pytest.raises(VipeRunError, match="exited with 3"):
+        broken.estimate(frames_rgb(2), [0, 4], np.eye(3), "rotation")
