@@ -361,10 +361,14 @@ def test_arcface_detects_aligns_and_embeds_inside_the_target_mask(arcface_dir):
     assert not r.embeddings[2].any() and np.isnan(r.boxes[2]).all()
     cx, cy = (r.boxes[0, 0] + r.boxes[0, 2]) / 2, (r.boxes[0, 1] + r.boxes[0, 3]) / 2
     assert masks[0, int(np.clip(cy, 0, 47)), int(np.clip(cx, 0, 63))]
-    # a mask elsewhere excludes the face the detector found (its centre lies outside)
-    away = np.zeros_like(masks)
-    away[:, :2, :2] = True
-    assert not emb.embed(fr, away).valid.any()
+    # with the target in another region, the face chosen is one whose centre lies in that region
+    region = np.zeros_like(masks)
+    region[:, :16, :20] = True
+    rr = emb.embed(fr, region)
+    for i in np.nonzero(rr.valid)[0]:
+        x, y = (rr.boxes[i, 0] + rr.boxes[i, 2]) / 2, (rr.boxes[i, 1] + rr.boxes[i, 3]) / 2
+        assert x < 20 and y < 16
+    assert not np.allclose(rr.boxes[0], r.boxes[0])
     np.testing.assert_allclose(r.embeddings[0, :3], EXPECTED_ARCFACE, atol=1e-4)
 
 
