@@ -52,6 +52,7 @@ class MusiqSpaq:
     hf_repo: Optional[str] = IQA_WEIGHTS_REPO
     revision: Optional[str] = IQA_WEIGHTS_REVISION
     files: tuple[str, ...] = ("musiq_spaq_ckpt-358bb6af.pth",)
+    known_sha256_prefix = {"musiq_spaq_ckpt-358bb6af.pth": "358bb6af"}  # pyiqa names files by sha256 prefix
     library = "pyiqa"
     recipe = "pyiqa MUSIQ (SPAQ ckpt), longer side <= 512 (antialias=False), RGB/255, score / 100"
 
@@ -125,6 +126,8 @@ class LaionAesthetic:
     revision: Optional[str] = IQA_WEIGHTS_REVISION
     source_urls = {"ViT-L-14.pt": CLIP_VIT_L14_URL}
     files: tuple[str, ...] = ("ViT-L-14.pt", "sac+logos+ava1-l14-linearMSE.pth")
+    # OpenAI publishes the CLIP file's sha256 in its URL (and clip.load checks it)
+    known_sha256 = {"ViT-L-14.pt": "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836"}
     library = "pyiqa+openai-clip"
     recipe = ("LAION v2 MLP (sac+logos+ava1-l14-linearMSE) on OpenAI CLIP ViT-L/14, VBench clip_transform(224) "
               "(bicubic, antialias=False, centre crop), L2-normalised features, score / 10")

@@ -38,6 +38,8 @@ class Sam2Tracker:
     hf_repo: Optional[str] = "facebook/sam2.1-hiera-large"
     revision: Optional[str] = "665f8e2ad61cf5f53d65644ff27c8ee525124610"
     files: tuple[str, ...] = ("config.json", "model.safetensors")
+    known_sha256 = {"model.safetensors": "dc407dce21301fd94abb395c5099b4f2c455fdc8a8f261ac3d0ea6d4cd197230",
+                    "config.json": "00446988cf4d617118d2d347eabe2c46aebed744628facdd540508be30b69ec3"}
     library = "transformers"
     recipe = ("Sam2VideoModel, frame-0 box (persons) or mask (objects) prompt, mask = logits > 0, valid = presence "
               "logit > 0; lost tracks re-prompted at revisit frames")
