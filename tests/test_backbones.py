@@ -90,6 +90,7 @@ def test_dinov2_loads_a_save_pretrained_folder_and_encodes(dinov2_dir):
     # seeded expected slice (tiny 2-layer model, seed 0)
     np.testing.assert_allclose(g[0, :4], [4.9615168e-04, -4.6229604e-01, 8.4199226e-03, 1.2411035e+00], atol=1e-4)
     assert enc.input_size(48, 64) == (224, 294)  # short side 224, both multiples of 14
+    assert enc.settings()["short_side"] == 224 and json.dumps(enc.settings())
 
 
 def test_dinov2_masked_pooling_is_the_coverage_weighted_token_mean(dinov2_dir):
@@ -277,7 +278,7 @@ def test_da3_loads_the_hub_layout_and_returns_depth_and_anchored_poses(da3_dir):
     assert pe.c2w.shape == (4, 4, 4) and np.array_equal(pe.c2w[0], np.eye(4)) and pe.valid.all()
     R = pe.c2w[:, :3, :3]
     np.testing.assert_allclose(R @ np.swapaxes(R, 1, 2), np.tile(np.eye(3), (4, 1, 1)), atol=1e-6)
-    assert pe.info["ref_view_strategy"] == "first"
+    assert pe.info["ref_view_strategy"] == "first" and m.settings()["ref_view_strategy"] == "first"
 
 
 @pytest.mark.slow
@@ -350,7 +351,7 @@ def arcface_dir(tmp_path_factory):
 
 def test_arcface_detects_aligns_and_embeds_inside_the_target_mask(arcface_dir):
     emb = ArcFaceEmbedder.load(arcface_dir, "cpu", det_size=64)
-    assert emb.kind == "paper" and emb.name == "arcface"
+    assert emb.kind == "paper" and emb.name == "arcface" and json.dumps(emb.settings())
     fr = frames_rgb(3)
     masks = np.ones((3, 48, 64), bool)
     masks[2] = False  # no target in frame 2: its faces are not the target's
@@ -438,7 +439,7 @@ def test_musiq_spaq_scores_frames_with_the_vbench_resize(iqa_root):
 
 def test_laion_builds_from_local_clip_and_scores_frames(iqa_root):
     scorer = LaionAesthetic.load(iqa_root / "laion", "cpu")
-    assert scorer.predictor == "laion-v2-mlp"
+    assert scorer.predictor == "laion-v2-mlp" and json.dumps(scorer.settings())
     s = scorer.score(frames_rgb(2))
     assert s.shape == (2,) and np.isfinite(s).all()
     np.testing.assert_allclose(s, [-0.01675387, -0.0166501], atol=1e-5)
@@ -509,6 +510,7 @@ def test_vipe_runs_as_a_subprocess_and_returns_poses_in_our_convention(tmp_path)
     from trajectories.conventions import relative_to_first, rot_y, se3
 
     v = VipePoses.load(_vipe_dir(tmp_path, STANDIN), "cpu")
+    assert v.settings()["pipeline"] == "default"
     pe = v.estimate(frames_rgb(4), [0, 4, 8, 12], np.eye(3), "rotation")
     a = np.radians(10.0) * np.arange(4)
     expected = relative_to_first(np.stack([se3(rot_y(x), [5.0, 1.0, -2.0]) for x in a]))

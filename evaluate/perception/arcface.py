@@ -100,6 +100,10 @@ class ArcFaceEmbedder:
         if diagnostic:  # instance labels: never reported as the paper's backbone
             self.name, self.kind = "arcface-haar", "diagnostic"
 
+    def settings(self) -> dict:
+        return {"backbone": self.name, "detector": self.detector_label, "crop": 112,
+                "selection": "highest score with box centre in the target mask", "normalised": True}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu", detector: str = "retinaface", det_size: int = 640,
              det_thresh: float = 0.5) -> "ArcFaceEmbedder":

@@ -98,7 +98,9 @@ class PaperBackbone(Protocol):
     ``revision`` (the pinned upstream source, or None where it is not on the Hugging Face Hub), ``files`` (required
     files relative to ``<weights_root>/<name>/``), ``library`` (the package that runs it) and ``recipe`` (one line).
     ``load(weights_dir, device)`` raises FileNotFoundError (missing file) or ValueError (corrupt / wrong shape),
-    naming the backbone and the file."""
+    naming the backbone and the file. Optional: ``known_sha256`` ({file: digest} published upstream),
+    ``source_url(s)`` (where a file comes from when not from ``hf_repo``). Instances have ``settings()``: the recipe
+    values that change their outputs (for the caller's cache key and ``metrics.json``)."""
 
     name: str
     kind: str

@@ -67,6 +67,10 @@ class DepthAnything3:
         self.net, self.device, self.model_name = net, device, model_name
         self.process_res, self.process_res_method = process_res, process_res_method
 
+    def settings(self) -> dict:
+        return {"backbone": self.name, "model_name": self.model_name, "process_res": self.process_res,
+                "process_res_method": self.process_res_method, "ref_view_strategy": "first"}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu", process_res: int = 504) -> "DepthAnything3":
         import torch

@@ -54,6 +54,12 @@ class Dinov2Encoder:
         self.std = np.asarray(std, np.float32)
         self.batch_size = batch_size
 
+    def settings(self) -> dict:
+        """The recipe values that change the features (for the caller's settings hash and ``metrics.json``)."""
+        return {"backbone": self.name, "short_side": self.short_side, "patch": self.patch,
+                "mean": [float(x) for x in self.mean], "std": [float(x) for x in self.std],
+                "global": "cls(pooler_output)", "masked": "coverage-weighted patch-token mean"}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "Dinov2Encoder":
         """Load a ``save_pretrained`` folder; FileNotFoundError / ValueError name the backbone and the file."""

@@ -59,6 +59,9 @@ class MusiqSpaq:
     def __init__(self, net, device: str, max_side: int = 512, batch_size: int = 8):
         self.net, self.device, self.max_side, self.batch_size = net, device, max_side, batch_size
 
+    def settings(self) -> dict:
+        return {"backbone": self.name, "max_side": self.max_side, "antialias": False, "scale": "1/100"}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "MusiqSpaq":
         (ckpt,) = require_files(cls.name, Path(weights_dir), cls.files)
@@ -137,6 +140,10 @@ class LaionAesthetic:
         self.net, self.device, self.batch_size = net, device, batch_size
         self.clip = net.clip_model[0]
         self.size = int(self.clip.visual.input_resolution)
+
+    def settings(self) -> dict:
+        return {"backbone": self.name, "predictor": self.predictor, "clip": "openai-clip ViT-L/14", "size": self.size,
+                "resize": "bicubic shorter side, antialias=False, centre crop", "scale": "1/10"}
 
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "LaionAesthetic":

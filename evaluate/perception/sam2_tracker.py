@@ -48,6 +48,11 @@ class Sam2Tracker:
         self.model, self.processor, self.device = model, processor, device
         self.box_fill = box_fill
 
+    def settings(self) -> dict:
+        return {"backbone": self.name, "image_size": int(self.model.config.image_size), "threshold": "logits>0",
+                "valid": "presence logit>0", "prompt": f"box if mask fills >= {self.box_fill} of its box, else mask",
+                "redetect": "re-prompt lost tracks at revisit frames"}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "Sam2Tracker":
         weights_dir = Path(weights_dir)

@@ -57,6 +57,9 @@ class VipePoses:
         self.command, self.device, self.pipeline = command, device, pipeline
         self.env, self.timeout_s, self.fps = dict(env or {}), float(timeout_s), fps
 
+    def settings(self) -> dict:
+        return {"backbone": self.name, "command": self.command, "pipeline": self.pipeline, "fps": self.fps}
+
     @classmethod
     def load(cls, weights_dir: Path, device: str = "cpu") -> "VipePoses":
         """Read ``vipe.json`` and run the readiness check (the command exists and is executable)."""
