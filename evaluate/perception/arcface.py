@@ -140,7 +140,9 @@ class ArcFaceEmbedder:
         if not det.use_kps:
             raise corrupt(cls.name, det_path, f"the detector has {len(det.output_names)} outputs; the alignment "
                                               "needs the 5-landmark variant (9 or 15 outputs)")
-        det.prepare(-1, input_size=(det_size, det_size), det_thresh=det_thresh)
+        # insightface's prepare(ctx_id < 0) switches the session to the CPU provider: only ask for that on a CPU
+        det.prepare(0 if providers[0] == "CUDAExecutionProvider" else -1, input_size=(det_size, det_size),
+                    det_thresh=det_thresh)
         return cls(det, rec, f"retinaface:{det_path.name}@{det_size}")
 
     def _faces(self, bgr: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
