@@ -5,7 +5,8 @@ architectures, with VBench's preprocessing (``Vchitect/VBench`` ``vbench/imaging
 MUSIQ-SPAQ (``name = "musiq-spaq"``): ``pyiqa.archs.musiq_arch.MUSIQ(pretrained_model_path=<ckpt>)`` in eval mode
 (the call VBench makes; ``pyiqa.create_metric("musiq")`` would be the KonIQ-10k weights, not SPAQ). Weights:
 ``<weights_root>/musiq-spaq/musiq_spaq_ckpt-358bb6af.pth`` from ``chaofengc/IQA-PyTorch-Weights``. Recipe: RGB / 255;
-if the longer side exceeds 512 it is resized to 512 (bilinear, ``antialias=False``), no crop; score / 100.
+if the longer side exceeds 512 it is resized to 512 (bilinear, ``antialias=False``, on the uint8 frames as VBench
+does), no crop; then / 255; score / 100.
 
 LAION aesthetic (``name = "laion"``): the **v2 "improved" MLP predictor** (``sac+logos+ava1-l14-linearMSE.pth``,
 ``pyiqa.archs.laion_aes_arch.LAIONAes``) on OpenAI CLIP ViT-L/14 image features. Why v2 and not VBench's v1 linear
@@ -15,8 +16,8 @@ features". v1 and v2 scores are not comparable; every ``metrics.json`` records w
 ``<weights_root>/laion/ViT-L-14.pt`` (OpenAI's CLIP checkpoint, the file ``clip.load("ViT-L/14")`` downloads) and
 ``<weights_root>/laion/sac+logos+ava1-l14-linearMSE.pth``. ``LAIONAes`` always calls ``clip.load("ViT-L/14")``,
 which would download; :meth:`LaionAesthetic.load` points that call at the local file for the duration of the
-construction. Recipe (VBench's ``clip_transform(224)``): bicubic resize of the shorter side to 224 with
-``antialias=False``, centre crop 224, CLIP mean / std; features L2-normalised in float32; MLP; score / 10.
+construction. Recipe (VBench's ``clip_transform(224)``): bicubic resize of the uint8 frame's shorter side to 224
+with ``antialias=False``, centre crop 224, / 255, CLIP mean / std; features L2-normalised in float32; MLP; score / 10.
 """
 
 from __future__ import annotations
@@ -79,15 +80,15 @@ class MusiqSpaq:
     def preprocess(self, frames: np.ndarray):
         """(N, 3, h, w) float32 in [0, 1]: longer side resized to ``max_side`` when larger (antialias=False)."""
         import torch
-        import torch.nn.functional as F
+        import torchvision.transforms.functional as TF
+        from torchvision.transforms import InterpolationMode
 
-        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 255.0
+        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, as VBench resizes it
         h, w = x.shape[-2:]
         if max(h, w) > self.max_side:
             s = self.max_side / max(h, w)
-            x = F.interpolate(x, size=(int(h * s), int(w * s)), mode="bilinear", align_corners=False,
-                              antialias=False)
-        return x
+            x = TF.resize(x, [int(s * h), int(s * w)], interpolation=InterpolationMode.BILINEAR, antialias=False)
+        return x.float() / 255.0
 
     def score(self, frames: np.ndarray) -> np.ndarray:
         """(N,) float64 MUSIQ-SPAQ / 100 of (N, H, W, 3) uint8 RGB frames."""
@@ -171,9 +172,9 @@ class LaionAesthetic:
         import torchvision.transforms.functional as TF
         from torchvision.transforms import InterpolationMode
 
-        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 255.0
+        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # resized as uint8, like VBench
         x = TF.resize(x, self.size, interpolation=InterpolationMode.BICUBIC, antialias=False)
-        x = TF.center_crop(x, self.size)
+        x = TF.center_crop(x, self.size).float() / 255.0
         return TF.normalize(x, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)
 
     def score(self, frames: np.ndarray) -> np.ndarray:
