@@ -214,6 +214,29 @@ def test_sam2_reprompts_a_lost_track_only_at_revisit_frames(sam2_dir):
     assert not valid.any()  # a re-detection the model does not confirm is not an observation
 
 
+@pytest.mark.slow
+def test_sam2_a_confirmed_redetection_at_a_revisit_frame_is_an_observation(sam2_dir):
+    tr = Sam2Tracker.load(sam2_dir, "cpu")
+    real_model, seen = tr.model, []
+
+    class LoseFrames2And3:  # the first pass over frames 2 and 3 reports the object absent
+        config = real_model.config
+
+        def __call__(self, inference_session, frame_idx):
+            out = real_model(inference_session=inference_session, frame_idx=frame_idx)
+            if frame_idx in (2, 3) and frame_idx not in seen:
+                out.object_score_logits = out.object_score_logits.abs().neg() - 10.0
+            seen.append(frame_idx)
+            return out
+
+    tr.model = LoseFrames2And3()
+    box = np.zeros((48, 64), bool)
+    box[10:30, 20:50] = True
+    _, valid = tr.track(frames_rgb(5), box, redetect_at=[3])
+    assert seen == [0, 1, 2, 3, 3, 4]  # frame 3 ran twice: lost, then re-prompted; frame 2 is no revisit frame
+    assert valid.tolist() == [True, True, False, True, True]
+
+
 def test_sam2_corrupt_weights_name_the_file(tmp_path):
     d = tmp_path / "sam2"
     d.mkdir()
