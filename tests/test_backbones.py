@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from evaluate.perception.da3 import DepthAnything3, c2w_from_da3_extrinsics
 from evaluate.perception.dinov2 import Dinov2Encoder
 from evaluate.perception.iqa import LaionAesthetic, MusiqSpaq
 from evaluate.perception.sam2_tracker import Sam2Tracker
+from evaluate.perception.tiny import VIPE_STANDIN, tiny_sam2_config, write_tiny_weights, write_vipe_standin
 from evaluate.perception.vipe import VipePoses, VipeRunError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def test_every_backbone_declares_the_agreed_contract():
 def test_importing_the_backbone_modules_does_not_import_torch():
     code = ("import sys; import evaluate.perception, evaluate.perception.dinov2, evaluate.perception.arcface, "
             "evaluate.perception.sam2_tracker, evaluate.perception.da3, evaluate.perception.vipe, "
-            "evaluate.perception.iqa; heavy = [m for m in ('torch', 'transformers', 'insightface', 'pyiqa', "
+            "evaluate.perception.iqa, evaluate.perception.tiny; heavy = [m for m in ('torch', 'transformers', 'insightface', 'pyiqa', "
             "'depth_anything_3', 'onnxruntime') if m in sys.modules]; print(heavy); assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -72,14 +72,7 @@ def test_an_empty_weights_folder_names_the_backbone_and_the_missing_file(tmp_pat
 
 @pytest.fixture(scope="module")
 def dinov2_dir(tmp_path_factory):
-    import torch
-    from transformers import Dinov2Config, Dinov2Model
-
-    torch.manual_seed(0)
-    d = tmp_path_factory.mktemp("weights") / "dinov2"
-    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                             image_size=56, patch_size=14)).save_pretrained(d)
-    return d
+    return write_tiny_weights(tmp_path_factory.mktemp("weights"), ["dinov2"])["dinov2"]
 
 
 def test_dinov2_loads_a_save_pretrained_folder_and_encodes(dinov2_dir):
@@ -133,40 +126,9 @@ def test_dinov2_corrupt_safetensors_and_wrong_shape_name_the_file(tmp_path, dino
 # -- SAM2 -------------------------------------------------------------------------------------------------------
 
 
-def tiny_sam2_config():
-    from transformers import Sam2VideoConfig
-
-    # traps: the first block of a stage must not be global attention; the memory attention's cross-attention
-    # takes 64-d memories (memory_encoder_output_channels) and the hidden size must exceed it
-    vision = dict(
-        backbone_config=dict(model_type="sam2_hiera_det_model", hidden_size=16, num_attention_heads=1,
-                             blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[16, 32, 64, 128],
-                             num_attention_heads_per_stage=[1, 1, 1, 1], global_attention_blocks=[3],
-                             window_size_per_stage=[4, 4, 4, 4], window_positional_embedding_background_size=[4, 4],
-                             image_size=[128, 128]),
-        backbone_channel_list=[128, 64, 32, 16], fpn_hidden_size=128,
-        backbone_feature_sizes=[[32, 32], [16, 16], [8, 8]])
-    return Sam2VideoConfig(
-        vision_config=vision, image_size=128, prompt_encoder_config=dict(hidden_size=128, image_size=128),
-        mask_decoder_config=dict(hidden_size=128, mlp_dim=64, iou_head_hidden_dim=32, num_attention_heads=2),
-        memory_attention_hidden_size=128, memory_attention_num_layers=1, memory_attention_feed_forward_hidden_size=64,
-        memory_encoder_hidden_size=128, memory_encoder_output_channels=64, mask_downsampler_embed_dim=128,
-        memory_fuser_embed_dim=128, memory_fuser_intermediate_dim=64, memory_attention_rope_feat_sizes=[8, 8],
-        num_maskmem=3)
-
-
 @pytest.fixture(scope="module")
 def sam2_dir(tmp_path_factory):
-    import torch
-    from transformers import Sam2VideoModel
-
-    from evaluate.perception.sam2_tracker import default_processor
-
-    torch.manual_seed(0)
-    d = tmp_path_factory.mktemp("weights") / "sam2"
-    Sam2VideoModel(tiny_sam2_config()).save_pretrained(d)
-    default_processor(128).save_pretrained(d)
-    return d
+    return write_tiny_weights(tmp_path_factory.mktemp("weights"), ["sam2"])["sam2"]
 
 
 @pytest.mark.slow
@@ -272,21 +234,7 @@ def test_da3_import_leaves_no_global_eval_resolver():
 
 @pytest.fixture(scope="module")
 def da3_dir(tmp_path_factory):
-    import torch
-    from safetensors.torch import save_model
-
-    from evaluate.perception.da3 import import_da3
-
-    cfg, registry = import_da3()
-    torch.manual_seed(0)
-    net = cfg.create_object(cfg.load_config(registry["da3-small"]))  # the smallest preset (vits)
-    wrapper = torch.nn.Module()
-    wrapper.model = net  # the Hub file is the DepthAnything3 wrapper's state, saved by safetensors' save_model
-    d = tmp_path_factory.mktemp("weights") / "da3"
-    d.mkdir()
-    save_model(wrapper, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"model_name": "da3-small"}))
-    return d
+    return write_tiny_weights(tmp_path_factory.mktemp("weights"), ["da3"])["da3"]
 
 
 @pytest.mark.slow
@@ -325,51 +273,9 @@ def test_da3_wrong_preset_or_corrupt_file_names_the_file(tmp_path, da3_dir):
 # -- ArcFace ----------------------------------------------------------------------------------------------------
 
 
-def _export_tiny_buffalo(d: Path, detector_bias: float = 5.0) -> None:
-    """A recogniser (N,3,112,112)->(N,16) and a 5-landmark detector with insightface's 9-output contract (scores,
-    boxes, landmarks at strides 8/16/32 with 2 anchors), exported with the TorchScript ONNX exporter."""
-    import torch
-
-    class Rec(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(3, 8, 4, 4)
-            self.fc = torch.nn.Linear(8 * 28 * 28, 16)
-
-        def forward(self, x):
-            return self.fc(torch.relu(self.conv(x)).flatten(1))
-
-    class Det(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.heads = torch.nn.ModuleList([torch.nn.Conv2d(3, 2 + 8 + 20, 1) for _ in range(3)])
-
-        def forward(self, x):
-            sc, bb, kp = [], [], []
-            for head, stride in zip(self.heads, (8, 16, 32)):
-                y = head(torch.nn.functional.avg_pool2d(x, stride))[0].permute(1, 2, 0)
-                sc.append(torch.sigmoid(y[..., :2]).reshape(-1, 1))
-                bb.append(torch.relu(y[..., 2:10]).reshape(-1, 4) + 1.0)
-                kp.append(y[..., 10:].reshape(-1, 10))
-            return tuple(sc + bb + kp)
-
-    torch.manual_seed(0)
-    d.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(Rec().eval(), torch.zeros(1, 3, 112, 112), str(d / "w600k_r50.onnx"), input_names=["input.1"],
-                      output_names=["embedding"], dynamic_axes={"input.1": {0: "N"}}, dynamo=False)
-    det = Det().eval()
-    with torch.no_grad():
-        for h in det.heads:
-            h.bias[:2] = detector_bias
-    torch.onnx.export(det, torch.zeros(1, 3, 64, 64), str(d / "det_10g.onnx"), input_names=["input.1"],
-                      dynamic_axes={"input.1": {2: "H", 3: "W"}}, dynamo=False)
-
-
 @pytest.fixture(scope="module")
 def arcface_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("weights") / "arcface"
-    _export_tiny_buffalo(d)
-    return d
+    return write_tiny_weights(tmp_path_factory.mktemp("weights"), ["arcface"])["arcface"]
 
 
 def test_arcface_detects_aligns_and_embeds_inside_the_target_mask(arcface_dir):
@@ -429,23 +335,8 @@ def test_arcface_corrupt_or_wrong_contract_onnx_names_the_file(tmp_path, arcface
 
 @pytest.fixture(scope="module")
 def iqa_root(tmp_path_factory):
-    import torch
-    import clip.model
-    from pyiqa.archs.laion_aes_arch import MLP
-    from pyiqa.archs.musiq_arch import MUSIQ
-
     root = tmp_path_factory.mktemp("weights")
-    torch.manual_seed(0)
-    (root / "musiq-spaq").mkdir()
-    torch.save(MUSIQ(pretrained=False).state_dict(), root / "musiq-spaq" / "musiq_spaq_ckpt-358bb6af.pth")
-    # a tiny CLIP of the clip package's own class, saved as a TorchScript archive like OpenAI's ViT-L-14.pt
-    c = clip.model.CLIP(embed_dim=16, image_resolution=224, vision_layers=1, vision_width=64, vision_patch_size=32,
-                        context_length=8, vocab_size=32, transformer_width=64, transformer_heads=1,
-                        transformer_layers=1).eval()
-    (root / "laion").mkdir()
-    traced = torch.jit.trace(c, (torch.zeros(1, 3, 224, 224), torch.zeros(1, 8, dtype=torch.long)), check_trace=False)
-    torch.jit.save(traced, str(root / "laion" / "ViT-L-14.pt"))
-    torch.save(MLP(16).state_dict(), root / "laion" / "sac+logos+ava1-l14-linearMSE.pth")
+    write_tiny_weights(root, ["musiq-spaq", "laion"])
     return root
 
 
@@ -468,7 +359,7 @@ def test_laion_builds_from_local_clip_and_scores_frames(iqa_root):
     assert scorer.predictor == "laion-v2-mlp" and json.dumps(scorer.settings())
     s = scorer.score(frames_rgb(2))
     assert s.shape == (2,) and np.isfinite(s).all()
-    np.testing.assert_allclose(s, [-0.01675561, -0.01664981], atol=1e-5)
+    np.testing.assert_allclose(s, [-0.01268430, -0.01270081], atol=1e-5)
     x = scorer.preprocess(frames_rgb(1, 48, 96))
     assert tuple(x.shape) == (1, 3, 224, 224)  # short side 224, centre crop
     # VBench resizes the uint8 frames: de-normalised values are whole multiples of 1/255
@@ -509,39 +400,15 @@ def test_laion_mlp_of_the_wrong_width_names_the_file(tmp_path, iqa_root):
 # -- ViPE -------------------------------------------------------------------------------------------------------
 
 
-STANDIN = textwrap.dedent('''
-    """Stand-in for `vipe infer VIDEO --output DIR --pipeline NAME`: honours ViPE's file contract
-    (DIR/pose/<stem>.npz with data (M,4,4) OpenCV c2w and inds), with a known path and one frame left out."""
-    import sys, pathlib, av, numpy as np
-    args = sys.argv[1:]
-    assert args[0] == "infer", args
-    video = pathlib.Path(args[1]); out = pathlib.Path(args[args.index("--output") + 1])
-    assert args[args.index("--pipeline") + 1] == "default"
-    with av.open(str(video)) as c:
-        n = sum(1 for _ in c.decode(video=0))
-    a = np.radians(10.0) * np.arange(n)
-    c2w = np.tile(np.eye(4), (n, 1, 1))
-    c2w[:, 0, 0] = np.cos(a); c2w[:, 0, 2] = np.sin(a); c2w[:, 2, 0] = -np.sin(a); c2w[:, 2, 2] = np.cos(a)
-    c2w[:, :3, 3] = [5.0, 1.0, -2.0]  # ViPE's world is not frame 0's camera
-    keep = [i for i in range(n) if i != 2]
-    (out / "pose").mkdir(parents=True)
-    np.savez(out / "pose" / (video.stem + ".npz"), data=c2w[keep], inds=np.array(keep))
-''')
-
-
-def _vipe_dir(tmp_path: Path, script: str) -> Path:
-    d = tmp_path / "vipe"
-    d.mkdir()
-    (d / "standin_vipe.py").write_text(script)
-    (d / "vipe.json").write_text(json.dumps({"command": [sys.executable, str(d / "standin_vipe.py")],
-                                             "pipeline": "default", "timeout_s": 60}))
-    return d
+def _vipe_dir(tmp_path: Path, script: str = VIPE_STANDIN) -> Path:
+    write_vipe_standin(tmp_path / "vipe", script, env={"VIPE_STANDIN_SKIP": "2"})
+    return tmp_path / "vipe"
 
 
 def test_vipe_runs_as_a_subprocess_and_returns_poses_in_our_convention(tmp_path):
     from trajectories.conventions import relative_to_first, rot_y, se3
 
-    v = VipePoses.load(_vipe_dir(tmp_path, STANDIN), "cpu")
+    v = VipePoses.load(_vipe_dir(tmp_path), "cpu")
     assert v.settings()["pipeline"] == "default"
     pe = v.estimate(frames_rgb(4), [0, 4, 8, 12], np.eye(3), "rotation")
     a = np.radians(10.0) * np.arange(4)
