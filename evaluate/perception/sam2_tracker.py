@@ -102,7 +102,9 @@ class Sam2Tracker:
         redetect = set(int(i) for i in redetect_at)
         proc = self.processor
         with torch.inference_mode():
-            session = proc.init_video_session(video=list(frames), inference_device=self.device)
+            # the processed video stays in host memory (N x 3 x 1024^2 floats); frames move to the device one by one
+            session = proc.init_video_session(video=list(frames), inference_device=self.device,
+                                              video_storage_device="cpu")
             proc.add_inputs_to_inference_session(session, frame_idx=0, obj_ids=1, **prompt)
             for i in range(N):
                 out = self.model(inference_session=session, frame_idx=i)
