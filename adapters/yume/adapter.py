@@ -7,14 +7,18 @@ Keys come from each stage's net motion with snap thresholds (:class:`adapters.co
 captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
 
 Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
-global RNG): ``runner.py`` seeds the global RNGs and passes ``seed=`` to ``generate``. Poses follow
-:mod:`trajectories.conventions`.
+global RNG) and conditions stage s >= 1 on caption line s-1 (sample_5b.py:1089): ``runner.py`` seeds, passes
+``seed=`` to every ``Yume.generate`` call and hands call k line k, so stage s receives the controls of stage s.
+It also points the two hard-coded paths (``./Yume-5B-720P``, the InternVL3-2B captioner) at ``model.checkpoint``
+and ``model.captioner``. Upstream writes one mp4 per stage holding every frame so far; the last is the video.
+Poses follow :mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -31,10 +35,11 @@ class YumeConfig(UpstreamConfig):
     frames_per_stage: int = 29
     rotation_snap_deg: float = 0.5
     translation_snap: float = 1e-3
-    deg_per_speed_unit: float = 0.35
+    deg_per_speed_unit: float = 1.0
     units_per_speed_unit: float = 0.0032
     script: str = "fastvideo/sample/sample_5b.py"
     generate_target: str = "wan23.Yume.generate"
+    captioner: Optional[str] = None
 
     def params(self) -> YumeParams:
         return YumeParams(self.frames_per_stage, self.rotation_snap_deg, self.translation_snap,
@@ -73,6 +78,12 @@ class YumeAdapter(UpstreamAdapter):
         args = ["--seed", str(req.seed), "--caption_path", str(d / "caption.txt"), "--num_euler_timesteps",
                 str(c.sampling_steps), "--jpg_dir", str(d / "jpg"), "--prompt", req.case.prompt, "--video_output_dir",
                 str(out_dir)]
-        shim = ["--seed", str(req.seed), "--generate", c.generate_target]
-        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), wrapper=self.shim_path(__file__),
-                          wrapper_args=shim)
+        shim = ["--seed", str(req.seed), "--captions", str(d / "caption.txt"), "--generate", c.generate_target,
+                "--checkpoint", self.ckpt(), "--captioner", c.captioner or "<model.captioner>"]
+        stages = req.path.num_frames // c.frames_per_stage
+        # one file per stage, each with every frame so far (sample_5b.py:1076-1080): the last stage's is the video
+        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), output_glob=f"*_{stages - 1}.mp4",
+                          wrapper=self.shim_path(__file__), wrapper_args=shim)
+
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        return {**super().checkpoint_paths(), "captioner": self.config.captioner}
