@@ -147,33 +147,47 @@ def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray,
     return keyboard, mouse
 
 
-def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
-    """Integrate actions exactly as MG-3 does and return its own c2w extrinsics (T,4,4) in metres.
+def mg3_states(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Integrate actions as MG-3 does: (T, 5) states ``[x, y, z, pitch, yaw]`` (upstream units: 12.35 per key step;
+    degrees), state 0 = zeros, action ``t-1`` moves frame ``t-1`` to frame ``t``.
 
-    State ``(x, y, z, pitch, yaw)``; ``pitch += 15 m0``, ``yaw += 15 m1`` (dead zone 0.02); W/S/A/D move
-    12.35 cm (8.73 per axis on diagonals) in the horizontal plane along the step's average yaw;
-    ``R = Rz(yaw) Ry(pitch) Rx(0) R_init`` with ``R_init = [[0,0,1],[1,0,0],[0,-1,0]]`` (Z-up world, camera +z ->
-    world +X). These are the extrinsics the Plücker branch must receive together with the actions. Action ``t-1``
-    moves frame ``t-1`` to frame ``t``, as upstream's ``compute_all_poses_from_actions`` does.
+    ``pitch += 15 m0``, ``yaw += 15 m1`` (each only when ``|m| >= 0.02``), the new yaw wrapped to [-180, 180]
+    before the step's average yaw is taken (as upstream does); W/S/A/D move 12.35 (8.73 per axis on diagonals) in
+    the horizontal plane along that average yaw (SkyworkAI/Matrix-Game@20e033e Matrix-Game-3/utils/utils.py
+    ``compute_next_pose_from_action``). ``p.mouse_pitch`` = ``label`` flips the sign of ``m0``.
     """
-    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
     sgn = p.pitch_sign()
     T = len(keyboard)
-    out = np.empty((T, 4, 4))
-    x = y = z = 0.0
-    pitch = yaw = 0.0
-    for t in range(T):
-        if t > 0:
-            m0, m1 = _dead(float(mouse[t - 1, 0]), p) * sgn, _dead(float(mouse[t - 1, 1]), p)
-            new_pitch, new_yaw = pitch + p.deg_per_unit * m0, yaw + p.deg_per_unit * m1
-            w, s, a, d = (keyboard[t - 1, :4] > 0.5).astype(float)
-            f, r = w - s, d - a
-            scale = (p.diag_cm if (f and r) else p.step_cm)
-            psi = np.radians(0.5 * (yaw + new_yaw))
-            # world X forward at yaw 0, world Y = camera right at yaw 0 (see the docstring)
-            x += scale * (f * np.cos(psi) - r * np.sin(psi))
-            y += scale * (f * np.sin(psi) + r * np.cos(psi))
-            pitch, yaw = new_pitch, new_yaw
+    out = np.zeros((T, 5))
+    for t in range(1, T):
+        x, y, z, pitch, yaw = out[t - 1]
+        m0, m1 = _dead(float(mouse[t - 1, 0]), p) * sgn, _dead(float(mouse[t - 1, 1]), p)
+        new_pitch, new_yaw = pitch + p.deg_per_unit * m0, yaw + p.deg_per_unit * m1
+        while new_yaw > 180:
+            new_yaw -= 360
+        while new_yaw < -180:
+            new_yaw += 360
+        w, s, a, d = (keyboard[t - 1, :4] > 0.5).astype(float)
+        f, r = w - s, d - a
+        scale = (p.diag_cm if (f and r) else p.step_cm)
+        psi = np.radians(0.5 * (yaw + new_yaw))
+        # world X forward at yaw 0, world Y = camera right at yaw 0 (see mg3_extrinsics)
+        out[t] = (x + scale * (f * np.cos(psi) - r * np.sin(psi)), y + scale * (f * np.sin(psi) + r * np.cos(psi)), z,
+                  new_pitch, new_yaw)
+    return out
+
+
+def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Integrate actions exactly as MG-3 does (:func:`mg3_states`) and return c2w extrinsics (T,4,4) in metres.
+
+    ``R = Rz(yaw) Ry(pitch) Rx(0) R_init`` with ``R_init = [[0,0,1],[1,0,0],[0,-1,0]]`` (Z-up world, camera +z ->
+    world +X); positions are the states' (x, y, z) read as centimetres. These are the extrinsics the Plücker
+    branch receives together with the actions.
+    """
+    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    states = mg3_states(keyboard, mouse, p)
+    out = np.empty((len(states), 4, 4))
+    for t, (x, y, z, pitch, yaw) in enumerate(states):
         R = rot_z(np.radians(yaw)) @ rot_y(np.radians(pitch)) @ R_init
         out[t] = se3(R, np.array([x, y, z]) * 0.01)
     return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class LingBotConfig(UpstreamConfig):
     sliding_sink_size: int = 4
     infer_mode: str | None = None
     causal: bool = True
-    max_area: int = 480 * 832
+    max_area: Optional[int] = None  # None: upstream's MAX_AREA_CONFIGS[size], i.e. the product of ``size``
     vae_stride_hw: int = 8
     patch_hw: int = 2
 
@@ -103,7 +104,8 @@ class LingBotAdapter(UpstreamAdapter):
 
     def output_hw(self) -> tuple[int, int]:
         c = self.config
-        return wan_canvas(c.height, c.width, c.max_area, c.vae_stride_hw, c.patch_hw)
+        area = c.max_area or int(np.prod([int(x) for x in c.size.split("*")]))
+        return wan_canvas(c.height, c.width, area, c.vae_stride_hw, c.patch_hw)
 
     def frame_seqlen(self) -> int:
         """Tokens per latent frame at upstream's canvas (1508 at 464x832)."""
