@@ -343,9 +343,10 @@ class UpstreamAdapter(Adapter):
                 f"for m in {list(imports)!r}:\n"
                 "    try:\n        importlib.import_module(m); out['imports'][m] = None\n"
                 "    except BaseException as e:\n        out['imports'][m] = f'{type(e).__name__}: {e}'\n"
-                "try:\n    import torch; out['gpus'] = torch.cuda.device_count()\n"
-                "except BaseException as e:\n    out['gpus_error'] = f'{type(e).__name__}: {e}'\n"
-                "print('HARNESS-PROBE ' + json.dumps(out))\n")
+                + ("try:\n    import torch; out['gpus'] = torch.cuda.device_count()\n"
+                   "except BaseException as e:\n    out['gpus_error'] = f'{type(e).__name__}: {e}'\n"
+                   if c.gpus_per_job > 0 else "")
+                + "print('HARNESS-PROBE ' + json.dumps(out))\n")
         env = {**os.environ, **self.command_argv(LaunchSpec(script="-", args=[]))[1]}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (self.workdir(), env.get("PYTHONPATH")) if p)
         try:
@@ -363,7 +364,8 @@ class UpstreamAdapter(Adapter):
             if err:
                 out.append(Finding("error", "model.python", f"`import {mod}` fails in the model's environment from "
                                    f"{self.workdir()}: {err} (build the env as docs/real-models.md says)"))
-        out += self.check_gpu_count(res.get("gpus"), res.get("gpus_error"))
+        if c.gpus_per_job > 0:
+            out += self.check_gpu_count(res.get("gpus"), res.get("gpus_error"))
         return out
 
     def check_gpu_count(self, visible: Optional[int], error: Optional[str] = None) -> list[Finding]:
