@@ -1,4 +1,4 @@
-"""Sanity tests of the shared control encoders (native-controls.md §16), CPU only, no upstream code."""
+"""Sanity tests of the shared control encoders, CPU only, no upstream code."""
 
 from __future__ import annotations
 

@@ -87,3 +87,15 @@ def test_documented_local_recipe_runs_the_study_dry_run_and_the_default_run(loca
     assert "readiness (error, not enforced in a dry run)" in r.stdout  # the paths do not exist on this machine
     r = run_cli([sp, "debug=default", f"output_root={out}"], cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_global_package_variant_also_works(tmp_path):
+    """With ``# @package _global_`` the blocks live under ``local.models`` (and other global keys may follow)."""
+    from harness.registry import model_config_with_local
+
+    d = tmp_path / "g"
+    (d / "local").mkdir(parents=True)
+    (d / "local" / "default.yaml").write_text("# @package _global_\nlocal:\n  models:\n    lingbot_v2:\n"
+                                              "      checkpoint: /x\nrun: mine\n")
+    cfg = compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"])
+    assert model_config_with_local(cfg)["checkpoint"] == "/x" and cfg["run"] == "mine"

@@ -69,7 +69,7 @@ class MG3Params:
     translation per frame for one key / per axis on diagonals (12.35 / 8.73 cm). metres_per_unit: the
     translation-scale policy (scene units -> metres). mouse_pitch: ``code`` = mouse[0] > 0 tilts **down** (what
     the integration code does) or ``label`` = mouse[0] > 0 tilts **up** (what key ``i`` is called); upstream's
-    sign is unverified (native-controls.md §5.2), so it is an explicit, recorded choice.
+    sign is unverified (the key label and the integration code disagree), so it is an explicit, recorded choice.
     """
 
     deg_per_unit: float = 15.0
