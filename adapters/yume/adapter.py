@@ -80,9 +80,12 @@ class YumeAdapter(UpstreamAdapter):
                 str(out_dir)]
         shim = ["--seed", str(req.seed), "--captions", str(d / "caption.txt"), "--generate", c.generate_target,
                 "--checkpoint", self.ckpt(), "--captioner", c.captioner or "<model.captioner>"]
+        if c.ranks > 1:  # upstream's default sp_size 1 would make every rank render its own copy [inferred]
+            args += ["--sp_size", str(c.ranks)]
         stages = req.path.num_frames // c.frames_per_stage
-        # one file per stage, each with every frame so far (sample_5b.py:1076-1080): the last stage's is the video
-        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), output_glob=f"*_{stages - 1}.mp4",
+        # one file per rank and stage, each with every frame so far (sample_5b.py:1076-1080, name ends
+        # _<rank>_<stage>.mp4): rank 0's last stage is the video
+        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), output_glob=f"*_0_{stages - 1}.mp4",
                           wrapper=self.shim_path(__file__), wrapper_args=shim)
 
     def checkpoint_paths(self) -> dict[str, Optional[str]]:

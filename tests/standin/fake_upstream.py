@@ -79,7 +79,7 @@ def output_path(contract, ns, env: dict) -> str:
         return os.path.join(ns.output_dir, f"{ns.save_name}.mp4")
     if model == "yume":
         stages = sum(1 for _ in open(ns.caption_path))
-        return os.path.join(ns.video_output_dir, f"prompt_caption_0_0_{stages - 1}.mp4")
+        return os.path.join(ns.video_output_dir, f"prompt_caption_0_0_{stages - 1}.mp4")  # <id>_<cap>_<rep>_<rank>_<stage>
     if model == "dreamx":
         item = json.load(open(ns.data_path))[0]
         img = item["image_path"]
