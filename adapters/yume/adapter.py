@@ -1,8 +1,9 @@
 """YUME 5B (stdstu12/YUME@111c3fa): controlled by captions only.
 
 Native input: a caption file, one line per stage (``caption_re.txt`` format): ``First-person perspective.`` + a
-movement sentence + a rotation sentence + a speed sentence, with the scene prompt appended with no separator
-(``fastvideo/sample/sample_5b.py``). Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
+movement sentence + a rotation sentence + a speed sentence. Upstream appends the InternVL captioner's refinement
+of ``--prompt`` (over the image) to every line (``fastvideo/sample/sample_5b.py:817``), so the scene prompt goes
+in ``--prompt`` only. Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
 Keys come from each stage's net motion with snap thresholds (:class:`adapters.controls.keys.YumeParams`); the
 captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
 
@@ -55,7 +56,9 @@ class YumeAdapter(UpstreamAdapter):
         if N % self.config.frames_per_stage:
             raise ModelConfigError(f"YUME makes 29 frames per caption stage; {N} is not a multiple (model.num_frames "
                                    "or model.frames_per_trajectory)")
-        lines = yume_captions(req.path.c2w, req.case.prompt, self.config.params())
+        # camera sentences only: with --jpg_dir upstream appends the captioner's refinement of --prompt to every
+        # line (sample_5b.py:817), so the scene prompt reaches the model through --prompt, once
+        lines = yume_captions(req.path.c2w, "", self.config.params())
         d = req.controls_dir
         write_text(d / "caption.txt", "\n".join(lines) + "\n")
         (d / "jpg").mkdir(exist_ok=True)
