@@ -355,3 +355,18 @@ def test_upstream_commit_must_be_a_full_hash():
     with pytest.raises(ModelConfigError, match="upstream_commit"):
         SanaConfig.from_dict({**base, "upstream_commit": "inference_sana_wm_streaming.py@af849ea1"})
     SanaConfig.from_dict({**base, "upstream_commit": "af849ea1c4d256231e209b9ff7bbc739496b63fe"})
+
+
+def test_extractor_reads_argparse_definitions_without_running_them():
+    from adapters.contracts.extract import extract_flags
+
+    src = ("import argparse\nraise SystemExit('never executed')\n"
+           "def build():\n    p = argparse.ArgumentParser(allow_abbrev=False)\n"
+           "    p.add_argument('--size', type=str, choices=['a', 'b'], required=True)\n"
+           "    p.add_argument('-n', '--num', type=int, nargs='+')\n"
+           "    p.add_argument('--flag', action='store_true')\n    return p\n")
+    flags, parser = extract_flags(src)
+    assert parser == {"line": 4, "allow_abbrev": False}
+    by = {f["name"]: f for f in flags}
+    assert by["--size"] == {"name": "--size", "line": 5, "type": "str", "choices": ["a", "b"], "required": True}
+    assert by["--num"]["aliases"] == ["-n"] and by["--num"]["nargs"] == "+" and by["--flag"]["action"] == "store_true"
