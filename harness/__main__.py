@@ -87,7 +87,9 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.preview import preview_path
 
-    adapter = build_adapter(cfg["model"])
+    from harness.registry import model_config_with_local
+
+    adapter = build_adapter(model_config_with_local(cfg))
     mc = adapter.config
     spec = TrajectorySpec.from_dict(cfg["trajectory"])
     K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
@@ -108,6 +110,9 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     adapter, policy, specs, cases, items, run_dir = plan_from_config(cfg)
     if not cfg.get("dry_run") and cfg.get("stage", "all") != "evaluate" and hasattr(adapter, "check_ready"):
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
+    elif cfg.get("dry_run") and hasattr(adapter, "readiness"):
+        for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
+            print(f"readiness ({finding.level}, not enforced in a dry run): {adapter.config.name}: {finding}")
     if not items:
         raise HarnessError(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
@@ -122,8 +127,13 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
                             overwrite=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
         print(summary.table())
         ok = summary.ok
+    produced = stage == "evaluate" or bool(summary.done or summary.skipped)
     if stage in ("evaluate", "all") and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True):
-        _evaluate(run_dir, cfg)
+        if produced:
+            _evaluate(run_dir, cfg)
+        else:  # say what happened instead of reporting metrics that could not be computed
+            print("no video was produced: every item failed (causes above, full logs in each item's "
+                  "upstream.log / meta.json); evaluation skipped")
     if not ok:
         sys.exit(1)
 

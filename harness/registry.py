@@ -67,6 +67,31 @@ def load_object(ref: str) -> Any:
         raise ImportError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
 
 
+def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``model`` config with this machine's settings for that model merged in.
+
+    ``conf/local/default.yaml`` (git-ignored, package ``local``) holds one block per model, e.g.
+    ``models: {lingbot_v2: {upstream_dir: ..., checkpoint: ..., python: ...}}``; only the block of the selected
+    model is merged, so one model's paths never reach another (and ``model=reference`` stays untouched). An unknown
+    model name in the local file is an error naming ``local.models.<name>``; unknown fields fail in the model's
+    own config validation, named ``model.<field>``.
+    """
+    model = dict(cfg["model"])
+    blocks = ((cfg.get("local") or {}).get("models") or {})
+    if not isinstance(blocks, dict):
+        raise ValueError("local.models: must map model names to settings (see docs/real-models.md)")
+    options = list_group("model")
+    for name in blocks:
+        if name not in options:
+            raise UnknownChoiceError(f"local.models.{name}: no such model.{did_you_mean(name, options)} "
+                                     f"Available: {', '.join(options)}")
+    block = blocks.get(model.get("name")) or {}
+    if not isinstance(block, dict):
+        raise ValueError(f"local.models.{model.get('name')}: must be a mapping of model fields")
+    model.update(block)
+    return model
+
+
 def build_adapter(model_cfg: dict[str, Any]):
     """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
     from adapters.base import Adapter, ModelConfigError

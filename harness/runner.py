@@ -36,6 +36,7 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
+    causes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -47,7 +48,9 @@ class RunSummary:
                 len(self.skipped)), ("failed", len(self.failed)), ("wall time [s]", f"{self.seconds:.1f}")]
         w = max(len(r[0]) for r in rows)
         lines = [f"run directory: {self.run_dir}"] + [f"  {k:<{w}}  {v}" for k, v in rows]
-        lines += [f"  FAILED: {k} (see its meta.json)" for k in self.failed]
+        lines += [f"  FAILED: {k}: {self.causes.get(k, 'see its meta.json')}" for k in self.failed]
+        if self.failed and not self.done and not self.compiled and not self.skipped:
+            lines.append("  no video was produced: the failures above are the cause (not the metrics)")
         return "\n".join(lines)
 
 
@@ -190,7 +193,8 @@ def run_items(
             if controls.decoded_c2w is not None:
                 from .residuals import pose_residual
 
-                meta["controls"]["achieved_vs_requested"] = pose_residual(path.c2w, controls.decoded_c2w)
+                meta["controls"]["achieved_vs_requested"] = {**pose_residual(path.c2w, controls.decoded_c2w),
+                                                             **controls.meta.get("intrinsics_residual", {})}
             t_compile = time.perf_counter() - t0
             if dry_run:
                 from trajectories.preview import preview_path
@@ -219,7 +223,10 @@ def run_items(
             if writer is not None:
                 writer.abort()
             meta.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+            if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
+                meta["root_cause"] = exc.root_cause
             summary.failed.append(item.key)
+            summary.causes[item.key] = getattr(exc, "root_cause", None) or f"{type(exc).__name__}: {exc}".splitlines()[0]
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         meta["manifest"] = {
             **item.to_dict(),
@@ -298,7 +305,9 @@ def plan_from_config(cfg: dict[str, Any]):
 
     from .registry import build_adapter, check_choice, group_yaml
 
-    adapter = build_adapter(cfg["model"])
+    from .registry import model_config_with_local
+
+    adapter = build_adapter(model_config_with_local(cfg))
     policy = resolve_context(cfg["context"], adapter)
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
     names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]

@@ -1,4 +1,4 @@
-"""Sanity tests of the shared control encoders (native-controls.md §16), CPU only, no upstream code."""
+"""Sanity tests of the shared control encoders, CPU only, no upstream code."""
 
 from __future__ import annotations
 
@@ -146,19 +146,19 @@ def test_mg3_actions():
     assert cfg.iterations(497) == 12
     p = keys.MG3Params()
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
-    ms[1] = [0.1 * (-1 if p.mouse_pitch == "code" else 1), 0]  # "look up" one frame
+    ms[0] = [0.1 * (-1 if p.mouse_pitch == "code" else 1), 0]  # "look up": action 0 moves frame 0 to frame 1
     path = keys.mg3_decode(kb, ms, p)
     from trajectories.conventions import yaw_pitch_from_rotmat
 
     assert np.degrees(yaw_pitch_from_rotmat(path[1, :3, :3])[1]) == pytest.approx(1.5)
-    kb[1, 0] = 1
+    kb[0, 0] = 1
     ms[:] = 0
     ext = keys.mg3_extrinsics(kb, ms, p)
     assert np.allclose(ext[1, :3, 3], [0.1235, 0, 0])  # W at yaw 0 moves 12.35 cm along world +X
     rel = keys.mg3_decode(kb, ms, p)
     assert np.allclose(rel[1, :3, 3], [0, 0, 0.1235])  # = camera forward in OpenCV
     for combo in ([1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]):
-        kb[1, :4] = combo
+        kb[0, :4] = combo
         assert keys.mg3_extrinsics(kb, ms, p)[1, 2, 3] == 0.0  # no key changes z
 
 
@@ -167,11 +167,11 @@ def test_mg3_yaw_right_and_pitch_sign_choice():
     for choice in ("code", "label"):
         p = keys.MG3Params(mouse_pitch=choice)
         kb, ms = keys.mg3_encode(lat, p)
-        assert (ms[1:, 1] > 0).all() and np.abs(ms[:, 0]).max() == 0  # yaw right = positive mouse yaw
+        assert (ms[:-1, 1] > 0).all() and np.abs(ms[:, 0]).max() == 0  # yaw right = positive mouse yaw
     up = se3(rot_x(np.deg2rad(np.linspace(0, 20, 11))))
     code = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="code"))[1]
     label = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="label"))[1]
-    assert (code[1:, 0] < 0).all() and (label[1:, 0] > 0).all()
+    assert (code[:-1, 0] < 0).all() and (label[:-1, 0] > 0).all()
     for choice in ("code", "label"):
         p = keys.MG3Params(mouse_pitch=choice)
         assert np.allclose(keys.mg3_decode(*keys.mg3_encode(up, p), p)[-1], up[-1], atol=1e-3)

@@ -2,8 +2,8 @@
 
 Input everywhere: canonical poses, OpenCV camera-to-world 4x4 float64 (+x right / +y down / +z forward),
 world = camera frame of frame 0, positive yaw turns right, positive pitch turns up (see
-:mod:`trajectories.conventions`). Upstream facts come from ``shared/docs/native-controls.md``; each function cites
-the repository and file the rule is taken from.
+:mod:`trajectories.conventions`). Each function cites the upstream repository, commit and file the rule is taken
+from; launch-level facts live in ``adapters/contracts/<model>.yaml``.
 """
 
 from __future__ import annotations

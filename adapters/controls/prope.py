@@ -2,7 +2,8 @@
 
 Poses in: OpenCV camera-to-world 4x4 (+x right / +y down / +z forward, world = camera frame of frame 0).
 Per camera ``P = lift(K̃) · w2c`` where ``K̃`` has focal lengths normalised by the image size and its principal
-point set to 0, and ``lift`` embeds the 3x3 in a 4x4 homogeneous matrix (native-controls.md §3, §12.2).
+point set to 0, and ``lift`` embeds the 3x3 in a 4x4 homogeneous matrix (Tencent-Hunyuan/HY-WorldPlay@da2d0c2
+hyvideo/prope/camera_rope.py; AMAP-ML/DreamX-World@a1f4c6e inference_ar_forcing.py::cam_params_to_prope_dict).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import numpy as np
 
 from trajectories.conventions import w2c_from_c2w
 
-#: HY-WorldPlay's default K for 1920x1080 and DreamX's fixed normalised K (native-controls.md §4.2, §11.2).
+#: HY-WorldPlay's default K for 1920x1080 and DreamX's fixed normalised K (AMAP-ML/DreamX-World@a1f4c6e
+#: inference_ar_forcing.py:121-122: 969.697 / (960 * 2), 969.697 / (540 * 2), principal point 0.5, 0.5).
 HY_DEFAULT_K = np.array([[969.697, 0.0, 960.0], [0.0, 969.697, 540.0], [0.0, 0.0, 1.0]])
 DREAMX_FIXED_K_NORM = np.array([969.697 / 1920, 969.697 / 1080, 0.5, 0.5])
 
@@ -38,7 +40,7 @@ def zero_principal_point(K_norm: np.ndarray) -> np.ndarray:
 
 
 def lift(K3: np.ndarray) -> np.ndarray:
-    """Embed (..., 3, 3) intrinsics into (..., 4, 4) homogeneous matrices [inferred, native-controls.md §3]."""
+    """Embed (..., 3, 3) intrinsics into (..., 4, 4) homogeneous matrices [inferred: the homogeneous embedding PRoPE needs]."""
     K3 = np.asarray(K3, dtype=np.float64)
     out = np.zeros(K3.shape[:-2] + (4, 4))
     out[..., :3, :3] = K3

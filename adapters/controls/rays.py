@@ -3,7 +3,7 @@
 Poses are OpenCV camera-to-world 4x4 (+x right / +y down / +z forward, world = camera frame of frame 0);
 intrinsics are pixel ``K`` (3x3) or ``[fx, fy, cx, cy]``.
 
-Three layouts exist upstream and they are not interchangeable (native-controls.md §12.1):
+Three layouts exist upstream and they are not interchangeable:
 
 * ``[o, d]`` (LingBot, Evoke, MG-3): origin and unit direction, pixel centres ``+0.5``, at *pixel* resolution,
   then folded ``b x b`` into channels with ``channel = b*b*c + b*row + col``.
@@ -85,7 +85,7 @@ def sana_camera_conditions(rel_c2w: np.ndarray, K: np.ndarray, H: int = 704, W: 
     """SANA-WM ``_pack_camera_conditions``: ``raymap`` (T_lat, 20) and ``chunk_plucker`` (48, T_lat, h, w).
 
     ``raymap[i]`` = flattened 4x4 pose of frame 8i + latent-grid ``[fx, fy, cx, cy]`` (the order of these four is
-    [inferred], see native-controls.md §18); ``chunk_plucker[6j + c, i]`` = Plücker channel c of frame j of latent
+    [inferred]: not visible in the streaming script); ``chunk_plucker[6j + c, i]`` = Plücker channel c of frame j of latent
     i's window ``[max(0, 8i-7), +8)``. Frames F -> ``T_lat = (F - 1)//8 + 1``.
     """
     from .poses import anchors_sana_raymap, sana_chunk_windows

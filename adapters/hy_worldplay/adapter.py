@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -31,11 +32,13 @@ from trajectories.resample import latents_for_frames
 
 @dataclass(frozen=True, kw_only=True)
 class HYConfig(UpstreamConfig):
-    """HY-WorldPlay settings. output_arg: the flag that names the output file [inferred]."""
+    """HY-WorldPlay settings. model_path: the HunyuanVideo-1.5 base model folder (upstream's required
+    ``--model_path``); ``checkpoint`` is the action checkpoint (``--action_ckpt``). resolution / model_type: upstream
+    choices (480p|720p, bi|ar)."""
 
     resolution: str = "480p"
     model_type: str = "ar"
-    output_arg: str = "--output_path"
+    model_path: Optional[str] = None
 
 
 class HYWorldPlayAdapter(UpstreamAdapter):
@@ -69,16 +72,20 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         poses[:, :3, 3] /= self.scene_scale()
         return interpolate_to_frames(anchors_every_4(len(poses)), poses, req.path.num_frames)
 
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        return {**super().checkpoint_paths(), "model_path": self.config.model_path}
+
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
-        out = req.item_dir / "upstream_out" / "video.mp4"
+        # upstream treats --output_path as a folder: it creates it and writes gen.mp4 inside (generate.py:774-777)
+        out_dir = req.item_dir / "upstream_out"
         args = ["--pose", str(d / "pose.json"), "--video_length", str(req.path.num_frames), "--seed", str(req.seed),
                 "--resolution", c.resolution, "--width", str(c.width), "--height", str(c.height), "--model_type",
                 c.model_type, "--few_step", "true", "--num_inference_steps", str(c.sampling_steps), "--rewrite",
-                "false", "--sr", "false", "--action_ckpt", self.ckpt(), "--image_path", str(d / "image.png"),
-                "--prompt", req.case.prompt, c.output_arg, str(out)]
+                "false", "--sr", "false", "--model_path", c.model_path or "<model.model_path>", "--action_ckpt", self.ckpt(),
+                "--image_path", str(d / "image.png"), "--prompt", req.case.prompt, "--output_path", str(out_dir)]
         shim_args = ["--seed", str(req.seed)]
         if req.context.name != "native":
             shim_args += ["--selection", str(d / "context_selection.json")]
-        return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out),
+        return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out_dir / "gen.mp4"), out_dir=str(out_dir),
                           wrapper=self.shim_path(__file__), wrapper_args=shim_args)

@@ -20,7 +20,8 @@ class LingBotV2Adapter(LingBotAdapter):
             return lingbot_context_args(req.context, self.config), None, []
         sel_file = req.controls_dir / "context_selection.json"
         write_json(sel_file, fov_selection(req, self.config.chunk_latents))
-        S = (self.config.height // 16) * (self.config.width // 16)  # Wan2.1 VAE stride 8 x patch 2 (1560 at 480x832)
+        # tokens per latent at upstream's canvas: 464x832 -> 58 x 104 latents / (2 x 2) patches = 1508
+        S = self.frame_seqlen()
         return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]
 
 
