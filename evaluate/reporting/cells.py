@@ -156,6 +156,9 @@ def fmt(c: Cell, digits: int = 3) -> str:
         return f"{int(round(c.mean))} (n={c.n})"
     if c.kind == "rate":
         return f"{c.mean:.1%} (n={c.n})"
+    if c.kind == "models_mean":
+        models = len({u.role for u in c.units})
+        return f"{c.mean:.{digits}f} ({models} model{'s' if models != 1 else ''}, n={c.n})"
     if not np.isfinite(c.lo):
         return f"{c.mean:.{digits}f} (n={c.n})"
     if c.kind == "ratio":

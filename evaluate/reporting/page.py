@@ -48,7 +48,7 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
     if downloads:
         P.append("<p class='fn'>" + " ".join(f"<a href='{_e(v)}'>{_e(k)}</a>" for k, v in downloads.items()) + "</p>")
     if t.rows:
-        P.append(f"<table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
+        P.append(f"<div style='overflow-x:auto'><table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
                  "".join(f"<th>{_e(h)}</th>" for h in t.index + [c.label + c.arrow for c in t.columns]) +
                  "</tr></thead><tbody>")
         for i, (key, cells) in enumerate(t.rows):
@@ -68,11 +68,12 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
                     cls.append("best" if r == 1 else "second")
                 tds.append(f"<td class='{' '.join(cls)}'{dv}>{_e(cell_text(v, note))}</td>")
             P.append("<tr>" + "".join(tds) + "</tr>")
-        P.append("</tbody></table>")
+        P.append("</tbody></table></div>")
     else:
         P.append("<p>(no rows)</p>")
     if note:
-        P.append("<div class='fn'>" + "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</div>")
+        P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
+                 "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
     if ranks:
         P.append("<div class='fn'>Best per column in bold, second best underlined.</div>")
     P.append("</section>")

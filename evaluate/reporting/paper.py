@@ -103,6 +103,8 @@ class Ours:
         """suffix '' (all cases), '_q' (qualified), '_q_n' / '_q_m' / '_q_pos' (counts)."""
         if suffix == "":
             return self._agg({m: a for m, (a, _) in per.items()}, spec)
+        if not any(a for a, _ in per.values()):
+            return Cell(reason="no computed value on this trajectory in these runs")
         qual = {m: q for m, (_, q) in per.items() if q}
         if suffix == "_q":
             return self._agg(qual, spec) if qual else Cell(reason="no qualified unit in these runs")
@@ -137,7 +139,9 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
               [Column("paper", "paper"), Column("ours", "ours"), Column("diff", "ours - paper"),
                Column("metric", "our metric"), Column("same_backbone", "same backbone")])
     metrics = data.get("metrics", {})
-    computed_keys = [c.key for c in b.columns]
+    computed_keys = [c.key for c in b.columns if any(it.metrics.get(c.key, {}).get("status") == "computed"
+                                                     for it in b.items)]
+    all_keys = [c.key for c in b.columns]
     for e in data["numbers"]:
         key_row = (e["table"], e["row"], e["column"])
         paper_val = f"{e['value']:g}" + (f" of {e['of']}" if "of" in e else "")
@@ -150,13 +154,17 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
                            else spec.get("metric", ""), None)
         keys = [None]
         if mdef:
-            keys = [k for k in computed_keys if k.split("[")[0] == mdef["id"]] or [f"{mdef['id']}[{mdef['backbone']}]"]
+            keys = [k for k in computed_keys if k.split("[")[0] == mdef["id"]] or \
+                [k for k in all_keys if k.split("[")[0] == mdef["id"]][:1] or [f"{mdef['id']}[{mdef['backbone']}]"]
         for key in keys:
-            cell = ours.cell(spec, key) if key or spec["quantity"] in ("latency", "speedup") else \
-                Cell(reason="no metric")
+            if key and key not in computed_keys and spec["quantity"] not in ("latency", "speedup"):
+                cell = Cell(reason=b.reason(b.items, key))
+            else:
+                cell = ours.cell(spec, key)
             row: dict[str, Any] = {"paper": paper_val, "ours": cell, "metric": key or ""}
             if isinstance(cell, Cell) and cell.ok():
-                row["diff"] = f"{cell.mean - float(e['value']):+.3f}"
+                d = cell.mean - float(e["value"])
+                row["diff"] = f"{d:+.0f}" if cell.kind == "count" else f"{d:+.3f}"
             if key and mdef:
                 bb = key.split("[", 1)[1].rstrip("]")
                 row["same_backbone"] = "yes" if _backbone_matches(bb, mdef["backbone"]) else \
