@@ -31,10 +31,12 @@ def _settings(items: list[Item]) -> dict[str, Any]:
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] = None, *,
                  boot: Optional[dict] = None, main_context: str = "fullkv", strips: bool = True,
-                 paper_numbers: Optional[Path] = None) -> dict[str, Any]:
+                 figures: bool = True, paper_numbers: Optional[Path] = None) -> dict[str, Any]:
     """Build the report of ``run_dirs`` into ``out_dir`` (default :func:`default_out_dir`).
 
-    Returns ``{"out_dir", "html", "markdown", "sources", "tables": {id: {md, csv, tex}}, "figures", "items"}``.
+    ``strips`` / ``figures``: draw the per-item revisit strips / the charts and trajectory previews (both on by
+    default; off gives the tables and the page only, fast). Returns ``{"out_dir", "html", "markdown", "sources",
+    "tables": {id: {md, csv, tex}}, "figures", "items"}``.
     Raises :class:`ReportError` when no run has an evaluated item."""
     from harness.io import write_json, write_text
 
@@ -80,21 +82,27 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
     write_json(out / "sources.json", {"runs": [str(r) for r in runs], "base": ".", "tables": sources})
     fdir = out / "figures"
     by_id = {t.id: t for t in tables}
-    figures = {"Per-revisit decay": plots.decay_curves(b, fdir / "decay"),
-               "Model profile": plots.profile_bars(by_id["main"], fdir / "profile"),
-               "Latency vs memory per context policy": plots.latency_vs_memory(by_id["context"],
-                                                                               fdir / "latency_vs_memory")}
-    previews = plots.trajectory_previews(items, fdir)
+    figs: dict[str, list[Path]] = {}
+    previews: dict[str, list[Path]] = {}
+    if figures:
+        figs = {"Per-revisit decay": plots.decay_curves(b, fdir / "decay"),
+                "Model profile": plots.profile_bars(by_id["main"], fdir / "profile"),
+                "Latency vs memory per context policy": plots.latency_vs_memory(by_id["context"],
+                                                                                fdir / "latency_vs_memory")}
+        previews = plots.trajectory_previews(items, fdir)
     strip_paths: dict[tuple, Optional[Path]] = {}
     if strips:
         for it in items:
             p = out / "strips" / ("__".join([it.run, it.model, it.context, f"seed-{it.seed}", it.trajectory,
                                              it.case_id]) + ".png")
+            if not (it.item_dir / "video.mp4").exists():
+                strip_paths[(it.run,) + it.key] = None
+                continue
             fresh = p.exists() and p.stat().st_mtime >= max(it.metrics_path.stat().st_mtime,
                                                             (it.item_dir / "video.mp4").stat().st_mtime)
             strip_paths[(it.run,) + it.key] = p if fresh else plots.frame_strip(it, p)
-    html = write_page(out, items, tables, figures, previews, strip_paths, runs, skipped,
+    html = write_page(out, items, tables, figs, previews, strip_paths, runs, skipped,
                       {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()})
     return {"out_dir": str(out), "html": str(html), "markdown": str(out / "report.md"),
             "sources": str(out / "sources.json"), "tables": files, "items": len(items),
-            "figures": {k: [str(p) for p in v] for k, v in figures.items()}}
+            "figures": {k: [str(p) for p in v] for k, v in figs.items()}}

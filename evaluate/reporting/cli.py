@@ -1,4 +1,5 @@
-"""``python -m harness report run=<name> [run=<other> ...] [report_out=<dir>] [main_context=fullkv]``."""
+"""``python -m harness report run=<name> [run=<other> ...] [report_out=<dir>] [main_context=fullkv]
+[report_strips=false] [report_figures=false]``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 #: report options given as plain ``key=value`` (rewritten to Hydra's ``+key=value``: they are not in config.yaml)
-REPORT_KEYS = ("report_out", "main_context", "report_strips")
+REPORT_KEYS = ("report_out", "main_context", "report_strips", "report_figures")
 
 
 def merge_run_args(argv: list[str]) -> list[str]:
@@ -31,7 +32,7 @@ def cmd_report(cfg: dict[str, Any]) -> None:
     names = cfg.get("report_runs") or [cfg["run"]]
     runs = [resolve_run_dir(n, cfg.get("output_root", "outputs")) for n in names]
     out = build_report(runs, cfg.get("report_out"), main_context=str(cfg.get("main_context") or "fullkv"),
-                       strips=bool(cfg.get("report_strips", True)))
+                       strips=bool(cfg.get("report_strips", True)), figures=bool(cfg.get("report_figures", True)))
     print(f"report of {out['items']} video(s) from {', '.join(str(r) for r in runs)}")
     print(f"  html:     {out['html']}")
     print(f"  tables:   {Path(out['out_dir']) / 'tables'}  (md, csv, tex)  all: {out['markdown']}")
