@@ -85,7 +85,7 @@ def decay_curves(b: Builder, out: Path) -> list[Path]:
             allv += list(hi)
             ax.errorbar(xs, m, yerr=[m - lo, hi - m], marker="o", capsize=3, label=f"{model}/{ctx}/{traj}")
         lo_, top, cap = metric_range(key, allv)
-        ax.set_ylim(lo_, top)
+        ax.set_ylim(lo_, top + 0.02 * (top - lo_))  # a margin so markers at the ceiling stay visible
         arrow = "↑" if METRICS.get(key.split("[")[0]) and METRICS[key.split("[")[0]].higher_is_better else "↓"
         ax.set_title(f"{key} {arrow}", fontsize=8)
         ax.set_xlabel("revisit")
@@ -193,11 +193,12 @@ def trajectory_previews(items: list[Item], out_dir: Path) -> dict[str, list[Path
 
 
 def return_frames(it: Item) -> Optional[tuple[str, list[int]]]:
-    """(metric key, the chosen return frame per revisit) from the first computed entry that records them."""
+    """(how they were chosen, the chosen return frame per revisit) from the first computed entry that records
+    them (metrics.json ``return_frames`` and ``return_pose_estimator``)."""
     for key, m in sorted(it.computed().items()):
         rf = m.get("return_frames")
         if rf and all(isinstance(f, int) for f in rf):
-            return key, list(rf)
+            return f"closest {m.get('return_pose_estimator', '?')} pose to frame 0, recorded in {key}", list(rf)
     return None
 
 
@@ -211,9 +212,12 @@ def frame_strip(it: Item, out_png: Path, max_metrics: int = 4) -> Optional[Path]
     src, rf = got
     idx, frames = read_frames(it.item_dir / "video.mp4", indices=sorted({0, *rf}))
     pos = {f: i for i, f in enumerate(idx)}
+    from .collect import per_revisit
+    from .tables import metric_order
+
     per = []
-    for key, m in sorted(it.computed().items()):
-        pr = m.get("per_revisit")
+    for key, m in sorted(it.computed().items(), key=lambda kv: metric_order(kv[0])):
+        pr = per_revisit(m)
         if pr and len(pr) == len(rf):
             per.append((key, pr))
     per = per[:max_metrics]
@@ -232,7 +236,7 @@ def frame_strip(it: Item, out_png: Path, max_metrics: int = 4) -> Optional[Path]
         ax.set_title("\n".join(lines), fontsize=6)
     for ax in axes:
         ax.axis("off")
-    fig.suptitle(f"{it.model}/{it.context}/seed-{it.seed}/{it.trajectory}/{it.case_id}  (return frames: {src})",
+    fig.suptitle(f"{it.model}/{it.context}/seed-{it.seed}/{it.trajectory}/{it.case_id}\nreturn frames: {src}",
                  fontsize=7)
     fig.tight_layout()
     p = _save(fig, out_png, svg=False)[0]
