@@ -155,7 +155,7 @@ def fmt(c: Cell, digits: int = 3) -> str:
     if c.kind == "count":
         return f"{int(round(c.mean))} (n={c.n})"
     if c.kind == "rate":
-        return f"{c.mean:.1%} (n={c.n})"
+        return f"{c.mean:.1%} [{c.lo:.1%}, {c.hi:.1%}] n={c.n}"
     if c.kind == "models_mean":
         models = len({u.role for u in c.units})
         return f"{c.mean:.{digits}f} ({models} model{'s' if models != 1 else ''}, n={c.n})"

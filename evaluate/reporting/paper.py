@@ -71,7 +71,11 @@ class Ours:
                     per[m] = self.b.revisit_units(its, key)
             if q == "per_revisit":
                 r = int(spec["revisit"]) - 1
-                return self._agg({m: (v[0][r] if r < len(v[0]) else []) for m, v in per.items()}, spec)
+                per_r = {m: (v[0][r] if r < len(v[0]) else []) for m, v in per.items()}
+                if not any(per_r.values()):
+                    return Cell(reason=f"{key} records no per-revisit values on {spec.get('trajectory')} in these "
+                                       "runs")
+                return self._agg(per_r, spec)
             return self._sub(q[len("decrease"):], {m: (v[1], v[2]) for m, v in per.items()}, spec)
         if q.startswith("delta_axis"):
             per = {m: self.b.cross_axis_units(self._model_items(m), key) for m in models if self._model_items(m)}

@@ -95,6 +95,11 @@ def metric_columns(items: Iterable[Item], computed_only: bool = False) -> list[C
             for k in sorted(keys, key=metric_order)]
 
 
+def _rate(c: Cell) -> Cell:
+    c.kind = "rate"
+    return c
+
+
 class Builder:
     """Builds every table of a report from ``items``; ``rel(path)`` makes a metrics.json path relative to the
     report folder (the provenance records it)."""
@@ -445,7 +450,7 @@ class Builder:
             row: dict[str, Value] = {}
             for c in t.columns:
                 us = acc.get(c.key, [])
-                row[c.key] = count_cell(float(np.mean([u.value for u in us])), us, "rate") if us else \
+                row[c.key] = _rate(mean_cell(us, self.boot)) if us else \
                     Cell(reason=f"{c.key}: no {'entity target' if c.key == 'tracking' else 'environment return'} "
                                 "slot in this group")
             t.rows.append((k, row))
