@@ -60,8 +60,8 @@ def test_every_table_cell_traces_back_to_metrics_json(report):
             for col, cell in row["cells"].items():
                 units = cell["units"]
                 for u in units:  # each unit recomputed from the files it names
-                    assert unit_value(out, u) == pytest.approx(u["value"], abs=1e-9), (tid, col)
-                    assert all((out / term["file"]).name == "metrics.json" for term in u["terms"])
+                    assert unit_value(out, u, src["files"]) == pytest.approx(u["value"], abs=1e-9), (tid, col)
+                    assert all((out / src["files"][term["file"]]).name == "metrics.json" for term in u["terms"])
                 if not units or cell["mean"] is None or not math.isfinite(cell["mean"]):
                     continue
                 vals = [u["value"] for u in units]
@@ -186,6 +186,19 @@ def test_paper_numbers_file_and_ours_vs_paper(report):
     assert float(pos["ours"]) == 2
     missing = _row(rows, **{"paper table": "Table 7", "row": "Overall", "column": "PLCC"})
     assert missing["ours"] == "" and missing["diff"] == "" and "no counterpart" in missing["ours:note"]
+
+
+def test_report_files_are_readable_by_others_on_a_shared_filesystem(report):
+    import os
+    import stat
+
+    _, out, _ = report
+    mask = os.umask(0)
+    os.umask(mask)
+    if mask & 0o044:
+        pytest.skip("this umask hides files from group/others by choice")
+    for f in [out / "index.html", out / "sources.json", out / "tables" / "main.csv"]:
+        assert f.stat().st_mode & stat.S_IROTH, f  # atomic writes must not leave mkstemp's 0600
 
 
 def test_page_links_are_relative_and_local(report):

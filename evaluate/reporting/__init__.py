@@ -65,6 +65,11 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
     tdir = out / "tables"
     files: dict[str, dict[str, str]] = {}
     sources: dict[str, Any] = {}
+    paths_index: dict[str, int] = {}
+
+    def intern(path: str) -> int:
+        return paths_index.setdefault(path, len(paths_index))
+
     for t in tables:
         paths = {"md": tdir / f"{t.id}.md", "csv": tdir / f"{t.id}.csv", "tex": tdir / f"{t.id}.tex"}
         write_text(paths["md"], render.markdown(t))
@@ -72,14 +77,15 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
         write_text(paths["tex"], render.latex(t))
         files[t.id] = {k: rel(p) for k, p in paths.items()}
         sources[t.id] = {"title": t.title, "index": t.index, "rows": [
-            {"key": list(key), "cells": {c: v.provenance() for c, v in cells.items()
+            {"key": list(key), "cells": {c: v.provenance(intern) for c, v in cells.items()
                                          if hasattr(v, "provenance")}} for key, cells in t.rows]}
     md = "\n".join(["# Study report", "", f"Runs: {', '.join(r.name for r in runs)}; {len(items)} evaluated "
                     f"videos. Oracle entries excluded. Provenance of every cell: sources.json.", ""] +
                    [render.markdown(t) for t in tables])
     write_text(out / "report.md", md)
     write_text(out / "tables.tex", "\n".join(render.latex(t) for t in tables))
-    write_json(out / "sources.json", {"runs": [str(r) for r in runs], "base": ".", "tables": sources})
+    write_json(out / "sources.json", {"runs": [str(r) for r in runs], "base": ".", "files": list(paths_index),
+                                      "tables": sources})
     fdir = out / "figures"
     by_id = {t.id: t for t in tables}
     figs: dict[str, list[Path]] = {}

@@ -1,7 +1,7 @@
 """Open a report in a real headless Chromium and check it: every video loads and has a duration, the tables
 render (and sort on a header click), no console error appears; save a screenshot.
 
-``python -m evaluate.reporting.browser <index.html> <screenshot.png>`` prints the findings as JSON and exits 1 when a
+``python -m evaluate.reporting.browser <index.html> <screenshot.png> [<element id>]`` prints the findings as JSON and exits 1 when a
 check fails. Needs playwright (``pip install playwright``) and a Chromium executable (Debian: ``apt-get install
 chromium``; playwright's own browser download is not needed).
 """
@@ -55,8 +55,10 @@ _SORT = """() => {
 }"""
 
 
-def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60) -> dict:
-    """Load ``html`` (file://) and return ``{videos, tables, images, sort, console_errors, page_errors}``."""
+def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60,
+               fragment: str = "") -> dict:
+    """Load ``html`` (file://) and return ``{videos, tables, images, sort, console_errors, page_errors}``;
+    the screenshot shows the viewport at ``#fragment`` (top of the page when empty)."""
     from playwright.sync_api import sync_playwright
 
     exe = executable or find_chromium()
@@ -80,6 +82,8 @@ def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, t
             info = page.evaluate(_PROBE)
             info["sort"] = page.evaluate(_SORT)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
+            if fragment:
+                page.evaluate("f => document.getElementById(f).scrollIntoView()", fragment)
             page.screenshot(path=str(screenshot), full_page=False)
         finally:
             browser.close()
@@ -103,10 +107,10 @@ def problems(info: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
-    info = check_page(Path(argv[0]), Path(argv[1]))
+    info = check_page(Path(argv[0]), Path(argv[1]), fragment=argv[2] if len(argv) == 3 else "")
     bad = problems(info)
     print(json.dumps({"videos": len(info["videos"]), "tables": len(info["tables"]), "problems": bad,
                       "screenshot": info["screenshot"]}, indent=1))

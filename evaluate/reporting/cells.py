@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -60,10 +60,15 @@ class Cell:
             return self.reason is None and bool(np.isfinite(self.mean))
         return self.n > 0 and bool(np.isfinite(self.mean))
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self, intern: Optional[Callable[[str], int]] = None) -> dict[str, Any]:
+        """The cell and its units as JSON. ``intern`` maps a file path to an index into a shared ``files`` list
+        (sources.json stores each path once)."""
+        def term(t: Term) -> dict:
+            return {"file": intern(t.file) if intern else t.file, "key": t.key, "field": t.field, "coef": t.coef}
+
         return {"kind": self.kind, "mean": self.mean, "lo": self.lo, "hi": self.hi, "n": self.n, "sd": self.sd,
                 "reason": self.reason,
-                "units": [{"value": u.value, "role": u.role, "terms": [t.__dict__ for t in u.terms]}
+                "units": [{"value": u.value, "role": u.role, "terms": [term(t) for t in u.terms]}
                           for u in self.units]}
 
 
@@ -137,14 +142,16 @@ def resolve(result: dict, key: Optional[str], fld: str) -> float:
     raise KeyError(f"unknown field {fld!r}")
 
 
-def unit_value(base: Path, unit: dict) -> float:
-    """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``)."""
+def unit_value(base: Path, unit: dict, files: Optional[Sequence[str]] = None) -> float:
+    """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``; an integer ``file``
+    indexes ``files``, the ``files`` list of sources.json)."""
     total = 0.0
     cache: dict[str, dict] = {}
     for t in unit["terms"]:
-        if t["file"] not in cache:
-            cache[t["file"]] = json.loads((base / t["file"]).read_text())
-        total += t["coef"] * resolve(cache[t["file"]], t["key"], t["field"])
+        f = files[t["file"]] if isinstance(t["file"], int) and files is not None else t["file"]
+        if f not in cache:
+            cache[f] = json.loads((base / f).read_text())
+        total += t["coef"] * resolve(cache[f], t["key"], t["field"])
     return total
 
 
