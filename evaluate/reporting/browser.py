@@ -32,6 +32,7 @@ def find_chromium() -> Optional[str]:
 
 _PROBE = """async () => {
   const vids = Array.from(document.querySelectorAll('video'));
+  vids.forEach(v => { if (v.preload === 'none') { v.preload = 'metadata'; v.load(); } });  // large pages
   await Promise.all(vids.map(v => v.readyState >= 1 ? null : new Promise(res => {
     v.addEventListener('loadedmetadata', res, {once: true}); v.addEventListener('error', res, {once: true});
     setTimeout(res, 20000); })));

@@ -36,6 +36,10 @@ _JS = """document.querySelectorAll('table.sortable').forEach(function(t){
   rows.forEach(function(r){body.appendChild(r)});});});});"""
 
 
+#: above this many videos the page's videos load on play (preload='none') instead of on open
+PRELOAD_LIMIT = 300
+
+
 def _e(s: object) -> str:
     return html.escape(str(s), quote=True)
 
@@ -115,6 +119,8 @@ def write_page(out_dir: Path, items: list[Item], tables: list[Table], figures: d
     P.append("</section><section id='cases'><h2>Cases</h2><p class='cap'>Per case, trajectory and seed: the videos "
              "side by side across models and context policies, each with its revisit strip (frame 0 beside the "
              "chosen return frame of every revisit, with the per-revisit scores).</p>")
+    # a study of thousands of videos would make every one fetch its metadata on open: load on play instead
+    preload = "metadata" if len(items) <= PRELOAD_LIMIT else "none"
     by_case: dict[str, dict[tuple, list[Item]]] = defaultdict(lambda: defaultdict(list))
     for it in items:
         by_case[it.case_id][(it.trajectory, it.seed)].append(it)
@@ -131,7 +137,7 @@ def write_page(out_dir: Path, items: list[Item], tables: list[Table], figures: d
                 st = f"<a href='{_e(rel(strip))}'><img class='strip' src='{_e(rel(strip))}' alt='revisit strip'></a>" \
                     if strip else "<span class='fn'>(no return frames recorded)</span>"
                 P.append(f"<div class='vid'><b>{_e(it.model)}</b> / {_e(it.context)} "
-                         f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='metadata' "
+                         f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='{preload}' "
                          f"src='{_e(rel(d / 'video.mp4'))}'></video>{lk}<div style='width:320px'>{st}</div></div>")
             P.append("</div>")
     P.append(f"</section><script>{_JS}</script></body></html>")
