@@ -104,12 +104,16 @@ class Ours:
         return mean_cell(us, self.b.boot, f"no value of {spec.get('model')} in these runs")
 
     def _sub(self, suffix: str, per: dict[str, tuple[list[Unit], list[Unit]]], spec: dict) -> Cell:
-        """suffix '' (all cases), '_q' (qualified), '_q_n' / '_q_m' / '_q_pos' (counts)."""
+        """suffix '' (all cases, every model), '_qm' (all cases, the models with a qualified unit), '_q'
+        (qualified), '_q_n' / '_q_m' / '_q_pos' (counts)."""
         if suffix == "":
             return self._agg({m: a for m, (a, _) in per.items()}, spec)
         if not any(a for a, _ in per.values()):
             return Cell(reason="no computed value on this trajectory in these runs")
         qual = {m: q for m, (_, q) in per.items() if q}
+        if suffix == "_qm":  # all cases, on the models that have a qualified unit (paper Table 12 "All cases")
+            return self._agg({m: a for m, (a, _) in per.items() if m in qual}, spec) if qual else \
+                Cell(reason="no model with a qualified unit in these runs")
         if suffix == "_q":
             return self._agg(qual, spec) if qual else Cell(reason="no qualified unit in these runs")
         units = [Unit(u.value, u.terms, f"model={m}") for m, us in qual.items() for u in us]
