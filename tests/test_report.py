@@ -257,3 +257,15 @@ def test_cli_report_of_two_runs_and_bad_run(tmp_path):
     assert "evoke" in main and "lingbot_v2" in main
     bad = _harness("report", "run=nope", cwd=tmp_path)
     assert bad.returncode == 2 and "run=nope" in bad.stderr
+
+
+def test_an_item_in_two_runs_counts_once(tmp_path):
+    a = make_run(tmp_path, "a", models=("evoke",), contexts=("fullkv",), trajectories=("lrlr",), cases=1, seeds=(1,),
+                 videos=False)
+    b = make_run(tmp_path, "b", models=("evoke",), contexts=("fullkv", "fov"), trajectories=("lrlr",), cases=1,
+                 seeds=(1,), videos=False)
+    out = build_report([a, b], tmp_path / "rep", strips=False, figures=False)
+    assert out["items"] == 4  # a: env_0 + dynamic_0 under fullkv; b adds its two fov items, not its fullkv copies
+    r = _row(_csv(Path(out["out_dir"]), "main"), model="evoke", context="fullkv")
+    assert int(r["videos"]) == 2
+    assert "2 already in an earlier run" in (Path(out["out_dir"]) / "index.html").read_text()

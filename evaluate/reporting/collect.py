@@ -95,9 +95,11 @@ def resolve_run_dir(name_or_path: str | Path, output_root: str | Path = "outputs
 def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     """Every ``done`` item with a ``metrics.json`` in the runs' manifests (the later line of an item wins).
 
-    Returns the items and counts of what was skipped (``not_done``, ``not_evaluated``)."""
+    An item (model, context, seed, trajectory, case) found in several runs is taken from the first run that has
+    it, so no video counts twice. Returns the items and counts of what was skipped (``not_done``,
+    ``not_evaluated``, ``duplicate``)."""
     items: dict[tuple, Item] = {}
-    skipped = {"not_done": 0, "not_evaluated": 0}
+    skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0}
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
         rows: dict[str, dict] = {}
@@ -116,7 +118,10 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
                 continue
             res = drop_oracle(json.loads(mp.read_text()))
             it = Item(run_dir.name, run_dir, d, res)
-            items[(str(run_dir),) + it.key] = it
+            if it.key in items and items[it.key].run_dir != run_dir:
+                skipped["duplicate"] += 1
+                continue
+            items[it.key] = it
     return sorted(items.values(), key=lambda i: (i.run,) + i.key), skipped
 
 

@@ -18,7 +18,7 @@ from .tables import Table
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
-vertical-align:top}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
+vertical-align:top}td{white-space:nowrap}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}td.best{font-weight:bold}td.second{text-decoration:underline}td.nc{color:#a33}
 .cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.vid{display:inline-block;margin:4px;
 vertical-align:top;font-size:11px}.vid video{width:320px;display:block;background:#000}img.fig{max-width:100%}
@@ -97,7 +97,8 @@ def write_page(out_dir: Path, items: list[Item], tables: list[Table], figures: d
          f"<style>{_CSS}</style></head><body>", "<h1>WorldMem study report</h1>",
          "<p class='cap'>Runs: " + ", ".join(f"<code>{_e(r.name)}</code>" for r in runs) +
          f". {len(items)} evaluated video(s); skipped: {skipped.get('not_done', 0)} not done, "
-         f"{skipped.get('not_evaluated', 0)} without metrics.json. Oracle entries (the reference model's own "
+         f"{skipped.get('not_evaluated', 0)} without metrics.json, {skipped.get('duplicate', 0)} already in an earlier "
+         "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the reference model's own "
          "geometry) are excluded from every table and plot. n/c = not computed (reason in the footnote). "
          "Every number links back to its metrics.json through <a href='sources.json'>sources.json</a>.</p>",
          "<nav>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in tables) +

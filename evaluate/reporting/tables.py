@@ -167,14 +167,23 @@ class Builder:
             "a value.", self.main_items())
 
     def trajectory_tables(self) -> list[Table]:
+        """Per trajectory, as the main table; a model not run on it under its main context uses its first context
+        (by name) that was, and the row says which."""
         out = []
-        main = self.main_items()
+        by: dict[tuple, dict[str, list[Item]]] = defaultdict(lambda: defaultdict(list))
+        for it in self.items:
+            by[(it.model, it.trajectory)][it.context].append(it)
         for traj in sorted({it.trajectory for it in self.items}):
-            groups = {m: (ctx, [i for i in its if i.trajectory == traj]) for m, (ctx, its) in main.items()}
-            groups = {m: g for m, g in groups.items() if g[1]}
+            groups = {}
+            for (model, t), ctxs in sorted(by.items()):
+                if t == traj:
+                    ctx = self.main_context if self.main_context in ctxs else sorted(ctxs)[0]
+                    groups[model] = (ctx, ctxs[ctx])
             out.append(self._model_table(
                 f"trajectory_{traj}", f"Per-trajectory results: {traj.upper()} (paper Table 8)",
-                f"As the main table, on trajectory {traj} only (cases x seeds pooled).", groups))
+                f"As the main table, on trajectory {traj} only (cases x seeds pooled). Context: "
+                f"{self.main_context} where the model was run on {traj} with it, else its first context that was.",
+                groups))
         return out
 
     def group_summary(self) -> Table:
