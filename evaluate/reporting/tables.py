@@ -256,7 +256,10 @@ class Builder:
                   ["model", "context"], [Column("videos", "matched videos"), Column("latency_s", "latency [s]", False),
                                          Column("speedup", "speedup vs FullKV", True)] + list(self.columns),
                   mark_best=True)
-        for model, (ctxs, per) in self.matched_contexts().items():
+        matched = self.matched_contexts()
+        present = {k for _, per in matched.values() for its in per.values() for it in its.values() for k in it.metrics}
+        t.columns = t.columns[:3] + [c for c in t.columns[3:] if c.key in present]  # metrics of the matched items
+        for model, (ctxs, per) in matched.items():
             for ctx in ctxs:
                 its = list(per[ctx].values())
                 lat = [Unit(it.latency_s(), [self.term(it, None, "timings_generation.generate_s")]) for it in its]
