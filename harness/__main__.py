@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-COMMANDS = ("run", "list", "validate", "preview")
+COMMANDS = ("run", "list", "validate", "preview", "report")
 _CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
 
 
@@ -177,12 +177,20 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
     _evaluate(run_dir.resolve(), cfg)
 
 
+def _cmd_report(cfg: dict[str, Any]) -> None:
+    """``report run=<a> [run=<b> ...]``: the study report (evaluate/reporting, docs/report.md)."""
+    from evaluate.reporting.cli import cmd_report
+
+    cmd_report(cfg)
+
+
 def _dispatch(cfg_omega: Any) -> None:
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.to_container(cfg_omega, resolve=True)
     assert isinstance(cfg, dict)
-    handlers = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview}
+    handlers = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
+                "report": _cmd_report}
     cmd = cfg.get("cmd", "run")
     if cmd not in handlers:
         _fail(f"cmd={cmd!r}: use one of {', '.join(handlers)}")
@@ -195,7 +203,9 @@ def _dispatch(cfg_omega: Any) -> None:
 def main() -> None:
     import hydra
 
-    sys.argv = _precheck_argv(sys.argv)
+    from evaluate.reporting.cli import merge_run_args
+
+    sys.argv = _precheck_argv(merge_run_args(sys.argv))
     hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
 
 
