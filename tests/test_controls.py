@@ -7,6 +7,7 @@ import pytest
 
 from adapters.controls import keys, poses, prope, rays
 from trajectories.conventions import intrinsics_from_fov, rot_x, rot_y, se3
+from trajectories.resample import first_of_group_anchors, latent_anchor_frames
 
 K = intrinsics_from_fov(60.0, 832, 480)
 
@@ -44,8 +45,8 @@ def test_yaw_right_reads_as_right_everywhere():
 
 
 def test_anchor_rules():
-    assert list(poses.anchors_dreamx(5)) == [0, 1, 5, 9, 13]
-    assert list(poses.anchors_every_4(4)) == [0, 4, 8, 12]
+    assert list(first_of_group_anchors(5)) == [0, 1, 5, 9, 13]  # DreamX
+    assert list(latent_anchor_frames(4)) == [0, 4, 8, 12]  # HY-WorldPlay, LingBot
     assert list(poses.anchors_sana_raymap(4)) == [0, 8, 16, 24]
     clips = poses.anchors_mg3(497)
     assert len(clips) == 12 and list(clips[0]) == list(range(0, 57, 4))
@@ -120,7 +121,7 @@ def test_sana_shapes_and_windows():
 
 def test_dreamx_chunk_relative_constant_forward():
     v = 0.1
-    lat = _forward(501, v)[poses.anchors_dreamx(126)]
+    lat = _forward(501, v)[first_of_group_anchors(126)]
     rel = poses.dreamx_chunk_relative(lat)
     z = rel[:, 2, 3] / v
     assert np.allclose(z[:3], [0, 1, 5]) and np.allclose(z[3:6], [4, 8, 12]) and np.allclose(z[6:9], [4, 8, 12])

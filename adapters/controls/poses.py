@@ -17,25 +17,6 @@ from trajectories.conventions import framewise_from_relative, relative_to_first,
 # --------------------------------------------------------------------------------------------------------------
 
 
-def anchors_every_4(num_latents: int) -> np.ndarray:
-    """LingBot / HY-WorldPlay: latent i <-> frame 4i (int64, (L,)).
-
-    HY-WorldPlay@da2d0c2 trainer/dataset/ar_camera_hunyuan_w_mem_dataset.py; LingBot's linspace targets equal 4i
-    when N = 4k + 1 (robbyant/lingbot-world-v2@2648877 wan/utils/cam_utils.py::interpolate_camera_poses).
-    """
-    return 4 * np.arange(num_latents, dtype=np.int64)
-
-
-def anchors_dreamx(num_latents: int) -> np.ndarray:
-    """DreamX-World: latent 0 <-> frame 0, latent j >= 1 <-> frame 4j - 3 (0, 1, 5, 9, ...).
-
-    AMAP-ML/DreamX-World@a1f4c6e utils (``cam_params_to_prope_dict``: ``aligned_indices = [0] + [1 + 4i]``).
-    """
-    a = 4 * np.arange(num_latents, dtype=np.int64) - 3
-    a[0] = 0
-    return a
-
-
 def anchors_sana_raymap(num_latents: int) -> np.ndarray:
     """SANA-WM raymap: latent i <-> frame 8i (NVlabs/Sana inference_sana_wm.py ``_pack_camera_conditions``)."""
     return 8 * np.arange(num_latents, dtype=np.int64)

@@ -30,7 +30,7 @@ from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
-from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
+from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,17 +140,16 @@ class LingBotAdapter(UpstreamAdapter):
         with the global translation scale fitted to the request (upstream discards it), held between anchors."""
         poses = np.load(controls_dir / "poses.npy")
         N = len(poses)
-        lat = latents_for_frames(N)
-        lat -= lat % self.config.chunk_latents
-        anchors = linspace_anchors(N, lat)
-        latent = resample_c2w(poses, anchors)
+        # latent_count refuses the counts upstream would time-warp, so its linspace(0, N-1, n_lat) targets are 4i
+        anchors = latent_anchor_frames(self.latent_count(N))
+        latent = poses[anchors]
         rel = lingbot_relative(latent)  # what the ray maps are built from
         chained = integrate_framewise(rel)
-        req_lat = resample_c2w(req.path.c2w, anchors)
+        req_lat = req.path.c2w[anchors]
         a, b = chained[:, :3, 3].ravel(), req_lat[:, :3, 3].ravel()
         scale = float(a @ b / (a @ a)) if a @ a > 0 else 1.0
         chained[:, :3, 3] *= scale
-        return interpolate_to_frames(np.round(anchors).astype(int), chained, N)
+        return interpolate_to_frames(anchors, chained, N)
 
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         """(upstream arguments, shim script or None, shim arguments) for the item's context policy."""

@@ -22,12 +22,12 @@ TARGET_OF_BOUND = 0.80
 
 
 def _path(frames: int, H: int, W: int):
-    from trajectories import TrajectorySpec, build_path
+    from trajectories import TrajectorySpec, build_path, latent_poses
     from trajectories.conventions import intrinsics_from_fov
 
     K = intrinsics_from_fov(60, W, H)
     path = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), frames, 16, K, H, W)
-    return path.c2w[::4], K
+    return latent_poses(path.c2w), K
 
 
 def _rollout_tiny(policy, frames: int, args, timer_cls):
