@@ -48,6 +48,8 @@ def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
 
 
 class DreamXAdapter(UpstreamAdapter):
+    contexts = ("fullkv", "sliding", "native")  # fullkv: the shim's --full-kv; sliding/native: upstream's window
+    unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented"}
     config_class = DreamXConfig
     config: DreamXConfig
 

@@ -43,6 +43,9 @@ class HYConfig(UpstreamConfig):
 
 
 class HYWorldPlayAdapter(UpstreamAdapter):
+    #: native: upstream's own FoV retrieval; the others replace ``select_aligned_memory_frames`` (runner.py)
+    contexts = ("native", "fov", "sliding", "fullkv")
+    unsupported_reasons = {}
     config_class = HYConfig
     config: HYConfig
 

@@ -87,6 +87,15 @@ def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
 class LingBotAdapter(UpstreamAdapter):
     config_class = LingBotConfig
     config: LingBotConfig
+    #: a causal build: upstream's own --local_attn_size / --sink_size (:func:`lingbot_context_args`)
+    contexts = ("native", "fullkv", "sliding")
+    unsupported_reasons = {
+        "fullkv": "the pinned v1 generate.py is bidirectional (no KV cache); use model=lingbot_v2",
+        "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
+        "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
+
+    def supported_contexts(self) -> tuple[str, ...]:
+        return self.contexts if self.config.causal else ("native",)  # bidirectional: the clip attends to itself
 
     def latent_count(self, N: int) -> int:
         """Latents upstream uses; refuses counts that upstream would time-warp: v2 truncates the latent count to a

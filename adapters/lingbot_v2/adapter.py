@@ -16,6 +16,9 @@ from harness.io import write_json
 
 
 class LingBotV2Adapter(LingBotAdapter):
+    contexts = ("fullkv", "sliding", "fov", "native")
+    unsupported_reasons = {}
+
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         if req.context.name != "fov":
             return lingbot_context_args(req.context, self.config), None, []

@@ -49,6 +49,10 @@ class MG3Config(UpstreamConfig):
 
 
 class MatrixGame3Adapter(UpstreamAdapter):
+    contexts = ("native", "fov")  # the model's own memory is FoV-retrieved latents
+    unsupported_reasons = {"fullkv": "no KV cache; each clip sees 4 overlap + 5 memory latents, a longer context "
+                                     "than the model was built for",
+                           "sliding": "only the memory-slot selection could change; not implemented"}
     config_class = MG3Config
     config: MG3Config
 

@@ -37,6 +37,9 @@ def caption_starts(num_blocks: int) -> list[int]:
 
 
 class MatrixGame35Adapter(UpstreamAdapter):
+    contexts = ("native", "sliding")  # the model's own memory is a sliding KV window (+ retrieval and mosaic)
+    unsupported_reasons = {"fullkv": "no upstream switch for a FullKV rollout",
+                           "fov": "no FoV switch; the model has its own pose-proximity and projection-IoU retrieval"}
     config_class = MG35Config
     config: MG35Config
 

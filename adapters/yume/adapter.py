@@ -48,6 +48,9 @@ class YumeConfig(UpstreamConfig):
 
 
 class YumeAdapter(UpstreamAdapter):
+    contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
+                           "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
     config: YumeConfig
 
