@@ -68,3 +68,20 @@ def test_budgets_of_the_paper():
     fov = ContextPolicy.from_dict(compose(["context=fov"])["context"])
     assert (sl.sink, sl.recent, sl.chunk, sl.budget) == (4, 12, 4, 20)
     assert (fov.sink, fov.recent, fov.retrieved_chunks * fov.chunk, fov.chunk, fov.budget) == (4, 4, 8, 4, 20)
+
+
+def test_upstream_models_share_a_base_that_is_not_a_model():
+    """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
+    reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
+    from adapters.goldens import MODELS as UPSTREAM
+    from harness.registry import UnknownChoiceError, check_choice, group_yaml
+
+    assert "_upstream_base" not in MODELS
+    with pytest.raises(UnknownChoiceError):
+        check_choice("model", "_upstream_base")
+    for model in MODELS:
+        composed = compose([f"model={model}"])["model"]
+        assert composed == group_yaml("model", model), model
+        assert ("upstream_dir" in composed) == (model in UPSTREAM), model
+    over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
+    assert over["checkpoint"] == "/w" and over["python"] is None
