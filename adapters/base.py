@@ -30,6 +30,55 @@ class UnsupportedContextError(ValueError):
     """The (model, context policy) pair is not supported; raised at planning time, before anything heavy."""
 
 
+@dataclass(frozen=True)
+class TranslationScale:
+    """How scene-unit translations reach a model (``model.translation_scale``; recorded in every item's meta.json).
+
+    Attributes:
+        units: what a translation means to the model: ``scene`` (raw units, taken as they are after the factor),
+            ``metres``, ``normalised`` (the model divides the scale away: LingBot's per-clip max-norm) or ``none``
+            (no magnitude reaches it: YUME's direction keys).
+        per_scene_unit: model translation units per scene unit, applied at the adapter boundary (``scene``,
+            ``metres``); 1 = scene units as they are. Matrix-Game 3 uses 7 (metres per scene unit).
+        expects: what upstream expects, in words (its defaults, step sizes), for the record.
+    """
+
+    units: str = "scene"
+    per_scene_unit: float = 1.0
+    expects: str = ""
+
+    UNITS: ClassVar[tuple[str, ...]] = ("scene", "metres", "normalised", "none")
+
+    @property
+    def recoverable(self) -> bool:
+        """Whether the absolute scale reaches the model (not when it is normalised away or never sent)."""
+        return self.units in ("scene", "metres")
+
+    @classmethod
+    def from_dict(cls, d: "dict[str, Any] | TranslationScale", model: str = "?") -> "TranslationScale":
+        if isinstance(d, TranslationScale):
+            return d
+        if not isinstance(d, dict):
+            raise ModelConfigError(f"model.translation_scale={d!r}: give a mapping with keys units, per_scene_unit, "
+                                   f"expects (model {model!r})")
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        for key in sorted(set(d) - allowed):
+            hint = {"units_per_scene_unit": "per_scene_unit (units: scene)",
+                    "metres_per_scene_unit": "per_scene_unit (units: metres)"}.get(key)
+            raise ModelConfigError(f"model.translation_scale.{key}: unknown for model {model!r}"
+                                   + (f"; write {hint}" if hint else "") + f"; allowed: {sorted(allowed)}")
+        ts = cls(**d)
+        if ts.units not in cls.UNITS:
+            raise ModelConfigError(f"model.translation_scale.units={ts.units!r}: use one of {list(cls.UNITS)}")
+        if not isinstance(ts.per_scene_unit, (int, float)) or not ts.per_scene_unit > 0:
+            raise ModelConfigError(f"model.translation_scale.per_scene_unit={ts.per_scene_unit!r}: must be > 0")
+        return cls(ts.units, float(ts.per_scene_unit), str(ts.expects))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"units": self.units, "per_scene_unit": self.per_scene_unit, "expects": self.expects,
+                "recoverable": self.recoverable}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     """Settings every model has (``conf/model/<name>.yaml``); adapters subclass it for their own fields.
@@ -46,7 +95,8 @@ class ModelConfig:
         gpus_per_job: GPUs one job needs (0 = CPU); gpu_layout: free-form description of their roles.
         paper_context: the policy of the paper's main table for this model (``context=paper`` selects it); it must
             be one the adapter's code supports (:meth:`Adapter.supported_contexts`, checked when it is built).
-        translation_scale: the translation-scale policy (units the model expects, how scene units map to them).
+        translation_scale: the translation-scale policy (:class:`TranslationScale`: units the model expects, how
+            scene units map to them).
         trailing_hold_frames: static poses appended after the trajectory (Evoke: 21, paper appendix C); the
             trajectory itself is sampled on ``num_frames - trailing_hold_frames`` and ``H`` grows by this much.
     """
@@ -65,7 +115,7 @@ class ModelConfig:
     gpus_per_job: int = 0
     gpu_layout: str = ""
     paper_context: str = "fullkv"
-    translation_scale: dict[str, Any] = field(default_factory=dict)
+    translation_scale: TranslationScale = field(default_factory=TranslationScale)
     trailing_hold_frames: int = 0
     description: str = ""
 
@@ -85,6 +135,8 @@ class ModelConfig:
         if missing:
             raise ModelConfigError(f"model.{missing[0]}: required for model {name!r}; set it in conf/model/{name}.yaml")
         kwargs = dict(d)
+        if "translation_scale" in kwargs:
+            kwargs["translation_scale"] = TranslationScale.from_dict(kwargs["translation_scale"] or {}, name)
         for f in dataclasses.fields(cls):
             if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
                 kwargs[f.name] = tuple(kwargs[f.name])
@@ -106,6 +158,7 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["translation_scale"] = self.translation_scale.to_dict()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
@@ -223,6 +276,10 @@ class Adapter(ABC):
                 f"model={self.config.name} does not support context={policy.name}: {why}. "
                 f"Supported: {', '.join(supported)}"
             )
+
+    def scene_scale(self) -> float:
+        """Model translation units per scene unit (``model.translation_scale.per_scene_unit``)."""
+        return self.config.translation_scale.per_scene_unit
 
     # -- readiness ---------------------------------------------------------------------------------------------
     def readiness(self, probe: bool = True) -> list[Finding]:

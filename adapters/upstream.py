@@ -198,7 +198,7 @@ class UpstreamAdapter(Adapter):
         write_text(d / "command.sh", controls.command)
         os.chmod(d / "command.sh", 0o755)
         controls.files["command.sh"] = str(d / "command.sh")
-        controls.meta.setdefault("translation_scale", self.config.translation_scale)
+        controls.meta.setdefault("translation_scale", self.config.translation_scale.to_dict())
         controls.meta.setdefault("upstream", {"repo": self.config.upstream_repo, "commit": self.config.upstream_commit})
         return controls
 
@@ -441,12 +441,6 @@ class UpstreamAdapter(Adapter):
         """(height, width) of the frames upstream writes; the harness resizes them to the canvas. Models whose
         own canvas rule differs from ``height x width`` override this (LingBot: 464x832)."""
         return self.config.height, self.config.width
-
-    def scene_scale(self) -> float:
-        """Model translation units per scene unit, from the translation-scale policy
-        (``units_per_scene_unit`` or ``metres_per_scene_unit``; 1 when the model takes scene units as they are)."""
-        ts = self.config.translation_scale
-        return float(ts.get("units_per_scene_unit", ts.get("metres_per_scene_unit", 1.0)))
 
     def ckpt(self) -> str:
         return self.config.checkpoint or "<model.checkpoint>"

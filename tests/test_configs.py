@@ -85,3 +85,21 @@ def test_upstream_models_share_a_base_that_is_not_a_model():
         assert ("upstream_dir" in composed) == (model in UPSTREAM), model
     over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
     assert over["checkpoint"] == "/w" and over["python"] is None
+
+
+def test_translation_scale_is_a_typed_record():
+    """One spelling: ``units`` + ``per_scene_unit`` (+ ``expects``); the old spellings fail naming the new key."""
+    from adapters.base import ModelConfigError, TranslationScale
+
+    mg3 = build_adapter(compose(["model=matrix_game3"])["model"])
+    ts = mg3.config.translation_scale
+    assert isinstance(ts, TranslationScale) and (ts.units, ts.per_scene_unit, ts.recoverable) == ("metres", 7.0, True)
+    assert mg3.scene_scale() == 7.0 and mg3.config.params().metres_per_unit == 7.0
+    lb = build_adapter(compose(["model=lingbot_v2"])["model"]).config.translation_scale
+    assert lb.units == "normalised" and not lb.recoverable
+    assert mg3.config.to_dict()["translation_scale"]["recoverable"] is True
+    for bad, match in (({"metres_per_scene_unit": 7.0}, "write per_scene_unit \\(units: metres\\)"),
+                       ({"units": "feet"}, "translation_scale.units='feet'"),
+                       ({"per_scene_unit": 0}, "per_scene_unit=0")):
+        with pytest.raises(ModelConfigError, match=match):
+            build_adapter({**compose(["model=sana_wm"])["model"], "translation_scale": bad})

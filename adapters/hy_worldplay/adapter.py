@@ -5,7 +5,7 @@ Native input: a pose JSON keyed ``"0", "1", ...`` with **one entry per latent**,
 ``len == (video_length - 1)//4 + 1`` and derives the PRoPE matrices and a discrete action label per latent from it.
 Latent i carries frame 4i (training loader). Poses are recentred on frame 0 (upstream does not recentre at
 inference, and ``viewmats`` are bf16 in the transformer). Translation reaches the model in raw units (retrieval
-radius 8 units), scaled here by ``translation_scale.units_per_scene_unit``.
+radius 8 units), scaled here by ``translation_scale.per_scene_unit``.
 
 ``runner.py`` seeds the global RNG (upstream's FoV point sampler draws from unseeded ``torch.rand``) and, for
 harness policies other than ``native``, replaces ``select_aligned_memory_frames`` with the harness selection.

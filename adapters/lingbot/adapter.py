@@ -139,9 +139,7 @@ class LingBotAdapter(UpstreamAdapter):
                   "upstream_canvas": {"height": oh, "width": ow, "K_fx_fy_cx_cy": k_up.tolist(),
                                       "frame_seqlen": self.frame_seqlen(),
                                       "rule": "lat = round(sqrt(max_area*h/w)//8//2*2); frames resized back to the "
-                                              "harness canvas"},
-                  "translation_scale": {"expects": "any units", "model_sees": "framewise translation / max norm per "
-                                        "clip (absolute scale removed)", "scale_recoverable": False}},
+                                              "harness canvas"}},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:

@@ -4,7 +4,7 @@ Native input: ``camera.npz`` with ``extrinsics_c2w`` (N,4,4) and ``intrinsics`` 
 pixels of the anchor image (``infer.py::load_camera``), and a caption JSON
 ``{"detailed": {"<start>": {"start": "", "dynamic": text}}}`` keyed by block start frames 0, 85, 169, 253, 337, 421.
 Block k consumes poses ``[1 + 84k, 84(k+1)]``; translation is metric and compressed by ``logd4`` inside the model,
-so the scale policy (``metres_per_scene_unit``) matters. The rollout seed lives in the upstream config
+so the scale policy (``translation_scale.per_scene_unit``, metres per scene unit) matters. The rollout seed lives in the upstream config
 (``seed: 3407``); ``runner.py`` writes a copy of that config with the harness seed. Poses follow
 :mod:`trajectories.conventions`.
 """

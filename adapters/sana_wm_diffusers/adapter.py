@@ -126,11 +126,6 @@ class SanaWMDiffusersAdapter(Adapter):
     contexts = ("native", "fullkv", "sliding", "fov")
     unsupported_reasons = {}
 
-    def scene_scale(self) -> float:
-        """Model translation units per scene unit (the translation-scale policy; 1 = scene units as they are)."""
-        ts = self.config.translation_scale
-        return float(ts.get("units_per_scene_unit", 1.0))
-
     # -- planning -----------------------------------------------------------------------------------------------
     def check_context(self, policy) -> None:
         super().check_context(policy)
@@ -172,7 +167,7 @@ class SanaWMDiffusersAdapter(Adapter):
                               decoded_c2w=back,
                               meta={"num_latents": (req.path.num_frames - 1) // 8 + 1, "latent_anchor_rule":
                                     "latent i -> frame 8i", "caveats": caveats,
-                                    "translation_scale": {"units_per_scene_unit": self.scene_scale()}})
+                                    "translation_scale": self.config.translation_scale.to_dict()})
 
     # -- generation -----------------------------------------------------------------------------------------------
     def device(self):

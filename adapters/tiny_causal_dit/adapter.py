@@ -51,7 +51,7 @@ class TinyCausalDiTAdapter(Adapter):
         save_npy(d / "intrinsics.npy", np.tile([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], (req.path.num_frames, 1)))
         return NativeControls(files={"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")},
                               meta={"latent_anchor_rule": "latent i -> frame 4i",
-                                    "translation_scale": {"model_sees": "framewise, max-norm per clip"}})
+                                    "translation_scale": self.config.translation_scale.to_dict()})
 
     def build(self):
         """The model on its device (random weights, seeded init: nothing to download)."""
