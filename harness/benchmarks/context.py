@@ -1,5 +1,6 @@
 """``python -m harness.bench context``: the cost of FullKV / Sliding / FoV at tensor level, on the tiny causal DiT
-and on diffusers' real ``WanTransformer3DModel`` driven through the harness KV cache (:mod:`.wan_kv`).
+and on diffusers' real ``WanTransformer3DModel`` driven through the harness KV cache
+(:mod:`harness.context.wan_kv`).
 
 A configuration where attention dominates (many tokens per latent frame, one thin layer) is rolled out for growing
 lengths up to 493 frames (124 latents, 31 chunks of 4). Per policy it prints the attention time per chunk against
@@ -54,7 +55,7 @@ def _rollout_wan(policy, frames: int, args, timer_cls):
     latent frame, like the tiny DiT), latent grid ``size / 8``."""
     import torch
 
-    from .wan_kv import WanKV, tiny_wan, wan_generate
+    from harness.context.wan_kv import WanKV, tiny_wan, wan_generate
 
     H = W = args.size
     lat, K = _path(frames, H, W)
