@@ -69,3 +69,23 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     assert mods == ["numpy", "harness.context", "adapters.tiny_causal_dit.model", "harness.runner"]
     verdict = [_allowed(m, "harness.context", ("trajectories",)) for m in mods]
     assert verdict == [True, True, False, False]
+
+
+#: adapter package -> the one sibling it may import: LingBot-World v2 extends the v1 adapter of its own family
+SIBLING_FAMILY = {"lingbot_v2": "lingbot"}
+
+
+def test_no_adapter_imports_a_sibling_adapter():
+    """Shared code lives below the model packages (``adapters.base``, ``adapters.upstream``, ``adapters.controls``,
+    ``harness.context``, ``trajectories``), never in another model's package."""
+    models = sorted(p.parent.name for p in (ROOT / "adapters").glob("*/adapter.py"))
+    assert len(models) >= 12, models
+    bad = []
+    for model in models:
+        for f in sorted((ROOT / "adapters" / model).glob("*.py")):
+            for line, mod in imported_modules(f, f"adapters.{model}"):
+                parts = mod.split(".")
+                if parts[0] == "adapters" and len(parts) > 1 and parts[1] in models and \
+                        parts[1] not in (model, SIBLING_FAMILY.get(model)):
+                    bad.append(f"{f.relative_to(ROOT)}:{line} imports {mod}")
+    assert not bad, "\n".join(bad)
