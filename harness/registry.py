@@ -35,29 +35,33 @@ def list_group(group: str) -> list[str]:
 
 
 def group_yaml(group: str, name: str) -> dict[str, Any]:
-    """The YAML mapping of ``conf/<group>/<name>.yaml`` with its same-group ``defaults:`` merged in as Hydra merges
-    them (in list order, ``_self_`` last unless listed); raises :class:`UnknownChoiceError` if absent."""
+    """The YAML mapping of ``conf/<group>/<name>.yaml``; raises :class:`UnknownChoiceError` if absent.
+
+    A ``defaults:`` list made only of same-group bases (bare names, e.g. ``_upstream_base``) and ``_self_`` is
+    merged as Hydra merges it (in list order, ``_self_`` last unless listed). Any other ``defaults:`` (overrides of
+    other groups: ``experiment``, ``launcher`` files) configures other packages and is returned as written.
+    """
     check_choice(group, name)
     return _with_defaults(group, name, ())
+
+
+def _is_base_entry(entry: Any) -> bool:
+    return isinstance(entry, str) and not any(c in entry for c in "/@ ")
 
 
 def _with_defaults(group: str, name: str, seen: tuple[str, ...]) -> dict[str, Any]:
     if name in seen:
         raise ValueError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
-    path = conf_dir() / group / f"{name}.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
-    defaults = data.pop("defaults", None) or []
+    data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    defaults = data.get("defaults") or []
+    if not defaults or not all(_is_base_entry(e) for e in defaults):
+        return data
+    data = {k: v for k, v in data.items() if k != "defaults"}
     if "_self_" not in defaults:
         defaults = [*defaults, "_self_"]
     out: dict[str, Any] = {}
     for entry in defaults:
-        if entry == "_self_":
-            out = _merge(out, data)
-        elif isinstance(entry, str) and "/" not in entry and "@" not in entry:
-            out = _merge(out, _with_defaults(group, entry, (*seen, name)))
-        else:
-            raise ValueError(f"conf/{group}/{name}.yaml: defaults entry {entry!r}: only configs of the same group "
-                             "(a bare name) are supported here")
+        out = _merge(out, data if entry == "_self_" else _with_defaults(group, entry, (*seen, name)))
     return out
 
 

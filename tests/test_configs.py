@@ -85,6 +85,12 @@ def test_upstream_models_share_a_base_that_is_not_a_model():
         assert ("upstream_dir" in composed) == (model in UPSTREAM), model
     over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
     assert over["checkpoint"] == "/w" and over["python"] is None
+    from harness.registry import GROUPS, list_group as options
+
+    for group in GROUPS:  # other groups' defaults (overrides of other packages) are returned as written
+        for name in options(group):
+            assert isinstance(group_yaml(group, name), dict), (group, name)
+    assert group_yaml("launcher", "basic")["defaults"]
 
 
 def test_translation_scale_is_a_typed_record():
