@@ -210,7 +210,8 @@ def run_items(
                 meta.update(
                     status="done",
                     video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
-                           "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4")},
+                           "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4"),
+                           "frames_sha256": writer.frames_sha256},
                     timings={"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0},
                     generation=gen.meta,
                 )
