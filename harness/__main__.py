@@ -156,6 +156,10 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     rank = current_rank()
     bind_local_device(rank)
     if rank.is_main:
+        from harness.io import remove_dead_temps
+
+        if run_dir.is_dir():
+            remove_dead_temps(run_dir)  # left by a process killed mid-write (its pid is gone)
         _save_config(cfg, run_dir)
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
                         progress=bool(cfg.get("progress", True)), rank=rank)
@@ -219,6 +223,10 @@ def _redact_multirun_yaml(hc: Any) -> None:
 
 def _evaluate(run_dir, cfg: dict[str, Any]) -> None:
     from evaluate.stage import EvalConfig, evaluate_run
+
+    from harness.io import remove_dead_temps
+
+    remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
 
     ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
     out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
@@ -287,7 +295,6 @@ def _dispatch(cfg_omega: Any) -> None:
     except Exception as exc:  # an interpolation that cannot resolve
         _fail(f"config: {exc}")
     assert isinstance(cfg, dict)
-    _SECRETS.clear()
     _SECRETS.update(secret_values(cfg))
     cmd = cfg.get("cmd", "run")
     if cmd not in HANDLERS:
@@ -304,10 +311,53 @@ def _dispatch(cfg_omega: Any) -> None:
         raise
 
 
+def _argv_secrets(argv: list[str]) -> dict[str, str]:
+    """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``)."""
+    import re
+
+    from harness.secrets import is_secret_name
+
+    found: dict[str, str] = {}
+    for arg in argv:
+        if "=" not in arg:
+            continue
+        key, val = arg.split("=", 1)
+        key = key.lstrip("+~")
+        parts = key.split(".")
+        if "env" in parts[:-1] and is_secret_name(parts[-1]) and val:
+            found[val.strip("'\"")] = parts[-1]
+        elif parts[-1] == "env":
+            for name, v in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^,}]+)", val):
+                if is_secret_name(name) and v.strip():
+                    found[v.strip().strip("'\"")] = name
+    return found
+
+
+class _ScrubbedStream:
+    """A text stream that removes known secret values from everything written (Hydra logs the overrides of
+    every sweep job to stdout)."""
+
+    def __init__(self, stream: Any, secrets: dict[str, str]):
+        self._stream, self._secrets = stream, secrets
+
+    def write(self, text: str) -> int:
+        from harness.secrets import redact
+
+        self._stream.write(redact(text, self._secrets))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     import hydra
 
     sys.argv = _precheck_argv(sys.argv)
+    _SECRETS.update(_argv_secrets(sys.argv))
+    if _SECRETS:
+        sys.stdout = _ScrubbedStream(sys.stdout, _SECRETS)  # type: ignore[assignment]
+        sys.stderr = _ScrubbedStream(sys.stderr, _SECRETS)  # type: ignore[assignment]
     try:
         hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
     except SystemExit as exc:

@@ -38,7 +38,9 @@ class VideoWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # unique per writer: two processes writing the same item never share a temporary file
-        self._tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial.mp4")
+        from .io import temp_tag
+
+        self._tmp = self.path.with_name(f".{self.path.stem}.{temp_tag()}.{uuid.uuid4().hex[:8]}.partial.mp4")
         self.fps, self.crf, self.preset = fps, crf, preset
         self.num_frames = 0
         self._frames_hash = hashlib.sha256()

@@ -198,7 +198,7 @@ def test_two_identical_commands_do_every_item_exactly_once(tmp_path):
     assert len(metas) == 10 and all(m["status"] == "done" for m in metas)
     assert sum(done) == 10, (done, outs)  # every item generated exactly once across both processes
     assert all(d > 0 for d in done), "the two processes did not share the work"
-    assert [d + e for d, e in zip(done, elsewhere)] == [10, 10] or sum(elsewhere) >= 0
+    assert [d + e for d, e in zip(done, elsewhere)] == [10, 10]  # each saw every item finished, once
     from harness.video import probe_video
 
     for m in metas:
