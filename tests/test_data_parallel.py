@@ -55,7 +55,9 @@ def test_torchrun_two_cpu_processes_write_the_same_bytes_as_one(tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
         ma, mb = (json.loads((d / rel.parent / "meta.json").read_text()) for d in (a, b))
         assert ma["video"]["frames_sha256"] == mb["video"]["frames_sha256"]
-    ranks = {json.loads(m.read_text())["owner"]["rank"] for m in b.rglob("meta.json")}
-    assert ranks == {0, 1}  # both processes generated
+    owners = [json.loads(m.read_text())["owner"] for m in b.rglob("meta.json")]
+    assert {o["world"] for o in owners} == {2} and {o["rank"] for o in owners} <= {0, 1}
+    tables = [line for line in two.stdout.splitlines() if line.strip().startswith("done  ")]
+    assert len(tables) == 2 and sum(int(t.split()[-1]) for t in tables) == 5  # two ranks, each item done once
     assert two.stdout.count("evaluated ") == 1 and (b / "eval").is_dir()  # rank 0 alone evaluates
     assert len((b / "manifest.jsonl").read_text().splitlines()) == 5
