@@ -164,7 +164,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
                         progress=bool(cfg.get("progress", True)), rank=rank)
     print(summary.table())
-    if not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
+    if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
         missing = run_complete(run_dir, plan.all_items)
         if missing:
             print(f"evaluation deferred: {len(missing)} item(s) of this run are not finished yet (other shards); "
