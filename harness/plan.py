@@ -196,8 +196,9 @@ def resolve_context(ctx: dict[str, Any], adapter: Any):
     return ContextPolicy.from_dict(ctx)
 
 
-def plan_from_config(cfg: dict[str, Any]) -> Plan:
-    """Validate the config and build the plan; nothing is written. Errors name the setting and the fix."""
+def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
+    """Validate the config and build the plan; nothing is written. Errors name the setting and the fix.
+    ``for_writing=False`` (reading a finished run, e.g. ``verify``) skips the writability check."""
     from trajectories import TrajectorySpec
 
     from .registry import build_adapter, check_choice, group_yaml
@@ -229,5 +230,6 @@ def plan_from_config(cfg: dict[str, Any]) -> Plan:
     all_items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, "0/1")
     items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
     check_trajectories(adapter, specs, cases, items)
-    check_writable(run_dir, all_items)
+    if for_writing:
+        check_writable(run_dir, all_items)
     return Plan(adapter, policy, specs, cases, items, run_dir, all_items)

@@ -9,7 +9,6 @@ summary line, and exits 1 when anything fails.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,11 @@ class VerifyReport:
     run_dir: Path
     items: list[ItemCheck] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)  # item folders on disk that this plan does not name
+    problems: list[str] = field(default_factory=list)  # run-level problems (e.g. an unreadable manifest line)
 
     @property
     def ok(self) -> bool:
-        return bool(self.items) and all(i.ok for i in self.items)
+        return bool(self.items) and all(i.ok for i in self.items) and not self.problems
 
     def table(self) -> str:
         w = max([len(i.key) for i in self.items] + [4])
@@ -53,20 +53,22 @@ class VerifyReport:
         lines.append(f"{len(self.items) - bad}/{len(self.items)} item(s) deliverable"
                      + (f"; {bad} FAILED" if bad else "") + (f"; {len(self.extra)} item folder(s) outside this plan"
                                                              if self.extra else ""))
+        lines += [f"PROBLEM: {p}" for p in self.problems]
         return "\n".join(lines)
 
 
-def _manifest_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+def _manifest_rows(run_dir: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+    from .io import JsonLinesError, read_jsonl
+
     p = run_dir / "manifest.jsonl"
-    if p.is_file():
-        for line in p.read_text().splitlines():
-            try:
-                r = json.loads(line)
-                rows[r["key"]] = r
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-    return rows
+    if not p.is_file():
+        problems.append(f"{p} is missing")
+        return {}
+    try:
+        return {r["key"]: r for r in read_jsonl(p) if "key" in r}
+    except JsonLinesError as exc:
+        problems.append(str(exc))
+        return {}
 
 
 def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, dict[str, Any]]) -> ItemCheck:
@@ -127,10 +129,10 @@ def verify_run(cfg: dict[str, Any]) -> VerifyReport:
     from .plan import plan_from_config
     from .runner import fingerprints
 
-    plan = plan_from_config({**cfg, "shard": "0/1"})
+    plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
     report = VerifyReport(plan.run_dir)
     fps = fingerprints(plan)
-    manifest = _manifest_rows(plan.run_dir)
+    manifest = _manifest_rows(plan.run_dir, report.problems)
     for item in plan.all_items:
         report.items.append(check_item(plan.run_dir, item, fps[item.key][0], manifest))
     planned = {i.key for i in plan.all_items}
