@@ -61,7 +61,7 @@ class RunSummary:
 
     def table(self) -> str:
         rows = [("done", len(self.done)), ("compiled (dry run)", len(self.compiled)), ("skipped (already done)",
-                len(self.skipped)), ("done by another process", len(self.elsewhere)), ("failed", len(self.failed)),
+                len(self.skipped)), ("done elsewhere", len(self.elsewhere)), ("failed", len(self.failed)),
                 ("wall time [s]", f"{self.seconds:.1f}")]
         w = max(len(r[0]) for r in rows)
         lines = [f"run directory: {self.run_dir}"] + [f"  {k:<{w}}  {v}" for k, v in rows]

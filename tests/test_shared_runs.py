@@ -192,7 +192,7 @@ def test_two_identical_commands_do_every_item_exactly_once(tmp_path):
     outs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     done = [_count(o, "done") for o, _ in outs]
-    elsewhere = [_count(o, "done by another process") + _count(o, "skipped (already done)") for o, _ in outs]
+    elsewhere = [_count(o, "done elsewhere") + _count(o, "skipped (already done)") for o, _ in outs]
     run_dir = tmp_path / "outputs" / "twice"
     metas = [json.loads(m.read_text()) for m in run_dir.glob("*/*/seed-*/*/*/meta.json")]
     assert len(metas) == 10 and all(m["status"] == "done" for m in metas)
