@@ -217,3 +217,15 @@ def test_shards_evaluate_only_when_the_run_is_complete(tmp_path):
     r1 = run_cli([*base, "shard=1/2"], tmp_path)
     assert r1.returncode == 0, r1.stderr
     assert "evaluated 2 video(s)" in r1.stdout and (tmp_path / "outputs" / "sh" / "eval").is_dir()
+
+
+def test_a_garbage_manifest_line_is_reported_with_file_and_line(tmp_path):
+    from harness.io import JsonLinesError, read_jsonl
+    from harness.verify import _manifest_rows
+
+    p = tmp_path / "manifest.jsonl"
+    p.write_text('{"key": "a"}\n\n{"key": "b"\n')
+    with pytest.raises(JsonLinesError, match=r"manifest\.jsonl:3: not valid JSON"):
+        read_jsonl(p)
+    problems: list[str] = []
+    assert _manifest_rows(tmp_path, problems) == {} and "manifest.jsonl:3" in problems[0]
