@@ -94,12 +94,19 @@ CONTROL_FILES = frozenset({".lock", ".takeover", ".manifest.lock", ".eval.lock"}
 
 def remove_stale_temps(folder: Path, recursive_into: tuple[str, ...] = ("controls",)) -> list[Path]:
     """Delete temporary files (hidden names: atomic-write temps, ``.video.*.partial.mp4``) in ``folder`` and its
-    ``controls/``. Call only while holding the folder's lock: then every temp belongs to a dead process."""
-    gone = []
+    ``controls/`` whose writer is gone (or unknown: names without a ``<host>-<pid>`` tag). Call while holding the
+    folder's item lock."""
+    from .io import host_tag, temp_owner
+    from .locks import pid_alive
+
+    gone, me = [], host_tag()
     for d in (folder, *(folder / sub for sub in recursive_into)):
         if not d.is_dir():
             continue
         for p in d.iterdir():
+            owner = temp_owner(p.name)
+            if owner and (owner[0] != me or pid_alive(owner[1])):
+                continue  # a live writer's (e.g. an evaluation running meanwhile), or another host's: keep
             if p.name.startswith(".") and p.name not in CONTROL_FILES and p.is_file():
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
