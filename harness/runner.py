@@ -304,7 +304,12 @@ def run_items(
     gpus += int(getattr(adapter.config, "extra_devices", 0) or 0) if gpus else 0
     if pool is None and gpus > 0:
         pool = pool_from_config(config)
-    workers = pool.capacity(gpus) if (pool is not None and gpus > 0) else 1
+    if pool is not None and gpus > len(pool.devices):
+        from .gpu_pool import DeviceConfigError
+
+        raise DeviceConfigError(f"model={adapter.config.name} needs {gpus} GPU(s) per job but devices= gives "
+                                f"{len(pool.devices)} ({','.join(pool.devices)}); add GPUs or lower model.gpus_per_job")
+    workers = max(1, pool.capacity(gpus)) if (pool is not None and gpus > 0) else 1
     summary = RunSummary(run_dir=Path(run_dir))
     t_run = time.perf_counter()
     bar = None
