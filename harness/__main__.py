@@ -134,7 +134,8 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
 
 def _cmd_run(cfg: dict[str, Any]) -> None:
     from harness.dist import bind_local_device, current_rank
-    from harness.runner import check_fingerprints, fingerprints, plan_from_config, run_complete, run_items
+    from harness.runner import (check_fingerprints, fingerprints, gpu_pool_for, plan_from_config, run_complete,
+                                run_items)
 
     if cfg.get("stage") == "evaluate":
         return _cmd_evaluate_only(cfg)
@@ -153,6 +154,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
         )
     overwrite = bool(cfg.get("overwrite"))
     check_fingerprints(plan, fingerprints(plan), overwrite)  # refuse before anything is written
+    pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
     rank = current_rank()
     bind_local_device(rank)
     if rank.is_main:
@@ -162,7 +164,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             remove_dead_temps(run_dir)  # left by a process killed mid-write (its pid is gone)
         _save_config(cfg, run_dir)
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
-                        progress=bool(cfg.get("progress", True)), rank=rank)
+                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank)
     print(summary.table())
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
         missing = run_complete(run_dir, plan.all_items)

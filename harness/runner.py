@@ -300,15 +300,9 @@ def run_items(
     my_items = split(list(items), rank)
     ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
                    write_manifest=rank.is_main)
-    gpus = 0 if dry_run else int(getattr(adapter.config, "gpus_per_job", 0) or 0)
-    gpus += int(getattr(adapter.config, "extra_devices", 0) or 0) if gpus else 0
+    gpus = job_gpus(adapter, dry_run)
     if pool is None and gpus > 0:
-        pool = pool_from_config(config)
-    if pool is not None and gpus > len(pool.devices):
-        from .gpu_pool import DeviceConfigError
-
-        raise DeviceConfigError(f"model={adapter.config.name} needs {gpus} GPU(s) per job but devices= gives "
-                                f"{len(pool.devices)} ({','.join(pool.devices)}); add GPUs or lower model.gpus_per_job")
+        pool = gpu_pool_for(adapter, config, dry_run)
     workers = max(1, pool.capacity(gpus)) if (pool is not None and gpus > 0) else 1
     summary = RunSummary(run_dir=Path(run_dir))
     t_run = time.perf_counter()
@@ -367,6 +361,25 @@ def run_items(
         rebuild_manifest(Path(run_dir))
     summary.seconds = time.perf_counter() - t_run
     return summary
+
+
+def job_gpus(adapter: Any, dry_run: bool = False) -> int:
+    """GPUs one job of ``adapter`` holds: ``gpus_per_job`` plus the layout's ``extra_devices`` (0 on a dry run)."""
+    gpus = 0 if dry_run else int(getattr(adapter.config, "gpus_per_job", 0) or 0)
+    return gpus + int(getattr(adapter.config, "extra_devices", 0) or 0) if gpus else 0
+
+
+def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) -> Optional[GPUPool]:
+    """The pool upstream jobs of ``adapter`` draw from (None: no GPU job, or no GPU set/visible); refuses a job
+    bigger than the pool before anything is written."""
+    gpus = job_gpus(adapter, dry_run)
+    pool = pool_from_config(config) if gpus > 0 else None
+    if pool is not None and gpus > len(pool.devices):
+        from .gpu_pool import DeviceConfigError
+
+        raise DeviceConfigError(f"model={adapter.config.name} needs {gpus} GPU(s) per job but devices= gives "
+                                f"{len(pool.devices)} ({','.join(pool.devices)}); add GPUs or lower model.gpus_per_job")
+    return pool
 
 
 def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:

@@ -153,3 +153,16 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
     assert len(summary.done) == 8
     metas = [json.loads((plan.run_dir / i.rel_dir / "meta.json").read_text()) for i in plan.items]
     assert all(m["owner"]["devices"] and len(m["owner"]["devices"]) == 1 for m in metas)
+
+
+def test_a_job_bigger_than_the_pool_is_refused_up_front(tmp_path):
+    from harness.registry import build_adapter, group_yaml
+    from harness.runner import gpu_pool_for, job_gpus
+
+    mg3 = build_adapter({**group_yaml("model", "matrix_game3"), "extra_devices": 1})
+    assert job_gpus(mg3) == 9 and job_gpus(mg3, dry_run=True) == 0
+    with pytest.raises(DeviceConfigError, match="needs 9 GPU"):
+        gpu_pool_for(mg3, {"devices": EIGHT, "gpu_lock_dir": str(tmp_path)})
+    assert gpu_pool_for(mg3, {"devices": EIGHT}, dry_run=True) is None
+    ref = build_adapter(group_yaml("model", "reference"))
+    assert gpu_pool_for(ref, {"devices": EIGHT}) is None  # in-process CPU model: no pool
