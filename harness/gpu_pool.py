@@ -60,11 +60,8 @@ def detect_devices() -> list[str]:
         out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [str(i) for i, line in enumerate(l for l in out.splitlines() if line_is_gpu(l))]
-
-
-def line_is_gpu(line: str) -> bool:
-    return line.strip().startswith("GPU ")
+    gpus = [line for line in out.splitlines() if line.strip().startswith("GPU ")]  # "GPU 0: NVIDIA H100 (UUID: ...)"
+    return [str(i) for i in range(len(gpus))]
 
 
 def parse_devices(value: object) -> list[str]:
