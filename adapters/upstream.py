@@ -196,7 +196,9 @@ class UpstreamAdapter(Adapter):
         from harness.io import write_text
 
         write_text(d / "command.sh", controls.command)
-        os.chmod(d / "command.sh", 0o755)
+        from harness.io import file_mode
+
+        os.chmod(d / "command.sh", file_mode(executable=True))
         controls.files["command.sh"] = str(d / "command.sh")
         controls.meta.setdefault("translation_scale", self.config.translation_scale.to_dict())
         controls.meta.setdefault("upstream", {"repo": self.config.upstream_repo, "commit": self.config.upstream_commit})
@@ -207,6 +209,11 @@ class UpstreamAdapter(Adapter):
         return self.config.python or "python"
 
     def _devices(self) -> str:
+        from harness.gpu_pool import current_devices
+
+        pooled = current_devices()  # the GPUs the harness's pool assigned to this job (None outside the pool)
+        if pooled is not None:
+            return ",".join(pooled)
         if self.config.devices:
             return str(self.config.devices)
         return ",".join(str(i) for i in range(max(1, self.config.gpus_per_job)))
@@ -239,7 +246,9 @@ class UpstreamAdapter(Adapter):
             "set -euo pipefail",
             f"cd {shlex.quote(str(cwd))}",
         ]
-        lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
+        from harness.secrets import shell_export
+
+        lines += [shell_export(k, v) for k, v in sorted(env.items())]  # secrets stay ${NAME} references
         # one line per flag with its values, so a reader can diff two items' commands
         groups: list[list[str]] = []
         for a in argv:
