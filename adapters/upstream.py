@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ from typing import Optional
 
 import numpy as np
 
-from .base import Adapter, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
+from .base import (Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError,
+                   NativeControls)
 
 
 def _is_number(s: str) -> bool:
@@ -146,18 +146,6 @@ class LaunchSpec:
     interpreter: Optional[list[str]] = None  # e.g. ["bash"] for a shell launcher (no torchrun/python prefix)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One readiness result: ``level`` error | warning, the config ``key`` to change, and what to do."""
-
-    level: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.message}"
-
-
 def _git_head(path: str) -> Optional[str]:
     try:
         r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -167,9 +155,13 @@ def _git_head(path: str) -> Optional[str]:
 
 
 class UpstreamAdapter(Adapter):
-    """Base of the nine upstream-model adapters. Subclasses implement :meth:`write_native` and :meth:`launch`."""
+    """Base of the nine upstream-model adapters. Subclasses implement :meth:`write_native` and :meth:`launch` and
+    declare the context policies their launch realises (``contexts``; only ``native`` unless they say more)."""
 
     config: UpstreamConfig
+    contexts = ("native",)
+    unsupported_reasons = {"fullkv": "no harness policy is wired to this upstream", "sliding": "no harness policy is "
+                           "wired to this upstream", "fov": "no harness policy is wired to this upstream"}
 
     # -- compile ----------------------------------------------------------------------------------------------
     @abstractmethod
@@ -208,7 +200,7 @@ class UpstreamAdapter(Adapter):
 
         os.chmod(d / "command.sh", file_mode(executable=True))
         controls.files["command.sh"] = str(d / "command.sh")
-        controls.meta.setdefault("translation_scale", self.config.translation_scale)
+        controls.meta.setdefault("translation_scale", self.config.translation_scale.to_dict())
         controls.meta.setdefault("upstream", {"repo": self.config.upstream_repo, "commit": self.config.upstream_commit})
         return controls
 
@@ -390,17 +382,6 @@ class UpstreamAdapter(Adapter):
                             f"(CUDA_VISIBLE_DEVICES={self._devices()}); set local.models.{c.name}.devices")]
         return []
 
-    def check_ready(self, probe: bool = True) -> list[Finding]:
-        """Raise :class:`ModelConfigError` listing every readiness error; return (and print) the warnings."""
-        findings = self.readiness(probe=probe)
-        errors = [f for f in findings if f.level == "error"]
-        warnings = [f for f in findings if f.level != "error"]
-        for w in warnings:
-            print(f"warning: {self.config.name}: {w}", file=sys.stderr)
-        if errors:
-            raise ModelConfigError(f"{self.config.name} is not ready to run:\n" + "\n".join(f"  - {e}" for e in errors))
-        return warnings
-
     # -- generate ---------------------------------------------------------------------------------------------
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
         from harness.video import iter_frames, probe_video
@@ -469,12 +450,6 @@ class UpstreamAdapter(Adapter):
         """(height, width) of the frames upstream writes; the harness resizes them to the canvas. Models whose
         own canvas rule differs from ``height x width`` override this (LingBot: 464x832)."""
         return self.config.height, self.config.width
-
-    def scene_scale(self) -> float:
-        """Model translation units per scene unit, from the translation-scale policy
-        (``units_per_scene_unit`` or ``metres_per_scene_unit``; 1 when the model takes scene units as they are)."""
-        ts = self.config.translation_scale
-        return float(ts.get("units_per_scene_unit", ts.get("metres_per_scene_unit", 1.0)))
 
     def ckpt(self) -> str:
         return self.config.checkpoint or "<model.checkpoint>"

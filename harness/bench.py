@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--lengths", type=int, nargs="*", default=None,
                    help="rollout lengths in frames besides --frames (default 97 193 289 385; none given: only --frames)")
     c.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    c.set_defaults(fn=lambda a: __import__("harness.context.bench", fromlist=["run"]).run(a))
+    c.set_defaults(fn=lambda a: __import__("harness.benchmarks.context", fromlist=["run"]).run(a))
     args = ap.parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -28,15 +28,49 @@ def conf_dir() -> Path:
 
 
 def list_group(group: str) -> list[str]:
-    """Names of the options of a config group (the YAML file stems), sorted."""
+    """Names of the options of a config group (the YAML file stems), sorted. Files starting with ``_`` are shared
+    bases that options include through their ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
     d = conf_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_")) if d.is_dir() else []
 
 
 def group_yaml(group: str, name: str) -> dict[str, Any]:
-    """The raw YAML mapping of ``conf/<group>/<name>.yaml`` (raises :class:`UnknownChoiceError` if absent)."""
+    """The YAML mapping of ``conf/<group>/<name>.yaml``; raises :class:`UnknownChoiceError` if absent.
+
+    A ``defaults:`` list made only of same-group bases (bare names, e.g. ``_upstream_base``) and ``_self_`` is
+    merged as Hydra merges it (in list order, ``_self_`` last unless listed). Any other ``defaults:`` (overrides of
+    other groups: ``experiment``, ``launcher`` files) configures other packages and is returned as written.
+    """
     check_choice(group, name)
-    return yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    return _with_defaults(group, name, ())
+
+
+def _is_base_entry(entry: Any) -> bool:
+    return isinstance(entry, str) and not any(c in entry for c in "/@ ")
+
+
+def _with_defaults(group: str, name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+    if name in seen:
+        raise ValueError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
+    data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    defaults = data.get("defaults") or []
+    if not defaults or not all(_is_base_entry(e) for e in defaults):
+        return data
+    data = {k: v for k, v in data.items() if k != "defaults"}
+    if "_self_" not in defaults:
+        defaults = [*defaults, "_self_"]
+    out: dict[str, Any] = {}
+    for entry in defaults:
+        out = _merge(out, data if entry == "_self_" else _with_defaults(group, entry, (*seen, name)))
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` recursively (mappings merge, everything else is replaced), as OmegaConf does."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def did_you_mean(name: str, options: list[str]) -> str:

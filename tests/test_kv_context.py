@@ -17,7 +17,7 @@ from adapters.tiny_causal_dit.model import (  # noqa: E402
 )
 from harness.context import ContextPolicy, ContextSelector  # noqa: E402
 from harness.context.kv_cache import KVCache, RopeMode  # noqa: E402
-from trajectories import TrajectorySpec, build_path  # noqa: E402
+from trajectories import TrajectorySpec, build_path, latent_poses  # noqa: E402
 from trajectories.conventions import intrinsics_from_fov, yaw_pitch_from_rotmat  # noqa: E402
 
 H, W = 32, 48
@@ -32,7 +32,7 @@ POLICIES = {
 def _latents(n_frames=161):
     K = intrinsics_from_fov(60, W, H)
     p = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), n_frames, 16, K, H, W)
-    return p, p.c2w[::4], K
+    return p, latent_poses(p.c2w), K
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ pytest.importorskip("diffusers")
 from diffusers.pipelines.sana_wm.cam_utils import prepare_camera  # noqa: E402
 
 from adapters.base import ItemRequest, ModelConfigError  # noqa: E402
-from adapters.controls.rays import sana_camera_conditions  # noqa: E402
+from upstream_reference import sana_camera_conditions  # noqa: E402
 from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics  # noqa: E402
 from harness.cases import load_case_set  # noqa: E402
 from harness.context import ContextPolicy, ContextSelector  # noqa: E402
@@ -52,7 +52,7 @@ def _request(adapter, case, traj, tmp_path, context=ContextPolicy(name="native")
 
 @pytest.mark.parametrize("traj", ["lrud", "square"])
 def test_diffusers_prepare_camera_equals_our_sana_compile(traj, case, tmp_path):
-    """An independent check of the SANA-WM compile (adapters/sana_wm + adapters/controls/rays.py): the camera.npy /
+    """An independent check of the SANA-WM compile (adapters/sana_wm + tests/upstream_reference.py): the camera.npy /
     intrinsics.npy it writes, packed by diffusers' ``prepare_camera``, give the raymap and chunk Plücker tensors our
     ``sana_camera_conditions`` computes (float32 vs float64)."""
     sana = build_adapter({**group_yaml("model", "sana_wm"), "upstream_dir": None})

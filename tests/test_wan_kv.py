@@ -14,7 +14,7 @@ from harness.context.kv_cache import KVCache  # noqa: E402
 from harness.context.wan_kv import (  # noqa: E402
     WanKV, attended_frame_mask, check_matches_stock_processor, rope_at, tiny_wan, wan_generate,
 )
-from trajectories import TrajectorySpec, build_path  # noqa: E402
+from trajectories import TrajectorySpec, build_path, latent_poses  # noqa: E402
 from trajectories.conventions import intrinsics_from_fov  # noqa: E402
 
 H, W = 32, 48          # pixel canvas of the pose-level FoV test
@@ -43,7 +43,7 @@ def one_thread():
 
 def _setup(frames=129):
     K = intrinsics_from_fov(60, W, H)
-    lat = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), frames, 16, K, H, W).c2w[::4]
+    lat = latent_poses(build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), frames, 16, K, H, W).c2w)
     g = torch.Generator().manual_seed(1)
     first = torch.randn(4, *LATENT_HW, generator=g)
     text = torch.randn(1, 5, 16, generator=g)
@@ -152,7 +152,7 @@ def test_tiny_dit_regression_slice():
 
     cfg = TinyDiTConfig(dim=32, heads=2, layers=2, steps=(1.0, 0.5))
     K = intrinsics_from_fov(60, W, H)
-    lat = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 97, 16, K, H, W).c2w[::4]
+    lat = latent_poses(build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 97, 16, K, H, W).c2w)
     image = np.random.default_rng(0).integers(0, 255, size=(H, W, 3), dtype=np.uint8)
     ro = generate(TinyCausalDiT(cfg), image, lat, K, POLICIES["fov"], seed=7)
     got = ro.latents[-1, 0, 0, :4].tolist()
@@ -164,7 +164,7 @@ def test_context_benchmark_runs_on_the_wan_path(capsys):
     speed is measured by the benchmark, never by tests)."""
     import argparse
 
-    from harness.context.bench import run
+    from harness.benchmarks.context import run
 
     args = argparse.Namespace(frames=97, device="cpu", repeats=2, model="wan", lengths=[], threads=None, size=32,
                               dim=24, heads=2, layers=1, dtype="float32")

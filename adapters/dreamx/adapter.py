@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.poses import anchors_dreamx, interpolate_to_frames
+from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import DREAMX_FIXED_K_NORM
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import write_json, write_text
 from trajectories.conventions import c2w_from_w2c, fov_from_intrinsics, w2c_from_c2w
+from trajectories.resample import first_of_group_anchors
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,8 @@ def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
 
 
 class DreamXAdapter(UpstreamAdapter):
+    contexts = ("fullkv", "sliding", "native")  # fullkv: the shim's --full-kv; sliding/native: upstream's window
+    unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented"}
     config_class = DreamXConfig
     config: DreamXConfig
 
@@ -86,7 +89,7 @@ class DreamXAdapter(UpstreamAdapter):
         w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
         c2w = c2w_from_w2c(w2c)
         c2w[:, :3, 3] /= self.scene_scale()
-        anchors = anchors_dreamx(self.num_latents(len(rows)))
+        anchors = first_of_group_anchors(self.num_latents(len(rows)))
         return interpolate_to_frames(anchors, c2w[anchors], len(rows))
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:

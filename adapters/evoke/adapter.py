@@ -45,6 +45,9 @@ class EvokeConfig(UpstreamConfig):
 
 
 class EvokeAdapter(UpstreamAdapter):
+    contexts = ("native",)
+    unsupported_reasons = {"fullkv": "no KV cache (RESTRICT=0); memory is history latents + a warp bank",
+                           "sliding": "no KV window upstream", "fov": "no KV window upstream"}
     config_class = EvokeConfig
     config: EvokeConfig
 

@@ -30,7 +30,7 @@ from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
-from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
+from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +87,15 @@ def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
 class LingBotAdapter(UpstreamAdapter):
     config_class = LingBotConfig
     config: LingBotConfig
+    #: a causal build: upstream's own --local_attn_size / --sink_size (:func:`lingbot_context_args`)
+    contexts = ("native", "fullkv", "sliding")
+    unsupported_reasons = {
+        "fullkv": "the pinned v1 generate.py is bidirectional (no KV cache); use model=lingbot_v2",
+        "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
+        "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
+
+    def supported_contexts(self) -> tuple[str, ...]:
+        return self.contexts if self.config.causal else ("native",)  # bidirectional: the clip attends to itself
 
     def latent_count(self, N: int) -> int:
         """Latents upstream uses; refuses counts that upstream would time-warp: v2 truncates the latent count to a
@@ -130,9 +139,7 @@ class LingBotAdapter(UpstreamAdapter):
                   "upstream_canvas": {"height": oh, "width": ow, "K_fx_fy_cx_cy": k_up.tolist(),
                                       "frame_seqlen": self.frame_seqlen(),
                                       "rule": "lat = round(sqrt(max_area*h/w)//8//2*2); frames resized back to the "
-                                              "harness canvas"},
-                  "translation_scale": {"expects": "any units", "model_sees": "framewise translation / max norm per "
-                                        "clip (absolute scale removed)", "scale_recoverable": False}},
+                                              "harness canvas"}},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
@@ -140,17 +147,16 @@ class LingBotAdapter(UpstreamAdapter):
         with the global translation scale fitted to the request (upstream discards it), held between anchors."""
         poses = np.load(controls_dir / "poses.npy")
         N = len(poses)
-        lat = latents_for_frames(N)
-        lat -= lat % self.config.chunk_latents
-        anchors = linspace_anchors(N, lat)
-        latent = resample_c2w(poses, anchors)
+        # latent_count refuses the counts upstream would time-warp, so its linspace(0, N-1, n_lat) targets are 4i
+        anchors = latent_anchor_frames(self.latent_count(N))
+        latent = poses[anchors]
         rel = lingbot_relative(latent)  # what the ray maps are built from
         chained = integrate_framewise(rel)
-        req_lat = resample_c2w(req.path.c2w, anchors)
+        req_lat = req.path.c2w[anchors]
         a, b = chained[:, :3, 3].ravel(), req_lat[:, :3, 3].ravel()
         scale = float(a @ b / (a @ a)) if a @ a > 0 else 1.0
         chained[:, :3, 3] *= scale
-        return interpolate_to_frames(np.round(anchors).astype(int), chained, N)
+        return interpolate_to_frames(anchors, chained, N)
 
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         """(upstream arguments, shim script or None, shim arguments) for the item's context policy."""

@@ -38,7 +38,7 @@ class MG3Config(UpstreamConfig):
                                    "--lightvae_pruning_rate", "0.5", "--use_async_vae", "--async_vae_warmup_iters", "1")
 
     def params(self) -> MG3Params:
-        return MG3Params(metres_per_unit=float(self.translation_scale.get("metres_per_scene_unit", 1.0)),
+        return MG3Params(metres_per_unit=self.translation_scale.per_scene_unit,
                          mouse_pitch=self.mouse_pitch)
 
     def iterations(self, N: int) -> int:
@@ -49,6 +49,10 @@ class MG3Config(UpstreamConfig):
 
 
 class MatrixGame3Adapter(UpstreamAdapter):
+    contexts = ("native", "fov")  # the model's own memory is FoV-retrieved latents
+    unsupported_reasons = {"fullkv": "no KV cache; each clip sees 4 overlap + 5 memory latents, a longer context "
+                                     "than the model was built for",
+                           "sliding": "only the memory-slot selection could change; not implemented"}
     config_class = MG3Config
     config: MG3Config
 

@@ -33,6 +33,8 @@ class SanaConfig(UpstreamConfig):
 
 
 class SanaWMAdapter(UpstreamAdapter):
+    contexts = ("native", "fullkv", "sliding")  # --num_cached_blocks: -1 or the sliding window (see launch)
+    unsupported_reasons = {"fov": "would need a custom block selection in the softmax layers"}
     config_class = SanaConfig
     config: SanaConfig
 

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from adapters.base import Adapter, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
+from adapters.base import Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
 from harness.io import save_npy
 
 from .camera import pipeline_c2w, pipeline_intrinsics
@@ -122,11 +122,9 @@ def chunk_generator(seed: int, chunk: int):
 class SanaWMDiffusersAdapter(Adapter):
     config_class = SanaWMDiffusersConfig
     config: SanaWMDiffusersConfig
-
-    def scene_scale(self) -> float:
-        """Model translation units per scene unit (the translation-scale policy; 1 = scene units as they are)."""
-        ts = self.config.translation_scale
-        return float(ts.get("units_per_scene_unit", 1.0))
+    #: native: one pipeline call; the others: the harness-driven chunk rollout (see the module docstring)
+    contexts = ("native", "fullkv", "sliding", "fov")
+    unsupported_reasons = {}
 
     # -- planning -----------------------------------------------------------------------------------------------
     def check_context(self, policy) -> None:
@@ -137,14 +135,19 @@ class SanaWMDiffusersAdapter(Adapter):
             raise UnsupportedContextError(f"model={self.config.name} context.rope={policy.rope!r}: the rollout "
                                           "re-encodes history in sequence order; use rope=absolute")
 
-    def check_ready(self) -> None:
-        """Fail at planning time when the weights are missing (never for the tiny build)."""
+    def readiness(self, probe: bool = True) -> list[Finding]:
+        """Missing diffusers or weights, found at planning time (the tiny build needs no weights)."""
         try:
             import diffusers  # noqa: F401
         except ImportError:
-            raise ModelConfigError(f"model={self.config.name} needs diffusers: pip install -e \".[models]\"") from None
+            return [Finding("error", "model.adapter", f"model={self.config.name} needs diffusers: "
+                            "pip install -e \".[models]\"")]
         if not self.config.tiny:
-            resolve_weights(self.config)
+            try:
+                resolve_weights(self.config)
+            except ModelConfigError as exc:
+                return [Finding("error", "model.weights", str(exc))]
+        return []
 
     def compile(self, req: ItemRequest) -> NativeControls:
         """``camera.npy`` (F,4,4) float32 c2w and ``intrinsics.npy`` ``[fx, fy, cx, cy]``: exactly what the pipeline
@@ -164,7 +167,7 @@ class SanaWMDiffusersAdapter(Adapter):
                               decoded_c2w=back,
                               meta={"num_latents": (req.path.num_frames - 1) // 8 + 1, "latent_anchor_rule":
                                     "latent i -> frame 8i", "caveats": caveats,
-                                    "translation_scale": {"units_per_scene_unit": self.scene_scale()}})
+                                    "translation_scale": self.config.translation_scale.to_dict()})
 
     # -- generation -----------------------------------------------------------------------------------------------
     def device(self):

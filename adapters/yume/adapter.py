@@ -48,6 +48,9 @@ class YumeConfig(UpstreamConfig):
 
 
 class YumeAdapter(UpstreamAdapter):
+    contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
+                           "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
     config: YumeConfig
 
@@ -67,9 +70,7 @@ class YumeAdapter(UpstreamAdapter):
         cv2.imwrite(str(d / "jpg" / "image.jpg"), image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])
         keys = [yume_parse_caption(x) for x in lines]
         return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
-                              meta={"stages": len(lines), "stage_keys": keys,
-                                    "translation_scale": {"expects": "direction keys + speed sentence",
-                                                          "scale_recoverable": False}})
+                              meta={"stages": len(lines), "stage_keys": keys})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         lines = [x for x in (controls_dir / "caption.txt").read_text().splitlines() if x.strip()]

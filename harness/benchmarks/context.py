@@ -1,5 +1,6 @@
 """``python -m harness.bench context``: the cost of FullKV / Sliding / FoV at tensor level, on the tiny causal DiT
-and on diffusers' real ``WanTransformer3DModel`` driven through the harness KV cache (:mod:`.wan_kv`).
+and on diffusers' real ``WanTransformer3DModel`` driven through the harness KV cache
+(:mod:`harness.context.wan_kv`).
 
 A configuration where attention dominates (many tokens per latent frame, one thin layer) is rolled out for growing
 lengths up to 493 frames (124 latents, 31 chunks of 4). Per policy it prints the attention time per chunk against
@@ -22,12 +23,12 @@ TARGET_OF_BOUND = 0.80
 
 
 def _path(frames: int, H: int, W: int):
-    from trajectories import TrajectorySpec, build_path
+    from trajectories import TrajectorySpec, build_path, latent_poses
     from trajectories.conventions import intrinsics_from_fov
 
     K = intrinsics_from_fov(60, W, H)
     path = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), frames, 16, K, H, W)
-    return path.c2w[::4], K
+    return latent_poses(path.c2w), K
 
 
 def _rollout_tiny(policy, frames: int, args, timer_cls):
@@ -54,7 +55,7 @@ def _rollout_wan(policy, frames: int, args, timer_cls):
     latent frame, like the tiny DiT), latent grid ``size / 8``."""
     import torch
 
-    from .wan_kv import WanKV, tiny_wan, wan_generate
+    from harness.context.wan_kv import WanKV, tiny_wan, wan_generate
 
     H = W = args.size
     lat, K = _path(frames, H, W)
