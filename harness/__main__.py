@@ -147,9 +147,9 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
 
     plan = plan_from_config(cfg)
     adapter, specs, items, run_dir = plan.adapter, plan.specs, plan.items, plan.run_dir
-    if not cfg.get("dry_run") and hasattr(adapter, "check_ready"):
+    if not cfg.get("dry_run"):
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
-    elif cfg.get("dry_run") and hasattr(adapter, "readiness"):
+    else:
         for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
             print(f"readiness ({finding.level}, not enforced in a dry run): {adapter.config.name}: {finding}")
     if not items:

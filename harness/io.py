@@ -15,15 +15,6 @@ from typing import Any, Iterator
 import numpy as np
 
 
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()
-
-
 def _default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)
@@ -105,8 +96,6 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        # mkstemp creates 0600; give the file the permissions a plain open() would (shared run folders)
-        os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
