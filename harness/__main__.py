@@ -123,18 +123,27 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
         print(summary.table())
         ok = summary.ok
     if stage in ("evaluate", "all") and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True):
-        _evaluate(run_dir, cfg)
+        ok = _evaluate(run_dir, cfg) and ok
     if not ok:
         sys.exit(1)
 
 
-def _evaluate(run_dir, cfg: dict[str, Any]) -> None:
+def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
+    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
     from evaluate.stage import EvalConfig, evaluate_run
+    from evaluate.weights import weights_root
 
     ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
-    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
-    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}")
+    root = weights_root((cfg.get("paths") or {}).get("weights"))
+    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)),
+                       weights_root=root)
+    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
+          f"{out['validity']}")
     print(_short_table(out["results"]))
+    for item, reason in out["failed"]:
+        key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
+        print(f"FAILED {key}: {reason}", file=sys.stderr)
+    return not out["failed"]
 
 
 def _short_table(results: list) -> str:
@@ -144,7 +153,7 @@ def _short_table(results: list) -> str:
     vals: dict[str, list] = {}
     for r in results:
         for k, m in r["metrics"].items():
-            if m["status"] == "computed":
+            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":  # ground truth never scores
                 vals.setdefault(k, []).append(m["value"])
     if not vals:
         return "(no metric could be computed with the available backbones; see summary.md)"
@@ -185,6 +194,10 @@ def _dispatch(cfg_omega: Any) -> None:
 def main() -> None:
     import hydra
 
+    if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
+        from evaluate.weights import main as weights_main
+
+        sys.exit(weights_main(sys.argv[2:]))
     sys.argv = _precheck_argv(sys.argv)
     hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
 

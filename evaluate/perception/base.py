@@ -47,3 +47,45 @@ class Tracker(Protocol):
 
     def track(self, frames: np.ndarray, init_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(masks (N, H, W) bool, valid (N,) bool) of the target given its mask in frames[0]."""
+
+
+# -- interfaces added with the backbone registry (evaluate/backbones.py) -------------------------------------------
+
+
+class FaceEmbedder(Protocol):
+    name: str
+
+    def embed(self, frames: np.ndarray, masks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(features (N, D), valid (N,) bool): the face inside each frame (inside ``masks[i]`` when given, e.g. the
+        tracked person); ``valid`` is False where no face is found (that frame is not an observation)."""
+
+
+class QualityScorer(Protocol):
+    name: str
+
+    def score(self, frames: np.ndarray) -> np.ndarray:
+        """(N,) per-frame quality normalised to [0, 1] (MUSIQ-SPAQ / 100, LAION aesthetic / 10)."""
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, frames: np.ndarray, indices: list[int], case: Any) -> dict[str, Any]:
+        """``{"started": bool, "answers": [8 x "yes"|"no"], ...}`` for a dynamic case from its sampled frames."""
+
+
+class LearnedBackbone(Protocol):
+    """The weights contract of a learned backbone (see evaluate/backbones.py and evaluate/weights.py)."""
+
+    name: str
+    kind: str
+    hf_repo: Optional[str]
+    revision: Optional[str]
+    files: tuple[str, ...]
+    library: str
+    recipe: str
+
+    @classmethod
+    def load(cls, weights_dir: Any, device: str) -> Any:
+        """Load from ``<weights_root>/<name>/``; ``FileNotFoundError`` naming a missing file, ``ValueError`` naming a
+        corrupt one."""

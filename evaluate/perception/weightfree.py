@@ -52,6 +52,11 @@ class TemplateTracker:
     def __init__(self, threshold: float = 0.6):
         self.threshold = threshold
 
+    @classmethod
+    def from_settings(cls, ecfg) -> "TemplateTracker":
+        """Built by the backbone registry from ``evaluate.tracker_threshold``."""
+        return cls(float(ecfg.tracker_threshold))
+
     def track(self, frames: np.ndarray, init_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import cv2
 
