@@ -152,8 +152,8 @@ def compute_family(fam: Family, ctx: Any, perc: Any, ecfg: EvalConfig) -> dict:
             bb = dict(zip(metric.roles, combo))
             tag = "+".join(combo)
             try:
-                for role, name in bb.items():
-                    perc.backbone(name, role)
+                # once loaded, keys carry the backbone's own label (e.g. template-ncc), as computed values do
+                tag = "+".join(perc.label(name, role) for role, name in bb.items())
                 out.update(metric.compute(ctx, perc, ecfg, bb))
             except BackboneUnavailable as exc:
                 for mid in metric.ids:

@@ -72,9 +72,10 @@ def backbone_status(spec: Any, root: Path, hash_files: bool = False, cls: Option
                            "hf_repo": a.get("hf_repo"), "library": a.get("library")}
     if not files:
         exists = d.is_dir() and any(d.iterdir())
-        out.update(state="unknown" if "import_error" in a else ("present" if exists else "missing"),
-                   missing=[] if exists else ["(folder)"], size=_size(d), checksum="-",
-                   note=a.get("import_error", ""))
+        # without its module the file list is unknown: an absent folder is still "missing", a filled one "unknown"
+        state = ("unknown" if "import_error" in a else "present") if exists else "missing"
+        out.update(state=state, missing=[] if exists else ["(folder)"], size=_size(d), checksum="-",
+                   note=f"module {spec.ref.split(':')[0]} not installed" if "import_error" in a else "")
         return out
     missing = [f for f in files if not (d / f).is_file()]
     out.update(state="missing" if missing else "present", missing=missing, size=_size(d))

@@ -173,7 +173,8 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
     else:
         cand = Path(str(cfg["run"]))
         run_dir = cand if (cand / "manifest.jsonl").exists() else Path(cfg["output_root"]) / str(cfg["run"])
-    _evaluate(run_dir.resolve(), cfg)
+    if not _evaluate(run_dir.resolve(), cfg):
+        sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
 
 
 def _dispatch(cfg_omega: Any) -> None:
