@@ -133,8 +133,15 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
 
 
 def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path) -> dict[str, str]:
-    return {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, _weights_state(f, ecfg, root)])
-            for f in all_families()}
+    """Per family (and for the validity section): the hash whose change recomputes it."""
+    from .validity import VALIDITY_VERSION
+
+    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, _weights_state(f, ecfg, root)])
+           for f in all_families()}
+    vf = Family("validity", ("pose_estimators", "depth", "return_frame_poses", "memory_stride", "validity"))
+    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION,
+                             _weights_state(vf, ecfg, root)])
+    return out
 
 
 def _failure(exc: BaseException) -> str:
@@ -214,7 +221,7 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
             prev = None
     if prev and prev.get("status") == "failed":
         prev = None
-    if prev and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in FAMILIES) \
+    if prev and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")) \
             and prev.get("video_sha256") == video_sha:
         prev["reused"] = True
         return prev
@@ -238,7 +245,10 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
             v["settings_hash"] = hashes[fam.name]
             metrics[k] = v
         timings[fam.name] = time.perf_counter() - t0
-    validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
+    if prev and prev.get("family_hashes", {}).get("validity") == hashes["validity"]:
+        validity = prev.get("validity", {})
+    else:
+        validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
     failed = sorted(k for k, v in metrics.items() if v["status"] == "failed")
     result = {
         "schema_version": SCHEMA_VERSION,

@@ -5,7 +5,8 @@ estimator is from the truth, which is what bounds every metric that uses that es
 
 * poses: RPE_trans (Eq. 2, when the path translates) and RPE_rot (Eq. 3) of each estimator against the true path,
   over adjacent frames;
-* return frames: the true orientation error (degrees) of the return frame each pose source selected;
+* return frames: the true orientation error (degrees) of the return frame each pose source selected, and on a
+  translating path its camera-centre error relative to the path's extent;
 * depth: rank error = 1 - Spearman(true depth, estimated depth) over frame 0 and the return frames (all pixels).
 """
 
@@ -18,6 +19,8 @@ import numpy as np
 from . import camera as cam
 from . import memory as mem
 from .perception.base import BackboneUnavailable
+
+VALIDITY_VERSION = 2  # bump when what the validity section computes changes (recomputes it on re-runs)
 
 
 def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:
@@ -52,6 +55,10 @@ def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:
         err = [float(np.degrees(geodesic_angle(truth[0, :3, :3], truth[j, :3, :3]))) for j in r["frames"]]
         out["return_frames"] = {"pose_source": r["label"], "frames": r["frames"], "true_error_deg": err,
                                 "estimated_error_deg": [q["return_error_deg"] for q in r["qualification"]]}
+        if ctx.translates:  # a translation loop returns in position: the camera-centre error, relative to the extent
+            extent = max(float(np.ptp(truth[:, :3, 3], axis=0).max()), 1e-12)
+            out["return_frames"]["true_position_error"] = [
+                float(np.linalg.norm(truth[j, :3, 3] - truth[0, :3, 3]) / extent) for j in r["frames"]]
         frames = [0] + list(r["frames"])
         _, true_d = perc.depth("oracle", frames)
         for name in ecfg.depth:
@@ -82,6 +89,9 @@ def validity_table(results: list[dict]) -> tuple[list[dict], str]:
         if rf:
             acc.setdefault((model, "return frame", rf["pose_source"], "true error [deg]"), []).extend(
                 rf["true_error_deg"])
+            if "true_position_error" in rf:
+                acc.setdefault((model, "return frame", rf["pose_source"], "true position error [/ extent]"),
+                               []).extend(rf["true_position_error"])
         for label, row in (v.get("depth") or {}).items():
             if "rank_error" in row:
                 acc.setdefault((model, "depth", label, "rank error (1 - Spearman)"), []).append(row["rank_error"])
