@@ -72,8 +72,12 @@ def backbone_status(spec: Any, root: Path, hash_files: bool = False, cls: Option
                            "hf_repo": a.get("hf_repo"), "library": a.get("library")}
     if not files:
         exists = d.is_dir() and any(d.iterdir())
-        # without its module the file list is unknown: an absent folder is still "missing", a filled one "unknown"
-        state = ("unknown" if "import_error" in a else "present") if exists else "missing"
+        # without its module the file list is unknown: an absent folder is still "missing", a filled one "unknown";
+        # an importable class that declares no files needs none (e.g. a judge served by an endpoint)
+        if "import_error" in a:
+            state = "unknown" if exists else "missing"
+        else:
+            state, exists = "present", True
         out.update(state=state, missing=[] if exists else ["(folder)"], size=_size(d), checksum="-",
                    note=f"module {spec.ref.split(':')[0]} not installed" if "import_error" in a else "")
         return out

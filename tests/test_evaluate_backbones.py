@@ -131,6 +131,18 @@ def test_weights_list_offline_names_every_backbone_and_its_state(tmp_path, capsy
     assert main(["list", "pixel", "--root", str(tmp_path)]) == 2  # weight-free: a user error
 
 
+def test_weights_cli_through_the_harness_entry_point(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "harness", "weights", "list", "dinov2"], cwd=tmp_path,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                                            "WORLDMEM_WEIGHTS": str(tmp_path / "w")})
+    assert r.returncode == 0, r.stderr
+    assert f"weights root: {tmp_path / 'w'}" in r.stdout and "dinov2" in r.stdout and "missing" in r.stdout
+    assert not (tmp_path / "outputs").exists()  # a listing makes no Hydra run directory
+    r = subprocess.run([sys.executable, "-m", "harness", "weights", "list", "dinov"], cwd=tmp_path,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and "Did you mean 'dinov2'" in r.stderr
+
+
 def test_weights_present_checksum_record_and_mismatch(tmp_path, tiny_registered, capsys, monkeypatch):
     from evaluate import weights
 
