@@ -390,3 +390,38 @@ def test_dinov2_saved_by_transformers_is_picked_up_from_the_weights_root(run_dir
     res = json.loads((_item(root / "outputs" / "b", "environment_rocket") / "metrics.json").read_text())
     vis = [m for k, m in res["metrics"].items() if k.startswith("environment.visible[") and "dinov2" in k.lower()]
     assert vis and vis[0]["status"] == "computed", (r.stderr[-2000:], [k for k in res["metrics"]])
+
+
+class EchoJudge:
+    """A judge that answers from a fixed script (tests the dynamic family's plumbing, not a VLM)."""
+
+    name = "echo-judge"
+    script: dict = {}
+
+    def judge(self, frames, indices, case):
+        EchoJudge.seen = (len(frames), indices[0], indices[-1])
+        return {"started": EchoJudge.script["started"], "answers": EchoJudge.script["answers"], "raw": "scripted"}
+
+
+def test_dynamic_family_scores_the_judges_checklist(tmp_path, monkeypatch):
+    mod = types.ModuleType("echo_judge_for_tests")
+    mod.EchoJudge = EchoJudge
+    monkeypatch.setitem(sys.modules, "echo_judge_for_tests", mod)
+    monkeypatch.setitem(bbs.BACKBONES, "echo-judge", bbs.BackboneSpec(
+        "echo-judge", "echo_judge_for_tests:EchoJudge", "diagnostic", ("judge",), False, "scripted answers"))
+    r = run_cli(["context=fullkv", "run=d", "cases.include=[dynamic_cat]", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr
+    item = next((tmp_path / "outputs" / "d").glob("reference/fullkv/seed-1/lrlr/dynamic_cat"))
+    from harness.cases import load_case_set
+
+    refs = [q.answer for q in {c.id: c for c in load_case_set("builtin:demo")}["dynamic_cat"].event.questions]
+    flipped = ["no" if a == "yes" else "yes" for a in refs[:2]] + refs[2:]
+    cfg = EvalConfig(judge=("echo-judge", "qwen-judge"), bootstrap={"n": 100, "seed": 0})
+    EchoJudge.script = {"started": True, "answers": flipped}
+    m = evaluate_item(item, cfg)["metrics"]
+    e = m["dynamic.overall[echo-judge]"]
+    assert e["value"] == pytest.approx(6 / 8) and e["judge_record"] == {"raw": "scripted"}
+    assert EchoJudge.seen == (13, 0, 96)  # stride 8 over 97 frames + the last frame
+    assert m["dynamic.overall[qwen-judge]"]["status"] == "not_computed"
+    EchoJudge.script = {"started": False, "answers": refs}
+    assert evaluate_item(item, cfg, force=True)["metrics"]["dynamic.overall[echo-judge]"]["value"] == 0.0  # gate
