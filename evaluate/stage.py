@@ -187,12 +187,28 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str, hashes: di
             "metrics": metrics, "validity": {}, "timings": {}, "timings_generation": meta.get("timings", {})}
 
 
+def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
+    """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
+    from harness.io import read_json
+    from harness.runner import sha256_file
+
+    try:
+        prev = read_json(item_dir / "metrics.json")
+        sha = sha256_file(item_dir / "video.mp4")
+    except Exception:
+        return False
+    hashes = family_hashes(ecfg, sha, root)
+    return (not force and prev.get("status") != "failed" and prev.get("video_sha256") == sha
+            and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")))
+
+
 def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
-                  use_cache: bool = True) -> dict:
+                  use_cache: bool = True, preloaded: Any = None) -> dict:
     """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
 
-    Never raises for a broken item: a corrupt video or unreadable metadata gives a ``status: failed`` result (also
-    written), with the reason.
+    ``preloaded``: an optional future of :func:`evaluate.context.load_item` for this item (the run decodes the next
+    video while the current one is scored). Never raises for a broken item: a corrupt video or unreadable metadata
+    gives a ``status: failed`` result (also written), with the reason.
     """
     from harness.io import read_json, write_json
     from harness.runner import sha256_file
@@ -227,7 +243,9 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
         return prev
     t_item = time.perf_counter()
     try:
-        ctx = load_item(item_dir, ecfg, video_sha=video_sha)
+        ctx = preloaded.result() if preloaded is not None else None
+        if ctx is None or ctx.video_sha != video_sha:  # changed while it was being decoded: read it again
+            ctx = load_item(item_dir, ecfg, video_sha=video_sha)
     except Exception as exc:
         res = _failed_result(item_dir, meta, _failure(exc), hashes)
         write_json(out_path, res)
@@ -322,9 +340,24 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         from tqdm import tqdm
 
         it = tqdm(done, desc="evaluate", unit="video")
-    for r in it:
-        results.append(evaluate_item(run_dir / r["dir"], ecfg, force=force, backbones=backbones,
-                                     use_cache=use_cache))
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .context import load_item
+
+    # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
+    # items whose metrics will be reused are not decoded at all.
+    dirs = [run_dir / r["dir"] for r in done]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
+        def prefetch(i: int):
+            if i < len(dirs) and not _reusable(dirs[i], ecfg, backbones.root, force):
+                return pool.submit(load_item, dirs[i], ecfg)
+            return None
+
+        nxt = prefetch(0)
+        for i, _ in enumerate(it):
+            cur, nxt = nxt, prefetch(i + 1)
+            results.append(evaluate_item(dirs[i], ecfg, force=force, backbones=backbones, use_cache=use_cache,
+                                         preloaded=cur))
     failed = [(r.get("item"), r.get("reason", "")) for r in results if r.get("status") == "failed"]
     t_tables = time.perf_counter()
     tables = write_tables(run_dir / "eval", results, ecfg)
