@@ -425,3 +425,33 @@ def test_dynamic_family_scores_the_judges_checklist(tmp_path, monkeypatch):
     assert m["dynamic.overall[qwen-judge]"]["status"] == "not_computed"
     EchoJudge.script = {"started": False, "answers": refs}
     assert evaluate_item(item, cfg, force=True)["metrics"]["dynamic.overall[echo-judge]"]["value"] == 0.0  # gate
+
+
+class MaskedMeanFace:
+    """A face embedder stand-in: the mean colour inside the mask; no face (invalid) in frames it is told to miss."""
+
+    name = "mean-face"
+    miss: set = set()
+
+    def embed(self, frames, masks=None):
+        feats = np.stack([f[m].mean(axis=0) if m.any() else np.zeros(3) for f, m in zip(frames, masks)])
+        valid = np.array([i not in MaskedMeanFace.miss for i in range(len(frames))])
+        return feats, valid
+
+
+def test_human_identity_uses_valid_faces_inside_tracked_persons(tmp_path, monkeypatch):
+    mod = types.ModuleType("mean_face_for_tests")
+    mod.MaskedMeanFace = MaskedMeanFace
+    monkeypatch.setitem(sys.modules, "mean_face_for_tests", mod)
+    monkeypatch.setitem(bbs.BACKBONES, "mean-face", bbs.BackboneSpec(
+        "mean-face", "mean_face_for_tests:MaskedMeanFace", "diagnostic", ("face",), False, "mean colour"))
+    r = run_cli(["context=fullkv", "run=h", "cases.include=[human_astronaut]", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr
+    item = next((tmp_path / "outputs" / "h").glob("reference/fullkv/seed-1/lrlr/human_astronaut"))
+    cfg = EvalConfig(face=("mean-face",), trackers=("template",), bootstrap={"n": 100, "seed": 0})
+    MaskedMeanFace.miss = set()
+    e = evaluate_item(item, cfg, use_cache=False)["metrics"]["human.identity[mean-face+template-ncc]"]
+    assert e["status"] == "computed" and e["value"] > 0.99 and len(e["per_target"]) == 1
+    MaskedMeanFace.miss = set(range(1000))  # no face found anywhere: every revisit scores 0 (Eq. 4, Eq. 1)
+    e = evaluate_item(item, cfg, force=True, use_cache=False)["metrics"]["human.identity[mean-face+template-ncc]"]
+    assert e["value"] == 0.0 and all(v == [0.0, 0.0] for v in e["per_target"].values())
