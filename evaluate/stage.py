@@ -103,7 +103,8 @@ class EvalConfig:
             raise ValueError(f"evaluate.rpe_stride={self.rpe_stride}: must be >= 1 (1 = adjacent frames, the paper)")
         if int(self.depth_stride) < 1:
             raise ValueError(f"evaluate.depth_stride={self.depth_stride}: must be >= 1 (1 = every pixel)")
-        resolve_device(self.device) if self.device != "auto" else None
+        if self.device != "auto":
+            resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
 
     def family_settings(self, family: str) -> dict[str, Any]:
         s = asdict(self)
