@@ -172,7 +172,8 @@ def compute_family(fam: Family, ctx: Any, perc: Any, ecfg: EvalConfig) -> dict:
     return out
 
 
-def _failed_result(item_dir: Path, meta: Optional[dict], reason: str, hashes: dict) -> dict:
+def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> dict:
+    """A whole item that could not be evaluated: every metric its case family reports, failed with the reason."""
     meta = meta or {}
     fam = (meta.get("case") or {}).get("family", "?")
     from .registry import METRICS
@@ -226,7 +227,7 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
         meta = read_json(item_dir / "meta.json")
         video_sha = sha256_file(item_dir / "video.mp4")  # re-hashed: a replaced or truncated video is never reused
     except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc), {})
+        res = _failed_result(item_dir, meta, _failure(exc))
         write_json(out_path, res)
         return res
     hashes = family_hashes(ecfg, video_sha, backbones.root)
@@ -248,7 +249,7 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
         if ctx is None or ctx.video_sha != video_sha:  # changed while it was being decoded: read it again
             ctx = load_item(item_dir, ecfg, video_sha=video_sha)
     except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc), hashes)
+        res = _failed_result(item_dir, meta, _failure(exc))
         write_json(out_path, res)
         return res
     perc = ItemPerception(ctx, backbones, use_cache=use_cache)
