@@ -75,7 +75,7 @@ BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
     BackboneSpec("template", "evaluate.perception.weightfree:TemplateTracker", "diagnostic", ("tracker",), False,
                  "normalised cross-correlation of the frame-0 crop (a weight-free diagnostic, not SAM2)"),
     BackboneSpec("classical", "evaluate.perception.weightfree:ClassicalPoseEstimator", "estimator", ("pose",), False,
-                 "ORB + RANSAC homography / essential matrix (OpenCV)"),
+                 "optical flow (KLT) + RANSAC homography / essential matrix between adjacent frames (OpenCV)"),
     BackboneSpec("oracle", "evaluate.perception.oracle:ReferenceOracle", "oracle", ("pose", "depth"), False,
                  "the reference model's own path and room depth (ground truth; never scores a video)"),
 ]}

@@ -125,7 +125,7 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
     from harness.cases import Case
     from harness.io import read_json
     from harness.runner import sha256_file
-    from harness.video import read_frames
+    from harness.video import iter_frames
     from trajectories import load_path
 
     item_dir = Path(item_dir)
@@ -134,13 +134,19 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
     video = item_dir / "video.mp4"
     sha = video_sha or sha256_file(video)
     T = path.num_frames
-    try:
-        got, frames = read_frames(video)
+    frames, n = None, 0
+    try:  # straight into one preallocated array: peak memory = the video once, not twice
+        for i, f in iter_frames(video):
+            if i >= T:
+                break
+            if frames is None:
+                frames = np.empty((T, *f.shape), np.uint8)
+            frames[i] = f
+            n = i + 1
     except Exception as exc:  # PyAV raises its own error types for corrupt containers
         raise ValueError(f"{video}: cannot decode ({type(exc).__name__}: {exc})") from exc
-    if len(got) < T:
-        raise ValueError(f"{video}: decoded {len(got)} frames, camera.npz has {T} (truncated or corrupt video)")
-    frames = frames[:T]
+    if frames is None or n < T:
+        raise ValueError(f"{video}: decoded {n} frames, camera.npz has {T} (truncated or corrupt video)")
     windows = revisit_windows(path.phases)
     V = path.phases["V"]
     idx = set(sample_every(ecfg.memory_stride, 0, T)) | {0, T - 1}
