@@ -360,6 +360,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             cur, nxt = nxt, prefetch(i + 1)
             results.append(evaluate_item(dirs[i], ecfg, force=force, backbones=backbones, use_cache=use_cache,
                                          preloaded=cur))
+            cur = None  # drop this video's frames now: at most two videos are in memory at once
     failed = [(r.get("item"), r.get("reason", "")) for r in results if r.get("status") == "failed"]
     t_tables = time.perf_counter()
     tables = write_tables(run_dir / "eval", results, ecfg)
