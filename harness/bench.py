@@ -102,7 +102,8 @@ def bench_eval(args: argparse.Namespace) -> int:
         n = sum(1 for x in (run / "manifest.jsonl").read_text().splitlines() if x.strip())
         print(f"evaluation of {run} ({n} videos), default settings, device={args.device}, weights root "
               f"{args.weights or '(default)'}; {args.repeats} repeats, no reuse, no feature cache")
-        print(f"{'repeat':>6} {'total [s]':>10} {'backbones [s]':>14} {'weights load [s]':>17} {'ratio':>7}")
+        print(f"{'repeat':>6} {'total [s]':>10} {'backbones [s]':>14} {'weights load [s]':>17} {'tables [s]':>11} "
+              f"{'ratio':>7}")
         ratios = []
         for i in range(args.repeats):
             out = evaluate_run(run, ecfg, force=True, weights_root=Path(args.weights) if args.weights else None,
@@ -110,7 +111,8 @@ def bench_eval(args: argparse.Namespace) -> int:
             t = out["timings"]
             ratio = t["total_s"] / max(t["backbone_s"], 1e-9)
             ratios.append(ratio)
-            print(f"{i + 1:>6} {t['total_s']:10.2f} {t['backbone_s']:14.2f} {t['load_s']:17.2f} {ratio:7.3f}")
+            print(f"{i + 1:>6} {t['total_s']:10.2f} {t['backbone_s']:14.2f} {t['load_s']:17.2f} {t['tables_s']:11.2f} "
+                  f"{ratio:7.3f}")
         spread = (max(ratios) - min(ratios)) / 2 if len(ratios) > 1 else 0.0
         print(f"total / backbone time: median {statistics.median(ratios):.3f}x (+-{spread:.3f} over {len(ratios)} "
               "repeats; target <= 1.10x)")
