@@ -171,6 +171,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
                         progress=bool(cfg.get("progress", True)), pool=pool, rank=rank)
     print(summary.table())
+    evaluated_ok = True
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
         missing = run_complete(run_dir, plan.all_items)
         if not (summary.done or summary.skipped):  # say what happened instead of reporting absent metrics
@@ -183,8 +184,8 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             from harness.locks import file_lock
 
             with file_lock(run_dir / ".eval.lock"):  # two finishing shards never evaluate at once
-                _evaluate(run_dir, cfg)
-    if not summary.ok:
+                evaluated_ok = _evaluate(run_dir, cfg)
+    if not (summary.ok and evaluated_ok):
         sys.exit(1)
 
 
@@ -231,17 +232,26 @@ def _redact_multirun_yaml(hc: Any) -> None:
             write_text(p, clean)
 
 
-def _evaluate(run_dir, cfg: dict[str, Any]) -> None:
+def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
+    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
     from evaluate.stage import EvalConfig, evaluate_run
+    from evaluate.weights import weights_root
 
     from harness.io import remove_dead_temps
 
     remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
 
     ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
-    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)))
-    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}")
+    root = weights_root((cfg.get("paths") or {}).get("weights"))
+    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)),
+                       weights_root=root)
+    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
+          f"{out['validity']}")
     print(_short_table(out["results"]))
+    for item, reason in out["failed"]:
+        key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
+        print(f"FAILED {key}: {reason}", file=sys.stderr)
+    return not out["failed"]
 
 
 def _short_table(results: list) -> str:
@@ -251,7 +261,7 @@ def _short_table(results: list) -> str:
     vals: dict[str, list] = {}
     for r in results:
         for k, m in r["metrics"].items():
-            if m["status"] == "computed":
+            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":  # ground truth never scores
                 vals.setdefault(k, []).append(m["value"])
     if not vals:
         return "(no metric could be computed with the available backbones; see summary.md)"
@@ -276,7 +286,8 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
         if not (run_dir / "manifest.jsonl").is_file():
             raise HarnessError(f"run={cfg['run']!r}: no run at {run_dir} (no manifest.jsonl); generate it first "
                                "or give run=<name or path of an existing run>")
-    _evaluate(run_dir.resolve(), cfg)
+    if not _evaluate(run_dir.resolve(), cfg):
+        sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
 
 
 def _cmd_report(cfg: dict[str, Any]) -> None:
@@ -370,6 +381,10 @@ class _ScrubbedStream:
 def main() -> None:
     import hydra
 
+    if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
+        from evaluate.weights import main as weights_main
+
+        sys.exit(weights_main(sys.argv[2:]))
     from evaluate.reporting.cli import merge_run_args
 
     sys.argv = _precheck_argv(merge_run_args(sys.argv))

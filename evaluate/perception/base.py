@@ -102,6 +102,13 @@ class PaperBackbone(Protocol):
     ``source_url(s)`` (where a file comes from when not from ``hf_repo``). Instances have ``settings()``: the recipe
     values that change their outputs (for the caller's cache key and ``metrics.json``)."""
 
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, frames: np.ndarray, indices: list[int], case: Any) -> dict[str, Any]:
+        """``{"started": bool, "answers": [8 x "yes"|"no"], ...}`` for a dynamic case from its sampled frames."""
+
     name: str
     kind: str
     hf_repo: Optional[str]
