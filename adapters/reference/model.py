@@ -143,29 +143,38 @@ class ReferenceRenderer:
         self._cx = np.unique(np.r_[np.arange(0, self.w, 8), self.w - 1])
         gx, gy = np.meshgrid(self._cx.astype(np.float64), self._cy.astype(np.float64))
         self._coarse_px = np.stack([gx, gy, np.ones_like(gx)], -1)
-        self._test_rays = self.rays_cam[np.ix_(self._cy, self._cx)]
+        self._coarse_ix = np.ix_(self._cy, self._cx)
+        self._test_rays = self.rays_cam[self._coarse_ix]
         # Ray-map grid for translation warps: block centres of MAP_STEP x MAP_STEP pixel blocks, laid out the way
         # cv2.resize (INTER_LINEAR) expects, so upsampling the maps reproduces a smooth mapping exactly.
         Kc = self.K.copy()
         Kc[:2] /= self.MAP_STEP
         self._coarse_rays = pixel_rays(Kc, -(-self.h // self.MAP_STEP), -(-self.w // self.MAP_STEP)).astype(np.float32)
 
-    def _warp_rotation(self, M: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Warp RGBA ``src`` with the target->source homography ``M``. Returns (RGBA, uint8 valid mask)."""
+    def _warp_rotation(self, M: np.ndarray, src: np.ndarray,
+                       roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Warp RGBA ``src`` with the target->source homography ``M``. Returns (RGBA, uint8 valid mask).
+        ``roi`` (rows, cols) restricts the output to that window (the homography is shifted to its corner)."""
         import cv2
 
+        rows, cols = roi if roi is not None else (slice(0, self.h), slice(0, self.w))
+        y0, x0 = rows.start, cols.start
+        Ms = M @ np.array([[1.0, 0.0, x0], [0.0, 1.0, y0], [0.0, 0.0, 1.0]]) if (x0 or y0) else M
+        size = (cols.stop - x0, rows.stop - y0)
         flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-        img = cv2.warpPerspective(src, M, (self.w, self.h), flags=flags, borderMode=cv2.BORDER_CONSTANT)
+        img = cv2.warpPerspective(src, Ms, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
         valid = cv2.compare(img[..., 3], 254, cv2.CMP_GT)  # fully inside the source (bilinear support)
         corners = M[2, 0] * self._corner_u + M[2, 1] * self._corner_v + M[2, 2]
         if (corners <= 1e-6).any():  # part of the target looks behind the source camera
-            front = (M[2, 0] * self._u[None, :] + M[2, 1] * self._v[:, None] + M[2, 2]) > 1e-6
+            front = (M[2, 0] * self._u[None, cols] + M[2, 1] * self._v[rows, None] + M[2, 2]) > 1e-6
             valid = cv2.bitwise_and(valid, front.astype(np.uint8) * 255)
         return img, valid
 
-    def _warp_rays(self, Xc: np.ndarray, c2w_s: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _warp_rays(self, Xc: np.ndarray, c2w_s: np.ndarray, src: np.ndarray,
+                   roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Backward-warp RGBA ``src`` through the target's room hit points ``Xc`` sampled on the coarse map grid
-        (every ``MAP_STEP`` pixels); the maps are upsampled bilinearly (exact away from the room's corners)."""
+        (every ``MAP_STEP`` pixels); the maps are upsampled bilinearly (exact away from the room's corners).
+        ``roi`` (rows, cols) restricts the output to that window (remap is per pixel: the same values there)."""
         import cv2
 
         R, t = c2w_s[:3, :3].astype(np.float32), c2w_s[:3, 3].astype(np.float32)
@@ -177,6 +186,8 @@ class ReferenceRenderer:
         mv = np.where(front, self.K_cv[1, 1] * p[..., 1] / zs + self.K_cv[1, 2], -1e4).astype(np.float32)
         mu = cv2.resize(mu, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
         mv = cv2.resize(mv, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        if roi is not None:
+            mu, mv = mu[roi], mv[roi]
         img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
         return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
 
@@ -199,10 +210,10 @@ class ReferenceRenderer:
 
         out = np.zeros((self.h, self.w, 4), np.uint8)
         filled = np.zeros((self.h, self.w), np.uint8)
-        Xc = None
+        Xc = test_pts = None
         for sid, c2w_s, img in sources:
             # Cheap coarse test first: does this source see any still-empty pixel? (skips most sources)
-            todo = filled[np.ix_(self._cy, self._cx)] == 0
+            todo = filled[self._coarse_ix] == 0
             if not todo.any():
                 break
             same_centre = np.linalg.norm(c2w_s[:3, 3] - c2w_t[:3, 3]) < 1e-9
@@ -217,20 +228,28 @@ class ReferenceRenderer:
             else:
                 if Xc is None:
                     Xc = self.coarse_hit_points(c2w_t)
-                p = (self._test_points(c2w_t)[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
+                    test_pts = self._test_points(c2w_t)
+                p = (test_pts[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
                 ok = p[:, 2] > 1e-4
                 qx = self.K_cv[0, 0] * p[ok, 0] / p[ok, 2] + self.K_cv[0, 2]
                 qy = self.K_cv[1, 1] * p[ok, 1] / p[ok, 2] + self.K_cv[1, 2]
             if not np.any((qx >= 0) & (qx <= self.w - 1) & (qy >= 0) & (qy <= self.h - 1)):
                 continue
-            warped, valid = self._warp_rotation(M, img) if same_centre else self._warp_rays(Xc, c2w_s, img)
-            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled))
+            # Only the window around the still-empty pixels can change (every op below is per pixel).
+            x, y, bw, bh = cv2.boundingRect(cv2.compare(filled, 0, cv2.CMP_EQ))
+            roi = (slice(y, y + bh), slice(x, x + bw))
+            if same_centre:
+                warped, valid = self._warp_rotation(M, img, roi)
+            else:
+                warped, valid = self._warp_rays(Xc, c2w_s, img, roi)
+            filled_roi = filled[roi]
+            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
             if stats is not None:
                 stats.warps += 1
             if cv2.countNonZero(new) == 0:
                 continue
-            cv2.copyTo(warped, new, out)
-            cv2.bitwise_or(filled, new, dst=filled)
+            cv2.copyTo(warped, new, out[roi])  # writes through the view
+            cv2.bitwise_or(filled_roi, new, dst=filled_roi)
             if stats is not None:
                 stats.sources_used.add(sid)
         hole = filled == 0
