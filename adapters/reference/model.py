@@ -150,6 +150,9 @@ class ReferenceRenderer:
         Kc = self.K.copy()
         Kc[:2] /= self.MAP_STEP
         self._coarse_rays = pixel_rays(Kc, -(-self.h // self.MAP_STEP), -(-self.w // self.MAP_STEP)).astype(np.float32)
+        self._map_scale = (self._coarse_rays.shape[1] / self.w, self._coarse_rays.shape[0] / self.h)  # cv2.resize's
+        # Source rectangle grown by a pixel (bilinear support), homogeneous (3, 4), for footprint boxes.
+        self._src_corners = np.array([[-1.0, self.w, -1.0, self.w], [-1.0, -1.0, self.h, self.h], [1.0, 1.0, 1.0, 1.0]])
 
     def _warp_rotation(self, M: np.ndarray, src: np.ndarray,
                        roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -170,13 +173,8 @@ class ReferenceRenderer:
             valid = cv2.bitwise_and(valid, front.astype(np.uint8) * 255)
         return img, valid
 
-    def _warp_rays(self, Xc: np.ndarray, c2w_s: np.ndarray, src: np.ndarray,
-                   roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Backward-warp RGBA ``src`` through the target's room hit points ``Xc`` sampled on the coarse map grid
-        (every ``MAP_STEP`` pixels); the maps are upsampled bilinearly (exact away from the room's corners).
-        ``roi`` (rows, cols) restricts the output to that window (remap is per pixel: the same values there)."""
-        import cv2
-
+    def _coarse_maps(self, Xc: np.ndarray, c2w_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Source pixel coordinates (u, v) float32 of the coarse-grid hit points ``Xc`` (-1e4 behind the source)."""
         R, t = c2w_s[:3, :3].astype(np.float32), c2w_s[:3, 3].astype(np.float32)
         p = (Xc - t) @ R
         z = p[..., 2]
@@ -184,12 +182,49 @@ class ReferenceRenderer:
         zs = np.where(front, z, 1.0)
         mu = np.where(front, self.K_cv[0, 0] * p[..., 0] / zs + self.K_cv[0, 2], -1e4).astype(np.float32)
         mv = np.where(front, self.K_cv[1, 1] * p[..., 1] / zs + self.K_cv[1, 2], -1e4).astype(np.float32)
-        mu = cv2.resize(mu, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
-        mv = cv2.resize(mv, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        return mu, mv
+
+    def _warp_rays(self, maps: tuple[np.ndarray, np.ndarray], src: np.ndarray,
+                   roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Backward-warp RGBA ``src`` through the coarse ``maps`` (:meth:`_coarse_maps`, every ``MAP_STEP``
+        pixels), upsampled bilinearly (exact away from the room's corners). ``roi`` (rows, cols) restricts the
+        output to that window (remap is per pixel: the same values there)."""
+        import cv2
+
+        mu = cv2.resize(maps[0], (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        mv = cv2.resize(maps[1], (self.w, self.h), interpolation=cv2.INTER_LINEAR)
         if roi is not None:
             mu, mv = mu[roi], mv[roi]
         img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
         return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
+
+    def _footprint_rotation(self, M: np.ndarray) -> tuple[int, int, int, int] | None:
+        """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel that the homography ``M`` maps
+        inside the source image (+1 px margin), or None when the source's view reaches behind the target camera
+        (unbounded footprint). The footprint is the convex image of the source rectangle's corners."""
+        c = np.linalg.solve(M, self._src_corners)
+        if (c[2] <= 1e-9).any():
+            return None
+        x, y = c[0] / c[2], c[1] / c[2]
+        return (int(np.floor(x.min())) - 1, int(np.floor(y.min())) - 1,
+                int(np.ceil(x.max())) + 2, int(np.ceil(y.max())) + 2)
+
+    def _footprint_maps(self, maps: tuple[np.ndarray, np.ndarray]) -> tuple[int, int, int, int]:
+        """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel whose upsampled map can land
+        inside the source. An upsampled value is a convex combination of its 2x2 coarse neighbours, so it can
+        only be >= -1 if some neighbour is, etc.: intersect the boxes of the four one-sided conditions."""
+        mu, mv = maps
+        x0, y0, x1, y1 = 0, 0, self.w, self.h
+        for mask in (mu >= -1, mu <= self.w, mv >= -1, mv <= self.h):
+            rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+            if not len(rows):
+                return 0, 0, 0, 0
+            # fine pixel x reads coarse cells floor((x + .5) * scale - .5) and the next one
+            x0 = max(x0, int(np.floor((cols[0] - 0.5) / self._map_scale[0] - 0.5)) - 2)
+            x1 = min(x1, int(np.ceil((cols[-1] + 1.5) / self._map_scale[0] - 0.5)) + 2)
+            y0 = max(y0, int(np.floor((rows[0] - 0.5) / self._map_scale[1] - 0.5)) - 2)
+            y1 = min(y1, int(np.ceil((rows[-1] + 1.5) / self._map_scale[1] - 0.5)) + 2)
+        return x0, y0, x1, y1
 
     def coarse_hit_points(self, c2w: np.ndarray) -> np.ndarray:
         """Room hit points (h/MAP_STEP, w/MAP_STEP, 3) float32 of ``c2w``'s rays on the coarse map grid."""
@@ -235,13 +270,26 @@ class ReferenceRenderer:
                 qy = self.K_cv[1, 1] * p[ok, 1] / p[ok, 2] + self.K_cv[1, 2]
             if not np.any((qx >= 0) & (qx <= self.w - 1) & (qy >= 0) & (qy <= self.h - 1)):
                 continue
-            # Only the window around the still-empty pixels can change (every op below is per pixel).
+            # Only pixels that are still empty and that the source can cover can change (every op below is per
+            # pixel, so a window gives the same values there as the whole frame).
             x, y, bw, bh = cv2.boundingRect(cv2.compare(filled, 0, cv2.CMP_EQ))
+            if same_centre:
+                foot = self._footprint_rotation(M)
+            else:
+                maps = self._coarse_maps(Xc, c2w_s)
+                foot = self._footprint_maps(maps)
+            if foot is not None:
+                x, y, x1, y1 = max(x, foot[0]), max(y, foot[1]), min(x + bw, foot[2]), min(y + bh, foot[3])
+                bw, bh = x1 - x, y1 - y
+            if bw <= 0 or bh <= 0:
+                if stats is not None:
+                    stats.warps += 1  # counted as before: a warp that added nothing
+                continue
             roi = (slice(y, y + bh), slice(x, x + bw))
             if same_centre:
                 warped, valid = self._warp_rotation(M, img, roi)
             else:
-                warped, valid = self._warp_rays(Xc, c2w_s, img, roi)
+                warped, valid = self._warp_rays(maps, img, roi)
             filled_roi = filled[roi]
             new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
             if stats is not None:
