@@ -45,11 +45,11 @@ class Room:
     def hit(self, origin: np.ndarray, dirs: np.ndarray) -> np.ndarray:
         """Distance along unit ``dirs`` (..., 3) from ``origin`` (inside the box) to the box wall."""
         lo, hi = self.lo_hi()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_hi = (hi - origin) / dirs
-            t_lo = (lo - origin) / dirs
-        t = np.where(dirs > 0, t_hi, np.where(dirs < 0, t_lo, np.inf))
-        return t.min(axis=-1)
+        # One division per axis toward the wall the ray heads for (same values as dividing both walls);
+        # axis-parallel rays never reach that axis's walls.
+        num = np.where(dirs > 0, hi - origin, lo - origin)
+        t = np.divide(num, dirs, out=np.full(num.shape, np.inf), where=dirs != 0)
+        return np.minimum(np.minimum(t[..., 0], t[..., 1]), t[..., 2])
 
     def depth_map(self, c2w: np.ndarray, K: np.ndarray, height: int, width: int) -> np.ndarray:
         """Oracle z-depth (H, W) float32 of the room seen from ``c2w`` (used by evaluation on this model)."""
@@ -151,6 +151,7 @@ class ReferenceRenderer:
         Kc[:2] /= self.MAP_STEP
         self._coarse_rays = pixel_rays(Kc, -(-self.h // self.MAP_STEP), -(-self.w // self.MAP_STEP)).astype(np.float32)
         self._map_scale = (self._coarse_rays.shape[1] / self.w, self._coarse_rays.shape[0] / self.h)  # cv2.resize's
+        self._exact_map_scale = self.h % self.MAP_STEP == 0 and self.w % self.MAP_STEP == 0
         # Source rectangle grown by a pixel (bilinear support), homogeneous (3, 4), for footprint boxes.
         self._src_corners = np.array([[-1.0, self.w, -1.0, self.w], [-1.0, -1.0, self.h, self.h], [1.0, 1.0, 1.0, 1.0]])
 
@@ -176,7 +177,7 @@ class ReferenceRenderer:
     def _coarse_maps(self, Xc: np.ndarray, c2w_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Source pixel coordinates (u, v) float32 of the coarse-grid hit points ``Xc`` (-1e4 behind the source)."""
         R, t = c2w_s[:3, :3].astype(np.float32), c2w_s[:3, 3].astype(np.float32)
-        p = (Xc - t) @ R
+        p = ((Xc - t).reshape(-1, 3) @ R).reshape(Xc.shape)  # one GEMM: same values as the stacked matmul
         z = p[..., 2]
         front = z > 1e-4
         zs = np.where(front, z, 1.0)
@@ -184,17 +185,35 @@ class ReferenceRenderer:
         mv = np.where(front, self.K_cv[1, 1] * p[..., 1] / zs + self.K_cv[1, 2], -1e4).astype(np.float32)
         return mu, mv
 
-    def _warp_rays(self, maps: tuple[np.ndarray, np.ndarray], src: np.ndarray,
-                   roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Backward-warp RGBA ``src`` through the coarse ``maps`` (:meth:`_coarse_maps`, every ``MAP_STEP``
-        pixels), upsampled bilinearly (exact away from the room's corners). ``roi`` (rows, cols) restricts the
-        output to that window (remap is per pixel: the same values there)."""
+    def _coarse_block(self, x0: int, y0: int, x1: int, y1: int) -> tuple[slice, slice]:
+        """Rows and columns of the coarse map grid that upsampling reads for fine pixels [x0, x1) x [y0, y1)
+        (a fine pixel x reads cells floor((x + .5) / MAP_STEP - .5) and the next one; one cell of margin).
+        Upsampling such a block gives exactly the whole-grid values there (checked bit for bit) when the canvas
+        is a multiple of ``MAP_STEP``; otherwise cv2.resize's scale is not exact and the whole grid is used."""
+        if not self._exact_map_scale:
+            return slice(0, self._coarse_rays.shape[0]), slice(0, self._coarse_rays.shape[1])
+        s = self.MAP_STEP
+        ch, cw = self._coarse_rays.shape[:2]
+        return (slice(max(0, (2 * y0 + 1 - s) // (2 * s) - 1), min(ch, (2 * y1 - 1 - s) // (2 * s) + 3)),
+                slice(max(0, (2 * x0 + 1 - s) // (2 * s) - 1), min(cw, (2 * x1 - 1 - s) // (2 * s) + 3)))
+
+    def _warp_rays(self, maps: tuple[np.ndarray, np.ndarray], block: tuple[slice, slice], src: np.ndarray,
+                   roi: tuple[slice, slice]) -> tuple[np.ndarray, np.ndarray]:
+        """Backward-warp RGBA ``src`` through the coarse ``maps`` of the grid ``block`` (:meth:`_coarse_maps`,
+        every ``MAP_STEP`` pixels), upsampled bilinearly (exact away from the room's corners), on the window
+        ``roi`` (rows, cols) of the target; ``block`` must cover it (:meth:`_coarse_block`). Remap is per pixel,
+        so the window holds the same values as a whole-frame warp."""
         import cv2
 
-        mu = cv2.resize(maps[0], (self.w, self.h), interpolation=cv2.INTER_LINEAR)
-        mv = cv2.resize(maps[1], (self.w, self.h), interpolation=cv2.INTER_LINEAR)
-        if roi is not None:
-            mu, mv = mu[roi], mv[roi]
+        if self._exact_map_scale:
+            s = self.MAP_STEP
+            size = ((block[1].stop - block[1].start) * s, (block[0].stop - block[0].start) * s)
+            oy, ox = block[0].start * s, block[1].start * s
+        else:
+            size, oy, ox = (self.w, self.h), 0, 0
+        win = (slice(roi[0].start - oy, roi[0].stop - oy), slice(roi[1].start - ox, roi[1].stop - ox))
+        mu = cv2.resize(maps[0], size, interpolation=cv2.INTER_LINEAR)[win]
+        mv = cv2.resize(maps[1], size, interpolation=cv2.INTER_LINEAR)[win]
         img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
         return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
 
@@ -209,14 +228,16 @@ class ReferenceRenderer:
         return (int(np.floor(x.min())) - 1, int(np.floor(y.min())) - 1,
                 int(np.ceil(x.max())) + 2, int(np.ceil(y.max())) + 2)
 
-    def _footprint_maps(self, maps: tuple[np.ndarray, np.ndarray]) -> tuple[int, int, int, int]:
+    def _footprint_maps(self, maps: tuple[np.ndarray, np.ndarray], block: tuple[slice, slice]) -> tuple[int, int, int, int]:
         """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel whose upsampled map can land
         inside the source. An upsampled value is a convex combination of its 2x2 coarse neighbours, so it can
-        only be >= -1 if some neighbour is, etc.: intersect the boxes of the four one-sided conditions."""
+        only be >= -1 if some neighbour is, etc.: intersect the boxes of the four one-sided conditions. ``maps``
+        cover the coarse grid ``block``."""
         mu, mv = maps
+        by, bx = block[0].start, block[1].start
         x0, y0, x1, y1 = 0, 0, self.w, self.h
         for mask in (mu >= -1, mu <= self.w, mv >= -1, mv <= self.h):
-            rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+            rows, cols = np.flatnonzero(mask.any(axis=1)) + by, np.flatnonzero(mask.any(axis=0)) + bx
             if not len(rows):
                 return 0, 0, 0, 0
             # fine pixel x reads coarse cells floor((x + .5) * scale - .5) and the next one
@@ -276,8 +297,9 @@ class ReferenceRenderer:
             if same_centre:
                 foot = self._footprint_rotation(M)
             else:
-                maps = self._coarse_maps(Xc, c2w_s)
-                foot = self._footprint_maps(maps)
+                block = self._coarse_block(x, y, x + bw, y + bh)
+                maps = self._coarse_maps(Xc[block], c2w_s)
+                foot = self._footprint_maps(maps, block)
             if foot is not None:
                 x, y, x1, y1 = max(x, foot[0]), max(y, foot[1]), min(x + bw, foot[2]), min(y + bh, foot[3])
                 bw, bh = x1 - x, y1 - y
@@ -289,7 +311,7 @@ class ReferenceRenderer:
             if same_centre:
                 warped, valid = self._warp_rotation(M, img, roi)
             else:
-                warped, valid = self._warp_rays(maps, img, roi)
+                warped, valid = self._warp_rays(maps, block, img, roi)
             filled_roi = filled[roi]
             new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
             if stats is not None:
