@@ -112,6 +112,7 @@ class ReferenceRenderer:
     """Renders one view from admitted source views (see the module docstring).
 
     ``MAP_STEP``: translation warps compute their remap maps every ``MAP_STEP`` pixels and upsample them.
+    ``BAND_ROWS``: warps run on bands of this many rows, each cropped to its still-empty pixels (speed only).
 
     Args:
         K: (3, 3) intrinsics in pixels (+0.5 centres) for ``height`` x ``width``.
@@ -119,6 +120,7 @@ class ReferenceRenderer:
     """
 
     MAP_STEP = 4
+    BAND_ROWS = 32
 
     def __init__(self, K: np.ndarray, height: int, width: int, room: Room = Room()):
         from trajectories.conventions import pixel_rays
@@ -167,7 +169,7 @@ class ReferenceRenderer:
         size = (cols.stop - x0, rows.stop - y0)
         flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
         img = cv2.warpPerspective(src, Ms, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
-        valid = cv2.compare(img[..., 3], 254, cv2.CMP_GT)  # fully inside the source (bilinear support)
+        valid = cv2.threshold(img[..., 3], 254, 255, cv2.THRESH_BINARY)[1]  # fully inside the source (bilinear support)
         corners = M[2, 0] * self._corner_u + M[2, 1] * self._corner_v + M[2, 2]
         if (corners <= 1e-6).any():  # part of the target looks behind the source camera
             front = (M[2, 0] * self._u[None, cols] + M[2, 1] * self._v[rows, None] + M[2, 2]) > 1e-6
@@ -215,7 +217,7 @@ class ReferenceRenderer:
         mu = cv2.resize(maps[0], size, interpolation=cv2.INTER_LINEAR)[win]
         mv = cv2.resize(maps[1], size, interpolation=cv2.INTER_LINEAR)[win]
         img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-        return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
+        return img, cv2.threshold(img[..., 3], 254, 255, cv2.THRESH_BINARY)[1]
 
     def _footprint_rotation(self, M: np.ndarray) -> tuple[int, int, int, int] | None:
         """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel that the homography ``M`` maps
@@ -303,24 +305,31 @@ class ReferenceRenderer:
             if foot is not None:
                 x, y, x1, y1 = max(x, foot[0]), max(y, foot[1]), min(x + bw, foot[2]), min(y + bh, foot[3])
                 bw, bh = x1 - x, y1 - y
-            if bw <= 0 or bh <= 0:
-                if stats is not None:
-                    stats.warps += 1  # counted as before: a warp that added nothing
-                continue
-            roi = (slice(y, y + bh), slice(x, x + bw))
-            if same_centre:
-                warped, valid = self._warp_rotation(M, img, roi)
-            else:
-                warped, valid = self._warp_rays(maps, block, img, roi)
-            filled_roi = filled[roi]
-            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
             if stats is not None:
-                stats.warps += 1
-            if cv2.countNonZero(new) == 0:
-                continue
-            cv2.copyTo(warped, new, out[roi])  # writes through the view
-            cv2.bitwise_or(filled_roi, new, dst=filled_roi)
-            if stats is not None:
+                stats.warps += 1  # counted whether or not it adds pixels (the trace reports it)
+            added = False
+            # Empty pixels left between earlier sources often form thin slanted strips: warp band by band, each
+            # band only over its empty pixels' box.
+            for by in range(y, y + max(bh, 0), self.BAND_ROWS):
+                by1 = min(by + self.BAND_ROWS, y + bh)
+                ex, ey, ew, eh = cv2.boundingRect(cv2.compare(filled[by:by1, x:x + bw], 0, cv2.CMP_EQ))
+                if ew == 0:
+                    continue
+                roi = (slice(by + ey, by + ey + eh), slice(x + ex, x + ex + ew))
+                if same_centre:
+                    warped, valid = self._warp_rotation(M, img, roi)
+                else:
+                    blk = self._coarse_block(roi[1].start, roi[0].start, roi[1].stop, roi[0].stop)
+                    rel = tuple(slice(b.start - a.start, b.stop - a.start) for a, b in zip(block, blk))
+                    warped, valid = self._warp_rays((maps[0][rel], maps[1][rel]), blk, img, roi)
+                filled_roi = filled[roi]
+                new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
+                if cv2.countNonZero(new) == 0:
+                    continue
+                cv2.copyTo(warped, new, out[roi])  # writes through the view
+                cv2.bitwise_or(filled_roi, new, dst=filled_roi)
+                added = True
+            if added and stats is not None:
                 stats.sources_used.add(sid)
         hole = filled == 0
         if hole.any():
