@@ -271,7 +271,7 @@ class ReferenceRenderer:
         Xc = test_pts = None
         for sid, c2w_s, img in sources:
             # Cheap coarse test first: does this source see any still-empty pixel? (skips most sources)
-            todo = filled[self._coarse_ix] == 0
+            todo = filled.take(self._cy, 0).take(self._cx, 1) == 0  # == filled[self._coarse_ix], faster
             if not todo.any():
                 break
             same_centre = np.linalg.norm(c2w_s[:3, 3] - c2w_t[:3, 3]) < 1e-9
@@ -280,7 +280,13 @@ class ReferenceRenderer:
                 if np.arccos(np.clip(f_s @ f_t, -1, 1)) >= self._max_axis_angle:
                     continue  # the two viewing cones cannot intersect
                 M = self.K_cv @ c2w_s[:3, :3].T @ c2w_t[:3, :3] @ self.K_cv_inv
-                q = self._coarse_px[todo] @ M.T
+                foot = self._footprint_rotation(M)
+                if foot is None:
+                    q = self._coarse_px[todo] @ M.T
+                else:  # test points outside the footprint box cannot land in the source: test only the others
+                    gy = slice(*np.searchsorted(self._cy, [foot[1], foot[3]]))
+                    gx = slice(*np.searchsorted(self._cx, [foot[0], foot[2]]))
+                    q = self._coarse_px[gy, gx][todo[gy, gx]] @ M.T
                 ok = q[:, 2] > 1e-6
                 qx, qy = q[ok, 0] / q[ok, 2], q[ok, 1] / q[ok, 2]
             else:
@@ -296,9 +302,7 @@ class ReferenceRenderer:
             # Only pixels that are still empty and that the source can cover can change (every op below is per
             # pixel, so a window gives the same values there as the whole frame).
             x, y, bw, bh = cv2.boundingRect(cv2.compare(filled, 0, cv2.CMP_EQ))
-            if same_centre:
-                foot = self._footprint_rotation(M)
-            else:
+            if not same_centre:
                 block = self._coarse_block(x, y, x + bw, y + bh)
                 maps = self._coarse_maps(Xc[block], c2w_s)
                 foot = self._footprint_maps(maps, block)
