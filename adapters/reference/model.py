@@ -45,11 +45,11 @@ class Room:
     def hit(self, origin: np.ndarray, dirs: np.ndarray) -> np.ndarray:
         """Distance along unit ``dirs`` (..., 3) from ``origin`` (inside the box) to the box wall."""
         lo, hi = self.lo_hi()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_hi = (hi - origin) / dirs
-            t_lo = (lo - origin) / dirs
-        t = np.where(dirs > 0, t_hi, np.where(dirs < 0, t_lo, np.inf))
-        return t.min(axis=-1)
+        # One division per axis toward the wall the ray heads for (same values as dividing both walls);
+        # axis-parallel rays never reach that axis's walls.
+        num = np.where(dirs > 0, hi - origin, lo - origin)
+        t = np.divide(num, dirs, out=np.full(num.shape, np.inf), where=dirs != 0)
+        return np.minimum(np.minimum(t[..., 0], t[..., 1]), t[..., 2])
 
     def depth_map(self, c2w: np.ndarray, K: np.ndarray, height: int, width: int) -> np.ndarray:
         """Oracle z-depth (H, W) float32 of the room seen from ``c2w`` (used by evaluation on this model)."""
@@ -112,6 +112,7 @@ class ReferenceRenderer:
     """Renders one view from admitted source views (see the module docstring).
 
     ``MAP_STEP``: translation warps compute their remap maps every ``MAP_STEP`` pixels and upsample them.
+    ``BAND_ROWS``: warps run on bands of this many rows, each cropped to its still-empty pixels (speed only).
 
     Args:
         K: (3, 3) intrinsics in pixels (+0.5 centres) for ``height`` x ``width``.
@@ -119,6 +120,7 @@ class ReferenceRenderer:
     """
 
     MAP_STEP = 4
+    BAND_ROWS = 32
 
     def __init__(self, K: np.ndarray, height: int, width: int, room: Room = Room()):
         from trajectories.conventions import pixel_rays
@@ -143,42 +145,109 @@ class ReferenceRenderer:
         self._cx = np.unique(np.r_[np.arange(0, self.w, 8), self.w - 1])
         gx, gy = np.meshgrid(self._cx.astype(np.float64), self._cy.astype(np.float64))
         self._coarse_px = np.stack([gx, gy, np.ones_like(gx)], -1)
-        self._test_rays = self.rays_cam[np.ix_(self._cy, self._cx)]
+        self._coarse_ix = np.ix_(self._cy, self._cx)
+        self._test_rays = self.rays_cam[self._coarse_ix]
         # Ray-map grid for translation warps: block centres of MAP_STEP x MAP_STEP pixel blocks, laid out the way
         # cv2.resize (INTER_LINEAR) expects, so upsampling the maps reproduces a smooth mapping exactly.
         Kc = self.K.copy()
         Kc[:2] /= self.MAP_STEP
         self._coarse_rays = pixel_rays(Kc, -(-self.h // self.MAP_STEP), -(-self.w // self.MAP_STEP)).astype(np.float32)
+        self._map_scale = (self._coarse_rays.shape[1] / self.w, self._coarse_rays.shape[0] / self.h)  # cv2.resize's
+        self._exact_map_scale = self.h % self.MAP_STEP == 0 and self.w % self.MAP_STEP == 0
+        # Source rectangle grown by a pixel (bilinear support), homogeneous (3, 4), for footprint boxes.
+        self._src_corners = np.array([[-1.0, self.w, -1.0, self.w], [-1.0, -1.0, self.h, self.h], [1.0, 1.0, 1.0, 1.0]])
 
-    def _warp_rotation(self, M: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Warp RGBA ``src`` with the target->source homography ``M``. Returns (RGBA, uint8 valid mask)."""
+    def _warp_rotation(self, M: np.ndarray, src: np.ndarray,
+                       roi: tuple[slice, slice] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Warp RGBA ``src`` with the target->source homography ``M``. Returns (RGBA, uint8 valid mask).
+        ``roi`` (rows, cols) restricts the output to that window (the homography is shifted to its corner)."""
         import cv2
 
+        rows, cols = roi if roi is not None else (slice(0, self.h), slice(0, self.w))
+        y0, x0 = rows.start, cols.start
+        Ms = M @ np.array([[1.0, 0.0, x0], [0.0, 1.0, y0], [0.0, 0.0, 1.0]]) if (x0 or y0) else M
+        size = (cols.stop - x0, rows.stop - y0)
         flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-        img = cv2.warpPerspective(src, M, (self.w, self.h), flags=flags, borderMode=cv2.BORDER_CONSTANT)
-        valid = cv2.compare(img[..., 3], 254, cv2.CMP_GT)  # fully inside the source (bilinear support)
+        img = cv2.warpPerspective(src, Ms, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
+        valid = cv2.threshold(img[..., 3], 254, 255, cv2.THRESH_BINARY)[1]  # fully inside the source (bilinear support)
         corners = M[2, 0] * self._corner_u + M[2, 1] * self._corner_v + M[2, 2]
         if (corners <= 1e-6).any():  # part of the target looks behind the source camera
-            front = (M[2, 0] * self._u[None, :] + M[2, 1] * self._v[:, None] + M[2, 2]) > 1e-6
+            front = (M[2, 0] * self._u[None, cols] + M[2, 1] * self._v[rows, None] + M[2, 2]) > 1e-6
             valid = cv2.bitwise_and(valid, front.astype(np.uint8) * 255)
         return img, valid
 
-    def _warp_rays(self, Xc: np.ndarray, c2w_s: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Backward-warp RGBA ``src`` through the target's room hit points ``Xc`` sampled on the coarse map grid
-        (every ``MAP_STEP`` pixels); the maps are upsampled bilinearly (exact away from the room's corners)."""
-        import cv2
-
+    def _coarse_maps(self, Xc: np.ndarray, c2w_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Source pixel coordinates (u, v) float32 of the coarse-grid hit points ``Xc`` (-1e4 behind the source)."""
         R, t = c2w_s[:3, :3].astype(np.float32), c2w_s[:3, 3].astype(np.float32)
-        p = (Xc - t) @ R
+        p = ((Xc - t).reshape(-1, 3) @ R).reshape(Xc.shape)  # one GEMM: same values as the stacked matmul
         z = p[..., 2]
         front = z > 1e-4
         zs = np.where(front, z, 1.0)
         mu = np.where(front, self.K_cv[0, 0] * p[..., 0] / zs + self.K_cv[0, 2], -1e4).astype(np.float32)
         mv = np.where(front, self.K_cv[1, 1] * p[..., 1] / zs + self.K_cv[1, 2], -1e4).astype(np.float32)
-        mu = cv2.resize(mu, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
-        mv = cv2.resize(mv, (self.w, self.h), interpolation=cv2.INTER_LINEAR)
+        return mu, mv
+
+    def _coarse_block(self, x0: int, y0: int, x1: int, y1: int) -> tuple[slice, slice]:
+        """Rows and columns of the coarse map grid that upsampling reads for fine pixels [x0, x1) x [y0, y1)
+        (a fine pixel x reads cells floor((x + .5) / MAP_STEP - .5) and the next one; one cell of margin).
+        Upsampling such a block gives exactly the whole-grid values there (checked bit for bit) when the canvas
+        is a multiple of ``MAP_STEP``; otherwise cv2.resize's scale is not exact and the whole grid is used."""
+        if not self._exact_map_scale:
+            return slice(0, self._coarse_rays.shape[0]), slice(0, self._coarse_rays.shape[1])
+        s = self.MAP_STEP
+        ch, cw = self._coarse_rays.shape[:2]
+        return (slice(max(0, (2 * y0 + 1 - s) // (2 * s) - 1), min(ch, (2 * y1 - 1 - s) // (2 * s) + 3)),
+                slice(max(0, (2 * x0 + 1 - s) // (2 * s) - 1), min(cw, (2 * x1 - 1 - s) // (2 * s) + 3)))
+
+    def _warp_rays(self, maps: tuple[np.ndarray, np.ndarray], block: tuple[slice, slice], src: np.ndarray,
+                   roi: tuple[slice, slice]) -> tuple[np.ndarray, np.ndarray]:
+        """Backward-warp RGBA ``src`` through the coarse ``maps`` of the grid ``block`` (:meth:`_coarse_maps`,
+        every ``MAP_STEP`` pixels), upsampled bilinearly (exact away from the room's corners), on the window
+        ``roi`` (rows, cols) of the target; ``block`` must cover it (:meth:`_coarse_block`). Remap is per pixel,
+        so the window holds the same values as a whole-frame warp."""
+        import cv2
+
+        if self._exact_map_scale:
+            s = self.MAP_STEP
+            size = ((block[1].stop - block[1].start) * s, (block[0].stop - block[0].start) * s)
+            oy, ox = block[0].start * s, block[1].start * s
+        else:
+            size, oy, ox = (self.w, self.h), 0, 0
+        win = (slice(roi[0].start - oy, roi[0].stop - oy), slice(roi[1].start - ox, roi[1].stop - ox))
+        mu = cv2.resize(maps[0], size, interpolation=cv2.INTER_LINEAR)[win]
+        mv = cv2.resize(maps[1], size, interpolation=cv2.INTER_LINEAR)[win]
         img = cv2.remap(src, mu, mv, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-        return img, cv2.compare(img[..., 3], 254, cv2.CMP_GT)
+        return img, cv2.threshold(img[..., 3], 254, 255, cv2.THRESH_BINARY)[1]
+
+    def _footprint_rotation(self, M: np.ndarray) -> tuple[int, int, int, int] | None:
+        """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel that the homography ``M`` maps
+        inside the source image (+1 px margin), or None when the source's view reaches behind the target camera
+        (unbounded footprint). The footprint is the convex image of the source rectangle's corners."""
+        c = np.linalg.solve(M, self._src_corners)
+        if (c[2] <= 1e-9).any():
+            return None
+        x, y = c[0] / c[2], c[1] / c[2]
+        return (int(np.floor(x.min())) - 1, int(np.floor(y.min())) - 1,
+                int(np.ceil(x.max())) + 2, int(np.ceil(y.max())) + 2)
+
+    def _footprint_maps(self, maps: tuple[np.ndarray, np.ndarray], block: tuple[slice, slice]) -> tuple[int, int, int, int]:
+        """Pixel box (x0, y0, x1, y1), end exclusive, holding every target pixel whose upsampled map can land
+        inside the source. An upsampled value is a convex combination of its 2x2 coarse neighbours, so it can
+        only be >= -1 if some neighbour is, etc.: intersect the boxes of the four one-sided conditions. ``maps``
+        cover the coarse grid ``block``."""
+        mu, mv = maps
+        by, bx = block[0].start, block[1].start
+        x0, y0, x1, y1 = 0, 0, self.w, self.h
+        for mask in (mu >= -1, mu <= self.w, mv >= -1, mv <= self.h):
+            rows, cols = np.flatnonzero(mask.any(axis=1)) + by, np.flatnonzero(mask.any(axis=0)) + bx
+            if not len(rows):
+                return 0, 0, 0, 0
+            # fine pixel x reads coarse cells floor((x + .5) * scale - .5) and the next one
+            x0 = max(x0, int(np.floor((cols[0] - 0.5) / self._map_scale[0] - 0.5)) - 2)
+            x1 = min(x1, int(np.ceil((cols[-1] + 1.5) / self._map_scale[0] - 0.5)) + 2)
+            y0 = max(y0, int(np.floor((rows[0] - 0.5) / self._map_scale[1] - 0.5)) - 2)
+            y1 = min(y1, int(np.ceil((rows[-1] + 1.5) / self._map_scale[1] - 0.5)) + 2)
+        return x0, y0, x1, y1
 
     def coarse_hit_points(self, c2w: np.ndarray) -> np.ndarray:
         """Room hit points (h/MAP_STEP, w/MAP_STEP, 3) float32 of ``c2w``'s rays on the coarse map grid."""
@@ -199,10 +268,10 @@ class ReferenceRenderer:
 
         out = np.zeros((self.h, self.w, 4), np.uint8)
         filled = np.zeros((self.h, self.w), np.uint8)
-        Xc = None
+        Xc = test_pts = None
         for sid, c2w_s, img in sources:
             # Cheap coarse test first: does this source see any still-empty pixel? (skips most sources)
-            todo = filled[np.ix_(self._cy, self._cx)] == 0
+            todo = filled.take(self._cy, 0).take(self._cx, 1) == 0  # == filled[self._coarse_ix], faster
             if not todo.any():
                 break
             same_centre = np.linalg.norm(c2w_s[:3, 3] - c2w_t[:3, 3]) < 1e-9
@@ -211,27 +280,60 @@ class ReferenceRenderer:
                 if np.arccos(np.clip(f_s @ f_t, -1, 1)) >= self._max_axis_angle:
                     continue  # the two viewing cones cannot intersect
                 M = self.K_cv @ c2w_s[:3, :3].T @ c2w_t[:3, :3] @ self.K_cv_inv
-                q = self._coarse_px[todo] @ M.T
+                foot = self._footprint_rotation(M)
+                if foot is None:
+                    q = self._coarse_px[todo] @ M.T
+                else:  # test points outside the footprint box cannot land in the source: test only the others
+                    gy = slice(*np.searchsorted(self._cy, [foot[1], foot[3]]))
+                    gx = slice(*np.searchsorted(self._cx, [foot[0], foot[2]]))
+                    q = self._coarse_px[gy, gx][todo[gy, gx]] @ M.T
                 ok = q[:, 2] > 1e-6
                 qx, qy = q[ok, 0] / q[ok, 2], q[ok, 1] / q[ok, 2]
             else:
                 if Xc is None:
                     Xc = self.coarse_hit_points(c2w_t)
-                p = (self._test_points(c2w_t)[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
+                    test_pts = self._test_points(c2w_t)
+                p = (test_pts[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
                 ok = p[:, 2] > 1e-4
                 qx = self.K_cv[0, 0] * p[ok, 0] / p[ok, 2] + self.K_cv[0, 2]
                 qy = self.K_cv[1, 1] * p[ok, 1] / p[ok, 2] + self.K_cv[1, 2]
             if not np.any((qx >= 0) & (qx <= self.w - 1) & (qy >= 0) & (qy <= self.h - 1)):
                 continue
-            warped, valid = self._warp_rotation(M, img) if same_centre else self._warp_rays(Xc, c2w_s, img)
-            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled))
+            # Only pixels that are still empty and that the source can cover can change (every op below is per
+            # pixel, so a window gives the same values there as the whole frame).
+            x, y, bw, bh = cv2.boundingRect(cv2.compare(filled, 0, cv2.CMP_EQ))
+            if not same_centre:
+                block = self._coarse_block(x, y, x + bw, y + bh)
+                maps = self._coarse_maps(Xc[block], c2w_s)
+                foot = self._footprint_maps(maps, block)
+            if foot is not None:
+                x, y, x1, y1 = max(x, foot[0]), max(y, foot[1]), min(x + bw, foot[2]), min(y + bh, foot[3])
+                bw, bh = x1 - x, y1 - y
             if stats is not None:
-                stats.warps += 1
-            if cv2.countNonZero(new) == 0:
-                continue
-            cv2.copyTo(warped, new, out)
-            cv2.bitwise_or(filled, new, dst=filled)
-            if stats is not None:
+                stats.warps += 1  # counted whether or not it adds pixels (the trace reports it)
+            added = False
+            # Empty pixels left between earlier sources often form thin slanted strips: warp band by band, each
+            # band only over its empty pixels' box.
+            for by in range(y, y + max(bh, 0), self.BAND_ROWS):
+                by1 = min(by + self.BAND_ROWS, y + bh)
+                ex, ey, ew, eh = cv2.boundingRect(cv2.compare(filled[by:by1, x:x + bw], 0, cv2.CMP_EQ))
+                if ew == 0:
+                    continue
+                roi = (slice(by + ey, by + ey + eh), slice(x + ex, x + ex + ew))
+                if same_centre:
+                    warped, valid = self._warp_rotation(M, img, roi)
+                else:
+                    blk = self._coarse_block(roi[1].start, roi[0].start, roi[1].stop, roi[0].stop)
+                    rel = tuple(slice(b.start - a.start, b.stop - a.start) for a, b in zip(block, blk))
+                    warped, valid = self._warp_rays((maps[0][rel], maps[1][rel]), blk, img, roi)
+                filled_roi = filled[roi]
+                new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
+                if cv2.countNonZero(new) == 0:
+                    continue
+                cv2.copyTo(warped, new, out[roi])  # writes through the view
+                cv2.bitwise_or(filled_roi, new, dst=filled_roi)
+                added = True
+            if added and stats is not None:
                 stats.sources_used.add(sid)
         hole = filled == 0
         if hole.any():

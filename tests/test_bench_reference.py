@@ -1,0 +1,34 @@
+"""``python -m harness.bench reference`` prints a table and one verdict line per target (tiny sizes: fast)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from harness.bench import main
+
+
+@pytest.fixture
+def keep_affinity():
+    """The benchmark pins the process to one core; give the rest of the session its cores back."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    yield
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+
+
+def test_reference_bench_prints_min_median_and_a_verdict_per_point(capsys, keep_affinity):
+    rc = main(["reference", "--frames", "49", "--height", "96", "--width", "160", "--repeats", "2",
+               "--trajectories", "square", "lrud", "--contexts", "fullkv", "fov", "--no-encode", "--target", "1e9"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    verdicts = re.findall(r"^(\w+/\w+): ([\d.]+) fps \(min ([\d.]+), median ([\d.]+)\) = ([\d.]+)x of 1e\+09 "
+                          r"target: (met|MISSED)$", out, re.M)
+    assert sorted(v[0] for v in verdicts) == ["lrud/fov", "lrud/fullkv", "square/fov", "square/fullkv"]
+    for _, rate, mn, med, _ratio, verdict in verdicts:
+        assert float(mn) <= float(med) == float(rate) and float(rate) > 0
+        assert verdict == "MISSED"  # nothing renders 1e9 frames/s
+    assert "with H.264" not in out  # --no-encode
+    assert re.search(r"4 target\(s\) missed", out)
