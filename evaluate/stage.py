@@ -22,6 +22,7 @@ import numpy as np
 
 from . import camera as cam_metrics
 from . import memory as mem
+from .departure import family_departure
 from .perception.base import BackboneUnavailable
 from .protocol import matched_departure_pairs, revisit_windows, sample_every, window_frames
 
@@ -37,7 +38,7 @@ PAPER_BACKBONES = {
     "laion": "LAION aesthetic predictor (paper: Aesthetic quality)",
     "qwen-judge": "Qwen3.8-27B checklist judge (paper: Dynamic memory)",
 }
-FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "quality", "dynamic")
+FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "quality", "dynamic", "departure")
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class EvalConfig:
     judge_stride: int = 8
     canvas: int = mem.CANVAS
     sphere_bin_deg: float = mem.SPHERE_BIN_DEG
-    depth_stride: int = 4
+    depth_stride: int = 1
     tracker_threshold: float = 0.6
     revisit_tolerance_deg: float = 5.0
     revisit_tolerance_translation: float = 0.05
@@ -89,6 +90,8 @@ class EvalConfig:
             "object": ["encoders", "trackers", "memory_stride", "tracker_threshold", "canvas", "revisit_tolerance_deg",
                        "revisit_tolerance_translation"],
             "diagnostic": ["encoders", "return_frame_poses", "pose_estimators", "memory_stride"],
+            "departure": ["encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation",
+                          "departure_deg"],
             "quality": ["quality", "quality_stride"],
             "dynamic": ["judge", "judge_stride"],
         }[family]
@@ -497,7 +500,7 @@ def family_dynamic(ctx: ItemContext) -> dict:
 
 FAMILY_FUNCS = {"camera": family_camera, "environment": family_environment, "human": family_human,
                 "object": family_object, "diagnostic": family_diagnostic, "quality": family_quality,
-                "dynamic": family_dynamic}
+                "dynamic": family_dynamic, "departure": family_departure}
 
 
 def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False) -> dict:
