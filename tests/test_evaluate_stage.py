@@ -34,17 +34,6 @@ def _values(res: dict) -> dict[str, float]:
     return {k: m["value"] for k, m in res["metrics"].items() if m["status"] == "computed"}
 
 
-def test_exact_revisit_scores_one_and_rpe_zero(run_dir):
-    for case in ("environment_rocket", "object_coffee", "human_astronaut"):
-        v = _values(evaluate_item(_item(run_dir, case), ECFG))
-        static = {k: x for k, x in v.items() if k.split(".")[0] in ("environment", "object", "human")}
-        assert static, v
-        for k, x in static.items():
-            assert x >= 1 - 1e-3, (case, k, x)
-        assert v["camera.rpe_trans[oracle]"] == pytest.approx(0, abs=1e-9)
-        assert v["camera.rpe_rot[oracle]"] == pytest.approx(0, abs=1e-9)
-
-
 def _degraded_copy(src: Path, dst: Path, edit) -> Path:
     from harness.io import read_json, write_json
     from harness.runner import sha256_file
@@ -152,8 +141,6 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     assert (run_dir / "eval" / "per_item.csv").read_text().count("\n") > 10
     an = json.loads((run_dir / "eval" / "analyses.json").read_text())
     assert any(e["metric"].startswith("environment.visible") for e in an["multi_revisit"])
-    q = an["qualification"][0]
-    assert q["Q30"]["rate"] == 1.0 and q["departure"]["rate"] == 1.0  # oracle poses: every return qualifies
     page = (run_dir / "eval" / "index.html").read_text()
     assert page.count("<video") == 3 and "../reference/fullkv/seed-1/lrlr/object_coffee/video.mp4" in page
     assert (run_dir / "eval" / "multi_revisit.png").stat().st_size > 5000
@@ -174,30 +161,3 @@ def test_videos_made_elsewhere(run_dir, tmp_path):
     assert res["metrics"]["camera.rpe_rot[oracle]"]["status"] == "not_computed"  # no oracle outside the reference
     assert res["phases"]["R2"] == json.loads((_item(run_dir, "environment_rocket") / "meta.json").read_text())[
         "camera"]["phases"]["R2"]
-
-
-def test_context_policy_comparison_with_cis(tmp_path):
-    args = ["-m", "context=fullkv,sliding,fov", "run=cp", "cases.include=[environment_rocket,human_astronaut]",
-            "model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
-    r = run_cli(args, tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    an = json.loads((tmp_path / "outputs" / "cp" / "eval" / "analyses.json").read_text())
-    (cp,) = an["context_policies"]
-    assert cp["policies"] == ["fov", "fullkv", "sliding"] and cp["matched_items"] == 2
-    assert set(cp["speedup_vs_fullkv"]) == {"fov", "fullkv", "sliding"} and cp["speedup_vs_fullkv"]["fullkv"] == 1.0
-    row = cp["metrics"]["diagnostic.revisit_psnr[pixels]"]
-    assert {"lo", "hi", "mean"} <= set(row["fov"]) and "sliding" in row["paired_vs_fullkv"]
-    md = (tmp_path / "outputs" / "cp" / "eval" / "analyses.md").read_text()
-    assert "Context-policy comparison" in md and "speedup vs FullKV" in md
-
-
-def test_cross_axis_analysis_on_lrlr_and_lrud(tmp_path):
-    args = ["-m", "trajectory=lrlr,lrud", "context=sliding", "run=xa", "cases.include=[environment_rocket]",
-            "model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
-    r = run_cli(args, tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    an = json.loads((tmp_path / "outputs" / "xa" / "eval" / "analyses.json").read_text())
-    vis = next(e for e in an["cross_axis"] if e["metric"] == "environment.visible[pixel-thumb16]")
-    assert vis["cases"] == ["environment_rocket"] and vis["qualified_cases"] == ["environment_rocket"]
-    assert vis["delta_axis"]["diff"] == pytest.approx(vis["d_lrud"] - vis["d_lrlr"])
-    assert set(an["tolerance_sensitivity"]) == {"15.0", "5.0"}
