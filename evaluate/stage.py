@@ -304,7 +304,10 @@ def family_camera(ctx: ItemContext) -> dict:
         info = {"frames": ctx.indices, "valid_steps": len(ctx.indices) - 1 - len(failed),
                 "steps": len(ctx.indices) - 1, "failed_steps_at_frames": failed,
                 "alignment": det.get(label, {}).get("alignment")}
-        k, v = _entry("camera.rpe_trans", label, "oracle" if name == "oracle" else "estimator", rt, **info)
+        if np.isfinite(rt):
+            k, v = _entry("camera.rpe_trans", label, "oracle" if name == "oracle" else "estimator", rt, **info)
+        else:
+            k, v = _missing("camera.rpe_trans", label, det.get("not_applicable", "undefined"))
         out[k] = v
         if np.isfinite(rr):
             k, v = _entry("camera.rpe_rot", label, "oracle" if name == "oracle" else "estimator", rr, **info)
