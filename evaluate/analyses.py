@@ -164,7 +164,12 @@ def context_policies(results: list[dict], boot: dict) -> list[dict]:
 
 
 def run_analyses(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str]:
+    """``analyses.{json,md}`` of a run; oracle entries are left out of every comparison."""
     from harness.io import write_json, write_text
+
+    from .reporting.collect import drop_oracle
+
+    results = [drop_oracle(r) for r in results]
 
     tol = ecfg.return_tolerances_deg[0]
     data = {

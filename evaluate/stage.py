@@ -577,5 +577,6 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     data = json.loads((run_dir / "eval" / "analyses.json").read_text())
     plot = decay_plot(run_dir / "eval" / "multi_revisit.png", data["multi_revisit"])
     page = write_index(run_dir / "eval", results, tables["summary"], plot)
+    from .reporting import build_report; report = build_report([run_dir], run_dir / "eval" / "report")  # noqa: E702
     return {"evaluated": len(results), "skipped_not_done": len(rows) - len(done), "tables": tables,
-            "analyses": analyses, "html": str(page), "results": results}
+            "analyses": analyses, "html": str(page), "results": results, "report": report["html"]}

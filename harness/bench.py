@@ -2,7 +2,8 @@
 
 ``python -m harness.bench reference``: frames per second of the reference world model at 480x832 on one CPU core
 (generation only, and generation + H.264 encoding), per context policy and trajectory.
-``python -m harness.bench context``: the tensor-level KV-context benchmark on the tiny causal DiT (needs torch).
+``python -m harness.bench context``: the tensor-level KV-context benchmark on the tiny causal DiT and on diffusers'
+WanTransformer3DModel through the harness KV cache (needs torch; ``--model wan`` needs diffusers).
 """
 
 from __future__ import annotations
@@ -79,11 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--width", type=int, default=832)
     r.add_argument("--frames", type=int, default=493)
     r.set_defaults(fn=bench_reference)
-    c = sub.add_parser("context", help="KV-context policy cost on the tiny causal DiT (needs torch)")
+    c = sub.add_parser("context", help="KV-context policy cost on the tiny causal DiT and diffusers' Wan (needs torch)")
     c.add_argument("--frames", type=int, default=493)
     c.add_argument("--device", default="cpu")
-    c.add_argument("--repeats", type=int, default=2, help="best of N rollouts per point")
-    c.set_defaults(fn=lambda a: __import__("harness.context.bench", fromlist=["run"]).run(a))
+    c.add_argument("--repeats", type=int, default=3, help="rollouts per point, reported as min and median")
+    c.add_argument("--model", choices=["tiny", "wan", "both"], default="both",
+                   help="tiny causal DiT, diffusers' WanTransformer3DModel, or both")
+    c.add_argument("--lengths", type=int, nargs="*", default=None,
+                   help="rollout lengths in frames besides --frames (default 97 193 289 385; none given: only --frames)")
+    c.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    c.set_defaults(fn=lambda a: __import__("harness.benchmarks.context", fromlist=["run"]).run(a))
     args = ap.parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -136,8 +136,9 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     md = (run_dir / "eval" / "summary.md").read_text()
     assert "environment.visible[pixel-thumb16]" in md and "Not computed" in md and "dinov2" in md
     data = json.loads((run_dir / "eval" / "summary.json").read_text())
-    row = next(r for r in data["rows"] if r["metric"] == "camera.rpe_rot[oracle]" and r["trajectory"] == "lrlr")
+    row = next(r for r in data["rows"] if r["metric"] == "camera.rpe_rot[classical-opencv]" and r["trajectory"] == "lrlr")
     assert row["n"] == 3 and row["higher_is_better"] is False
+    assert not [r for r in data["rows"] if r["metric"].endswith("[oracle]")]  # oracle rows never reach a table
     assert (run_dir / "eval" / "per_item.csv").read_text().count("\n") > 10
     an = json.loads((run_dir / "eval" / "analyses.json").read_text())
     assert any(e["metric"].startswith("environment.visible") for e in an["multi_revisit"])
