@@ -8,16 +8,30 @@ import numpy as np
 
 
 def rollout_score(per_target_revisit_scores: Mapping[str, Sequence[Optional[float]]], num_revisits: int) -> float:
-    """Eq. 1: per target, the mean over the K **prescribed** revisits (a revisit without a valid observation, given
-    as None or missing, scores 0 and still counts), then the mean over targets. NaN when there is no target."""
+    """Eq. 1: per target u, ``S_u = (1/K) Σ_k s_{u,k}`` over the K **prescribed** revisits, then the mean over targets.
+
+    A revisit without a valid observation is given as ``None`` (or left out at the end of the list): it scores 0
+    and still counts in K, as the paper prescribes. A NaN score (of any float type: Python, ``np.float32``,
+    ``np.float64``) means the score could not be computed, which is not the same as "no observation": it makes
+    that target's ``S_u`` and the rollout score NaN instead of being read as 0.
+
+    Returns NaN when there is no target. Raises ValueError when ``num_revisits < 1``, when a target has more scores
+    than K (a score for a revisit that was not prescribed), or for an infinite score.
+    """
     if num_revisits <= 0:
         raise ValueError("num_revisits must be >= 1")
     if not per_target_revisit_scores:
         return float("nan")
     vals = []
-    for scores in per_target_revisit_scores.values():
-        s = [0.0 if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in list(scores)[:num_revisits]]
-        vals.append(sum(s) / num_revisits)
+    for target, scores in per_target_revisit_scores.items():
+        scores = list(scores)
+        if len(scores) > num_revisits:
+            raise ValueError(f"target {target!r} has {len(scores)} revisit scores but K = {num_revisits} revisits are "
+                             "prescribed; pass one score per prescribed revisit (None when it has no observation)")
+        s = [0.0 if v is None else float(v) for v in scores]
+        if any(np.isinf(x) for x in s):
+            raise ValueError(f"target {target!r} has an infinite revisit score: {scores}")
+        vals.append(sum(s) / num_revisits)  # NaN propagates
     return float(np.mean(vals))
 
 

@@ -17,27 +17,40 @@ import numpy as np
 from harness.cases import ASPECTS  # the case schema owns the four aspects
 
 
-def _norm(a: Any) -> str:
-    s = str(a).strip().lower()
-    if s in ("yes", "y", "true", "1"):
+def _norm(a: Any, what: str) -> str:
+    """``yes`` / ``no`` from a judge answer or reference; anything else (None, NaN, free text) is a ValueError so
+    that an unparsed answer is never silently scored as wrong (or right)."""
+    if isinstance(a, (bool, np.bool_)):
+        return "yes" if a else "no"
+    s = str(a).strip().lower() if isinstance(a, str) else None
+    if s in ("yes", "y", "true"):
         return "yes"
-    if s in ("no", "n", "false", "0"):
+    if s in ("no", "n", "false"):
         return "no"
-    return s
+    raise ValueError(f"{what} = {a!r} is not a yes/no answer; parse the judge's reply into yes/no first (an "
+                     "unanswered question must be re-asked or the video recorded as not judged)")
 
 
 def score_checklist(started: bool, answers: Sequence[Any], references: Sequence[Mapping[str, Any]]) -> dict:
     """Gated checklist scores of one video.
 
     Args:
-        started: the judge's event-start decision. answers: the judge's 8 answers (yes/no) in question order.
-        references: 8 mappings ``{"aspect": ..., "answer": "yes"|"no"}`` (the case's frozen questions).
+        started: the judge's event-start decision. answers: the judge's 8 answers (yes/no strings or bools) in
+            question order. references: 8 mappings ``{"aspect": ..., "answer": "yes"|"no"}`` (the case's frozen
+            questions).
     Returns:
         ``{"started", "items" (8 x 0/1), <aspect>: mean of its two items, "overall": mean of the eight}``.
+    Raises:
+        ValueError: not 8 answers/references, an aspect without exactly two questions, or an answer that is not
+        yes/no (None, NaN, free text). When the event did not start, the answers are not read (all eight score 0).
     """
     if len(references) != 8 or len(answers) != 8:
         raise ValueError(f"need 8 answers and 8 references, got {len(answers)} and {len(references)}")
-    items = [0] * 8 if not started else [int(_norm(a) == _norm(r["answer"])) for a, r in zip(answers, references)]
+    refs = [_norm(r["answer"], f"reference answer {i}") for i, r in enumerate(references)]
+    if not started:
+        items = [0] * 8
+    else:
+        items = [int(_norm(a, f"answer {i}") == r) for i, (a, r) in enumerate(zip(answers, refs))]
     out: dict[str, Any] = {"started": bool(started), "items": items}
     for aspect in ASPECTS:
         idx = [i for i, r in enumerate(references) if r["aspect"] == aspect]

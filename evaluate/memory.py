@@ -8,8 +8,9 @@ Pinned choices (recorded in every metric JSON under ``settings``):
 
 * silhouette canvas: 64 x 64; the mask's tight box is resized (nearest) so that its longer side fills the canvas,
   preserving aspect, and centred;
-* depth Spearman: pixels subsampled on a regular grid (every ``stride``-th row and column, default 4), invalid
-  (non-finite or <= 0) pixels dropped, average ranks for ties;
+* depth Spearman: every pixel by default, as in the paper (``stride`` > 1 is an explicitly named subsampled
+  variant), invalid (non-finite or <= 0) pixels dropped, average ranks for ties; NaN (undefined, never 0) when
+  fewer than 3 valid pixels remain or either map is constant over them;
 * spherical grid: equal-angle bins of ``bin_deg`` (default 2 deg) in azimuth ``atan2(x, z)`` over [-180, 180) and
   elevation ``atan2(-y, hypot(x, z))`` over [-90, 90], centred on the world origin (the first camera); each bin
   keeps the smallest ``log(range)`` that falls in it (the nearest surface).
@@ -35,13 +36,22 @@ def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def revisit_similarity(ref_features: np.ndarray, revisit_features: np.ndarray) -> float:
     """Eq. 4 for one revisit: mean over revisit frames of ``clip_[0,1](max over reference frames of cos)``.
 
-    ref_features: (R, D) features of the initial-observation set V. revisit_features: (T, D) features of the valid
-    observations in the revisit window. An empty revisit scores 0 (and still counts in Eq. 1).
+    ref_features: (R, D) features of the initial-observation set V (R >= 1). revisit_features: (T, D) features of
+    the valid observations in the revisit window. An empty revisit scores 0 (and still counts in Eq. 1), as the
+    paper prescribes. Raises ValueError for an empty reference set, mismatched dimensions or non-finite features.
     """
-    rev = np.asarray(revisit_features)
+    ref = np.asarray(ref_features, dtype=np.float64)
+    rev = np.asarray(revisit_features, dtype=np.float64)
     if rev.size == 0 or len(rev) == 0:
         return 0.0
-    sims = cosine_matrix(rev, ref_features).max(axis=1)
+    if ref.ndim != 2 or len(ref) == 0:
+        raise ValueError(f"revisit_similarity: the reference set V is empty (shape {ref.shape}); a target without a "
+                         "valid reference observation cannot be scored")
+    if rev.ndim != 2 or rev.shape[1] != ref.shape[1]:
+        raise ValueError(f"revisit_similarity: feature shapes {ref.shape} and {rev.shape} do not match")
+    if not (np.isfinite(ref).all() and np.isfinite(rev).all()):
+        raise ValueError("revisit_similarity: non-finite features (the encoder failed on some frame)")
+    sims = cosine_matrix(rev, ref).max(axis=1)
     return float(np.clip(sims, 0.0, 1.0).mean())
 
 
@@ -97,22 +107,39 @@ def _rank(x: np.ndarray) -> np.ndarray:
 
 
 def depth_spearman(ref_depth: np.ndarray, revisit_depth: np.ndarray, valid: np.ndarray | None = None,
-                   stride: int = 4) -> float:
-    """Spearman rank correlation between depth at corresponding pixels (same image locations).
+                   stride: int = 1) -> float:
+    """Spearman rank correlation ρ_S(d_0, d_r) of Eq. 6 between depth at corresponding pixels (same image locations).
 
-    Invariant to any monotone rescaling of either map (relative-depth models are fine). 0 when fewer than 3 valid
-    pixels or a constant map.
+    Args:
+        ref_depth, revisit_depth: (H, W) depth maps of the same size (any monotone scale; relative depth is fine).
+        valid: optional (H, W) bool mask of pixels to use.
+        stride: 1 = every pixel (the paper). A larger value keeps every ``stride``-th row and column: a subsampled
+            variant that must be reported under its own name.
+    Returns:
+        ρ in [-1, 1], or NaN when undefined: fewer than 3 valid pixels (an empty map) or a constant map. Pixels that
+        are non-finite (NaN/inf) or <= 0 in either map are invalid and dropped.
+    Raises:
+        ValueError: different shapes, or ``stride < 1``.
     """
-    a = np.asarray(ref_depth, dtype=np.float64)[::stride, ::stride]
-    b = np.asarray(revisit_depth, dtype=np.float64)[::stride, ::stride]
-    ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    a = np.asarray(ref_depth, dtype=np.float64)
+    b = np.asarray(revisit_depth, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"depth_spearman: need two (H, W) maps of the same size, got {a.shape} and {b.shape}")
+    if int(stride) != stride or stride < 1:
+        raise ValueError(f"depth_spearman: stride={stride!r} must be an integer >= 1 (1 = every pixel)")
+    a, b = a[::stride, ::stride], b[::stride, ::stride]
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
     if valid is not None:
-        ok &= np.asarray(valid, bool)[::stride, ::stride]
+        v = np.asarray(valid, bool)
+        if v.shape != np.asarray(ref_depth).shape:
+            raise ValueError(f"depth_spearman: valid mask shape {v.shape} != depth shape {np.shape(ref_depth)}")
+        ok &= v[::stride, ::stride]
     if ok.sum() < 3:
-        return 0.0
+        return float("nan")
     ra, rb = _rank(a[ok]), _rank(b[ok])
     if ra.std() == 0 or rb.std() == 0:
-        return 0.0
+        return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
@@ -145,10 +172,18 @@ def spherical_grid(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, bins: floa
 
 def spherical_reconstruction_score(H: np.ndarray, G: np.ndarray) -> float:
     """Eq. 6 for one revisit: ``|C|/|U| · mean_{b in C} exp(-|H_b - (G_b + δ)|)`` with ``δ = median_C (H - G)``
-    (global scale removed in log space). 0 when the grids share no bin."""
+    (global scale removed in log space). Empty bins are NaN.
+
+    Returns 0 when the grids share no bin but one of them has some (``|C|/|U| = 0``: nothing of the reference is
+    reconstructed), and NaN when both grids are empty (``|U| = 0``: undefined). Raises ValueError when the grids
+    differ in shape."""
     h, g = np.asarray(H, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    if h.shape != g.shape:
+        raise ValueError(f"spherical_reconstruction_score: grids of shapes {h.shape} and {g.shape}")
     oh, og = np.isfinite(h), np.isfinite(g)
     C, U = oh & og, oh | og
+    if not U.any():
+        return float("nan")
     if not C.any():
         return 0.0
     delta = float(np.median(h[C] - g[C]))

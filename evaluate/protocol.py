@@ -72,3 +72,50 @@ def matched_departure_pairs(c2w: np.ndarray, phases: dict, stride: int = 4) -> l
         if np.degrees(ang.min()) < 1.0:
             pairs.append((i, j))
     return pairs
+
+
+def departure_revisit_windows(c2w: np.ndarray, phases: dict, tolerance_deg: float = 5.0,
+                              tolerance_translation: float = 0.05, min_departure_deg: float = 30.0
+                              ) -> tuple[list[int], list[list[int]]]:
+    """Protocol extension ``departure_revisit`` (not in the paper): a reference first observed during a departure.
+
+    The paper's revisits all return to the conditioning frame, which a sink-keeping context policy never evicts, so
+    they cannot tell a policy that remembers the departures from one that forgets them. Here the reference is the
+    first departure's *away view*: the frames of ``D1`` whose prescribed pose is within the tolerances of D1's
+    farthest pose (largest rotation from frame 0). Every later departure ``D_k`` (k >= 2) that goes back to that view
+    (some of its frames are within the tolerances of the same pose) is a prescribed revisit of it; its revisit set
+    is those frames. LRLR has one such revisit, LRLRLR two (its third departure returns to the side first seen in the
+    first); LRUD's pitch departure and the square loop have none.
+
+    Args:
+        c2w: (T,4,4) prescribed poses (OpenCV c2w, world = frame 0). phases: the path's phases (``D1``, ``D2``, ...).
+        tolerance_deg, tolerance_translation: how close (rotation; translation as a fraction of the trajectory's
+            extent) a frame must be to the reference pose to belong to the reference or a revisit set.
+        min_departure_deg: D1 must rotate at least this far from frame 0, else there is no away view (no revisits).
+    Returns:
+        (reference frames, [revisit frames of each later departure that returns to the view]); ([], []) when the
+        trajectory has no such revisit.
+    """
+    from trajectories.conventions import geodesic_angle
+
+    c2w = np.asarray(c2w, dtype=np.float64)
+    deps = departure_windows(phases)
+    if len(deps) < 2:
+        return [], []
+    d1 = list(range(*deps[0]))
+    ang0 = np.degrees(geodesic_angle(c2w[0, :3, :3][None], c2w[d1, :3, :3]))
+    if ang0.max() < min_departure_deg:
+        return [], []
+    far = c2w[d1[int(np.argmax(ang0))]]
+    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
+
+    def near(frames: list[int]) -> list[int]:
+        if not frames:
+            return []
+        rot = np.degrees(geodesic_angle(far[:3, :3][None], c2w[frames, :3, :3]))
+        tr = np.linalg.norm(c2w[frames, :3, 3] - far[:3, 3], axis=1) / extent
+        return [f for f, r, t in zip(frames, rot, tr) if r <= tolerance_deg and t <= tolerance_translation]
+
+    reference = near(d1)
+    revisits = [w for w in (near(list(range(*d))) for d in deps[1:]) if w]
+    return reference, revisits

@@ -36,6 +36,8 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in [
     MetricSpec("diagnostic.revisit_ssim", "diagnostic", True, "pixels", False, "SSIM return frame vs frame 0"),
     MetricSpec("diagnostic.cross_departure", "diagnostic", True, "encoder", False,
                "similarity of frames at matching poses across the first two departures"),
+    MetricSpec("departure.visible", "departure", True, "encoder", False,
+               "protocol extension departure_revisit: Eq. 4 global features + Eq. 1, reference = first away view"),
 ]}
 
 

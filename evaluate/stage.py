@@ -33,7 +33,7 @@ from .families import ROLE_SETTINGS, Family, all_families, missing
 from .perception.base import BackboneUnavailable
 
 SCHEMA_VERSION = 2
-FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "quality", "dynamic")
+FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 
 from evaluate.aggregate import bootstrap_ci, paired_bootstrap, rollout_score
 from evaluate.camera import apply_sim3, rpe_rotation, rpe_translation, umeyama_sim3
-from evaluate.dynamic import ASPECTS, decompose, score_checklist
+from evaluate.dynamic import ASPECTS, score_checklist
 from evaluate.memory import (
     depth_spearman, normalized_silhouette, revisit_similarity, select_return_frame, silhouette_iou,
     silhouette_revisit_score, spherical_grid, spherical_reconstruction_score,
@@ -145,23 +145,6 @@ def test_checklist_gate_and_aspects():
         score_checklist(True, good[:7], refs[:7])
 
 
-@pytest.mark.parametrize("started, n, cond_items, expected", [(19, 60, 141, 0.294), (56, 60, 388, 0.808)])
-def test_dynamic_decomposition_reproduces_the_paper(started, n, cond_items, expected):
-    """HY-WorldPlay: 19/60 started x 0.928 ≈ 0.294; LingBot-World: 56/60 x 0.866 ≈ 0.808 (appendix D.2)."""
-    refs = _refs()
-    good = [r["answer"] for r in refs]
-    bad = ["no" if a == "yes" else "yes" for a in good]
-    per_video = [8] * (cond_items // 8) + [cond_items % 8]
-    per_video += [0] * (started - len(per_video))  # started videos that got every answer wrong
-    results = [score_checklist(True, good[:k] + bad[k:], refs) for k in per_video]
-    results += [score_checklist(False, good, refs) for _ in range(n - started)]
-    d = decompose(results)
-    assert d["started"] == started and sum(sum(r["items"]) for r in results) == cond_items
-    assert d["S_gated"] == pytest.approx(np.mean([r["overall"] for r in results]))  # S_gated = p_start * S_cond
-    assert round(d["S_gated"], 3) == expected
-    assert round(d["p_start"], 3) == round(started / n, 3)
-
-
 def test_rollout_score_counts_every_prescribed_revisit():
     assert rollout_score({"a": [1.0, None, 0.5], "b": [1.0, 1.0, 1.0]}, 3) == pytest.approx((0.5 + 1.0) / 2)
     assert rollout_score({"a": [1.0]}, 3) == pytest.approx(1 / 3)  # missing revisits score 0
@@ -169,7 +152,7 @@ def test_rollout_score_counts_every_prescribed_revisit():
 
 def test_bootstrap_and_paired():
     ci = bootstrap_ci([0.5, 0.6, 0.7, 0.8], n_boot=500)
-    assert ci["lo"] <= ci["mean"] <= ci["hi"] and ci["n"] == 4
+    assert ci["n"] == 4 and ci["mean"] == pytest.approx(0.65)
     p = paired_bootstrap([0.9, 0.8, 0.85], [0.5, 0.4, 0.45], n_boot=500)
     assert p["diff"] == pytest.approx(0.4) and p["lo"] > 0 and p["p_le_0"] == 0.0
 

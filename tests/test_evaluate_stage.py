@@ -194,31 +194,3 @@ def test_videos_made_elsewhere(run_dir, tmp_path):
     assert res["validity"] == {} and not [k for k in res["metrics"] if "oracle" in k]  # no ground truth here
     assert res["phases"]["R2"] == json.loads((_item(run_dir, "environment_rocket") / "meta.json").read_text())[
         "camera"]["phases"]["R2"]
-
-
-def test_context_policy_comparison_with_cis(tmp_path):
-    args = ["-m", "context=fullkv,sliding,fov", "run=cp", "cases.include=[environment_rocket,human_astronaut]",
-            "model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
-    r = run_cli(args, tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    an = json.loads((tmp_path / "outputs" / "cp" / "eval" / "analyses.json").read_text())
-    (cp,) = an["context_policies"]
-    assert cp["policies"] == ["fov", "fullkv", "sliding"] and cp["matched_items"] == 2
-    assert set(cp["speedup_vs_fullkv"]) == {"fov", "fullkv", "sliding"} and cp["speedup_vs_fullkv"]["fullkv"] == 1.0
-    row = cp["metrics"]["diagnostic.revisit_psnr[pixels]"]
-    assert {"lo", "hi", "mean"} <= set(row["fov"]) and "sliding" in row["paired_vs_fullkv"]
-    md = (tmp_path / "outputs" / "cp" / "eval" / "analyses.md").read_text()
-    assert "Context-policy comparison" in md and "speedup vs FullKV" in md
-
-
-def test_cross_axis_analysis_on_lrlr_and_lrud(tmp_path):
-    args = ["-m", "trajectory=lrlr,lrud", "context=sliding", "run=xa", "cases.include=[environment_rocket]",
-            "model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
-    r = run_cli(args, tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    an = json.loads((tmp_path / "outputs" / "xa" / "eval" / "analyses.json").read_text())
-    vis = next(e for e in an["cross_axis"] if e["metric"] == "environment.visible[pixel-thumb16]")
-    assert vis["cases"] == ["environment_rocket"]
-    assert set(vis["qualified_cases"]) <= {"environment_rocket"}  # qualified on estimated (classical) poses
-    assert vis["delta_axis"]["diff"] == pytest.approx(vis["d_lrud"] - vis["d_lrlr"])
-    assert set(an["tolerance_sensitivity"]) == {"15.0", "5.0"}

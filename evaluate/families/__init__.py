@@ -66,7 +66,7 @@ def missing(metric: str, backbone: str, reason: str, status: str = "not_computed
 
 def all_families() -> tuple[Family, ...]:
     """Every family in evaluation order (imported lazily)."""
-    from . import camera, diagnostic, dynamic, entity, environment, quality
+    from . import camera, departure, diagnostic, dynamic, entity, environment, quality
 
-    return (camera.FAMILY, environment.FAMILY, entity.HUMAN, entity.OBJECT, diagnostic.FAMILY, quality.FAMILY,
-            dynamic.FAMILY)
+    return (camera.FAMILY, environment.FAMILY, entity.HUMAN, entity.OBJECT, diagnostic.FAMILY, departure.FAMILY,
+            quality.FAMILY, dynamic.FAMILY)

@@ -1,0 +1,66 @@
+"""Departure-revisit memory: the ``departure_revisit`` protocol extension (beyond the paper).
+
+The paper's static-memory revisits all return to the conditioning frame. A context policy that keeps a sink (the
+first latents, which hold frame 0) therefore passes them whatever else it forgets: on the reference model FullKV,
+Sliding and FoV all score about 1. This family scores memory of content first seen *during a departure*: the
+reference set is the first departure's away view and each later departure back to that view is a revisit
+(:func:`evaluate.protocol.departure_revisit_windows`; LRLR has one, LRLRLR two, LRUD and the square loop none).
+
+Metric ``departure.visible[<encoder>]``: Eq. 4 with global frame features (the features of the paper's Environment
+Visible Memory): per revisit, the mean over its frames of ``clip_[0,1](max over reference frames of cos)``, then
+Eq. 1 over the K' prescribed departure revisits. Computed from the frames only (no oracle geometry).
+"""
+
+from __future__ import annotations
+
+from .. import memory as mem
+from ..aggregate import rollout_score
+from ..protocol import departure_revisit_windows
+from . import Entries, Family, Metric, entry
+
+#: The name under which the protocol extension is recorded in every entry.
+PROTOCOL = "departure_revisit"
+
+
+def subsample(frames: list[int], stride: int) -> list[int]:
+    """Every ``stride``-th frame of ``frames`` plus its last one (the settled view)."""
+    out = list(frames[:: max(1, int(stride))])
+    if frames and frames[-1] not in out:
+        out.append(frames[-1])
+    return out
+
+
+def _windows(ctx, ecfg) -> tuple[list[int], list[list[int]]]:
+    key = "departure_windows"
+    if key not in ctx.memo:
+        ctx.memo[key] = departure_revisit_windows(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg,
+                                                  ecfg.revisit_tolerance_translation, ecfg.departure_deg)
+    return ctx.memo[key]
+
+
+def visible(ctx, perc, ecfg, bb) -> Entries:
+    ref, revisits = _windows(ctx, ecfg)
+    ref_idx = subsample(ref, ecfg.memory_stride)
+    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
+    name = bb["encoder"]
+    feats = perc.encode(name, ref_idx + [f for w in rev_idx for f in w])
+    ref_feat, at = feats[: len(ref_idx)], len(ref_idx)
+    per = []
+    for w in rev_idx:
+        per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
+        at += len(w)
+    return entry("departure.visible", perc.label(name, "encoder"), perc.kind(name),
+                 rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=ref_idx,
+                 revisit_frames=rev_idx, protocol=PROTOCOL)
+
+
+def _applies(ctx, ecfg) -> bool:
+    ref, revisits = _windows(ctx, ecfg)
+    return bool(ref and revisits)
+
+
+FAMILY = Family(
+    "departure",
+    ("encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg"),
+    (Metric("departure.visible", ("encoder",), visible, _applies),),
+)
