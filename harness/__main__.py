@@ -255,18 +255,25 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
 
 
 def _short_table(results: list) -> str:
-    """The computed metrics of this run, one line each: mean over videos."""
+    """The computed metrics of this run, grouped by model / context / trajectory / seed (never averaged across
+    them): per group and metric, the mean over that group's cases with n. Ground truth (oracle) never scores."""
     import numpy as np
 
-    vals: dict[str, list] = {}
+    groups: dict[tuple, dict[str, list]] = {}
     for r in results:
+        item = r.get("item") or {}
+        g = tuple(str(item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
         for k, m in r["metrics"].items():
-            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":  # ground truth never scores
-                vals.setdefault(k, []).append(m["value"])
-    if not vals:
+            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":
+                groups.setdefault(g, {}).setdefault(k, []).append(m["value"])
+    if not groups:
         return "(no metric could be computed with the available backbones; see summary.md)"
-    w = max(len(k) for k in vals)
-    return "\n".join(f"  {k:<{w}}  {np.mean(v):8.4f}  (n={len(v)})" for k, v in sorted(vals.items()))
+    w = max(len(k) for vals in groups.values() for k in vals)
+    lines = ["mean over the cases of each model / context / trajectory / seed (n = cases):"]
+    for (model, context, trajectory, seed), vals in sorted(groups.items()):
+        lines.append(f"{model} / {context} / {trajectory} / seed {seed}")
+        lines += [f"  {k:<{w}}  {np.mean(v):8.4f}  (n={len(v)})" for k, v in sorted(vals.items())]
+    return "\n".join(lines)
 
 
 def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
