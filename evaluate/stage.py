@@ -52,7 +52,7 @@ class EvalConfig:
     pose_estimators: tuple[str, ...] = ("da3", "vipe", "classical", "oracle")
     return_frame_poses: tuple[str, ...] = ("da3", "oracle", "classical")
     quality: tuple[str, ...] = ("musiq-spaq", "laion")
-    judge: tuple[str, ...] = ("qwen-judge",)
+    judge: dict[str, Any] = field(default_factory=dict)  # evaluate.judge: JudgeSettings (docs/judge.md)
     memory_stride: int = 4
     quality_stride: int = 4
     judge_stride: int = 8
@@ -76,6 +76,10 @@ class EvalConfig:
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
+        if "judge" in d:  # validated here, so a bad judge setting is a config error, before anything runs
+            from .judge import JudgeSettings
+
+            d["judge"] = JudgeSettings.from_dict(d["judge"]).to_dict()
         return EvalConfig(**d)
 
     def family_settings(self, family: str) -> dict[str, Any]:
@@ -488,11 +492,10 @@ def family_quality(ctx: ItemContext) -> dict:
 def family_dynamic(ctx: ItemContext) -> dict:
     if ctx.case.family != "dynamic":
         return {}
-    out = {}
-    for name in ctx.ecfg.judge:
-        k, v = _missing("dynamic.overall", name, _unavailable(name))
-        out[k] = v
-    return out
+    # --- judge hook (issue 12): evaluate/judge owns the prompt, the server, the cache and the scoring -----------
+    from .judge import judge_item
+
+    return judge_item(ctx.dir, ctx.ecfg.judge, ctx.ecfg.judge_stride)
 
 
 FAMILY_FUNCS = {"camera": family_camera, "environment": family_environment, "human": family_human,
@@ -510,6 +513,9 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False) -> dict
     meta = read_json(item_dir / "meta.json")
     video_sha = meta.get("video", {}).get("sha256") or _file_sha(item_dir / "video.mp4")
     hashes = {f: _hash([video_sha, ecfg.family_settings(f), SCHEMA_VERSION]) for f in FAMILIES}
+    if prev:  # a family with a retryable "not computed" (e.g. the judge server failed) is recomputed
+        retry = {m.get("family") for m in prev.get("metrics", {}).values() if m.get("retryable")}
+        prev["family_hashes"] = {f: h for f, h in prev.get("family_hashes", {}).items() if f not in retry}
     if prev and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in FAMILIES):
         prev["reused"] = True
         return prev
@@ -556,6 +562,9 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     rows = [json.loads(x) for x in manifest.read_text().splitlines() if x.strip()]
     done = [r for r in rows if r.get("status") == "done"]
     results = []
+    from .judge import prefetch  # judge hook (issue 12): a run's judge requests, evaluate.judge.concurrency at a time
+
+    prefetch([run_dir / r["dir"] for r in done], ecfg.judge, ecfg.judge_stride)
     it = done
     if progress:
         from tqdm import tqdm
@@ -565,6 +574,9 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         res = evaluate_item(run_dir / r["dir"], ecfg, force=force)
         results.append(res)
     tables = write_tables(run_dir / "eval", results, ecfg)
+    from .dynamic_scores import write_dynamic_table  # issue 12: p_start, S_cond, S_gated, M-score per group
+
+    tables["dynamic"] = write_dynamic_table(run_dir / "eval", results)
     analyses = run_analyses(run_dir / "eval", results, ecfg)
     from .html import decay_plot, write_index
 
