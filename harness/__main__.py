@@ -167,12 +167,22 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
     _evaluate(run_dir.resolve(), cfg)
 
 
+def _cmd_judge_check(cfg: dict[str, Any]) -> None:
+    """``python -m harness judge check``: ping the configured judge server and print what it serves."""
+    from evaluate.judge import check_server
+
+    code = check_server((cfg.get("evaluate") or {}).get("judge"))
+    if code:
+        sys.exit(code)
+
+
 def _dispatch(cfg_omega: Any) -> None:
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.to_container(cfg_omega, resolve=True)
     assert isinstance(cfg, dict)
-    handlers = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview}
+    handlers = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
+                "judge_check": _cmd_judge_check}
     cmd = cfg.get("cmd", "run")
     if cmd not in handlers:
         _fail(f"cmd={cmd!r}: use one of {', '.join(handlers)}")
@@ -185,6 +195,8 @@ def _dispatch(cfg_omega: Any) -> None:
 def main() -> None:
     import hydra
 
+    if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
+        sys.argv[1:3] = ["cmd=judge_check"]
     sys.argv = _precheck_argv(sys.argv)
     hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
 

@@ -241,3 +241,22 @@ def test_the_key_never_reaches_a_file(tmp_path, monkeypatch):
     for p in tmp_path.rglob("*"):
         if p.is_file():
             assert key.encode() not in p.read_bytes(), p
+
+
+# -- `python -m harness judge check` ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_judge_check_command(tmp_path):
+    from conftest import run_cli
+    from evaluate.judge import check_server
+
+    lines: list[str] = []
+    assert check_server({}, out=lines.append) == 2 and "no server configured" in lines[0]
+    with FakeJudgeServer(truth(), served=["Qwen/Qwen3.8-27B", "other/model"]) as srv:
+        ok = run_cli(["judge", "check", f"evaluate.judge.base_url={srv.base_url}"], tmp_path, timeout=120)
+        assert ok.returncode == 0, ok.stderr
+        assert "serves: Qwen/Qwen3.8-27B, other/model" in ok.stdout and "ready" in ok.stdout
+        bad = run_cli(["judge", "check", f"evaluate.judge.base_url={srv.base_url}", "evaluate.judge.model=nope"],
+                      tmp_path, timeout=120)
+        assert bad.returncode == 1 and "NOT READY: model 'nope' is not served" in bad.stdout
