@@ -159,3 +159,40 @@ def ors_for_item(frames: np.ndarray, frame_indices: Sequence[int], phases: Mappi
         best = [best_valid_confidence(dets[i][j][0], dets[i][j][1], hw, area_range) for i in range(len(keep))]
         out[tid] = {**object_reappearance_score(best), "frames": [int(frame_indices[i]) for i in keep]}
     return out
+
+
+ORS_DEFAULTS = {"detector": "owlv2", "weights_root": None, "name": "owlv2-base-patch16-ensemble", "threshold": 0.1,
+                "area_range": list(ORS_AREA_RANGE)}
+_DETECTORS: dict[tuple, Any] = {}
+
+
+def ors_entries(frames: np.ndarray, frame_indices: Sequence[int], phases: Mapping[str, Sequence[int]],
+                targets: Mapping[str, str], settings: Optional[Mapping[str, Any]] = None) -> dict[str, dict]:
+    """``{"object.ors[<detector>]": entry}`` in ``metrics.json`` form: the mean ORS over targets (equal weight)
+    with per-target details, or "not computed" with the reason (e.g. no weights configured)."""
+    from .perception.base import BackboneUnavailable
+
+    s = {**ORS_DEFAULTS, **(settings or {})}
+    label = str(s["name"])
+    if s["detector"] != "owlv2":
+        return {f"object.ors[{s['detector']}]": {"metric": "object.ors", "backbone": s["detector"],
+                                                 "status": "not_computed",
+                                                 "reason": f"evaluate.ors.detector={s['detector']!r}: only owlv2"}}
+    key = (s["weights_root"], label, float(s["threshold"]))
+    try:
+        if key not in _DETECTORS:
+            from .perception.owl_detector import OwlDetector
+
+            _DETECTORS[key] = OwlDetector.from_settings(s["weights_root"], name=label, threshold=float(s["threshold"]))
+        det = _DETECTORS[key]
+    except BackboneUnavailable as exc:
+        return {f"object.ors[{label}]": {"metric": "object.ors", "backbone": label, "status": "not_computed",
+                                         "reason": str(exc)}}
+    per = ors_for_item(frames, frame_indices, phases, targets, det, tuple(s["area_range"]))
+    vals = [v["ors"] for v in per.values() if np.isfinite(v["ors"])]
+    if not vals:
+        return {f"object.ors[{label}]": {"metric": "object.ors", "backbone": label, "status": "not_computed",
+                                         "reason": "no revisit-phase frames to score"}}
+    return {f"object.ors[{label}]": {"metric": "object.ors", "backbone": label, "backbone_kind": "detector",
+                                     "status": "computed", "value": float(np.mean(vals)), "per_target": per,
+                                     "settings": s}}

@@ -65,6 +65,7 @@ class EvalConfig:
     departure_deg: float = 30.0
     return_tolerances_deg: tuple[float, ...] = (30.0, 15.0, 5.0)
     bootstrap: dict[str, int] = field(default_factory=lambda: {"n": 2000, "seed": 0})
+    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/dynamic_scores.py)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "EvalConfig":
@@ -76,6 +77,12 @@ class EvalConfig:
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
+        if "ors" in d:
+            from .dynamic_scores import ORS_DEFAULTS
+
+            unknown = sorted(set(d["ors"] or {}) - set(ORS_DEFAULTS))
+            if unknown:
+                raise ValueError(f"evaluate.ors.{unknown[0]}: unknown setting; allowed: {sorted(ORS_DEFAULTS)}")
         if "judge" in d:  # validated here, so a bad judge setting is a config error, before anything runs
             from .judge import JudgeSettings
 
@@ -91,7 +98,7 @@ class EvalConfig:
             "human": ["encoders", "face", "trackers", "memory_stride", "tracker_threshold", "revisit_tolerance_deg",
                       "revisit_tolerance_translation"],
             "object": ["encoders", "trackers", "memory_stride", "tracker_threshold", "canvas", "revisit_tolerance_deg",
-                       "revisit_tolerance_translation"],
+                       "revisit_tolerance_translation", "ors"],
             "diagnostic": ["encoders", "return_frame_poses", "pose_estimators", "memory_stride"],
             "quality": ["quality", "quality_stride"],
             "dynamic": ["judge", "judge_stride"],
@@ -438,7 +445,15 @@ def family_human(ctx: ItemContext) -> dict:
 
 
 def family_object(ctx: ItemContext) -> dict:
-    return _entity(ctx, "object") if ctx.case.family == "object" else {}
+    if ctx.case.family != "object":
+        return {}
+    out = _entity(ctx, "object")
+    from .dynamic_scores import ors_entries  # issue 12: MemoBench ORS over the revisit-phase frames (OWLv2)
+
+    rev = sorted({f for w in ctx.rev_idx for f in w})
+    out.update(ors_entries(ctx.frames_at(rev), rev, ctx.path.phases,
+                           {o.id: o.name for o in ctx.case.targets.objects}, ctx.ecfg.ors))
+    return out
 
 
 def family_diagnostic(ctx: ItemContext) -> dict:
