@@ -260,3 +260,16 @@ def test_judge_check_command(tmp_path):
         bad = run_cli(["judge", "check", f"evaluate.judge.base_url={srv.base_url}", "evaluate.judge.model=nope"],
                       tmp_path, timeout=120)
         assert bad.returncode == 1 and "NOT READY: model 'nope' is not served" in bad.stdout
+
+
+def test_a_case_file_whose_event_has_no_questions_is_rejected_naming_the_field(tmp_path):
+    import yaml
+
+    from harness.cases import CaseError, load_case_file
+
+    case = {"id": "d", "family": "dynamic", "image": "skimage://chelsea", "prompt": "p",
+            "event": {"initial_state": "a", "action": "b", "expected_next_state": "c", "questions": []}}
+    p = tmp_path / "d.yaml"
+    p.write_text(yaml.safe_dump(case))
+    with pytest.raises(CaseError, match=r"event.*questions: need exactly 8"):
+        load_case_file(p)

@@ -80,6 +80,7 @@ class WalkOffEvent:
         # The spot without the target: inpainted from its surroundings (deterministic).
         hole = cv2.dilate(self.mask.astype(np.uint8) * 255, np.ones((5, 5), np.uint8))
         self.plate = cv2.inpaint(np.ascontiguousarray(self.canvas), hole, 5, cv2.INPAINT_TELEA)
+        self.plate[~self.mask] = self.canvas[~self.mask]  # only the target's own pixels change: at rest = frame 0
         self.leave_progress = (self.x1 - self.x0) / float(self.x1)  # shift >= box width: the spot is empty
         self.band_area = float((self.y1 - self.y0) * self.x1)
         self._layers: dict[int, np.ndarray] = {}
