@@ -33,12 +33,14 @@ NO_KEY = "EMPTY"
 
 
 class JudgeError(RuntimeError):
-    """A judge request failed; ``retryable`` says whether a later run may succeed, ``fatal`` whether it stops
-    every further request of this run."""
+    """A judge request failed. ``transient``: worth retrying now (timeout, dropped connection, 429, 5xx);
+    ``retryable``: a later run may succeed; ``fatal``: stops every further request of this run; ``status``: the
+    HTTP status when there was one."""
 
-    def __init__(self, reason: str, retryable: bool = True, fatal: bool = False):
+    def __init__(self, reason: str, retryable: bool = True, fatal: bool = False, transient: bool = False,
+                 status: Optional[int] = None):
         super().__init__(reason)
-        self.retryable, self.fatal = retryable, fatal
+        self.retryable, self.fatal, self.transient, self.status = retryable, fatal, transient, status
 
 
 @dataclass
@@ -95,25 +97,25 @@ class JudgeSession:
         s = self.settings
         if isinstance(exc, openai.AuthenticationError):
             return JudgeError(f"401 unauthorized at {s.base_url}: the server rejected the key read from "
-                              f"${s.api_key_env}; export the right key in that variable", fatal=True)
+                              f"${s.api_key_env}; export the right key in that variable", fatal=True, status=401)
         if isinstance(exc, openai.PermissionDeniedError):
-            return JudgeError(f"403 forbidden at {s.base_url} for model {s.model!r}", fatal=True)
+            return JudgeError(f"403 forbidden at {s.base_url} for model {s.model!r}", fatal=True, status=403)
         if isinstance(exc, openai.NotFoundError):
             return JudgeError(f"404 from {s.base_url}: model {s.model!r} is not served there (or the URL lacks "
-                              "/v1); `python -m harness judge check` lists what it serves", fatal=True)
+                              "/v1); `python -m harness judge check` lists what it serves", fatal=True, status=404)
         if isinstance(exc, openai.APITimeoutError):
-            return JudgeError(f"timed out after {s.timeout:g} s")
+            return JudgeError(f"timed out after {s.timeout:g} s", transient=True)
         if isinstance(exc, openai.APIConnectionError):
-            return JudgeError(f"connection failed ({type(exc.__cause__ or exc).__name__})")
+            return JudgeError(f"connection failed ({type(exc.__cause__ or exc).__name__})", transient=True)
         if isinstance(exc, openai.RateLimitError):
-            return JudgeError("429 rate limited")
+            return JudgeError("429 rate limited", transient=True, status=429)
         if isinstance(exc, openai.InternalServerError):
-            return JudgeError(f"server error {getattr(exc, 'status_code', '5xx')}")
+            code = getattr(exc, "status_code", None)
+            return JudgeError(f"server error {code or '5xx'}", transient=True, status=code)
         if isinstance(exc, openai.APIStatusError):
-            return JudgeError(f"HTTP {exc.status_code}: {self.scrub(exc.message)[:200]}", retryable=False)
+            return JudgeError(f"HTTP {exc.status_code}: {self.scrub(exc.message)[:200]}", retryable=False,
+                              status=exc.status_code)
         return JudgeError(f"{type(exc).__name__}: {self.scrub(exc)[:200]}")
-
-    _TRANSIENT = ("timed out", "connection failed", "429", "server error", "invalid server response")
 
     def _with_retries(self, what: str, fn, key: str, log) -> Any:
         s = self.settings
@@ -127,9 +129,8 @@ class JudgeSession:
                 err = exc if isinstance(exc, JudgeError) else self._classify(exc)
                 log({"call": what, "attempt": attempt, "status": "error", "error": str(err),
                      "seconds": round(time.perf_counter() - t0, 3)})
-                transient = not err.fatal and err.retryable and str(err).startswith(self._TRANSIENT)
-                if not transient or attempt == s.max_retries:
-                    if transient:
+                if not err.transient or attempt == s.max_retries:
+                    if err.transient:
                         raise JudgeError(f"{err} (gave up after {attempt + 1} attempts)") from None
                     raise err from None
                 time.sleep(min(s.max_backoff_s, s.backoff_s * 2**attempt) * (0.5 + rng.random()))
@@ -153,7 +154,7 @@ class JudgeSession:
                 served = self._with_retries("models", lambda: [m.id for m in self.client().models.list()],
                                             "preflight", lambda rec: None)
             except JudgeError as exc:
-                if str(exc).startswith("404"):
+                if exc.status == 404:
                     return None  # some servers have no /models: the first request will tell
                 self.fatal = f"judge server {s.base_url} unusable: {exc}"
                 return self.fatal
@@ -185,7 +186,7 @@ class JudgeSession:
                 model = completion.model
             except Exception:  # noqa: BLE001 - a 200 whose body is not a chat completion
                 log({"call": "chat", "status": "invalid", "raw_response": self.scrub(text)[:20000]})
-                raise JudgeError("invalid server response (not a chat completion)") from None
+                raise JudgeError("invalid server response (not a chat completion)", transient=True) from None
             log({"call": "chat", "status": "ok", "server_model": model, "raw_response": self.scrub(text)[:200000]})
             return content or "", model
 
