@@ -11,10 +11,11 @@ Poses follow :mod:`trajectories.conventions`: OpenCV camera-to-world 4x4 float64
 from __future__ import annotations
 
 import dataclasses
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Mapping, Optional
 
 import numpy as np
 
@@ -27,6 +28,55 @@ class ModelConfigError(ValueError):
 
 class UnsupportedContextError(ValueError):
     """The (model, context policy) pair is not supported; raised at planning time, before anything heavy."""
+
+
+@dataclass(frozen=True)
+class TranslationScale:
+    """How scene-unit translations reach a model (``model.translation_scale``; recorded in every item's meta.json).
+
+    Attributes:
+        units: what a translation means to the model: ``scene`` (raw units, taken as they are after the factor),
+            ``metres``, ``normalised`` (the model divides the scale away: LingBot's per-clip max-norm) or ``none``
+            (no magnitude reaches it: YUME's direction keys).
+        per_scene_unit: model translation units per scene unit, applied at the adapter boundary (``scene``,
+            ``metres``); 1 = scene units as they are. Matrix-Game 3 uses 7 (metres per scene unit).
+        expects: what upstream expects, in words (its defaults, step sizes), for the record.
+    """
+
+    units: str = "scene"
+    per_scene_unit: float = 1.0
+    expects: str = ""
+
+    UNITS: ClassVar[tuple[str, ...]] = ("scene", "metres", "normalised", "none")
+
+    @property
+    def recoverable(self) -> bool:
+        """Whether the absolute scale reaches the model (not when it is normalised away or never sent)."""
+        return self.units in ("scene", "metres")
+
+    @classmethod
+    def from_dict(cls, d: "dict[str, Any] | TranslationScale", model: str = "?") -> "TranslationScale":
+        if isinstance(d, TranslationScale):
+            return d
+        if not isinstance(d, dict):
+            raise ModelConfigError(f"model.translation_scale={d!r}: give a mapping with keys units, per_scene_unit, "
+                                   f"expects (model {model!r})")
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        for key in sorted(set(d) - allowed):
+            hint = {"units_per_scene_unit": "per_scene_unit (units: scene)",
+                    "metres_per_scene_unit": "per_scene_unit (units: metres)"}.get(key)
+            raise ModelConfigError(f"model.translation_scale.{key}: unknown for model {model!r}"
+                                   + (f"; write {hint}" if hint else "") + f"; allowed: {sorted(allowed)}")
+        ts = cls(**d)
+        if ts.units not in cls.UNITS:
+            raise ModelConfigError(f"model.translation_scale.units={ts.units!r}: use one of {list(cls.UNITS)}")
+        if not isinstance(ts.per_scene_unit, (int, float)) or not ts.per_scene_unit > 0:
+            raise ModelConfigError(f"model.translation_scale.per_scene_unit={ts.per_scene_unit!r}: must be > 0")
+        return cls(ts.units, float(ts.per_scene_unit), str(ts.expects))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"units": self.units, "per_scene_unit": self.per_scene_unit, "expects": self.expects,
+                "recoverable": self.recoverable}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,9 +93,10 @@ class ModelConfig:
         chunk_latents: latents generated per autoregressive chunk.
         default_hfov_deg: field of view used when a case gives no intrinsics.
         gpus_per_job: GPUs one job needs (0 = CPU); gpu_layout: free-form description of their roles.
-        supported_contexts: context policies the adapter can run; unsupported_reasons explains the others.
-        paper_context: the policy of the paper's main table for this model (``context=paper`` selects it).
-        translation_scale: the translation-scale policy (units the model expects, how scene units map to them).
+        paper_context: the policy of the paper's main table for this model (``context=paper`` selects it); it must
+            be one the adapter's code supports (:meth:`Adapter.supported_contexts`, checked when it is built).
+        translation_scale: the translation-scale policy (:class:`TranslationScale`: units the model expects, how
+            scene units map to them).
         trailing_hold_frames: static poses appended after the trajectory (Evoke: 21, paper appendix C); the
             trajectory itself is sampled on ``num_frames - trailing_hold_frames`` and ``H`` grows by this much.
     """
@@ -63,10 +114,8 @@ class ModelConfig:
     default_hfov_deg: float = 60.0
     gpus_per_job: int = 0
     gpu_layout: str = ""
-    supported_contexts: tuple[str, ...] = ("fullkv", "sliding", "fov")
     paper_context: str = "fullkv"
-    unsupported_reasons: dict[str, str] = field(default_factory=dict)
-    translation_scale: dict[str, Any] = field(default_factory=dict)
+    translation_scale: TranslationScale = field(default_factory=TranslationScale)
     trailing_hold_frames: int = 0
     description: str = ""
 
@@ -76,6 +125,8 @@ class ModelConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         name = d.get("name", "?")
+        for key in sorted(unknown & set(_DECLARED_IN_CODE)):
+            raise ModelConfigError(f"model.{key}: {_DECLARED_IN_CODE[key]}; remove it from the config of {name!r}")
         if unknown:
             raise ModelConfigError(
                 f"model.{sorted(unknown)[0]}: unknown field for model {name!r}; allowed: {sorted(names)}"
@@ -84,6 +135,8 @@ class ModelConfig:
         if missing:
             raise ModelConfigError(f"model.{missing[0]}: required for model {name!r}; set it in conf/model/{name}.yaml")
         kwargs = dict(d)
+        if "translation_scale" in kwargs:
+            kwargs["translation_scale"] = TranslationScale.from_dict(kwargs["translation_scale"] or {}, name)
         for f in dataclasses.fields(cls):
             if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
                 kwargs[f.name] = tuple(kwargs[f.name])
@@ -105,7 +158,16 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["translation_scale"] = self.translation_scale.to_dict()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+#: Keys that used to be YAML and are now declared by the adapter's code (an override could claim what code cannot run).
+_DECLARED_IN_CODE = {
+    "supported_contexts": "the context policies a model supports are declared by its adapter class "
+                          "(Adapter.contexts / supported_contexts())",
+    "unsupported_reasons": "the reasons are declared by the adapter class (Adapter.unsupported_reasons)",
+}
 
 
 def _required(f: dataclasses.Field) -> bool:
@@ -162,28 +224,79 @@ class GeneratedVideo:
 FrameSink = Callable[[np.ndarray], None]
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One readiness result: ``level`` error | warning, the config ``key`` to change, and what to do."""
+
+    level: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
 class Adapter(ABC):
     """Base class of every model adapter.
 
-    Subclasses set ``config_class`` and implement :meth:`compile` and :meth:`generate`. The constructor must stay
-    cheap (no weights, no torch import): weights load inside :meth:`generate`.
+    Subclasses set ``config_class``, declare the context policies their code runs (``contexts``, with
+    ``unsupported_reasons`` for the others) and implement :meth:`compile` and :meth:`generate`. The constructor must
+    stay cheap (no weights, no torch import): weights load inside :meth:`generate`.
     """
 
     config_class: ClassVar[type[ModelConfig]] = ModelConfig
+    #: Context policies this adapter's code runs. The support matrix lives here, in code, so a config override
+    #: cannot claim a policy the code cannot run. Default: the harness policies, which an in-process model applies
+    #: itself through :class:`harness.context.ContextSelector` (the reference model, the tiny DiT).
+    contexts: ClassVar[tuple[str, ...]] = ("fullkv", "sliding", "fov")
+    #: Why each policy outside :attr:`contexts` is not supported (shown in the planning error).
+    unsupported_reasons: ClassVar[Mapping[str, str]] = {
+        "native": "no built-in memory mode; pick fullkv, sliding or fov"}
 
     def __init__(self, config: ModelConfig):
         self.config = config
         self._canvas: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        supported = self.supported_contexts()
+        if config.paper_context not in supported:
+            raise ModelConfigError(f"model.paper_context={config.paper_context!r}: {type(self).__name__} runs only "
+                                   f"{', '.join(supported)} for model {config.name!r}")
 
     # -- context policies --------------------------------------------------------------------------------------
+    def supported_contexts(self) -> tuple[str, ...]:
+        """The policies (names from :data:`harness.context.POLICY_NAMES`) this adapter runs with its config.
+        Adapters whose support depends on a config field override this (LingBot v1 vs a causal build)."""
+        return tuple(self.contexts)
+
     def check_context(self, policy: ContextPolicy) -> None:
         """Raise :class:`UnsupportedContextError` when this model cannot run ``policy``."""
-        if policy.name not in self.config.supported_contexts:
-            why = self.config.unsupported_reasons.get(policy.name, "not implemented for this model")
+        supported = self.supported_contexts()
+        if policy.name not in supported:
+            why = self.unsupported_reasons.get(policy.name, "not implemented for this model")
             raise UnsupportedContextError(
                 f"model={self.config.name} does not support context={policy.name}: {why}. "
-                f"Supported: {', '.join(self.config.supported_contexts)}"
+                f"Supported: {', '.join(supported)}"
             )
+
+    def scene_scale(self) -> float:
+        """Model translation units per scene unit (``model.translation_scale.per_scene_unit``)."""
+        return self.config.translation_scale.per_scene_unit
+
+    # -- readiness ---------------------------------------------------------------------------------------------
+    def readiness(self, probe: bool = True) -> list[Finding]:
+        """Everything that would stop a real run (weights, checkout, environment), found at planning time.
+        ``probe=False`` skips subprocess checks. Default: nothing to check (built-in models need no weights)."""
+        return []
+
+    def check_ready(self, probe: bool = True) -> list[Finding]:
+        """Raise :class:`ModelConfigError` listing every readiness error; return (and print) the warnings."""
+        findings = self.readiness(probe=probe)
+        errors = [f for f in findings if f.level == "error"]
+        warnings = [f for f in findings if f.level != "error"]
+        for w in warnings:
+            print(f"warning: {self.config.name}: {w}", file=sys.stderr)
+        if errors:
+            raise ModelConfigError(f"{self.config.name} is not ready to run:\n" + "\n".join(f"  - {e}" for e in errors))
+        return warnings
 
     # -- the canvas ---------------------------------------------------------------------------------------------
     def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:

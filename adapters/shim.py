@@ -45,25 +45,45 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def run_upstream(script_and_args: list[str]) -> None:
-    """Run ``script`` with ``args`` as ``__main__`` from the current directory (the upstream checkout)."""
+def replace_literals(src: str, replacements: Sequence[tuple[str, str]], where: str, commit: str) -> str:
+    """Apply literal ``(old, new)`` replacements; each ``old`` must occur, else the checkout is another commit."""
+    for old, new in replacements:
+        if old not in src:
+            raise SystemExit(f"shim: {old!r} not found in {where}; this patch targets upstream {commit}")
+        src = src.replace(old, new)
+    return src
+
+
+def run_upstream(script_and_args: list[str], replacements: Sequence[tuple[str, str]] = (), commit: str = "") -> None:
+    """Run ``script`` with ``args`` as ``__main__`` from the current directory (the upstream checkout).
+
+    ``replacements``: literal edits of the script's own source (hard-coded paths), applied before it runs.
+    """
     script = script_and_args[0]
     sys.argv = list(script_and_args)
     sys.path.insert(0, os.getcwd())
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
+    if not replacements:
+        runpy.run_path(script, run_name="__main__")
+        return
+    import builtins
+
+    src = replace_literals(open(script).read(), replacements, script, commit)
+    namespace = {"__name__": "__main__", "__file__": os.path.abspath(script), "__builtins__": builtins}
+    exec(compile(src, os.path.abspath(script), "exec"), namespace)
 
 
 def main_with(parser: argparse.ArgumentParser, patch: Callable[[argparse.Namespace], None],
               argv: Sequence[str] | None = None) -> None:
-    """Parse the shim's own options, seed, ``patch(options)``, run upstream."""
+    """Parse the shim's own options, seed, ``patch(options)``, run upstream. ``patch`` may return literal
+    replacements for the upstream script's own source (see :func:`run_upstream`)."""
     own, upstream = split_argv(sys.argv[1:] if argv is None else argv)
     opts = parser.parse_args(own)
     if getattr(opts, "seed", None) is not None:
         seed_everything(int(opts.seed))
     sys.path.insert(0, os.getcwd())
-    patch(opts)
-    run_upstream(upstream)
+    replacements = patch(opts) or ()
+    run_upstream(upstream, replacements, getattr(opts, "commit", "") or "")
 
 
 def patch_attr(module_name: str, attr: str, make: Callable[[object], object]) -> None:
@@ -90,11 +110,7 @@ def patch_source(module_name: str, replacements: Sequence[tuple[str, str]], comm
     spec = importlib.util.find_spec(module_name)
     if spec is None or spec.origin is None:
         raise SystemExit(f"shim: cannot find module {module_name!r} in the upstream checkout")
-    src = open(spec.origin).read()
-    for old, new in replacements:
-        if old not in src:
-            raise SystemExit(f"shim: {old!r} not found in {spec.origin}; this patch targets upstream {commit}")
-        src = src.replace(old, new)
+    src = replace_literals(open(spec.origin).read(), replacements, spec.origin, commit)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = mod
     exec(compile(src, spec.origin, "exec"), mod.__dict__)

@@ -115,6 +115,7 @@ def qualification(results: list[dict], dep_deg: float, tolerances: tuple[float, 
                 continue
             if m.get("qualification") and not seen_env:
                 seen_env = True
+                acc[g].setdefault("pose_source", set()).add(m.get("pose_source") or m.get("return_pose_estimator"))
                 for k in range(r["num_revisits"]):
                     acc[g]["departure"].append(m["qualification"][k]["departure_deg"] >= dep_deg)
                     for tol in tolerances:
@@ -123,8 +124,22 @@ def qualification(results: list[dict], dep_deg: float, tolerances: tuple[float, 
                 for k in range(r["num_revisits"]):
                     acc[g]["tracking"].append(_tracked(m, k))
     return [{"model": g[0], "context": g[1], "trajectory": g[2],
-             **{k: {"rate": float(np.mean(v)), "n": len(v)} for k, v in sorted(vals.items())}}
+             "pose_source": ", ".join(sorted(str(x) for x in vals.get("pose_source", ()))) or "-",
+             **{k: {"rate": float(np.mean(v)), "n": len(v)} for k, v in sorted(vals.items()) if k != "pose_source"}}
             for g, vals in sorted(acc.items())]
+
+
+def sources(results: list[dict]) -> dict[str, dict[str, list[str]]]:
+    """Per metric key: the pose, depth and mask sources its values used (every analysis names its sources)."""
+    out: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for r in results:
+        for key, m in r["metrics"].items():
+            if m["status"] != "computed":
+                continue
+            for s in ("pose_source", "depth_source", "mask_source"):
+                if m.get(s):
+                    out[key][s.split("_")[0]].add(str(m[s]))
+    return {k: {s: sorted(v) for s, v in d.items()} for k, d in sorted(out.items())}
 
 
 def context_policies(results: list[dict], boot: dict) -> list[dict]:
@@ -164,7 +179,12 @@ def context_policies(results: list[dict], boot: dict) -> list[dict]:
 
 
 def run_analyses(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str]:
+    """``analyses.{json,md}`` of a run; oracle entries are left out of every comparison."""
     from harness.io import write_json, write_text
+
+    from .reporting.collect import drop_oracle
+
+    results = [drop_oracle(r) for r in results]
 
     tol = ecfg.return_tolerances_deg[0]
     data = {
@@ -175,6 +195,7 @@ def run_analyses(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str
         "cross_axis": cross_axis(results, ecfg.bootstrap, ecfg.departure_deg, tol),
         "qualification": qualification(results, ecfg.departure_deg, ecfg.return_tolerances_deg),
         "context_policies": context_policies(results, ecfg.bootstrap),
+        "sources": sources(results),
     }
     write_json(out_dir / "analyses.json", data)
     write_text(out_dir / "analyses.md", analyses_markdown(data))
@@ -190,6 +211,13 @@ def _ci(c: dict | None) -> str:
 
 def analyses_markdown(data: dict) -> str:
     L = ["# Analyses", ""]
+    if data.get("sources"):
+        L += ["## Sources (pose / depth / mask source of every metric used below; ground truth never scores)", "",
+              "| metric | poses | depth | masks |", "| --- | --- | --- | --- |"]
+        for k, d in data["sources"].items():
+            L.append(f"| {k} | {', '.join(d.get('pose', [])) or '-'} | {', '.join(d.get('depth', [])) or '-'} | "
+                     f"{', '.join(d.get('mask', [])) or '-'} |")
+        L.append("")
     if data["context_policies"]:
         L += ["## Context-policy comparison (matched items; paired differences vs FullKV)", ""]
         for e in data["context_policies"]:
@@ -225,7 +253,8 @@ def analyses_markdown(data: dict) -> str:
         L += ["## Departure / return coverage (appendix G.1)", ""]
         for e in data["qualification"]:
             rest = ", ".join(f"{k}: {v['rate']:.0%} of {v['n']}" for k, v in e.items()
-                             if k not in ("model", "context", "trajectory"))
-            L.append(f"- {e['model']} / {e['context']} / {e['trajectory']}: {rest}")
+                             if k not in ("model", "context", "trajectory", "pose_source"))
+            L.append(f"- {e['model']} / {e['context']} / {e['trajectory']} (poses: {e.get('pose_source', '-')}): "
+                     f"{rest}")
         L.append("")
     return "\n".join(L)

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-ASPECTS = ("return_progress", "persistence_reset", "final_state", "causal_physical")
+from harness.cases import ASPECTS  # the case schema owns the four aspects
 
 
 def _norm(a: Any) -> str:

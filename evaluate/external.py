@@ -26,11 +26,57 @@ def _entries(manifest: Path) -> list[dict]:
     return data if isinstance(data, list) else data["videos"]
 
 
+_SAFE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+def _safe_name(manifest: Path, i: int, key: str, value: Any) -> str:
+    """A manifest ``model`` / ``context`` value as a folder name: letters, digits, ``.``, ``_``, ``-`` only (no
+    ``/``, ``..`` or absolute paths), so an imported video can never be written outside the run directory."""
+    import re
+
+    v = str(value)
+    if not re.fullmatch(_SAFE_NAME, v) or v in (".", "..") or ".." in v:
+        raise ValueError(f"{manifest}: entry {i}: {key}={v!r} is not a plain name (use letters, digits, '.', '_' or "
+                         "'-', at most 64 characters; it becomes a folder of the run directory)")
+    return v
+
+
+def _checked_entries(folder: Path, manifest: Path, cases: dict) -> list[dict]:
+    """Every entry validated before anything is written: required keys, known case and trajectory, plain model /
+    context names, an integer seed and a video file inside ``folder``."""
+    from harness.registry import check_choice
+
+    out = []
+    root = folder.resolve()
+    for i, e in enumerate(_entries(manifest)):
+        if not isinstance(e, dict):
+            raise ValueError(f"{manifest}: entry {i}: expected an object, got {type(e).__name__}")
+        for key in ("video", "case_id", "trajectory", "num_frames", "fps"):
+            if key not in e:
+                raise ValueError(f"{manifest}: entry {i}: missing {key!r}")
+        if e["case_id"] not in cases:
+            raise ValueError(f"{manifest}: entry {i}: case_id {e['case_id']!r} is not in the case set")
+        check_choice("trajectory", e["trajectory"])
+        model = _safe_name(manifest, i, "model", e.get("model", "external"))
+        context = _safe_name(manifest, i, "context", e.get("context", "native"))
+        seed = e.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise ValueError(f"{manifest}: entry {i}: seed={seed!r} must be an integer in [0, 2^32)")
+        src = (folder / str(e["video"])).resolve()
+        if not src.is_relative_to(root):
+            raise ValueError(f"{manifest}: entry {i}: video={e['video']!r} is outside {root}")
+        if not src.is_file():
+            raise ValueError(f"{manifest}: entry {i}: video file {src} not found")
+        out.append({**e, "model": model, "context": context, "seed": seed, "_src": src})
+    return out
+
+
 def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
-    """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory."""
+    """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
+    checked before anything is written."""
     from harness.io import write_json
     from harness.plan import WorkItem
-    from harness.registry import check_choice, group_yaml
+    from harness.registry import group_yaml
     from harness.runner import load_cases_from_config, rebuild_manifest, sha256_file
     from harness.video import probe_video
     from trajectories import TrajectorySpec, build_path
@@ -41,21 +87,20 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
                                 "{video, case_id, trajectory, num_frames, fps}")
     cases = {c.id: c for c in load_cases_from_config(cfg["cases"])}
     run_dir = (Path(cfg["output_root"]) / str(cfg["run"])).resolve()
-    for i, e in enumerate(_entries(manifest)):
-        for key in ("video", "case_id", "trajectory", "num_frames", "fps"):
-            if key not in e:
-                raise ValueError(f"{manifest}: entry {i}: missing {key!r}")
-        if e["case_id"] not in cases:
-            raise ValueError(f"{manifest}: entry {i}: case_id {e['case_id']!r} is not in {cfg['cases']['source']}")
-        check_choice("trajectory", e["trajectory"])
-        src = folder / e["video"]
-        info = probe_video(src)
+    entries = _checked_entries(folder, manifest, cases)
+    infos = []
+    for i, e in enumerate(entries):
+        info = probe_video(e["_src"])
         if info["num_frames"] != int(e["num_frames"]):
-            raise ValueError(f"{src}: {info['num_frames']} frames decoded, manifest says {e['num_frames']}")
+            raise ValueError(f"{e['_src']}: {info['num_frames']} frames decoded, manifest says {e['num_frames']}")
+        infos.append(info)
+    for e, info in zip(entries, infos):
+        src = e["_src"]
         case = cases[e["case_id"]]
-        item = WorkItem(str(e.get("model", "external")), str(e.get("context", "native")), int(e.get("seed", 0)),
-                        e["trajectory"], case.id)
+        item = WorkItem(e["model"], e["context"], int(e["seed"]), e["trajectory"], case.id)
         d = run_dir / item.rel_dir
+        if not d.resolve().is_relative_to(run_dir):
+            raise ValueError(f"{manifest}: {item.key} would be written outside {run_dir}")
         d.mkdir(parents=True, exist_ok=True)
         img = case.load_image()
         K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], float(e.get("hfov_deg", 60.0)))

@@ -8,8 +8,11 @@ from pathlib import Path
 
 
 def decay_plot(out_png: Path, multi_revisit: list[dict]) -> Path | None:
-    """Per (model, context, trajectory, metric): the mean score at R1..RK (computed metrics only)."""
-    rows = [e for e in multi_revisit if len(e["per_revisit_mean"]) >= 2]
+    """Per (model, context, trajectory, metric): the mean score at R1..RK (computed metrics only), on an axis that
+    starts at the metric's floor (see :func:`evaluate.reporting.plots.metric_range`). Oracle entries are skipped."""
+    from .reporting.plots import metric_range
+
+    rows = [e for e in multi_revisit if len(e["per_revisit_mean"]) >= 2 and not e["metric"].endswith("[oracle]")]
     if not rows:
         return None
     import matplotlib
@@ -28,6 +31,9 @@ def decay_plot(out_png: Path, multi_revisit: list[dict]) -> Path | None:
             if e["metric"] == m:
                 ks = range(1, len(e["per_revisit_mean"]) + 1)
                 ax.plot(ks, e["per_revisit_mean"], marker="o", label=f"{e['model']}/{e['context']}/{e['trajectory']}")
+        lo, top, cap = metric_range(m, [x for e in rows if e["metric"] == m for x in e["per_revisit_mean"]])
+        ax.set_ylim(lo, top)
+        ax.set_ylabel(cap, fontsize=7)
         ax.set_title(m, fontsize=8)
         ax.set_xlabel("revisit")
         ax.set_xticks(list(range(1, max(len(e["per_revisit_mean"]) for e in rows) + 1)))
@@ -39,13 +45,20 @@ def decay_plot(out_png: Path, multi_revisit: list[dict]) -> Path | None:
 
 
 def write_index(out_dir: Path, results: list[dict], summary_md: str, plot: Path | None) -> Path:
+    """``eval/index.html``: the run's videos with phases and computed (non-oracle) metrics; links to the study
+    report in ``eval/report/``."""
     from harness.io import write_text
+
+    from .reporting.collect import drop_oracle
+
+    results = [drop_oracle(r) for r in results]
 
     parts = ["<!doctype html><meta charset='utf-8'><title>WorldMem run</title>",
              "<style>body{font-family:sans-serif;max-width:1400px;margin:auto} video{width:416px} "
              "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px} table{border-collapse:collapse}</style>",
              "<h1>Run report</h1><p>Tables: <a href='summary.md'>summary.md</a>, <a href='analyses.md'>analyses.md"
-             "</a>, <a href='summary.csv'>summary.csv</a>, <a href='per_item.csv'>per_item.csv</a></p>"]
+             "</a>, <a href='summary.csv'>summary.csv</a>, <a href='per_item.csv'>per_item.csv</a>. Study report "
+             "(paper-shaped tables, plots, side-by-side videos): <a href='report/index.html'>report/index.html</a></p>"]
     if plot is not None:
         parts.append(f"<h2>Multi-revisit decay</h2><img src='{plot.name}'>")
     parts.append("<h2>Videos</h2><table><tr><th>item</th><th>video</th><th>phases</th><th>metrics</th></tr>")

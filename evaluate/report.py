@@ -47,7 +47,13 @@ def summarise(results: list[dict], boot: dict[str, int]) -> tuple[list[dict], di
 
 
 def write_tables(out_dir: Path, results: list[dict], ecfg: Any) -> dict[str, str]:
+    """``per_item.csv`` and ``summary.{csv,json,md}`` of a run (oracle entries left out; the study report with
+    paper-shaped tables is :func:`evaluate.reporting.build_report`)."""
     from harness.io import write_json, write_text
+
+    from .reporting.collect import drop_oracle
+
+    results = [drop_oracle(r) for r in results]
 
     out_dir.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
@@ -75,7 +81,8 @@ def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval and the number of cases. `[backbone]` names what "
              "computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and `pixels` are weight-free "
-             "diagnostics of this harness, `oracle` is the reference model's own geometry.", ""]
+             "diagnostics of this harness. Oracle entries (the reference model's own geometry) are left out. The "
+             "study report (paper-shaped tables, plots, HTML) is in `report/`.", ""]
     by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
     trajs: dict[tuple, list] = defaultdict(list)
     for r in rows:

@@ -2,7 +2,10 @@
 
 ``python -m harness.bench reference``: frames per second of the reference world model at 480x832 on one CPU core
 (generation only, and generation + H.264 encoding), per context policy and trajectory.
-``python -m harness.bench context``: the tensor-level KV-context benchmark on the tiny causal DiT (needs torch).
+``python -m harness.bench context``: the tensor-level KV-context benchmark on the tiny causal DiT and on diffusers'
+WanTransformer3DModel through the harness KV cache (needs torch; ``--model wan`` needs diffusers).
+``python -m harness.bench eval``: total evaluation time of a run against the time of the backbone forwards alone
+(target: total <= 1.10x backbone time at the default settings), over repeats without the feature cache.
 """
 
 from __future__ import annotations
@@ -70,6 +73,53 @@ def bench_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_eval(args: argparse.Namespace) -> int:
+    """Evaluate a run ``--repeats`` times from scratch (no metrics reuse, no feature cache) and print total vs
+    backbone-forward time. Without ``--run``, a small reference-model run is generated first (3 cases, LRLR)."""
+    import statistics
+    import subprocess
+    from pathlib import Path
+
+    from evaluate.stage import EvalConfig, evaluate_run
+    from harness.registry import group_yaml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(args.run) if args.run else None
+        if run is None:
+            cmd = [sys.executable, "-m", "harness", "run=bench", "evaluate=off", "progress=false",
+                   f"model.num_frames={args.frames}", f"model.height={args.height}", f"model.width={args.width}",
+                   "cases.include=[environment_rocket,object_coffee,human_astronaut]"]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                                os.environ.get("PYTHONPATH", "")])}
+            r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                print(r.stderr[-2000:], file=sys.stderr)
+                return 1
+            run = Path(tmp) / "outputs" / "bench"
+        cfg = dict(group_yaml("evaluate", "default"))
+        cfg.pop("description", None)
+        cfg["device"] = args.device
+        ecfg = EvalConfig.from_dict(cfg)
+        n = sum(1 for x in (run / "manifest.jsonl").read_text().splitlines() if x.strip())
+        print(f"evaluation of {run} ({n} videos), default settings, device={args.device}, weights root "
+              f"{args.weights or '(default)'}; {args.repeats} repeats, no reuse, no feature cache")
+        print(f"{'repeat':>6} {'total [s]':>10} {'backbones [s]':>14} {'weights load [s]':>17} {'tables [s]':>11} "
+              f"{'ratio':>7}")
+        ratios = []
+        for i in range(args.repeats):
+            out = evaluate_run(run, ecfg, force=True, weights_root=Path(args.weights) if args.weights else None,
+                               use_cache=False)
+            t = out["timings"]
+            ratio = t["total_s"] / max(t["backbone_s"], 1e-9)
+            ratios.append(ratio)
+            print(f"{i + 1:>6} {t['total_s']:10.2f} {t['backbone_s']:14.2f} {t['load_s']:17.2f} {t['tables_s']:11.2f} "
+                  f"{ratio:7.3f}")
+        spread = (max(ratios) - min(ratios)) / 2 if len(ratios) > 1 else 0.0
+        print(f"total / backbone time: median {statistics.median(ratios):.3f}x (+-{spread:.3f} over {len(ratios)} "
+              "repeats; target <= 1.10x)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,11 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--width", type=int, default=832)
     r.add_argument("--frames", type=int, default=493)
     r.set_defaults(fn=bench_reference)
-    c = sub.add_parser("context", help="KV-context policy cost on the tiny causal DiT (needs torch)")
+    c = sub.add_parser("context", help="KV-context policy cost on the tiny causal DiT and diffusers' Wan (needs torch)")
     c.add_argument("--frames", type=int, default=493)
     c.add_argument("--device", default="cpu")
-    c.add_argument("--repeats", type=int, default=2, help="best of N rollouts per point")
-    c.set_defaults(fn=lambda a: __import__("harness.context.bench", fromlist=["run"]).run(a))
+    c.add_argument("--repeats", type=int, default=3, help="rollouts per point, reported as min and median")
+    c.add_argument("--model", choices=["tiny", "wan", "both"], default="both",
+                   help="tiny causal DiT, diffusers' WanTransformer3DModel, or both")
+    c.add_argument("--lengths", type=int, nargs="*", default=None,
+                   help="rollout lengths in frames besides --frames (default 97 193 289 385; none given: only --frames)")
+    c.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    c.set_defaults(fn=lambda a: __import__("harness.benchmarks.context", fromlist=["run"]).run(a))
+    e = sub.add_parser("eval", help="evaluation time vs backbone-forward time")
+    e.add_argument("--run", default=None, help="an existing run directory (default: generate a small one)")
+    e.add_argument("--weights", default=None, help="weights root (default: $WORLDMEM_WEIGHTS or the user cache)")
+    e.add_argument("--device", default="auto")
+    e.add_argument("--repeats", type=int, default=3)
+    e.add_argument("--frames", type=int, default=193)
+    e.add_argument("--height", type=int, default=480)
+    e.add_argument("--width", type=int, default=832)
+    e.set_defaults(fn=bench_eval)
     args = ap.parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo_cases"
 KNOWN_TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
+MAX_IMAGE_PIXELS = 64 * 1024 * 1024  # 64 MP (e.g. 8192 x 8192): a bigger header is refused before decoding
 ASPECTS = ("return_progress", "persistence_reset", "final_state", "causal_physical")
 
 
@@ -45,6 +46,8 @@ class Intrinsics(_Strict):
 def _check_box(v: list[float]) -> list[float]:
     if len(v) != 4:
         raise ValueError("box must be [x0, y0, x1, y1] (4 numbers, pixels)")
+    if not all(np.isfinite(x) for x in v):
+        raise ValueError(f"box {v} has a non-finite coordinate; give pixels inside the image")
     if not (v[2] > v[0] and v[3] > v[1]):
         raise ValueError(f"box {v} is empty: need x1 > x0 and y1 > y0")
     return v
@@ -125,8 +128,14 @@ class Case(_Strict):
     @field_validator("trajectories")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
+        known = known_trajectories()
         if not v:
-            raise ValueError(f"list at least one trajectory of {list(KNOWN_TRAJECTORIES)}")
+            raise ValueError(f"list at least one trajectory of {known}")
+        unknown = [t for t in v if t not in known]
+        if unknown:
+            from .registry import did_you_mean
+
+            raise ValueError(f"unknown trajectory {unknown[0]!r}.{did_you_mean(unknown[0], known)} Known: {known}")
         return v
 
     @model_validator(mode="after")
@@ -188,6 +197,35 @@ class Case(_Strict):
         return intrinsics_from_fov(self.hfov_deg or default_hfov_deg, width, height)
 
 
+def known_trajectories() -> list[str]:
+    """Trajectory names a case may list: the ``conf/trajectory`` group (built-ins plus any added there)."""
+    try:
+        from .registry import list_group
+
+        return list_group("trajectory") or list(KNOWN_TRAJECTORIES)
+    except Exception:  # conf not importable (a stripped install): the built-ins
+        return list(KNOWN_TRAJECTORIES)
+
+
+def image_size(ref: str) -> tuple[int, int]:
+    """(width, height) of an image file from its header only (nothing decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    Image.MAX_IMAGE_PIXELS = None  # we apply our own limit, with a clearer message
+    try:
+        with Image.open(ref) as im:
+            return int(im.size[0]), int(im.size[1])
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise CaseError(f"image {ref!r} cannot be read ({exc}); give a PNG/JPEG file") from None
+
+
+def check_image_size(ref: str, width: int, height: int) -> None:
+    if width * height > MAX_IMAGE_PIXELS:
+        raise CaseError(f"image {ref!r} is {width}x{height} ({width * height / 1e6:.0f} MP), over the "
+                        f"{MAX_IMAGE_PIXELS / 2**20:.0f} MP limit; downscale it (conditioning images are resized to "
+                        "the model canvas anyway)")
+
+
 def _skimage_array(ref: str) -> np.ndarray:
     import skimage.data as data
 
@@ -209,6 +247,9 @@ def load_rgb(ref: str) -> np.ndarray:
     else:
         import cv2
 
+        if not Path(ref).is_file():
+            raise CaseError(f"image {ref!r} is missing or unreadable; check the path (relative to the case file)")
+        check_image_size(ref, *image_size(ref))  # from the header, before a huge decode
         bgr = cv2.imread(ref, cv2.IMREAD_COLOR)
         if bgr is None:
             raise CaseError(f"image {ref!r} is missing or unreadable; check the path (relative to the case file)")
@@ -218,11 +259,18 @@ def load_rgb(ref: str) -> np.ndarray:
     return np.ascontiguousarray(arr[..., :3]).astype(np.uint8)
 
 
-def _format_error(source: str, err: ValidationError, index: int | None) -> str:
+def _where(index: int | str | None) -> str:
+    """``[i] `` for list entries, ``line N: `` for JSONL lines (``index`` given as ``"line N"``)."""
+    if index is None:
+        return ""
+    return f"{index}: " if isinstance(index, str) else f"[{index}] "
+
+
+def _format_error(source: str, err: ValidationError, index: int | str | None) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "<case>"
-        where = f"[{index}]." if index is not None else ""
+        where = _where(index)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field; remove it or fix its spelling (see docs/cases.md for the schema)"
@@ -232,11 +280,20 @@ def _format_error(source: str, err: ValidationError, index: int | None) -> str:
     return "\n".join(lines)
 
 
-def _parse_records(path: Path) -> list[tuple[int | None, Any]]:
+def _parse_records(path: Path) -> list[tuple[int | str | None, Any]]:
     text = path.read_text()
+    if path.suffix == ".jsonl":  # positions are 1-based line numbers, as an editor shows them
+        out: list[tuple[int | str | None, Any]] = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append((f"line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise CaseError(f"{path}: line {lineno}: cannot parse ({exc.msg}, column {exc.colno}); "
+                                "fix the JSON on that line") from None
+        return out
     try:
-        if path.suffix == ".jsonl":
-            return [(i, json.loads(line)) for i, line in enumerate(text.splitlines()) if line.strip()]
         if path.suffix == ".json":
             data = json.loads(text)
         else:
@@ -256,7 +313,7 @@ def load_case_file(path: str | Path) -> list[Case]:
     cases = []
     for index, rec in _parse_records(path):
         if not isinstance(rec, dict):
-            raise CaseError(f"{path}: {'[%d] ' % index if index is not None else ''}a case must be a mapping")
+            raise CaseError(f"{path}: {_where(index)}a case must be a mapping")
         try:
             cases.append(Case(**{**rec, "source": str(path)}))
         except ValidationError as err:
@@ -292,7 +349,40 @@ def load_case_set(source: str | Path) -> list[Case]:
         if c.id in seen:
             raise CaseError(f"{c.source}: id: {c.id!r} is also used in {seen[c.id]}; case ids must be unique")
         seen[c.id] = str(c.source)
-        ref = c._resolve(c.image)
-        if not ref.startswith("skimage://") and not Path(ref).is_file():
-            raise CaseError(f"{c.source}: image: {c.image!r} not found (resolved to {ref}); fix the path")
+        check_resources(c)
     return sorted(cases, key=lambda c: c.id)
+
+
+def check_resources(c: Case) -> None:
+    """Files a case names exist (image, depth, masks); the image is within the size limit (read from its header);
+    every box and polygon lies inside the image. Raises :class:`CaseError` naming the file and the field."""
+    ref = c._resolve(c.image)
+    if ref.startswith("skimage://"):
+        h, w = load_rgb(ref).shape[:2]
+    else:
+        if not Path(ref).is_file():
+            raise CaseError(f"{c.source}: image: {c.image!r} not found (resolved to {ref}); fix the path")
+        w, h = image_size(ref)
+        try:
+            check_image_size(ref, w, h)
+        except CaseError as exc:
+            raise CaseError(f"{c.source}: image: {exc}") from None
+    for field_name, rel in (("depth", c.depth),):
+        if rel is not None and not c._resolve(rel).startswith("skimage://") and not Path(c._resolve(rel)).is_file():
+            raise CaseError(f"{c.source}: {field_name}: {rel!r} not found (resolved to {c._resolve(rel)}); fix the path")
+    boxes = [(f"targets.persons[{p.id}].box", p.box) for p in c.targets.persons]
+    boxes += [(f"targets.objects[{o.id}].box", o.box) for o in c.targets.objects]
+    for where, (x0, y0, x1, y1) in boxes:
+        if x0 < 0 or y0 < 0 or x1 > w or y1 > h:
+            raise CaseError(f"{c.source}: {where}: {[x0, y0, x1, y1]} is not inside the {w}x{h} image; boxes are "
+                            "[x0, y0, x1, y1] pixels with 0 <= x0 < x1 <= width, 0 <= y0 < y1 <= height")
+    for o in c.targets.objects:
+        if o.mask is not None and not Path(c._resolve(o.mask)).is_file():
+            raise CaseError(f"{c.source}: targets.objects[{o.id}].mask: {o.mask!r} not found "
+                            f"(resolved to {c._resolve(o.mask)}); fix the path or give a polygon")
+        if o.polygon is not None:
+            pts = np.asarray(o.polygon, dtype=float)
+            if pts.ndim != 2 or pts.shape[1] != 2 or not np.isfinite(pts).all() or (pts < 0).any() \
+                    or (pts[:, 0] > w).any() or (pts[:, 1] > h).any():
+                raise CaseError(f"{c.source}: targets.objects[{o.id}].polygon: points must be finite [x, y] pixels "
+                                f"inside the {w}x{h} image")

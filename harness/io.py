@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,12 +29,69 @@ def _default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def process_umask() -> int:
+    """The process umask, read without changing it (Linux ``/proc``; elsewhere set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def file_mode(executable: bool = False) -> int:
+    """The mode a plain ``open()`` would give a new file under the process umask (0o666/0o777 & ~umask)."""
+    return (0o777 if executable else 0o666) & ~process_umask()
+
+
+def host_tag() -> str:
+    """Six hex digits naming this host in temporary file names."""
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
+def temp_tag() -> str:
+    """``<host>-<pid>``: every temporary file name carries its writer, so a dead writer's leftovers can be found."""
+    return f"{host_tag()}-{os.getpid()}"
+
+
+_TEMP_OWNER = re.compile(r"^\..*\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.")
+
+
+def temp_owner(name: str) -> tuple[str, int] | None:
+    """(host tag, pid) of a temporary file name written by :func:`atomic_path` or the video writer, else None."""
+    m = _TEMP_OWNER.match(name)
+    return (m["host"], int(m["pid"])) if m else None
+
+
+def remove_dead_temps(root: str | Path) -> list[Path]:
+    """Delete, under ``root``, temporary files whose writer ran on this host and is gone (killed mid-write).
+    A live writer's temporary file is never touched, so this is safe while other processes work in ``root``."""
+    from .locks import pid_alive
+
+    gone, me = [], host_tag()
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            owner = temp_owner(name)
+            if owner and owner[0] == me and not pid_alive(owner[1]):
+                p = Path(dirpath) / name
+                try:
+                    p.unlink()
+                    gone.append(p)
+                except FileNotFoundError:
+                    pass
+    return gone
+
+
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it is renamed onto ``path``, on error removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{temp_tag()}.", suffix=suffix or path.suffix, dir=path.parent)
+    os.fchmod(fd, file_mode())  # mkstemp makes 0600; colleagues on a shared cluster must read what the umask allows
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -59,3 +119,25 @@ def save_npy(path: str | Path, arr: np.ndarray) -> None:
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+class JsonLinesError(ValueError):
+    """A line of a JSON Lines file is not a JSON object; the message names the file and the 1-based line."""
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Every non-blank line of a JSON Lines file as a dict; a bad line raises :class:`JsonLinesError` naming
+    ``<file>:<line>``."""
+    path = Path(path)
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JsonLinesError(f"{path}:{lineno}: not valid JSON ({exc.msg}); fix or delete that line") from None
+        if not isinstance(rec, dict):
+            raise JsonLinesError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        out.append(rec)
+    return out

@@ -28,15 +28,49 @@ def conf_dir() -> Path:
 
 
 def list_group(group: str) -> list[str]:
-    """Names of the options of a config group (the YAML file stems), sorted."""
+    """Names of the options of a config group (the YAML file stems), sorted. Files starting with ``_`` are shared
+    bases that options include through their ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
     d = conf_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_")) if d.is_dir() else []
 
 
 def group_yaml(group: str, name: str) -> dict[str, Any]:
-    """The raw YAML mapping of ``conf/<group>/<name>.yaml`` (raises :class:`UnknownChoiceError` if absent)."""
+    """The YAML mapping of ``conf/<group>/<name>.yaml``; raises :class:`UnknownChoiceError` if absent.
+
+    A ``defaults:`` list made only of same-group bases (bare names, e.g. ``_upstream_base``) and ``_self_`` is
+    merged as Hydra merges it (in list order, ``_self_`` last unless listed). Any other ``defaults:`` (overrides of
+    other groups: ``experiment``, ``launcher`` files) configures other packages and is returned as written.
+    """
     check_choice(group, name)
-    return yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    return _with_defaults(group, name, ())
+
+
+def _is_base_entry(entry: Any) -> bool:
+    return isinstance(entry, str) and not any(c in entry for c in "/@ ")
+
+
+def _with_defaults(group: str, name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+    if name in seen:
+        raise ValueError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
+    data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    defaults = data.get("defaults") or []
+    if not defaults or not all(_is_base_entry(e) for e in defaults):
+        return data
+    data = {k: v for k, v in data.items() if k != "defaults"}
+    if "_self_" not in defaults:
+        defaults = [*defaults, "_self_"]
+    out: dict[str, Any] = {}
+    for entry in defaults:
+        out = _merge(out, data if entry == "_self_" else _with_defaults(group, entry, (*seen, name)))
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` recursively (mappings merge, everything else is replaced), as OmegaConf does."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def did_you_mean(name: str, options: list[str]) -> str:
@@ -65,6 +99,31 @@ def load_object(ref: str) -> Any:
         return getattr(mod, attr)
     except AttributeError:
         raise ImportError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
+
+
+def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``model`` config with this machine's settings for that model merged in.
+
+    ``conf/local/default.yaml`` (git-ignored, package ``local``) holds one block per model, e.g.
+    ``models: {lingbot_v2: {upstream_dir: ..., checkpoint: ..., python: ...}}``; only the block of the selected
+    model is merged, so one model's paths never reach another (and ``model=reference`` stays untouched). An unknown
+    model name in the local file is an error naming ``local.models.<name>``; unknown fields fail in the model's
+    own config validation, named ``model.<field>``.
+    """
+    model = dict(cfg["model"])
+    blocks = ((cfg.get("local") or {}).get("models") or {})
+    if not isinstance(blocks, dict):
+        raise ValueError("local.models: must map model names to settings (see docs/real-models.md)")
+    options = list_group("model")
+    for name in blocks:
+        if name not in options:
+            raise UnknownChoiceError(f"local.models.{name}: no such model.{did_you_mean(name, options)} "
+                                     f"Available: {', '.join(options)}")
+    block = blocks.get(model.get("name")) or {}
+    if not isinstance(block, dict):
+        raise ValueError(f"local.models.{model.get('name')}: must be a mapping of model fields")
+    model.update(block)
+    return model
 
 
 def build_adapter(model_cfg: dict[str, Any]):

@@ -1,32 +1,46 @@
-"""Execution: plan, compile, generate, write self-describing outputs; resume and keep going on failures.
+"""Execution: compile, generate and write each item; resume, share run directories, keep going on failures.
 
-Per item (``outputs/<run>/<model>/<context>/seed-<s>/<trajectory>/<case>/``):
-``video.mp4`` (H.264), ``camera.npz`` (c2w, K, fps, phases), ``controls/`` (exactly what the model received),
-``context_trace.json``, ``meta.json`` (config, seeds, versions, timings, status). Per run: ``manifest.jsonl``.
-Every file is written atomically; ``meta.json`` is written last with ``status: done``, so a killed run leaves
-no item that looks finished, and a rerun skips exactly the finished ones.
+Per item (``outputs/<run>/<model>/<context>/seed-<s>/<trajectory>/<case>/``): ``video.mp4`` (H.264),
+``camera.npz`` (c2w, K, fps, phases), ``controls/`` (exactly what the model received), ``context_trace.json``,
+``meta.json`` (config, seeds, fingerprint, versions, timings, status). Per run: ``manifest.jsonl``.
+
+Guarantees:
+- Every file is written atomically; ``meta.json`` is written last with ``status: done``, so a killed run leaves no
+  item that looks finished, and a rerun redoes exactly the unfinished ones.
+- An item is worked on by one process at a time (``.locks/``, see :mod:`harness.locks`): several shards, ranks or
+  identical commands can share a run directory; each item is done once; a dead owner's lock is taken over.
+- A finished item is skipped only when its config fingerprint (:mod:`harness.fingerprint`) equals the current
+  one; otherwise the run refuses before writing anything (:func:`check_fingerprints`).
+- Upstream jobs (``gpus_per_job > 0``) run concurrently on disjoint GPU sets from a :class:`GPUPool`.
+- Secrets in ``model.env`` never reach ``meta.json`` (:mod:`harness.secrets`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
-import platform
-import subprocess
 import sys
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Optional, Sequence
 
-from .cases import Case, load_case_set
-from .io import read_json, write_json
-from .plan import WorkItem, make_plan
+from .cases import Case
+from .dist import Rank, current_rank, split
+from .fingerprint import item_fingerprint, sha256_text
+from .gpu_pool import GPUPool, current_devices
+from .io import write_json
+from .locks import ItemLocks
+from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
+                      rebuild_manifest, remove_stale_temps, sha256_file, update_manifest, versions)
+from .plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
+                   resolve_context)
+from .secrets import redact, secret_values
 
-SCHEMA_VERSION = 1
+
+class FingerprintMismatch(ValueError):
+    """A finished item was made with a different config; rerunning would silently mix two configs."""
 
 
 @dataclass
@@ -36,7 +50,11 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
+    elsewhere: list[str] = field(default_factory=list)  # finished meanwhile by another process sharing the run
+    taken_over: list[str] = field(default_factory=list)
+    causes: dict[str, str] = field(default_factory=dict)  # failed item -> root-cause line (upstream.log) or error
     seconds: float = 0.0
+    max_concurrent: int = 0
 
     @property
     def ok(self) -> bool:
@@ -44,84 +62,222 @@ class RunSummary:
 
     def table(self) -> str:
         rows = [("done", len(self.done)), ("compiled (dry run)", len(self.compiled)), ("skipped (already done)",
-                len(self.skipped)), ("failed", len(self.failed)), ("wall time [s]", f"{self.seconds:.1f}")]
+                len(self.skipped)), ("done elsewhere", len(self.elsewhere)), ("failed", len(self.failed)),
+                ("wall time [s]", f"{self.seconds:.1f}")]
         w = max(len(r[0]) for r in rows)
         lines = [f"run directory: {self.run_dir}"] + [f"  {k:<{w}}  {v}" for k, v in rows]
-        lines += [f"  FAILED: {k} (see its meta.json)" for k in self.failed]
+        lines += [f"  took over stale lock: {k}" for k in self.taken_over]
+        lines += [f"  FAILED: {k}: {self.causes.get(k, 'see its meta.json')}" for k in self.failed]
+        if self.failed and not (self.done or self.compiled or self.skipped or self.elsewhere):
+            lines.append("  no video was produced: the failures above are the cause (not the metrics)")
         return "\n".join(lines)
 
 
-def _versions() -> dict[str, Any]:
-    import numpy
+def encoder_settings() -> dict[str, Any]:
+    from .video import x264_options
 
-    out: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
-                           "platform": platform.platform()}
-    for mod in ("cv2", "av", "scipy", "hydra", "omegaconf"):
-        with contextlib.suppress(Exception):
-            out[mod] = __import__(mod).__version__
-    if "torch" in sys.modules:
-        out["torch"] = sys.modules["torch"].__version__
-    with contextlib.suppress(Exception):
-        from importlib.metadata import version
+    return {"codec": "libx264", "pix_fmt": "yuv420p", **x264_options()}
 
-        out["worldmem-harness"] = version("worldmem-harness")
+
+def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
+    """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)."""
+    from .fingerprint import canonical
+
+    by_id = {c.id: c for c in plan.cases}
+    enc = encoder_settings()
+    out = {}
+    for item in plan.all_items or plan.items:
+        fp, parts = item_fingerprint(plan.adapter, plan.policy, plan.specs[item.trajectory], by_id[item.case_id],
+                                     item, enc)
+        out[item.key] = (fp, {k: sha256_text(canonical(v))[:12] for k, v in parts.items()})
     return out
 
 
-def _git() -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5)
-        if sha.returncode == 0:
-            return {"sha": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"sha": None, "dirty": None}
+def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], overwrite: bool) -> None:
+    """Refuse (before anything is written) when a finished item was made with a different config."""
+    if overwrite:
+        return
+    bad = []
+    for item in plan.items:
+        m = item_meta(plan.run_dir / item.rel_dir)
+        if not m or m.get("status") != "done":
+            continue
+        fp, parts = fps[item.key]
+        if m.get("fingerprint") != fp:
+            old = m.get("fingerprint_parts") or {}
+            changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
+            bad.append((item.key, changed))
+    if bad:
+        key, changed = bad[0]
+        raise FingerprintMismatch(
+            f"{len(bad)} finished item(s) in {plan.run_dir} were made with a different config (first: {key}; "
+            f"changed: {', '.join(changed)}). Use a new run name (run=<new>) or regenerate them (overwrite=true)."
+        )
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+class _Executor:
+    """Runs the items of one plan in this process (one thread per concurrent GPU job)."""
 
+    def __init__(self, adapter: Any, context: Any, specs: dict[str, Any], cases: Sequence[Case], run_dir: Path,
+                 config: dict[str, Any], fps: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
+                 rank: Rank, write_manifest: bool):
+        self.adapter, self.context, self.specs = adapter, context, specs
+        self.by_id = {c.id: c for c in cases}
+        self.run_dir, self.fps = run_dir, fps
+        self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
+        self.write_manifest = write_manifest
+        self.secrets = secret_values(config)
+        self.config = redact(config, self.secrets)
+        self.argv = redact(list(sys.argv), self.secrets)
+        self.versions, self.git = versions(), git_state()
+        self.locks = ItemLocks(run_dir)
+        self.started = time.time()
+        self._mutex = threading.Lock()
+        self.running = 0
+        self.peak_running = 0
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    # -- bookkeeping --------------------------------------------------------------------------------------------
+    def finished_ok(self, item: WorkItem) -> Optional[str]:
+        """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
+        another process), or None."""
+        m = item_meta(self.run_dir / item.rel_dir)
+        if not m or m.get("fingerprint") != self.fps[item.key][0]:
+            return None
+        if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
+                and m.get("owner_token") != self.locks.owner.token):
+            return "failed" if m["status"] == "failed" else "elsewhere"  # finished meanwhile by another process
+        if m.get("status") != "done":
+            return None
+        return None if self.overwrite else "skipped"
+
+    # -- one item -------------------------------------------------------------------------------------------------
+    def execute(self, item: WorkItem) -> dict[str, Any]:
+        from adapters.base import ItemRequest
+
+        from .video import VideoWriter
+
+        adapter, item_dir = self.adapter, self.run_dir / item.rel_dir
+        case = self.by_id[item.case_id]
+        fp, fp_parts = self.fps[item.key]
+        devices = current_devices()
+        meta: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "status": "running",
+            "item": item.to_dict(),
+            "fingerprint": fp,
+            "fingerprint_parts": fp_parts,
+            "case": case.model_dump(),
+            "model": redact(adapter.config.to_dict(), self.secrets),
+            "context": self.context.to_dict(),
+            "trajectory": self.specs[item.trajectory].to_dict(),
+            "seed": item.seed,
+            "seed_source": "cli override" if self.config.get("seed") is not None else "model default",
+            "versions": self.versions,
+            "git": self.git,
+            "argv": self.argv,
+            "config": self.config,
+            "owner": {"host": self.locks.owner.host, "pid": self.locks.owner.pid, "rank": self.rank.rank,
+                      "world": self.rank.world, "devices": list(devices) if devices is not None else None},
+            "owner_token": self.locks.owner.token,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        write_json(item_dir / "meta.json", meta)
+        t0 = time.perf_counter()
+        writer = None
         try:
-            yield
+            _, K = adapter.canvas_image_and_K(case)
+            mc = adapter.config
+            path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)
+            path.save(item_dir / "camera.npz")
+            req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
+            controls = adapter.compile(req)
+            meta["controls"] = redact({"files": sorted(Path(p).name for p in controls.files.values()),
+                                       "command": controls.command, **controls.meta}, self.secrets)
+            meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta()}
+            if controls.decoded_c2w is not None:
+                from .residuals import pose_residual
+
+                meta["controls"]["achieved_vs_requested"] = {**pose_residual(path.c2w, controls.decoded_c2w),
+                                                             **controls.meta.get("intrinsics_residual", {})}
+            t_compile = time.perf_counter() - t0
+            if self.dry_run:
+                from trajectories.preview import preview_path
+
+                overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
+                preview_path(path, item_dir / "preview.png", overlays=overlays,
+                             title=f"{item.key}: requested vs native")
+                meta.update(status="compiled", timings={"compile_s": t_compile})
+            else:
+                writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
+                gen = adapter.generate(req, controls, writer)
+                writer.close()
+                if writer.num_frames != gen.num_frames:
+                    raise RuntimeError(f"the model reported {gen.num_frames} frames but {writer.num_frames} were written")
+                write_json(item_dir / "context_trace.json", {"policy": self.context.to_dict(), "chunks": gen.context_trace})
+                meta.update(
+                    status="done",
+                    video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
+                           "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4"),
+                           "frames_sha256": writer.frames_sha256, "encoder": encoder_settings()},
+                    timings={"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0},
+                    generation=redact(gen.meta, self.secrets),
+                )
+        except Exception as exc:  # one failed item must not stop the run
+            if writer is not None:
+                writer.abort()
+            meta.update(status="failed", error=redact(f"{type(exc).__name__}: {exc}", self.secrets),
+                        traceback=redact(traceback.format_exc(), self.secrets))
+            if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
+                meta["root_cause"] = redact(exc.root_cause, self.secrets)
+        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        meta["finished_unix"] = time.time()
+        meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()
+        write_json(item_dir / "meta.json", meta)
+        if self.write_manifest:
+            update_manifest(self.run_dir, [meta["manifest"]])
+        return meta
+
+    def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
+        """Run ``item`` if this process can lock it; False when another live process holds it."""
+        if not self.locks.try_acquire(item.key):
+            return False
+        try:
+            why = self.finished_ok(item)  # re-check under the lock: another process may just have finished it
+            if why is not None:
+                self._record(summary, why, item.key)
+                return True
+            if item.key in self.locks.taken_over:
+                with self._mutex:
+                    summary.taken_over.append(item.key)
+            remove_stale_temps(self.run_dir / item.rel_dir)  # we hold the lock: any temp file is a dead owner's
+            if pool is not None and gpus > 0:
+                with pool.job(gpus):
+                    meta = self._counted(item)
+            else:
+                meta = self._counted(item)
+            self._record(summary, meta["status"], item.key)
+            if meta["status"] == "failed":
+                with self._mutex:
+                    summary.causes[item.key] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            self.locks.release(item.key)
+        return True
 
+    def _counted(self, item: WorkItem) -> dict[str, Any]:
+        with self._mutex:
+            self.running += 1
+            self.peak_running = max(self.peak_running, self.running)
+        try:
+            return self.execute(item)
+        finally:
+            with self._mutex:
+                self.running -= 1
 
-def rebuild_manifest(run_dir: Path) -> Path:
-    """Rewrite ``manifest.jsonl`` from every item's ``meta.json`` (one line each, sorted by item key).
-
-    Rebuilding (instead of appending) keeps the manifest right when jobs of a sweep or shards finish in any
-    order; a file lock serialises concurrent writers.
-    """
-    from .io import write_text
-
-    out = run_dir / "manifest.jsonl"
-    with _locked(run_dir / ".manifest.lock"):
-        lines = []
-        for meta_path in sorted(run_dir.glob("*/*/seed-*/*/*/meta.json")):
-            with contextlib.suppress(json.JSONDecodeError, OSError):
-                m = read_json(meta_path)
-                lines.append(json.dumps(m.get("manifest", {}), sort_keys=True))
-        write_text(out, "\n".join(lines) + ("\n" if lines else ""))
-    return out
-
-
-def item_status(item_dir: Path) -> str | None:
-    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
-        return read_json(item_dir / "meta.json")["status"]
-    return None
+    def _record(self, summary: RunSummary, status: str, key: str) -> None:
+        bucket = {"done": summary.done, "failed": summary.failed, "compiled": summary.compiled,
+                  "skipped": summary.skipped, "elsewhere": summary.elsewhere}[status]
+        with self._mutex:
+            bucket.append(key)
 
 
 def run_items(
@@ -135,184 +291,119 @@ def run_items(
     dry_run: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    pool: Optional[GPUPool] = None,
+    rank: Optional[Rank] = None,
+    wait_poll_s: float = 0.5,
 ) -> RunSummary:
-    """Execute ``items``; see the module docstring for what each writes."""
-    from adapters.base import ItemRequest
+    """Execute ``items`` (see the module docstring for what each writes and the guarantees).
 
-    from .video import VideoWriter
-
-    summary = RunSummary(run_dir=run_dir)
-    by_id = {c.id: c for c in cases}
-    versions, git = _versions(), _git()
+    Items locked by another live process are revisited after this process's own items: the run returns only when
+    every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
+    jobs concurrently on its GPUs (None = the ``devices`` setting of ``config``; no GPUs = one at a time).
+    ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
+    """
+    rank = rank or current_rank()
+    plan = Plan(adapter, context, dict(trajectory_specs), list(cases), list(items), Path(run_dir))
+    fps = fingerprints(plan)
+    check_fingerprints(plan, fps, overwrite)
+    my_items = split(list(items), rank)
+    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
+                   write_manifest=rank.is_main)
+    gpus = job_gpus(adapter, dry_run)
+    if pool is None and gpus > 0:
+        pool = gpu_pool_for(adapter, config, dry_run)
+    workers = max(1, pool.capacity(gpus)) if (pool is not None and gpus > 0) else 1
+    summary = RunSummary(run_dir=Path(run_dir))
     t_run = time.perf_counter()
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), desc=f"{adapter.config.name}/{context.name}", unit="item", file=sys.stderr)
-    for item in items:
-        item_dir = run_dir / item.rel_dir
-        if not overwrite and item_status(item_dir) == "done":
-            summary.skipped.append(item.key)
-            if bar:
-                bar.update(1)
-            continue
-        case = by_id[item.case_id]
-        meta: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "status": "running",
-            "item": item.to_dict(),
-            "case": case.model_dump(),
-            "model": adapter.config.to_dict(),
-            "context": context.to_dict(),
-            "trajectory": trajectory_specs[item.trajectory].to_dict(),
-            "seed": item.seed,
-            "seed_source": "cli override" if config.get("seed") is not None else "model default",
-            "versions": versions,
-            "git": git,
-            "argv": sys.argv,
-            "config": config,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        write_json(item_dir / "meta.json", meta)
-        t0 = time.perf_counter()
-        writer = None
-        try:
-            _, K = adapter.canvas_image_and_K(case)
-            mc = adapter.config
-            path = adapter.path_for(trajectory_specs[item.trajectory], K, item.trajectory)
-            path.save(item_dir / "camera.npz")
-            req = ItemRequest(case=case, path=path, context=context, seed=item.seed, item_dir=item_dir)
-            controls = adapter.compile(req)
-            meta["controls"] = {"files": sorted(Path(p).name for p in controls.files.values()),
-                                "command": controls.command, **controls.meta}
-            meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta()}
-            if controls.decoded_c2w is not None:
-                from .residuals import pose_residual
+        bar = tqdm(total=len(my_items), desc=f"{adapter.config.name}/{context.name}", unit="item", file=sys.stderr)
 
-                meta["controls"]["achieved_vs_requested"] = pose_residual(path.c2w, controls.decoded_c2w)
-            t_compile = time.perf_counter() - t0
-            if dry_run:
-                from trajectories.preview import preview_path
+    def attempt(item: WorkItem) -> bool:
+        why = ex.finished_ok(item)
+        if why is not None:
+            ex._record(summary, why, item.key)
+            return True
+        return ex.run_locked(item, summary, pool, gpus)
 
-                overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
-                preview_path(path, item_dir / "preview.png", overlays=overlays,
-                             title=f"{item.key}: requested vs native")
-                meta.update(status="compiled", timings={"compile_s": t_compile})
-                summary.compiled.append(item.key)
-            else:
-                writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
-                gen = adapter.generate(req, controls, writer)
-                writer.close()
-                if writer.num_frames != gen.num_frames:
-                    raise RuntimeError(f"the model reported {gen.num_frames} frames but {writer.num_frames} were written")
-                write_json(item_dir / "context_trace.json", {"policy": context.to_dict(), "chunks": gen.context_trace})
-                meta.update(
-                    status="done",
-                    video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
-                           "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4")},
-                    timings={"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0},
-                    generation=gen.meta,
-                )
-                summary.done.append(item.key)
-        except Exception as exc:  # one failed item must not stop the run
-            if writer is not None:
-                writer.abort()
-            meta.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-            summary.failed.append(item.key)
-        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        meta["manifest"] = {
-            **item.to_dict(),
-            "key": item.key,
-            "status": meta["status"],
-            "dir": item.key,
-            "video": "video.mp4" if meta["status"] == "done" else None,
-            "video_sha256": meta.get("video", {}).get("sha256"),
-            "camera": "camera.npz",
-            "spec_hash": meta.get("camera", {}).get("spec_hash"),
-            "num_frames": meta.get("camera", {}).get("num_frames"),
-            "fps": meta.get("camera", {}).get("fps"),
-            "phases": meta.get("camera", {}).get("phases"),
-            "timings": meta.get("timings"),
-            "error": meta.get("error"),
-            "schema_version": SCHEMA_VERSION,
-        }
-        write_json(item_dir / "meta.json", meta)
+    def process(batch: list[WorkItem]) -> list[WorkItem]:
+        deferred: list[WorkItem] = []
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="harness-job") as tp:
+                for item, ok in zip(batch, tp.map(attempt, batch)):
+                    if not ok:
+                        deferred.append(item)
+                    elif bar:
+                        bar.update(1)
+        else:
+            for item in batch:
+                if not attempt(item):
+                    deferred.append(item)
+                elif bar:
+                    bar.update(1)
+        return deferred
+
+    try:
+        pending = process(my_items)
+        if rank.world > 1 and rank.is_main:
+            # rank 0 writes the manifest and evaluates, so it sees every rank's items through: it waits for the
+            # ones another rank holds and does the ones nobody has started (the split decides who, never what)
+            mine = set(my_items)
+            pending += process([i for i in items if i not in mine])
+        announced = False
+        while pending:
+            time.sleep(wait_poll_s)
+            if not announced:
+                holders = {h.describe() for h in (ex.locks.holder(i.key) for i in pending) if h is not None}
+                print(f"waiting for {len(pending)} item(s) held by another process ({'; '.join(sorted(holders))})",
+                      file=sys.stderr)
+                announced = True
+            pending = process(pending)
+    finally:
+        ex.locks.release_all()
         if bar:
-            bar.update(1)
-    if bar:
-        bar.close()
-    rebuild_manifest(run_dir)
+            bar.close()
+    summary.max_concurrent = ex.peak_running
+    if rank.is_main:
+        rebuild_manifest(Path(run_dir))
     summary.seconds = time.perf_counter() - t_run
     return summary
 
 
-def load_cases_from_config(cases_cfg: dict[str, Any]) -> list[Case]:
-    """The case set named by the ``cases`` config group, filtered by ``include`` / ``families``."""
-    from .cases import CaseError
-
-    cases = load_case_set(cases_cfg["source"])
-    include = cases_cfg.get("include")
-    if include:
-        known = {c.id for c in cases}
-        missing = [i for i in include if i not in known]
-        if missing:
-            raise CaseError(f"cases.include: unknown case id(s) {missing}; known: {sorted(known)}")
-        cases = [c for c in cases if c.id in include]
-    fams = cases_cfg.get("families")
-    if fams:
-        cases = [c for c in cases if c.family in fams]
-    return cases
+def job_gpus(adapter: Any, dry_run: bool = False) -> int:
+    """GPUs one job of ``adapter`` holds: ``gpus_per_job``, which counts every device of the layout (torchrun ranks
+    plus e.g. Matrix-Game 3's async-VAE GPU, ``vae_worker_gpus``); 0 on a dry run."""
+    return 0 if dry_run else int(getattr(adapter.config, "gpus_per_job", 0) or 0)
 
 
-def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case], items: Sequence[WorkItem]) -> None:
-    """Build every item's camera path up front (cheap) so impossible parameters fail before anything is written."""
-    from trajectories import TrajectoryError
+def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) -> Optional[GPUPool]:
+    """The pool upstream jobs of ``adapter`` draw from (None: no GPU job, or no GPU set/visible); refuses a job
+    bigger than the pool before anything is written."""
+    gpus = job_gpus(adapter, dry_run)
+    pool = pool_from_config(config) if gpus > 0 else None
+    if pool is not None and gpus > len(pool.devices):
+        from .gpu_pool import DeviceConfigError
 
-    by_id = {c.id: c for c in cases}
-    seen = set()
-    for item in items:
-        if (item.trajectory, item.case_id) in seen:
-            continue
-        seen.add((item.trajectory, item.case_id))
-        _, K = adapter.canvas_image_and_K(by_id[item.case_id])
-        try:
-            adapter.path_for(specs[item.trajectory], K, item.trajectory)
-        except TrajectoryError as exc:
-            raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
+        raise DeviceConfigError(f"model={adapter.config.name} needs {gpus} GPU(s) per job but devices= gives "
+                                f"{len(pool.devices)} ({','.join(pool.devices)}); add GPUs or lower model.gpus_per_job")
+    return pool
 
 
-def resolve_context(ctx: dict[str, Any], adapter: Any):
-    """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
-    from .context import ContextPolicy
-    from .registry import group_yaml
+def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:
+    """The GPU pool of ``config['devices']`` (``auto`` or a list); None when no GPU is visible or set."""
+    from .gpu_pool import parse_devices
 
-    if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
-        ctx = group_yaml("context", adapter.config.paper_context)
-    return ContextPolicy.from_dict(ctx)
+    if "devices" not in config:
+        return None
+    devs = parse_devices(config.get("devices"))
+    if not devs:
+        return None
+    lock_dir = config.get("gpu_lock_dir")
+    return GPUPool(devs, Path(lock_dir) if lock_dir else None)
 
 
-def plan_from_config(cfg: dict[str, Any]):
-    """Everything a run needs, validated before anything heavy: (adapter, policy, specs, cases, items, run_dir)."""
-    from trajectories import TrajectorySpec
-
-    from .registry import build_adapter, check_choice, group_yaml
-
-    adapter = build_adapter(cfg["model"])
-    policy = resolve_context(cfg["context"], adapter)
-    adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
-    names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]
-    specs = {}
-    for name in names:
-        if name == cfg["trajectory"]["name"]:
-            specs[name] = TrajectorySpec.from_dict(cfg["trajectory"])
-        else:
-            check_choice("trajectory", name)
-            specs[name] = TrajectorySpec.from_dict(group_yaml("trajectory", name))
-    cases = load_cases_from_config(cfg["cases"])
-    seed = cfg.get("seed")
-    seed = adapter.config.seed if seed is None else int(seed)
-    items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
-    check_trajectories(adapter, specs, cases, items)
-    run_dir = (Path(cfg.get("output_root", "outputs")) / str(cfg.get("run", "default"))).resolve()
-    return adapter, policy, specs, cases, items, run_dir
+def run_complete(run_dir: Path, items: Sequence[WorkItem]) -> list[WorkItem]:
+    """The items of ``items`` that are not finished yet (empty when the whole run can be evaluated)."""
+    return [i for i in items if item_status(Path(run_dir) / i.rel_dir) not in FINISHED]

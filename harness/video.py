@@ -5,7 +5,9 @@ OpenCV wheels cannot write H.264 (``VideoWriter.isOpened()`` just returns False)
 
 from __future__ import annotations
 
+import hashlib
 import os
+import uuid
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -16,10 +18,13 @@ import numpy as np
 class VideoWriter:
     """Write (H, W, 3) uint8 RGB frames to an H.264 MP4. The file appears at ``path`` only on :meth:`close`.
 
-    Encoding runs on a dedicated thread fed by a bounded queue: it overlaps with generation, and x264 always starts
-    from a pristine thread state. (Encoding on the main thread right after torch/MKL work produced different
-    bitstreams for identical frames from run to run; on a fresh thread the bitstream is a pure function of the
-    frames.)
+    Encoding runs on a dedicated thread fed by a bounded queue, so it overlaps with generation.
+
+    Bit-exact output: the bitstream is a pure function of the frames. x264's macroblock-tree rate control
+    (``mbtree``) reads uninitialised lookahead memory at some frame sizes (e.g. 160x96, 176x144): the same frames
+    gave different bytes depending on what the heap held before (reproduce with ``MALLOC_PERTURB_=17`` vs ``170``).
+    It is therefore off; x264 runs single-threaded, and RGB -> YUV is done in numpy (BT.601, tagged), so neither
+    the core count nor swscale's SIMD path changes a byte.
 
     Args:
         path: destination ``.mp4``. fps: frame rate (a rational close to it is used). crf: x264 quality
@@ -32,9 +37,13 @@ class VideoWriter:
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.with_name(f".{self.path.stem}.partial.mp4")
+        # unique per writer: two processes writing the same item never share a temporary file
+        from .io import temp_tag
+
+        self._tmp = self.path.with_name(f".{self.path.stem}.{temp_tag()}.{uuid.uuid4().hex[:8]}.partial.mp4")
         self.fps, self.crf, self.preset = fps, crf, preset
         self.num_frames = 0
+        self._frames_hash = hashlib.sha256()
         self._shape: tuple[int, int] | None = None
         self._queue: "queue.Queue" = queue.Queue(maxsize=32)
         self._error: BaseException | None = None
@@ -50,9 +59,7 @@ class VideoWriter:
             container = av.open(str(self._tmp), mode="w")
             stream = container.add_stream("libx264", rate=rate)
             stream.pix_fmt = "yuv420p"
-            # Single-threaded x264 for bit-identical output on any core count; BT.601 tags match rgb_to_yuv420p.
-            stream.options = {"crf": str(self.crf), "preset": self.preset, "threads": "1",
-                              "x264-params": "colormatrix=smpte170m:colorprim=smpte170m:transfer=smpte170m"}
+            stream.options = x264_options(self.crf, self.preset)
             i = 0
             while True:
                 item = self._queue.get()
@@ -60,7 +67,7 @@ class VideoWriter:
                     break
                 if i == 0:
                     stream.height, stream.width = item.shape[:2]
-                vf = av.VideoFrame.from_ndarray(rgb_to_yuv420p(item), format="yuv420p")
+                vf = yuv420p_frame(item)
                 vf.pts = i
                 for packet in stream.encode(vf):
                     container.mux(packet)
@@ -87,10 +94,18 @@ class VideoWriter:
             self._shape = (h, w)
         elif (h, w) != self._shape:
             raise ValueError(f"frame {self.num_frames} is {w}x{h}, the video is {self._shape[1]}x{self._shape[0]}")
-        self._queue.put(np.array(frame, dtype=np.uint8, copy=True))
+        frame = np.ascontiguousarray(frame, dtype=np.uint8).copy()
+        self._frames_hash.update(frame.tobytes())
+        self._queue.put(frame)
         self.num_frames += 1
 
     __call__ = write
+
+    @property
+    def frames_sha256(self) -> str:
+        """sha256 of the raw RGB frames written so far (uint8, (H, W, 3) C-order, concatenated): a codec-free
+        fingerprint of the content, equal to :func:`frames_sha256` of the decoded frames only for lossless codecs."""
+        return self._frames_hash.hexdigest()
 
     def close(self) -> Path:
         self._queue.put(None)
@@ -110,8 +125,16 @@ class VideoWriter:
             self._tmp.unlink()
 
 
-def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
-    """(H, W, 3) uint8 RGB -> (3H/2, W) uint8 planar YUV 4:2:0, BT.601 limited range, 2x2 box chroma."""
+def x264_options(crf: int = 18, preset: str = "veryfast") -> dict[str, str]:
+    """x264 settings whose bitstream depends only on the frames (see :class:`VideoWriter`): one thread, no
+    macroblock tree, BT.601 tags matching :func:`rgb_to_yuv420p_planes`."""
+    return {"crf": str(crf), "preset": preset, "threads": "1",
+            "x264-params": "mbtree=0:colormatrix=smpte170m:colorprim=smpte170m:transfer=smpte170m"}
+
+
+def rgb_to_yuv420p_planes(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(H, W, 3) uint8 RGB (H, W even) -> Y (H, W), U (H/2, W/2), V (H/2, W/2) uint8; BT.601 limited range,
+    2x2 box chroma."""
     x = rgb.astype(np.float32)
     r, g, b = x[..., 0], x[..., 1], x[..., 2]
     y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
@@ -122,8 +145,37 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
     def sub(c: np.ndarray) -> np.ndarray:
         return c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
 
-    planes = [np.clip(np.rint(p), 0, 255).astype(np.uint8) for p in (y, sub(cb), sub(cr))]
-    return np.concatenate([planes[0], planes[1].reshape(h // 4, w), planes[2].reshape(h // 4, w)], axis=0)
+    return tuple(np.clip(np.rint(p), 0, 255).astype(np.uint8) for p in (y, sub(cb), sub(cr)))  # type: ignore
+
+
+def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 RGB, H divisible by 4 -> (3H/2, W) uint8 planar YUV 4:2:0 (FFmpeg's packed layout)."""
+    y, u, v = rgb_to_yuv420p_planes(rgb)
+    h, w = rgb.shape[:2]
+    return np.concatenate([y, u.reshape(h // 4, w), v.reshape(h // 4, w)], axis=0)
+
+
+def yuv420p_frame(rgb: np.ndarray):
+    """An ``av.VideoFrame`` (yuv420p) of an (H, W, 3) uint8 RGB frame with even H and W; each plane is copied
+    row by row, so any even size works and no line padding is left uninitialised."""
+    import av
+
+    h, w = rgb.shape[:2]
+    frame = av.VideoFrame(w, h, "yuv420p")
+    for plane, data in zip(frame.planes, rgb_to_yuv420p_planes(rgb)):
+        buf = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
+        buf[: data.shape[0], : data.shape[1]] = data
+        buf[: data.shape[0], data.shape[1]:] = data[:, -1:]  # padding: repeat the last column, never garbage
+    return frame
+
+
+def frames_sha256(frames) -> str:
+    """sha256 over (H, W, 3) uint8 RGB frames, concatenated in C order (what :attr:`VideoWriter.frames_sha256`
+    records for the frames it was given)."""
+    h = hashlib.sha256()
+    for f in frames:
+        h.update(np.ascontiguousarray(f, dtype=np.uint8).tobytes())
+    return h.hexdigest()
 
 
 def probe_video(path: str | Path) -> dict:

@@ -99,3 +99,68 @@ def test_unparseable_file(tmp_path):
     p.write_text("id: [unclosed")
     with pytest.raises(CaseError, match="cannot parse"):
         load_case_file(p)
+
+
+# -- issue 11: positions, boxes, masks, trajectories, image size ---------------------------------------------------
+
+def test_jsonl_errors_name_the_real_line(tmp_path):
+    _img(tmp_path)
+    bad = {**GOOD, "id": "c2", "family": "nope"}
+    (tmp_path / "set.jsonl").write_text(json.dumps(GOOD) + "\n\n" + json.dumps(bad) + "\n")
+    with pytest.raises(CaseError, match=r"set\.jsonl: line 3: family"):
+        load_case_set(tmp_path / "set.jsonl")
+    (tmp_path / "set.jsonl").write_text(json.dumps(GOOD) + "\n{garbage\n")
+    with pytest.raises(CaseError, match=r"set\.jsonl: line 2: cannot parse"):
+        load_case_set(tmp_path / "set.jsonl")
+
+
+@pytest.mark.parametrize("box, needle", [
+    ([0, 0, 31, 10], "not inside the 30x20 image"),
+    ([-1, 0, 10, 10], "not inside"),
+    ([0, 0, 10, float("inf")], "non-finite"),
+])
+def test_boxes_must_lie_inside_the_image(tmp_path, box, needle):
+    _img(tmp_path)
+    case = {**GOOD, "family": "human", "targets": {"persons": [{"id": "p", "box": box}]}}
+    (tmp_path / "c.json").write_text(json.dumps(case))
+    with pytest.raises(CaseError, match=needle):
+        load_case_set(tmp_path / "c.json")
+
+
+def test_missing_mask_fails_when_loading_the_set(tmp_path):
+    _img(tmp_path)
+    case = {**GOOD, "family": "object", "targets": {"objects": [{"id": "o", "name": "cup", "box": [0, 0, 5, 5],
+                                                                  "mask": "nope.png"}]}}
+    _write(tmp_path, "c.yaml", case)
+    with pytest.raises(CaseError, match=r"targets\.objects\[o\]\.mask: 'nope.png' not found"):
+        load_case_set(tmp_path)
+
+
+def test_unknown_trajectory_name_is_refused(tmp_path):
+    _img(tmp_path)
+    _write(tmp_path, "c.yaml", {**GOOD, "trajectories": ["lrlr", "lrdu"]})
+    with pytest.raises(CaseError, match=r"unknown trajectory 'lrdu'.*Did you mean 'lrud'"):
+        load_case_set(tmp_path)
+
+
+def _png_header(path, width, height):
+    """A PNG that only has a header (IHDR) claiming ``width`` x ``height``: cheap to write, huge to decode."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
+
+
+def test_image_size_is_limited_from_the_header(tmp_path):
+    _png_header(tmp_path / "img.png", 100000, 100000)
+    _write(tmp_path, "c.yaml", GOOD)
+    with pytest.raises(CaseError, match=r"100000x100000 .* over the 64 MP limit"):
+        load_case_set(tmp_path)
+    from harness.cases import load_rgb
+
+    with pytest.raises(CaseError, match="over the 64 MP limit"):
+        load_rgb(str(tmp_path / "img.png"))

@@ -155,3 +155,75 @@ def test_submitit_launcher_runs_jobs_as_separate_processes(tmp_path):
     run_dir = tmp_path / "outputs" / "sub"
     assert {m.parts[-5] for m in _items(run_dir)} == {"fullkv", "sliding"}
     assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 2
+
+
+# -- issue 11: secrets, Hydra errors, nothing written on failure, Slurm off a cluster --------------------------------
+
+SECRET = "hf_SECRETVALUE123456"
+
+
+@pytest.mark.slow
+def test_secrets_in_model_env_are_never_written(tmp_path):
+    r = run_cli(["-m", "model=sana_wm", "context=fullkv,sliding", "dry_run=true", "run=sec", "evaluate=off",
+                 "cases.include=[environment_rocket]", f"+model.env={{HF_TOKEN: {SECRET}, MY_MODE: plain}}",
+                 "progress=false"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert SECRET not in r.stdout + r.stderr
+    files = [p for p in (tmp_path / "outputs").rglob("*") if p.is_file()]
+    assert len(files) > 10
+    leaks = [str(p) for p in files if SECRET.encode() in p.read_bytes()]
+    assert not leaks, leaks
+    cmds = list((tmp_path / "outputs" / "sec").rglob("command.sh"))
+    assert len(cmds) == 2
+    text = cmds[0].read_text()
+    assert 'export HF_TOKEN="${HF_TOKEN' in text and "export MY_MODE=plain" in text
+    meta = json.loads(next((tmp_path / "outputs" / "sec").rglob("meta.json")).read_text())
+    assert meta["model"]["env"] == {"HF_TOKEN": "<redacted>", "MY_MODE": "plain"}
+    saved = list((tmp_path / "outputs" / "sec" / ".hydra").rglob("config.yaml"))
+    assert saved and "<redacted>" in saved[0].read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, needle", [
+    (["+foo=["], "no viable alternative"),    # Hydra's own override parse error
+    (["nosuchkey=1"], "nosuchkey"),            # Hydra: key not in the struct config
+    (["seed=1.5"], "seed=1.5"),
+    (["seed=-1"], "seed=-1"),
+    (["run=../../x"], "run="),
+    (["model.height=97"], "must be even"),
+])
+def test_user_errors_exit_2_and_write_nothing(tmp_path, args, needle):
+    r = run_cli(["run=e", *SMALL, *args], tmp_path)  # the case's own args last, so they win
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "outputs").exists()  # not even outputs/<run>/.hydra/
+    assert not list(tmp_path.parent.glob("x"))
+
+
+@pytest.mark.slow
+def test_slurm_launcher_off_a_cluster_says_so(tmp_path):
+    r = run_cli(["-m", "launcher=slurm", "context=fullkv,sliding", "run=sl", *SMALL], tmp_path,
+                env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2
+    assert "launcher=slurm needs a Slurm cluster" in r.stderr and "launcher=submitit_local" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_verify_reports_every_planned_item(tmp_path):
+    base = ["run=v", "cases.include=[environment_rocket,human_astronaut]", *SMALL]
+    assert run_cli([*base, "evaluate=off"], tmp_path).returncode == 0
+    r = run_cli(["verify", *base], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2/2 item(s) deliverable" in r.stdout
+    item = tmp_path / "outputs" / "v" / "reference" / "fov" / "seed-1" / "lrlr" / "human_astronaut"
+    with open(item / "video.mp4", "r+b") as f:  # truncate: undecodable, wrong hash
+        f.truncate(1000)
+    (item / ".meta.json.abc.json").write_text("{")
+    r = run_cli(["verify", *base], tmp_path)
+    assert r.returncode == 1
+    row = next(line for line in r.stdout.splitlines() if line.startswith("reference/fov/seed-1/lrlr/human_astronaut"))
+    assert "FAIL" in row and "1/2 item(s) deliverable; 1 FAILED" in r.stdout
+    assert "temporary files left: .meta.json.abc.json" in r.stdout
+    r = run_cli(["verify", *base, "model.num_frames=97"], tmp_path)  # another config: fingerprints differ
+    assert r.returncode == 1 and "different config" in r.stdout

@@ -68,3 +68,44 @@ def test_budgets_of_the_paper():
     fov = ContextPolicy.from_dict(compose(["context=fov"])["context"])
     assert (sl.sink, sl.recent, sl.chunk, sl.budget) == (4, 12, 4, 20)
     assert (fov.sink, fov.recent, fov.retrieved_chunks * fov.chunk, fov.chunk, fov.budget) == (4, 4, 8, 4, 20)
+
+
+def test_upstream_models_share_a_base_that_is_not_a_model():
+    """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
+    reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
+    from adapters.goldens import MODELS as UPSTREAM
+    from harness.registry import UnknownChoiceError, check_choice, group_yaml
+
+    assert "_upstream_base" not in MODELS
+    with pytest.raises(UnknownChoiceError):
+        check_choice("model", "_upstream_base")
+    for model in MODELS:
+        composed = compose([f"model={model}"])["model"]
+        assert composed == group_yaml("model", model), model
+        assert ("upstream_dir" in composed) == (model in UPSTREAM), model
+    over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
+    assert over["checkpoint"] == "/w" and over["python"] is None
+    from harness.registry import GROUPS, list_group as options
+
+    for group in GROUPS:  # other groups' defaults (overrides of other packages) are returned as written
+        for name in options(group):
+            assert isinstance(group_yaml(group, name), dict), (group, name)
+    assert group_yaml("launcher", "basic")["defaults"]
+
+
+def test_translation_scale_is_a_typed_record():
+    """One spelling: ``units`` + ``per_scene_unit`` (+ ``expects``); the old spellings fail naming the new key."""
+    from adapters.base import ModelConfigError, TranslationScale
+
+    mg3 = build_adapter(compose(["model=matrix_game3"])["model"])
+    ts = mg3.config.translation_scale
+    assert isinstance(ts, TranslationScale) and (ts.units, ts.per_scene_unit, ts.recoverable) == ("metres", 7.0, True)
+    assert mg3.scene_scale() == 7.0 and mg3.config.params().metres_per_unit == 7.0
+    lb = build_adapter(compose(["model=lingbot_v2"])["model"]).config.translation_scale
+    assert lb.units == "normalised" and not lb.recoverable
+    assert mg3.config.to_dict()["translation_scale"]["recoverable"] is True
+    for bad, match in (({"metres_per_scene_unit": 7.0}, "write per_scene_unit \\(units: metres\\)"),
+                       ({"units": "feet"}, "translation_scale.units='feet'"),
+                       ({"per_scene_unit": 0}, "per_scene_unit=0")):
+        with pytest.raises(ModelConfigError, match=match):
+            build_adapter({**compose(["model=sana_wm"])["model"], "translation_scale": bad})

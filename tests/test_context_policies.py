@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.context import ContextConfigError, ContextPolicy, ContextSelector, FovOverlap
-from trajectories import TrajectorySpec, build_path
+from trajectories import TrajectorySpec, build_path, latent_poses
 from trajectories.conventions import rot_y, se3
 
 SLIDING = ContextPolicy(name="sliding", sink=4, recent=12)
@@ -16,7 +16,7 @@ FULL = ContextPolicy(name="fullkv")
 
 def _lrlr_latents(K):
     p = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 493, 16, K, 480, 832)
-    return p, p.c2w[::4]
+    return p, latent_poses(p.c2w)
 
 
 @pytest.mark.parametrize("policy", [SLIDING, FOV, FULL])

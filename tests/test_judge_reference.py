@@ -20,8 +20,8 @@ GEN = ["cases.include=[dynamic_cat]", "trajectories=[lrlr,lrlrlr,lrud]", "model.
        "progress=false", "evaluate=off", "run=dyn"]
 JUDGE = {"image_size": 64, "timeout": 1.0, "max_retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.02,
          "failure_budget": 20, "concurrency": 3}
-FAST_EVAL = ["evaluate.pose_estimators=[oracle]", "evaluate.return_frame_poses=[oracle]", "evaluate.encoders=[pixel]",
-             "evaluate.bootstrap.n=50"]
+FAST_EVAL = ["evaluate.pose_estimators=[vipe]", "evaluate.return_frame_poses=[oracle]", "evaluate.encoders=[pixel]",
+             "evaluate.validity=false", "evaluate.bootstrap.n=50"]
 KEY = "sk-judge-test-3c9e71d0b5a24f68"
 POLICIES = ("fullkv", "sliding", "fov")
 

@@ -17,7 +17,7 @@ from adapters.tiny_causal_dit.model import (  # noqa: E402
 )
 from harness.context import ContextPolicy, ContextSelector  # noqa: E402
 from harness.context.kv_cache import KVCache, RopeMode  # noqa: E402
-from trajectories import TrajectorySpec, build_path  # noqa: E402
+from trajectories import TrajectorySpec, build_path, latent_poses  # noqa: E402
 from trajectories.conventions import intrinsics_from_fov, yaw_pitch_from_rotmat  # noqa: E402
 
 H, W = 32, 48
@@ -32,7 +32,7 @@ POLICIES = {
 def _latents(n_frames=161):
     K = intrinsics_from_fov(60, W, H)
     p = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), n_frames, 16, K, H, W)
-    return p, p.c2w[::4], K
+    return p, latent_poses(p.c2w), K
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +280,7 @@ def test_lingbot_v2_policy_mapping_and_fov_command(tmp_path):
     req = ItemRequest(case=case, path=path, context=POLICIES["fov"], seed=1, item_dir=tmp_path)
     controls = a.compile(req)
     assert "fov_runner.py" in controls.command and "--selection" in controls.command
-    assert "--frame-seqlen 1560" in controls.command
+    assert "--frame-seqlen 1508" in controls.command  # upstream canvas 464x832 (adapters/contracts/lingbot_v2.yaml)
     sel = json.loads((tmp_path / "controls" / "context_selection.json").read_text())
     assert sel["num_latents"] == 124 and len(sel["chunks"]) == 31
     assert all(len(c["context"]) + 4 == 20 for c in sel["chunks"][5:])

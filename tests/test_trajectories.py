@@ -9,11 +9,11 @@ from trajectories import (
     TrajectoryError,
     TrajectorySpec,
     build_path,
+    latent_anchor_frames,
+    latent_poses,
     latents_for_frames,
-    linspace_anchors,
     load_path,
     resample_c2w,
-    stride_anchors,
     first_of_group_anchors,
 )
 from trajectories.conventions import (
@@ -141,10 +141,11 @@ def test_latent_resampling_matches_linspace_anchors():
     p = _build("lrlr", 493)
     n_lat = latents_for_frames(493)
     assert n_lat == 124
-    a = linspace_anchors(493, n_lat)
-    assert np.array_equal(a, stride_anchors(n_lat))  # 4i exactly when N = 4k+1
+    a = np.linspace(0, 492, n_lat)  # LingBot's upstream targets: 4i exactly when N = 4k+1
+    assert np.array_equal(a, latent_anchor_frames(n_lat)) and latent_anchor_frames(3, 8).tolist() == [0, 8, 16]
     lat = resample_c2w(p.c2w, a)
-    assert np.array_equal(lat, p.c2w[::4])
+    assert np.array_equal(lat, p.c2w[::4]) and np.array_equal(latent_poses(p.c2w), lat)
+    assert len(latent_poses(p.c2w[:492])) == 123  # a partial last group has no latent of its own
     # fractional anchors interpolate: halfway between frames 100 and 101
     mid = resample_c2w(p.c2w, np.array([100.5]))[0]
     ang = geodesic_angle(p.c2w[100, :3, :3], mid[:3, :3])

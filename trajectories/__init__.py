@@ -8,10 +8,10 @@ from .builders import TrajectoryError, TrajectorySpec, Timing, build_path
 from .path import CameraPath, Segment, load_path
 from .resample import (
     first_of_group_anchors,
+    latent_anchor_frames,
+    latent_poses,
     latents_for_frames,
-    linspace_anchors,
     resample_c2w,
-    stride_anchors,
 )
 
 __all__ = [
@@ -22,9 +22,9 @@ __all__ = [
     "TrajectorySpec",
     "build_path",
     "first_of_group_anchors",
+    "latent_anchor_frames",
+    "latent_poses",
     "latents_for_frames",
-    "linspace_anchors",
     "load_path",
     "resample_c2w",
-    "stride_anchors",
 ]

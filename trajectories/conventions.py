@@ -16,7 +16,7 @@ CONVENTIONS (restated, in short, in every public docstring that takes a pose):
 * Intrinsics ``K`` are 3x3 pinhole matrices in **pixels**; pixel ``(u, v)`` has its integer coordinates at pixel
   *centres* minus 0.5, i.e. the centre of the top-left pixel is ``(0.5, 0.5)`` (``+0.5`` centres). Models that use
   integer pixel grids say so in their adapters.
-* Conversions are named ``target_from_source`` (``w2c_from_c2w``, ``quat_from_rotmat``).
+* Conversions are named ``target_from_source`` (``w2c_from_c2w``, ``yaw_pitch_from_rotmat``).
 
 No axis flip appears anywhere else in the code base: adapters that need another convention convert at their
 boundary with the helpers here.
@@ -131,27 +131,6 @@ def geodesic_angle(R_a: Array, R_b: Array | None = None) -> Array:
     tr = np.trace(R, axis1=-2, axis2=-1)
     w = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1)
     return np.arctan2(np.linalg.norm(w, axis=-1), tr - 1.0)
-
-
-def quat_from_rotmat(R: Array) -> Array:
-    """Unit quaternion(s) ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices (...,3,3)."""
-    from scipy.spatial.transform import Rotation
-
-    R = np.asarray(R, dtype=np.float64)
-    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat()  # scipy order: x, y, z, w
-    q = np.concatenate([q[:, 3:], q[:, :3]], axis=1)
-    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
-    return q.reshape(R.shape[:-2] + (4,))
-
-
-def rotmat_from_quat(q: Array) -> Array:
-    """Rotation matrices from quaternion(s) ``(w, x, y, z)`` (normalised here)."""
-    from scipy.spatial.transform import Rotation
-
-    q = np.asarray(q, dtype=np.float64)
-    flat = q.reshape(-1, 4)
-    R = Rotation.from_quat(np.concatenate([flat[:, 1:], flat[:, :1]], axis=1)).as_matrix()
-    return R.reshape(q.shape[:-1] + (3, 3))
 
 
 def slerp_rotations(R0: Array, R1: Array, alpha: Array) -> Array:

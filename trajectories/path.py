@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .conventions import CONVENTION_TAG, fov_from_intrinsics, geodesic_angle, yaw_pitch_from_rotmat
+from .conventions import CONVENTION_TAG, yaw_pitch_from_rotmat
 
 
 @dataclass(frozen=True)
@@ -75,23 +75,9 @@ class CameraPath:
         """Frame ranges of ``R1..Rk`` in order."""
         return [self.phases[f"R{k}"] for k in range(1, self.num_revisits + 1)]
 
-    def fov_deg(self) -> tuple[float, float]:
-        return fov_from_intrinsics(self.K, self.width, self.height)
-
     def yaw_pitch_deg(self) -> tuple[np.ndarray, np.ndarray]:
         yaw, pitch = yaw_pitch_from_rotmat(self.c2w[:, :3, :3])
         return np.rad2deg(yaw), np.rad2deg(pitch)
-
-    def rotation_from_start_deg(self) -> np.ndarray:
-        """Geodesic angle (degrees) of every frame's orientation from frame 0's."""
-        return np.rad2deg(geodesic_angle(self.c2w[:1, :3, :3], self.c2w[:, :3, :3]))
-
-    def phase_of_frame(self) -> list[str]:
-        labels = [""] * self.num_frames
-        for name, (a, b) in self.phases.items():
-            for i in range(a, b):
-                labels[i] = name
-        return labels
 
     def meta(self) -> dict[str, Any]:
         """JSON-serialisable description (everything but the arrays)."""

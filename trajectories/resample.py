@@ -1,6 +1,7 @@
 """Resampling a per-frame camera path to latent rate (or any anchor list).
 
-Adapters never re-implement this: they pick an anchor rule and call :func:`resample_c2w`.
+Adapters never re-implement this: the latent-anchor rules live here (:func:`latent_anchor_frames`,
+:func:`first_of_group_anchors`) and fractional positions go through :func:`resample_c2w`.
 Conventions (see :mod:`trajectories.conventions`): OpenCV camera-to-world, world = camera frame of frame 0,
 positive yaw turns right, positive pitch turns up.
 """
@@ -12,20 +13,30 @@ import numpy as np
 from .conventions import se3, slerp_rotations
 
 
-def linspace_anchors(num_frames: int, num_latents: int) -> np.ndarray:
-    """LingBot-style targets ``linspace(0, N - 1, n_latents)`` (float64; integer ``4i`` when ``N = 4(n-1)+1``)."""
-    return np.linspace(0.0, num_frames - 1, num_latents)
+def latent_anchor_frames(num_latents: int, stride: int = 4) -> np.ndarray:
+    """The pixel frame whose pose latent ``i`` carries: ``stride * i`` (int64, (L,)).
+
+    The one place this rule lives. A causal video VAE with temporal stride ``stride`` encodes frame 0 alone and
+    then groups of ``stride`` frames; latent ``i`` is anchored on the last frame of its group, ``stride * i``
+    (HY-WorldPlay's pose JSON, LingBot-World's ``linspace(0, N - 1, n_lat)`` when ``N = stride * (n_lat - 1) + 1``,
+    the tiny DiT, the reference model; SANA-WM's raymap with ``stride = 8``).
+    """
+    return stride * np.arange(num_latents, dtype=np.int64)
 
 
-def stride_anchors(num_latents: int, stride: int = 4, first: int = 0) -> np.ndarray:
-    """Latent ``i`` -> frame ``first + stride * i`` (HY-WorldPlay / LingBot: ``4i``; SANA raymap: ``8i``)."""
-    return first + stride * np.arange(num_latents, dtype=np.float64)
+def latent_poses(c2w: np.ndarray, stride: int = 4) -> np.ndarray:
+    """(N, 4, 4) per-frame poses -> (``latents_for_frames(N, stride)``, 4, 4) poses at :func:`latent_anchor_frames`."""
+    c2w = np.asarray(c2w)
+    return c2w[latent_anchor_frames(latents_for_frames(len(c2w), stride), stride)]
 
 
 def first_of_group_anchors(num_latents: int, stride: int = 4) -> np.ndarray:
-    """Latent 0 -> frame 0, latent ``j >= 1`` -> frame ``stride * j - (stride - 1)`` (DreamX: 0, 1, 5, 9, ...)."""
-    a = stride * np.arange(num_latents, dtype=np.float64) - (stride - 1)
-    a[0] = 0.0
+    """Latent 0 -> frame 0, latent ``j >= 1`` -> frame ``stride * j - (stride - 1)`` (int64; DreamX: 0, 1, 5, 9, ...).
+
+    AMAP-ML/DreamX-World@a1f4c6e ``cam_params_to_prope_dict``: ``aligned_indices = [0] + [1 + 4i]``.
+    """
+    a = stride * np.arange(num_latents, dtype=np.int64) - (stride - 1)
+    a[0] = 0
     return a
 
 

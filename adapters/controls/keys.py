@@ -69,7 +69,7 @@ class MG3Params:
     translation per frame for one key / per axis on diagonals (12.35 / 8.73 cm). metres_per_unit: the
     translation-scale policy (scene units -> metres). mouse_pitch: ``code`` = mouse[0] > 0 tilts **down** (what
     the integration code does) or ``label`` = mouse[0] > 0 tilts **up** (what key ``i`` is called); upstream's
-    sign is unverified (native-controls.md §5.2), so it is an explicit, recorded choice.
+    sign is unverified (the key label and the integration code disagree), so it is an explicit, recorded choice.
     """
 
     deg_per_unit: float = 15.0
@@ -114,9 +114,11 @@ def _dead(v: float, p: MG3Params) -> float:
 def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
     """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
 
-    Error diffusion keeps the integrated path within the dead zone / one key step of the request: each frame
+    Error diffusion keeps the integrated path within the dead zone / one key step of the request: each action
     emits what brings the *integrated* state closest to the requested one. Vertical motion cannot be expressed
-    (translation is horizontal only) and shows up in the residual. Frame 0 has no action.
+    (translation is horizontal only) and shows up in the residual. Upstream's integrator applies action ``i`` to
+    go from frame ``i`` to frame ``i + 1`` (``compute_all_poses_from_actions``), so row ``t - 1`` carries the
+    motion into frame ``t`` and the last row moves nothing (it is zero).
     """
     yaw_cv, pitch_cv = yaw_pitch_from_rotmat(c2w[:, :3, :3])
     yaw_t, pitch_t = np.degrees(yaw_cv), -np.degrees(pitch_cv)  # MG pitch is positive down
@@ -131,7 +133,7 @@ def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray,
     for t in range(1, T):
         m_yaw = _dead((yaw_t[t] - yaw) / p.deg_per_unit, p)
         m_pitch = _dead((pitch_t[t] - pitch) / p.deg_per_unit, p)
-        mouse[t] = (sgn * m_pitch, m_yaw)
+        mouse[t - 1] = (sgn * m_pitch, m_yaw)
         new_yaw, new_pitch = yaw + p.deg_per_unit * m_yaw, pitch + p.deg_per_unit * m_pitch
         psi = np.radians(0.5 * (yaw + new_yaw))
         fwd = np.array([np.sin(psi), 0.0, np.cos(psi)])
@@ -139,38 +141,53 @@ def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray,
         want = pos_t[t] - pos
         want_fr = np.array([want @ fwd, want @ right])
         best = int(np.argmin(np.linalg.norm(moves - want_fr[None], axis=1)))
-        keyboard[t, :4] = keys_tab[best]
+        keyboard[t - 1, :4] = keys_tab[best]
         pos = pos + moves[best, 0] * fwd + moves[best, 1] * right
         yaw, pitch = new_yaw, new_pitch
     return keyboard, mouse
 
 
-def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
-    """Integrate actions exactly as MG-3 does and return its own c2w extrinsics (T,4,4) in metres.
+def mg3_states(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Integrate actions as MG-3 does: (T, 5) states ``[x, y, z, pitch, yaw]`` (upstream units: 12.35 per key step;
+    degrees), state 0 = zeros, action ``t-1`` moves frame ``t-1`` to frame ``t``.
 
-    State ``(x, y, z, pitch, yaw)``; ``pitch += 15 m0``, ``yaw += 15 m1`` (dead zone 0.02); W/S/A/D move
-    12.35 cm (8.73 per axis on diagonals) in the horizontal plane along the step's average yaw;
-    ``R = Rz(yaw) Ry(pitch) Rx(0) R_init`` with ``R_init = [[0,0,1],[1,0,0],[0,-1,0]]`` (Z-up world, camera +z ->
-    world +X). These are the extrinsics the Plücker branch must receive together with the actions.
+    ``pitch += 15 m0``, ``yaw += 15 m1`` (each only when ``|m| >= 0.02``), the new yaw wrapped to [-180, 180]
+    before the step's average yaw is taken (as upstream does); W/S/A/D move 12.35 (8.73 per axis on diagonals) in
+    the horizontal plane along that average yaw (SkyworkAI/Matrix-Game@20e033e Matrix-Game-3/utils/utils.py
+    ``compute_next_pose_from_action``). ``p.mouse_pitch`` = ``label`` flips the sign of ``m0``.
     """
-    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
     sgn = p.pitch_sign()
     T = len(keyboard)
-    out = np.empty((T, 4, 4))
-    x = y = z = 0.0
-    pitch = yaw = 0.0
-    for t in range(T):
-        if t > 0:
-            m0, m1 = _dead(float(mouse[t, 0]), p) * sgn, _dead(float(mouse[t, 1]), p)
-            new_pitch, new_yaw = pitch + p.deg_per_unit * m0, yaw + p.deg_per_unit * m1
-            w, s, a, d = (keyboard[t, :4] > 0.5).astype(float)
-            f, r = w - s, d - a
-            scale = (p.diag_cm if (f and r) else p.step_cm)
-            psi = np.radians(0.5 * (yaw + new_yaw))
-            # world X forward at yaw 0, world Y = camera right at yaw 0 (see the docstring)
-            x += scale * (f * np.cos(psi) - r * np.sin(psi))
-            y += scale * (f * np.sin(psi) + r * np.cos(psi))
-            pitch, yaw = new_pitch, new_yaw
+    out = np.zeros((T, 5))
+    for t in range(1, T):
+        x, y, z, pitch, yaw = out[t - 1]
+        m0, m1 = _dead(float(mouse[t - 1, 0]), p) * sgn, _dead(float(mouse[t - 1, 1]), p)
+        new_pitch, new_yaw = pitch + p.deg_per_unit * m0, yaw + p.deg_per_unit * m1
+        while new_yaw > 180:
+            new_yaw -= 360
+        while new_yaw < -180:
+            new_yaw += 360
+        w, s, a, d = (keyboard[t - 1, :4] > 0.5).astype(float)
+        f, r = w - s, d - a
+        scale = (p.diag_cm if (f and r) else p.step_cm)
+        psi = np.radians(0.5 * (yaw + new_yaw))
+        # world X forward at yaw 0, world Y = camera right at yaw 0 (see mg3_extrinsics)
+        out[t] = (x + scale * (f * np.cos(psi) - r * np.sin(psi)), y + scale * (f * np.sin(psi) + r * np.cos(psi)), z,
+                  new_pitch, new_yaw)
+    return out
+
+
+def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
+    """Integrate actions exactly as MG-3 does (:func:`mg3_states`) and return c2w extrinsics (T,4,4) in metres.
+
+    ``R = Rz(yaw) Ry(pitch) Rx(0) R_init`` with ``R_init = [[0,0,1],[1,0,0],[0,-1,0]]`` (Z-up world, camera +z ->
+    world +X); positions are the states' (x, y, z) read as centimetres. These are the extrinsics the Plücker
+    branch receives together with the actions.
+    """
+    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    states = mg3_states(keyboard, mouse, p)
+    out = np.empty((len(states), 4, 4))
+    for t, (x, y, z, pitch, yaw) in enumerate(states):
         R = rot_z(np.radians(yaw)) @ rot_y(np.radians(pitch)) @ R_init
         out[t] = se3(R, np.array([x, y, z]) * 0.01)
     return out
@@ -219,16 +236,18 @@ class YumeParams:
 
     frames_per_stage: 29 decoded frames per caption line. rotation_snap_deg / translation_snap: a stage's net
     motion below them counts as none (upstream's 1e-4 / 1e-3 rad thresholds would turn float noise into keys).
-    deg_per_speed_unit / units_per_speed_unit: calibration of the speed sentence [a harness choice, recorded]: the
-    rotation-speed value is the stage's mean rotation per frame in units of ``deg_per_speed_unit`` (1.4 deg/frame
-    -> 4, the value of upstream's examples), the distance value its mean translation per frame in units of
-    ``units_per_speed_unit``; values are rounded to 0.1 and clipped to [0, 10] (YUME's README range).
+    deg_per_speed_unit / units_per_speed_unit: calibration of the speed sentence. The rotation value is upstream's
+    own measure (stdstu12/YUME@111c3fa fastvideo/sample/sample_5b.py:173 ``get_traj_rotation_change`` averaged by
+    ``calculate_metrics_in_range``, :226): the mean angle between consecutive optical axes over the stage, in
+    degrees per frame (``deg_per_speed_unit`` = 1). The distance value is the stage's mean translation per frame in
+    units of ``units_per_speed_unit`` (a harness choice, recorded: the scale is not recoverable from YUME's text).
+    Values are rounded to 0.1 and clipped to [0.1, 10] (YUME's README.md:72 range).
     """
 
     frames_per_stage: int = 29
     rotation_snap_deg: float = 0.5
     translation_snap: float = 1e-3
-    deg_per_speed_unit: float = 0.35
+    deg_per_speed_unit: float = 1.0
     units_per_speed_unit: float = 0.0032
 
 
@@ -259,12 +278,22 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.1f}"
 
 
+def yume_rotation_speed(c2w: np.ndarray) -> float:
+    """YUME's rotation-speed measure over a pose run (stdstu12/YUME@111c3fa sample_5b.py:173, :226): the mean
+    angle in degrees between consecutive optical axes (third column of the rotation), stride 1."""
+    z = c2w[:, :3, 2]
+    if len(z) < 2:
+        return 0.0
+    cos = np.einsum("ij,ij->i", z[:-1], z[1:]) / (np.linalg.norm(z[:-1], axis=1) * np.linalg.norm(z[1:], axis=1))
+    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).mean())
+
+
 def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams()) -> list[str]:
     """One caption line per stage: prefix, movement sentence, rotation sentence, speed sentence, then the scene
-    prompt appended with no separator (as ``sample_5b.py`` does). Keys and speeds come from the stage's net motion,
-    from its first frame to the first frame of the next stage (the last frame for the final stage)."""
-    from trajectories.conventions import geodesic_angle
-
+    prompt appended with no separator. Keys come from the stage's net motion, from its first frame to the first
+    frame of the next stage (the last frame for the final stage); the rotation speed is YUME's own per-frame
+    measure over the same frames (:func:`yume_rotation_speed`). Line s is meant for stage s: the runner shim makes
+    upstream use it so (upstream alone would condition stage s on line s-1)."""
     lines = []
     T = len(c2w)
     n = p.frames_per_stage
@@ -273,7 +302,7 @@ def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams
         rel = w2c_from_c2w(c2w[a]) @ c2w[end]
         move, rot = yume_keys(rel, p)
         dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 1), 0.1, 10))
-        ang = 0.0 if rot == "·" else float(np.clip(round(np.degrees(geodesic_angle(rel[:3, :3])) / n / p.deg_per_speed_unit, 1), 0.1, 10))
+        ang = 0.0 if rot == "·" else float(np.clip(round(yume_rotation_speed(c2w[a:end + 1]) / p.deg_per_speed_unit, 1), 0.1, 10))
         speed = (f"Actual distance moved:{_num(dist)} at 100 meters per second. Angular change rate (turn speed):"
                  f"{_num(ang)}. View rotation speed:{_num(ang)}.")
         lines.append(f"{YUME_PREFIX} {YUME_MOVE[move]} {YUME_ROT[rot]} {speed}{scene_prompt}")

@@ -4,8 +4,8 @@ Native input: an items JSON ``[{image_path, caption, action_seq, action_speed_li
 drive a built-in trajectory generator. A custom trajectory bypasses it (``runner.py``) with CameraCtrl rows, 19
 floats each: ``[frame_idx, fx, fy, cx, cy, 0, 0, w2c (3x4 row-major)]``, one per pixel frame, which upstream's
 ``cam_params_to_prope_dict`` turns into chunk-relative PRoPE ``viewmats`` at latent anchors 0, 1, 5, 9, ...
-(latent j -> frame 4j-3). Intrinsics are ignored upstream (fixed K 0.505 / 0.898 / 0.5 / 0.5): the case's field of
-view is recorded as a mismatch. ``--num_output_frames`` counts latents (126 -> 501 frames). No translation
+(latent j -> frame 4j-3). Intrinsics are ignored upstream (fixed K 0.505 / 0.898 / 0.5 / 0.5,
+``inference_ar_forcing.py:121-122``): the case's field-of-view error is part of the achieved-vs-requested residual. ``--num_output_frames`` counts latents (126 -> 501 frames). No translation
 normalisation: raw units. Context: Sliding is native (``local_attn_size 12``, ``sink_size 3``); FullKV patches the
 hard-coded cache sizes (``runner.py --full-kv``). Poses follow :mod:`trajectories.conventions`.
 """
@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.poses import anchors_dreamx, interpolate_to_frames
+from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import DREAMX_FIXED_K_NORM
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import write_json, write_text
 from trajectories.conventions import c2w_from_w2c, fov_from_intrinsics, w2c_from_c2w
+from trajectories.resample import first_of_group_anchors
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,8 @@ def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
 
 
 class DreamXAdapter(UpstreamAdapter):
+    contexts = ("fullkv", "sliding", "native")  # fullkv: the shim's --full-kv; sliding/native: upstream's window
+    unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented"}
     config_class = DreamXConfig
     config: DreamXConfig
 
@@ -69,10 +72,15 @@ class DreamXAdapter(UpstreamAdapter):
         case_fov = fov_from_intrinsics(K, self.config.width, self.config.height)
         model_fov = (float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[0]))),
                      float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[1]))))
+        # a fact of the model, not a harness choice: cam_params_to_prope_dict builds K from constants
+        # (inference_ar_forcing.py:121-122), so the requested field of view is not what the model sees
+        fov_err = {"hfov_error_deg": float(abs(model_fov[0] - case_fov[0])),
+                   "vfov_error_deg": float(abs(model_fov[1] - case_fov[1]))}
         return NativeControls(files={"cameras.txt": str(d / "cameras.txt"), "items.json": str(d / "items.json")},
                               meta={"num_latents": lat, "latent_anchor_rule": "0, then 4j-3",
                                     "intrinsics": {"case_fov_deg": case_fov, "model_fov_deg": model_fov,
-                                                   "caveat": "DreamX ignores per-case intrinsics"}})
+                                                   "caveat": "DreamX ignores per-case intrinsics (fixed K upstream)"},
+                                    "intrinsics_residual": fov_err})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         lines = (controls_dir / "cameras.txt").read_text().splitlines()[1:]
@@ -81,7 +89,7 @@ class DreamXAdapter(UpstreamAdapter):
         w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
         c2w = c2w_from_w2c(w2c)
         c2w[:, :3, 3] /= self.scene_scale()
-        anchors = anchors_dreamx(self.num_latents(len(rows)))
+        anchors = first_of_group_anchors(self.num_latents(len(rows)))
         return interpolate_to_frames(anchors, c2w[anchors], len(rows))
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
@@ -94,5 +102,7 @@ class DreamXAdapter(UpstreamAdapter):
         shim = ["--seed", str(req.seed), "--cameras", str(d / "cameras.txt")]
         if req.context.name == "fullkv":
             shim += ["--full-kv", str(self.num_latents(req.path.num_frames))]
-        return LaunchSpec(script="inference_ar_forcing.py", args=args, out_dir=str(out_dir),
+        # <task_id>_<image parent>_<image stem>.mp4 with task_id = the item index (inference_ar_forcing.py:278-282)
+        out = out_dir / f"0_{d.name}_image.mp4"
+        return LaunchSpec(script="inference_ar_forcing.py", args=args, out_dir=str(out_dir), output=str(out),
                           wrapper=self.shim_path(__file__), wrapper_args=shim)

@@ -1,10 +1,16 @@
-"""DreamX-World runner shim (runs inside the model's environment; targets DreamX-World@a1f4c6e).
+"""DreamX-World runner shim (runs inside the model's environment; targets AMAP-ML/DreamX-World@a1f4c6e, contract
+``adapters/contracts/dreamx.yaml``).
 
-1. Replaces ``utils.trajectory_processor.generate_trajectory_from_json`` (the built-in action-to-camera generator)
-   with the harness's per-frame CameraCtrl rows ``[frame, fx, fy, cx, cy, 0, 0, w2c 3x4]`` [inferred interface].
-2. ``--full-kv L``: FullKV over L latents. The causal pipeline hard-codes ``kv_cache_size = 18480`` (21 latents x
-   880 tokens) and ``max_attention_size = 39600``; both literals are replaced in
-   ``pipeline/pipeline_causal_camera.py`` (the shim stops if they are not there: another commit).
+1. Replaces ``utils.trajectory_processor.generate_trajectory_from_json`` (the built-in action-to-camera generator).
+   Its call site (``inference_ar_forcing.py:301``) passes ``trajectory_spec=, num_frames=, return_cam_params=True``
+   and unpacks three values ``(plucker, cam_params, per_frame_keys)``, using only ``cam_params`` ((num_frames, 19)
+   rows ``[frame, fx, fy, cx, cy, 0, 0, w2c 3x4]``). The replacement returns the harness's rows in that slot.
+2. ``--full-kv L``: FullKV over L latents. Upstream's window comes from ``local_attn_size`` (12 in
+   ``configs/dreamx-ar/config.json:15`` and the wrapper default, ``utils/wan_wrapper.py:102``); with -1 the cache
+   falls back to two literals sized for 21 latents: ``kv_cache_size = 18480`` (``pipeline/pipeline_causal_camera.py:260``)
+   and ``max_attention_size = 39600`` (``wan/modules/causal_camera_model_2_2_prope_infinity.py:73, :251``). The shim
+   forces ``local_attn_size=-1`` on ``WanDiffusionCameraWrapper`` and rewrites both literals to ``L x 880`` (it stops
+   if a literal is not there: another commit).
 3. Seeds the global RNGs (noise is drawn with the global ``torch.randn``).
 
 Usage: ``python runner.py --seed S --cameras cameras.txt [--full-kv 126] -- inference_ar_forcing.py <args>``.
@@ -17,7 +23,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from adapters.shim import main_with, patch_attr, patch_source  # noqa: E402
 
-TOKENS_PER_LATENT = 880  # 22 x 40 tokens at 704x1280
+COMMIT = "a1f4c6e5e45600718e5236955f2e0702e53fc275"
+TOKENS_PER_LATENT = 880  # 22 x 40 tokens at 704x1280 (pipeline/pipeline_causal_camera.py:36)
 
 
 def read_rows(path):
@@ -25,17 +32,63 @@ def read_rows(path):
     return [[float(v) for v in x.split()] for x in lines if x.strip()]
 
 
+def make_generator(rows):
+    """The replacement for ``generate_trajectory_from_json``: the 3-tuple its call site unpacks."""
+
+    def generate_trajectory_from_json(trajectory_spec=None, num_frames=None, *args, return_cam_params=False, **kwargs):
+        import numpy as np
+
+        if num_frames is not None and int(num_frames) != len(rows):
+            raise SystemExit(f"shim: upstream asks for {num_frames} camera rows, the harness compiled {len(rows)} "
+                             "(--num_output_frames does not match cameras.txt)")
+        cam = np.asarray(rows, dtype=np.float32)
+        if not return_cam_params:
+            raise SystemExit("shim: generate_trajectory_from_json was called without return_cam_params=True; "
+                             f"the call site differs from {COMMIT[:12]}")
+        return None, cam, [None] * len(cam)
+
+    generate_trajectory_from_json.harness_shim = True
+    return generate_trajectory_from_json
+
+
+def full_kv_patches(latents):
+    """(module, [(old, new)]) literal rewrites for FullKV over ``latents`` latents."""
+    n = str(int(latents) * TOKENS_PER_LATENT)
+    return [("pipeline.pipeline_causal_camera", [("kv_cache_size = 18480", f"kv_cache_size = {n}")]),
+            ("wan.modules.causal_camera_model_2_2_prope_infinity", [("39600", n)])]
+
+
+def force_full_window(cls):
+    """Make ``WanDiffusionCameraWrapper(...)`` build its model with ``local_attn_size=-1`` (no sliding window)."""
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        kwargs["local_attn_size"] = -1
+        original(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
 def patch(opts):
     rows = read_rows(opts.cameras)
     if opts.full_kv:
-        n = int(opts.full_kv) * TOKENS_PER_LATENT
-        patch_source("pipeline.pipeline_causal_camera", [("18480", str(n)), ("39600", str(n))], "a1f4c6e")
-    patch_attr("utils.trajectory_processor", "generate_trajectory_from_json", lambda original: (lambda *a, **k: rows))
+        # the model module first: the pipeline module imports it (through utils.wan_wrapper) when it is executed
+        for module, repl in reversed(full_kv_patches(opts.full_kv)):
+            patch_source(module, repl, COMMIT)
+        import importlib
+
+        force_full_window(importlib.import_module("utils.wan_wrapper").WanDiffusionCameraWrapper)
+    patch_attr("utils.trajectory_processor", "generate_trajectory_from_json", lambda original: make_generator(rows))
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="dreamx/runner.py", allow_abbrev=False)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--cameras", required=True)
     ap.add_argument("--full-kv", type=int, default=0)
-    main_with(ap, patch)
+    return ap
+
+
+if __name__ == "__main__":
+    main_with(build_parser(), patch)

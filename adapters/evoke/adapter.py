@@ -4,8 +4,12 @@ Native input: a pose ``.npz`` with ``cam_c2w`` [T,4,4] (absolute c2w) and ``intr
 used), and one JSONL row ``{name, image_path, pose_path, prompt_path, pose_fps, pose_source_resolution, seed}``
 (``evoke/utils/ev_validation.py``, ``scripts/inference/infer_batch.py``). Poses are written at the model's 24 fps so
 the index resampling is the identity. The trajectory ends with 21 static poses (paper appendix C). The launcher's
-pose edits (smoothing, per-chunk capping, relative-replay tail) are switched off through its environment
-variables so the model sees the canonical path bit for bit [the off values are inferred]. Frames = 36 chunks - 3
+pose edits are switched off through the variables its driver reads (contract ``adapters/contracts/evoke.yaml``):
+``CAP_MAX_DEG=0 CAP_MAX_TRANS=0`` (the per-chunk clamp, 10 deg / 3 units by default, would cut a 90-degree turn to
+about 39 degrees; with both 0 no ``--cap_mode`` is passed), ``POSE_SMOOTH_WIN=0`` and ``POSE_EXTEND_MODE=clamp``.
+Weights: ``TRANSFORMER_PATH`` (``model.checkpoint``, the parent of ``transformer/``) and ``BASE_CKPT``
+(``model.base_checkpoint``); output ``$OUT_ROOT/<row name>/geo_pred.mp4``. The launcher overwrites
+``CUDA_VISIBLE_DEVICES`` with ``$GPU_OFFSET``, so the assigned device goes there. Frames = 36 chunks - 3
 (14 chunks = 501). Poses follow :mod:`trajectories.conventions`.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -24,11 +29,13 @@ from harness.io import atomic_path, write_text
 
 @dataclass(frozen=True, kw_only=True)
 class EvokeConfig(UpstreamConfig):
-    """Evoke settings. launcher_env: variables that neutralise the launcher's pose edits."""
+    """Evoke settings. launcher_env: variables that neutralise the launcher's pose edits. base_checkpoint: the
+    Evoke base model folder (``BASE_CKPT``; upstream default ``models/evoke-base`` in the checkout)."""
 
     script: str = "scripts/inference/infer_post_distill.sh"
-    launcher_env: dict[str, str] = field(default_factory=lambda: {"POSE_SMOOTH_WIN": "0", "CAP_MODE": "none",
-                                                                  "POSE_EXTEND_MODE": "clamp"})
+    launcher_env: dict[str, str] = field(default_factory=lambda: {"CAP_MAX_DEG": "0", "CAP_MAX_TRANS": "0",
+                                                                  "POSE_SMOOTH_WIN": "0", "POSE_EXTEND_MODE": "clamp"})
+    base_checkpoint: Optional[str] = None
 
     def chunks(self, N: int) -> int:
         k, r = divmod(N + 3, 36)
@@ -38,6 +45,9 @@ class EvokeConfig(UpstreamConfig):
 
 
 class EvokeAdapter(UpstreamAdapter):
+    contexts = ("native",)
+    unsupported_reasons = {"fullkv": "no KV cache (RESTRICT=0); memory is history latents + a warp bank",
+                           "sliding": "no KV window upstream", "fov": "no KV window upstream"}
     config_class = EvokeConfig
     config: EvokeConfig
 
@@ -60,9 +70,20 @@ class EvokeAdapter(UpstreamAdapter):
         with np.load(controls_dir / "pose.npz") as z:
             return np.array(z["cam_c2w"], dtype=np.float64)
 
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        return {**super().checkpoint_paths(), "base_checkpoint": self.config.base_checkpoint}
+
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
         out_dir = req.item_dir / "upstream_out"
+        name = f"{req.case.id}_{req.path.name}"  # the JSONL row's name: upstream writes OUT_ROOT/<name>/geo_pred.mp4
         env = {"MODE": "i2v", "NUM_CHUNKS": str(c.chunks(req.path.num_frames)), "SEED": str(req.seed),
-               "JSONL": str(d / "cases.jsonl"), "OUTPUT_DIR": str(out_dir), "CKPT": self.ckpt(), **c.launcher_env}
-        return LaunchSpec(script=c.script, args=[], env=env, out_dir=str(out_dir), interpreter=["bash"])
+               "JSONL": str(d / "cases.jsonl"), "MAX_CASES": "1", "OUT_ROOT": str(out_dir),
+               "TRANSFORMER_PATH": self.ckpt(), "BASE_CKPT": c.base_checkpoint or "<model.base_checkpoint>",
+               "HEIGHT": str(c.height), "WIDTH": str(c.width), "FPS": f"{c.fps:g}", "LOCAL_GPUS": "1",
+               # the launcher sets CUDA_VISIBLE_DEVICES=$GPU_OFFSET itself (infer_post_distill.sh:205)
+               "GPU_OFFSET": self._devices().split(",")[0], **c.launcher_env}
+        if c.python:
+            env["EVOKE_PYTHON_BIN"] = str(Path(c.python).parent)
+        return LaunchSpec(script=c.script, args=[], env=env, out_dir=str(out_dir),
+                          output=str(out_dir / name / "geo_pred.mp4"), interpreter=["bash"])

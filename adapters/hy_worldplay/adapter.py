@@ -5,7 +5,7 @@ Native input: a pose JSON keyed ``"0", "1", ...`` with **one entry per latent**,
 ``len == (video_length - 1)//4 + 1`` and derives the PRoPE matrices and a discrete action label per latent from it.
 Latent i carries frame 4i (training loader). Poses are recentred on frame 0 (upstream does not recentre at
 inference, and ``viewmats`` are bf16 in the transformer). Translation reaches the model in raw units (retrieval
-radius 8 units), scaled here by ``translation_scale.units_per_scene_unit``.
+radius 8 units), scaled here by ``translation_scale.per_scene_unit``.
 
 ``runner.py`` seeds the global RNG (upstream's FoV point sampler draws from unseeded ``torch.rand``) and, for
 harness policies other than ``native``, replaces ``select_aligned_memory_frames`` with the harness selection.
@@ -17,28 +17,35 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.keys import hy_action_labels
-from adapters.controls.poses import anchors_every_4, interpolate_to_frames
+from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import hy_normalise_K
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import fov_selection
 from harness.io import write_json
-from trajectories.resample import latents_for_frames
+from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
 @dataclass(frozen=True, kw_only=True)
 class HYConfig(UpstreamConfig):
-    """HY-WorldPlay settings. output_arg: the flag that names the output file [inferred]."""
+    """HY-WorldPlay settings. model_path: the HunyuanVideo-1.5 base model folder (upstream's required
+    ``--model_path``); ``checkpoint`` is the action checkpoint (``--action_ckpt``). resolution / model_type: upstream
+    choices (480p|720p, bi|ar)."""
 
     resolution: str = "480p"
     model_type: str = "ar"
-    output_arg: str = "--output_path"
+    model_path: Optional[str] = None
 
 
 class HYWorldPlayAdapter(UpstreamAdapter):
+    #: native: upstream's own FoV retrieval; the others replace ``select_aligned_memory_frames`` (runner.py)
+    contexts = ("native", "fov", "sliding", "fullkv")
+    unsupported_reasons = {}
     config_class = HYConfig
     config: HYConfig
 
@@ -49,7 +56,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         lat = latents_for_frames(N)
         if lat % self.config.chunk_latents:
             raise ModelConfigError(f"HY-WorldPlay AR needs the latent count ({lat}) to be a multiple of 4")
-        poses = req.path.c2w[anchors_every_4(lat)].copy()
+        poses = req.path.c2w[latent_anchor_frames(lat)].copy()
         poses[:, :3, 3] *= self.scene_scale()
         data = {str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(lat)}
         d = req.controls_dir
@@ -58,27 +65,29 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         meta = {"num_latents": lat, "latent_anchor_rule": "latent i -> frame 4i",
                 "action_labels": labels.tolist(), "K_normalised": hy_normalise_K(K).tolist()}
         if req.context.name != "native":
-            from adapters.lingbot_v2.adapter import fov_selection
-
-            write_json(d / "context_selection.json", fov_selection(req, self.config.chunk_latents))
+            write_json(d / "context_selection.json", fov_selection(req.context, req.path, self.config.chunk_latents))
         return NativeControls(files={"pose.json": str(d / "pose.json")}, meta=meta)
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         data = json.loads((controls_dir / "pose.json").read_text())
         poses = np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
         poses[:, :3, 3] /= self.scene_scale()
-        return interpolate_to_frames(anchors_every_4(len(poses)), poses, req.path.num_frames)
+        return interpolate_to_frames(latent_anchor_frames(len(poses)), poses, req.path.num_frames)
+
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        return {**super().checkpoint_paths(), "model_path": self.config.model_path}
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
-        out = req.item_dir / "upstream_out" / "video.mp4"
+        # upstream treats --output_path as a folder: it creates it and writes gen.mp4 inside (generate.py:774-777)
+        out_dir = req.item_dir / "upstream_out"
         args = ["--pose", str(d / "pose.json"), "--video_length", str(req.path.num_frames), "--seed", str(req.seed),
                 "--resolution", c.resolution, "--width", str(c.width), "--height", str(c.height), "--model_type",
                 c.model_type, "--few_step", "true", "--num_inference_steps", str(c.sampling_steps), "--rewrite",
-                "false", "--sr", "false", "--action_ckpt", self.ckpt(), "--image_path", str(d / "image.png"),
-                "--prompt", req.case.prompt, c.output_arg, str(out)]
+                "false", "--sr", "false", "--model_path", c.model_path or "<model.model_path>", "--action_ckpt", self.ckpt(),
+                "--image_path", str(d / "image.png"), "--prompt", req.case.prompt, "--output_path", str(out_dir)]
         shim_args = ["--seed", str(req.seed)]
         if req.context.name != "native":
             shim_args += ["--selection", str(d / "context_selection.json")]
-        return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out),
+        return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out_dir / "gen.mp4"), out_dir=str(out_dir),
                           wrapper=self.shim_path(__file__), wrapper_args=shim_args)

@@ -20,17 +20,30 @@ def patch(opts):
         return
     table = load_selection(opts.selection)
 
-    def make(original):
-        def select_aligned_memory_frames(w2c, chunk_start, *args, **kwargs):
-            return list(table[int(chunk_start)])
+    patch_attr("hyvideo.utils.retrieval_context", "select_aligned_memory_frames", lambda original: make_selector(table))
 
-        return select_aligned_memory_frames
 
-    patch_attr("hyvideo.utils.retrieval_context", "select_aligned_memory_frames", make)
+def make_selector(table):
+    """The replacement for ``select_aligned_memory_frames(w2c_list, current_frame_idx, memory_frames=,
+    temporal_context_size=, pred_latent_size=, points_local=, device=)`` (called once per chunk with the chunk's
+    first latent, worldplay_video_pipeline.py:1125): the harness selection as a list of int latent indices."""
+
+    def select_aligned_memory_frames(w2c_list, current_frame_idx, *args, **kwargs):
+        key = int(current_frame_idx)
+        if key not in table:
+            raise SystemExit(f"shim: no harness selection for the chunk starting at latent {key}")
+        return [int(i) for i in table[key]]
+
+    select_aligned_memory_frames.harness_shim = True
+    return select_aligned_memory_frames
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="hy_worldplay/runner.py", allow_abbrev=False)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--selection")
+    return ap
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--selection")
-    main_with(ap, patch)
+    main_with(build_parser(), patch)

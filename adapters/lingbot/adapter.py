@@ -6,6 +6,15 @@ K is used). Upstream resamples to latent rate at ``linspace(0, N-1, n_lat)`` (= 
 multiple of the chunk), makes poses relative to frame 0, framewise, and max-normalises translation per clip, then
 builds ``[o, d]`` rays folded 8x8 into 384 channels.
 
+Canvas: upstream derives the generated frame from the image with ``lat = round(sqrt(max_area * h / w) // 8 // 2 * 2)``
+(``wan/image2video.py``); for a 480x832 image floating point gives ``sqrt = 479.99999999999994``, so upstream
+generates **464x832** (58 x 104 latents, 1508 tokens per latent frame), resizing the image (bicubic, no crop) and
+scaling the 480x832-pixel intrinsics by (832/832, 464/480). :func:`wan_canvas` models the rule; the harness keeps
+its 480x832 canvas and resizes upstream's frames back (the vertical squash is a pure resize, so K480 holds again).
+
+v1 (Robbyant/lingbot-world@6ca87d4) is bidirectional at the pinned commit: no ``--chunk_size``, ``--infer_mode``
+or KV-window flags (``model.causal: false``); v2 is causal (``--infer_mode causal_fast --chunk_size 4``).
+
 Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, +yaw right, +pitch up).
 """
 
@@ -13,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -20,7 +30,7 @@ from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
-from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
+from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,10 +46,26 @@ class LingBotConfig(UpstreamConfig):
     sliding_local_attn_size: int = 20
     sliding_sink_size: int = 4
     infer_mode: str | None = None
+    causal: bool = True
+    max_area: Optional[int] = None  # None: upstream's MAX_AREA_CONFIGS[size], i.e. the product of ``size``
+    vae_stride_hw: int = 8
+    patch_hw: int = 2
+
+
+def wan_canvas(height: int, width: int, max_area: int, stride: int = 8, patch: int = 2) -> tuple[int, int]:
+    """The frame size Wan-based ``image2video`` generates for a ``height x width`` image (pixels).
+
+    ``lat_h = round(sqrt(max_area * h / w) // stride // patch * patch)``, ``lat_w`` alike with ``w / h``; frame =
+    ``stride * lat``. Float rounding is part of the rule: 480x832 with max_area 480*832 gives 464x832.
+    """
+    ar = height / width
+    lat_h = round(np.sqrt(max_area * ar) // stride // patch * patch)
+    lat_w = round(np.sqrt(max_area / ar) // stride // patch * patch)
+    return int(lat_h * stride), int(lat_w * stride)
 
 
 def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
-    """Upstream knobs for a context policy (native-controls.md §9.9).
+    """Upstream knobs for a context policy (v2 generate.py:163-173: ``--local_attn_size``, ``--sink_size``).
 
     fullkv -> nothing (``local_attn_size = -1`` default, ``max_attention_size = None``); sliding ->
     ``--local_attn_size 20 --sink_size 4`` (the cache holds 4 sink + 16 rolling latents: after the current chunk is
@@ -61,9 +87,19 @@ def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
 class LingBotAdapter(UpstreamAdapter):
     config_class = LingBotConfig
     config: LingBotConfig
+    #: a causal build: upstream's own --local_attn_size / --sink_size (:func:`lingbot_context_args`)
+    contexts = ("native", "fullkv", "sliding")
+    unsupported_reasons = {
+        "fullkv": "the pinned v1 generate.py is bidirectional (no KV cache); use model=lingbot_v2",
+        "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
+        "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
+
+    def supported_contexts(self) -> tuple[str, ...]:
+        return self.contexts if self.config.causal else ("native",)  # bidirectional: the clip attends to itself
 
     def latent_count(self, N: int) -> int:
-        """Latents upstream uses; refuses counts that upstream would time-warp (native-controls.md §9.2)."""
+        """Latents upstream uses; refuses counts that upstream would time-warp: v2 truncates the latent count to a
+        multiple of the chunk and resamples poses at ``linspace(0, N-1, n_lat)`` (wan/image2video.py:498-499, :562-571)."""
         chunk = self.config.chunk_latents
         if (N - 1) % 4:
             raise ModelConfigError(f"LingBot needs 4k+1 frames; got {N} (set model.num_frames)")
@@ -75,6 +111,17 @@ class LingBotAdapter(UpstreamAdapter):
             )
         return lat
 
+    def output_hw(self) -> tuple[int, int]:
+        c = self.config
+        area = c.max_area or int(np.prod([int(x) for x in c.size.split("*")]))
+        return wan_canvas(c.height, c.width, area, c.vae_stride_hw, c.patch_hw)
+
+    def frame_seqlen(self) -> int:
+        """Tokens per latent frame at upstream's canvas (1508 at 464x832)."""
+        h, w = self.output_hw()
+        step = self.config.vae_stride_hw * self.config.patch_hw
+        return (h // step) * (w // step)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         d = req.controls_dir
         N = req.path.num_frames
@@ -84,11 +131,15 @@ class LingBotAdapter(UpstreamAdapter):
         kvec = np.array([K[0, 0] * sx, K[1, 1] * sy, K[0, 2] * sx, K[1, 2] * sy])
         save_npy(d / "poses.npy", req.path.c2w.astype(np.float64))
         save_npy(d / "intrinsics.npy", np.tile(kvec, (N, 1)))
+        oh, ow = self.output_hw()
+        k_up = kvec * np.array([ow / w0, oh / h0, ow / w0, oh / h0])  # upstream's get_Ks_transformed
         return NativeControls(
             files={"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")},
             meta={"num_latents": lat, "latent_anchor_rule": "linspace(0, N-1, n_lat) = 4i",
-                  "translation_scale": {"expects": "any units", "model_sees": "framewise translation / max norm per "
-                                        "clip (absolute scale removed)", "scale_recoverable": False}},
+                  "upstream_canvas": {"height": oh, "width": ow, "K_fx_fy_cx_cy": k_up.tolist(),
+                                      "frame_seqlen": self.frame_seqlen(),
+                                      "rule": "lat = round(sqrt(max_area*h/w)//8//2*2); frames resized back to the "
+                                              "harness canvas"}},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
@@ -96,20 +147,21 @@ class LingBotAdapter(UpstreamAdapter):
         with the global translation scale fitted to the request (upstream discards it), held between anchors."""
         poses = np.load(controls_dir / "poses.npy")
         N = len(poses)
-        lat = latents_for_frames(N)
-        lat -= lat % self.config.chunk_latents
-        anchors = linspace_anchors(N, lat)
-        latent = resample_c2w(poses, anchors)
+        # latent_count refuses the counts upstream would time-warp, so its linspace(0, N-1, n_lat) targets are 4i
+        anchors = latent_anchor_frames(self.latent_count(N))
+        latent = poses[anchors]
         rel = lingbot_relative(latent)  # what the ray maps are built from
         chained = integrate_framewise(rel)
-        req_lat = resample_c2w(req.path.c2w, anchors)
+        req_lat = req.path.c2w[anchors]
         a, b = chained[:, :3, 3].ravel(), req_lat[:, :3, 3].ravel()
         scale = float(a @ b / (a @ a)) if a @ a > 0 else 1.0
         chained[:, :3, 3] *= scale
-        return interpolate_to_frames(np.round(anchors).astype(int), chained, N)
+        return interpolate_to_frames(anchors, chained, N)
 
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         """(upstream arguments, shim script or None, shim arguments) for the item's context policy."""
+        if not self.config.causal:
+            return [], None, []  # bidirectional: the whole clip attends to itself (context=native)
         return lingbot_context_args(req.context, self.config), None, []
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
@@ -117,13 +169,16 @@ class LingBotAdapter(UpstreamAdapter):
         d = req.controls_dir
         out = req.item_dir / "upstream_out" / "video.mp4"
         args = ["--task", c.task, "--size", c.size, "--ckpt_dir", self.ckpt(), "--image", str(d / "image.png"),
-                "--action_path", str(d), "--frame_num", str(req.path.num_frames), "--chunk_size",
-                str(c.chunk_latents), "--base_seed", str(req.seed), "--prompt", req.case.prompt,
-                "--save_file", str(out)]
-        if c.gpus_per_job > 1:
-            args += ["--dit_fsdp", "--t5_fsdp", "--ulysses_size", str(c.gpus_per_job)]
-        if c.infer_mode:
-            args += ["--infer_mode", c.infer_mode]
+                "--action_path", str(d), "--frame_num", str(req.path.num_frames), "--base_seed", str(req.seed),
+                "--prompt", req.case.prompt, "--save_file", str(out)]
+        if c.causal:  # v2's causal generate.py; the pinned v1 parser has neither flag
+            args += ["--chunk_size", str(c.chunk_latents)]
+            if c.infer_mode:
+                args += ["--infer_mode", c.infer_mode]
+        else:
+            args += ["--sample_steps", str(c.sampling_steps)]
+        if c.ranks > 1:
+            args += ["--dit_fsdp", "--t5_fsdp", "--ulysses_size", str(c.ranks)]
         ctx_args, wrapper, wrapper_args = self.context_args(req)
         return LaunchSpec(script="generate.py", args=args + ctx_args, output=str(out), wrapper=wrapper,
                           wrapper_args=wrapper_args)

@@ -11,28 +11,20 @@ from __future__ import annotations
 
 from adapters.base import ItemRequest
 from adapters.lingbot.adapter import LingBotAdapter, lingbot_context_args
+from harness.context import fov_selection
 from harness.io import write_json
 
 
 class LingBotV2Adapter(LingBotAdapter):
+    contexts = ("fullkv", "sliding", "fov", "native")
+    unsupported_reasons = {}
+
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         if req.context.name != "fov":
             return lingbot_context_args(req.context, self.config), None, []
         sel_file = req.controls_dir / "context_selection.json"
-        write_json(sel_file, fov_selection(req, self.config.chunk_latents))
-        S = (self.config.height // 16) * (self.config.width // 16)  # Wan2.1 VAE stride 8 x patch 2 (1560 at 480x832)
+        write_json(sel_file, fov_selection(req.context, req.path, self.config.chunk_latents))
+        # tokens per latent at upstream's canvas: 464x832 -> 58 x 104 latents / (2 x 2) patches = 1508
+        S = self.frame_seqlen()
         return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]
 
-
-def fov_selection(req: ItemRequest, chunk: int) -> dict:
-    """Per-chunk latent selection of the harness FoV policy on the latents upstream will use (4i anchors)."""
-    from harness.context import ContextSelector
-    from trajectories.resample import latents_for_frames, linspace_anchors, resample_c2w
-
-    N = req.path.num_frames
-    lat = latents_for_frames(N)
-    lat -= lat % chunk
-    latent_c2w = resample_c2w(req.path.c2w, linspace_anchors(N, lat))
-    sel = ContextSelector(req.context, latent_c2w, req.path.K, req.path.height, req.path.width)
-    return {"policy": req.context.to_dict(), "num_latents": lat, "chunk": chunk,
-            "chunks": [sel.select(k).to_trace() for k in range(sel.num_chunks)]}

@@ -4,7 +4,8 @@ Targets robbyant/lingbot-world-v2@2648877f763a06cc743bcd919936da4d25f12e7b: ``wa
 (``CausalWanSelfAttention.forward``) and ``wan/distributed/sequence_parallel.py`` (``sp_attn_forward_causal``).
 
 Run with upstream's FullKV settings (``local_attn_size = -1``, ``max_attention_size = None``): the cache then keeps
-every latent frame at token range ``[f * S, (f + 1) * S)`` (S = ``frame_seqlen`` = 1560 at 480x832), keys stored
+every latent frame at token range ``[f * S, (f + 1) * S)`` (S = ``frame_seqlen`` = 1508: upstream generates 464x832
+from a 480x832 image, wan/image2video.py:224-233), keys stored
 after temporal RoPE at their absolute frame index, and both attention paths hand their kernel the contiguous slice
 ``k[:, 0:local_end]`` = all history + the current chunk. This shim wraps that kernel in both modules and replaces
 the slice with a gather of the harness selection for the current chunk: ``sink | retrieved | recent | current``
@@ -13,7 +14,7 @@ from the key length (``local_end = (chunk_start + chunk) * S``), so every denois
 pass of a chunk use the same selection, as upstream's own window does. Calls whose key length is not a multiple of
 S (cross-attention to text / image tokens) pass through untouched. Retrieved keys keep their absolute RoPE time.
 
-Usage: ``python fov_runner.py --selection context_selection.json [--frame-seqlen 1560] -- generate.py <args>``.
+Usage: ``python fov_runner.py --selection context_selection.json --frame-seqlen 1508 -- generate.py <args>``.
 """
 
 import argparse
@@ -61,10 +62,14 @@ def patch(opts):
         patch_attr(module, attr, lambda original: make_gather(original, table, opts.frame_seqlen, chunk))
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="lingbot_v2/fov_runner.py", allow_abbrev=False)
     ap.add_argument("--selection", required=True)
-    ap.add_argument("--frame-seqlen", type=int, default=1560)
+    ap.add_argument("--frame-seqlen", type=int, required=True)
     ap.add_argument("--kernels", default=DEFAULT_KERNELS)
     ap.add_argument("--seed", type=int)
-    main_with(ap, patch)
+    return ap
+
+
+if __name__ == "__main__":
+    main_with(build_parser(), patch)

@@ -1,10 +1,14 @@
-"""Matrix-Game 3 (SkyworkAI/Matrix-Game, Matrix-Game-3/; per-file commits in native-controls.md §1).
+"""Matrix-Game 3 (SkyworkAI/Matrix-Game@20e033e3, folder Matrix-Game-3/; contract in adapters/contracts/matrix_game3.yaml).
 
 Native input: per-frame keyboard ``(T, 6)`` ``[W, S, A, D, 0, 0]`` and mouse ``(T, 2)`` ``[pitch, yaw]`` in 15 deg per
-unit (dead zone 0.02), plus the extrinsics those actions integrate to (the Plücker branch). Upstream's
-``get_data()`` builds random benchmark actions, so ``runner.py`` replaces it with these files. Translation is
-quantised to key presses (12.35 cm per frame, horizontal only): the achieved path is decoded from the actions and
-the residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations. Poses follow
+unit (dead zone 0.02); upstream applies action ``i`` to move frame ``i`` to ``i + 1``. Upstream's ``get_data()``
+builds random benchmark actions, so ``runner.py`` replaces it and returns the 4 values its call site unpacks,
+with the extrinsics integrated by upstream's own ``compute_all_poses_from_actions``. Translation is quantised to
+key presses (12.35 units per frame, horizontal only): the achieved path is decoded from the actions and the
+residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
+
+Launch: with ``--use_async_vae`` upstream starts its VAE worker on GPU index ``world_size``, so the paper's 8-GPU
+layout is 7 torchrun ranks (``--ulysses_size 7``) + 1 VAE GPU (``model.vae_worker_gpus: 1``). Poses follow
 :mod:`trajectories.conventions`.
 """
 
@@ -34,7 +38,7 @@ class MG3Config(UpstreamConfig):
                                    "--lightvae_pruning_rate", "0.5", "--use_async_vae", "--async_vae_warmup_iters", "1")
 
     def params(self) -> MG3Params:
-        return MG3Params(metres_per_unit=float(self.translation_scale.get("metres_per_scene_unit", 1.0)),
+        return MG3Params(metres_per_unit=self.translation_scale.per_scene_unit,
                          mouse_pitch=self.mouse_pitch)
 
     def iterations(self, N: int) -> int:
@@ -45,6 +49,10 @@ class MG3Config(UpstreamConfig):
 
 
 class MatrixGame3Adapter(UpstreamAdapter):
+    contexts = ("native", "fov")  # the model's own memory is FoV-retrieved latents
+    unsupported_reasons = {"fullkv": "no KV cache; each clip sees 4 overlap + 5 memory latents, a longer context "
+                                     "than the model was built for",
+                           "sliding": "only the memory-slot selection could change; not implemented"}
     config_class = MG3Config
     config: MG3Config
 
@@ -57,10 +65,13 @@ class MatrixGame3Adapter(UpstreamAdapter):
         save_npy(d / "keyboard_condition.npy", keyboard)
         save_npy(d / "mouse_condition.npy", mouse)
         save_npy(d / "extrinsics.npy", ext)
+        pressed = keyboard[:-1, :4].sum(1) > 0
+        runs = np.diff(np.flatnonzero(np.diff(np.r_[0, pressed.astype(int), 0])))[::2]
         return NativeControls(
             files={n: str(d / n) for n in ("keyboard_condition.npy", "mouse_condition.npy", "extrinsics.npy")},
-            meta={"iterations": iters, "mouse_pitch": c.mouse_pitch,
-                  "keys_pressed_fraction": float((keyboard[:, :4].sum(1) > 0).mean()),
+            meta={"iterations": iters, "mouse_pitch": c.mouse_pitch, "action_rule": "action i moves frame i to i+1",
+                  "keys_pressed_fraction": float(pressed.mean()),
+                  "key_run_mean_frames": float(runs.mean()) if len(runs) else 0.0,
                   "caveats": ["translation quantised to 12.35 cm key steps, horizontal only",
                               "mouse pitch sign is a recorded choice (model.mouse_pitch)"]},
         )
@@ -76,8 +87,13 @@ class MatrixGame3Adapter(UpstreamAdapter):
         args = ["--size", c.size, "--ckpt_dir", self.ckpt(), "--num_iterations",
                 str(c.iterations(req.path.num_frames)), "--num_inference_steps", str(c.sampling_steps), "--seed",
                 str(req.seed), "--image", str(d / "image.png"), "--prompt", req.case.prompt, "--output_dir",
-                str(out_dir), *c.extra_args]
+                str(out_dir), "--save_name", "video", *c.extra_args]
+        if c.ranks > 1:  # sequence parallel over the ranks; upstream asserts ulysses_size == world size
+            args += ["--ulysses_size", str(c.ranks)]
+        if "--use_async_vae" in c.extra_args and c.gpus_per_job > 1 and c.vae_worker_gpus != 1:
+            raise ModelConfigError("model.extra_args has --use_async_vae: upstream puts the VAE worker on GPU index "
+                                   "world_size, so set model.vae_worker_gpus: 1 (gpus_per_job counts it)")
         shim = ["--seed", str(req.seed), "--keyboard", str(d / "keyboard_condition.npy"), "--mouse",
-                str(d / "mouse_condition.npy"), "--extrinsics", str(d / "extrinsics.npy")]
-        return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), wrapper=self.shim_path(__file__),
-                          wrapper_args=shim)
+                str(d / "mouse_condition.npy")]
+        return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), output_glob="**/*.mp4",
+                          wrapper=self.shim_path(__file__), wrapper_args=shim)

@@ -4,7 +4,7 @@ Native input: ``camera.npz`` with ``extrinsics_c2w`` (N,4,4) and ``intrinsics`` 
 pixels of the anchor image (``infer.py::load_camera``), and a caption JSON
 ``{"detailed": {"<start>": {"start": "", "dynamic": text}}}`` keyed by block start frames 0, 85, 169, 253, 337, 421.
 Block k consumes poses ``[1 + 84k, 84(k+1)]``; translation is metric and compressed by ``logd4`` inside the model,
-so the scale policy (``metres_per_scene_unit``) matters. The rollout seed lives in the upstream config
+so the scale policy (``translation_scale.per_scene_unit``, metres per scene unit) matters. The rollout seed lives in the upstream config
 (``seed: 3407``); ``runner.py`` writes a copy of that config with the harness seed. Poses follow
 :mod:`trajectories.conventions`.
 """
@@ -37,6 +37,9 @@ def caption_starts(num_blocks: int) -> list[int]:
 
 
 class MatrixGame35Adapter(UpstreamAdapter):
+    contexts = ("native", "sliding")  # the model's own memory is a sliding KV window (+ retrieval and mosaic)
+    unsupported_reasons = {"fullkv": "no upstream switch for a FullKV rollout",
+                           "fov": "no FoV switch; the model has its own pose-proximity and projection-IoU retrieval"}
     config_class = MG35Config
     config: MG35Config
 

@@ -25,9 +25,13 @@ def patch(opts):
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="matrix_game35/runner.py", allow_abbrev=False)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--config-in", required=True)
     ap.add_argument("--config-out", required=True)
-    main_with(ap, patch)
+    return ap
+
+
+if __name__ == "__main__":
+    main_with(build_parser(), patch)

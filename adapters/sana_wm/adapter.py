@@ -1,4 +1,4 @@
-"""SANA-WM (NVlabs/Sana, inference_video_scripts/wm/; per-file commits in native-controls.md §1).
+"""SANA-WM (NVlabs/Sana@af849ea1, inference_video_scripts/wm/; contract in adapters/contracts/sana_wm.yaml).
 
 Native input: ``--camera`` ``.npy`` (F,4,4) OpenCV c2w and ``--intrinsics`` ``.npy`` (3,3) (always passed:
 missing intrinsics are silently estimated with Pi3X). Upstream makes poses relative to frame 0 (no translation
@@ -24,18 +24,17 @@ from harness.io import save_npy
 @dataclass(frozen=True, kw_only=True)
 class SanaConfig(UpstreamConfig):
     """SANA-WM settings. script: the streaming entry point. sliding_cached_blocks: ``--num_cached_blocks`` used for
-    the sliding policy. image_arg / prompt_arg / output_arg / frames_arg: flag names [inferred]."""
+    the sliding policy. output_name: upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""
 
     script: str = "inference_video_scripts/wm/inference_sana_wm_streaming.py"
     denoising_step_list: str = "1000,960,889,727,0"
     sliding_cached_blocks: int = 2
-    image_arg: str = "--image"
-    prompt_arg: str = "--prompt"
-    output_arg: str = "--output"
-    frames_arg: str = "--num_frames"
+    output_name: str = "video"
 
 
 class SanaWMAdapter(UpstreamAdapter):
+    contexts = ("native", "fullkv", "sliding")  # --num_cached_blocks: -1 or the sliding window (see launch)
+    unsupported_reasons = {"fov": "would need a custom block selection in the softmax layers"}
     config_class = SanaConfig
     config: SanaConfig
 
@@ -59,10 +58,12 @@ class SanaWMAdapter(UpstreamAdapter):
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
-        out = req.item_dir / "upstream_out" / "video.mp4"
+        out_dir = req.item_dir / "upstream_out"
         blocks = {"fullkv": "-1", "sliding": str(c.sliding_cached_blocks), "native": str(c.sliding_cached_blocks)}
-        args = ["--camera", str(d / "camera.npy"), "--intrinsics", str(d / "intrinsics.npy"), c.image_arg,
-                str(d / "image.png"), c.prompt_arg, req.case.prompt, c.frames_arg, str(req.path.num_frames), "--seed",
-                str(req.seed), "--denoising_step_list", c.denoising_step_list, "--num_cached_blocks",
-                blocks[req.context.name], "--fps", f"{c.fps:g}", c.output_arg, str(out)]
-        return LaunchSpec(script=c.script, args=args, output=str(out))
+        args = ["--camera", str(d / "camera.npy"), "--intrinsics", str(d / "intrinsics.npy"), "--image",
+                str(d / "image.png"), "--prompt", str(d / "prompt.txt"), "--num_frames", str(req.path.num_frames),
+                "--seed", str(req.seed), "--denoising_step_list", c.denoising_step_list, "--num_cached_blocks",
+                blocks[req.context.name], "--fps", f"{c.fps:g}", "--streaming_root", self.ckpt(), "--output_dir",
+                str(out_dir), "--name", c.output_name]
+        return LaunchSpec(script=c.script, args=args, output=str(out_dir / f"{c.output_name}_streaming.mp4"),
+                          out_dir=str(out_dir))

@@ -51,7 +51,7 @@ class TinyCausalDiTAdapter(Adapter):
         save_npy(d / "intrinsics.npy", np.tile([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], (req.path.num_frames, 1)))
         return NativeControls(files={"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")},
                               meta={"latent_anchor_rule": "latent i -> frame 4i",
-                                    "translation_scale": {"model_sees": "framewise, max-norm per clip"}})
+                                    "translation_scale": self.config.translation_scale.to_dict()})
 
     def build(self):
         """The model on its device (random weights, seeded init: nothing to download)."""
@@ -70,15 +70,15 @@ class TinyCausalDiTAdapter(Adapter):
         return TinyCausalDiT(TinyDiTConfig(**arch)).to(self.config.device, dtype), dtype
 
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
-        from trajectories.resample import latents_for_frames
+        from trajectories.resample import latent_poses
 
         from .model import TinyVAE, config_dict, generate
 
         model, dtype = self.build()
         image, K = self.canvas_image_and_K(req.case)
         N = req.path.num_frames
-        lat = latents_for_frames(N)
-        latent_c2w = req.path.c2w[np.minimum(4 * np.arange(lat), N - 1)]
+        latent_c2w = latent_poses(req.path.c2w)
+        lat = len(latent_c2w)
         ro = generate(model, image, latent_c2w, K, req.context, req.seed, device=self.config.device, dtype=dtype)
         frames = TinyVAE(model.cfg.spatial_stride).decode(ro.latents.cpu(), N)
         for f in frames:

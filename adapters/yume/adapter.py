@@ -1,20 +1,25 @@
 """YUME 5B (stdstu12/YUME@111c3fa): controlled by captions only.
 
 Native input: a caption file, one line per stage (``caption_re.txt`` format): ``First-person perspective.`` + a
-movement sentence + a rotation sentence + a speed sentence, with the scene prompt appended with no separator
-(``fastvideo/sample/sample_5b.py``). Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
+movement sentence + a rotation sentence + a speed sentence. Upstream appends the InternVL captioner's refinement
+of ``--prompt`` (over the image) to every line (``fastvideo/sample/sample_5b.py:817``), so the scene prompt goes
+in ``--prompt`` only. Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
 Keys come from each stage's net motion with snap thresholds (:class:`adapters.controls.keys.YumeParams`); the
 captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
 
 Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
-global RNG): ``runner.py`` seeds the global RNGs and passes ``seed=`` to ``generate``. Poses follow
-:mod:`trajectories.conventions`.
+global RNG) and conditions stage s >= 1 on caption line s-1 (sample_5b.py:1089): ``runner.py`` seeds, passes
+``seed=`` to every ``Yume.generate`` call and hands call k line k, so stage s receives the controls of stage s.
+It also points the two hard-coded paths (``./Yume-5B-720P``, the InternVL3-2B captioner) at ``model.checkpoint``
+and ``model.captioner``. Upstream writes one mp4 per stage holding every frame so far; the last is the video.
+Poses follow :mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -31,10 +36,11 @@ class YumeConfig(UpstreamConfig):
     frames_per_stage: int = 29
     rotation_snap_deg: float = 0.5
     translation_snap: float = 1e-3
-    deg_per_speed_unit: float = 0.35
+    deg_per_speed_unit: float = 1.0
     units_per_speed_unit: float = 0.0032
     script: str = "fastvideo/sample/sample_5b.py"
     generate_target: str = "wan23.Yume.generate"
+    captioner: Optional[str] = None
 
     def params(self) -> YumeParams:
         return YumeParams(self.frames_per_stage, self.rotation_snap_deg, self.translation_snap,
@@ -42,6 +48,9 @@ class YumeConfig(UpstreamConfig):
 
 
 class YumeAdapter(UpstreamAdapter):
+    contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
+                           "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
     config: YumeConfig
 
@@ -50,7 +59,9 @@ class YumeAdapter(UpstreamAdapter):
         if N % self.config.frames_per_stage:
             raise ModelConfigError(f"YUME makes 29 frames per caption stage; {N} is not a multiple (model.num_frames "
                                    "or model.frames_per_trajectory)")
-        lines = yume_captions(req.path.c2w, req.case.prompt, self.config.params())
+        # camera sentences only: with --jpg_dir upstream appends the captioner's refinement of --prompt to every
+        # line (sample_5b.py:817), so the scene prompt reaches the model through --prompt, once
+        lines = yume_captions(req.path.c2w, "", self.config.params())
         d = req.controls_dir
         write_text(d / "caption.txt", "\n".join(lines) + "\n")
         (d / "jpg").mkdir(exist_ok=True)
@@ -59,9 +70,7 @@ class YumeAdapter(UpstreamAdapter):
         cv2.imwrite(str(d / "jpg" / "image.jpg"), image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])
         keys = [yume_parse_caption(x) for x in lines]
         return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
-                              meta={"stages": len(lines), "stage_keys": keys,
-                                    "translation_scale": {"expects": "direction keys + speed sentence",
-                                                          "scale_recoverable": False}})
+                              meta={"stages": len(lines), "stage_keys": keys})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         lines = [x for x in (controls_dir / "caption.txt").read_text().splitlines() if x.strip()]
@@ -73,6 +82,15 @@ class YumeAdapter(UpstreamAdapter):
         args = ["--seed", str(req.seed), "--caption_path", str(d / "caption.txt"), "--num_euler_timesteps",
                 str(c.sampling_steps), "--jpg_dir", str(d / "jpg"), "--prompt", req.case.prompt, "--video_output_dir",
                 str(out_dir)]
-        shim = ["--seed", str(req.seed), "--generate", c.generate_target]
-        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), wrapper=self.shim_path(__file__),
-                          wrapper_args=shim)
+        shim = ["--seed", str(req.seed), "--captions", str(d / "caption.txt"), "--generate", c.generate_target,
+                "--checkpoint", self.ckpt(), "--captioner", c.captioner or "<model.captioner>"]
+        if c.ranks > 1:  # upstream's default sp_size 1 would make every rank render its own copy [inferred]
+            args += ["--sp_size", str(c.ranks)]
+        stages = req.path.num_frames // c.frames_per_stage
+        # one file per rank and stage, each with every frame so far (sample_5b.py:1076-1080, name ends
+        # _<rank>_<stage>.mp4): rank 0's last stage is the video
+        return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), output_glob=f"*_0_{stages - 1}.mp4",
+                          wrapper=self.shim_path(__file__), wrapper_args=shim)
+
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        return {**super().checkpoint_paths(), "captioner": self.config.captioner}

@@ -1,10 +1,20 @@
-"""YUME runner shim (runs inside the model's environment; targets YUME@111c3fa fastvideo/sample/sample_5b.py).
+"""YUME runner shim (runs inside the model's environment; targets stdstu12/YUME@111c3fa
+fastvideo/sample/sample_5b.py, contract ``adapters/contracts/yume.yaml``).
 
-Upstream is unseeded: ``set_seed(args.seed + rank)`` is commented out, ``generate`` is called without a seed and
-later stages draw from the global RNG. This shim seeds the global RNGs and makes ``--generate`` (``module.Class.method``
-or ``module.function``) receive ``seed=`` when the caller does not pass one.
+1. Seeds: upstream never seeds (``set_seed`` is commented out, sample_5b.py:1138-1140; ``Yume.generate`` draws a
+   random seed when ``seed=-1``, wan23/textimage2video.py:348). The global RNGs are seeded and every
+   ``Yume.generate`` call receives ``seed=`` (the stage index is added, so stages do not reuse one noise draw).
+2. Stage captions: upstream prepares stage 0 with caption line 0 (sample_5b.py:902) and, after stage s, the next
+   stage with line s (sample_5b.py:1089): stage s >= 1 would get line s-1 and the last line would never be used.
+   Call k of ``Yume.generate`` is the preparation of stage k, so the replacement swaps the caption text it gets
+   for line k of ``--captions`` (keeping the captioner's response that upstream appended), and stage s receives
+   the controls of stage s.
+3. Hard-coded paths: ``./Yume-5B-720P`` (sample_5b.py:1146) and the InternVL3-2B captioner folder (:1288) are
+   replaced in the script's source by ``--checkpoint`` / ``--captioner`` (the shim stops if the literals are not
+   there: another commit).
 
-Usage: ``python runner.py --seed S --generate wan23.Yume.generate -- fastvideo/sample/sample_5b.py <args>``.
+Usage: ``python runner.py --seed S --captions caption.txt --checkpoint DIR --captioner DIR --
+fastvideo/sample/sample_5b.py <args>``.
 """
 
 import argparse
@@ -16,9 +26,43 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from adapters.shim import main_with  # noqa: E402
 
+COMMIT = "111c3fab7fb020d1e261a68be6ec78a3fecc8d5b"
+CHECKPOINT_LITERAL = '"./Yume-5B-720P"'
+CAPTIONER_LITERAL = "'/mnt/petrelfs/maoxiaofeng/Yume_v2_release/InternVL3-2B-Instruct'"
 
-def patch(opts):
-    parts = opts.generate.split(".")
+
+def read_captions(path):
+    """Caption lines as upstream reads them (sample_5b.py:812-817: one per line, trailing newline stripped)."""
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def make_generate(original, captions, seed):
+    """Wrap ``Yume.generate(self, input_prompt, ...)``: call k gets caption line k and ``seed + k``."""
+    calls = {"n": 0}
+
+    @functools.wraps(original)
+    def generate(self, input_prompt, *args, **kwargs):
+        k = calls["n"]
+        calls["n"] += 1
+        if k > 0:  # upstream passes line k-1 (+ the captioner's response) when preparing stage k
+            if k >= len(captions):
+                raise SystemExit(f"shim: Yume.generate called {k + 1} times but the caption file has {len(captions)} lines")
+            given = captions[k - 1]
+            if not str(input_prompt).startswith(given):
+                raise SystemExit(f"shim: stage {k} caption does not start with line {k - 1} of the caption file; "
+                                 f"the call site differs from {COMMIT[:12]}")
+            input_prompt = captions[k] + str(input_prompt)[len(given):]
+        kwargs.setdefault("seed", int(seed) + k)
+        return original(self, input_prompt, *args, **kwargs)
+
+    generate.harness_shim = True
+    return generate
+
+
+def resolve(target):
+    """(owner, attribute name) of ``module.Class.method`` or ``module.function``."""
+    parts = target.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
             owner = importlib.import_module(".".join(parts[:cut]))
@@ -26,20 +70,31 @@ def patch(opts):
             continue
         for name in parts[cut:-1]:
             owner = getattr(owner, name)
-        original = getattr(owner, parts[-1])
+        return owner, parts[-1]
+    raise SystemExit(f"shim: cannot import {target!r} from the YUME checkout")
 
-        @functools.wraps(original)
-        def generate(*args, **kwargs):
-            kwargs.setdefault("seed", opts.seed)
-            return original(*args, **kwargs)
 
-        setattr(owner, parts[-1], generate)
-        return
-    raise SystemExit(f"shim: cannot import {opts.generate!r} from the YUME checkout")
+def patch(opts):
+    owner, attr = resolve(opts.generate)
+    setattr(owner, attr, make_generate(getattr(owner, attr), read_captions(opts.captions), opts.seed))
+    repl = []
+    if opts.checkpoint:
+        repl.append((CHECKPOINT_LITERAL, repr(os.path.abspath(opts.checkpoint))))
+    if opts.captioner:
+        repl.append((CAPTIONER_LITERAL, repr(os.path.abspath(opts.captioner))))
+    return repl
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="yume/runner.py", allow_abbrev=False)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--captions", required=True)
+    ap.add_argument("--generate", default="wan23.Yume.generate")
+    ap.add_argument("--checkpoint")
+    ap.add_argument("--captioner")
+    ap.add_argument("--commit", default=COMMIT)
+    return ap
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--generate", default="wan23.Yume.generate")
-    main_with(ap, patch)
+    main_with(build_parser(), patch)

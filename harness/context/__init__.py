@@ -1,7 +1,11 @@
-"""KV-context policies: pose-level selection (FullKV / Sliding / FoV) and the FoV overlap estimator."""
+"""KV-context policies: pose-level selection (FullKV / Sliding / FoV) and the FoV overlap estimator.
+
+This package imports only :mod:`trajectories` and numpy (torch lazily): no adapter, runner or evaluation code
+(``tests/test_context_layers.py`` checks it). Benchmarks that need models live in :mod:`harness.benchmarks`.
+"""
 
 from .fov import FovOverlap, FovScoreConfig
-from .policies import POLICY_NAMES, ContextConfigError, ContextPolicy, ContextSelector, Selection
+from .policies import POLICY_NAMES, ContextConfigError, ContextPolicy, ContextSelector, Selection, fov_selection
 
 __all__ = [
     "POLICY_NAMES",
@@ -11,4 +15,5 @@ __all__ = [
     "FovOverlap",
     "FovScoreConfig",
     "Selection",
+    "fov_selection",
 ]

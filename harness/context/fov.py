@@ -107,9 +107,3 @@ class FovOverlap:
             vis = ok & (u >= 0) & (u < self.width) & (v >= 0) & (v < self.height)
             out[i] = vis.sum(axis=1) / n
         return out
-
-    def overlap(self, query_c2w: np.ndarray, hist_c2w: np.ndarray) -> float:
-        """Mean pairwise overlap between query cameras (Q,4,4) and history cameras (H,4,4), in [0, 1]."""
-        if len(query_c2w) == 0 or len(hist_c2w) == 0:
-            return 0.0
-        return float(self.overlap_matrix(query_c2w, hist_c2w).mean())

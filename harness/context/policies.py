@@ -191,3 +191,30 @@ class ContextSelector:
     def trace(self) -> list[dict[str, Any]]:
         """The context trace of the whole rollout: one entry per chunk."""
         return [self.select(k).to_trace() for k in range(self.num_chunks)]
+
+
+def fov_selection(policy: ContextPolicy, path: Any, chunk: int, stride: int = 4) -> dict[str, Any]:
+    """The per-chunk selection of ``policy`` on the latents an upstream model conditions on, as the JSON document
+    its shim reads (``controls/context_selection.json``: HY-WorldPlay, LingBot-World v2's FoV gather).
+
+    Args:
+        policy: the harness policy (any of them; the name stems from FoV being the reason shims need it).
+        path: a :class:`trajectories.CameraPath` at the model's frame count: ``c2w`` (N, 4, 4) OpenCV c2w,
+            ``K`` (3, 3) canvas pixels, ``height`` / ``width``.
+        chunk: latents per chunk of the model (recorded; the policy's own ``chunk`` drives the selection).
+        stride: temporal VAE stride; latent i carries frame ``stride * i``
+            (:func:`trajectories.resample.latent_anchor_frames`).
+
+    The latent count must be a multiple of ``chunk``: upstreams that truncate it time-warp the trajectory, and the
+    adapters refuse such frame counts before they get here.
+    """
+    from trajectories.resample import latent_poses
+
+    latent_c2w = latent_poses(path.c2w, stride)
+    lat = len(latent_c2w)
+    if lat % chunk:
+        raise ContextConfigError(f"{lat} latents are not a multiple of the {chunk}-latent chunk; the model would "
+                                 "truncate (time-warp) the trajectory")
+    sel = ContextSelector(policy, latent_c2w, path.K, path.height, path.width)
+    return {"policy": policy.to_dict(), "num_latents": lat, "chunk": chunk,
+            "chunks": [sel.select(k).to_trace() for k in range(sel.num_chunks)]}

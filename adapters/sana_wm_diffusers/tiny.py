@@ -1,0 +1,86 @@
+"""A tiny ``SanaWMPipeline`` built in-process from diffusers' and transformers' REAL classes with seeded random
+weights: ``SanaWMTransformer3DModel``, ``AutoencoderKLLTX2Video`` (spatial stride 32, temporal stride 8, like the
+released VAE), a one-layer ``Gemma2ForCausalLM`` text encoder, a byte-level ``GemmaTokenizer`` and the flow-matching
+Euler scheduler. Nothing is downloaded; the point is the code path (camera packing, per-token timesteps, VAE
+decode), not the pictures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TinySanaArch:
+    """Sizes of the tiny build. ``hidden`` / ``heads`` / ``layers``: DiT width, heads, depth (every
+    ``softmax_every_n``-th block uses softmax attention, the others the GDN linear attention);
+    ``latent_channels``: VAE latent channels; ``vae_channels``: VAE encoder width; ``text_dim``: Gemma-2 hidden
+    size (= the DiT caption channels); ``init_seed``: seeds every random initialisation."""
+
+    hidden: int = 64
+    heads: int = 2
+    layers: int = 2
+    softmax_every_n: int = 2
+    linear_head_dim: int = 32
+    latent_channels: int = 8
+    vae_channels: int = 8
+    text_dim: int = 32
+    init_seed: int = 0
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "TinySanaArch":
+        allowed = set(TinySanaArch.__dataclass_fields__)
+        unknown = set(d) - allowed
+        if unknown:
+            from adapters.base import ModelConfigError
+
+            raise ModelConfigError(f"model.tiny.{sorted(unknown)[0]}: unknown; allowed: {sorted(allowed)}")
+        return TinySanaArch(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def byte_vocab() -> dict[str, int]:
+    """Gemma's special tokens plus the 256 byte-fallback tokens: every string tokenizes, no vocab file needed."""
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "<mask>": 4}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    return vocab
+
+
+def build_tiny_pipeline(arch: TinySanaArch):
+    """The tiny ``SanaWMPipeline`` on the CPU in float32, every module in eval mode."""
+    import torch
+    from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler, SanaWMPipeline,
+                           SanaWMTransformer3DModel)
+    from transformers import Gemma2Config, Gemma2ForCausalLM, GemmaTokenizer
+
+    with torch.random.fork_rng(devices=[]):  # seeded init; the global RNG state is untouched outside
+        torch.manual_seed(arch.init_seed)
+        vocab = byte_vocab()
+        tokenizer = GemmaTokenizer(vocab=vocab)
+        text_encoder = Gemma2ForCausalLM(Gemma2Config(
+            vocab_size=len(vocab), hidden_size=arch.text_dim, intermediate_size=2 * arch.text_dim,
+            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=arch.text_dim // 2,
+            pad_token_id=0, eos_token_id=1, bos_token_id=2))
+        c = arch.vae_channels
+        vae = AutoencoderKLLTX2Video(  # 3 spatiotemporal stages x patch 4 = stride 32 (space) and 8 (time)
+            latent_channels=arch.latent_channels, block_out_channels=(c, c, c),
+            down_block_types=("LTX2VideoDownBlock3D",) * 3, downsample_type=("spatiotemporal",) * 3,
+            layers_per_block=(1, 1, 1, 1), spatio_temporal_scaling=(True, True, True),
+            decoder_block_out_channels=(c, 2 * c, 4 * c), decoder_layers_per_block=(1, 1, 1, 1),
+            decoder_spatio_temporal_scaling=(True, True, True), decoder_inject_noise=(False,) * 4,
+            upsample_type=("spatiotemporal",) * 3, upsample_residual=(True,) * 3, upsample_factor=(2, 2, 2))
+        transformer = SanaWMTransformer3DModel(
+            in_channels=arch.latent_channels, num_layers=arch.layers, hidden_size=arch.hidden,
+            num_attention_heads=arch.heads, softmax_every_n=arch.softmax_every_n,
+            linear_head_dim=arch.linear_head_dim, caption_channels=arch.text_dim,
+            chunk_plucker_post_attn_blocks=arch.layers, mlp_ratio=2.0)
+        # The released model zero-initialises its Plücker embedder (trained from there); give the tiny one weights
+        # so the camera path changes the output and tests can see it.
+        torch.nn.init.normal_(transformer.plucker_embedder.proj.weight, std=0.02)
+    pipe = SanaWMPipeline(tokenizer=tokenizer, text_encoder=text_encoder.eval(), vae=vae.eval(),
+                          transformer=transformer.eval(), scheduler=FlowMatchEulerDiscreteScheduler())
+    return pipe

@@ -1,0 +1,239 @@
+"""The backbone registry: every perception backbone by name, imported lazily, with its kind.
+
+Like the model registry (``harness/registry.py``), a backbone is a ``"module:Class"`` reference, so listing, config
+checks and ``python -m harness weights list`` never import torch or a backbone library. Adding a backbone is one
+line here plus its module under ``evaluate/perception/``; the evaluation stage never names a backbone.
+
+Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
+
+* ``paper``: a backbone of the WorldMemBench paper (DINOv2, ArcFace, SAM2, DA3, ViPE, MUSIQ-SPAQ, LAION);
+* ``estimator``: a non-paper estimator computed from the frames (the classical OpenCV pose estimator);
+* ``diagnostic``: a weight-free stand-in computed from the frames, labelled as such in every table;
+* ``oracle``: ground truth that does not look at the video (the reference model's own geometry). Oracles only judge
+  estimators (the validity section); they never score a video, so no oracle value reaches a metric table,
+  a paired comparison, a plot or the console summary.
+
+Learned backbones follow one contract (class attributes ``name``, ``kind``, ``hf_repo``, ``revision``, ``files``,
+``library``, ``recipe`` and ``load(weights_dir, device)``); their weights live at ``<weights_root>/<name>/`` in the
+library's own save format (:mod:`evaluate.weights`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .perception.base import BackboneUnavailable
+
+KINDS = ("paper", "estimator", "diagnostic", "oracle")
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """One registered backbone.
+
+    Attributes:
+        name: the name used in ``conf/evaluate/*.yaml`` lists and in ``<weights_root>/<name>/``.
+        ref: ``"package.module:Class"``, imported only when the backbone is used.
+        kind: one of :data:`KINDS`.
+        roles: what it provides: encoder | face | tracker | depth | pose | imaging | aesthetic.
+        learned: True when it needs a weights folder (``load(weights_dir, device)``), False for weight-free classes
+            built from the evaluation settings.
+        description: one line for listings and "not computed" reasons.
+    """
+
+    name: str
+    ref: str
+    kind: str
+    roles: tuple[str, ...]
+    learned: bool
+    description: str
+
+
+BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
+    BackboneSpec("dinov2", "evaluate.perception.dinov2:Dinov2Encoder", "paper", ("encoder",), True,
+                 "DINOv2 features (Human/Object Appearance, Environment Visible)"),
+    BackboneSpec("arcface", "evaluate.perception.arcface:ArcFaceEmbedder", "paper", ("face",), True,
+                 "ArcFace face embeddings (Human Identity)"),
+    BackboneSpec("sam2", "evaluate.perception.sam2_tracker:Sam2Tracker", "paper", ("tracker",), True,
+                 "SAM2 video segmentation (person / object masks)"),
+    BackboneSpec("da3", "evaluate.perception.da3:DepthAnything3", "paper", ("depth", "pose"), True,
+                 "Depth Anything 3 depth and poses (Environment Depth/Reconstruction, RPE, return frames)"),
+    BackboneSpec("vipe", "evaluate.perception.vipe:VipePoses", "paper", ("pose",), True,
+                 "ViPE poses (translation RPE)"),
+    BackboneSpec("musiq-spaq", "evaluate.perception.iqa:MusiqSpaq", "paper", ("imaging",), True,
+                 "MUSIQ-SPAQ (Imaging quality)"),
+    BackboneSpec("laion", "evaluate.perception.iqa:LaionAesthetic", "paper", ("aesthetic",), True,
+                 "LAION aesthetic predictor (Aesthetic quality)"),
+    BackboneSpec("pixel", "evaluate.perception.weightfree:PixelEncoder", "diagnostic", ("encoder",), False,
+                 "16x16 centred thumbnails (a weight-free diagnostic, not DINOv2)"),
+    BackboneSpec("template", "evaluate.perception.weightfree:TemplateTracker", "diagnostic", ("tracker",), False,
+                 "normalised cross-correlation of the frame-0 crop (a weight-free diagnostic, not SAM2)"),
+    BackboneSpec("classical", "evaluate.perception.weightfree:ClassicalPoseEstimator", "estimator", ("pose",), False,
+                 "optical flow (KLT) + RANSAC homography / essential matrix between adjacent frames (OpenCV)"),
+    BackboneSpec("oracle", "evaluate.perception.oracle:ReferenceOracle", "oracle", ("pose", "depth"), False,
+                 "the reference model's own path and room depth (ground truth; never scores a video)"),
+]}
+
+
+class UnknownBackboneError(ValueError):
+    """An unknown backbone name, with a did-you-mean suggestion (a user error: exit code 2)."""
+
+
+def spec(name: str) -> BackboneSpec:
+    """The registered backbone ``name``; :class:`UnknownBackboneError` with a did-you-mean otherwise."""
+    if name not in BACKBONES:
+        from harness.registry import did_you_mean
+
+        raise UnknownBackboneError(f"unknown backbone {name!r}.{did_you_mean(name, sorted(BACKBONES))} "
+                                   f"Registered: {', '.join(sorted(BACKBONES))} (evaluate/backbones.py)")
+    return BACKBONES[name]
+
+
+def check_names(setting: str, names: Any, role: str) -> None:
+    """Every name of ``evaluate.<setting>`` is registered and provides ``role`` (checked before any work)."""
+    for n in names:
+        try:
+            s = spec(n)
+        except UnknownBackboneError as exc:
+            raise UnknownBackboneError(f"evaluate.{setting}: {exc}") from None
+        if role not in s.roles:
+            ok = sorted(b.name for b in BACKBONES.values() if role in b.roles)
+            raise UnknownBackboneError(f"evaluate.{setting}: backbone {n!r} does not provide {role!r} "
+                                       f"(it provides {', '.join(s.roles)}); use one of {', '.join(ok)}")
+
+
+def import_class(s: BackboneSpec) -> type:
+    """Import the backbone class; a missing module or library becomes :class:`BackboneUnavailable`."""
+    mod_name, attr = s.ref.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise BackboneUnavailable(f"backbone {s.name!r} ({s.description}) cannot be imported from {mod_name!r} "
+                                  f"({exc}); install the evaluation extra: pip install -e '.[eval]' "
+                                  "(see docs/evaluation.md)") from exc
+    cls = getattr(mod, attr, None)
+    if cls is None:
+        raise BackboneUnavailable(f"backbone {s.name!r}: module {mod_name!r} has no {attr!r}")
+    return cls
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda:0`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through.
+    torch is imported only for ``auto`` and only when a learned backbone is actually loaded."""
+    import re
+
+    if device == "auto":
+        try:
+            import torch
+
+            return "cuda:0" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            return "cpu"
+    if device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device):
+        return device
+    raise ValueError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
+
+
+class TimedBackbone:
+    """A loaded backbone whose forward calls (encode / embed / track / depth / estimate / score / judge) are timed,
+    so the benchmark can compare backbone time with the whole evaluation."""
+
+    FORWARDS = ("encode", "embed", "track", "depth", "estimate", "score", "judge", "angles_to")
+
+    def __init__(self, inner: Any, spec_: BackboneSpec, provenance: dict, clock: dict):
+        self._inner, self.spec, self.provenance, self._clock = inner, spec_, provenance, clock
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def __getattr__(self, item: str) -> Any:
+        attr = getattr(self._inner, item)
+        if item in self.FORWARDS and callable(attr):
+            def timed(*a, **k):
+                t0 = time.perf_counter()
+                try:
+                    return attr(*a, **k)
+                finally:
+                    self._clock["backbone_s"] = self._clock.get("backbone_s", 0.0) + time.perf_counter() - t0
+            return timed
+        return attr
+
+
+class BackboneSet:
+    """The backbones of one evaluation run, each loaded at most once (weights read once, not per video).
+
+    ``get(name, role)`` returns a :class:`TimedBackbone` or raises :class:`BackboneUnavailable` with the reason
+    (missing weights: the exact fetch command). A corrupt weights folder raises ``ValueError`` naming the file
+    (an error, not "not computed").
+    """
+
+    def __init__(self, ecfg: Any, weights_root: Optional[Path] = None):
+        from .weights import weights_root as default_root
+
+        self.ecfg = ecfg
+        self.root = Path(weights_root) if weights_root else default_root()
+        self.clock: dict[str, float] = {"backbone_s": 0.0, "load_s": 0.0}
+        self._loaded: dict[str, Any] = {}
+        self._errors: dict[str, BaseException] = {}
+
+    def get(self, name: str, role: str) -> TimedBackbone:
+        s = spec(name)
+        if role not in s.roles:
+            raise BackboneUnavailable(f"backbone {name!r} does not provide {role!r}")
+        if name in self._errors:
+            raise self._errors[name]
+        if name not in self._loaded:
+            try:
+                self._loaded[name] = self._load(s)
+            except (BackboneUnavailable, ValueError, FileNotFoundError) as exc:
+                if isinstance(exc, FileNotFoundError):
+                    exc = BackboneUnavailable(f"backbone {name!r}: {exc}; fetch it with: "
+                                              f"{fetch_command(name, self.root)}")
+                self._errors[name] = exc
+                raise exc
+        return self._loaded[name]
+
+    def _load(self, s: BackboneSpec) -> TimedBackbone:
+        from .weights import backbone_status
+
+        cls = None
+        if s.learned:
+            st = backbone_status(s, self.root, hash_files=False)
+            if st["state"] == "missing":
+                raise BackboneUnavailable(
+                    f"backbone {s.name!r} ({s.description}): weights not found at {st['dir']} "
+                    f"(missing {', '.join(st['missing'][:3])}); fetch them with: {fetch_command(s.name, self.root)} "
+                    "(nothing is downloaded during a run)")
+            cls = import_class(s)
+            t0 = time.perf_counter()
+            inst = cls.load(Path(st["dir"]), resolve_device(getattr(self.ecfg, "device", "auto")))
+            self.clock["load_s"] += time.perf_counter() - t0
+            prov = provenance(s, cls, self.root)
+        else:
+            cls = import_class(s)
+            inst = cls.from_settings(self.ecfg) if hasattr(cls, "from_settings") else cls()
+            prov = {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(inst, "name", s.name)}
+        return TimedBackbone(inst, s, prov, self.clock)
+
+    def provenance(self) -> dict[str, dict]:
+        """What was loaded: name -> kind, class, library, repository, revision, file sha256 (for metrics.json)."""
+        return {n: b.provenance for n, b in sorted(self._loaded.items())}
+
+
+def provenance(s: BackboneSpec, cls: type, root: Path) -> dict:
+    from .weights import backbone_status
+
+    st = backbone_status(s, root, hash_files=True, cls=cls)
+    return {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(cls, "name", s.name),
+            "library": getattr(cls, "library", None), "hf_repo": getattr(cls, "hf_repo", None),
+            "revision": getattr(cls, "revision", None), "recipe": getattr(cls, "recipe", None),
+            "weights_dir": st["dir"], "files": st.get("sha256", {})}
+
+
+def fetch_command(name: str, root: Path) -> str:
+    return f"python -m harness weights fetch {name} --root {root}"

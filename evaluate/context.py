@@ -1,0 +1,169 @@
+"""The typed per-item context of the evaluation stage: one item's video (decoded once), phases, revisit windows,
+case and, for the built-in reference model only, its ground-truth geometry.
+
+Frames are (T, H, W, 3) uint8 RGB, every frame of the video in order (decoded once, with PyAV). Poses are OpenCV
+camera-to-world 4x4 float64 with world = camera frame of frame 0 (:mod:`trajectories.conventions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from .protocol import revisit_windows, sample_every, window_frames
+
+
+@dataclass(frozen=True)
+class OracleGeometry:
+    """Ground truth recorded by the reference model: the room it renders and the exact camera path it follows.
+
+    Only the reference adapter records a room under ``meta.json`` ``generation.oracle_depth``; imported videos and
+    upstream models never do, so :meth:`from_meta` returns None for them.
+    """
+
+    room: dict[str, float]
+    c2w: np.ndarray  # (T, 4, 4) the prescribed path, which the reference model follows exactly
+
+    @staticmethod
+    def from_meta(meta: dict[str, Any], c2w: np.ndarray) -> Optional["OracleGeometry"]:
+        if (meta.get("manifest") or {}).get("external"):
+            return None
+        od = (meta.get("generation") or {}).get("oracle_depth")
+        if not isinstance(od, dict) or od.get("kind") != "room" or not isinstance(od.get("room"), dict):
+            return None
+        return OracleGeometry({k: float(v) for k, v in od["room"].items()}, np.asarray(c2w, np.float64))
+
+
+@dataclass
+class ItemContext:
+    """Everything one item's metrics read. Built by :func:`load_item`; the metric families never open files.
+
+    Attributes:
+        dir: the item directory. item: the work item (model, context, seed, trajectory, case_id).
+        video_sha: sha256 of ``video.mp4`` as it is now (re-hashed on every evaluation, never read from meta).
+        frames: (T, H, W, 3) uint8, all frames. intrinsics: (3, 3) pixels.
+        c2w: (T, 4, 4) the prescribed (target) path. phases: name -> [start, end) frames.
+        windows: the prescribed revisit windows R1..RK; num_revisits = K of Eq. 1.
+        ref_idx: sampled frames of V (the reference set). rev_idx: sampled frames of each R_k.
+        rev_idx_arrived: the frames of each R_k whose prescribed pose is back at the start (entity observations).
+        translates: the target path moves the camera centre (square loop); False for rotation-only paths.
+        oracle: ground truth (reference model only), used to judge estimators, never to score a video.
+        fps: frames per second of the path.
+    """
+
+    dir: Path
+    meta: dict[str, Any]
+    item: dict[str, Any]
+    case: Any
+    video: Path
+    video_sha: str
+    frames: np.ndarray
+    intrinsics: np.ndarray
+    c2w: np.ndarray
+    phases: dict[str, tuple[int, int]]
+    windows: list[tuple[int, int]]
+    ref_idx: list[int]
+    rev_idx: list[list[int]]
+    rev_idx_arrived: list[list[int]]
+    sample_idx: list[int]
+    translates: bool
+    trajectory_kind: str
+    oracle: Optional[OracleGeometry] = None
+    fps: float = 0.0  # frames per second of the path (camera.npz); the judge labels frames with their time
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frames.shape[0])
+
+    @property
+    def num_revisits(self) -> int:
+        return len(self.windows)
+
+    @property
+    def height(self) -> int:
+        return int(self.frames.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.frames.shape[2])
+
+    @property
+    def family(self) -> str:
+        return self.case.family
+
+    @property
+    def pose_mode(self) -> str:
+        """``general`` for paths that translate, ``rotation`` otherwise (tells pose estimators what to fit)."""
+        return "general" if self.translates else "rotation"
+
+    def frames_at(self, idx: list[int]) -> np.ndarray:
+        return self.frames[list(idx)]
+
+
+def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
+    """The frames whose *prescribed* pose is back at frame 0 within ``tol_deg`` and ``tol_translation`` (relative to
+    the trajectory's extent): the revisit observations entity metrics score."""
+    from trajectories.conventions import geodesic_angle
+
+    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
+    keep = []
+    for f in frames:
+        rot = float(np.degrees(geodesic_angle(c2w[0, :3, :3], c2w[f, :3, :3])))
+        tr = float(np.linalg.norm(c2w[f, :3, 3] - c2w[0, :3, 3])) / extent
+        if rot <= tol_deg and tr <= tol_translation:
+            keep.append(f)
+    return keep
+
+
+def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> ItemContext:
+    """Read ``meta.json`` + ``camera.npz`` and decode every frame of ``video.mp4`` once.
+
+    Raises ``ValueError`` naming the file for a video that cannot be decoded or is shorter than its path.
+    """
+    from harness.cases import Case
+    from harness.io import read_json
+    from harness.runner import sha256_file
+    from harness.video import iter_frames
+    from trajectories import load_path
+
+    item_dir = Path(item_dir)
+    meta = read_json(item_dir / "meta.json")
+    path = load_path(item_dir / "camera.npz")
+    video = item_dir / "video.mp4"
+    sha = video_sha or sha256_file(video)
+    T = path.num_frames
+    frames, n = None, 0
+    try:  # straight into one preallocated array: peak memory = the video once, not twice
+        for i, f in iter_frames(video):
+            if i >= T:
+                break
+            if frames is None:
+                frames = np.empty((T, *f.shape), np.uint8)
+            frames[i] = f
+            n = i + 1
+    except Exception as exc:  # PyAV raises its own error types for corrupt containers
+        raise ValueError(f"{video}: cannot decode ({type(exc).__name__}: {exc})") from exc
+    if frames is None or n < T:
+        raise ValueError(f"{video}: decoded {n} frames, camera.npz has {T} (truncated or corrupt video)")
+    windows = revisit_windows(path.phases)
+    V = path.phases["V"]
+    idx = set(sample_every(ecfg.memory_stride, 0, T)) | {0, T - 1}
+    for w in windows:
+        idx |= set(window_frames(w, ecfg.memory_stride))
+    idx |= set(window_frames(V, ecfg.memory_stride))
+    rev_idx = [window_frames(w, ecfg.memory_stride) for w in windows]
+    c2w = np.asarray(path.c2w, np.float64)
+    kind = str(path.params.get("kind", "rotation"))
+    return ItemContext(
+        dir=item_dir, meta=meta, item=meta.get("item") or {}, case=Case(**meta["case"]), video=video, video_sha=sha,
+        frames=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
+        phases={k: (int(a), int(b)) for k, (a, b) in path.phases.items()}, windows=windows,
+        ref_idx=window_frames(V, ecfg.memory_stride), rev_idx=rev_idx,
+        rev_idx_arrived=[arrived_frames(c2w, w, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation)
+                         for w in rev_idx],
+        sample_idx=sorted(idx), translates=bool(np.ptp(c2w[:, :3, 3], axis=0).max() > 1e-12), trajectory_kind=kind,
+        oracle=OracleGeometry.from_meta(meta, c2w), fps=float(path.fps))

@@ -1,0 +1,219 @@
+"""Perceive once, score many: each backbone runs at most once per (video, backbone, perception settings), in one
+batched call per request, and its outputs are cached on disk, so a changed *scoring* setting (canvas, bins,
+tolerances, aggregation) never re-runs a backbone.
+
+Cache: ``<item>/.eval-cache/<backbone>/<op>-<key>.npz`` where ``key`` hashes the video sha256, the backbone's
+provenance (class, weights sha256, its own settings) and the request (frames, mask). A re-encoded video has another
+sha256, so stale features are never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from .backbones import BackboneSet, spec
+from .context import ItemContext
+from .perception.base import BackboneUnavailable, PoseEstimate
+
+CACHE_DIR = ".eval-cache"
+
+
+class PerceptionFailed(RuntimeError):
+    """A backbone ran but its output is unusable for this item (e.g. non-finite poses); the reason is reported."""
+
+
+def _key(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _settings_of(inner: Any) -> dict:
+    """A weight-free backbone's own scalar settings (thresholds, sizes): part of its cache key."""
+    return {k: v for k, v in sorted(vars(inner).items()) if isinstance(v, (int, float, str, bool))}
+
+
+class ItemPerception:
+    """The perception outputs of one item, memoised in memory and on disk.
+
+    Args:
+        ctx: the item. backbones: the run's loaded backbones. use_cache: read/write the on-disk cache.
+    """
+
+    def __init__(self, ctx: ItemContext, backbones: BackboneSet, use_cache: bool = True):
+        self.ctx, self.backbones, self.use_cache = ctx, backbones, use_cache
+        self._memo: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+
+    # -- backbones -------------------------------------------------------------------------------------------------
+    def backbone(self, name: str, role: str) -> Any:
+        """The backbone bound to this item. Oracles bind to the item's ground truth and exist only where the item
+        has one (the reference model)."""
+        bb = self.backbones.get(name, role)
+        if bb.spec.kind == "oracle":
+            if self.ctx.oracle is None:
+                raise BackboneUnavailable(f"{name!r} is ground truth that exists only for the built-in reference "
+                                          "model")
+            mk = f"bind:{name}"
+            if mk not in self._memo:
+                self._memo[mk] = bb.inner.bind(self.ctx)
+            return self._memo[mk]
+        return bb
+
+    def label(self, name: str, role: str) -> str:
+        return str(getattr(self.backbone(name, role), "name", name))
+
+    def kind(self, name: str) -> str:
+        return spec(name).kind
+
+    def _cached(self, name: str, op: str, request: Any, compute) -> dict[str, np.ndarray]:
+        bb = self.backbones.get(name, spec(name).roles[0])
+        prov = bb.provenance
+        key = _key([self.ctx.video_sha, prov, _settings_of(bb.inner), op, request])
+        mk = f"{name}:{op}:{key}"
+        if mk in self._memo:
+            return self._memo[mk]
+        path = self.ctx.dir / CACHE_DIR / name / f"{op}-{key}.npz"
+        if self.use_cache and path.is_file():
+            try:
+                with np.load(path) as z:
+                    out = {k: z[k] for k in z.files}
+                self._memo[mk] = out
+                return out
+            except (OSError, ValueError):
+                pass  # a damaged cache file is recomputed
+        out = compute()
+        if self.use_cache:
+            from harness.io import atomic_path
+
+            with atomic_path(path, suffix=".npz") as tmp:
+                with open(tmp, "wb") as f:
+                    np.savez(f, **out)
+        self._memo[mk] = out
+        return out
+
+    # -- perception requests ---------------------------------------------------------------------------------------
+    def poses(self, name: str) -> tuple[str, PoseEstimate]:
+        """(label, estimate over every frame 0..T-1). Raises :class:`PerceptionFailed` on non-finite poses."""
+        ctx = self.ctx
+        est = self.backbone(name, "pose")
+        if self.kind(name) == "oracle":
+            pe = est.estimate(ctx.frames, list(range(ctx.num_frames)), ctx.intrinsics, ctx.pose_mode)
+        else:
+            def run():
+                pe = est.estimate(ctx.frames, list(range(ctx.num_frames)), ctx.intrinsics, ctx.pose_mode)
+                return {"c2w": np.asarray(pe.c2w, np.float64), "valid": np.asarray(pe.valid, bool)}
+
+            z = self._cached(name, "poses", {"mode": ctx.pose_mode, "K": ctx.intrinsics.round(6).tolist()}, run)
+            pe = PoseEstimate(z["c2w"], z["valid"], {})
+        bad = [int(i) for i in np.nonzero(~np.isfinite(pe.c2w).all(axis=(1, 2)))[0]]
+        if bad:
+            raise PerceptionFailed(f"pose estimator {name!r} returned non-finite poses at frames {bad[:10]}"
+                                   f"{' ...' if len(bad) > 10 else ''}")
+        if pe.c2w.shape != (ctx.num_frames, 4, 4):
+            raise PerceptionFailed(f"pose estimator {name!r} returned {pe.c2w.shape}, expected ({ctx.num_frames}, 4, 4)")
+        return str(getattr(est, "name", name)), pe
+
+    def depth(self, name: str, frames: list[int]) -> tuple[str, np.ndarray]:
+        """(label, (N, H, W) float z-depth at ``frames``), one batched call."""
+        ctx = self.ctx
+        dep = self.backbone(name, "depth")
+        if self.kind(name) == "oracle":
+            d = dep.depth(ctx.frames_at(frames), list(frames))
+        else:
+            d = self._cached(name, "depth", {"frames": list(frames)},
+                             lambda: {"d": np.asarray(dep.depth(ctx.frames_at(frames), list(frames)), np.float32)})["d"]
+        return str(getattr(dep, "name", name)), np.asarray(d)
+
+    def track(self, name: str, target: str, init_mask: np.ndarray, frames: list[int]) -> tuple[str, dict]:
+        """(label, {frame: (mask (H, W) bool, valid bool)}) for the target given its frame-0 mask; ``frames`` must
+        start at frame 0."""
+        ctx = self.ctx
+        tr = self.backbone(name, "tracker")
+        mkey = hashlib.sha256(np.packbits(init_mask).tobytes()).hexdigest()[:16]
+
+        def run():
+            masks, valid = tr.track(ctx.frames_at(frames), init_mask)
+            return {"masks": np.packbits(np.asarray(masks, bool), axis=-1), "valid": np.asarray(valid, bool)}
+
+        z = self._cached(name, "track", {"target": target, "mask": mkey, "frames": list(frames)}, run)
+        masks = np.unpackbits(z["masks"], axis=-1, count=ctx.width).astype(bool)
+        return str(getattr(tr, "name", name)), {f: (masks[i], bool(z["valid"][i])) for i, f in enumerate(frames)}
+
+    def encode(self, name: str, frames: list[int], masks: Optional[np.ndarray] = None,
+               role: str = "encoder") -> np.ndarray:
+        """(N, D) features of ``frames`` (inside ``masks`` when given), one batched call."""
+        ctx = self.ctx
+        enc = self.backbone(name, role)
+        mkey = hashlib.sha256(np.packbits(masks).tobytes()).hexdigest()[:16] if masks is not None else None
+        if role == "face":
+            def run():
+                faces = enc.embed(ctx.frames_at(frames), masks)  # a FaceEmbedding (evaluate/perception/base.py)
+                return {"f": np.asarray(faces.embeddings, np.float32), "valid": np.asarray(faces.valid, bool)}
+        else:
+            def run():
+                return {"f": np.asarray(enc.encode(ctx.frames_at(frames), masks))}
+        z = self._cached(name, role, {"frames": list(frames), "masks": mkey}, run)
+        return (z["f"], z["valid"]) if role == "face" else z["f"]
+
+    def score(self, name: str, role: str, frames: list[int]) -> np.ndarray:
+        """(N,) per-frame quality in [0, 1] (imaging / aesthetic), one batched call."""
+        ctx = self.ctx
+        q = self.backbone(name, role)
+        return self._cached(name, role, {"frames": list(frames)},
+                            lambda: {"s": np.asarray(q.score(ctx.frames_at(frames)), np.float64)})["s"]
+
+    # -- shared protocol decisions ---------------------------------------------------------------------------------
+    def return_frames(self, pose_sources: tuple[str, ...]) -> dict:
+        """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
+        closest to frame 0's, with the departure angle and the return error of the estimate (appendix G.1), from
+        the first *available* source of ``pose_sources``. A source that is available but fails is an error, not a
+        reason to fall back. Returns ``{source, label, frames, qualification}`` (source None when none is available,
+        with ``reasons``)."""
+        mk = f"return_frames:{pose_sources}"
+        if mk in self._memo:
+            return self._memo[mk]
+        from trajectories.conventions import geodesic_angle
+
+        from . import memory as mem
+
+        ctx = self.ctx
+        reasons = {}
+        out: dict = {"source": None, "label": None, "frames": [None] * ctx.num_revisits, "qualification": []}
+        for name in pose_sources:
+            try:
+                label, pe = self.poses(name)
+            except BackboneUnavailable as exc:
+                reasons[name] = str(exc)
+                continue
+            est = pe.c2w
+            ref = est[0]
+            direct = getattr(self.backbone(name, "pose"), "angles_to", None)
+            frames, qual = [], []
+            for k, w in enumerate(ctx.rev_idx):
+                d = ctx.phases.get(f"D{k + 1}")
+                dep_frames = [f for f in ctx.sample_idx if d and d[0] <= f < d[1]]
+                dep = max((float(np.degrees(geodesic_angle(ref[:3, :3], est[f][:3, :3]))) for f in dep_frames),
+                          default=0.0)
+                if ctx.translates:
+                    # a translation loop returns in position: the closest estimated camera centre
+                    j = int(min(w, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - ref[:3, 3]))))
+                    err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
+                elif direct is not None:
+                    # an estimator that measures the angle to frame 0 directly (a chained estimate drifts)
+                    ang = self._cached(name, "angles_to_0", {"frames": list(w)}, lambda w=w: {"a": np.asarray(
+                        direct(ctx.frames_at([0])[0], ctx.frames_at(w), ctx.intrinsics), np.float64)})["a"]
+                    j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                else:
+                    j = mem.select_return_frame(w, est, ref)
+                    err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
+                frames.append(j)
+                qual.append({"departure_deg": dep, "return_error_deg": err, "return_frame": j})
+            out = {"source": name, "label": label, "frames": frames, "qualification": qual}
+            break
+        out["reasons"] = reasons
+        self._memo[mk] = out
+        return out

@@ -1,0 +1,122 @@
+"""Open a report in a real headless Chromium and check it: every video loads and has a duration, the tables
+render (and sort on a header click), no console error appears; save a screenshot.
+
+``python -m evaluate.reporting.browser <index.html> <screenshot.png> [<element id>]`` prints the findings as JSON and exits 1 when a
+check fails. Needs playwright (``pip install playwright``) and a Chromium executable (Debian: ``apt-get install
+chromium``; playwright's own browser download is not needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
+
+
+def find_chromium() -> Optional[str]:
+    """A Chromium executable: ``$CHROMIUM`` or the first of :data:`CANDIDATES` on PATH."""
+    env = os.environ.get("CHROMIUM")
+    if env and Path(env).exists():
+        return env
+    for name in CANDIDATES:
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+_PROBE = """async () => {
+  const vids = Array.from(document.querySelectorAll('video'));
+  vids.forEach(v => { if (v.preload === 'none') { v.preload = 'metadata'; v.load(); } });  // large pages
+  await Promise.all(vids.map(v => v.readyState >= 1 ? null : new Promise(res => {
+    v.addEventListener('loadedmetadata', res, {once: true}); v.addEventListener('error', res, {once: true});
+    setTimeout(res, 20000); })));
+  return {videos: vids.map(v => ({src: v.getAttribute('src'), duration: v.duration, error: v.error && v.error.code,
+                                   readyState: v.readyState})),
+          tables: Array.from(document.querySelectorAll('table.sortable')).map(t => ({id: t.dataset.table,
+                   rows: t.tBodies[0].rows.length, cols: t.tHead.rows[0].cells.length})),
+          images: Array.from(document.querySelectorAll('img')).map(i => ({src: i.getAttribute('src'),
+                   ok: i.complete && i.naturalWidth > 0}))};
+}"""
+
+_SORT = """() => {
+  const t = Array.from(document.querySelectorAll('table.sortable')).find(t => t.tBodies[0].rows.length > 1);
+  if (!t) return null;
+  const col = Array.from(t.tBodies[0].rows[0].cells).findIndex(c => c.dataset.v !== undefined);
+  if (col < 0) return null;
+  const read = () => Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[col].dataset.v));
+  t.tHead.rows[0].cells[col].click(); const asc = read();
+  t.tHead.rows[0].cells[col].click(); const desc = read();
+  return {table: t.dataset.table, col: col, asc: asc, desc: desc};
+}"""
+
+
+def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60,
+               fragment: str = "") -> dict:
+    """Load ``html`` (file://) and return ``{videos, tables, images, sort, console_errors, page_errors}``;
+    the screenshot shows the viewport at ``#fragment`` (top of the page when empty)."""
+    from playwright.sync_api import sync_playwright
+
+    exe = executable or find_chromium()
+    if exe is None:
+        raise FileNotFoundError("no Chromium executable found (apt-get install chromium, or set $CHROMIUM)")
+    errors: list[str] = []
+    page_errors: list[str] = []
+    failed: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu",
+                                                               "--autoplay-policy=no-user-gesture-required"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            # media elements cancel their own range requests (net::ERR_ABORTED); anything else is a broken link
+            page.on("requestfailed", lambda r: None if "ERR_ABORTED" in (r.failure or "") else
+                    failed.append(f"{r.url} ({r.failure})"))
+            page.goto(Path(html).resolve().as_uri(), timeout=timeout_s * 1000)
+            page.wait_for_load_state("load", timeout=timeout_s * 1000)
+            info = page.evaluate(_PROBE)
+            info["sort"] = page.evaluate(_SORT)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            if fragment:
+                page.evaluate("f => document.getElementById(f).scrollIntoView()", fragment)
+            page.screenshot(path=str(screenshot), full_page=False)
+        finally:
+            browser.close()
+    info.update(console_errors=errors, page_errors=page_errors, failed_requests=failed, screenshot=str(screenshot))
+    return info
+
+
+def problems(info: dict) -> list[str]:
+    """What failed, as sentences (empty when the page is fine)."""
+    out = []
+    for v in info["videos"]:
+        if v["error"] or not (v["duration"] and v["duration"] > 0):
+            out.append(f"video {v['src']} did not load (error {v['error']}, duration {v['duration']})")
+    if not info["tables"] or not any(t["rows"] for t in info["tables"]):
+        out.append("no table rendered")
+    out += [f"image {i['src']} did not load" for i in info["images"] if not i["ok"]]
+    out += [f"console error: {e}" for e in info["console_errors"]]
+    out += [f"page error: {e}" for e in info["page_errors"]]
+    out += [f"request failed: {u}" for u in info["failed_requests"]]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    info = check_page(Path(argv[0]), Path(argv[1]), fragment=argv[2] if len(argv) == 3 else "")
+    bad = problems(info)
+    print(json.dumps({"videos": len(info["videos"]), "tables": len(info["tables"]), "problems": bad,
+                      "screenshot": info["screenshot"]}, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

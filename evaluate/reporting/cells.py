@@ -1,0 +1,173 @@
+"""Table cells that carry their statistics and their provenance.
+
+A cell is the mean over *units* (usually one video each) with a 95 % percentile bootstrap interval and ``n``. Each
+unit is a sum of *terms* ``coef * field`` read from one ``metrics.json`` entry, so every number in a table can be
+recomputed from the files it came from (:func:`resolve`, :func:`unit_value`). A cell without units says why in
+``reason`` (rendered as a footnote, never as 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from evaluate.aggregate import bootstrap_ci
+
+_IDX = re.compile(r"^per_revisit\[(\d+)\]$")
+_QUAL = re.compile(r"^(departed|returned|tracked)\[(\d+)\](?:@([\d.]+)(?:,([\d.]+))?)?$")
+
+
+@dataclass(frozen=True)
+class Term:
+    """``coef * field`` of entry ``key`` of the ``metrics.json`` at ``file`` (a path relative to the report)."""
+
+    file: str
+    key: Optional[str]
+    field: str
+    coef: float = 1.0
+
+
+@dataclass
+class Unit:
+    """One unit's value = sum of its terms. ``role`` separates the two sides of a ratio cell (policy / reference)."""
+
+    value: float
+    terms: list[Term]
+    role: Optional[str] = None
+
+
+@dataclass
+class Cell:
+    """mean, lo, hi (95 % percentile bootstrap over units) and n; ``reason`` when nothing was computed."""
+
+    mean: float = float("nan")
+    lo: float = float("nan")
+    hi: float = float("nan")
+    n: int = 0
+    units: list[Unit] = field(default_factory=list)
+    reason: Optional[str] = None
+    kind: str = "mean"  # mean | ratio (reference / policy means) | count | rate | spread (lo/hi = seed range)
+    sd: float = float("nan")  # spread cells: SD of the per-seed means
+
+    def ok(self) -> bool:
+        """A value exists (a count of zero is a value; a mean over zero units is not)."""
+        if self.kind == "count":
+            return self.reason is None and bool(np.isfinite(self.mean))
+        return self.n > 0 and bool(np.isfinite(self.mean))
+
+    def provenance(self, intern: Optional[Callable[[str], int]] = None) -> dict[str, Any]:
+        """The cell and its units as JSON. ``intern`` maps a file path to an index into a shared ``files`` list
+        (sources.json stores each path once)."""
+        def term(t: Term) -> dict:
+            return {"file": intern(t.file) if intern else t.file, "key": t.key, "field": t.field, "coef": t.coef}
+
+        return {"kind": self.kind, "mean": self.mean, "lo": self.lo, "hi": self.hi, "n": self.n, "sd": self.sd,
+                "reason": self.reason,
+                "units": [{"value": u.value, "role": u.role, "terms": [term(t) for t in u.terms]}
+                          for u in self.units]}
+
+
+def mean_cell(units: Sequence[Unit], boot: dict, reason: str = "no computed value") -> Cell:
+    """Mean of the finite unit values with a percentile bootstrap interval."""
+    us = [u for u in units if u.value is not None and np.isfinite(u.value)]
+    if not us:
+        return Cell(reason=reason)
+    ci = bootstrap_ci([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+    return Cell(ci["mean"], ci["lo"], ci["hi"], ci["n"], list(us))
+
+
+def ratio_cell(num: Sequence[Unit], den: Sequence[Unit], boot: dict) -> Cell:
+    """mean(den) / mean(num) over matched units (a speedup: reference latency / policy latency), with a paired
+    bootstrap over the matched units. ``units`` holds both sides, told apart by ``role``."""
+    a = np.array([u.value for u in num], float)
+    b = np.array([u.value for u in den], float)
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0)
+    if not ok.any():
+        return Cell(reason="no matched latency", kind="ratio")
+    a, b = a[ok], b[ok]
+    rng = np.random.default_rng(int(boot.get("seed", 0)))
+    idx = rng.integers(0, len(a), size=(int(boot.get("n", 2000)), len(a)))
+    r = b[idx].mean(axis=1) / a[idx].mean(axis=1)
+    keep = [Unit(u.value, u.terms, "policy") for u, k in zip(num, ok) if k] + \
+        [Unit(u.value, u.terms, "reference") for u, k in zip(den, ok) if k]
+    return Cell(float(b.mean() / a.mean()), float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975)), int(len(a)),
+                keep, kind="ratio")
+
+
+def count_cell(value: float, units: Sequence[Unit], kind: str = "count") -> Cell:
+    """A count or a rate without an interval (``lo``/``hi`` NaN), with the units it counts."""
+    return Cell(float(value), float("nan"), float("nan"), len(units), list(units), kind=kind)
+
+
+def resolve(result: dict, key: Optional[str], fld: str) -> float:
+    """The number ``fld`` of entry ``key`` of a loaded ``metrics.json``.
+
+    Fields: ``value``; ``per_revisit[i]`` (entity metrics: the mean over targets at revisit i); ``started`` (dynamic
+    gate); ``timings_generation.generate_s`` (``key`` None); 0/1 flags of revisit i: ``departed[i]@<dep>``
+    (departure >= dep deg), ``returned[i]@<dep>,<tol>`` (and return error <= tol deg), ``tracked[i]`` (every
+    target tracked away and back)."""
+    from evaluate.analyses import _per_revisit, _tracked
+
+    if key is None:
+        node: Any = result
+        for part in fld.split("."):
+            node = node[part]
+        return float(node)
+    m = result["metrics"][key]
+    if fld == "value":
+        return float(m["value"])
+    if fld == "started":
+        return float(bool(m["started"]))
+    q = _QUAL.match(fld)
+    if q:
+        k = int(q.group(2))
+        if q.group(1) == "tracked":
+            return float(_tracked(m, k))
+        e = m["qualification"][k]
+        ok = e["departure_deg"] >= float(q.group(3))
+        if q.group(1) == "returned":
+            ok = ok and e["return_error_deg"] <= float(q.group(4))
+        return float(ok)
+    g = _IDX.match(fld)
+    if g:
+        pr = _per_revisit(m)
+        if pr is None:
+            raise KeyError(f"{key}: no per-revisit values")
+        return float(pr[int(g.group(1))])
+    raise KeyError(f"unknown field {fld!r}")
+
+
+def unit_value(base: Path, unit: dict, files: Optional[Sequence[str]] = None) -> float:
+    """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``; an integer ``file``
+    indexes ``files``, the ``files`` list of sources.json)."""
+    total = 0.0
+    cache: dict[str, dict] = {}
+    for t in unit["terms"]:
+        f = files[t["file"]] if isinstance(t["file"], int) and files is not None else t["file"]
+        if f not in cache:
+            cache[f] = json.loads((base / f).read_text())
+        total += t["coef"] * resolve(cache[f], t["key"], t["field"])
+    return total
+
+
+def fmt(c: Cell, digits: int = 3) -> str:
+    """``0.512 [0.490, 0.530] n=12``; counts as integers; rates as percentages."""
+    if not c.ok():
+        return "n/c"
+    if c.kind == "count":
+        return f"{int(round(c.mean))} (n={c.n})"
+    if c.kind == "rate":
+        return f"{c.mean:.1%} [{c.lo:.1%}, {c.hi:.1%}] n={c.n}"
+    if c.kind == "models_mean":
+        models = len({u.role for u in c.units})
+        return f"{c.mean:.{digits}f} ({models} model{'s' if models != 1 else ''}, n={c.n})"
+    if not np.isfinite(c.lo):
+        return f"{c.mean:.{digits}f} (n={c.n})"
+    if c.kind == "ratio":
+        return f"{c.mean:.2f}x [{c.lo:.2f}, {c.hi:.2f}] n={c.n}"
+    return f"{c.mean:.{digits}f} [{c.lo:.{digits}f}, {c.hi:.{digits}f}] n={c.n}"

@@ -1,0 +1,116 @@
+"""Render a :class:`~evaluate.reporting.tables.Table` as Markdown, CSV (wide: mean, lo, hi, n per column) and
+LaTeX (booktabs; best in bold, second best underlined, as in the paper)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+
+from .cells import Cell, fmt
+from .tables import Table, Value
+
+
+def cell_text(v: Value, note: dict[str, int]) -> str:
+    if isinstance(v, Cell):
+        if v.ok():
+            if v.kind == "spread":
+                return f"{v.mean:.3f} ± {v.sd:.3f} [{v.lo:.3f}, {v.hi:.3f}] n={v.n}"
+            return fmt(v)
+        return f"n/c[{note[v.reason]}]" if v.reason in note else "n/c"
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.3f}" if np.isfinite(v) else "n/c"
+    return str(v)
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def markdown(t: Table) -> str:
+    note = t.footnotes()
+    ranks = t.ranks()
+    L = [f"### {t.title}", "", t.caption, ""]
+    if t.notes:
+        L += [f"> {n}" for n in t.notes] + [""]
+    if not t.rows:
+        return "\n".join(L + ["(no rows)", ""])
+    L.append("| " + " | ".join(t.index + [c.label + c.arrow for c in t.columns]) + " |")
+    L.append("|" + " --- |" * (len(t.index) + len(t.columns)))
+    for i, (key, cells) in enumerate(t.rows):
+        out = []
+        for c in t.columns:
+            s = _md_escape(cell_text(cells.get(c.key), note))
+            r = ranks.get((i, c.key))
+            out.append(f"**{s}**" if r == 1 else f"*{s}*" if r == 2 else s)
+        L.append("| " + " | ".join([_md_escape(str(k)) for k in key] + out) + " |")
+    L.append("")
+    if ranks:
+        L += ["Best per column in **bold**, second best in *italics*.", ""]
+    for reason, k in note.items():
+        L.append(f"[{k}] {_md_escape(reason)}  ")
+    L.append("")
+    return "\n".join(L)
+
+
+def to_csv(t: Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    head = list(t.index)
+    for c in t.columns:
+        head += [c.key, f"{c.key}:lo", f"{c.key}:hi", f"{c.key}:n", f"{c.key}:note"]
+    w.writerow(head)
+    for key, cells in t.rows:
+        row = list(key)
+        for c in t.columns:
+            v = cells.get(c.key)
+            if isinstance(v, Cell):
+                ok = v.ok()
+                row += [f"{v.mean:.6g}" if ok else "", f"{v.lo:.6g}" if ok and np.isfinite(v.lo) else "",
+                        f"{v.hi:.6g}" if ok and np.isfinite(v.hi) else "", v.n, "" if ok else (v.reason or "")]
+            else:
+                row += ["" if v is None else v, "", "", "", ""]
+        w.writerow(row)
+    return buf.getvalue()
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "↑": r"$\uparrow$", "↓": r"$\downarrow$",
+        "Δ": r"$\Delta$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"$\leq$", "x": "x"}
+
+
+def tex_escape(s: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in s)
+
+
+def latex(t: Table) -> str:
+    note = t.footnotes()
+    ranks = t.ranks()
+    cols = "l" * len(t.index) + "c" * len(t.columns)
+    L = [r"% requires \usepackage{booktabs}", r"\begin{table}[t]", r"\centering", r"\scriptsize",
+         rf"\caption{{{tex_escape(t.title)}. {tex_escape(t.caption)}}}", rf"\label{{tab:{t.id}}}",
+         rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
+         " & ".join(tex_escape(x) for x in t.index + [c.label + c.arrow for c in t.columns]) + r" \\", r"\midrule"]
+    for i, (key, cells) in enumerate(t.rows):
+        out = []
+        for c in t.columns:
+            v = cells.get(c.key)
+            if isinstance(v, Cell) and v.ok() and v.kind == "mean":
+                s = f"{v.mean:.3f}"
+                r = ranks.get((i, c.key))
+                s = rf"\textbf{{{s}}}" if r == 1 else rf"\underline{{{s}}}" if r == 2 else s
+                s += rf"{{\tiny\,[{v.lo:.3f}, {v.hi:.3f}], n={v.n}}}"
+            elif isinstance(v, Cell) and not v.ok():
+                s = rf"n/c$^{{{note[v.reason]}}}$" if v.reason in note else "n/c"
+            else:
+                s = tex_escape(cell_text(v, note))
+            out.append(s)
+        L.append(" & ".join([tex_escape(str(k)) for k in key] + out) + r" \\")
+    L += [r"\bottomrule", r"\end{tabular}"]
+    if note:
+        L.append(r"\par\raggedright\tiny " + " ".join(rf"$^{{{k}}}${tex_escape(r)}" for r, k in note.items()))
+    L += [r"\end{table}", ""]
+    return "\n".join(L)

@@ -1,0 +1,97 @@
+"""Config fingerprints: one hash of everything that decides an item's video.
+
+Inputs (canonical JSON, sorted keys): the model config minus fields that cannot change a frame (paths to the
+checkout/environment, timeouts, descriptions, environment variables), the context policy, the trajectory spec,
+the case (minus the file it was read from) with the sha256 of its image, the seed, the item key, the source of
+the adapter's code (its package and every ``adapters.*`` base class it inherits), and the encoder settings.
+A rerun whose fingerprint differs from a finished item's refuses instead of silently skipping it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+# Model fields that never change a generated frame (where things live, how long to wait, how to describe them).
+NON_SEMANTIC_MODEL_FIELDS = frozenset({
+    "description", "weights_hint", "timeout_s", "devices", "python", "upstream_dir", "checkpoint", "env",
+    "gpu_layout", "unsupported_reasons", "supported_contexts", "paper_context", "fps_tolerance", "launch",
+    "seed",  # the item seed is hashed on its own (a `seed=` override and the default give one fingerprint)
+})
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _file_sha(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, cached by (path, mtime, size) so repeated items hash a case image once."""
+    st = Path(path).stat()
+    return _file_sha(str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def adapter_code_version(cls: type) -> str:
+    """sha256 over the source of the adapter's package and of every ``adapters.*`` class in its MRO."""
+    files: set[Path] = set()
+    for klass in cls.__mro__:
+        mod = inspect.getmodule(klass)
+        if mod is None or not getattr(mod, "__file__", None) or not mod.__name__.startswith("adapters"):
+            continue
+        f = Path(mod.__file__).resolve()
+        files.add(f)
+        if klass is cls and f.parent.name != "adapters":  # the adapter's own package: every module in it
+            files.update(p.resolve() for p in f.parent.glob("*.py"))
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for f in sorted(files):
+        rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
+        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def semantic_model_config(model: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model.items() if k not in NON_SEMANTIC_MODEL_FIELDS}
+
+
+def case_identity(case: Any) -> dict[str, Any]:
+    """The case as it decides a video: its fields (not the file it came from) and its image's bytes."""
+    d = case.model_dump()
+    d.pop("source", None)
+    ref = case._resolve(case.image)
+    if not ref.startswith("skimage://") and Path(ref).is_file():
+        d["image_sha256"] = file_sha256(ref)
+    return d
+
+
+def item_fingerprint(adapter: Any, context: Any, trajectory: Any, case: Any, item: Any,
+                     encoder: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(hex fingerprint, the inputs it hashes) of one work item."""
+    parts = {
+        "item": item.key,
+        "seed": int(item.seed),
+        "model": semantic_model_config(adapter.config.to_dict()),
+        "context": context.to_dict(),
+        "trajectory": trajectory.to_dict(),
+        "case": case_identity(case),
+        "adapter_code": adapter_code_version(type(adapter)),
+        "encoder": encoder,
+    }
+    return sha256_text(canonical(parts))[:32], parts

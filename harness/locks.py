@@ -1,0 +1,180 @@
+"""Per-item locks for run directories shared by several processes (shards, ranks, two people, a crashed run).
+
+A lock is a small JSON file ``<run>/.locks/<item>.lock`` created with ``O_CREAT | O_EXCL`` (atomic on local
+filesystems and NFS) holding its owner: ``{host, pid, pid_start, token, started}``. A lock whose owner ran on
+this host and is gone (the pid is dead, or was reused by a process that started later) is *stale*: it is taken
+over. Take-overs on one host are serialised by an ``flock`` on ``<run>/.locks/.takeover`` so two processes never
+both take the same stale lock. A lock held from another host is always honoured (its pid cannot be checked from
+here); the message says which file to delete if that host is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from .io import file_mode
+
+
+def _pid_start(pid: int) -> Optional[int]:
+    """Start time of ``pid`` in clock ticks since boot (Linux), or None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, start: Optional[int] = None) -> bool:
+    """Whether process ``pid`` exists on this host (and, when ``start`` is given, is the same process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    if start is not None:
+        now = _pid_start(pid)
+        if now is not None and now != start:
+            return False  # the pid was reused
+    return True
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    host: str
+    pid: int
+    pid_start: Optional[int]
+    token: str
+    started: float
+
+    @staticmethod
+    def me() -> "LockOwner":
+        pid = os.getpid()
+        return LockOwner(socket.gethostname(), pid, _pid_start(pid), uuid.uuid4().hex, time.time())
+
+    def alive(self) -> bool:
+        if self.host != socket.gethostname():
+            return True  # cannot check another host's processes: honour the lock
+        return pid_alive(self.pid, self.pid_start)
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host} since {time.strftime('%H:%M:%S', time.localtime(self.started))}"
+
+
+def lock_name(key: str) -> str:
+    """A flat file name for an item key (readable prefix + hash, so distinct keys never collide)."""
+    flat = key.replace("/", "__")
+    return f"{flat[:120]}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.lock"
+
+
+class ItemLocks:
+    """The lock folder of one run directory. ``try_acquire(key)`` returns True when this process now holds the
+    item (fresh or taken over from a dead owner), False when a live process holds it."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir) / ".locks"
+        self.owner = LockOwner.me()
+        self.held: set[str] = set()
+        self.taken_over: list[str] = []
+
+    def path(self, key: str) -> Path:
+        return self.dir / lock_name(key)
+
+    def read_owner(self, key: str) -> Optional[LockOwner]:
+        try:
+            return LockOwner(**json.loads(self.path(key).read_text()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError):
+            # created but not yet written (the owner is between open and write), or garbage: judge by age
+            try:
+                age = time.time() - self.path(key).stat().st_mtime
+            except FileNotFoundError:
+                return None
+            if age < 10:
+                return LockOwner("?", -1, None, "", time.time())
+            return LockOwner(socket.gethostname(), 2**22 + 1, None, "garbage", 0.0)  # treated as dead
+
+    def _create(self, key: str) -> bool:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path(key), os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode())
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self.owner)))
+        self.held.add(key)
+        return True
+
+    @contextlib.contextmanager
+    def _takeover_guard(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".takeover", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def try_acquire(self, key: str) -> bool:
+        if key in self.held:
+            return True
+        if self._create(key):
+            return True
+        owner = self.read_owner(key)
+        if owner is None:
+            return self._create(key)  # released between our two looks
+        if owner.host == "?" or owner.alive():
+            return False
+        with self._takeover_guard():
+            again = self.read_owner(key)
+            if again is not None and again.token == owner.token:
+                with contextlib.suppress(FileNotFoundError):
+                    self.path(key).unlink()
+            ok = self._create(key)
+        if ok:
+            self.taken_over.append(key)
+        return ok
+
+    def holder(self, key: str) -> Optional[LockOwner]:
+        """The live owner of ``key``'s lock, or None when it is free or stale."""
+        owner = self.read_owner(key)
+        if owner is None or owner.token == self.owner.token:
+            return None
+        return owner if (owner.host == "?" or owner.alive()) else None
+
+    def release(self, key: str) -> None:
+        if key not in self.held:
+            return
+        self.held.discard(key)
+        owner = self.read_owner(key)
+        if owner is not None and owner.token == self.owner.token:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(key).unlink()
+
+    def release_all(self) -> None:
+        for key in list(self.held):
+            self.release(key)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the block (released by the kernel if the process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, file_mode())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,184 @@
+"""Outputs and provenance: the run-directory layout, typed manifest rows, item status, versions.
+
+Layout: ``<run>/<model>/<context>/seed-<s>/<trajectory>/<case>/`` per item (``WorkItem.rel_dir``), holding
+``meta.json`` (written last); ``<run>/manifest.jsonl`` (one :class:`ManifestRow` per item, sorted by key, updated
+under a file lock as items finish); ``<run>/.locks/`` (item locks, see :mod:`harness.locks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from .io import read_json, write_text
+from .locks import file_lock
+
+SCHEMA_VERSION = 2
+FINISHED = ("done", "failed", "compiled")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class ManifestRow:
+    """One line of ``manifest.jsonl``: where an item's files are and what they hold.
+
+    ``dir`` is the item folder relative to the run directory (== ``key``); ``video``/``camera`` are file names in
+    it. ``num_frames``/``fps``/``phases`` describe the camera path; ``fingerprint`` the config that made it.
+    """
+
+    model: str
+    context: str
+    seed: int
+    trajectory: str
+    case_id: str
+    key: str
+    status: str
+    dir: str
+    video: Optional[str] = None
+    video_sha256: Optional[str] = None
+    frames_sha256: Optional[str] = None
+    camera: str = "camera.npz"
+    spec_hash: Optional[str] = None
+    num_frames: Optional[int] = None
+    fps: Optional[float] = None
+    phases: Optional[dict] = None
+    timings: Optional[dict] = None
+    error: Optional[str] = None
+    fingerprint: Optional[str] = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_meta(item: Any, meta: dict[str, Any]) -> "ManifestRow":
+        cam, video = meta.get("camera", {}), meta.get("video", {})
+        return ManifestRow(
+            **item.to_dict(), key=item.key, status=meta["status"], dir=item.key,
+            video="video.mp4" if meta["status"] == "done" else None, video_sha256=video.get("sha256"),
+            frames_sha256=video.get("frames_sha256"), spec_hash=cam.get("spec_hash"),
+            num_frames=cam.get("num_frames"), fps=cam.get("fps"), phases=cam.get("phases"),
+            timings=meta.get("timings"), error=meta.get("error"), fingerprint=meta.get("fingerprint"))
+
+
+def item_meta(item_dir: Path) -> Optional[dict[str, Any]]:
+    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, OSError):
+        m = read_json(item_dir / "meta.json")
+        if isinstance(m, dict):
+            return m
+    return None
+
+
+def item_status(item_dir: Path) -> Optional[str]:
+    m = item_meta(item_dir)
+    return m.get("status") if m else None
+
+
+CONTROL_FILES = frozenset({".lock", ".takeover", ".manifest.lock", ".eval.lock"})
+
+
+def remove_stale_temps(folder: Path, recursive_into: tuple[str, ...] = ("controls",)) -> list[Path]:
+    """Delete temporary files (hidden names: atomic-write temps, ``.video.*.partial.mp4``) in ``folder`` and its
+    ``controls/`` whose writer is gone (or unknown: names without a ``<host>-<pid>`` tag). Call while holding the
+    folder's item lock."""
+    from .io import host_tag, temp_owner
+    from .locks import pid_alive
+
+    gone, me = [], host_tag()
+    for d in (folder, *(folder / sub for sub in recursive_into)):
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            owner = temp_owner(p.name)
+            if owner and (owner[0] != me or pid_alive(owner[1])):
+                continue  # a live writer's (e.g. an evaluation running meanwhile), or another host's: keep
+            if p.name.startswith(".") and p.name not in CONTROL_FILES and p.is_file():
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    gone.append(p)
+    return gone
+
+
+def _remove_manifest_temps(run_dir: Path) -> None:
+    for p in run_dir.glob(".manifest.jsonl.*"):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _write_manifest(path: Path, rows: dict[str, str]) -> None:
+    _remove_manifest_temps(path.parent)  # under the manifest lock: left by a writer that died
+    lines = [rows[k] for k in sorted(rows)]
+    write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def update_manifest(run_dir: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """Insert or replace the given rows (by ``key``) in ``manifest.jsonl``, under the run's manifest lock.
+    Unreadable lines are dropped (they are rebuilt from ``meta.json`` by :func:`rebuild_manifest`)."""
+    out = run_dir / "manifest.jsonl"
+    with file_lock(run_dir / ".manifest.lock"):
+        existing: dict[str, str] = {}
+        with contextlib.suppress(FileNotFoundError):
+            for line in out.read_text().splitlines():
+                with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
+                    existing[json.loads(line)["key"]] = line
+        for r in rows:
+            existing[r["key"]] = json.dumps(r, sort_keys=True)
+        _write_manifest(out, existing)
+    return out
+
+
+def rebuild_manifest(run_dir: Path) -> Path:
+    """Rewrite ``manifest.jsonl`` from every item's ``meta.json`` (one line each, sorted by item key)."""
+    out = run_dir / "manifest.jsonl"
+    with file_lock(run_dir / ".manifest.lock"):
+        rows: dict[str, str] = {}
+        for meta_path in sorted(run_dir.glob("*/*/seed-*/*/*/meta.json")):
+            m = item_meta(meta_path.parent)
+            if m and m.get("manifest"):
+                rows[m["manifest"].get("key", str(meta_path.parent))] = json.dumps(m["manifest"], sort_keys=True)
+        _write_manifest(out, rows)
+    return out
+
+
+def versions() -> dict[str, Any]:
+    import numpy
+
+    out: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
+                           "platform": platform.platform()}
+    for mod in ("cv2", "av", "scipy", "hydra", "omegaconf"):
+        with contextlib.suppress(Exception):
+            out[mod] = __import__(mod).__version__
+    if "torch" in sys.modules:
+        out["torch"] = sys.modules["torch"].__version__
+    with contextlib.suppress(Exception):
+        from importlib.metadata import version
+
+        out["worldmem-harness"] = version("worldmem-harness")
+    return out
+
+
+def git_state() -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5)
+        if sha.returncode == 0:
+            return {"sha": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"sha": None, "dirty": None}

@@ -1,0 +1,144 @@
+"""``python -m harness verify <same overrides as the run>``: the delivery validator.
+
+For every item the config plans (all shards), it checks that the item is ``done``; that ``video.mp4`` decodes,
+with the frame count of its camera path and the recorded fps; that the file's sha256 equals ``meta.json``'s; that
+the recorded config fingerprint equals the current config's; that the manifest has the item's row with the same
+hash; and that no temporary file or lock is left in the item folder. It prints one table row per item and a
+summary line, and exits 1 when anything fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .outputs import CONTROL_FILES, item_meta, sha256_file
+
+CHECKS = ("done", "decodes", "frames", "fps", "sha256", "fingerprint", "manifest", "clean")
+
+
+@dataclass
+class ItemCheck:
+    key: str
+    results: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(self.results.get(c, False) for c in CHECKS)
+
+
+@dataclass
+class VerifyReport:
+    run_dir: Path
+    items: list[ItemCheck] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # item folders on disk that this plan does not name
+    problems: list[str] = field(default_factory=list)  # run-level problems (e.g. an unreadable manifest line)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(i.ok for i in self.items) and not self.problems
+
+    def table(self) -> str:
+        w = max([len(i.key) for i in self.items] + [4])
+        head = f"{'item':<{w}}  " + " ".join(f"{c:>11}" for c in CHECKS)
+        lines = [f"run directory: {self.run_dir}", head, "-" * len(head)]
+        for i in self.items:
+            cells = " ".join(f"{('ok' if i.results.get(c) else 'FAIL') if c in i.results else '-':>11}"
+                             for c in CHECKS)
+            lines.append(f"{i.key:<{w}}  {cells}")
+            lines += [f"{'':<{w}}    {n}" for n in i.notes]
+        bad = sum(not i.ok for i in self.items)
+        lines.append(f"{len(self.items) - bad}/{len(self.items)} item(s) deliverable"
+                     + (f"; {bad} FAILED" if bad else "") + (f"; {len(self.extra)} item folder(s) outside this plan"
+                                                             if self.extra else ""))
+        lines += [f"PROBLEM: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _manifest_rows(run_dir: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+    from .io import JsonLinesError, read_jsonl
+
+    p = run_dir / "manifest.jsonl"
+    if not p.is_file():
+        problems.append(f"{p} is missing")
+        return {}
+    try:
+        return {r["key"]: r for r in read_jsonl(p) if "key" in r}
+    except JsonLinesError as exc:
+        problems.append(str(exc))
+        return {}
+
+
+def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, dict[str, Any]]) -> ItemCheck:
+    from .video import probe_video
+
+    d = run_dir / item.rel_dir
+    c = ItemCheck(item.key)
+    meta = item_meta(d)
+    c.results["done"] = bool(meta) and meta.get("status") == "done"
+    if not c.results["done"]:
+        c.notes.append(f"status: {meta.get('status') if meta else 'missing'}"
+                       + (f" ({meta.get('error')})" if meta and meta.get("error") else ""))
+        return c
+    video, cam = meta.get("video", {}), meta.get("camera", {})
+    try:
+        info = probe_video(d / "video.mp4")
+        c.results["decodes"] = True
+    except Exception as exc:  # any decoder error means the delivery is broken
+        c.results["decodes"] = False
+        c.notes.append(f"video.mp4 does not decode: {type(exc).__name__}: {exc}")
+        info = None
+    if info is not None:
+        want = cam.get("num_frames", video.get("num_frames"))
+        c.results["frames"] = info["num_frames"] == want == video.get("num_frames")
+        if not c.results["frames"]:
+            c.notes.append(f"frames: decoded {info['num_frames']}, camera path {want}, meta {video.get('num_frames')}")
+        fps = float(video.get("fps") or 0)
+        c.results["fps"] = fps > 0 and abs(info["fps"] - fps) <= 1e-3 * fps
+        if not c.results["fps"]:
+            c.notes.append(f"fps: stored {info['fps']:.4f}, meta {fps}")
+    try:
+        c.results["sha256"] = sha256_file(d / "video.mp4") == video.get("sha256")
+    except OSError:
+        c.results["sha256"] = False
+    if not c.results["sha256"]:
+        c.notes.append("video.mp4 sha256 differs from meta.json")
+    c.results["fingerprint"] = meta.get("fingerprint") == fingerprint
+    if not c.results["fingerprint"]:
+        c.notes.append("made with a different config (fingerprint differs from the current overrides)")
+    row = manifest.get(item.key)
+    c.results["manifest"] = bool(row) and row.get("status") == "done" and row.get("video_sha256") == video.get("sha256")
+    if not c.results["manifest"]:
+        c.notes.append("manifest.jsonl row missing or stale")
+    temps = [p.name for sub in (d, d / "controls") if sub.is_dir() for p in sub.iterdir()
+             if p.name.startswith(".") and p.name not in CONTROL_FILES]
+    from .locks import lock_name
+
+    if (run_dir / ".locks" / lock_name(item.key)).exists():
+        temps.append(f".locks/{lock_name(item.key)} (a lock: a process is on it, or died; a rerun takes it over)")
+    c.results["clean"] = not temps
+    if temps:
+        c.notes.append(f"temporary files left: {', '.join(sorted(temps))}")
+    return c
+
+
+def verify_run(cfg: dict[str, Any]) -> VerifyReport:
+    """Check the run of ``cfg`` (the run's own overrides; every shard's items)."""
+    from .plan import plan_from_config
+    from .runner import fingerprints
+
+    plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
+    report = VerifyReport(plan.run_dir)
+    fps = fingerprints(plan)
+    manifest = _manifest_rows(plan.run_dir, report.problems)
+    for item in plan.all_items:
+        report.items.append(check_item(plan.run_dir, item, fps[item.key][0], manifest))
+    planned = {i.key for i in plan.all_items}
+    if plan.run_dir.is_dir():
+        for m in sorted(plan.run_dir.glob("*/*/seed-*/*/*/meta.json")):
+            key = m.parent.relative_to(plan.run_dir).as_posix()
+            if key not in planned:
+                report.extra.append(key)
+    return report

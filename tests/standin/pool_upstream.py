@@ -1,0 +1,44 @@
+"""A stand-in upstream job for the GPU-pool tests: records the GPUs it was given and when it ran, sleeps, and
+writes a short video (or crashes when its arguments mention ``$FAKE_CRASH_ON``)."""
+
+import json
+import os
+import sys
+import time
+import uuid
+
+import numpy as np
+
+
+def main():
+    args = sys.argv[1:]
+    out = args[args.index("--output") + 1] if "--output" in args else None
+    t0 = time.time()
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "1")))
+    rec = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": t0, "end": time.time(), "pid": os.getpid(),
+           "argv": args}
+    crash = os.environ.get("FAKE_CRASH_ON")
+    rec["crashed"] = bool(crash and any(crash in a for a in args))
+    d = os.environ["FAKE_RECORD_DIR"]
+    with open(os.path.join(d, f"{uuid.uuid4().hex}.json"), "w") as f:
+        json.dump(rec, f)
+    if rec["crashed"]:
+        print("simulated crash", file=sys.stderr)
+        sys.exit(3)
+    import av
+
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    n, fps = int(os.environ["FAKE_FRAMES"]), int(os.environ["FAKE_FPS"])
+    c = av.open(out, "w")
+    s = c.add_stream("libx264", rate=fps)
+    s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+    for i in range(n):
+        for p in s.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), i % 255, np.uint8), format="rgb24")):
+            c.mux(p)
+    for p in s.encode():
+        c.mux(p)
+    c.close()
+
+
+if __name__ == "__main__":
+    main()

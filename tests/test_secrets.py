@@ -1,0 +1,44 @@
+"""Secret-looking environment values: found in configs and argv, redacted everywhere, referenced in scripts."""
+
+from __future__ import annotations
+
+import subprocess
+
+from harness.secrets import is_secret_name, redact, secret_values, shell_export
+
+
+def test_secret_names():
+    for n in ("HF_TOKEN", "WANDB_API_KEY", "aws_secret_access_key", "DB_PASSWORD", "GOOGLE_CREDENTIALS"):
+        assert is_secret_name(n), n
+    for n in ("MODE", "NUM_CHUNKS", "CUDA_VISIBLE_DEVICES", "SEED"):
+        assert not is_secret_name(n), n
+
+
+def test_redaction_keeps_ordinary_keys_and_scrubs_values():
+    cfg = {"model": {"env": {"HF_TOKEN": "hf_abcdef123", "MODE": "x"}}, "manifest": {"key": "a/b"},
+           "argv": ["+model.env={HF_TOKEN: hf_abcdef123}"], "error": "auth failed for hf_abcdef123"}
+    values = secret_values(cfg)
+    assert values == {"hf_abcdef123": "HF_TOKEN"}
+    out = redact(cfg, values)
+    assert out["model"]["env"] == {"HF_TOKEN": "<redacted>", "MODE": "x"}
+    assert out["manifest"] == {"key": "a/b"}  # a key named 'key' outside env mappings is not a secret
+    assert "hf_abcdef123" not in repr(out)
+
+
+def test_command_scripts_reference_secrets_and_still_run(tmp_path):
+    script = "set -euo pipefail\n" + shell_export("HF_TOKEN", "never-written") + "\n" + shell_export(
+        "MODE", "a b") + '\necho "$HF_TOKEN|$MODE"\n'
+    assert "never-written" not in script
+    ok = subprocess.run(["bash", "-c", script], env={"HF_TOKEN": "from-env", "PATH": "/usr/bin:/bin"},
+                        capture_output=True, text=True)
+    assert ok.stdout.strip() == "from-env|a b"
+    missing = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert missing.returncode != 0 and "set HF_TOKEN" in missing.stderr
+
+
+def test_argv_secrets_are_found():
+    from harness.__main__ import _argv_secrets
+
+    found = _argv_secrets(["h", "+model.env={HF_TOKEN: hf_x1y2z3, MODE: plain}", "model.env.WANDB_API_KEY=k3y999",
+                           "seed=1"])
+    assert found == {"hf_x1y2z3": "HF_TOKEN", "k3y999": "WANDB_API_KEY"}
