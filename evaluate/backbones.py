@@ -6,7 +6,7 @@ line here plus its module under ``evaluate/perception/``; the evaluation stage n
 
 Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
 
-* ``paper``: a backbone of the WorldMemBench paper (DINOv2, ArcFace, SAM2, DA3, ViPE, MUSIQ-SPAQ, LAION, the judge);
+* ``paper``: a backbone of the WorldMemBench paper (DINOv2, ArcFace, SAM2, DA3, ViPE, MUSIQ-SPAQ, LAION);
 * ``estimator``: a non-paper estimator computed from the frames (the classical OpenCV pose estimator);
 * ``diagnostic``: a weight-free stand-in computed from the frames, labelled as such in every table;
 * ``oracle``: ground truth that does not look at the video (the reference model's own geometry). Oracles only judge
@@ -39,7 +39,7 @@ class BackboneSpec:
         name: the name used in ``conf/evaluate/*.yaml`` lists and in ``<weights_root>/<name>/``.
         ref: ``"package.module:Class"``, imported only when the backbone is used.
         kind: one of :data:`KINDS`.
-        roles: what it provides: encoder | face | tracker | depth | pose | imaging | aesthetic | judge.
+        roles: what it provides: encoder | face | tracker | depth | pose | imaging | aesthetic.
         learned: True when it needs a weights folder (``load(weights_dir, device)``), False for weight-free classes
             built from the evaluation settings.
         description: one line for listings and "not computed" reasons.
@@ -68,8 +68,6 @@ BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
                  "MUSIQ-SPAQ (Imaging quality)"),
     BackboneSpec("laion", "evaluate.perception.iqa:LaionAesthetic", "paper", ("aesthetic",), True,
                  "LAION aesthetic predictor (Aesthetic quality)"),
-    BackboneSpec("qwen-judge", "evaluate.judge:ChecklistJudge", "paper", ("judge",), True,
-                 "Qwen3.8-27B checklist judge (Dynamic memory)"),
     BackboneSpec("pixel", "evaluate.perception.weightfree:PixelEncoder", "diagnostic", ("encoder",), False,
                  "16x16 centred thumbnails (a weight-free diagnostic, not DINOv2)"),
     BackboneSpec("template", "evaluate.perception.weightfree:TemplateTracker", "diagnostic", ("tracker",), False,

@@ -51,6 +51,7 @@ class ItemContext:
         rev_idx_arrived: the frames of each R_k whose prescribed pose is back at the start (entity observations).
         translates: the target path moves the camera centre (square loop); False for rotation-only paths.
         oracle: ground truth (reference model only), used to judge estimators, never to score a video.
+        fps: frames per second of the path.
     """
 
     dir: Path
@@ -71,6 +72,7 @@ class ItemContext:
     translates: bool
     trajectory_kind: str
     oracle: Optional[OracleGeometry] = None
+    fps: float = 0.0  # frames per second of the path (camera.npz); the judge labels frames with their time
     memo: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -164,4 +166,4 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
         rev_idx_arrived=[arrived_frames(c2w, w, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation)
                          for w in rev_idx],
         sample_idx=sorted(idx), translates=bool(np.ptp(c2w[:, :3, 3], axis=0).max() > 1e-12), trajectory_kind=kind,
-        oracle=OracleGeometry.from_meta(meta, c2w))
+        oracle=OracleGeometry.from_meta(meta, c2w), fps=float(path.fps))

@@ -52,7 +52,7 @@ class EvalConfig:
     return_frame_poses: tuple[str, ...] = ("da3", "classical")
     imaging: tuple[str, ...] = ("musiq-spaq",)
     aesthetic: tuple[str, ...] = ("laion",)
-    judge: tuple[str, ...] = ("qwen-judge",)
+    judge: dict[str, Any] = field(default_factory=dict)  # the checklist judge server: JudgeSettings (docs/judge.md)
     memory_stride: int = 4
     quality_stride: int = 4
     judge_stride: int = 8
@@ -67,6 +67,7 @@ class EvalConfig:
     bootstrap: dict[str, int] = field(default_factory=lambda: {"n": 2000, "seed": 0})
     validity: bool = True
     device: str = "auto"
+    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/dynamic_scores.py)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "EvalConfig":
@@ -78,6 +79,16 @@ class EvalConfig:
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
+        if "ors" in d:
+            from .dynamic_scores import ORS_DEFAULTS
+
+            unknown = sorted(set(d["ors"] or {}) - set(ORS_DEFAULTS))
+            if unknown:
+                raise ValueError(f"evaluate.ors.{unknown[0]}: unknown setting; allowed: {sorted(ORS_DEFAULTS)}")
+        # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
+        from .judge import JudgeSettings
+
+        d["judge"] = JudgeSettings.from_dict(d.get("judge") or {}).to_dict()
         cfg = EvalConfig(**d)
         cfg.check()
         return cfg
@@ -189,6 +200,16 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> dict:
             "metrics": metrics, "validity": {}, "timings": {}, "timings_generation": meta.get("timings", {})}
 
 
+def _drop_retryable(prev: Optional[dict]) -> None:
+    """Forget the family hash of every family with a retryable "not computed" entry (e.g. the judge server timed
+    out), so the next evaluation recomputes exactly those families even when no setting changed."""
+    if not prev:
+        return
+    retry = {m.get("family") for m in (prev.get("metrics") or {}).values() if m.get("retryable")}
+    if retry:
+        prev["family_hashes"] = {f: h for f, h in (prev.get("family_hashes") or {}).items() if f not in retry}
+
+
 def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
     """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
     from harness.io import read_json
@@ -200,6 +221,7 @@ def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool
     except Exception:
         return False
     hashes = family_hashes(ecfg, sha, root)
+    _drop_retryable(prev)
     return (not force and prev.get("status") != "failed" and prev.get("video_sha256") == sha
             and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")))
 
@@ -239,6 +261,7 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
             prev = None
     if prev and prev.get("status") == "failed":
         prev = None
+    _drop_retryable(prev)
     if prev and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")) \
             and prev.get("video_sha256") == video_sha:
         prev["reused"] = True
@@ -349,6 +372,12 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
     # items whose metrics will be reused are not decoded at all.
     dirs = [run_dir / r["dir"] for r in done]
+    from .judge import prefetch as judge_prefetch
+
+    # the run's judge requests, evaluate.judge.concurrency at a time (items whose answers are stored send nothing);
+    # the per-item loop then reads the stored answers or the recorded failures
+    judge_prefetch([d for d in dirs if force or not _reusable(d, ecfg, backbones.root, False)], ecfg.judge,
+                   ecfg.judge_stride)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
         def prefetch(i: int):
             if i < len(dirs) and not _reusable(dirs[i], ecfg, backbones.root, force):
@@ -364,6 +393,9 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     failed = [(r.get("item"), r.get("reason", "")) for r in results if r.get("status") == "failed"]
     t_tables = time.perf_counter()
     tables = write_tables(run_dir / "eval", results, ecfg)
+    from .dynamic_scores import write_dynamic_table
+
+    tables["dynamic"] = write_dynamic_table(run_dir / "eval", results)  # p_start, S_cond, S_gated, M-score
     analyses = run_analyses(run_dir / "eval", results, ecfg)
     from harness.io import write_json, write_text
 

@@ -314,8 +314,17 @@ def _cmd_verify(cfg: dict[str, Any]) -> None:
         sys.exit(1)
 
 
+def _cmd_judge_check(cfg: dict[str, Any]) -> None:
+    """``python -m harness judge check``: ping the configured judge server and print what it serves."""
+    from evaluate.judge import check_server
+
+    code = check_server((cfg.get("evaluate") or {}).get("judge"))
+    if code:
+        sys.exit(code)
+
+
 HANDLERS = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
-            "verify": _cmd_verify, "report": _cmd_report}
+            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check}
 
 
 def _dispatch(cfg_omega: Any) -> None:
@@ -392,6 +401,8 @@ def main() -> None:
         from evaluate.weights import main as weights_main
 
         sys.exit(weights_main(sys.argv[2:]))
+    if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
+        sys.argv[1:3] = ["cmd=judge_check"]
     from evaluate.reporting.cli import merge_run_args
 
     sys.argv = _precheck_argv(merge_run_args(sys.argv))

@@ -87,8 +87,8 @@ def make_run(root: Path, name: str = "synth", models=("lingbot_v2", "evoke"), co
                                 "backbone_kind": "estimator", "status": "computed", "value": rpe}
                         else:
                             started = (seed == 1) or model == "evoke"
-                            metrics["dynamic.overall[qwen-judge]"] = {
-                                "metric": "dynamic.overall", "backbone": "qwen-judge", "backbone_kind": "judge",
+                            metrics["dynamic.overall[Qwen/Qwen3.8-27B]"] = {
+                                "metric": "dynamic.overall", "backbone": "Qwen/Qwen3.8-27B", "backbone_kind": "judge",
                                 "status": "computed", "started": started,
                                 "value": (0.75 if model == "evoke" else 0.5) if started else 0.0}
                         res = {"schema_version": 1, "item": item,

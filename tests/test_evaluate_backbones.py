@@ -392,23 +392,12 @@ def test_dinov2_saved_by_transformers_is_picked_up_from_the_weights_root(run_dir
     assert vis and vis[0]["status"] == "computed", (r.stderr[-2000:], [k for k in res["metrics"]])
 
 
-class EchoJudge:
-    """A judge that answers from a fixed script (tests the dynamic family's plumbing, not a VLM)."""
+def test_dynamic_family_scores_the_judges_checklist(tmp_path):
+    """The dynamic family calls the configured judge server (the fake loopback one here): the checklist is scored
+    against the case's references, the start gate zeroes it, and a server failure is a retryable "not computed"
+    that the next evaluation re-judges without recomputing the other families."""
+    from fake_judge import FakeJudgeServer
 
-    name = "echo-judge"
-    script: dict = {}
-
-    def judge(self, frames, indices, case):
-        EchoJudge.seen = (len(frames), indices[0], indices[-1])
-        return {"started": EchoJudge.script["started"], "answers": EchoJudge.script["answers"], "raw": "scripted"}
-
-
-def test_dynamic_family_scores_the_judges_checklist(tmp_path, monkeypatch):
-    mod = types.ModuleType("echo_judge_for_tests")
-    mod.EchoJudge = EchoJudge
-    monkeypatch.setitem(sys.modules, "echo_judge_for_tests", mod)
-    monkeypatch.setitem(bbs.BACKBONES, "echo-judge", bbs.BackboneSpec(
-        "echo-judge", "echo_judge_for_tests:EchoJudge", "diagnostic", ("judge",), False, "scripted answers"))
     r = run_cli(["context=fullkv", "run=d", "cases.include=[dynamic_cat]", *SMALL], tmp_path)
     assert r.returncode == 0, r.stderr
     item = next((tmp_path / "outputs" / "d").glob("reference/fullkv/seed-1/lrlr/dynamic_cat"))
@@ -416,15 +405,33 @@ def test_dynamic_family_scores_the_judges_checklist(tmp_path, monkeypatch):
 
     refs = [q.answer for q in {c.id: c for c in load_case_set("builtin:demo")}["dynamic_cat"].event.questions]
     flipped = ["no" if a == "yes" else "yes" for a in refs[:2]] + refs[2:]
-    cfg = EvalConfig(judge=("echo-judge", "qwen-judge"), bootstrap={"n": 100, "seed": 0})
-    EchoJudge.script = {"started": True, "answers": flipped}
-    m = evaluate_item(item, cfg)["metrics"]
-    e = m["dynamic.overall[echo-judge]"]
-    assert e["value"] == pytest.approx(6 / 8) and e["judge_record"] == {"raw": "scripted"}
-    assert EchoJudge.seen == (13, 0, 96)  # stride 8 over 97 frames + the last frame
-    assert m["dynamic.overall[qwen-judge]"]["status"] == "not_computed"
-    EchoJudge.script = {"started": False, "answers": refs}
-    assert evaluate_item(item, cfg, force=True)["metrics"]["dynamic.overall[echo-judge]"]["value"] == 0.0  # gate
+    fast = {"image_size": 32, "timeout": 2.0, "max_retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.02}
+
+    def cfg(url):
+        return EvalConfig.from_dict({"judge": {"base_url": url, **fast}, "bootstrap": {"n": 100, "seed": 0},
+                                     "encoders": ["pixel"], "trackers": ["template"]})
+
+    key = "dynamic.overall[Qwen/Qwen3.8-27B]"
+    with FakeJudgeServer(lambda body: (True, flipped), script=["500", "500"]) as srv:
+        first = evaluate_item(item, cfg(srv.base_url))
+        e = first["metrics"][key]
+        assert e["status"] == "not_computed" and e["retryable"] and "500" in e["reason"]
+        assert first["status"] == "done"  # a judge failure is recorded, not an item failure
+        from evaluate.judge import JudgeSettings, session_for
+
+        session_for(JudgeSettings.from_dict(cfg(srv.base_url).judge), fresh=True)  # a new run (as evaluate_run does)
+        again = evaluate_item(item, cfg(srv.base_url))
+        assert set(again["timings"]) == {"dynamic", "item_s"}  # only the retryable family was recomputed
+        e = again["metrics"][key]
+        assert e["status"] == "computed" and e["value"] == pytest.approx(6 / 8)
+        assert e["judge"]["frames"][0] == 0 and e["judge"]["frames"][-1] == 96 and len(e["judge"]["frames"]) == 13
+        assert again["metrics"]["dynamic.started[Qwen/Qwen3.8-27B]"]["value"] == 1.0
+        n = len(srv.chat_requests())
+        assert evaluate_item(item, cfg(srv.base_url))["reused"] and len(srv.chat_requests()) == n
+    shutil.rmtree(item / "judge")
+    with FakeJudgeServer(lambda body: (False, refs)) as srv:  # event never starts: the gate zeroes the score
+        m = evaluate_item(item, cfg(srv.base_url), force=True)["metrics"]
+        assert m[key]["value"] == 0.0 and m["dynamic.conditional[Qwen/Qwen3.8-27B]"]["status"] == "not_computed"
 
 
 class MaskedMeanFace:

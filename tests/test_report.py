@@ -147,7 +147,7 @@ def test_multi_revisit_cross_axis_and_qualified_subsets(report):
 
 def test_dynamic_decomposition(report):
     _, out, _ = report
-    r = _row(_csv(out, "dynamic"), model="lingbot_v2", context="fullkv", metric="dynamic.overall[qwen-judge]")
+    r = _row(_csv(out, "dynamic"), model="lingbot_v2", context="fullkv", metric="dynamic.overall[Qwen/Qwen3.8-27B]")
     assert float(r["started"]) == 3 and float(r["p_start"]) == pytest.approx(0.5)
     assert float(r["s_cond"]) == pytest.approx(0.5) and float(r["s_gated"]) == pytest.approx(0.25)
     assert float(r["s_gated"]) == pytest.approx(float(r["p_start"]) * float(r["s_cond"]))

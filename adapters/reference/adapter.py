@@ -6,6 +6,7 @@ from adapters.base import Adapter, FrameSink, GeneratedVideo, ItemRequest, Nativ
 from harness.io import save_npy, write_json
 
 from .config import ReferenceConfig
+from .events import event_for
 from .model import Room, rollout
 
 
@@ -38,16 +39,20 @@ class ReferenceAdapter(Adapter):
 
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
         image, K = self.canvas_image_and_K(req.case)
+        seed_parts = (req.seed, req.case.id, req.path.name)
+        event = event_for(req.case, image, req.path.phases, seed_parts)  # dynamic cases: the walk-off event
         out = rollout(
             image,
             req.path.c2w,
             K,
             req.context,
-            seed_parts=(req.seed, req.case.id, req.path.name),
+            seed_parts=seed_parts,
             sink=sink,
             stride=self.config.latent_stride,
             room=self.room_for(),
+            event=event,
         )
+        extra = {"dynamic_event": event.trace()} if event is not None else {}
         return GeneratedVideo(
             num_frames=req.path.num_frames,
             fps=req.path.fps,
@@ -55,5 +60,5 @@ class ReferenceAdapter(Adapter):
             timings=out["timings"],
             meta={"num_latents": out["num_latents"], "latent_anchor_frames": out["latent_anchor_frames"],
                   "warps": out["warps"], "seed_identity": [req.seed, req.case.id, req.path.name],
-                  "oracle_depth": {"kind": "room", "room": self.config.room}},
+                  "oracle_depth": {"kind": "room", "room": self.config.room}, **extra},
         )

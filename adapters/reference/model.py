@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -369,6 +369,7 @@ def rollout(
     sink: Callable[[np.ndarray], None],
     stride: int = 4,
     room: Room = Room(),
+    event: "Any" = None,
 ) -> dict:
     """Generate a whole rollout and hand frames to ``sink``; returns the context trace and timings.
 
@@ -376,6 +377,8 @@ def rollout(
         image: (H, W, 3) uint8 conditioning frame at the canvas size (frame 0 of the video).
         c2w: (T, 4, 4) per-frame poses (OpenCV c2w, world = frame 0). K: (3, 3) canvas intrinsics.
         policy: the KV-context policy (chunk size in latents). seed_parts: the item's seed identity.
+        event: optional procedural dynamic event (:mod:`adapters.reference.events`) drawn into the frames; its
+            state follows the admitted context (hooks: ``begin_chunk``, ``draw``, ``end_latent``).
     """
     h, w = image.shape[:2]
     T = c2w.shape[0]
@@ -393,6 +396,8 @@ def rollout(
     for k in range(selector.num_chunks):
         t0 = time.perf_counter()
         sel = selector.select(k)
+        if event is not None:
+            event.begin_chunk(sel.context)
         texture = Texture(stable_seed(*seed_parts, "chunk", k), base_rgb)
         stats = RenderStats()
         ctx = [(lat, latent_c2w[lat], memory[lat]) for lat in sel.context]
@@ -405,9 +410,13 @@ def rollout(
                 else:
                     srcs = ctx + done_current + ([prev] if prev is not None else [])
                     frame = renderer.render(c2w[t], srcs, texture, stats)
+                if event is not None:
+                    frame = event.draw(t, c2w[t], frame, renderer)
                 sink(frame[..., :3])
                 prev = (f"frame{t}", c2w[t], frame)
             memory[lat] = frame  # the latent's anchor (its last frame)
+            if event is not None:
+                event.end_latent(lat, t)
             done_current.append((lat, latent_c2w[lat], frame))
         if not policy.needs_full_history:  # memory-bounded: drop what sliding can never select again
             keep = set(selector.select(k + 1).context) if k + 1 < selector.num_chunks else set()

@@ -15,7 +15,9 @@ from typing import Any, Callable
 
 #: backbone role -> the evaluation setting that lists its backbones in order
 ROLE_SETTINGS = {"encoder": "encoders", "face": "face", "tracker": "trackers", "depth": "depth",
-                 "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic", "judge": "judge"}
+                 "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic"}
+# The dynamic-memory judge is not a role: it is a server configured by the ``evaluate.judge`` settings block
+# (evaluate/judge, docs/judge.md), and the dynamic family calls it directly.
 
 Entries = dict[str, dict]
 

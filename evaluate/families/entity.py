@@ -128,6 +128,16 @@ def identity(ctx, perc, ecfg, bb) -> Entries:
                  per_target=per_t, **_extra(ctx, trk, tl))
 
 
+def ors(ctx, perc, ecfg, bb) -> Entries:
+    """MemoBench's object reappearance score over the revisit-phase frames, with the open-vocabulary detector of
+    ``evaluate.ors`` (:func:`evaluate.dynamic_scores.ors_entries`; "not computed" with the reason without weights)."""
+    from ..dynamic_scores import ors_entries
+
+    rev = sorted({f for w in ctx.rev_idx for f in w})
+    return ors_entries(ctx.frames_at(rev), rev, ctx.phases, {o.id: o.name for o in ctx.case.targets.objects},
+                       ecfg.ors)
+
+
 def _has(family):
     return lambda ctx, ecfg: ctx.family == family and bool(targets(ctx))
 
@@ -137,6 +147,7 @@ _ENTITY = ("encoders", "trackers", "memory_stride", "tracker_threshold", "revisi
 HUMAN = Family("human", _ENTITY + ("face",),
                (Metric("human.appearance", ("encoder", "tracker"), appearance, _has("human")),
                 Metric("human.identity", ("face", "tracker"), identity, _has("human"))))
-OBJECT = Family("object", _ENTITY + ("canvas",),
+OBJECT = Family("object", _ENTITY + ("canvas", "ors"),
                 (Metric("object.geometry", ("tracker",), geometry, _has("object")),
-                 Metric("object.appearance", ("encoder", "tracker"), appearance, _has("object"))))
+                 Metric("object.appearance", ("encoder", "tracker"), appearance, _has("object")),
+                 Metric("object.ors", (), ors, _has("object"))))

@@ -1,0 +1,169 @@
+"""The dynamic-memory checklist judge over any OpenAI-compatible vision-language server (appendix D).
+
+Entry points:
+
+* :func:`score_item` (typed inputs: a :class:`JudgeInput`, the settings, the item folder) -> the item's metric
+  entries ``dynamic.*[<model>]`` in ``metrics.json`` form, computed or "not computed" with the reason;
+* :func:`judge_item` reads an item folder (``meta.json``, ``camera.npz``, ``video.mp4``) and calls it, turning any
+  bad input into "not computed" so one item never stops the evaluation of the others;
+* :func:`prefetch` sends a run's requests ``concurrency`` at a time before the per-item loop;
+* :func:`check_server` is ``python -m harness judge check``.
+
+See ``docs/judge.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from .client import JudgeError, JudgeSession, Verdict, session_for
+from .parse import ParseFailure, parse_reply
+from .prompt import JudgeInput, JudgeInputError, build_request, event_dict, images_digest
+from .settings import DEFAULT_MODEL, JudgeSettings, JudgeSettingsError
+
+__all__ = ["JudgeInput", "JudgeInputError", "JudgeSettings", "JudgeSettingsError", "JudgeSession", "JudgeError",
+           "Verdict", "ParseFailure", "DEFAULT_MODEL", "build_request", "images_digest", "parse_reply", "score_item",
+           "judge_item", "load_item_input", "prefetch", "check_server", "session_for", "METRICS"]
+
+#: Metric ids this module writes (per item; run tables average them: mean of ``started`` = p_start, of
+#: ``overall`` = S_gated, of ``conditional`` (started items only) = S_cond).
+METRICS = ("dynamic.overall", "dynamic.started", "dynamic.conditional", "dynamic.return_progress",
+           "dynamic.persistence_reset", "dynamic.final_state", "dynamic.causal_physical")
+
+
+def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, dict]:
+    return f"{metric}[{label}]", {"metric": metric, "backbone": label, "backbone_kind": "judge", "status": "computed",
+                                  "value": float(value), **extra}
+
+
+def not_computed(settings: JudgeSettings, reason: str, retryable: bool) -> dict:
+    """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
+    next run even when nothing else changed."""
+    label = settings.model
+    return {f"{m}[{label}]": {"metric": m, "backbone": label, "status": "not_computed", "reason": reason,
+                              "retryable": bool(retryable), "judge": {"settings": settings.to_dict()}}
+            for m in METRICS}
+
+
+def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
+               session: Optional[JudgeSession] = None) -> dict:
+    """Judge one video and score its checklist.
+
+    Args:
+        inp: frames at the judged indices, phases, fps and the case's event (with its frozen reference answers).
+        settings: the judge settings. item_dir: the item folder; requests and replies go to ``item_dir/judge/``.
+        session: the run's session (default: the current one for ``settings``).
+    Returns:
+        ``{"dynamic.<metric>[<model>]": entry}`` for :data:`METRICS`; not started -> every gated score 0 and
+        ``conditional`` not computed (S_cond averages started videos only).
+    """
+    from evaluate.dynamic import ASPECTS, score_checklist
+
+    session = session or session_for(settings)
+    try:
+        inp.validate()
+    except JudgeInputError as exc:
+        return not_computed(settings, f"cannot judge this item: {exc}", retryable=False)
+    v = session.judge(inp, Path(item_dir))
+    if not v.ok:
+        return not_computed(settings, v.reason, v.retryable)
+    refs = list(inp.event["questions"])
+    sc = score_checklist(v.started, v.answers, refs)
+    record = {"settings": settings.to_dict(), "server_model": v.server_model, "request_key": v.key,
+              "cached": v.cached, "repaired": v.repaired, "frames": [int(t) for t in inp.frame_indices]}
+    common = {"started": v.started, "answers": v.answers, "references": [q["answer"] for q in refs],
+              "items": sc["items"], "judge": record}
+    label = settings.model
+    out = dict([_entry("dynamic.overall", label, sc["overall"], **common),
+                _entry("dynamic.started", label, 1.0 if v.started else 0.0, judge=record)])
+    for aspect in ASPECTS:
+        k, e = _entry(f"dynamic.{aspect}", label, sc[aspect], judge=record)
+        out[k] = e
+    if v.started:
+        k, e = _entry("dynamic.conditional", label, sc["overall"], judge=record)
+    else:
+        k = f"dynamic.conditional[{label}]"
+        e = {"metric": "dynamic.conditional", "backbone": label, "status": "not_computed", "retryable": False,
+             "reason": "gated out: the judge saw no event start in the initial hold (S_cond averages started "
+                       "videos only)", "judge": record}
+    out[k] = e
+    return out
+
+
+def load_item_input(item_dir: Path, stride: int = 8) -> JudgeInput:
+    """The judge input of a harness item folder: frames every ``stride``-th plus first and last, from
+    ``video.mp4``; phases and fps from ``camera.npz``; the event from ``meta.json``'s case."""
+    from evaluate.protocol import judge_frames
+    from harness.io import read_json
+    from harness.video import read_frames
+    from trajectories import load_path
+
+    item_dir = Path(item_dir)
+    meta = read_json(item_dir / "meta.json")
+    path = load_path(item_dir / "camera.npz")
+    idx = judge_frames(path.num_frames, stride)
+    got, frames = read_frames(item_dir / "video.mp4", indices=idx)
+    if list(got) != idx:
+        raise JudgeInputError(f"video.mp4 has {len(got)} of the {len(idx)} judged frames (shorter than "
+                              f"camera.npz's {path.num_frames} frames?)")
+    return JudgeInput(frames=frames, frame_indices=idx, phases={k: tuple(v) for k, v in path.phases.items()},
+                      fps=float(path.fps), event=event_dict((meta.get("case") or {}).get("event")) or {})
+
+
+def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional[JudgeSession] = None) -> dict:
+    """:func:`score_item` on an item folder; unreadable inputs become "not computed" with the reason."""
+    settings = JudgeSettings.from_dict(settings)
+    try:
+        inp = load_item_input(item_dir, stride)
+    except JudgeInputError as exc:
+        return not_computed(settings, f"cannot judge this item: {exc}", retryable=False)
+    except (OSError, ValueError, KeyError) as exc:
+        return not_computed(settings, f"cannot read the item for the judge: {type(exc).__name__}: {exc}", False)
+    return score_item(inp, settings, item_dir, session)
+
+
+def _is_dynamic(item_dir: Path) -> bool:
+    from harness.io import read_json
+
+    try:
+        return (read_json(Path(item_dir) / "meta.json").get("case") or {}).get("family") == "dynamic"
+    except (OSError, ValueError):
+        return False
+
+
+def prefetch(item_dirs: Iterable[Path], settings: Any, stride: int = 8) -> JudgeSession:
+    """Start a run: a fresh session (budget, pre-flight), then judge every dynamic item ``concurrency`` at a time.
+    The per-item evaluation afterwards finds the answers stored (or the recorded failures) in the session."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings = JudgeSettings.from_dict(settings)
+    session = session_for(settings, fresh=True)
+    items = [Path(d) for d in item_dirs if _is_dynamic(Path(d))]
+    if items:
+        with ThreadPoolExecutor(max_workers=int(settings.concurrency)) as pool:
+            list(pool.map(lambda d: judge_item(d, settings, stride, session), items))
+    return session
+
+
+def check_server(settings: Any, out=print) -> int:
+    """Ping the configured server, print what it serves and whether the configured model is among them.
+
+    Returns the exit code: 0 ready, 1 unreachable / unusable, 2 not configured.
+    """
+    settings = JudgeSettings.from_dict(settings)
+    if not settings.base_url:
+        out("judge: no server configured; set evaluate.judge.base_url=http://HOST:PORT/v1 (docs/judge.md)")
+        return 2
+    s = JudgeSession(settings)
+    reason = s.preflight()
+    out(f"judge server: {settings.base_url}")
+    if s.served is not None:
+        out("serves: " + (", ".join(s.served) if s.served else "(no models listed)"))
+    out(f"configured model: {settings.model}  (key from ${settings.api_key_env}: "
+        f"{'set' if __import__('os').environ.get(settings.api_key_env) else 'not set'})")
+    if reason:
+        out(f"NOT READY: {reason}")
+        return 1
+    out("ready")
+    return 0
