@@ -70,3 +70,28 @@ def K832():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def edited_item_copy(src: Path, dst: Path, edit) -> Path:
+    """A copy of a finished item whose video went through ``edit(frames (T, H, W, 3) uint8, path: CameraPath)``,
+    re-encoded, with its ``meta.json`` video hash updated and no ``metrics.json``."""
+    import shutil
+
+    from harness.io import read_json, write_json
+    from harness.runner import sha256_file
+    from harness.video import VideoWriter, read_frames
+    from trajectories import load_path
+
+    shutil.copytree(src, dst)
+    (dst / "metrics.json").unlink(missing_ok=True)
+    path = load_path(dst / "camera.npz")
+    _, frames = read_frames(src / "video.mp4")
+    frames = edit(frames.copy(), path)
+    w = VideoWriter(dst / "video.mp4", path.fps)
+    for f in frames:
+        w(f)
+    w.close()
+    meta = read_json(dst / "meta.json")
+    meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
+    write_json(dst / "meta.json", meta)
+    return dst

@@ -9,7 +9,6 @@ exported variable nobody reads, a shim that returns a different arity than its c
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 import types
 from pathlib import Path

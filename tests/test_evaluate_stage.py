@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import edited_item_copy, run_cli
 from evaluate.stage import EvalConfig, evaluate_item, evaluate_run
 
 SMALL = ["model.height=240", "model.width=416", "model.num_frames=193", "progress=false", "evaluate=off"]
@@ -60,24 +60,7 @@ def test_exact_revisit_scores_high_and_oracles_only_judge_estimators(run_dir):
 
 
 def _degraded_copy(src: Path, dst: Path, edit) -> Path:
-    from harness.io import read_json, write_json
-    from harness.runner import sha256_file
-    from harness.video import VideoWriter, read_frames
-    from trajectories import load_path
-
-    shutil.copytree(src, dst)
-    (dst / "metrics.json").unlink(missing_ok=True)
-    path = load_path(dst / "camera.npz")
-    _, frames = read_frames(src / "video.mp4")
-    frames = edit(frames.copy(), path)
-    w = VideoWriter(dst / "video.mp4", path.fps)
-    for f in frames:
-        w(f)
-    w.close()
-    meta = read_json(dst / "meta.json")
-    meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
-    write_json(dst / "meta.json", meta)
-    return dst
+    return edited_item_copy(src, dst, edit)
 
 
 def _in_revisits(path, fn):

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evaluate.judge import (JudgeInput, JudgeSession, JudgeSettings, JudgeSettingsError, ParseFailure, build_request,
-                            images_digest, parse_reply, score_item)
+                            parse_reply, score_item)
 from fake_judge import FakeJudgeServer
 
 QUESTIONS = [

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 from scipy.stats import spearmanr
 
+from conftest import edited_item_copy
 from evaluate.aggregate import bootstrap_ci, paired_bootstrap, rollout_score
 from evaluate.camera import ROTATION_ONLY_REASON, rpe_rotation, rpe_translation, translation_rpe_not_applicable
 from evaluate.memory import (
@@ -438,24 +438,8 @@ def _revisit_frames(item: Path) -> list[int]:
 
 def _edited_copy(src: Path, dst: Path, edit) -> Path:
     """A copy of an item whose video went through ``edit(frames (T,H,W,3) uint8, revisit frame indices)``."""
-    from harness.io import read_json, write_json
-    from harness.runner import sha256_file
-    from harness.video import VideoWriter, read_frames
-    from trajectories import load_path
-
-    shutil.copytree(src, dst)
-    (dst / "metrics.json").unlink(missing_ok=True)
-    path = load_path(dst / "camera.npz")
-    _, frames = read_frames(src / "video.mp4")
-    frames = edit(frames.copy(), _revisit_frames(src))
-    w = VideoWriter(dst / "video.mp4", path.fps)
-    for f in frames:
-        w(f)
-    w.close()
-    meta = read_json(dst / "meta.json")
-    meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
-    write_json(dst / "meta.json", meta)
-    return dst
+    revisits = _revisit_frames(src)
+    return edited_item_copy(src, dst, lambda frames, path: edit(frames, revisits))
 
 
 DEGRADED_CASES = ["environment_rocket", "object_coffee", "human_astronaut"]

@@ -3,7 +3,6 @@ real classes end to end (in-process, CPU, no download)."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..protocol import matched_departure_pairs
-from . import Entries, Family, Metric, entry, missing
+from . import Entries, Family, Metric, entry
 from .environment import _returns
 
 

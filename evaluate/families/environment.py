@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import memory as mem
 from ..perception.base import BackboneUnavailable
-from . import Entries, Family, Metric, entry, missing
+from . import Entries, Family, Metric, entry
 
 
 class NoPoseSource(BackboneUnavailable):

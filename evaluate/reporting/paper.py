@@ -8,7 +8,6 @@ than the paper's, the row says so: the difference is then not a reproduction che
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 

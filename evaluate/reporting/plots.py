@@ -6,7 +6,6 @@ change of 1e-5 on a [0, 1] score then looks like what it is.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
