@@ -211,7 +211,14 @@ class BackboneSet:
                     "(nothing is downloaded during a run)")
             cls = import_class(s)
             t0 = time.perf_counter()
-            inst = cls.load(Path(st["dir"]), resolve_device(getattr(self.ecfg, "device", "auto")))
+            opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
+            try:
+                inst = cls.load(Path(st["dir"]), resolve_device(getattr(self.ecfg, "device", "auto")), **opts)
+            except TypeError as exc:
+                if not opts:
+                    raise
+                raise ValueError(f"evaluate.backbone_options.{s.name}: {exc} (see the load options of "
+                                 f"{s.ref})") from None
             self.clock["load_s"] += time.perf_counter() - t0
             prov = provenance(s, cls, self.root)
         else:

@@ -67,6 +67,9 @@ class EvalConfig:
     bootstrap: dict[str, int] = field(default_factory=lambda: {"n": 2000, "seed": 0})
     validity: bool = True
     device: str = "auto"
+    #: per learned backbone, keyword options of its ``load`` (its recipe knobs), e.g. ``{da3: {process_res: 504}}``;
+    #: recorded in the backbone's settings and part of every family hash that uses it
+    backbone_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/dynamic_scores.py)
 
     @staticmethod
@@ -116,6 +119,13 @@ class EvalConfig:
             raise ValueError(f"evaluate.depth_stride={self.depth_stride}: must be >= 1 (1 = every pixel)")
         if self.device != "auto":
             resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
+        for n, opts in (self.backbone_options or {}).items():
+            if n not in BACKBONES or not BACKBONES[n].learned:
+                raise ValueError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
+                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned)}")
+            if not isinstance(opts, dict):
+                raise ValueError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
+                                 "{da3: {process_res: 504}}")
 
     def family_settings(self, family: str) -> dict[str, Any]:
         s = asdict(self)
@@ -139,8 +149,9 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
         for n in (v if isinstance(v, tuple) else (v,)):
             if isinstance(n, str) and n in BACKBONES and BACKBONES[n].learned:
                 d = root / n
-                out[n] = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns)
-                                for p in d.rglob("*") if p.is_file()) if d.is_dir() else "missing"
+                files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns)
+                               for p in d.rglob("*") if p.is_file()) if d.is_dir() else "missing"
+                out[n] = [files, (ecfg.backbone_options or {}).get(n, {})]
     return out
 
 

@@ -139,3 +139,17 @@ def test_windowed_warps_equal_whole_frame_warps(setup, monkeypatch, traj, size):
     assert sum(e["warps"] for e in fast_trace) > 0
     assert np.array_equal(fast, whole)
     assert fast_trace == whole_trace
+
+
+def test_empty_pixel_box_of_a_one_pixel_window():
+    """A 1x1 window of the fill mask (OpenCV reads it as a scalar in ``cv2.compare``) still gives its box: the
+    reference model crashed on LRUD at 96x160 with 257 frames before."""
+    import cv2
+
+    from adapters.reference.model import _empty
+
+    filled = np.zeros((6, 8), np.uint8)
+    filled[:, :5] = 1
+    assert cv2.boundingRect(_empty(filled[2:3, 6:7])) == (0, 0, 1, 1)
+    assert cv2.boundingRect(_empty(filled[2:3, 1:2])) == (0, 0, 0, 0)
+    assert cv2.boundingRect(_empty(filled)) == (5, 0, 3, 6)

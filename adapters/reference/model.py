@@ -28,6 +28,12 @@ from harness.context import ContextPolicy, ContextSelector
 from trajectories.resample import latents_for_frames
 
 
+def _empty(filled: np.ndarray) -> np.ndarray:
+    """uint8 mask (1 where ``filled`` is 0) for ``cv2.boundingRect``. numpy, not ``cv2.compare(a, 0)``: OpenCV reads a
+    1x1 array as a scalar and refuses that comparison."""
+    return np.equal(filled, 0).view(np.uint8)
+
+
 @dataclass(frozen=True)
 class Room:
     """Axis-aligned box around the world origin, in scene units: x in [-x, x], y in [-up, down] (+y is down),
@@ -301,7 +307,7 @@ class ReferenceRenderer:
                 continue
             # Only pixels that are still empty and that the source can cover can change (every op below is per
             # pixel, so a window gives the same values there as the whole frame).
-            x, y, bw, bh = cv2.boundingRect(cv2.compare(filled, 0, cv2.CMP_EQ))
+            x, y, bw, bh = cv2.boundingRect(_empty(filled))
             if not same_centre:
                 block = self._coarse_block(x, y, x + bw, y + bh)
                 maps = self._coarse_maps(Xc[block], c2w_s)
@@ -314,9 +320,10 @@ class ReferenceRenderer:
             added = False
             # Empty pixels left between earlier sources often form thin slanted strips: warp band by band, each
             # band only over its empty pixels' box.
-            for by in range(y, y + max(bh, 0), self.BAND_ROWS):
+            # (an empty window, e.g. a footprint beside the empty pixels' box, has nothing to warp)
+            for by in range(y, y + (bh if bw > 0 and bh > 0 else 0), self.BAND_ROWS):
                 by1 = min(by + self.BAND_ROWS, y + bh)
-                ex, ey, ew, eh = cv2.boundingRect(cv2.compare(filled[by:by1, x:x + bw], 0, cv2.CMP_EQ))
+                ex, ey, ew, eh = cv2.boundingRect(_empty(filled[by:by1, x:x + bw]))
                 if ew == 0:
                     continue
                 roi = (slice(by + ey, by + ey + eh), slice(x + ex, x + ex + ew))
