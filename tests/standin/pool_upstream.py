@@ -12,7 +12,8 @@ import numpy as np
 
 def main():
     args = sys.argv[1:]
-    out = args[args.index("--output") + 1] if "--output" in args else None
+    # SANA-WM's output contract (adapters/contracts/sana_wm.yaml): <output_dir>/<name>_streaming.mp4
+    out = os.path.join(args[args.index("--output_dir") + 1], args[args.index("--name") + 1] + "_streaming.mp4")
     t0 = time.time()
     time.sleep(float(os.environ.get("FAKE_SLEEP", "1")))
     rec = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": t0, "end": time.time(), "pid": os.getpid(),
