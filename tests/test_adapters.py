@@ -59,6 +59,7 @@ def test_native_controls_decode_back_to_the_request(model, trajectory, tmp_path)
     assert (req.controls_dir / "command.sh").read_text().startswith("#!/usr/bin/env bash")
 
 
+@pytest.mark.slow
 def test_all_nine_models_dry_run_every_trajectory(tmp_path):
     models = ",".join(MODELS)
     r = run_cli(["-m", f"model={models}", "trajectory=lrlr,lrlrlr,lrud,square", "context=paper", "dry_run=true",
@@ -189,6 +190,7 @@ def _standin_config(model: str, tmp_path: Path, checkout: Path) -> dict:
     return mcfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     """End to end through a stand-in that enforces upstream's contract: flags, call sites, output location."""

@@ -21,6 +21,7 @@ def _items(run_dir: Path):
     return sorted(run_dir.glob("*/*/seed-*/*/*/meta.json"))
 
 
+@pytest.mark.slow
 def test_run_writes_a_self_describing_directory(tmp_path):
     r = run_cli(["cases.include=[environment_rocket,human_astronaut]", "run=t", *SMALL], tmp_path)
     assert r.returncode == 0, r.stderr
@@ -43,6 +44,7 @@ def test_run_writes_a_self_describing_directory(tmp_path):
     assert list((run_dir / ".hydra").glob("*/.hydra/config.yaml"))  # Hydra's resolved config
 
 
+@pytest.mark.slow
 def test_multirun_context_and_seed_sweep_resumes(tmp_path):
     args = ["-m", "context=fullkv,sliding,fov", "seed=1,2", "cases.include=[environment_rocket]", "run=s", *SMALL]
     r = run_cli(args, tmp_path)
@@ -59,6 +61,7 @@ def test_multirun_context_and_seed_sweep_resumes(tmp_path):
     assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 6
 
 
+@pytest.mark.slow
 def test_resume_after_a_killed_run(tmp_path):
     args = ["cases.include=[environment_rocket,human_astronaut,object_coffee]", "run=k", "model.height=96",
             "model.width=160", "model.num_frames=401", "progress=false"]
@@ -138,6 +141,7 @@ def test_malformed_case_folder_and_missing_image(tmp_path):
     assert r.returncode == 2 and "missing.png" in r.stderr
 
 
+@pytest.mark.slow
 def test_shards_split_items_without_collisions(tmp_path):
     base = ["run=sh", "cases.include=[environment_rocket,human_astronaut,object_coffee]", *SMALL]
     for i in range(2):
@@ -147,6 +151,7 @@ def test_shards_split_items_without_collisions(tmp_path):
     assert len((tmp_path / "outputs" / "sh" / "manifest.jsonl").read_text().splitlines()) == 3
 
 
+@pytest.mark.slow
 def test_submitit_launcher_runs_jobs_as_separate_processes(tmp_path):
     """The Slurm path's local twin: sweep jobs run as submitit processes into one run directory."""
     r = run_cli(["-m", "launcher=submitit_local", "context=fullkv,sliding", "run=sub",

@@ -177,6 +177,7 @@ def test_weights_root_precedence(monkeypatch, tmp_path):
     assert weights_root() == tmp_path / "cache" / "worldmem" / "weights"
 
 
+@pytest.mark.slow
 def test_missing_weights_give_the_fetch_command_and_present_ones_compute(run_dir, tmp_path, tiny_registered):
     run = _copy_run(run_dir, tmp_path / "run")
     cfg = EvalConfig(encoders=("tiny-enc", "pixel"), bootstrap={"n": 100, "seed": 0})
@@ -236,6 +237,7 @@ def test_a_scoring_setting_change_does_not_rerun_backbones(run_dir, tmp_path, mo
 # -- failure isolation, stale metrics, containment -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_corrupt_video_and_nan_pose_fail_only_their_item_and_metric(run_dir, tmp_path, monkeypatch):
     from evaluate.perception import weightfree
 
@@ -268,6 +270,7 @@ def test_corrupt_video_and_nan_pose_fail_only_their_item_and_metric(run_dir, tmp
     assert "object_coffee" in per_item and ",failed," in per_item
 
 
+@pytest.mark.slow
 def test_cli_exit_code_says_an_item_failed(run_dir, tmp_path):
     root = tmp_path / "cli"
     run = _copy_run(run_dir, root / "outputs" / "b")
@@ -373,6 +376,7 @@ def test_eq2_is_the_mean_over_the_configured_estimators():
     assert only["status"] == "not_computed" and "averages da3+vipe" in only["reason"] and "vipe missing" in only["reason"]
 
 
+@pytest.mark.slow
 def test_dinov2_saved_by_transformers_is_picked_up_from_the_weights_root(run_dir, tmp_path, monkeypatch):
     """Integration with the DINOv2 backbone module (evaluate/perception/dinov2.py) once it is present."""
     pytest.importorskip("evaluate.perception.dinov2")

@@ -36,6 +36,7 @@ def _values(res: dict) -> dict[str, float]:
     return {k: m["value"] for k, m in res["metrics"].items() if m["status"] == "computed"}
 
 
+@pytest.mark.slow
 def test_exact_revisit_scores_high_and_oracles_only_judge_estimators(run_dir):
     for case in ("environment_rocket", "object_coffee", "human_astronaut"):
         res = evaluate_item(_item(run_dir, case), ECFG)
@@ -72,6 +73,7 @@ def _in_revisits(path, fn):
     return edit
 
 
+@pytest.mark.slow
 def test_controlled_degradations_lower_scores_monotonically(run_dir, tmp_path):
     import cv2
 
@@ -162,6 +164,7 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     assert (run_dir / "eval" / "multi_revisit.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_videos_made_elsewhere(run_dir, tmp_path):
     folder = tmp_path / "vids"
     folder.mkdir()

@@ -152,6 +152,7 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_cli_tiny_dit_deterministic_across_two_processes(tmp_path):
     import subprocess
 
