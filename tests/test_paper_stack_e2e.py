@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=97", "progress=false"]
 #: CPU-sized recipe knobs for the tiny models (DA3 sees every frame in one multi-view forward; MUSIQ every 48th)
-FAST = ["evaluate.backbone_options={da3:{process_res:56}}", "evaluate.quality_stride=48"]
+FAST = ["+evaluate.backbone_options.da3.process_res=56", "evaluate.quality_stride=48"]
 #: paper metric -> the learned backbones (registry names) its key must name
 PAPER = {
     "environment.visible": "dinov2", "environment.depth": "da3", "environment.reconstruction": "da3",
