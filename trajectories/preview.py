@@ -71,7 +71,8 @@ def preview_path(
     fig.suptitle(title or f"{path.name}: {path.num_frames} frames @ {path.fps:g} fps, {path.width}x{path.height}")
     fig.tight_layout()
     tmp = out_png.with_name(out_png.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a camera that never moves: quiver's autoscale is 0 / 0
+        fig.savefig(tmp, dpi=80)
     plt.close(fig)
     tmp.replace(out_png)
     return out_png
