@@ -126,7 +126,7 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
     """
     from harness.cases import Case
     from harness.io import read_json
-    from harness.runner import sha256_file
+    from harness.io import sha256_file
     from harness.video import iter_frames
     from trajectories import load_path
 

@@ -224,7 +224,7 @@ def _drop_retryable(prev: Optional[dict]) -> None:
 def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
     """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
     from harness.io import read_json
-    from harness.runner import sha256_file
+    from harness.io import sha256_file
 
     try:
         prev = read_json(item_dir / "metrics.json")
@@ -246,7 +246,7 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
     gives a ``status: failed`` result (also written), with the reason.
     """
     from harness.io import read_json, write_json
-    from harness.runner import sha256_file
+    from harness.io import sha256_file
 
     from .context import load_item
     from .perceive import ItemPerception

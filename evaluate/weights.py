@@ -14,12 +14,13 @@ the offline status check; downloads happen only through ``weights fetch``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
+
+from harness.io import sha256_file
 
 RECORD = ".worldmem-weights.json"
 
@@ -33,14 +34,6 @@ def weights_root(configured: Optional[str | Path] = None) -> Path:
         return Path(os.path.expanduser(env))
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "worldmem" / "weights"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _class_attrs(spec: Any, cls: Optional[type]) -> dict:
@@ -84,7 +77,7 @@ def backbone_status(spec: Any, root: Path, hash_files: bool = False, cls: Option
     missing = [f for f in files if not (d / f).is_file()]
     out.update(state="missing" if missing else "present", missing=missing, size=_size(d))
     if hash_files and not missing:
-        out["sha256"] = {f: _sha256(d / f) for f in files}
+        out["sha256"] = {f: sha256_file(d / f) for f in files}
         out["checksum"] = _compare(d, a, out["sha256"])
     else:
         out["checksum"] = "-"

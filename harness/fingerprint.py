@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .io import sha256_file
+
 # Model fields that never change a generated frame (where things live, how long to wait, how to describe them).
 NON_SEMANTIC_MODEL_FIELDS = frozenset({
     "description", "weights_hint", "timeout_s", "devices", "python", "upstream_dir", "checkpoint", "env",
@@ -34,11 +36,7 @@ def sha256_text(text: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _file_sha(path: str, mtime_ns: int, size: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)
 
 
 def file_sha256(path: str | Path) -> str:

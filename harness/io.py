@@ -15,6 +15,15 @@ from typing import Any, Iterator
 import numpy as np
 
 
+
+def sha256_file(path: str | Path) -> str:
+    """sha256 hex digest of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
 def _default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import platform
 import subprocess
@@ -23,14 +22,6 @@ from .locks import file_lock
 
 SCHEMA_VERSION = 2
 FINISHED = ("done", "failed", "compiled")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

@@ -30,10 +30,10 @@ from .cases import Case
 from .dist import Rank, current_rank, split
 from .fingerprint import item_fingerprint, sha256_text
 from .gpu_pool import GPUPool, current_devices
-from .io import write_json
+from .io import sha256_file, write_json
 from .locks import ItemLocks
 from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
-                      rebuild_manifest, remove_stale_temps, sha256_file, update_manifest, versions)
+                      rebuild_manifest, remove_stale_temps, update_manifest, versions)
 from .plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
                    resolve_context)
 from .secrets import redact, secret_values

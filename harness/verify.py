@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .outputs import CONTROL_FILES, item_meta, sha256_file
+from .io import sha256_file
+from .outputs import CONTROL_FILES, item_meta
 
 CHECKS = ("done", "decodes", "frames", "fps", "sha256", "fingerprint", "manifest", "clean")
 

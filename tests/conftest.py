@@ -78,7 +78,7 @@ def edited_item_copy(src: Path, dst: Path, edit) -> Path:
     import shutil
 
     from harness.io import read_json, write_json
-    from harness.runner import sha256_file
+    from harness.io import sha256_file
     from harness.video import VideoWriter, read_frames
     from trajectories import load_path
 

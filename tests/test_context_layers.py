@@ -89,3 +89,17 @@ def test_no_adapter_imports_a_sibling_adapter():
                         parts[1] not in (model, SIBLING_FAMILY.get(model)):
                     bad.append(f"{f.relative_to(ROOT)}:{line} imports {mod}")
     assert not bad, "\n".join(bad)
+
+
+def test_evaluation_never_imports_the_runner_or_the_cli():
+    """Evaluation reads what generation wrote through the lower layers (io, outputs, cases, video); it never calls
+    into the execution layer. (Its remaining upward reach, the reference model's ground truth in the oracle, is
+    recorded in docs/architecture.md as open.)"""
+    files = sorted((ROOT / "evaluate").rglob("*.py"))
+    assert files
+    bad = []
+    for f in files:
+        package = ".".join(f.relative_to(ROOT).parent.parts)
+        bad += [f"{f.relative_to(ROOT)}:{line} imports {mod}" for line, mod in imported_modules(f, package)
+                if mod in ("harness.runner", "harness.__main__") or mod.startswith(("harness.runner.",))]
+    assert not bad, "layer violation:\n" + "\n".join(bad)

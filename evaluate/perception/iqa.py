@@ -45,6 +45,20 @@ def _check_frames(name: str, frames: np.ndarray) -> np.ndarray:
     return frames
 
 
+
+def _batched(scorer, frames: np.ndarray, head) -> np.ndarray:
+    """(N,) float64 raw scores of (N, H, W, 3) uint8 RGB frames: ``scorer.preprocess`` then ``head`` per batch of
+    ``scorer.batch_size`` on ``scorer.device``, without gradients."""
+    import torch
+
+    frames = _check_frames(scorer.name, frames)
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(frames), scorer.batch_size):
+            x = scorer.preprocess(frames[i : i + scorer.batch_size]).to(scorer.device)
+            out.append(head(x).reshape(-1).double().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
 class MusiqSpaq:
     """:class:`evaluate.perception.base.QualityScorer` for Imaging quality."""
 
@@ -92,15 +106,7 @@ class MusiqSpaq:
 
     def score(self, frames: np.ndarray) -> np.ndarray:
         """(N,) float64 MUSIQ-SPAQ / 100 of (N, H, W, 3) uint8 RGB frames."""
-        import torch
-
-        frames = _check_frames(self.name, frames)
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(frames), self.batch_size):
-                x = self.preprocess(frames[i : i + self.batch_size]).to(self.device)
-                out.append(self.net(x).reshape(-1).double().cpu().numpy())
-        return np.concatenate(out) / 100.0 if out else np.zeros(0)
+        return _batched(self, frames, self.net) / 100.0
 
 
 @contextlib.contextmanager
@@ -181,12 +187,8 @@ class LaionAesthetic:
         """(N,) float64 LAION aesthetic / 10 of (N, H, W, 3) uint8 RGB frames."""
         import torch
 
-        frames = _check_frames(self.name, frames)
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(frames), self.batch_size):
-                x = self.preprocess(frames[i : i + self.batch_size]).to(self.device)
-                emb = self.clip.encode_image(x).float()  # LAIONAes.forward without its own (antialiased) resize
-                emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
-                out.append(self.net.mlp(emb).reshape(-1).double().cpu().numpy())
-        return np.concatenate(out) / 10.0 if out else np.zeros(0)
+        def head(x):  # LAIONAes.forward without its own (antialiased) resize
+            emb = torch.nn.functional.normalize(self.clip.encode_image(x).float(), p=2, dim=-1)
+            return self.net.mlp(emb)
+
+        return _batched(self, frames, head) / 10.0
