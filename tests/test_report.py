@@ -14,7 +14,7 @@ import pytest
 
 from evaluate.reporting import build_report
 from evaluate.reporting.cells import unit_value
-from tests.report_data import LATENCY, make_run, per_revisit
+from report_data import LATENCY, make_run, per_revisit
 
 ROOT = Path(__file__).resolve().parent.parent
 
