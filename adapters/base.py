@@ -346,3 +346,16 @@ class Adapter(ABC):
     @abstractmethod
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
         """Produce the video, handing each (H, W, 3) uint8 RGB frame to ``sink`` in order."""
+
+
+def build_adapter(model_cfg: dict[str, Any]):
+    """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
+    from harness.registry import load_object
+
+    ref = model_cfg.get("adapter")
+    if not ref:
+        raise ModelConfigError(f"model.adapter: missing for model {model_cfg.get('name')!r}; set 'module:Class'")
+    cls = load_object(ref)
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise ModelConfigError(f"model.adapter={ref!r} is not an adapters.base.Adapter subclass")
+    return cls(cls.config_class.from_dict(dict(model_cfg)))

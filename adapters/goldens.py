@@ -34,7 +34,8 @@ def compile_item(model: str, trajectory: str, out_dir: Path, context: str = "pap
     from adapters.base import ItemRequest
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(group_yaml("model", model))

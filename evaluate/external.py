@@ -75,11 +75,11 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
     """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
     checked before anything is written."""
     from harness.io import write_json
-    from harness.plan import WorkItem
+    from harness.outputs import WorkItem
     from harness.registry import group_yaml
     from harness.io import sha256_file
     from harness.outputs import rebuild_manifest
-    from harness.plan import load_cases_from_config
+    from harness.cases import load_cases_from_config
     from harness.video import probe_video
     from trajectories import TrajectorySpec, build_path
     from trajectories.conventions import intrinsics_for_resize_crop

@@ -115,7 +115,7 @@ def _cmd_validate(cfg: dict[str, Any]) -> None:
 def _cmd_preview(cfg: dict[str, Any]) -> None:
     from pathlib import Path
 
-    from harness.registry import build_adapter
+    from adapters.base import build_adapter
     from trajectories import TrajectorySpec
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.preview import preview_path

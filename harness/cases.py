@@ -386,3 +386,19 @@ def check_resources(c: Case) -> None:
                     or (pts[:, 0] > w).any() or (pts[:, 1] > h).any():
                 raise CaseError(f"{c.source}: targets.objects[{o.id}].polygon: points must be finite [x, y] pixels "
                                 f"inside the {w}x{h} image")
+
+
+def load_cases_from_config(cases_cfg: dict[str, Any]) -> list[Case]:
+    """The case set named by the ``cases`` config group, filtered by ``include`` / ``families``."""
+    cases = load_case_set(cases_cfg["source"])
+    include = cases_cfg.get("include")
+    if include:
+        known = {c.id for c in cases}
+        missing = [i for i in include if i not in known]
+        if missing:
+            raise CaseError(f"cases.include: unknown case id(s) {missing}; known: {sorted(known)}")
+        cases = [c for c in cases if c.id in include]
+    fams = cases_cfg.get("families")
+    if fams:
+        cases = [c for c in cases if c.family in fams]
+    return cases

@@ -75,11 +75,33 @@ def temp_owner(name: str) -> tuple[str, int] | None:
     return (m["host"], int(m["pid"])) if m else None
 
 
+def _pid_start(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux), or None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, start: int | None = None) -> bool:
+    """Whether process ``pid`` exists on this host (and, when ``start`` is given, is the same process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    if start is not None:
+        now = _pid_start(pid)
+        if now is not None and now != start:
+            return False  # the pid was reused
+    return True
+
+
 def remove_dead_temps(root: str | Path) -> list[Path]:
     """Delete, under ``root``, temporary files whose writer ran on this host and is gone (killed mid-write).
     A live writer's temporary file is never touched, so this is safe while other processes work in ``root``."""
-    from .locks import pid_alive
-
     gone, me = [], host_tag()
     for dirpath, _, files in os.walk(root):
         for name in files:

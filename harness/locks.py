@@ -22,31 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .io import file_mode
-
-
-def _pid_start(pid: int) -> Optional[int]:
-    """Start time of ``pid`` in clock ticks since boot (Linux), or None where unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def pid_alive(pid: int, start: Optional[int] = None) -> bool:
-    """Whether process ``pid`` exists on this host (and, when ``start`` is given, is the same process)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    if start is not None:
-        now = _pid_start(pid)
-        if now is not None and now != start:
-            return False  # the pid was reused
-    return True
+from .io import _pid_start, file_mode, pid_alive
 
 
 @dataclass(frozen=True)

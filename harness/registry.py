@@ -124,16 +124,3 @@ def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"local.models.{model.get('name')}: must be a mapping of model fields")
     model.update(block)
     return model
-
-
-def build_adapter(model_cfg: dict[str, Any]):
-    """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
-    from adapters.base import Adapter, ModelConfigError
-
-    ref = model_cfg.get("adapter")
-    if not ref:
-        raise ModelConfigError(f"model.adapter: missing for model {model_cfg.get('name')!r}; set 'module:Class'")
-    cls = load_object(ref)
-    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
-        raise ModelConfigError(f"model.adapter={ref!r} is not an adapters.base.Adapter subclass")
-    return cls(cls.config_class.from_dict(dict(model_cfg)))

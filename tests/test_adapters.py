@@ -37,7 +37,8 @@ def test_native_controls_decode_back_to_the_request(model, trajectory, tmp_path)
     from adapters.base import ItemRequest
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
     from harness.residuals import pose_residual
     from trajectories import TrajectorySpec
 
@@ -194,7 +195,8 @@ def _standin_config(model: str, tmp_path: Path, checkout: Path) -> dict:
 @pytest.mark.parametrize("model", MODELS)
 def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     """End to end through a stand-in that enforces upstream's contract: flags, call sites, output location."""
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
     from harness.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"

@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from conftest import compose
-from harness.registry import build_adapter, list_group
+from adapters.base import build_adapter
+from harness.registry import list_group
 
 MODELS = list_group("model")
 CONTEXTS = list_group("context")

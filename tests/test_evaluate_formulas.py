@@ -104,7 +104,7 @@ def test_depth_spearman_rank_invariance(rng):
 
 
 def test_spherical_score_exact_scale_invariant_and_penalises_missing(rng):
-    from adapters.reference.model import Room
+    from harness.scene import Room
 
     d = Room().depth_map(np.eye(4), K, 96, 160)
     H = spherical_grid(d, K, np.eye(4))

@@ -156,7 +156,8 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
 
 
 def test_a_job_bigger_than_the_pool_is_refused_up_front(tmp_path):
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
     from harness.runner import gpu_pool_for, job_gpus
 
     mg3 = build_adapter(group_yaml("model", "matrix_game3"))  # 7 ranks + 1 async-VAE GPU = 8

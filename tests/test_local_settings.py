@@ -35,7 +35,8 @@ def _compose(local_dir, *overrides):
 
 
 def test_snippet_merges_only_into_its_own_model(local_dir):
-    from harness.registry import build_adapter, model_config_with_local
+    from adapters.base import build_adapter
+    from harness.registry import model_config_with_local
 
     blocks = yaml.safe_load(documented_snippet())["models"]
     for model in ("lingbot_v2", "matrix_game3", "evoke"):
@@ -50,7 +51,8 @@ def test_snippet_merges_only_into_its_own_model(local_dir):
 
 
 def test_snippet_leaves_the_reference_model_untouched(local_dir):
-    from harness.registry import build_adapter, model_config_with_local
+    from adapters.base import build_adapter
+    from harness.registry import model_config_with_local
 
     cfg = _compose(local_dir, "model=reference")
     assert model_config_with_local(cfg) == cfg["model"]
@@ -59,7 +61,8 @@ def test_snippet_leaves_the_reference_model_untouched(local_dir):
 
 def test_bad_local_blocks_name_the_key(tmp_path):
     from adapters.base import ModelConfigError
-    from harness.registry import UnknownChoiceError, build_adapter, model_config_with_local
+    from adapters.base import build_adapter
+    from harness.registry import UnknownChoiceError, model_config_with_local
 
     d = tmp_path / "c"
     (d / "local").mkdir(parents=True)

@@ -228,7 +228,7 @@ def test_depth_spearman_api_uses_every_pixel_by_default():
 
 
 def test_spherical_reconstruction_api_equals_paper_eq6():
-    from adapters.reference.model import Room
+    from harness.scene import Room
     from trajectories.conventions import intrinsics_from_fov
 
     K = intrinsics_from_fov(60, 40, 24)

@@ -11,7 +11,8 @@ from adapters.upstream import root_cause
 
 
 def _adapter(model: str, **over):
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
 
     return build_adapter({**group_yaml("model", model), **over})
 

@@ -17,7 +17,8 @@ from upstream_reference import sana_camera_conditions  # noqa: E402
 from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics  # noqa: E402
 from harness.cases import load_case_set  # noqa: E402
 from harness.context import ContextPolicy, ContextSelector  # noqa: E402
-from harness.registry import build_adapter, group_yaml  # noqa: E402
+from adapters.base import build_adapter  # noqa: E402
+from harness.registry import group_yaml  # noqa: E402
 from trajectories import TrajectorySpec  # noqa: E402
 from trajectories.conventions import relative_to_first  # noqa: E402
 

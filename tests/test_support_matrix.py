@@ -14,7 +14,8 @@ import pytest
 
 from adapters.base import Adapter, ModelConfigError, UnsupportedContextError
 from harness.context import POLICY_NAMES
-from harness.registry import build_adapter, group_yaml, list_group
+from adapters.base import build_adapter
+from harness.registry import group_yaml, list_group
 
 MODELS = list_group("model")
 CONTEXTS = list_group("context")

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from harness.context import ContextPolicy, ContextSelector
+from harness.scene import Room
 from trajectories.resample import latents_for_frames
 
 
@@ -32,38 +33,6 @@ def _empty(filled: np.ndarray) -> np.ndarray:
     """uint8 mask (1 where ``filled`` is 0) for ``cv2.boundingRect``. numpy, not ``cv2.compare(a, 0)``: OpenCV reads a
     1x1 array as a scalar and refuses that comparison."""
     return np.equal(filled, 0).view(np.uint8)
-
-
-@dataclass(frozen=True)
-class Room:
-    """Axis-aligned box around the world origin, in scene units: x in [-x, x], y in [-up, down] (+y is down),
-    z in [-back, front]. The start camera sits at the origin looking along +z."""
-
-    x: float = 4.0
-    up: float = 2.0
-    down: float = 1.0
-    front: float = 4.0
-    back: float = 4.0
-
-    def lo_hi(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array([-self.x, -self.up, -self.back]), np.array([self.x, self.down, self.front])
-
-    def hit(self, origin: np.ndarray, dirs: np.ndarray) -> np.ndarray:
-        """Distance along unit ``dirs`` (..., 3) from ``origin`` (inside the box) to the box wall."""
-        lo, hi = self.lo_hi()
-        # One division per axis toward the wall the ray heads for (same values as dividing both walls);
-        # axis-parallel rays never reach that axis's walls.
-        num = np.where(dirs > 0, hi - origin, lo - origin)
-        t = np.divide(num, dirs, out=np.full(num.shape, np.inf), where=dirs != 0)
-        return np.minimum(np.minimum(t[..., 0], t[..., 1]), t[..., 2])
-
-    def depth_map(self, c2w: np.ndarray, K: np.ndarray, height: int, width: int) -> np.ndarray:
-        """Oracle z-depth (H, W) float32 of the room seen from ``c2w`` (used by evaluation on this model)."""
-        from trajectories.conventions import pixel_rays
-
-        d_cam = pixel_rays(K, height, width)
-        dist = self.hit(c2w[:3, 3], d_cam @ c2w[:3, :3].T)
-        return (dist * d_cam[..., 2]).astype(np.float32)
 
 
 def stable_seed(*parts: object) -> np.random.SeedSequence:

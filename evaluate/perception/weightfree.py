@@ -202,7 +202,7 @@ class OracleDepth:
     name = "oracle"
 
     def __init__(self, room: dict, c2w: np.ndarray, K: np.ndarray, height: int, width: int):
-        from adapters.reference.model import Room
+        from harness.scene import Room
 
         self.room = Room(**{k: float(v) for k, v in room.items()})
         self.c2w, self.K, self.h, self.w = np.asarray(c2w), np.asarray(K), height, width
