@@ -48,6 +48,7 @@ def write_index(out_dir: Path, results: list[dict], summary_md: str, plot: Path 
     """``eval/index.html``: the run's videos with phases and computed (non-oracle) metrics; links to the study
     report in ``eval/report/``."""
     from harness.io import write_text
+    from harness.outputs import WorkItem
 
     from .reporting.collect import drop_oracle
 
@@ -64,7 +65,7 @@ def write_index(out_dir: Path, results: list[dict], summary_md: str, plot: Path 
     parts.append("<h2>Videos</h2><table><tr><th>item</th><th>video</th><th>phases</th><th>metrics</th></tr>")
     for r in results:
         it = r["item"]
-        rel = "../" + "/".join([it["model"], it["context"], f"seed-{it['seed']}", it["trajectory"], it["case_id"]])
+        rel = "../" + WorkItem(it["model"], it["context"], int(it["seed"]), it["trajectory"], it["case_id"]).key
         phases = ", ".join(f"{k} {a}-{b}" for k, (a, b) in r["phases"].items())
         mets = "<br>".join(f"{html.escape(k)}: {m['value']:.3f}" for k, m in sorted(r["metrics"].items())
                            if m["status"] == "computed")
