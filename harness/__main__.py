@@ -382,8 +382,9 @@ def _bug(exc: BaseException) -> None:
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     print(redact(text, _SECRETS), file=sys.stderr, end="")
-    print(f"error: unexpected {type(exc).__name__} (a bug in the harness, not in your input): please report it with "
-          "the traceback above", file=sys.stderr)
+    print(redact(f"error: unexpected {type(exc).__name__}: {exc}. Unless the traceback above points at your "
+                 "environment (a file, a device, the network), this is a bug in the harness: please report it with "
+                 "the traceback", _SECRETS), file=sys.stderr)
     sys.exit(1)
 
 

@@ -81,7 +81,7 @@ def test_a_bug_prints_its_traceback_and_exits_1(harness_main, monkeypatch, exc):
     code, _, err = harness_main("list")
     assert code == 1
     assert "Traceback (most recent call last)" in err and "in buggy" in err and "boom" in err
-    assert f"unexpected {type(exc).__name__}" in err and "a bug in the harness" in err
+    assert f"error: unexpected {type(exc).__name__}: " in err and "a bug in the harness" in err
 
 
 def test_domain_errors_that_subclass_value_error_still_work():
