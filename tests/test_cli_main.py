@@ -24,7 +24,8 @@ def harness_main(monkeypatch, tmp_path, capsys):
     for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress=false sets them: restored afterwards
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
-    for pkg in ("harness", "evaluate", "adapters", "trajectories"):  # the CLI reconfigures them: restored afterwards
+    # the CLI (and Hydra's job logging) reconfigure these loggers: restored afterwards
+    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", None):
         log = logging.getLogger(pkg)
         monkeypatch.setattr(log, "handlers", list(log.handlers))
         monkeypatch.setattr(log, "level", log.level)
