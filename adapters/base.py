@@ -11,7 +11,7 @@ Poses follow :mod:`trajectories.conventions`: OpenCV camera-to-world 4x4 float64
 from __future__ import annotations
 
 import dataclasses
-import sys
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,8 @@ from typing import Any, Callable, ClassVar, Mapping, Optional
 import numpy as np
 
 from harness.context import ContextPolicy
+
+log = logging.getLogger(__name__)
 
 
 class ModelConfigError(ValueError):
@@ -293,7 +295,7 @@ class Adapter(ABC):
         errors = [f for f in findings if f.level == "error"]
         warnings = [f for f in findings if f.level != "error"]
         for w in warnings:
-            print(f"warning: {self.config.name}: {w}", file=sys.stderr)
+            log.warning("%s: %s", self.config.name, w)
         if errors:
             raise ModelConfigError(f"{self.config.name} is not ready to run:\n" + "\n".join(f"  - {e}" for e in errors))
         return warnings

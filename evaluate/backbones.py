@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.errors import ConfigError
+
 from .perception.base import BackboneUnavailable
 
 KINDS = ("paper", "estimator", "diagnostic", "oracle")
@@ -79,7 +81,7 @@ BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
 ]}
 
 
-class UnknownBackboneError(ValueError):
+class UnknownBackboneError(ConfigError):
     """An unknown backbone name, with a did-you-mean suggestion (a user error: exit code 2)."""
 
 
@@ -135,7 +137,7 @@ def resolve_device(device: str) -> str:
             return "cpu"
     if device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device):
         return device
-    raise ValueError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
+    raise ConfigError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
 
 
 class TimedBackbone:
@@ -217,7 +219,7 @@ class BackboneSet:
             except TypeError as exc:
                 if not opts:
                     raise
-                raise ValueError(f"evaluate.backbone_options.{s.name}: {exc} (see the load options of "
+                raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the load options of "
                                  f"{s.ref})") from None
             self.clock["load_s"] += time.perf_counter() - t0
             prov = provenance(s, cls, self.root)

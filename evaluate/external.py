@@ -17,13 +17,26 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ConfigError
+
+
+class ManifestError(ConfigError):
+    """The manifest of videos made elsewhere (or one of its entries) is wrong; the message names the entry."""
+
 
 def _entries(manifest: Path) -> list[dict]:
     text = manifest.read_text()
-    if manifest.suffix == ".jsonl":
-        return [json.loads(x) for x in text.splitlines() if x.strip()]
-    data = json.loads(text)
-    return data if isinstance(data, list) else data["videos"]
+    try:
+        if manifest.suffix == ".jsonl":
+            return [json.loads(x) for x in text.splitlines() if x.strip()]
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{manifest}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("videos"), list):
+        return data["videos"]
+    if not isinstance(data, list):
+        raise ManifestError(f"{manifest}: expected a list of entries (or {{\"videos\": [...]}})")
+    return data
 
 
 _SAFE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -36,7 +49,7 @@ def _safe_name(manifest: Path, i: int, key: str, value: Any) -> str:
 
     v = str(value)
     if not re.fullmatch(_SAFE_NAME, v) or v in (".", "..") or ".." in v:
-        raise ValueError(f"{manifest}: entry {i}: {key}={v!r} is not a plain name (use letters, digits, '.', '_' or "
+        raise ManifestError(f"{manifest}: entry {i}: {key}={v!r} is not a plain name (use letters, digits, '.', '_' or "
                          "'-', at most 64 characters; it becomes a folder of the run directory)")
     return v
 
@@ -50,23 +63,23 @@ def _checked_entries(folder: Path, manifest: Path, cases: dict) -> list[dict]:
     root = folder.resolve()
     for i, e in enumerate(_entries(manifest)):
         if not isinstance(e, dict):
-            raise ValueError(f"{manifest}: entry {i}: expected an object, got {type(e).__name__}")
+            raise ManifestError(f"{manifest}: entry {i}: expected an object, got {type(e).__name__}")
         for key in ("video", "case_id", "trajectory", "num_frames", "fps"):
             if key not in e:
-                raise ValueError(f"{manifest}: entry {i}: missing {key!r}")
+                raise ManifestError(f"{manifest}: entry {i}: missing {key!r}")
         if e["case_id"] not in cases:
-            raise ValueError(f"{manifest}: entry {i}: case_id {e['case_id']!r} is not in the case set")
+            raise ManifestError(f"{manifest}: entry {i}: case_id {e['case_id']!r} is not in the case set")
         check_choice("trajectory", e["trajectory"])
         model = _safe_name(manifest, i, "model", e.get("model", "external"))
         context = _safe_name(manifest, i, "context", e.get("context", "native"))
         seed = e.get("seed", 0)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-            raise ValueError(f"{manifest}: entry {i}: seed={seed!r} must be an integer in [0, 2^32)")
+            raise ManifestError(f"{manifest}: entry {i}: seed={seed!r} must be an integer in [0, 2^32)")
         src = (folder / str(e["video"])).resolve()
         if not src.is_relative_to(root):
-            raise ValueError(f"{manifest}: entry {i}: video={e['video']!r} is outside {root}")
+            raise ManifestError(f"{manifest}: entry {i}: video={e['video']!r} is outside {root}")
         if not src.is_file():
-            raise ValueError(f"{manifest}: entry {i}: video file {src} not found")
+            raise ManifestError(f"{manifest}: entry {i}: video file {src} not found")
         out.append({**e, "model": model, "context": context, "seed": seed, "_src": src})
     return out
 
@@ -85,8 +98,8 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
     from trajectories.conventions import intrinsics_for_resize_crop
 
     if not manifest.exists():
-        raise FileNotFoundError(f"videos_manifest={manifest} not found: give a JSON/JSONL list of "
-                                "{video, case_id, trajectory, num_frames, fps}")
+        raise ManifestError(f"videos_manifest={manifest} not found: give a JSON/JSONL list of "
+                            "{video, case_id, trajectory, num_frames, fps}")
     cases = {c.id: c for c in load_cases_from_config(cfg["cases"])}
     run_dir = (Path(cfg["output_root"]) / str(cfg["run"])).resolve()
     entries = _checked_entries(folder, manifest, cases)
@@ -94,7 +107,7 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
     for i, e in enumerate(entries):
         info = probe_video(e["_src"])
         if info["num_frames"] != int(e["num_frames"]):
-            raise ValueError(f"{e['_src']}: {info['num_frames']} frames decoded, manifest says {e['num_frames']}")
+            raise ManifestError(f"{e['_src']}: {info['num_frames']} frames decoded, manifest says {e['num_frames']}")
         infos.append(info)
     for e, info in zip(entries, infos):
         src = e["_src"]
@@ -102,7 +115,7 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
         item = WorkItem(e["model"], e["context"], int(e["seed"]), e["trajectory"], case.id)
         d = run_dir / item.rel_dir
         if not d.resolve().is_relative_to(run_dir):
-            raise ValueError(f"{manifest}: {item.key} would be written outside {run_dir}")
+            raise ManifestError(f"{manifest}: {item.key} would be written outside {run_dir}")
         d.mkdir(parents=True, exist_ok=True)
         img = case.load_image()
         K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], float(e.get("hfov_deg", 60.0)))

@@ -27,6 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.errors import ConfigError
+from harness.io import JsonLinesError
+
 from . import memory as mem
 from .backbones import BACKBONES, BackboneSet, check_names, resolve_device, spec
 from .families import ROLE_SETTINGS, Family, all_families, missing
@@ -78,7 +81,7 @@ class EvalConfig:
         allowed = set(EvalConfig.__dataclass_fields__)
         bad = set(d) - allowed
         if bad:
-            raise ValueError(f"evaluate.{sorted(bad)[0]}: unknown setting; allowed: {sorted(allowed)}")
+            raise ConfigError(f"evaluate.{sorted(bad)[0]}: unknown setting; allowed: {sorted(allowed)}")
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
@@ -87,7 +90,7 @@ class EvalConfig:
 
             unknown = sorted(set(d["ors"] or {}) - set(ORS_DEFAULTS))
             if unknown:
-                raise ValueError(f"evaluate.ors.{unknown[0]}: unknown setting; allowed: {sorted(ORS_DEFAULTS)}")
+                raise ConfigError(f"evaluate.ors.{unknown[0]}: unknown setting; allowed: {sorted(ORS_DEFAULTS)}")
         # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
         from .judge import JudgeSettings
 
@@ -103,7 +106,7 @@ class EvalConfig:
             check_names(setting, names, role)
             for n in names:
                 if spec(n).kind == "oracle":
-                    raise ValueError(f"evaluate.{setting}: {n!r} is ground truth, not an estimator: it never scores "
+                    raise ConfigError(f"evaluate.{setting}: {n!r} is ground truth, not an estimator: it never scores "
                                      "a video (it judges the estimators in eval/validity.md automatically)")
         check_names("return_frame_poses", self.return_frame_poses, "pose")
         check_names("rpe_trans_estimators", self.rpe_trans_estimators, "pose")
@@ -112,19 +115,19 @@ class EvalConfig:
             v = getattr(self, s)
             for n in (v if isinstance(v, tuple) else (v,)):
                 if spec(n).kind == "oracle":
-                    raise ValueError(f"evaluate.{s}: {n!r} is ground truth, not an estimator")
+                    raise ConfigError(f"evaluate.{s}: {n!r} is ground truth, not an estimator")
         if int(self.rpe_stride) < 1:
-            raise ValueError(f"evaluate.rpe_stride={self.rpe_stride}: must be >= 1 (1 = adjacent frames, the paper)")
+            raise ConfigError(f"evaluate.rpe_stride={self.rpe_stride}: must be >= 1 (1 = adjacent frames, the paper)")
         if int(self.depth_stride) < 1:
-            raise ValueError(f"evaluate.depth_stride={self.depth_stride}: must be >= 1 (1 = every pixel)")
+            raise ConfigError(f"evaluate.depth_stride={self.depth_stride}: must be >= 1 (1 = every pixel)")
         if self.device != "auto":
             resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
         for n, opts in (self.backbone_options or {}).items():
             if n not in BACKBONES or not BACKBONES[n].learned:
-                raise ValueError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
+                raise ConfigError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
                                  f"{sorted(k for k, v in BACKBONES.items() if v.learned)}")
             if not isinstance(opts, dict):
-                raise ValueError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
+                raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
                                  "{da3: {process_res: 504}}")
 
     def family_settings(self, family: str) -> dict[str, Any]:
@@ -337,14 +340,14 @@ def _manifest_items(run_dir: Path, manifest: Path) -> list[dict]:
         try:
             r = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{manifest}:{n}: not JSON ({exc.msg}); rebuild it or remove the line") from None
+            raise JsonLinesError(f"{manifest}:{n}: not JSON ({exc.msg}); rebuild it or remove the line") from None
         if r.get("status") != "done":
             rows.append(r)
             continue
         d = str(r.get("dir", ""))
         target = (root / d).resolve()
         if not d or Path(d).is_absolute() or ".." in Path(d).parts or not target.is_relative_to(root):
-            raise ValueError(f"{manifest}:{n}: dir={d!r} escapes the run directory {root}; an item dir must be a "
+            raise ConfigError(f"{manifest}:{n}: dir={d!r} escapes the run directory {root}; an item dir must be a "
                              "relative path inside the run (fix or rebuild the manifest)")
         rows.append(r)
     return rows

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.io import sha256_file
+from harness.errors import ConfigError, MissingDependencyError
 
 RECORD = ".worldmem-weights.json"
 
@@ -118,7 +119,7 @@ def _select(names: list[str]) -> list:
     for n in names:
         s = spec(n)
         if not s.learned:
-            raise ValueError(f"backbone {n!r} is weight-free: nothing to fetch")
+            raise ConfigError(f"backbone {n!r} is weight-free: nothing to fetch")
         out.append(s)
     return out
 
@@ -164,7 +165,7 @@ def fetch(s: Any, root: Path) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
-        raise RuntimeError("weights fetch needs huggingface_hub: pip install -e '.[eval]'") from exc
+        raise MissingDependencyError("weights fetch", "eval", str(exc)) from exc
     d = root / s.name
     d.mkdir(parents=True, exist_ok=True)
     try:
@@ -217,6 +218,6 @@ def main(argv: list[str]) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 failed += 1
         return 1 if failed else 0
-    except ValueError as exc:
+    except ConfigError as exc:  # an unknown or weight-free backbone name (UnknownBackboneError is one)
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,14 +5,20 @@ Commands (``cmd=<name>`` or the first word): ``run`` (default: plan, compile, ge
 trajectory to PNG), ``verify`` (the delivery check of a run). ``dry_run=true`` plans and compiles native controls
 without generating. A new command is one entry in :data:`HANDLERS` (and its word in :data:`COMMANDS`).
 
-Exit codes: 0 ok; 1 some item (or check) failed; 2 a user error (bad override, config, case, path), printed
-without a traceback and with nothing written.
+Exit codes: 0 ok; 1 some item (or check) failed, or a bug (printed with its traceback); 2 a user error (bad
+override, config, case, manifest, path, missing optional package), printed without a traceback and with nothing
+written. A user error is one of the domain classes of :func:`_user_errors` (e.g. :class:`harness.errors.ConfigError`,
+:class:`harness.errors.MissingDependencyError`); a bare ``ValueError`` is a bug.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
+
+# ``python -m harness`` runs this module as ``__main__``: its logger is still named after the module
+log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)
 
 COMMANDS = ("run", "list", "validate", "preview", "report", "verify")
 _CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
@@ -26,6 +32,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from adapters.base import ModelConfigError, UnsupportedContextError
     from harness.cases import CaseError
     from harness.context import ContextConfigError
+    from harness.errors import ConfigError, MissingDependencyError
     from harness.gpu_pool import DeviceConfigError
     from harness.io import JsonLinesError
     from harness.plan import PlanError
@@ -35,7 +42,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (HarnessError, CaseError, ModelConfigError, UnsupportedContextError, ContextConfigError,
             UnknownChoiceError, TrajectoryError, PlanError, FingerprintMismatch, DeviceConfigError, JsonLinesError,
-            ValueError, ImportError)
+            ConfigError, MissingDependencyError)
 
 
 # errno values of environment problems a user fixes (a read-only or full disk, a path too long, no permission)
@@ -151,7 +158,8 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
     else:
         for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
-            print(f"readiness ({finding.level}, not enforced in a dry run): {adapter.config.name}: {finding}")
+            log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name,
+                        finding)
     if not items:
         raise HarnessError(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
@@ -175,11 +183,11 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
         missing = run_complete(run_dir, plan.all_items)
         if not (summary.done or summary.skipped):  # say what happened instead of reporting absent metrics
-            print("no video was produced: every item failed (causes above, full logs in each item's "
-                  "upstream.log / meta.json); evaluation skipped")
+            log.warning("no video was produced: every item failed (causes above, full logs in each item's "
+                        "upstream.log / meta.json); evaluation skipped")
         elif missing:
-            print(f"evaluation deferred: {len(missing)} item(s) of this run are not finished yet (other shards); "
-                  "the shard that finishes last evaluates, or run stage=evaluate afterwards")
+            log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
+                     "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
         else:
             from harness.locks import file_lock
 
@@ -250,7 +258,7 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
     print(_short_table(out["results"]))
     for item, reason in out["failed"]:
         key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
-        print(f"FAILED {key}: {reason}", file=sys.stderr)
+        log.error("FAILED %s: %s", key, reason)
     return not out["failed"]
 
 
@@ -344,15 +352,40 @@ def _dispatch(cfg_omega: Any) -> None:
     if cmd not in HANDLERS:
         _fail(f"cmd={cmd!r}: use one of {', '.join(HANDLERS)}")
     try:
+        from harness.logs import apply_progress, setup_logging
+
+        setup_logging(cfg.get("verbosity", "info"))
+        apply_progress(bool(cfg.get("progress", True)))
         HANDLERS[cmd](cfg)
     except _user_errors() as exc:
         _fail(str(exc))
+    except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing left to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except OSError as exc:
         import errno
 
         if errno.errorcode.get(exc.errno or -1) in _USER_OS_ERRNOS:
             _fail(f"{exc.strerror}: {exc.filename or ''} (check output_root / permissions / free space)")
-        raise
+        _bug(exc)
+    except Exception as exc:  # anything else is a bug in the harness: shown with its traceback
+        _bug(exc)
+
+
+def _bug(exc: BaseException) -> None:
+    """An unexpected error: its traceback (secrets redacted) and exit code 1."""
+    import traceback
+
+    from harness.secrets import redact
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    print(redact(text, _SECRETS), file=sys.stderr, end="")
+    print(redact(f"error: unexpected {type(exc).__name__}: {exc}. Unless the traceback above points at your "
+                 "environment (a file, a device, the network), this is a bug in the harness: please report it with "
+                 "the traceback", _SECRETS), file=sys.stderr)
+    sys.exit(1)
 
 
 def _argv_secrets(argv: list[str]) -> dict[str, str]:
@@ -397,6 +430,9 @@ class _ScrubbedStream:
 def main() -> None:
     import hydra
 
+    from harness.logs import setup_logging
+
+    setup_logging()  # the default level until the config (and its verbosity) is known
     if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
         from evaluate.weights import main as weights_main
 

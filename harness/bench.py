@@ -12,10 +12,13 @@ WanTransformer3DModel through the harness KV cache (needs torch; ``--model wan``
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
 import time
+
+log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)  # also as `python -m harness.bench`
 
 
 def _single_core() -> None:
@@ -166,7 +169,7 @@ def bench_eval(args: argparse.Namespace) -> int:
                                                                 os.environ.get("PYTHONPATH", "")])}
             r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env)
             if r.returncode != 0:
-                print(r.stderr[-2000:], file=sys.stderr)
+                log.error("generating the benchmark run failed (exit %d):\n%s", r.returncode, r.stderr[-2000:])
                 return 1
             run = Path(tmp) / "outputs" / "bench"
         cfg = dict(group_yaml("evaluate", "default"))
@@ -234,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--width", type=int, default=832)
     e.set_defaults(fn=bench_eval)
     args = ap.parse_args(argv)
+    from harness.logs import setup_logging
+
+    setup_logging()  # the tables are the result (stdout); diagnostics are log lines on stderr
     return int(args.fn(args) or 0)
 
 

@@ -14,6 +14,10 @@ from typing import Any
 
 import yaml
 
+from harness.errors import ConfigError, MissingDependencyError
+
+_OWN_PACKAGES = ("harness", "adapters", "evaluate", "trajectories", "conf")
+
 GROUPS = ("model", "context", "trajectory", "cases", "evaluate", "launcher", "experiment", "debug")
 
 
@@ -51,7 +55,7 @@ def _is_base_entry(entry: Any) -> bool:
 
 def _with_defaults(group: str, name: str, seen: tuple[str, ...]) -> dict[str, Any]:
     if name in seen:
-        raise ValueError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
+        raise ConfigError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
     data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
     defaults = data.get("defaults") or []
     if not defaults or not all(_is_base_entry(e) for e in defaults):
@@ -89,16 +93,20 @@ def check_choice(group: str, name: str) -> None:
 def load_object(ref: str) -> Any:
     """Import ``"package.module:Attr"`` lazily; a clear error names the reference when it fails."""
     if ":" not in ref:
-        raise ValueError(f"adapter reference {ref!r} must look like 'package.module:ClassName'")
+        raise ConfigError(f"adapter reference {ref!r} must look like 'package.module:ClassName'")
     mod_name, attr = ref.split(":", 1)
     try:
         mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise ImportError(f"cannot import adapter module {mod_name!r} ({exc}); is its extra installed?") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in _OWN_PACKAGES and not mod_name.startswith(exc.name):
+            raise  # one of our own modules is missing: a bug, shown with its traceback
+        if exc.name and mod_name.startswith(exc.name):
+            raise ConfigError(f"adapter reference {ref!r}: no module {mod_name!r}") from exc
+        raise MissingDependencyError(f"adapter module {mod_name!r}", "models", str(exc)) from exc
     try:
         return getattr(mod, attr)
     except AttributeError:
-        raise ImportError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
+        raise ConfigError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
 
 
 def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +121,7 @@ def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
     model = dict(cfg["model"])
     blocks = ((cfg.get("local") or {}).get("models") or {})
     if not isinstance(blocks, dict):
-        raise ValueError("local.models: must map model names to settings (see docs/real-models.md)")
+        raise ConfigError("local.models: must map model names to settings (see docs/real-models.md)")
     options = list_group("model")
     for name in blocks:
         if name not in options:
@@ -121,6 +129,6 @@ def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
                                      f"Available: {', '.join(options)}")
     block = blocks.get(model.get("name")) or {}
     if not isinstance(block, dict):
-        raise ValueError(f"local.models.{model.get('name')}: must be a mapping of model fields")
+        raise ConfigError(f"local.models.{model.get('name')}: must be a mapping of model fields")
     model.update(block)
     return model

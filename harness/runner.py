@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -37,6 +38,8 @@ from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_met
 from .plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
                    resolve_context)
 from .secrets import redact, secret_values
+
+log = logging.getLogger(__name__)
 
 
 class FingerprintMismatch(ValueError):
@@ -357,8 +360,8 @@ def run_items(
             time.sleep(wait_poll_s)
             if not announced:
                 holders = {h.describe() for h in (ex.locks.holder(i.key) for i in pending) if h is not None}
-                print(f"waiting for {len(pending)} item(s) held by another process ({'; '.join(sorted(holders))})",
-                      file=sys.stderr)
+                log.info("waiting for %d item(s) held by another process (%s)", len(pending),
+                         "; ".join(sorted(holders)))
                 announced = True
             pending = process(pending)
     finally:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.errors import ConfigError
 from trajectories.conventions import rot_x, rot_y, rot_z, se3, w2c_from_c2w, yaw_pitch_from_rotmat
 
 # --------------------------------------------------------------------------------------------------------------
@@ -82,7 +83,7 @@ class MG3Params:
     def pitch_sign(self) -> float:
         """MG pitch (positive = down in the code) per unit of mouse[0]."""
         if self.mouse_pitch not in ("code", "label"):
-            raise ValueError(f"mouse_pitch={self.mouse_pitch!r}: use 'code' or 'label'")
+            raise ConfigError(f"model.mouse_pitch={self.mouse_pitch!r}: use 'code' or 'label'")
         return 1.0 if self.mouse_pitch == "code" else -1.0
 
 

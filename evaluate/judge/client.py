@@ -28,6 +28,17 @@ from .parse import ParseFailure, parse_reply
 from .prompt import JudgeInput, build_request, repair_message
 from .settings import JudgeSettings
 
+
+def _openai() -> Any:
+    """The ``openai`` client library; :class:`MissingDependencyError` naming the ``eval`` extra without it."""
+    try:
+        import openai
+    except ImportError as exc:
+        from harness.errors import MissingDependencyError
+
+        raise MissingDependencyError("the checklist judge (evaluate.judge)", "eval", str(exc)) from exc
+    return openai
+
 #: Sent when ``api_key_env`` is unset: the client needs some value; servers without auth ignore it.
 NO_KEY = "EMPTY"
 
@@ -84,16 +95,14 @@ class JudgeSession:
 
     def client(self) -> Any:
         if self._client is None:
-            import openai
-
+            openai = _openai()
             self._client = openai.OpenAI(base_url=self.settings.base_url, api_key=self._key(),
                                          timeout=float(self.settings.timeout), max_retries=0)
         return self._client
 
     # -- errors --------------------------------------------------------------------------------------------------
     def _classify(self, exc: BaseException) -> JudgeError:
-        import openai
-
+        openai = _openai()
         s = self.settings
         if isinstance(exc, openai.AuthenticationError):
             return JudgeError(f"401 unauthorized at {s.base_url}: the server rejected the key read from "
@@ -148,8 +157,7 @@ class JudgeSession:
                 self.fatal = ("no judge server configured: set evaluate.judge.base_url to an OpenAI-compatible server "
                               f"(vLLM / SGLang) serving {s.model!r}; see docs/judge.md")
                 return self.fatal
-            import openai
-
+            openai = _openai()  # a missing client library is said here, once, naming the extra
             try:
                 served = self._with_retries("models", lambda: [m.id for m in self.client().models.list()],
                                             "preflight", lambda rec: None)

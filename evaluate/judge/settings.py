@@ -10,6 +10,8 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Optional
 
+from harness.errors import ConfigError
+
 #: The paper's judge (WorldMemBench appendix D: Qwen3.8-27B); the name vLLM / SGLang serve it under by default.
 DEFAULT_MODEL = "Qwen/Qwen3.8-27B"
 #: Bumped whenever the prompt text or the reply schema changes (part of every request key).
@@ -18,7 +20,7 @@ PROMPT_VERSION = "worldmem-dynamic-checklist-v1"
 ANSWER_SETTINGS = ("model", "temperature", "seed", "max_tokens", "image_size", "json_schema")
 
 
-class JudgeSettingsError(ValueError):
+class JudgeSettingsError(ConfigError):
     """A bad ``evaluate.judge`` setting; the message names the field and the fix."""
 
 

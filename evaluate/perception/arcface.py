@@ -110,7 +110,9 @@ class ArcFaceEmbedder:
         """Load the pack from ``weights_dir``. ``detector="haar"`` needs only ``w600k_r50.onnx`` (diagnostic)."""
         weights_dir = Path(weights_dir)
         if detector not in ("retinaface", "haar"):
-            raise ValueError(f"arcface: detector must be 'retinaface' or 'haar', got {detector!r}")
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"evaluate.backbone_options.arcface.detector={detector!r}: use 'retinaface' or 'haar'")
         need = cls.files if detector == "retinaface" else ("w600k_r50.onnx",)
         paths = dict(zip(need, require_files(cls.name, weights_dir, need)))
         from insightface.model_zoo.arcface_onnx import ArcFaceONNX

@@ -13,8 +13,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from harness.errors import ConfigError
 
-class ReportError(ValueError):
+
+class ReportError(ConfigError):
     """A report input a user can fix (missing run, run without evaluated items)."""
 
 

@@ -26,6 +26,11 @@ from typing import Any
 import numpy as np
 
 
+class ContextConfigError(ValueError):
+    """A bad ``context`` setting (a user error: exit code 2). Defined here, the lowest module of the package, so the
+    estimator's settings raise it too; :mod:`harness.context.policies` re-exports it."""
+
+
 @dataclass(frozen=True)
 class FovScoreConfig:
     """Settings of the FoV overlap estimator.
@@ -44,10 +49,10 @@ class FovScoreConfig:
         allowed = set(FovScoreConfig.__dataclass_fields__)
         unknown = set(d) - allowed
         if unknown:
-            raise ValueError(f"context.fov: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise ContextConfigError(f"context.fov: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
         cfg = FovScoreConfig(**d)
         if cfg.num_points < 16 or cfg.radius <= 0 or cfg.near <= 0:
-            raise ValueError("context.fov: need num_points >= 16, radius > 0 and near > 0")
+            raise ContextConfigError("context.fov: need num_points >= 16, radius > 0 and near > 0")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:

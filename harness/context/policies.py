@@ -24,13 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .fov import FovOverlap, FovScoreConfig
+from .fov import ContextConfigError, FovOverlap, FovScoreConfig  # noqa: F401 (ContextConfigError re-exported)
 
 POLICY_NAMES = ("fullkv", "sliding", "fov", "native")
-
-
-class ContextConfigError(ValueError):
-    """Bad context-policy configuration (the message names the field and the fix)."""
 
 
 @dataclass(frozen=True)

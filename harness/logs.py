@@ -1,0 +1,78 @@
+"""Logging of ``python -m harness``: one logger per module (``logging.getLogger(__name__)``), configured once by the
+CLI entry point.
+
+Status, diagnostic and progress messages go through :mod:`logging` to stderr in a short format
+(``LEVEL name: message``); the result a command was asked for (``list`` tables, ``weights list``, summary tables,
+JSON for scripts) stays on stdout through ``print``. ``verbosity`` (``debug`` | ``info`` | ``warning`` | ``error``,
+default ``info``) sets the level of the project's loggers; ``progress=false`` turns off every progress bar, the
+project's own and those of the libraries it drives (tqdm, huggingface_hub, transformers, diffusers).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from harness.errors import ConfigError
+
+VERBOSITY = ("debug", "info", "warning", "error")
+#: the project's top-level packages: each gets the stderr handler; other libraries keep their own logging
+PACKAGES = ("harness", "evaluate", "adapters", "trajectories")
+FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record (a redacting wrapper, pytest's capture)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def check_verbosity(value: object) -> int:
+    """The :mod:`logging` level of a ``verbosity`` value; :class:`ConfigError` naming the field and the choices."""
+    name = str(value).lower() if value is not None else ""
+    if name not in VERBOSITY:
+        raise ConfigError(f"verbosity={value!r}: use one of {', '.join(VERBOSITY)}")
+    return getattr(logging, name.upper())
+
+
+def setup_logging(verbosity: object = "info") -> None:
+    """Send the project's log records to stderr at ``verbosity`` (idempotent: a second call only changes the level).
+
+    Only the project's package loggers are touched (they stop propagating to the root logger, which Hydra
+    configures for its own job logging), so a library's own logging is left as it is."""
+    level = check_verbosity(verbosity)
+    fmt = logging.Formatter(FORMAT)
+    for pkg in PACKAGES:
+        log = logging.getLogger(pkg)
+        for h in [h for h in log.handlers if isinstance(h, _StderrHandler)]:
+            log.removeHandler(h)
+        handler = _StderrHandler()
+        handler.setFormatter(fmt)
+        log.addHandler(handler)
+        log.setLevel(level)
+        log.propagate = False
+
+
+def apply_progress(enabled: bool) -> None:
+    """``progress=false``: no progress bar anywhere in this process or the processes it starts. The harness's own
+    bars check the flag; the environment switches cover the bars of tqdm-based libraries (diffusers pipelines,
+    transformers and huggingface_hub loading), read when they are imported or a bar is created."""
+    if enabled:
+        return
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None and hasattr(hub, "disable_progress_bars"):
+        hub.disable_progress_bars()
+    tlog = sys.modules.get("transformers.utils.logging")
+    if tlog is not None and hasattr(tlog, "disable_progress_bar"):
+        tlog.disable_progress_bar()
+    dlog = sys.modules.get("diffusers.utils.logging")
+    if dlog is not None and hasattr(dlog, "disable_progress_bar"):
+        dlog.disable_progress_bar()
