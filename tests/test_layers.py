@@ -7,8 +7,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ("adapters", "harness", "trajectories", "evaluate")  # ``conf`` is a data package: not layered
 TABLE_DOC = ROOT / "docs" / "architecture.md"
