@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Mapping, Optional
 import numpy as np
 
 from harness.context import ContextPolicy
+from trajectories.fields import check_fields
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,7 @@ class ModelConfig:
         name = d.get("name", "?")
         for key in sorted(unknown & set(_DECLARED_IN_CODE)):
             raise ModelConfigError(f"model.{key}: {_DECLARED_IN_CODE[key]}; remove it from the config of {name!r}")
-        if unknown:
-            raise ModelConfigError(
-                f"model.{sorted(unknown)[0]}: unknown field for model {name!r}; allowed: {sorted(names)}"
-            )
+        check_fields("model", d, names, ModelConfigError, what=f"model {name!r}")
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in d and _required(f)]
         if missing:
             raise ModelConfigError(f"model.{missing[0]}: required for model {name!r}; set it in conf/model/{name}.yaml")

@@ -88,9 +88,9 @@ class EvalConfig:
         if "ors" in d:
             from .dynamic_scores import ORS_DEFAULTS
 
-            unknown = sorted(set(d["ors"] or {}) - set(ORS_DEFAULTS))
-            if unknown:
-                raise ConfigError(f"evaluate.ors.{unknown[0]}: unknown setting; allowed: {sorted(ORS_DEFAULTS)}")
+            from trajectories.fields import check_fields
+
+            check_fields("evaluate.ors", d["ors"] or {}, ORS_DEFAULTS, ConfigError)
         # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
         from .judge import JudgeSettings
 

@@ -110,3 +110,27 @@ def test_translation_scale_is_a_typed_record():
                        ({"per_scene_unit": 0}, "per_scene_unit=0")):
         with pytest.raises(ModelConfigError, match=match):
             build_adapter({**compose(["model=sana_wm"])["model"], "translation_scale": bad})
+
+
+@pytest.mark.parametrize("section, override, error", [
+    ("context", {"recnt": 4}, "ContextConfigError"),
+    ("trajectory", {"cycle": 2}, "TrajectoryError"),
+    ("model", {"heigth": 96}, "ModelConfigError"),
+])
+def test_unknown_fields_are_named_with_a_suggestion(section, override, error):
+    """Every typed section refuses an unknown key the same way: dotted key, did-you-mean, allowed list."""
+    from adapters.base import build_adapter
+    from harness.context import ContextPolicy
+    from harness.registry import group_yaml
+    from trajectories import TrajectorySpec
+
+    build = {"context": lambda d: ContextPolicy.from_dict({**group_yaml("context", "sliding"), **d}),
+             "trajectory": lambda d: TrajectorySpec.from_dict({**group_yaml("trajectory", "lrlr"), **d}),
+             "model": lambda d: build_adapter({**group_yaml("model", "reference"), **d})}[section]
+    with pytest.raises(Exception) as exc:
+        build(override)
+    key = next(iter(override))
+    assert type(exc.value).__name__ == error
+    msg = str(exc.value)
+    assert msg.startswith(f"{section}.{key}: unknown field"), msg
+    assert "did you mean" in msg and "allowed:" in msg

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .conventions import fov_from_intrinsics, rotmat_from_yaw_pitch, se3
+from .fields import check_fields
 from .path import CameraPath, Segment
 
 
@@ -67,12 +68,8 @@ class TrajectorySpec:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "TrajectorySpec":
         d = dict(d)
-        unknown = set(d) - {"name", "kind", "cycles", "yaw_deg", "pitch_deg", "side", "timing", "description"}
-        if unknown:
-            raise TrajectoryError(
-                f"trajectory: unknown field(s) {sorted(unknown)}; allowed: name, kind, cycles, yaw_deg, pitch_deg, "
-                "side, timing"
-            )
+        check_fields("trajectory", d, {"name", "kind", "cycles", "yaw_deg", "pitch_deg", "side", "timing",
+                                       "description"}, TrajectoryError)
         d.pop("description", None)
         timing = d.pop("timing", None) or {}
         bad = set(timing) - set(Timing.__dataclass_fields__)

@@ -30,12 +30,10 @@ class TinySanaArch:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "TinySanaArch":
-        allowed = set(TinySanaArch.__dataclass_fields__)
-        unknown = set(d) - allowed
-        if unknown:
-            from adapters.base import ModelConfigError
+        from adapters.base import ModelConfigError
+        from trajectories.fields import check_fields
 
-            raise ModelConfigError(f"model.tiny.{sorted(unknown)[0]}: unknown; allowed: {sorted(allowed)}")
+        check_fields("model.tiny", d, TinySanaArch.__dataclass_fields__, ModelConfigError)
         return TinySanaArch(**d)
 
     def to_dict(self) -> dict[str, Any]:

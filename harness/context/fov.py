@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from trajectories.fields import check_fields
+
 
 class ContextConfigError(ValueError):
     """A bad ``context`` setting (a user error: exit code 2). Defined here, the lowest module of the package, so the
@@ -46,10 +48,7 @@ class FovScoreConfig:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "FovScoreConfig":
-        allowed = set(FovScoreConfig.__dataclass_fields__)
-        unknown = set(d) - allowed
-        if unknown:
-            raise ContextConfigError(f"context.fov: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        check_fields("context.fov", d, FovScoreConfig.__dataclass_fields__, ContextConfigError)
         cfg = FovScoreConfig(**d)
         if cfg.num_points < 16 or cfg.radius <= 0 or cfg.near <= 0:
             raise ContextConfigError("context.fov: need num_points >= 16, radius > 0 and near > 0")

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from trajectories.fields import check_fields
+
 from .fov import ContextConfigError, FovOverlap, FovScoreConfig  # noqa: F401 (ContextConfigError re-exported)
 
 POLICY_NAMES = ("fullkv", "sliding", "fov", "native")
@@ -56,10 +58,8 @@ class ContextPolicy:
     def from_dict(d: dict[str, Any]) -> "ContextPolicy":
         d = dict(d)
         d.pop("description", None)
-        allowed = {"name", "chunk", "sink", "recent", "retrieved_chunks", "fov", "rope"}
-        unknown = set(d) - allowed
-        if unknown:
-            raise ContextConfigError(f"context: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        check_fields("context", d, {"name", "chunk", "sink", "recent", "retrieved_chunks", "fov", "rope"},
+                     ContextConfigError)
         fov = FovScoreConfig.from_dict(d.pop("fov", None) or {})
         pol = ContextPolicy(fov=fov, **d)
         pol.validate()
