@@ -205,7 +205,11 @@ class ItemPerception:
                     # an estimator that measures the angle to frame 0 directly (a chained estimate drifts)
                     ang = self._cached(name, "angles_to_0", {"frames": list(w)}, lambda w=w: {"a": np.asarray(
                         direct(ctx.frames_at([0])[0], ctx.frames_at(w), ctx.intrinsics), np.float64)})["a"]
-                    j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                    if np.isfinite(ang).any():
+                        j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                    else:  # no frame of the window overlaps frame 0 by the direct fit: the chained estimate
+                        j = mem.select_return_frame(w, est, ref)
+                        err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
                 else:
                     j = mem.select_return_frame(w, est, ref)
                     err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))

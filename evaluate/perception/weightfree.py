@@ -96,9 +96,11 @@ class ClassicalPoseEstimator:
 
     name = "classical-opencv"
 
-    def __init__(self, features: int = 3000, min_inliers: int = 20, corners: int = 800, flow_window: int = 15):
+    def __init__(self, features: int = 3000, min_inliers: int = 20, corners: int = 800, flow_window: int = 15,
+                 orb_min_side: int = 480):
         self.features, self.min_inliers = features, min_inliers
         self.corners, self.flow_window = corners, flow_window
+        self.orb_min_side = orb_min_side
 
     def _step(self, g0: np.ndarray, g1: np.ndarray, Kc: np.ndarray, Kinv: np.ndarray, mode: str):
         """(prev -> cur motion 4x4 in the prev camera frame, ok, inliers)."""
@@ -153,19 +155,30 @@ class ClassicalPoseEstimator:
 
     def angles_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
         """Rotation angle (degrees) between ``ref`` and each frame from a direct homography fit (no chaining, so no
-        drift); ``inf`` where fewer than ``min_inliers`` matches support it (the views do not overlap)."""
+        drift); ``inf`` where fewer than ``min_inliers`` matches support it (the views do not overlap).
+
+        ORB runs at a working size whose shorter side is at least ``orb_min_side`` pixels (frames are upsampled
+        bicubically, ``K`` scaled with them; never downsampled): its 31-pixel border and patch leave too little of a
+        small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
         import cv2
 
         cv2.setRNGSeed(0)
         orb = cv2.ORB_create(self.features)
         bf = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
+        s = max(1.0, float(self.orb_min_side) / min(ref.shape[:2]))
+
+        def gray(img: np.ndarray) -> np.ndarray:
+            g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+            return g if s == 1.0 else cv2.resize(g, None, fx=s, fy=s, interpolation=cv2.INTER_CUBIC)
+
         Kc = np.asarray(K, np.float64).copy()
+        Kc[:2] *= s  # pixel units at the working size (+0.5 centres), then OpenCV's integer-centre grid
         Kc[:2, 2] -= 0.5
         Kinv = np.linalg.inv(Kc)
-        kp0, d0 = orb.detectAndCompute(cv2.cvtColor(ref, cv2.COLOR_RGB2GRAY), None)
+        kp0, d0 = orb.detectAndCompute(gray(ref), None)
         out = np.full(len(frames), np.inf)
         for i, f in enumerate(frames):
-            kp1, d1 = orb.detectAndCompute(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), None)
+            kp1, d1 = orb.detectAndCompute(gray(f), None)
             if d0 is None or d1 is None:
                 continue
             m = bf.match(d0, d1)
