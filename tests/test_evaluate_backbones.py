@@ -501,6 +501,8 @@ def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir
 
 
 def test_orb_angles_need_a_working_size_on_small_frames():
+    """At 96 x 160 ORB alone finds no fit at all; at the 480-px working size, with the rotation fitted to the
+    homography's inlier rays, the angle to the reference is right within a few tenths of a degree."""
     import cv2
     from skimage import data
 
@@ -517,4 +519,4 @@ def test_orb_angles_need_a_working_size_on_small_frames():
     fr = np.stack([r.render(se3(rot_y(np.deg2rad(y))), src, tex)[..., :3] for y in yaws])
     assert np.isinf(ClassicalPoseEstimator(orb_min_side=0).angles_to(fr[0], fr, K)).all()  # the old behaviour
     a = ClassicalPoseEstimator().angles_to(fr[0], fr, K)
-    assert a[0] < 0.1 and abs(a[1] - 1) < 1.5 and abs(a[2] - 3) < 1.5 and int(np.argmin(a[1:])) == 0, a
+    assert a[0] < 0.1 and abs(a[1] - 1) < 0.3 and abs(a[2] - 3) < 0.3 and int(np.argmin(a[1:])) == 0, a

@@ -540,6 +540,12 @@ def test_context_policies_order_as_they_imply_on_departure_revisits(study):
     assert row["paired_vs_sliding"]["fov"]["lo"] > 0  # the analysis reports FoV - Sliding with its interval
     env = cp["metrics"]["environment.visible[pixel-thumb16]"]
     assert min(env[p]["mean"] for p in ("fullkv", "fov", "sliding")) > 0.99, env  # return to start: the sink
+    # Environment Visible's own rule (estimated orientation closest to the reference frame, clipped cosine) with the
+    # reference moved to the first away view orders the policies the same way.
+    rv = cp["metrics"]["departure.return_visible[pixel-thumb16]"]
+    assert rv["fullkv"]["mean"] > 0.9 and rv["fov"]["mean"] > 0.9 and rv["sliding"]["mean"] < 0.5, rv
+    assert rv["paired_vs_fullkv"]["sliding"]["hi"] < 0 and rv["paired_vs_sliding"]["fov"]["lo"] > 0, rv
+    assert rv["paired_vs_fullkv"]["fov"]["diff"] > -0.01, rv
 
 
 @pytest.mark.slow
@@ -547,14 +553,15 @@ def test_debug_default_keeps_a_context_effect(tmp_path):
     from conftest import run_cli
 
     out = {}
-    for ctx in ("fullkv", "sliding"):
+    keys = ("departure.visible[pixel-thumb16]", "departure.return_visible[pixel-thumb16]")
+    for ctx in ("fullkv", "fov", "sliding"):
         r = run_cli(["debug=default", f"context={ctx}"], tmp_path, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         item = next((tmp_path / "outputs" / "debug" / "reference" / ctx).glob("seed-*/lrlr/environment_rocket"))
         res = json.loads((item / "metrics.json").read_text())
-        out[ctx] = ((item / "video.mp4").read_bytes(), res["metrics"]["departure.visible[pixel-thumb16]"]["value"])
+        out[ctx] = ((item / "video.mp4").read_bytes(), [res["metrics"][k]["value"] for k in keys])
     assert out["fullkv"][0] != out["sliding"][0]
-    assert out["fullkv"][1] > 0.9 and out["sliding"][1] < 0.5
+    assert min(out["fullkv"][1] + out["fov"][1]) > 0.9 and max(out["sliding"][1]) < 0.5, out
 
 
 @pytest.mark.slow
