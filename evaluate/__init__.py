@@ -6,6 +6,7 @@ evaluates a run, analyses and reports. Formulas live in one module per family:
   ``depth_spearman``, ``spherical_grid`` / ``spherical_reconstruction_score`` (Eq. 6), ``select_return_frame``;
 * :mod:`evaluate.dynamic` — ``score_checklist``, ``decompose`` (appendix D);
 * :mod:`evaluate.aggregate` — ``rollout_score`` (Eq. 1), bootstrap intervals, paired comparisons.
-* :mod:`evaluate.families.departure` — ``departure.visible``, the ``departure_revisit`` protocol extension (beyond the paper:
+* :mod:`evaluate.families.departure` — ``departure.visible`` and ``departure.return_visible``, the ``departure_revisit``
+  protocol extension (beyond the paper:
   the reference is the first departure's away view, so memory is tested beyond a context policy's sink).
 """

@@ -143,8 +143,9 @@ def sources(results: list[dict]) -> dict[str, dict[str, list[str]]]:
 
 
 def context_policies(results: list[dict], boot: dict) -> list[dict]:
-    """Per model with several policies: each metric per policy (matched items), paired differences vs FullKV, and
-    latency / speedup from the recorded generation timings."""
+    """Per model with several policies: each metric per policy (matched items), paired differences vs FullKV (and,
+    with Sliding in the run, of the other bounded policies vs Sliding: ``paired_vs_sliding``), and latency / speedup
+    from the recorded generation timings."""
     by_model: dict[str, dict[str, dict[tuple, dict]]] = defaultdict(lambda: defaultdict(dict))
     for r in results:
         it = r["item"]
@@ -172,6 +173,11 @@ def context_policies(results: list[dict], boot: dict) -> list[dict]:
             if "fullkv" in pols:
                 row["paired_vs_fullkv"] = {p: paired_bootstrap(vals[p], vals["fullkv"], **_b(boot))
                                            for p in pols if p != "fullkv"}
+            if "sliding" in pols:  # the other bounded policies against the recent-only window (same budget)
+                others = [p for p in pols if p not in ("fullkv", "sliding")]
+                if others:
+                    row["paired_vs_sliding"] = {p: paired_bootstrap(vals[p], vals["sliding"], **_b(boot))
+                                                for p in others}
             table[mk] = row
         entry["metrics"] = table
         out.append(entry)
@@ -219,15 +225,19 @@ def analyses_markdown(data: dict) -> str:
                      f"{', '.join(d.get('mask', [])) or '-'} |")
         L.append("")
     if data["context_policies"]:
-        L += ["## Context-policy comparison (matched items; paired differences vs FullKV)", ""]
+        L += ["## Context-policy comparison (matched items; paired differences vs FullKV and vs Sliding)", ""]
         for e in data["context_policies"]:
             pols = e["policies"]
+            pairs = [(p, "fullkv") for p in pols if p != "fullkv"] if "fullkv" in pols else []
+            if "sliding" in pols:
+                pairs += [(p, "sliding") for p in pols if p not in ("fullkv", "sliding")]
             L += [f"### model={e['model']} ({e['matched_items']} matched items)", "",
-                  "| metric | " + " | ".join(pols) + " | " + " | ".join(f"{p} - fullkv" for p in pols if p != "fullkv")
-                  + " |", "| --- |" + " --- |" * (len(pols) + len([p for p in pols if p != "fullkv"]))]
+                  "| metric | " + " | ".join(pols) + "".join(f" | {a} - {b}" for a, b in pairs) + " |",
+                  "| --- |" + " --- |" * (len(pols) + len(pairs))]
             for mk, row in e["metrics"].items():
-                diffs = [_ci(row.get("paired_vs_fullkv", {}).get(p)) for p in pols if p != "fullkv"]
-                L.append(f"| {mk} | " + " | ".join(_ci(row[p]) for p in pols) + " | " + " | ".join(diffs) + " |")
+                diffs = [_ci(row.get(f"paired_vs_{b}", {}).get(a)) for a, b in pairs]
+                L.append(f"| {mk} | " + " | ".join(_ci(row[p]) for p in pols) + "".join(f" | {d}" for d in diffs)
+                         + " |")
             L.append("| latency [s] | " + " | ".join(_ci(e["latency_s"][p]) for p in pols) + " |")
             if "speedup_vs_fullkv" in e:
                 L.append("| speedup vs FullKV | " + " | ".join(f"{e['speedup_vs_fullkv'][p]:.2f}x" for p in pols) + " |")

@@ -166,6 +166,43 @@ class ItemPerception:
                             lambda: {"s": np.asarray(q.score(ctx.frames_at(frames)), np.float64)})["s"]
 
     # -- shared protocol decisions ---------------------------------------------------------------------------------
+    def frames_closest_to(self, pose_sources: tuple[str, ...], ref: int, windows: list[list[int]]) -> dict:
+        """Per window: the frame whose estimated orientation is closest to frame ``ref``'s (Environment Visible's
+        rule with another reference frame), from the first *available* source of ``pose_sources``, as
+        :meth:`return_frames` does for frame 0: an estimator with a direct angle (``angles_to``) measures it against
+        ``ref`` (the chained estimate where no frame of the window fits), else the chained estimate. Returns
+        ``{source, label, frames, angles_deg, reasons}`` (source None when no source is available)."""
+        from trajectories.conventions import geodesic_angle
+
+        from . import memory as mem
+
+        ctx = self.ctx
+        reasons: dict = {}
+        for name in pose_sources:
+            try:
+                label, pe = self.poses(name)
+            except BackboneUnavailable as exc:
+                reasons[name] = str(exc)
+                continue
+            est = pe.c2w
+            direct = getattr(self.backbone(name, "pose"), "angles_to", None)
+            frames, angles = [], []
+            for w in windows:
+                j = None
+                if direct is not None:
+                    ang = self._cached(name, f"angles_to_{int(ref)}", {"frames": list(w)}, lambda w=w: {
+                        "a": np.asarray(direct(ctx.frames_at([ref])[0], ctx.frames_at(w), ctx.intrinsics),
+                                        np.float64)})["a"]
+                    if np.isfinite(ang).any():
+                        j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                if j is None:
+                    j = mem.select_return_frame(w, est, est[ref])
+                    err = float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
+                frames.append(j)
+                angles.append(err)
+            return {"source": name, "label": label, "frames": frames, "angles_deg": angles, "reasons": reasons}
+        return {"source": None, "label": None, "frames": [None] * len(windows), "angles_deg": [], "reasons": reasons}
+
     def return_frames(self, pose_sources: tuple[str, ...]) -> dict:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
         closest to frame 0's, with the departure angle and the return error of the estimate (appendix G.1), from
@@ -205,7 +242,11 @@ class ItemPerception:
                     # an estimator that measures the angle to frame 0 directly (a chained estimate drifts)
                     ang = self._cached(name, "angles_to_0", {"frames": list(w)}, lambda w=w: {"a": np.asarray(
                         direct(ctx.frames_at([0])[0], ctx.frames_at(w), ctx.intrinsics), np.float64)})["a"]
-                    j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                    if np.isfinite(ang).any():
+                        j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
+                    else:  # no frame of the window overlaps frame 0 by the direct fit: the chained estimate
+                        j = mem.select_return_frame(w, est, ref)
+                        err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
                 else:
                     j = mem.select_return_frame(w, est, ref)
                     err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))

@@ -46,6 +46,9 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in [
                "similarity of frames at matching poses across the first two departures"),
     MetricSpec("departure.visible", "departure", True, "encoder", False,
                "protocol extension departure_revisit: Eq. 4 global features + Eq. 1, reference = first away view"),
+    MetricSpec("departure.return_visible", "departure", True, "encoder", False,
+               "protocol extension departure_revisit: Environment Visible's rule (estimated orientation closest to "
+               "the reference frame's, clipped cosine of global features), reference = first away view's last frame"),
 ]}
 
 

@@ -88,3 +88,55 @@ def test_bad_policy_config_names_the_field():
         ContextPolicy.from_dict({"name": "lru"})
     with pytest.raises(ContextConfigError, match="sink"):
         ContextPolicy.from_dict({"name": "sliding", "sink": -1})
+
+
+@pytest.mark.parametrize("frames", [289, 493])
+@pytest.mark.parametrize("cycles", [("left", "left"), ("left", "left", "left")], ids=["lrlr", "lrlrlr"])
+def test_departure_revisits_test_memory_beyond_the_sink(frames, cycles, K832):
+    """The departure-revisit cases (evaluate.protocol.departure_revisit_windows) need latents no sink holds: the
+    observers of the first departure's away view. Every chunk that generates a revisit of that view attends to all of
+    them under FullKV, to some of them under FoV (retrieved by field-of-view overlap; one observer at the revisited
+    pose re-projects the whole view on the reference model) and to none under Sliding (its 12-latent window has
+    moved on): the order FullKV >= FoV > Sliding that the context study measures from the frames."""
+    from evaluate.protocol import departure_revisit_windows
+
+    p = build_path(TrajectorySpec(name="x", cycles=cycles), frames, 16, K832, 480, 832)
+    lat = latent_poses(p.c2w)
+    ref, revisits = departure_revisit_windows(p.c2w, p.phases)
+    assert ref and len(revisits) == len(cycles) - 1
+    observers = {i for i in range(len(lat)) if min(4 * i, frames - 1) in ref}  # latents anchored on the away view
+    assert observers and min(observers) >= 4  # beyond the sink
+    sel = {pol.name: ContextSelector(pol, lat, K832, 480, 832) for pol in (FULL, FOV, SLIDING)}
+    for w in revisits:
+        for k in sorted({-(-t // 4) // 4 for t in w}):  # frame t -> latent ceil(t / 4) -> chunk latent // 4
+            ctx = {name: observers & set(s.select(k).context) for name, s in sel.items()}
+            assert ctx["fullkv"] == observers, (k, ctx)
+            assert ctx["fov"] and set(sel["fov"].select(k).retrieved) & observers, (k, ctx)
+            assert not ctx["sliding"], (k, ctx)
+            assert observers.isdisjoint(sel["sliding"].select(k).sink)
+
+
+def test_context_analysis_pairs_the_bounded_policies_against_sliding():
+    """``eval/analyses``: paired differences vs FullKV and, with Sliding in the run, FoV vs Sliding (same items)."""
+    from evaluate.analyses import analyses_markdown, context_policies
+
+    rng = np.random.default_rng(0)
+    base = {"fullkv": 0.99, "fov": 0.98, "sliding": 0.1}
+    results = []
+    for case in range(8):
+        for pol, v in base.items():
+            results.append({"item": {"model": "m", "context": pol, "trajectory": "lrlr", "case_id": f"c{case}",
+                                     "seed": 1},
+                            "timings_generation": {"generate_s": 1.0},
+                            "metrics": {"x": {"status": "computed", "value": v + rng.normal(0, 0.01)}}})
+    (e,) = context_policies(results, {"n": 500, "seed": 0})
+    row = e["metrics"]["x"]
+    assert set(row["paired_vs_fullkv"]) == {"fov", "sliding"} and set(row["paired_vs_sliding"]) == {"fov"}
+    d = row["paired_vs_sliding"]["fov"]
+    assert d["lo"] > 0.8 and d["diff"] == pytest.approx(np.mean([r["metrics"]["x"]["value"] for r in results
+                                                                 if r["item"]["context"] == "fov"])
+                                                         - np.mean([r["metrics"]["x"]["value"] for r in results
+                                                                    if r["item"]["context"] == "sliding"]))
+    md = analyses_markdown({"context_policies": [e], "multi_revisit": [], "cross_axis": [], "sources": {},
+                            "qualification": [], "tolerance_sensitivity": {}})
+    assert "| fov - fullkv | sliding - fullkv | fov - sliding |" in md

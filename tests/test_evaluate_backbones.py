@@ -468,3 +468,55 @@ def test_human_identity_uses_valid_faces_inside_tracked_persons(tmp_path, monkey
     MaskedMeanFace.miss = set(range(1000))  # no face found anywhere: every revisit scores 0 (Eq. 4, Eq. 1)
     e = evaluate_item(item, cfg, force=True, use_cache=False)["metrics"]["human.identity[mean-face+template-ncc]"]
     assert e["value"] == 0.0 and all(v == [0.0, 0.0] for v in e["per_target"].values())
+
+
+def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir, tmp_path, monkeypatch):
+    """The classical estimator's direct angle to frame 0 (ORB + homography) runs at a working size of at least
+    480 px on the shorter side: at 96 x 160 ORB alone found too few matches and the Environment-Visible return frame
+    fell on the first frame of the window, 90 deg away. A window where the direct fit finds nothing falls back to the
+    chained (optical-flow) estimate instead of its first frame."""
+    from evaluate.perception import weightfree
+    from trajectories import load_path
+    from trajectories.conventions import geodesic_angle
+
+    key = "environment.visible[pixel-thumb16]"
+
+    def true_errors(item, res):
+        c2w = load_path(item / "camera.npz").c2w
+        return [float(np.degrees(geodesic_angle(c2w[0, :3, :3], c2w[f, :3, :3])))
+                for f in res["metrics"][key]["return_frames"]]
+
+    item = _item(_copy_run(run_dir, tmp_path / "run"), "environment_rocket")
+    res = evaluate_item(item, ECFG)
+    assert res["metrics"][key]["return_pose_estimator"] == "classical-opencv"
+    assert max(true_errors(item, res)) < 2.0, res["metrics"][key]
+    assert all(np.isfinite(q["return_error_deg"]) for q in res["metrics"][key]["qualification"])
+    assert res["metrics"][key]["value"] > 0.99
+
+    monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "angles_to",
+                        lambda self, ref, frames, K: np.full(len(frames), np.inf))
+    item = _item(_copy_run(run_dir, tmp_path / "run2"), "environment_rocket")
+    res = evaluate_item(item, ECFG)
+    assert max(true_errors(item, res)) < 5.0, res["metrics"][key]  # the chained estimate, not the window's start
+
+
+def test_orb_angles_need_a_working_size_on_small_frames():
+    """At 96 x 160 ORB alone finds no fit at all; at the 480-px working size, with the rotation fitted to the
+    homography's inlier rays, the angle to the reference is right within a few tenths of a degree."""
+    import cv2
+    from skimage import data
+
+    from adapters.reference.model import ReferenceRenderer, Texture, stable_seed
+    from evaluate.perception.weightfree import ClassicalPoseEstimator
+    from trajectories.conventions import intrinsics_from_fov, rot_y, se3
+
+    img = cv2.resize(data.rocket(), (160, 96), interpolation=cv2.INTER_AREA)
+    K = intrinsics_from_fov(60.0, 160, 96)
+    r = ReferenceRenderer(K, 96, 160)
+    src = [(0, np.eye(4), np.dstack([img, np.full((96, 160), 255, np.uint8)]))]
+    tex = Texture(stable_seed(1, "orb"), img.reshape(-1, 3).mean(0))
+    yaws = [0, 1, 3, 40, 90]
+    fr = np.stack([r.render(se3(rot_y(np.deg2rad(y))), src, tex)[..., :3] for y in yaws])
+    assert np.isinf(ClassicalPoseEstimator(orb_min_side=0).angles_to(fr[0], fr, K)).all()  # the old behaviour
+    a = ClassicalPoseEstimator().angles_to(fr[0], fr, K)
+    assert a[0] < 0.1 and abs(a[1] - 1) < 0.3 and abs(a[2] - 3) < 0.3 and int(np.argmin(a[1:])) == 0, a

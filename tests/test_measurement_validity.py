@@ -454,10 +454,9 @@ def test_degradations_lower_every_frame_based_memory_metric(study, tmp_path):
         src = _item(study, "fullkv", "lrlrlr", case)
         base = _memory_values(evaluate_item(src, _ecfg()))
         assert {"departure.visible[pixel-thumb16]"} < set(base) and len(base) >= 2, base
-        # The clean FullKV rollout remembers; a metric whose return frame the weight-free estimator (classical
-        # optical-flow poses) picked wrongly at this small size already scores low and cannot show a further drop.
-        base = {k: v for k, v in base.items() if v > 0.9}
-        assert "departure.visible[pixel-thumb16]" in base, base
+        # The clean FullKV rollout remembers every memory metric (the return frames the weight-free estimator picks
+        # are right at this small size too: its ORB fit runs at a 480-px working size).
+        assert min(base.values()) > 0.9, base
         _, other = read_frames(_item(study, "fullkv", "lrlrlr", "dynamic_cat" if case != "dynamic_cat" else
                                      "environment_motorcycle") / "video.mp4")
         rng = np.random.default_rng(0)
@@ -519,9 +518,10 @@ def _per_item(run: Path, context: str, metric: str) -> dict[tuple[str, str], flo
 @pytest.mark.slow
 def test_context_policies_order_as_they_imply_on_departure_revisits(study):
     """FullKV keeps everything and FoV retrieves the first departure's chunks, Sliding's window has moved past them:
-    FullKV >= FoV > Sliding on the departure-revisit metric, with paired intervals that exclude 0. (On the paper's
-    return-to-start metric every policy keeps frame 0 in its sink; what differs there is the return frame the
-    estimated poses pick, an estimator effect, so it is not asserted here.)"""
+    FullKV >= FoV > Sliding on the departure-revisit metric (Eq. 4 + Eq. 1 with global frame features, from the
+    frames), with paired intervals that exclude 0 (the run's own analyses: vs FullKV and vs Sliding). On the paper's
+    return-to-start metric (Environment Visible) every policy keeps frame 0 in its sink, so all three score ~1 with
+    return frames picked by the weight-free estimator: the revisit must reach beyond the sink to separate them."""
     an = json.loads((study / "eval" / "analyses.json").read_text())
     (cp,) = an["context_policies"]
     assert cp["matched_items"] == 10
@@ -537,6 +537,15 @@ def test_context_policies_order_as_they_imply_on_departure_revisits(study):
     assert fov_vs_sliding["lo"] > 0  # FoV > Sliding, interval excludes 0
     assert (a["fov"] > a["sliding"]).all() and (a["fullkv"] > a["sliding"]).all()
     assert row["paired_vs_fullkv"]["fov"]["diff"] > -0.01  # FoV recovers what FullKV keeps (FullKV >= FoV)
+    assert row["paired_vs_sliding"]["fov"]["lo"] > 0  # the analysis reports FoV - Sliding with its interval
+    env = cp["metrics"]["environment.visible[pixel-thumb16]"]
+    assert min(env[p]["mean"] for p in ("fullkv", "fov", "sliding")) > 0.99, env  # return to start: the sink
+    # Environment Visible's own rule (estimated orientation closest to the reference frame, clipped cosine) with the
+    # reference moved to the first away view orders the policies the same way.
+    rv = cp["metrics"]["departure.return_visible[pixel-thumb16]"]
+    assert rv["fullkv"]["mean"] > 0.9 and rv["fov"]["mean"] > 0.9 and rv["sliding"]["mean"] < 0.5, rv
+    assert rv["paired_vs_fullkv"]["sliding"]["hi"] < 0 and rv["paired_vs_sliding"]["fov"]["lo"] > 0, rv
+    assert rv["paired_vs_fullkv"]["fov"]["diff"] > -0.01, rv
 
 
 @pytest.mark.slow
@@ -544,14 +553,15 @@ def test_debug_default_keeps_a_context_effect(tmp_path):
     from conftest import run_cli
 
     out = {}
-    for ctx in ("fullkv", "sliding"):
+    keys = ("departure.visible[pixel-thumb16]", "departure.return_visible[pixel-thumb16]")
+    for ctx in ("fullkv", "fov", "sliding"):
         r = run_cli(["debug=default", f"context={ctx}"], tmp_path, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         item = next((tmp_path / "outputs" / "debug" / "reference" / ctx).glob("seed-*/lrlr/environment_rocket"))
         res = json.loads((item / "metrics.json").read_text())
-        out[ctx] = ((item / "video.mp4").read_bytes(), res["metrics"]["departure.visible[pixel-thumb16]"]["value"])
+        out[ctx] = ((item / "video.mp4").read_bytes(), [res["metrics"][k]["value"] for k in keys])
     assert out["fullkv"][0] != out["sliding"][0]
-    assert out["fullkv"][1] > 0.9 and out["sliding"][1] < 0.5
+    assert min(out["fullkv"][1] + out["fov"][1]) > 0.9 and max(out["sliding"][1]) < 0.5, out
 
 
 @pytest.mark.slow

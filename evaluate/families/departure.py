@@ -9,9 +9,17 @@ reference set is the first departure's away view and each later departure back t
 Metric ``departure.visible[<encoder>]``: Eq. 4 with global frame features (the features of the paper's Environment
 Visible Memory): per revisit, the mean over its frames of ``clip_[0,1](max over reference frames of cos)``, then
 Eq. 1 over the K' prescribed departure revisits. Computed from the frames only (no oracle geometry).
+
+Metric ``departure.return_visible[<encoder>]``: the paper's Environment Visible Memory rule with the reference frame
+moved from the conditioning frame to the first departure's settled away frame (the last frame of the reference set):
+inside each later departure ``D_k`` that comes back to it (the whole phase, sampled every ``memory_stride``), the frame
+whose estimated orientation is closest to the reference frame's (first available of ``return_frame_poses``, as the
+return frames are picked), then the clipped cosine of global features between the two, averaged over the revisits.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import memory as mem
 from ..aggregate import rollout_score
@@ -54,6 +62,28 @@ def visible(ctx, perc, ecfg, bb) -> Entries:
                  revisit_frames=rev_idx, protocol=PROTOCOL)
 
 
+def return_visible(ctx, perc, ecfg, bb) -> Entries:
+    from ..protocol import departure_windows, window_frames
+    from .environment import NoPoseSource
+
+    ref, revisits = _windows(ctx, ecfg)
+    ref_frame = ref[-1]
+    deps = departure_windows(ctx.phases)[1:]
+    wins = [window_frames(next(d for d in deps if d[0] <= w[0] < d[1]), ecfg.memory_stride) for w in revisits]
+    r = perc.frames_closest_to(tuple(ecfg.return_frame_poses), ref_frame, wins)
+    if r["source"] is None:
+        why = "; ".join(f"{k}: {v}" for k, v in r["reasons"].items())
+        raise NoPoseSource(f"no pose source of return_frame_poses={list(ecfg.return_frame_poses)} is available "
+                           f"to select the departure return frames ({why})")
+    name = bb["encoder"]
+    f = perc.encode(name, [ref_frame] + r["frames"])
+    per = [float(np.clip(mem.cosine_matrix(f[i + 1: i + 2], f[:1])[0, 0], 0, 1)) for i in range(len(wins))]
+    return entry("departure.return_visible", perc.label(name, "encoder"), perc.kind(name),
+                 rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=[ref_frame],
+                 return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"],
+                 return_angle_deg=r["angles_deg"], protocol=PROTOCOL)
+
+
 def _applies(ctx, ecfg) -> bool:
     ref, revisits = _windows(ctx, ecfg)
     return bool(ref and revisits)
@@ -61,6 +91,8 @@ def _applies(ctx, ecfg) -> bool:
 
 FAMILY = Family(
     "departure",
-    ("encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg"),
-    (Metric("departure.visible", ("encoder",), visible, _applies),),
+    ("encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg",
+     "return_frame_poses", "pose_estimators"),
+    (Metric("departure.visible", ("encoder",), visible, _applies),
+     Metric("departure.return_visible", ("encoder",), return_visible, _applies)),
 )
