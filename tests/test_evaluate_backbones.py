@@ -472,7 +472,7 @@ def test_human_identity_uses_valid_faces_inside_tracked_persons(tmp_path, monkey
 
 def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir, tmp_path, monkeypatch):
     """The classical estimator's direct angle to frame 0 (ORB + homography) runs at a working size of at least
-    480 px on the shorter side: at 96 x 160 ORB alone found too few matches and the Environment-Visible return frame
+    240 px on the shorter side: at 96 x 160 ORB alone found too few matches and the Environment-Visible return frame
     fell on the first frame of the window, 90 deg away. A window where the direct fit finds nothing falls back to the
     chained (optical-flow) estimate instead of its first frame."""
     from evaluate.perception import weightfree
@@ -501,7 +501,7 @@ def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir
 
 
 def test_orb_angles_need_a_working_size_on_small_frames():
-    """At 96 x 160 ORB alone finds no fit at all; at the 480-px working size, with the rotation fitted to the
+    """At 96 x 160 ORB alone finds no fit at all; at the 240-px working size, with the rotation fitted to the
     homography's inlier rays, the angle to the reference is right within a few tenths of a degree."""
     import cv2
     from skimage import data

@@ -455,7 +455,7 @@ def test_degradations_lower_every_frame_based_memory_metric(study, tmp_path):
         base = _memory_values(evaluate_item(src, _ecfg()))
         assert {"departure.visible[pixel-thumb16]"} < set(base) and len(base) >= 2, base
         # The clean FullKV rollout remembers every memory metric (the return frames the weight-free estimator picks
-        # are right at this small size too: its ORB fit runs at a 480-px working size).
+        # are right at this small size too: its ORB fit runs at a 240-px working size).
         assert min(base.values()) > 0.9, base
         _, other = read_frames(_item(study, "fullkv", "lrlrlr", "dynamic_cat" if case != "dynamic_cat" else
                                      "environment_motorcycle") / "video.mp4")

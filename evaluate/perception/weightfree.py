@@ -97,7 +97,7 @@ class ClassicalPoseEstimator:
     name = "classical-opencv"
 
     def __init__(self, features: int = 3000, min_inliers: int = 20, corners: int = 800, flow_window: int = 15,
-                 orb_min_side: int = 480):
+                 orb_min_side: int = 240):
         self.features, self.min_inliers = features, min_inliers
         self.corners, self.flow_window = corners, flow_window
         self.orb_min_side = orb_min_side
