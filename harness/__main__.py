@@ -169,7 +169,8 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             remove_dead_temps(run_dir)  # left by a process killed mid-write (its pid is gone)
         _save_config(cfg, run_dir)
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
-                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank)
+                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
+                        previews=bool(cfg.get("previews")))
     print(summary.table())
     evaluated_ok = True
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:

@@ -111,9 +111,14 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def json_text(data: Any) -> str:
+    """The text :func:`write_json` writes for ``data`` (indented by 2, a final newline)."""
+    return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
+
+
 def write_json(path: str | Path, data: Any) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n")
+        tmp.write_text(json_text(data))
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -17,6 +17,8 @@ Guarantees:
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import threading
 import time
@@ -28,9 +30,9 @@ from typing import Any, Optional, Sequence
 
 from .cases import Case
 from .dist import Rank, current_rank, split
-from .fingerprint import item_fingerprint, sha256_text
+from .fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from .gpu_pool import GPUPool, current_devices
-from .io import sha256_file, write_json
+from .io import json_text, sha256_file, write_json, write_text
 from .locks import ItemLocks
 from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
                       rebuild_manifest, remove_stale_temps, update_manifest, versions)
@@ -80,17 +82,12 @@ def encoder_settings() -> dict[str, Any]:
 
 
 def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
-    """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)."""
-    from .fingerprint import canonical
+    """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)
+    (:func:`harness.fingerprint.item_fingerprints`: the same values as :func:`item_fingerprint` item by item)."""
+    from .fingerprint import item_fingerprints
 
-    by_id = {c.id: c for c in plan.cases}
-    enc = encoder_settings()
-    out = {}
-    for item in plan.all_items or plan.items:
-        fp, parts = item_fingerprint(plan.adapter, plan.policy, plan.specs[item.trajectory], by_id[item.case_id],
-                                     item, enc)
-        out[item.key] = (fp, {k: sha256_text(canonical(v))[:12] for k, v in parts.items()})
-    return out
+    return item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
+                             plan.all_items or plan.items, encoder_settings())
 
 
 def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], overwrite: bool) -> None:
@@ -120,16 +117,26 @@ class _Executor:
 
     def __init__(self, adapter: Any, context: Any, specs: dict[str, Any], cases: Sequence[Case], run_dir: Path,
                  config: dict[str, Any], fps: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
-                 rank: Rank, write_manifest: bool):
+                 rank: Rank, write_manifest: bool, previews: bool = False):
         self.adapter, self.context, self.specs = adapter, context, specs
         self.by_id = {c.id: c for c in cases}
         self.run_dir, self.fps = run_dir, fps
         self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
+        self.previews = previews
         self.write_manifest = write_manifest
+        # a dry run's items take milliseconds: their manifest rows are written together at the end of the run
+        # (rewriting the whole manifest after each item made a study's dry run quadratic in its size)
+        self.pending_rows: list[dict[str, Any]] = []
         self.secrets = secret_values(config)
         self.config = redact(config, self.secrets)
         self.argv = redact(list(sys.argv), self.secrets)
         self.versions, self.git = versions(), git_state()
+        # parts of meta.json shared by every item: built and serialised once (see _meta_text)
+        self.model_meta = redact(adapter.config.to_dict(), self.secrets)
+        self.context_meta = context.to_dict()
+        self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
+        self._shared_text: dict[int, tuple[Any, str]] = {}
+        self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
         self.started = time.time()
         self._mutex = threading.Lock()
@@ -167,9 +174,9 @@ class _Executor:
             "fingerprint": fp,
             "fingerprint_parts": fp_parts,
             "case": case.model_dump(),
-            "model": redact(adapter.config.to_dict(), self.secrets),
-            "context": self.context.to_dict(),
-            "trajectory": self.specs[item.trajectory].to_dict(),
+            "model": self.model_meta,
+            "context": self.context_meta,
+            "trajectory": self.spec_meta[item.trajectory],
             "seed": item.seed,
             "seed_source": "cli override" if self.config.get("seed") is not None else "model default",
             "versions": self.versions,
@@ -181,13 +188,13 @@ class _Executor:
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        write_json(item_dir / "meta.json", meta)
+        self._write_meta(item_dir, meta)
         t0 = time.perf_counter()
         writer = None
         try:
-            _, K = adapter.canvas_image_and_K(case)
+            K = adapter.canvas_K(case)
             mc = adapter.config
-            path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)
+            path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)  # shared by cases (cached)
             path.save(item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
@@ -201,11 +208,12 @@ class _Executor:
                                                              **controls.meta.get("intrinsics_residual", {})}
             t_compile = time.perf_counter() - t0
             if self.dry_run:
-                from trajectories.preview import preview_path
+                if self.previews:  # on request (previews=true): a matplotlib figure costs ~0.3 s an item
+                    from trajectories.preview import preview_path
 
-                overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
-                preview_path(path, item_dir / "preview.png", overlays=overlays,
-                             title=f"{item.key}: requested vs native")
+                    overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
+                    preview_path(path, item_dir / "preview.png", overlays=overlays,
+                                 title=f"{item.key}: requested vs native")
                 meta.update(status="compiled", timings={"compile_s": t_compile})
             else:
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
@@ -232,10 +240,48 @@ class _Executor:
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         meta["finished_unix"] = time.time()
         meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()
-        write_json(item_dir / "meta.json", meta)
+        self._write_meta(item_dir, meta)
         if self.write_manifest:
-            update_manifest(self.run_dir, [meta["manifest"]])
+            if self.dry_run:
+                with self._mutex:
+                    self.pending_rows.append(meta["manifest"])
+            else:
+                update_manifest(self.run_dir, [meta["manifest"]])
         return meta
+
+    def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
+        """``meta.json``, as :func:`harness.io.write_json` writes it; the values shared by every item (config,
+        versions, model, ...) are serialised once per run instead of twice per item."""
+        write_text(item_dir / "meta.json", self._meta_text(meta))
+
+    def _meta_text(self, meta: dict[str, Any]) -> str:
+        """``json_text(meta)``, with the shared values' texts spliced in: each is replaced by a placeholder string
+        (with a random token of this executor), the rest is serialised in one call, then the placeholders are
+        replaced by the shared values' cached texts (indented as a value at depth 1)."""
+        shared = (self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
+                  *self.spec_meta.values())
+        doc, texts = {}, {}
+        for k, v in meta.items():
+            if isinstance(v, (dict, list)) and any(v is x for x in shared):
+                hit = self._shared_text.get(id(v))
+                if hit is None or hit[0] is not v:
+                    hit = self._shared_text[id(v)] = (v, json_text(v)[:-1].replace("\n", "\n  "))
+                mark = f"{self._token}:{len(texts)}"
+                texts[json.dumps(mark)] = hit[1]
+                doc[k] = mark
+            else:
+                doc[k] = v
+        text = json_text(doc)
+        for mark, sub in texts.items():
+            text = text.replace(mark, sub, 1)
+        return text
+
+    def flush_manifest(self) -> None:
+        """Write the manifest rows a dry run collected (one rewrite for the whole run)."""
+        with self._mutex:
+            rows, self.pending_rows = self.pending_rows, []
+        if rows:
+            update_manifest(self.run_dir, rows)
 
     def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
         """Run ``item`` if this process can lock it; False when another live process holds it."""
@@ -294,6 +340,7 @@ def run_items(
     pool: Optional[GPUPool] = None,
     rank: Optional[Rank] = None,
     wait_poll_s: float = 0.5,
+    previews: bool = False,
 ) -> RunSummary:
     """Execute ``items`` (see the module docstring for what each writes and the guarantees).
 
@@ -301,6 +348,7 @@ def run_items(
     every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
     jobs concurrently on its GPUs (None = the ``devices`` setting of ``config``; no GPUs = one at a time).
     ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
+    ``previews``: in a dry run, also draw each item's ``preview.png`` (requested vs native path; slow).
     """
     rank = rank or current_rank()
     plan = Plan(adapter, context, dict(trajectory_specs), list(cases), list(items), Path(run_dir))
@@ -308,7 +356,7 @@ def run_items(
     check_fingerprints(plan, fps, overwrite)
     my_items = split(list(items), rank)
     ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
-                   write_manifest=rank.is_main)
+                   write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
     if pool is None and gpus > 0:
         pool = gpu_pool_for(adapter, config, dry_run)
@@ -362,11 +410,12 @@ def run_items(
                 announced = True
             pending = process(pending)
     finally:
+        ex.flush_manifest()  # a dry run's rows (also when interrupted); other items' rows are kept as they are
         ex.locks.release_all()
         if bar:
             bar.close()
     summary.max_concurrent = ex.peak_running
-    if rank.is_main:
+    if rank.is_main and not (dry_run and rank.world == 1):
         rebuild_manifest(Path(run_dir))
     summary.seconds = time.perf_counter() - t_run
     return summary
