@@ -32,7 +32,7 @@ from .cases import Case
 from .dist import Rank, current_rank, split
 from .fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from .gpu_pool import GPUPool, current_devices
-from .io import json_text, sha256_file, write_json, write_text
+from .io import atomic_path, json_text, sha256_file, write_json, write_text
 from .locks import ItemLocks
 from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
                       rebuild_manifest, remove_stale_temps, update_manifest, versions)
@@ -136,6 +136,7 @@ class _Executor:
         self.context_meta = context.to_dict()
         self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
         self._shared_text: dict[int, tuple[Any, str]] = {}
+        self._camera_bytes: dict[int, tuple[Any, bytes]] = {}
         self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
         self.started = time.time()
@@ -188,14 +189,15 @@ class _Executor:
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        self._write_meta(item_dir, meta)
+        if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
+            self._write_meta(item_dir, meta)
         t0 = time.perf_counter()
         writer = None
         try:
             K = adapter.canvas_K(case)
             mc = adapter.config
             path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)  # shared by cases (cached)
-            path.save(item_dir / "camera.npz")
+            self._save_camera(path, item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
             meta["controls"] = redact({"files": sorted(Path(p).name for p in controls.files.values()),
@@ -248,6 +250,21 @@ class _Executor:
             else:
                 update_manifest(self.run_dir, [meta["manifest"]])
         return meta
+
+    def _save_camera(self, path: Any, dst: Path) -> None:
+        """``camera.npz`` (:meth:`CameraPath.save`). A camera path shared by several items (the compile cache hands
+        out one object per spec, canvas and K) is serialised once; the later items get the same bytes."""
+        import io
+
+        hit = self._camera_bytes.get(id(path))
+        if hit is None or hit[0] is not path:
+            buf = io.BytesIO()
+            path.save_to(buf)
+            if len(self._camera_bytes) > 64:  # paths are shared per spec, canvas and K: a few per run
+                self._camera_bytes.clear()
+            hit = self._camera_bytes[id(path)] = (path, buf.getvalue())
+        with atomic_path(dst, suffix=".npz") as tmp:
+            tmp.write_bytes(hit[1])
 
     def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
         """``meta.json``, as :func:`harness.io.write_json` writes it; the values shared by every item (config,

@@ -44,6 +44,13 @@ def pose_json(poses: np.ndarray, K: np.ndarray) -> str:
     return json_text({str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(len(poses))})
 
 
+@memo
+def pose_json_extrinsics(text: str) -> np.ndarray:
+    """The (L, 4, 4) ``extrinsic`` entries of a ``pose.json`` text, in latent order."""
+    data = json.loads(text)
+    return np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
+
+
 @dataclass(frozen=True, kw_only=True)
 class HYConfig(UpstreamConfig):
     """HY-WorldPlay settings. model_path: the HunyuanVideo-1.5 base model folder (upstream's required
@@ -83,8 +90,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         return NativeControls(files={"pose.json": str(d / "pose.json")}, meta=meta)
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
-        data = json.loads((controls_dir / "pose.json").read_text())
-        poses = np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
+        poses = pose_json_extrinsics((controls_dir / "pose.json").read_text())
         poses[:, :3, 3] /= self.scene_scale()
         return interpolate_to_frames(latent_anchor_frames(len(poses)), poses, req.path.num_frames)
 
