@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +227,7 @@ FrameSink = Callable[[np.ndarray], None]
 #: decoded (height, width) of each conditioning image seen by this process, by :func:`adapters.memo.image_identity`
 _image_shapes: dict[Any, tuple[int, int]] = {}
 _CANVASES_KEPT = 8  # canvases an adapter keeps (compile and generate of one item share one)
+_CANVAS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -313,15 +315,18 @@ class Adapter(ABC):
         from harness.imaging import resize_cover_crop
 
         key = self._case_key(case)
-        if key not in self._canvas:
+        hit = self._canvas.get(key)
+        if hit is None:
             img = case.load_image()
             _image_shapes[self._image_identity(case)] = img.shape[:2]
             canvas = resize_cover_crop(img, (self.config.height, self.config.width))
             canvas.setflags(write=False)
-            self._canvas[key] = (canvas, self.canvas_K(case))
-            while len(self._canvas) > _CANVASES_KEPT:
-                del self._canvas[next(iter(self._canvas))]
-        return self._canvas[key]
+            hit = (canvas, self.canvas_K(case))
+            with _CANVAS_LOCK:  # items may compile in threads (concurrent upstream jobs)
+                self._canvas[key] = hit
+                while len(self._canvas) > _CANVASES_KEPT:
+                    del self._canvas[next(iter(self._canvas))]
+        return hit
 
     def _case_key(self, case: Any) -> tuple:
         return (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))

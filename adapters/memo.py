@@ -24,6 +24,7 @@ import functools
 import hashlib
 import os
 import shutil
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -32,6 +33,7 @@ import numpy as np
 
 _ENABLED = True
 _CACHES: list[OrderedDict] = []
+_LOCK = threading.RLock()  # items compile in threads when upstream jobs run concurrently (runner's GPU pool)
 
 
 def set_enabled(on: bool) -> bool:
@@ -46,8 +48,9 @@ def enabled() -> bool:
 
 
 def clear() -> None:
-    for c in _CACHES:
-        c.clear()
+    with _LOCK:
+        for c in _CACHES:
+            c.clear()
 
 
 class Unhashable(TypeError):
@@ -80,13 +83,15 @@ def _new_cache() -> OrderedDict:
 
 
 def _lookup(cache: OrderedDict, key: Hashable, compute: Callable[[], Any], maxsize: int) -> Any:
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    value = compute()
-    cache[key] = value
-    if len(cache) > maxsize:
-        cache.popitem(last=False)
+    with _LOCK:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = compute()  # outside the lock: two threads may compute one value; both results are equal
+    with _LOCK:
+        cache[key] = value
+        while len(cache) > maxsize:
+            cache.popitem(last=False)
     return value
 
 
@@ -140,7 +145,10 @@ def image_identity(ref: str) -> Hashable:
     """What an image reference's pixels depend on: ``skimage://`` name, or the file (device, inode), mtime and size."""
     if ref.startswith("skimage://"):
         return ("skimage", ref)
-    st = os.stat(ref)  # follows links: the file's own identity and state
+    try:
+        st = os.stat(ref)  # follows links: the file's own identity and state
+    except OSError:
+        return ("unreadable", ref)  # loading it raises the case's own error
     return ("file", st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
@@ -148,23 +156,24 @@ def write_canvas_file(dst: str | Path, identity: Hashable, canvas: Callable[[], 
                       params: tuple[int, ...] = (), maxsize: int = 4096) -> None:
     """Write the canvas (RGB, from ``canvas()``) to ``dst`` as ``cv2.imwrite`` would (format from the suffix).
 
-    ``identity``: everything the canvas depends on (source image identity and canvas size). The first call encodes;
+    ``identity``: everything the canvas depends on (source image identity and canvas size; None: no reuse). The
+    first call encodes;
     later calls with the same identity, format and ``params`` copy the file the first one wrote, if it still has
     the size and mtime it had then (else they encode again).
     """
     import cv2
 
     dst = Path(dst)
-    key = (identity, dst.suffix.lower(), tuple(params)) if _ENABLED else None
+    key = (identity, dst.suffix.lower(), tuple(params)) if _ENABLED and identity is not None else None
     if key is not None:
-        src = _FILES.get(key)
+        with _LOCK:
+            src = _FILES.get(key)
         if src is not None:
             path, size, mtime = src
             try:
                 st = os.stat(path)
                 if (st.st_size, st.st_mtime_ns) == (size, mtime) and os.path.abspath(path) != os.path.abspath(dst):
                     shutil.copyfile(path, dst)
-                    _FILES.move_to_end(key)
                     return
             except OSError:
                 pass
@@ -172,6 +181,7 @@ def write_canvas_file(dst: str | Path, identity: Hashable, canvas: Callable[[], 
         raise OSError(f"cannot write {dst}")
     if key is not None:
         st = os.stat(dst)
-        _FILES[key] = (str(dst), st.st_size, st.st_mtime_ns)
-        if len(_FILES) > maxsize:
-            _FILES.popitem(last=False)
+        with _LOCK:
+            _FILES[key] = (str(dst), st.st_size, st.st_mtime_ns)
+            while len(_FILES) > maxsize:
+                _FILES.popitem(last=False)

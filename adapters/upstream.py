@@ -186,7 +186,8 @@ class UpstreamAdapter(Adapter):
         process and image and copied for later items (:func:`adapters.memo.write_canvas_file`)."""
         from adapters.memo import write_canvas_file
 
-        ident = (self._image_identity(case), self.config.height, self.config.width)
+        image = self._image_identity(case)
+        ident = None if image[0] == "unreadable" else (image, self.config.height, self.config.width)
         write_canvas_file(dst, ident, lambda: self.canvas_image_and_K(case)[0], params)
 
     def compile(self, req: ItemRequest) -> NativeControls:
