@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -90,20 +91,32 @@ def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
                              plan.all_items or plan.items, encoder_settings())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _rel(item: WorkItem) -> Path:
+    """``item.rel_dir``, built once per item (a dry-run item is milliseconds; the runner asks a dozen times)."""
+    return item.rel_dir
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key(item: WorkItem) -> str:
+    """``item.key``, built once per item."""
+    return item.key
+
+
 def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], overwrite: bool) -> None:
     """Refuse (before anything is written) when a finished item was made with a different config."""
     if overwrite:
         return
     bad = []
     for item in plan.items:
-        m = item_meta(plan.run_dir / item.rel_dir)
+        m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
-        fp, parts = fps[item.key]
+        fp, parts = fps[_key(item)]
         if m.get("fingerprint") != fp:
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
-            bad.append((item.key, changed))
+            bad.append((_key(item), changed))
     if bad:
         key, changed = bad[0]
         raise FingerprintMismatch(
@@ -148,8 +161,8 @@ class _Executor:
     def finished_ok(self, item: WorkItem) -> Optional[str]:
         """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
         another process), or None."""
-        m = item_meta(self.run_dir / item.rel_dir)
-        if not m or m.get("fingerprint") != self.fps[item.key][0]:
+        m = item_meta(self.run_dir / _rel(item))
+        if not m or m.get("fingerprint") != self.fps[_key(item)][0]:
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
                 and m.get("owner_token") != self.locks.owner.token):
@@ -164,9 +177,9 @@ class _Executor:
 
         from .video import VideoWriter
 
-        adapter, item_dir = self.adapter, self.run_dir / item.rel_dir
+        adapter, item_dir = self.adapter, self.run_dir / _rel(item)
         case = self.by_id[item.case_id]
-        fp, fp_parts = self.fps[item.key]
+        fp, fp_parts = self.fps[_key(item)]
         devices = current_devices()
         meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
@@ -215,7 +228,7 @@ class _Executor:
 
                     overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
                     preview_path(path, item_dir / "preview.png", overlays=overlays,
-                                 title=f"{item.key}: requested vs native")
+                                 title=f"{_key(item)}: requested vs native")
                 meta.update(status="compiled", timings={"compile_s": t_compile})
             else:
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
@@ -302,28 +315,28 @@ class _Executor:
 
     def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
         """Run ``item`` if this process can lock it; False when another live process holds it."""
-        if not self.locks.try_acquire(item.key):
+        if not self.locks.try_acquire(_key(item)):
             return False
         try:
             why = self.finished_ok(item)  # re-check under the lock: another process may just have finished it
             if why is not None:
-                self._record(summary, why, item.key)
+                self._record(summary, why, _key(item))
                 return True
-            if item.key in self.locks.taken_over:
+            if _key(item) in self.locks.taken_over:
                 with self._mutex:
-                    summary.taken_over.append(item.key)
-            remove_stale_temps(self.run_dir / item.rel_dir)  # we hold the lock: any temp file is a dead owner's
+                    summary.taken_over.append(_key(item))
+            remove_stale_temps(self.run_dir / _rel(item))  # we hold the lock: any temp file is a dead owner's
             if pool is not None and gpus > 0:
                 with pool.job(gpus):
                     meta = self._counted(item)
             else:
                 meta = self._counted(item)
-            self._record(summary, meta["status"], item.key)
+            self._record(summary, meta["status"], _key(item))
             if meta["status"] == "failed":
                 with self._mutex:
-                    summary.causes[item.key] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
+                    summary.causes[_key(item)] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
         finally:
-            self.locks.release(item.key)
+            self.locks.release(_key(item))
         return True
 
     def _counted(self, item: WorkItem) -> dict[str, Any]:
@@ -389,7 +402,7 @@ def run_items(
     def attempt(item: WorkItem) -> bool:
         why = ex.finished_ok(item)
         if why is not None:
-            ex._record(summary, why, item.key)
+            ex._record(summary, why, _key(item))
             return True
         return ex.run_locked(item, summary, pool, gpus)
 
@@ -421,7 +434,7 @@ def run_items(
         while pending:
             time.sleep(wait_poll_s)
             if not announced:
-                holders = {h.describe() for h in (ex.locks.holder(i.key) for i in pending) if h is not None}
+                holders = {h.describe() for h in (ex.locks.holder(_key(i)) for i in pending) if h is not None}
                 print(f"waiting for {len(pending)} item(s) held by another process ({'; '.join(sorted(holders))})",
                       file=sys.stderr)
                 announced = True
@@ -472,4 +485,4 @@ def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:
 
 def run_complete(run_dir: Path, items: Sequence[WorkItem]) -> list[WorkItem]:
     """The items of ``items`` that are not finished yet (empty when the whole run can be evaluated)."""
-    return [i for i in items if item_status(Path(run_dir) / i.rel_dir) not in FINISHED]
+    return [i for i in items if item_status(Path(run_dir) / _rel(i)) not in FINISHED]
