@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,6 +224,11 @@ class GeneratedVideo:
 
 FrameSink = Callable[[np.ndarray], None]
 
+#: decoded (height, width) of each conditioning image seen by this process, by :func:`adapters.memo.image_identity`
+_image_shapes: dict[Any, tuple[int, int]] = {}
+_CANVASES_KEPT = 8  # canvases an adapter keeps (compile and generate of one item share one)
+_CANVAS_LOCK = threading.Lock()
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -303,28 +309,67 @@ class Adapter(ABC):
         """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike.
 
         Computed once per case (planning, compiling and generating all need it); the arrays are read-only.
+        Only the last few canvases are kept (a study holds hundreds of cases); :meth:`canvas_K` is the cheap way
+        to the intrinsics alone.
         """
         from harness.imaging import resize_cover_crop
+
+        key = self._case_key(case)
+        hit = self._canvas.get(key)
+        if hit is None:
+            img = case.load_image()
+            _image_shapes[self._image_identity(case)] = img.shape[:2]
+            canvas = resize_cover_crop(img, (self.config.height, self.config.width))
+            canvas.setflags(write=False)
+            hit = (canvas, self.canvas_K(case))
+            with _CANVAS_LOCK:  # items may compile in threads (concurrent upstream jobs)
+                self._canvas[key] = hit
+                while len(self._canvas) > _CANVASES_KEPT:
+                    del self._canvas[next(iter(self._canvas))]
+        return hit
+
+    def _case_key(self, case: Any) -> tuple:
+        return (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))
+
+    @staticmethod
+    def _image_identity(case: Any) -> Any:
+        from adapters.memo import image_identity
+
+        return image_identity(case._resolve(case.image))
+
+    def canvas_K(self, case: Any) -> np.ndarray:
+        """K of the case on this model's canvas (as :meth:`canvas_image_and_K` returns it), read-only. Needs only
+        the image's size, decoded once per process and image."""
         from trajectories.conventions import intrinsics_for_resize_crop
 
-        key = (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))
-        if key not in self._canvas:
-            img = case.load_image()
-            K_src = case.intrinsics_matrix(img.shape[0], img.shape[1], self.config.default_hfov_deg)
-            dst = (self.config.height, self.config.width)
-            canvas, K = resize_cover_crop(img, dst), intrinsics_for_resize_crop(K_src, img.shape[:2], dst)
-            canvas.setflags(write=False)
-            K.setflags(write=False)
-            self._canvas[key] = (canvas, K)
-        return self._canvas[key]
+        ident = self._image_identity(case)
+        shape = _image_shapes.get(ident)
+        if shape is None:
+            shape = _image_shapes[ident] = case.load_image().shape[:2]
+        dst = (self.config.height, self.config.width)
+        K_src = case.intrinsics_matrix(shape[0], shape[1], self.config.default_hfov_deg)
+        K = intrinsics_for_resize_crop(K_src, shape, dst)
+        K.setflags(write=False)
+        return K
 
     def path_for(self, spec: Any, K: np.ndarray, trajectory: str | None = None) -> Any:
-        """The item's camera path at this model's native frame count, fps and canvas (K in canvas pixels)."""
+        """The item's camera path at this model's native frame count, fps and canvas (K in canvas pixels).
+
+        Built once per (spec, frame count, hold, fps, canvas, K) in a process and shared (read-only arrays):
+        it does not depend on the case beyond its intrinsics (:func:`adapters.memo.cached_path`)."""
+        from adapters.memo import cached_path
+
+        c = self.config
+        name = trajectory or spec.name
+        key = ("path", spec.to_dict(), name, c.frames_for(name), int(c.trailing_hold_frames), float(c.fps),
+               c.height, c.width, np.asarray(K, dtype=np.float64))
+        return cached_path(key, lambda: self._build_path(spec, K, name))
+
+    def _build_path(self, spec: Any, K: np.ndarray, name: str) -> Any:
         from trajectories import build_path
         from trajectories.path import CameraPath, Segment
 
         c = self.config
-        name = trajectory or spec.name
         total = c.frames_for(name)
         hold = int(c.trailing_hold_frames)
         path = build_path(spec, total - hold, c.fps, K, c.height, c.width)

@@ -20,7 +20,7 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
@@ -177,13 +177,27 @@ class UpstreamAdapter(Adapter):
         """Re-read the native files and return the (T,4,4) path they convey (OpenCV c2w, world = frame 0,
         scene units), with the model's own conventions: the achieved side of the residual."""
 
-    def compile(self, req: ItemRequest) -> NativeControls:
-        import cv2
+    #: whether :meth:`write_native` reads its ``image`` argument; False lets a compile skip decoding and resizing the
+    #: conditioning image when its canvas file was already written in this process (it gets None then)
+    uses_canvas_image: ClassVar[bool] = True
 
-        image, K = self.canvas_image_and_K(req.case)
+    def write_canvas(self, dst: Path, case: Any, params: tuple[int, ...] = ()) -> None:
+        """Write the case's canvas to ``dst`` (PNG / JPEG by suffix, ``cv2.imwrite`` params), encoded once per
+        process and image and copied for later items (:func:`adapters.memo.write_canvas_file`)."""
+        from adapters.memo import write_canvas_file
+
+        image = self._image_identity(case)
+        ident = None if image[0] == "unreadable" else (image, self.config.height, self.config.width)
+        write_canvas_file(dst, ident, lambda: self.canvas_image_and_K(case)[0], params)
+
+    def compile(self, req: ItemRequest) -> NativeControls:
+        if self.uses_canvas_image:
+            image, K = self.canvas_image_and_K(req.case)
+        else:
+            image, K = None, self.canvas_K(req.case)
         d = req.controls_dir
         d.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(d / "image.png"), image[..., ::-1])
+        self.write_canvas(d / "image.png", req.case)
         (d / "prompt.txt").write_text(req.case.prompt + "\n")
         controls = self.write_native(req, image, K)
         controls.files.setdefault("image.png", str(d / "image.png"))

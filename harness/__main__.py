@@ -173,11 +173,15 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     if rank.is_main:
         from harness.io import remove_dead_temps
 
-        if run_dir.is_dir():
-            remove_dead_temps(run_dir)  # left by a process killed mid-write (its pid is gone)
+        # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
+        # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
+        # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
+        if run_dir.is_dir() and not cfg.get("dry_run"):
+            remove_dead_temps(run_dir)
         _save_config(cfg, run_dir)
     summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
-                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank)
+                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
+                        previews=bool(cfg.get("previews")))
     print(summary.table())
     evaluated_ok = True
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:

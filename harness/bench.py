@@ -236,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--height", type=int, default=480)
     e.add_argument("--width", type=int, default=832)
     e.set_defaults(fn=bench_eval)
+    __import__("harness.benchmarks.plan", fromlist=["add_parser"]).add_parser(sub)  # `plan`: study dry-run time
     args = ap.parse_args(argv)
     from harness.logs import setup_logging
 

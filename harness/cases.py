@@ -307,9 +307,29 @@ def _parse_records(path: Path) -> list[tuple[int | str | None, Any]]:
     return [(None, data)]
 
 
+#: validated cases per file, by (path, mtime, size): a sweep plans every job in one process and reads the same set
+_PARSED: dict[tuple[str, int, int], list[Case]] = {}
+
+
 def load_case_file(path: str | Path) -> list[Case]:
-    """Validate every case in one YAML / JSON / JSONL file. Raises :class:`CaseError` naming file and field."""
+    """Validate every case in one YAML / JSON / JSONL file. Raises :class:`CaseError` naming file and field.
+
+    A file already validated by this process, unchanged since (same mtime and size), is not parsed again."""
     path = Path(path).resolve()
+    try:
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _PARSED:
+        return list(_PARSED[key])
+    cases = _load_case_file(path)
+    if key is not None:
+        _PARSED[key] = list(cases)
+    return cases
+
+
+def _load_case_file(path: Path) -> list[Case]:
     cases = []
     for index, rec in _parse_records(path):
         if not isinstance(rec, dict):

@@ -93,3 +93,29 @@ def item_fingerprint(adapter: Any, context: Any, trajectory: Any, case: Any, ite
         "encoder": encoder,
     }
     return sha256_text(canonical(parts))[:32], parts
+
+
+def item_fingerprints(adapter: Any, context: Any, specs: dict[str, Any], cases: dict[str, Any], items: Any,
+                      encoder: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
+    """``item.key -> (fingerprint, {part: short hash})`` for many items of one plan, equal to
+    :func:`item_fingerprint` item by item. The parts shared by the plan (model, context, trajectory, adapter
+    code, encoder) are serialised and hashed once; a case's part once per case."""
+    def part(v: Any) -> tuple[str, str]:
+        text = canonical(v)
+        return text, sha256_text(text)[:12]
+
+    shared = {"model": part(semantic_model_config(adapter.config.to_dict())), "context": part(context.to_dict()),
+              "adapter_code": part(adapter_code_version(type(adapter))), "encoder": part(encoder)}
+    trajectories = {name: part(spec.to_dict()) for name, spec in specs.items()}
+    by_case: dict[str, tuple[str, str]] = {}
+    out = {}
+    for item in items:
+        key = item.key
+        if item.case_id not in by_case:
+            by_case[item.case_id] = part(case_identity(cases[item.case_id]))
+        parts = {**shared, "trajectory": trajectories[item.trajectory], "case": by_case[item.case_id],
+                 "item": part(key), "seed": part(int(item.seed))}
+        # canonical(dict) is "{" + sorted '"key":value' pairs + "}": the parts' texts spliced in sorted key order
+        text = "{" + ",".join(f"{json.dumps(k)}:{parts[k][0]}" for k in sorted(parts)) + "}"
+        out[key] = (sha256_text(text)[:32], {k: parts[k][1] for k in parts})
+    return out

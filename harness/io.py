@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
 import socket
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -116,14 +116,34 @@ def remove_dead_temps(root: str | Path) -> list[Path]:
     return gone
 
 
+_TEMP_COUNTER = itertools.count()
+
+
+def _create_temp(folder: Path, prefix: str, suffix: str) -> str:
+    """Create (``O_EXCL``) an empty temporary file ``<prefix><unique><suffix>`` in ``folder`` and return its path.
+    Mode 0o666 filtered by the umask, as a plain ``open()`` gives (mkstemp's 0600 would hide it from colleagues on
+    a shared cluster); the name is unique by this process's counter plus random letters."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = os.path.join(folder, f"{prefix}{next(_TEMP_COUNTER)}{os.urandom(3).hex()}{suffix}")
+        try:
+            os.close(os.open(name, flags, 0o666))
+            return name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder} for {prefix}*{suffix}")
+
+
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it is renamed onto ``path``, on error removed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{temp_tag()}.", suffix=suffix or path.suffix, dir=path.parent)
-    os.fchmod(fd, file_mode())  # mkstemp makes 0600; colleagues on a shared cluster must read what the umask allows
-    os.close(fd)
+    prefix, end = f".{path.name}.{temp_tag()}.", suffix or path.suffix
+    try:
+        tmp = _create_temp(path.parent, prefix, end)
+    except FileNotFoundError:  # the folder does not exist yet
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _create_temp(path.parent, prefix, end)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
@@ -133,9 +153,14 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def json_text(data: Any) -> str:
+    """The text :func:`write_json` writes for ``data`` (indented by 2, a final newline)."""
+    return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
+
+
 def write_json(path: str | Path, data: Any) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n")
+        tmp.write_text(json_text(data))
 
 
 def write_text(path: str | Path, text: str) -> None:

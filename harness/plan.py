@@ -72,9 +72,9 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
         if (item.trajectory, item.case_id) in seen:
             continue
         seen.add((item.trajectory, item.case_id))
-        _, K = adapter.canvas_image_and_K(by_id[item.case_id])
+        K = adapter.canvas_K(by_id[item.case_id])  # the image's size only: no canvas is resized here
         try:
-            adapter.path_for(specs[item.trajectory], K, item.trajectory)
+            adapter.path_for(specs[item.trajectory], K, item.trajectory)  # one build per distinct K (cached)
         except TrajectoryError as exc:
             raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
 

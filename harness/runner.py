@@ -17,7 +17,10 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -29,9 +32,9 @@ from typing import Any, Optional, Sequence
 
 from .cases import Case
 from .dist import Rank, current_rank, split
-from .fingerprint import item_fingerprint, sha256_text
+from .fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from .gpu_pool import GPUPool, current_devices
-from .io import sha256_file, write_json
+from .io import atomic_path, json_text, sha256_file, write_json, write_text
 from .locks import ItemLocks
 from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
                       rebuild_manifest, remove_stale_temps, update_manifest, versions)
@@ -83,17 +86,24 @@ def encoder_settings() -> dict[str, Any]:
 
 
 def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
-    """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)."""
-    from .fingerprint import canonical
+    """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)
+    (:func:`harness.fingerprint.item_fingerprints`: the same values as :func:`item_fingerprint` item by item)."""
+    from .fingerprint import item_fingerprints
 
-    by_id = {c.id: c for c in plan.cases}
-    enc = encoder_settings()
-    out = {}
-    for item in plan.all_items or plan.items:
-        fp, parts = item_fingerprint(plan.adapter, plan.policy, plan.specs[item.trajectory], by_id[item.case_id],
-                                     item, enc)
-        out[item.key] = (fp, {k: sha256_text(canonical(v))[:12] for k, v in parts.items()})
-    return out
+    return item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
+                             plan.all_items or plan.items, encoder_settings())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _rel(item: WorkItem) -> Path:
+    """``item.rel_dir``, built once per item (a dry-run item is milliseconds; the runner asks a dozen times)."""
+    return item.rel_dir
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key(item: WorkItem) -> str:
+    """``item.key``, built once per item."""
+    return item.key
 
 
 def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], overwrite: bool) -> None:
@@ -102,14 +112,14 @@ def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], o
         return
     bad = []
     for item in plan.items:
-        m = item_meta(plan.run_dir / item.rel_dir)
+        m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
-        fp, parts = fps[item.key]
+        fp, parts = fps[_key(item)]
         if m.get("fingerprint") != fp:
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
-            bad.append((item.key, changed))
+            bad.append((_key(item), changed))
     if bad:
         key, changed = bad[0]
         raise FingerprintMismatch(
@@ -123,16 +133,27 @@ class _Executor:
 
     def __init__(self, adapter: Any, context: Any, specs: dict[str, Any], cases: Sequence[Case], run_dir: Path,
                  config: dict[str, Any], fps: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
-                 rank: Rank, write_manifest: bool):
+                 rank: Rank, write_manifest: bool, previews: bool = False):
         self.adapter, self.context, self.specs = adapter, context, specs
         self.by_id = {c.id: c for c in cases}
         self.run_dir, self.fps = run_dir, fps
         self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
+        self.previews = previews
         self.write_manifest = write_manifest
+        # a dry run's items take milliseconds: their manifest rows are written together at the end of the run
+        # (rewriting the whole manifest after each item made a study's dry run quadratic in its size)
+        self.pending_rows: list[dict[str, Any]] = []
         self.secrets = secret_values(config)
         self.config = redact(config, self.secrets)
         self.argv = redact(list(sys.argv), self.secrets)
         self.versions, self.git = versions(), git_state()
+        # parts of meta.json shared by every item: built and serialised once (see _meta_text)
+        self.model_meta = redact(adapter.config.to_dict(), self.secrets)
+        self.context_meta = context.to_dict()
+        self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
+        self._shared_text: dict[int, tuple[Any, str]] = {}
+        self._camera_bytes: dict[int, tuple[Any, bytes]] = {}
+        self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
         self.started = time.time()
         self._mutex = threading.Lock()
@@ -143,8 +164,8 @@ class _Executor:
     def finished_ok(self, item: WorkItem) -> Optional[str]:
         """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
         another process), or None."""
-        m = item_meta(self.run_dir / item.rel_dir)
-        if not m or m.get("fingerprint") != self.fps[item.key][0]:
+        m = item_meta(self.run_dir / _rel(item))
+        if not m or m.get("fingerprint") != self.fps[_key(item)][0]:
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
                 and m.get("owner_token") != self.locks.owner.token):
@@ -159,9 +180,9 @@ class _Executor:
 
         from .video import VideoWriter
 
-        adapter, item_dir = self.adapter, self.run_dir / item.rel_dir
+        adapter, item_dir = self.adapter, self.run_dir / _rel(item)
         case = self.by_id[item.case_id]
-        fp, fp_parts = self.fps[item.key]
+        fp, fp_parts = self.fps[_key(item)]
         devices = current_devices()
         meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
@@ -170,9 +191,9 @@ class _Executor:
             "fingerprint": fp,
             "fingerprint_parts": fp_parts,
             "case": case.model_dump(),
-            "model": redact(adapter.config.to_dict(), self.secrets),
-            "context": self.context.to_dict(),
-            "trajectory": self.specs[item.trajectory].to_dict(),
+            "model": self.model_meta,
+            "context": self.context_meta,
+            "trajectory": self.spec_meta[item.trajectory],
             "seed": item.seed,
             "seed_source": "cli override" if self.config.get("seed") is not None else "model default",
             "versions": self.versions,
@@ -184,14 +205,15 @@ class _Executor:
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        write_json(item_dir / "meta.json", meta)
+        if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
+            self._write_meta(item_dir, meta)
         t0 = time.perf_counter()
         writer = None
         try:
-            _, K = adapter.canvas_image_and_K(case)
+            K = adapter.canvas_K(case)
             mc = adapter.config
-            path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)
-            path.save(item_dir / "camera.npz")
+            path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)  # shared by cases (cached)
+            self._save_camera(path, item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
             meta["controls"] = redact({"files": sorted(Path(p).name for p in controls.files.values()),
@@ -204,11 +226,12 @@ class _Executor:
                                                              **controls.meta.get("intrinsics_residual", {})}
             t_compile = time.perf_counter() - t0
             if self.dry_run:
-                from trajectories.preview import preview_path
+                if self.previews:  # on request (previews=true): a matplotlib figure costs ~0.3 s an item
+                    from trajectories.preview import preview_path
 
-                overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
-                preview_path(path, item_dir / "preview.png", overlays=overlays,
-                             title=f"{item.key}: requested vs native")
+                    overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
+                    preview_path(path, item_dir / "preview.png", overlays=overlays,
+                                 title=f"{_key(item)}: requested vs native")
                 meta.update(status="compiled", timings={"compile_s": t_compile})
             else:
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
@@ -235,35 +258,88 @@ class _Executor:
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         meta["finished_unix"] = time.time()
         meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()
-        write_json(item_dir / "meta.json", meta)
+        self._write_meta(item_dir, meta)
         if self.write_manifest:
-            update_manifest(self.run_dir, [meta["manifest"]])
+            if self.dry_run:
+                with self._mutex:
+                    self.pending_rows.append(meta["manifest"])
+            else:
+                update_manifest(self.run_dir, [meta["manifest"]])
         return meta
+
+    def _save_camera(self, path: Any, dst: Path) -> None:
+        """``camera.npz`` (:meth:`CameraPath.save`). A camera path shared by several items (the compile cache hands
+        out one object per spec, canvas and K) is serialised once; the later items get the same bytes."""
+        import io
+
+        hit = self._camera_bytes.get(id(path))
+        if hit is None or hit[0] is not path:
+            buf = io.BytesIO()
+            path.save_to(buf)
+            if len(self._camera_bytes) > 64:  # paths are shared per spec, canvas and K: a few per run
+                self._camera_bytes.clear()
+            hit = self._camera_bytes[id(path)] = (path, buf.getvalue())
+        with atomic_path(dst, suffix=".npz") as tmp:
+            tmp.write_bytes(hit[1])
+
+    def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
+        """``meta.json``, as :func:`harness.io.write_json` writes it; the values shared by every item (config,
+        versions, model, ...) are serialised once per run instead of twice per item."""
+        write_text(item_dir / "meta.json", self._meta_text(meta))
+
+    def _meta_text(self, meta: dict[str, Any]) -> str:
+        """``json_text(meta)``, with the shared values' texts spliced in: each is replaced by a placeholder string
+        (with a random token of this executor), the rest is serialised in one call, then the placeholders are
+        replaced by the shared values' cached texts (indented as a value at depth 1)."""
+        shared = (self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
+                  *self.spec_meta.values())
+        doc, texts = {}, {}
+        for k, v in meta.items():
+            if isinstance(v, (dict, list)) and any(v is x for x in shared):
+                hit = self._shared_text.get(id(v))
+                if hit is None or hit[0] is not v:
+                    hit = self._shared_text[id(v)] = (v, json_text(v)[:-1].replace("\n", "\n  "))
+                mark = f"{self._token}:{len(texts)}"
+                texts[json.dumps(mark)] = hit[1]
+                doc[k] = mark
+            else:
+                doc[k] = v
+        text = json_text(doc)
+        for mark, sub in texts.items():
+            text = text.replace(mark, sub, 1)
+        return text
+
+    def flush_manifest(self) -> None:
+        """Write the manifest rows a dry run collected (one rewrite for the whole run)."""
+        with self._mutex:
+            rows, self.pending_rows = self.pending_rows, []
+        if rows:
+            update_manifest(self.run_dir, rows)
 
     def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
         """Run ``item`` if this process can lock it; False when another live process holds it."""
-        if not self.locks.try_acquire(item.key):
+        if not self.locks.try_acquire(_key(item)):
             return False
         try:
             why = self.finished_ok(item)  # re-check under the lock: another process may just have finished it
             if why is not None:
-                self._record(summary, why, item.key)
+                self._record(summary, why, _key(item))
                 return True
-            if item.key in self.locks.taken_over:
+            if _key(item) in self.locks.taken_over:
                 with self._mutex:
-                    summary.taken_over.append(item.key)
-            remove_stale_temps(self.run_dir / item.rel_dir)  # we hold the lock: any temp file is a dead owner's
+                    summary.taken_over.append(_key(item))
+            remove_stale_temps(self.run_dir / _rel(item))  # we hold the lock: any temp file is a dead owner's
             if pool is not None and gpus > 0:
                 with pool.job(gpus):
                     meta = self._counted(item)
             else:
                 meta = self._counted(item)
-            self._record(summary, meta["status"], item.key)
+            self._record(summary, meta["status"], _key(item))
             if meta["status"] == "failed":
                 with self._mutex:
-                    summary.causes[item.key] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
+                    summary.causes[_key(item)] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
         finally:
-            self.locks.release(item.key)
+            self.locks.release(_key(item))
         return True
 
     def _counted(self, item: WorkItem) -> dict[str, Any]:
@@ -297,6 +373,7 @@ def run_items(
     pool: Optional[GPUPool] = None,
     rank: Optional[Rank] = None,
     wait_poll_s: float = 0.5,
+    previews: bool = False,
 ) -> RunSummary:
     """Execute ``items`` (see the module docstring for what each writes and the guarantees).
 
@@ -304,6 +381,7 @@ def run_items(
     every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
     jobs concurrently on its GPUs (None = the ``devices`` setting of ``config``; no GPUs = one at a time).
     ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
+    ``previews``: in a dry run, also draw each item's ``preview.png`` (requested vs native path; slow).
     """
     rank = rank or current_rank()
     plan = Plan(adapter, context, dict(trajectory_specs), list(cases), list(items), Path(run_dir))
@@ -311,7 +389,7 @@ def run_items(
     check_fingerprints(plan, fps, overwrite)
     my_items = split(list(items), rank)
     ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
-                   write_manifest=rank.is_main)
+                   write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
     if pool is None and gpus > 0:
         pool = gpu_pool_for(adapter, config, dry_run)
@@ -327,7 +405,7 @@ def run_items(
     def attempt(item: WorkItem) -> bool:
         why = ex.finished_ok(item)
         if why is not None:
-            ex._record(summary, why, item.key)
+            ex._record(summary, why, _key(item))
             return True
         return ex.run_locked(item, summary, pool, gpus)
 
@@ -359,17 +437,18 @@ def run_items(
         while pending:
             time.sleep(wait_poll_s)
             if not announced:
-                holders = {h.describe() for h in (ex.locks.holder(i.key) for i in pending) if h is not None}
+                holders = {h.describe() for h in (ex.locks.holder(_key(i)) for i in pending) if h is not None}
                 log.info("waiting for %d item(s) held by another process (%s)", len(pending),
                          "; ".join(sorted(holders)))
                 announced = True
             pending = process(pending)
     finally:
+        ex.flush_manifest()  # a dry run's rows (also when interrupted); other items' rows are kept as they are
         ex.locks.release_all()
         if bar:
             bar.close()
     summary.max_concurrent = ex.peak_running
-    if rank.is_main:
+    if rank.is_main and not (dry_run and rank.world == 1):
         rebuild_manifest(Path(run_dir))
     summary.seconds = time.perf_counter() - t_run
     return summary
@@ -409,4 +488,4 @@ def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:
 
 def run_complete(run_dir: Path, items: Sequence[WorkItem]) -> list[WorkItem]:
     """The items of ``items`` that are not finished yet (empty when the whole run can be evaluated)."""
-    return [i for i in items if item_status(Path(run_dir) / i.rel_dir) not in FINISHED]
+    return [i for i in items if item_status(Path(run_dir) / _rel(i)) not in FINISHED]

@@ -89,7 +89,7 @@ def test_resume_after_a_killed_run(tmp_path):
 
 
 def test_dry_run_compiles_without_generating(tmp_path):
-    r = run_cli(["dry_run=true", "trajectory=square", "run=d", *SMALL], tmp_path)
+    r = run_cli(["dry_run=true", "previews=true", "trajectory=square", "run=d", *SMALL], tmp_path)
     assert r.returncode == 0, r.stderr
     metas = _items(tmp_path / "outputs" / "d")
     assert len(metas) == 4  # dynamic_cat does not list the square

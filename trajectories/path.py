@@ -109,15 +109,19 @@ class CameraPath:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
+        self.save_to(tmp)
+        tmp.replace(path)
+
+    def save_to(self, file: Any) -> None:
+        """The ``.npz`` of :meth:`save` written to ``file`` (a path or a binary file object), not atomically."""
         np.savez(
-            tmp,
+            file,
             c2w=self.c2w.astype(np.float64),
             K=self.K.astype(np.float64),
             fps=np.float64(self.fps),
             hw=np.array([self.height, self.width], dtype=np.int64),
             meta_json=np.array(json.dumps(self.meta(), sort_keys=True)),
         )
-        tmp.replace(path)
 
 
 def load_path(path: str | Path) -> CameraPath:

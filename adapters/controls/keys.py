@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adapters.memo import memo
 from harness.errors import ConfigError
 from trajectories.conventions import rot_x, rot_y, rot_z, se3, w2c_from_c2w, yaw_pitch_from_rotmat
 
@@ -48,6 +49,7 @@ def hy_action_label(T_rel: np.ndarray, trans_threshold: float = 1e-4, rot_thresh
     return _HY_INDEX[tk] * 9 + _HY_INDEX[rk]
 
 
+@memo
 def hy_action_labels(latent_c2w: np.ndarray, trans_threshold: float = 1e-4) -> np.ndarray:
     """Labels for every latent (latent 0 -> 0), from consecutive latent poses. (L,) int64."""
     out = np.zeros(len(latent_c2w), dtype=np.int64)
@@ -112,6 +114,7 @@ def _dead(v: float, p: MG3Params) -> float:
     return 0.0 if abs(v) < p.dead_zone else v
 
 
+@memo
 def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
     """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
 
@@ -178,6 +181,7 @@ def mg3_states(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params
     return out
 
 
+@memo
 def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
     """Integrate actions exactly as MG-3 does (:func:`mg3_states`) and return c2w extrinsics (T,4,4) in metres.
 
@@ -194,6 +198,7 @@ def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Pa
     return out
 
 
+@memo
 def mg3_decode(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
     """Native actions -> canonical path (OpenCV c2w, world = frame 0, scene units)."""
     ext = mg3_extrinsics(keyboard, mouse, p)
@@ -289,6 +294,7 @@ def yume_rotation_speed(c2w: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).mean())
 
 
+@memo
 def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams()) -> list[str]:
     """One caption line per stage: prefix, movement sentence, rotation sentence, speed sentence, then the scene
     prompt appended with no separator. Keys come from the stage's net motion, from its first frame to the first
@@ -326,6 +332,7 @@ def yume_parse_speeds(line: str) -> tuple[float, float]:
     return dist, rot
 
 
+@memo
 def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
     """Captions -> canonical path: each stage turns / moves at its speed values in its keys' directions."""
     T = len(lines) * p.frames_per_stage

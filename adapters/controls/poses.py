@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from adapters.memo import memo
 from trajectories.conventions import framewise_from_relative, relative_to_first, se3
 
 # --------------------------------------------------------------------------------------------------------------
@@ -57,6 +58,7 @@ def integrate_framewise(framewise: np.ndarray, translation_scale: float = 1.0) -
     return out
 
 
+@memo
 def interpolate_to_frames(anchor_frames: np.ndarray, anchor_c2w: np.ndarray, num_frames: int) -> np.ndarray:
     """Per-frame poses from poses at (sorted, integer) anchor frames: SLERP/linear between anchors, held at ends."""
     from trajectories.conventions import slerp_rotations

@@ -20,6 +20,7 @@ import numpy as np
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import DREAMX_FIXED_K_NORM
+from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import write_json, write_text
 from trajectories.conventions import c2w_from_w2c, fov_from_intrinsics, w2c_from_c2w
@@ -47,11 +48,27 @@ def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
     return rows
 
 
+@memo
+def cameras_text(c2w: np.ndarray, units: float) -> str:
+    """``cameras.txt``: a header line, then one :func:`camera_rows` row per frame (``%.10g``)."""
+    rows = camera_rows(c2w, units)
+    return "harness://camera-path\n" + "\n".join(" ".join(f"{v:.10g}" for v in r) for r in rows) + "\n"
+
+
+@memo
+def parse_camera_rows(text: str) -> np.ndarray:
+    """The (T, 19) rows of a ``cameras.txt`` (its header line skipped)."""
+    lines = text.splitlines()[1:]
+    return np.array([[float(v) for v in x.split()] for x in lines if x.strip()])
+
+
 class DreamXAdapter(UpstreamAdapter):
     contexts = ("fullkv", "sliding", "native")  # fullkv: the shim's --full-kv; sliding/native: upstream's window
     unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented"}
     config_class = DreamXConfig
     config: DreamXConfig
+
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
     def num_latents(self, N: int) -> int:
         lat, r = divmod(N - 1, 4)
@@ -63,9 +80,7 @@ class DreamXAdapter(UpstreamAdapter):
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         lat = self.num_latents(req.path.num_frames)
         d = req.controls_dir
-        rows = camera_rows(req.path.c2w, self.scene_scale())
-        write_text(d / "cameras.txt", "harness://camera-path\n" + "\n".join(" ".join(f"{v:.10g}" for v in r)
-                                                                          for r in rows) + "\n")
+        write_text(d / "cameras.txt", cameras_text(req.path.c2w, self.scene_scale()))
         items = [{"image_path": str(d / "image.png"), "caption": req.case.prompt, "action_seq": [],
                   "action_speed_list": []}]
         write_json(d / "items.json", items)
@@ -83,8 +98,7 @@ class DreamXAdapter(UpstreamAdapter):
                                     "intrinsics_residual": fov_err})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
-        lines = (controls_dir / "cameras.txt").read_text().splitlines()[1:]
-        rows = np.array([[float(v) for v in x.split()] for x in lines if x.strip()])
+        rows = parse_camera_rows((controls_dir / "cameras.txt").read_text())
         w2c = np.tile(np.eye(4), (len(rows), 1, 1))
         w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
         c2w = c2w_from_w2c(w2c)

@@ -51,6 +51,8 @@ class EvokeAdapter(UpstreamAdapter):
     config_class = EvokeConfig
     config: EvokeConfig
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames

@@ -25,10 +25,30 @@ from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.keys import hy_action_labels
 from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import hy_normalise_K
+from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
-from harness.context import fov_selection
-from harness.io import write_json
+from harness.context import fov_selection as _fov_selection
+from harness.io import json_text, write_text
 from trajectories.resample import latent_anchor_frames, latents_for_frames
+
+
+@memo
+def selection_json(policy, path, chunk: int) -> str:
+    """``context_selection.json`` (:func:`harness.context.fov_selection`) as written, once per path and policy."""
+    return json_text(_fov_selection(policy, path, chunk))
+
+
+@memo
+def pose_json(poses: np.ndarray, K: np.ndarray) -> str:
+    """``pose.json``: ``{latent: {extrinsic, K}}`` as written, once per latent poses and K."""
+    return json_text({str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(len(poses))})
+
+
+@memo
+def pose_json_extrinsics(text: str) -> np.ndarray:
+    """The (L, 4, 4) ``extrinsic`` entries of a ``pose.json`` text, in latent order."""
+    data = json.loads(text)
+    return np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +69,8 @@ class HYWorldPlayAdapter(UpstreamAdapter):
     config_class = HYConfig
     config: HYConfig
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 4:
@@ -58,19 +80,17 @@ class HYWorldPlayAdapter(UpstreamAdapter):
             raise ModelConfigError(f"HY-WorldPlay AR needs the latent count ({lat}) to be a multiple of 4")
         poses = req.path.c2w[latent_anchor_frames(lat)].copy()
         poses[:, :3, 3] *= self.scene_scale()
-        data = {str(i): {"extrinsic": poses[i].tolist(), "K": K.tolist()} for i in range(lat)}
         d = req.controls_dir
-        write_json(d / "pose.json", data)
+        write_text(d / "pose.json", pose_json(poses, np.asarray(K)))
         labels = hy_action_labels(poses)
         meta = {"num_latents": lat, "latent_anchor_rule": "latent i -> frame 4i",
                 "action_labels": labels.tolist(), "K_normalised": hy_normalise_K(K).tolist()}
         if req.context.name != "native":
-            write_json(d / "context_selection.json", fov_selection(req.context, req.path, self.config.chunk_latents))
+            write_text(d / "context_selection.json", selection_json(req.context, req.path, self.config.chunk_latents))
         return NativeControls(files={"pose.json": str(d / "pose.json")}, meta=meta)
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
-        data = json.loads((controls_dir / "pose.json").read_text())
-        poses = np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
+        poses = pose_json_extrinsics((controls_dir / "pose.json").read_text())
         poses[:, :3, 3] /= self.scene_scale()
         return interpolate_to_frames(latent_anchor_frames(len(poses)), poses, req.path.num_frames)
 

@@ -94,6 +94,8 @@ class LingBotAdapter(UpstreamAdapter):
         "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
         "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def supported_contexts(self) -> tuple[str, ...]:
         return self.contexts if self.config.causal else ("native",)  # bidirectional: the clip attends to itself
 

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 from adapters.base import ItemRequest
 from adapters.lingbot.adapter import LingBotAdapter, lingbot_context_args
-from harness.context import fov_selection
-from harness.io import write_json
+from adapters.memo import memo
+from harness.context import fov_selection as _fov_selection
+from harness.io import json_text, write_text
+
+
+
+@memo
+def selection_json(policy, path, chunk: int) -> str:
+    """``context_selection.json`` (:func:`harness.context.fov_selection`) as written, once per path and policy."""
+    return json_text(_fov_selection(policy, path, chunk))
 
 
 class LingBotV2Adapter(LingBotAdapter):
@@ -23,7 +31,7 @@ class LingBotV2Adapter(LingBotAdapter):
         if req.context.name != "fov":
             return lingbot_context_args(req.context, self.config), None, []
         sel_file = req.controls_dir / "context_selection.json"
-        write_json(sel_file, fov_selection(req.context, req.path, self.config.chunk_latents))
+        write_text(sel_file, selection_json(req.context, req.path, self.config.chunk_latents))
         # tokens per latent at upstream's canvas: 464x832 -> 58 x 104 latents / (2 x 2) patches = 1508
         S = self.frame_seqlen()
         return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]

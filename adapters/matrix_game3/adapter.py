@@ -56,6 +56,8 @@ class MatrixGame3Adapter(UpstreamAdapter):
     config_class = MG3Config
     config: MG3Config
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         c = self.config
         iters = c.iterations(req.path.num_frames)

@@ -43,6 +43,8 @@ class MatrixGame35Adapter(UpstreamAdapter):
     config_class = MG35Config
     config: MG35Config
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames

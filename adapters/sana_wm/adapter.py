@@ -38,6 +38,8 @@ class SanaWMAdapter(UpstreamAdapter):
     config_class = SanaConfig
     config: SanaConfig
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 24:

@@ -54,6 +54,8 @@ class YumeAdapter(UpstreamAdapter):
     config_class = YumeConfig
     config: YumeConfig
 
+    uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if N % self.config.frames_per_stage:
@@ -67,7 +69,7 @@ class YumeAdapter(UpstreamAdapter):
         (d / "jpg").mkdir(exist_ok=True)
         import cv2
 
-        cv2.imwrite(str(d / "jpg" / "image.jpg"), image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])
+        self.write_canvas(d / "jpg" / "image.jpg", req.case, (cv2.IMWRITE_JPEG_QUALITY, 95))
         keys = [yume_parse_caption(x) for x in lines]
         return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
                               meta={"stages": len(lines), "stage_keys": keys})
