@@ -44,7 +44,8 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def _compile_all(model_cfg: dict, cases, trajectory: str, root: Path, context: str | None = None):
     from adapters.base import ItemRequest
     from harness.context import ContextPolicy
-    from harness.registry import build_adapter, group_yaml
+    from adapters.base import build_adapter
+    from harness.registry import group_yaml
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(model_cfg)
