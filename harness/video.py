@@ -19,7 +19,8 @@ class VideoWriter:
     """Write (H, W, 3) uint8 RGB frames to an H.264 MP4. The file appears at ``path`` only on :meth:`close`.
 
     Encoding (RGB -> YUV, x264, muxing) runs on a dedicated thread fed by a bounded queue (32 frames), so it
-    overlaps with generation when a second core is free; the caller's thread only copies and hashes each frame.
+    overlaps with generation when a second core is free; the caller's thread only copies each frame (the
+    encoder thread also hashes it, see :attr:`frames_sha256`).
     An error on the encoder thread is raised by the next :meth:`write` or by :meth:`close`, and no file is left.
 
     Bit-exact output: the bitstream is a pure function of the frames. x264's macroblock-tree rate control
@@ -70,6 +71,9 @@ class VideoWriter:
             i = 0
             while True:
                 item = self._queue.get()
+                if item is not None:
+                    self._frames_hash.update(item)  # the C-order bytes, without another copy
+                self._queue.task_done()  # after hashing: frames_sha256 waits for it
                 if item is None:
                     done = True
                     break
@@ -96,6 +100,7 @@ class VideoWriter:
             self.encode_cpu_s = time.thread_time()  # this thread's CPU seconds (benchmarks)
             while not done:  # after a failure: drain so the producer never blocks on a full queue
                 done = self._queue.get() is None
+                self._queue.task_done()
 
     def write(self, frame: np.ndarray) -> None:
         if self._error is not None:
@@ -109,9 +114,8 @@ class VideoWriter:
             self._shape = (h, w)
         elif (h, w) != self._shape:
             raise ValueError(f"frame {self.num_frames} is {w}x{h}, the video is {self._shape[1]}x{self._shape[0]}")
-        frame = np.array(frame, dtype=np.uint8, order="C", copy=True)  # the caller may reuse its buffer
-        self._frames_hash.update(frame)  # the C-order bytes, without another copy
-        self._queue.put(frame)
+        # the caller may reuse its buffer; hashing happens on the encoder thread (off the generating thread)
+        self._queue.put(np.array(frame, dtype=np.uint8, order="C", copy=True))
         self.num_frames += 1
 
     __call__ = write
@@ -119,7 +123,9 @@ class VideoWriter:
     @property
     def frames_sha256(self) -> str:
         """sha256 of the raw RGB frames written so far (uint8, (H, W, 3) C-order, concatenated): a codec-free
-        fingerprint of the content, equal to :func:`frames_sha256` of the decoded frames only for lossless codecs."""
+        fingerprint of the content, equal to :func:`frames_sha256` of the decoded frames only for lossless codecs.
+        The encoder thread hashes the frames; this waits until it has taken every frame written so far."""
+        self._queue.join()
         return self._frames_hash.hexdigest()
 
     def close(self) -> Path:

@@ -160,3 +160,18 @@ def test_abort_after_an_encoder_error_leaves_no_file(tmp_path, monkeypatch):
         pass
     w.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_frames_hash_before_close_covers_the_frames_written_so_far(tmp_path):
+    """The encoder thread hashes the frames; reading the hash waits for it to take every frame written."""
+    from harness.video import VideoWriter, frames_sha256
+
+    frames = _frames(6, 48, 64)
+    w = VideoWriter(tmp_path / "v.mp4", fps=8)
+    for f in frames[:3]:
+        w(f)
+    assert w.frames_sha256 == frames_sha256(frames[:3])
+    for f in frames[3:]:
+        w(f)
+    w.close()
+    assert w.frames_sha256 == frames_sha256(frames)
