@@ -18,7 +18,10 @@ import numpy as np
 class VideoWriter:
     """Write (H, W, 3) uint8 RGB frames to an H.264 MP4. The file appears at ``path`` only on :meth:`close`.
 
-    Encoding runs on a dedicated thread fed by a bounded queue, so it overlaps with generation.
+    Encoding (RGB -> YUV, x264, muxing) runs on a dedicated thread fed by a bounded queue (32 frames), so it
+    overlaps with generation when a second core is free; the caller's thread only copies each frame (the
+    encoder thread also hashes it, see :attr:`frames_sha256`).
+    An error on the encoder thread is raised by the next :meth:`write` or by :meth:`close`, and no file is left.
 
     Bit-exact output: the bitstream is a pure function of the frames. x264's macroblock-tree rate control
     (``mbtree``) reads uninitialised lookahead memory at some frame sizes (e.g. 160x96, 176x144): the same frames
@@ -47,40 +50,57 @@ class VideoWriter:
         self._shape: tuple[int, int] | None = None
         self._queue: "queue.Queue" = queue.Queue(maxsize=32)
         self._error: BaseException | None = None
+        self.encode_cpu_s = 0.0  # CPU seconds the encoder thread spent (conversion, x264, muxing), set when it ends
         self._thread = threading.Thread(target=self._encode_loop, name="harness-video-encoder", daemon=True)
         self._thread.start()
 
     def _encode_loop(self) -> None:
+        import time
+
         import av
 
         container = None
+        done = False  # the end-of-stream sentinel was taken from the queue
         try:
             rate = Fraction(self.fps).limit_denominator(1001)
             container = av.open(str(self._tmp), mode="w")
             stream = container.add_stream("libx264", rate=rate)
             stream.pix_fmt = "yuv420p"
             stream.options = x264_options(self.crf, self.preset)
+            convert = None
             i = 0
             while True:
                 item = self._queue.get()
+                if item is not None:
+                    self._frames_hash.update(item)  # the C-order bytes, without another copy
+                self._queue.task_done()  # after hashing: frames_sha256 waits for it
                 if item is None:
+                    done = True
                     break
-                if i == 0:
+                if convert is None:
                     stream.height, stream.width = item.shape[:2]
-                vf = yuv420p_frame(item)
+                    convert = Yuv420pConverter(*item.shape[:2])
+                vf = convert.frame(item)
                 vf.pts = i
                 for packet in stream.encode(vf):
                     container.mux(packet)
                 i += 1
             for packet in stream.encode():
                 container.mux(packet)
+            c, container = container, None
+            c.close()
         except BaseException as exc:  # reported by write/close on the caller's thread
             self._error = exc
-            while self._queue.get() is not None:  # drain so the producer never blocks
-                pass
         finally:
             if container is not None:
-                container.close()
+                try:
+                    container.close()
+                except BaseException as exc:
+                    self._error = self._error or exc
+            self.encode_cpu_s = time.thread_time()  # this thread's CPU seconds (benchmarks)
+            while not done:  # after a failure: drain so the producer never blocks on a full queue
+                done = self._queue.get() is None
+                self._queue.task_done()
 
     def write(self, frame: np.ndarray) -> None:
         if self._error is not None:
@@ -94,9 +114,8 @@ class VideoWriter:
             self._shape = (h, w)
         elif (h, w) != self._shape:
             raise ValueError(f"frame {self.num_frames} is {w}x{h}, the video is {self._shape[1]}x{self._shape[0]}")
-        frame = np.ascontiguousarray(frame, dtype=np.uint8).copy()
-        self._frames_hash.update(frame.tobytes())
-        self._queue.put(frame)
+        # the caller may reuse its buffer; hashing happens on the encoder thread (off the generating thread)
+        self._queue.put(np.array(frame, dtype=np.uint8, order="C", copy=True))
         self.num_frames += 1
 
     __call__ = write
@@ -104,7 +123,9 @@ class VideoWriter:
     @property
     def frames_sha256(self) -> str:
         """sha256 of the raw RGB frames written so far (uint8, (H, W, 3) C-order, concatenated): a codec-free
-        fingerprint of the content, equal to :func:`frames_sha256` of the decoded frames only for lossless codecs."""
+        fingerprint of the content, equal to :func:`frames_sha256` of the decoded frames only for lossless codecs.
+        The encoder thread hashes the frames; this waits until it has taken every frame written so far."""
+        self._queue.join()
         return self._frames_hash.hexdigest()
 
     def close(self) -> Path:
@@ -156,18 +177,89 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
     return np.concatenate([y, u.reshape(h // 4, w), v.reshape(h // 4, w)], axis=0)
 
 
-def yuv420p_frame(rgb: np.ndarray):
-    """An ``av.VideoFrame`` (yuv420p) of an (H, W, 3) uint8 RGB frame with even H and W; each plane is copied
-    row by row, so any even size works and no line padding is left uninitialised."""
-    import av
+class Yuv420pConverter:
+    """:func:`rgb_to_yuv420p_planes` for frames of one size, written straight into ``av.VideoFrame`` planes.
 
-    h, w = rgb.shape[:2]
-    frame = av.VideoFrame(w, h, "yuv420p")
-    for plane, data in zip(frame.planes, rgb_to_yuv420p_planes(rgb)):
-        buf = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
-        buf[: data.shape[0], : data.shape[1]] = data
-        buf[: data.shape[0], data.shape[1]:] = data[:, -1:]  # padding: repeat the last column, never garbage
-    return frame
+    The same float32 operations in the same order as :func:`rgb_to_yuv420p_planes` (so the same bytes; tested
+    on all 2^24 colours and on random frames), but on bands of ``ROWS`` rows with preallocated buffers: the
+    temporaries stay in cache and no memory is allocated per frame. 3.2 instead of 5.3 ms per 480x832 frame
+    (6.5 ms on the encoder thread, where the per-frame temporaries also page-faulted). ``np.clip`` is left out:
+    every value is already in [16, 240] (BT.601 limited range of uint8 input).
+    """
+
+    ROWS = 48
+
+    def __init__(self, height: int, width: int):
+        if height % 2 or width % 2:
+            raise ValueError(f"yuv420p needs even sizes; got {width}x{height}")
+        self.h, self.w = int(height), int(width)
+        n = min(self.ROWS, self.h)
+        self._rgb = np.empty((3, n, self.w), np.float32)
+        self._acc = np.empty((n, self.w), np.float32)
+        self._tmp = np.empty((n, self.w), np.float32)
+        self._q = np.empty((2, n // 2, self.w // 2), np.float32)
+
+    def __call__(self, rgb: np.ndarray, y: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
+        """Convert (H, W, 3) uint8 RGB into the uint8 planes ``y`` (H, W), ``u`` and ``v`` (H/2, W/2)."""
+        f32 = np.float32
+        acc, tmp = self._acc, self._tmp
+        for a in range(0, self.h, self.ROWS):
+            b_ = min(a + self.ROWS, self.h)
+            n = b_ - a
+            r, g, b = self._rgb[0, :n], self._rgb[1, :n], self._rgb[2, :n]
+            for i, c in enumerate((r, g, b)):
+                np.copyto(c, rgb[a:b_, :, i], casting="unsafe")
+            p, t = acc[:n], tmp[:n]
+            # y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
+            np.multiply(r, f32(65.481), out=p)
+            np.multiply(g, f32(128.553), out=t)
+            p += t
+            np.multiply(b, f32(24.966), out=t)
+            p += t
+            p /= f32(255.0)
+            p += f32(16.0)
+            np.rint(p, out=p)
+            np.copyto(y[a:b_], p, casting="unsafe")
+            # cb = 128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0
+            # cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
+            for out, (k0, k1, k2), last in ((u, (-37.797, 74.203, 112.0), np.add),
+                                            (v, (112.0, 93.786, 18.214), np.subtract)):
+                np.multiply(r, f32(k0), out=p)
+                np.multiply(g, f32(k1), out=t)
+                p -= t
+                np.multiply(b, f32(k2), out=t)
+                last(p, t, out=p)
+                p /= f32(255.0)
+                p += f32(128.0)
+                # 2x2 box: ((c00 + c01) + (c10 + c11)) / 4, as in rgb_to_yuv420p_planes
+                q0, q1 = self._q[0, : n // 2], self._q[1, : n // 2]
+                np.add(p[0::2, 0::2], p[0::2, 1::2], out=q0)
+                np.add(p[1::2, 0::2], p[1::2, 1::2], out=q1)
+                q0 += q1
+                q0 /= f32(4)
+                np.rint(q0, out=q0)
+                np.copyto(out[a // 2: b_ // 2], q0, casting="unsafe")
+
+    def frame(self, rgb: np.ndarray):
+        """An ``av.VideoFrame`` (yuv420p) of ``rgb``; line padding repeats the last column, never garbage."""
+        import av
+
+        frame = av.VideoFrame(self.w, self.h, "yuv420p")
+        views = []
+        for plane, (ph, pw) in zip(frame.planes, ((self.h, self.w), (self.h // 2, self.w // 2),
+                                                  (self.h // 2, self.w // 2))):
+            buf = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
+            views.append((buf, ph, pw))
+        self(rgb, *(buf[:ph, :pw] for buf, ph, pw in views))
+        for buf, ph, pw in views:
+            buf[:ph, pw:] = buf[:ph, pw - 1: pw]
+        return frame
+
+
+def yuv420p_frame(rgb: np.ndarray):
+    """An ``av.VideoFrame`` (yuv420p) of an (H, W, 3) uint8 RGB frame with even H and W; each plane is written
+    row by row, so any even size works and no line padding is left uninitialised."""
+    return Yuv420pConverter(*rgb.shape[:2]).frame(rgb)
 
 
 def frames_sha256(frames) -> str:

@@ -32,3 +32,27 @@ def test_reference_bench_prints_min_median_and_a_verdict_per_point(capsys, keep_
         assert verdict == "MISSED"  # nothing renders 1e9 frames/s
     assert "with H.264" not in out  # --no-encode
     assert re.search(r"4 target\(s\) missed", out)
+
+
+@pytest.mark.parametrize("encoder_core", ["auto", "same"])
+def test_reference_bench_reports_the_encode_ratio_three_ways_and_a_verdict(capsys, keep_affinity, encoder_core):
+    overlapped = encoder_core == "auto" and len(os.sched_getaffinity(0)) > 1  # before the bench pins itself
+    rc = main(["reference", "--frames", "17", "--height", "96", "--width", "160", "--repeats", "2",
+               "--trajectories", "square", "--contexts", "fullkv", "fov", "--clock", "cpu",
+               "--encoder-core", encoder_core])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert ("its own core" if overlapped else "the generation core") in out
+    rows = re.findall(r"^(square/\w+) +[\d.]+ +-?[\d.]+ +[\d.]+ +((?:[\d.]+ / [\d.]+ +){2}[\d.]+ / [\d.]+)$", out, re.M)
+    assert sorted(r[0] for r in rows) == ["square/fov", "square/fullkv"]
+    for _, ks in rows:
+        pairs = re.findall(r"([\d.]+) / ([\d.]+)", ks)
+        assert len(pairs) == 3 and all(0 < float(mn) <= float(med) for mn, med in pairs)
+    verdicts = re.findall(r"^(square/\w+) with H\.264: keeps ([\d.]+) of the generation rate \(min ([\d.]+), "
+                          r"median ([\d.]+)\) = [\d.]+x of the 0\.5 floor: (met|MISSED)$", out, re.M)
+    assert sorted(v[0] for v in verdicts) == ["square/fov", "square/fullkv"]
+    for _, keep, mn, med, verdict in verdicts:
+        assert float(mn) <= float(med) == float(keep)
+        assert verdict == ("met" if float(keep) >= 0.5 else "MISSED")
+    assert ("dedicated cores (overlapped)" if overlapped else "sharing one core") in out
+    assert ("for information" in out) == overlapped
