@@ -172,36 +172,42 @@ class ItemPerception:
         :meth:`return_frames` does for frame 0: an estimator with a direct angle (``angles_to``) measures it against
         ``ref`` (the chained estimate where no frame of the window fits), else the chained estimate. Returns
         ``{source, label, frames, angles_deg, reasons}`` (source None when no source is available)."""
-        from trajectories.conventions import geodesic_angle
-
-        from . import memory as mem
-
-        ctx = self.ctx
         reasons: dict = {}
+        for name, label, pe in self._available_poses(pose_sources, reasons):
+            picks = [self._closest_orientation(name, pe.c2w, int(ref), w) for w in windows]
+            return {"source": name, "label": label, "frames": [j for j, _ in picks],
+                    "angles_deg": [e for _, e in picks], "reasons": reasons}
+        return {"source": None, "label": None, "frames": [None] * len(windows), "angles_deg": [], "reasons": reasons}
+
+    def _available_poses(self, pose_sources: tuple[str, ...], reasons: dict):
+        """Yield ``(name, label, PoseEstimate)`` for each source of ``pose_sources`` whose backbone is available, in
+        order; an unavailable one is recorded in ``reasons`` (name -> why) and skipped."""
         for name in pose_sources:
             try:
                 label, pe = self.poses(name)
             except BackboneUnavailable as exc:
                 reasons[name] = str(exc)
                 continue
-            est = pe.c2w
-            direct = getattr(self.backbone(name, "pose"), "angles_to", None)
-            frames, angles = [], []
-            for w in windows:
-                j = None
-                if direct is not None:
-                    ang = self._cached(name, f"angles_to_{int(ref)}", {"frames": list(w)}, lambda w=w: {
-                        "a": np.asarray(direct(ctx.frames_at([ref])[0], ctx.frames_at(w), ctx.intrinsics),
-                                        np.float64)})["a"]
-                    if np.isfinite(ang).any():
-                        j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
-                if j is None:
-                    j = mem.select_return_frame(w, est, est[ref])
-                    err = float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
-                frames.append(j)
-                angles.append(err)
-            return {"source": name, "label": label, "frames": frames, "angles_deg": angles, "reasons": reasons}
-        return {"source": None, "label": None, "frames": [None] * len(windows), "angles_deg": [], "reasons": reasons}
+            yield name, label, pe
+
+    def _closest_orientation(self, name: str, est: np.ndarray, ref: int, window) -> tuple[int, float]:
+        """(frame of ``window`` whose orientation is closest to frame ``ref``'s, its angle in degrees). An estimator
+        with a direct angle (``angles_to``) measures it against ``ref`` (a chained estimate drifts); where no frame
+        of the window fits directly, or the estimator has no direct angle, the chained estimate ``est`` (T, 4, 4)
+        decides."""
+        from trajectories.conventions import geodesic_angle
+
+        from . import memory as mem
+
+        ctx = self.ctx
+        direct = getattr(self.backbone(name, "pose"), "angles_to", None)
+        if direct is not None:
+            ang = self._cached(name, f"angles_to_{int(ref)}", {"frames": list(window)}, lambda: {"a": np.asarray(
+                direct(ctx.frames_at([ref])[0], ctx.frames_at(window), ctx.intrinsics), np.float64)})["a"]
+            if np.isfinite(ang).any():
+                return int(window[int(np.argmin(ang))]), float(np.min(ang))
+        j = mem.select_return_frame(window, est, est[ref])
+        return j, float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
 
     def return_frames(self, pose_sources: tuple[str, ...]) -> dict:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
@@ -214,20 +220,12 @@ class ItemPerception:
             return self._memo[mk]
         from trajectories.conventions import geodesic_angle
 
-        from . import memory as mem
-
         ctx = self.ctx
-        reasons = {}
+        reasons: dict = {}
         out: dict = {"source": None, "label": None, "frames": [None] * ctx.num_revisits, "qualification": []}
-        for name in pose_sources:
-            try:
-                label, pe = self.poses(name)
-            except BackboneUnavailable as exc:
-                reasons[name] = str(exc)
-                continue
+        for name, label, pe in self._available_poses(pose_sources, reasons):
             est = pe.c2w
             ref = est[0]
-            direct = getattr(self.backbone(name, "pose"), "angles_to", None)
             frames, qual = [], []
             for k, w in enumerate(ctx.rev_idx):
                 d = ctx.phases.get(f"D{k + 1}")
@@ -238,18 +236,8 @@ class ItemPerception:
                     # a translation loop returns in position: the closest estimated camera centre
                     j = int(min(w, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - ref[:3, 3]))))
                     err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
-                elif direct is not None:
-                    # an estimator that measures the angle to frame 0 directly (a chained estimate drifts)
-                    ang = self._cached(name, "angles_to_0", {"frames": list(w)}, lambda w=w: {"a": np.asarray(
-                        direct(ctx.frames_at([0])[0], ctx.frames_at(w), ctx.intrinsics), np.float64)})["a"]
-                    if np.isfinite(ang).any():
-                        j, err = int(w[int(np.argmin(ang))]), float(np.min(ang))
-                    else:  # no frame of the window overlaps frame 0 by the direct fit: the chained estimate
-                        j = mem.select_return_frame(w, est, ref)
-                        err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
                 else:
-                    j = mem.select_return_frame(w, est, ref)
-                    err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
+                    j, err = self._closest_orientation(name, est, 0, w)
                 frames.append(j)
                 qual.append({"departure_deg": dep, "return_error_deg": err, "return_frame": j})
             out = {"source": name, "label": label, "frames": frames, "qualification": qual}
