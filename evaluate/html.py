@@ -10,23 +10,14 @@ from pathlib import Path
 def decay_plot(out_png: Path, multi_revisit: list[dict]) -> Path | None:
     """Per (model, context, trajectory, metric): the mean score at R1..RK (computed metrics only), on an axis that
     starts at the metric's floor (see :func:`evaluate.reporting.plots.metric_range`). Oracle entries are skipped."""
-    from .reporting.plots import metric_range
+    from .reporting.plots import metric_range, subplot_grid
 
     rows = [e for e in multi_revisit if len(e["per_revisit_mean"]) >= 2 and not e["metric"].endswith("[oracle]")]
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     metrics = sorted({e["metric"] for e in rows})
-    ncol = min(4, len(metrics))
-    nrow = -(-len(metrics) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.2 * nrow), squeeze=False)
-    for ax in axes.flat[len(metrics):]:
-        ax.axis("off")
-    for ax, m in zip(axes.flat, metrics):
+    fig, axes = subplot_grid(len(metrics), 4, 4.0, 3.2)
+    for ax, m in zip(axes, metrics):
         for e in rows:
             if e["metric"] == m:
                 ks = range(1, len(e["per_revisit_mean"]) + 1)
@@ -37,9 +28,11 @@ def decay_plot(out_png: Path, multi_revisit: list[dict]) -> Path | None:
         ax.set_title(m, fontsize=8)
         ax.set_xlabel("revisit")
         ax.set_xticks(list(range(1, max(len(e["per_revisit_mean"]) for e in rows) + 1)))
-    axes.flat[0].legend(fontsize=6)
+    axes[0].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out_png, dpi=80)
+    import matplotlib.pyplot as plt
+
     plt.close(fig)
     return out_png
 

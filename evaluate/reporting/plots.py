@@ -45,6 +45,18 @@ def _plt():
     return plt
 
 
+def subplot_grid(n: int, max_cols: int, cell_w: float, cell_h: float):
+    """(figure, axes list of length ``n``) on a grid of at most ``max_cols`` columns, ``cell_w`` x ``cell_h``
+    inches per panel; the grid's unused panels are switched off."""
+    plt = _plt()
+    ncol = min(max_cols, n)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(cell_w * ncol, cell_h * nrow), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, list(axes.flat[:n])
+
+
 def _save(fig, out: Path, svg: bool = True) -> list[Path]:
     from harness.io import atomic_path
 
@@ -65,13 +77,8 @@ def decay_curves(b: Builder, out: Path) -> list[Path]:
     from .cells import mean_cell
 
     keys = sorted({g[3] for g in groups}, key=lambda k: (k.split("[")[0] not in METRICS, k))
-    plt = _plt()
-    ncol = min(3, len(keys))
-    nrow = -(-len(keys) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 3.4 * nrow), squeeze=False)
-    for ax in axes.flat[len(keys):]:
-        ax.axis("off")
-    for ax, key in zip(axes.flat, keys):
+    fig, axes = subplot_grid(len(keys), 3, 4.6, 3.4)
+    for ax, key in zip(axes, keys):
         allv = []
         for (model, ctx, traj, k), (per_k, _, _, K) in groups.items():
             if k != key:
@@ -96,7 +103,7 @@ def decay_curves(b: Builder, out: Path) -> list[Path]:
     fig.suptitle("Per-revisit scores (mean over videos, 95 % bootstrap interval)", fontsize=9)
     fig.tight_layout()
     paths = _save(fig, out)
-    plt.close(fig)
+    _plt().close(fig)
     return paths
 
 
