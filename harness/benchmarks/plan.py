@@ -56,7 +56,8 @@ _QUESTIONS = [("return_progress", "yes"), ("return_progress", "no"), ("persisten
 
 
 def write_case_set(folder: Path, n: int) -> Path:
-    """``n`` valid cases in ``folder`` (``case_0000.yaml``, ``case_0001.yaml``, ... with their PNGs in ``images/``); returns the folder."""
+    """``n`` valid cases in ``folder`` (``case_0000.yaml``, ``case_0001.yaml``, ... with their PNGs in
+    ``images/``); returns the folder."""
     import cv2
     import yaml
 
