@@ -6,7 +6,8 @@ evaluates a run, analyses and reports. Formulas live in one module per family:
   ``depth_spearman``, ``spherical_grid`` / ``spherical_reconstruction_score`` (Eq. 6), ``select_return_frame``;
 * :mod:`evaluate.dynamic` — ``score_checklist``, ``decompose`` (appendix D);
 * :mod:`evaluate.aggregate` — ``rollout_score`` (Eq. 1), bootstrap intervals, paired comparisons.
-* :mod:`evaluate.families.departure` — ``departure.visible`` and ``departure.return_visible``, the ``departure_revisit``
-  protocol extension (beyond the paper:
-  the reference is the first departure's away view, so memory is tested beyond a context policy's sink).
+* :mod:`evaluate.families.departure` — ``departure.visible`` and ``departure.return_visible`` (the
+  ``departure_revisit`` protocol extension, beyond the paper: the reference is the first departure's away view, so
+  memory is tested beyond a context policy's sink) and ``departure.sweep_visible`` (``departure_sweep``: every view
+  of the first departure, revisited by the later phases that turn back through it).
 """

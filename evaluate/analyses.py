@@ -130,15 +130,17 @@ def qualification(results: list[dict], dep_deg: float, tolerances: tuple[float, 
 
 
 def sources(results: list[dict]) -> dict[str, dict[str, list[str]]]:
-    """Per metric key: the pose, depth and mask sources its values used (every analysis names its sources)."""
+    """Per metric key: the pose, depth and mask sources its values used (every analysis names its sources). Every
+    computed metric is listed; one with none (its windows come from the prescribed path) has empty lists."""
     out: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     for r in results:
         for key, m in r["metrics"].items():
             if m["status"] != "computed":
                 continue
+            used = out[key]  # created here, so a metric that used no estimator is listed too
             for s in ("pose_source", "depth_source", "mask_source"):
                 if m.get(s):
-                    out[key][s.split("_")[0]].add(str(m[s]))
+                    used[s.split("_")[0]].add(str(m[s]))
     return {k: {s: sorted(v) for s, v in d.items()} for k, d in sorted(out.items())}
 
 
@@ -219,6 +221,7 @@ def analyses_markdown(data: dict) -> str:
     L = ["# Analyses", ""]
     if data.get("sources"):
         L += ["## Sources (pose / depth / mask source of every metric used below; ground truth never scores)", "",
+              "'-': none (frames only; windows come from the prescribed path).", "",
               "| metric | poses | depth | masks |", "| --- | --- | --- | --- |"]
         for k, d in data["sources"].items():
             L.append(f"| {k} | {', '.join(d.get('pose', [])) or '-'} | {', '.join(d.get('depth', [])) or '-'} | "

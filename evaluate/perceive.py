@@ -209,6 +209,20 @@ class ItemPerception:
         j = mem.select_return_frame(window, est, est[ref])
         return j, float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
 
+    def _closest_position(self, name: str, est: np.ndarray, window) -> int:
+        """The frame of ``window`` whose camera stands closest to frame 0's (a translation loop returns in position).
+        An estimator with a direct measure (``parallax_to``: translation parallax to frame 0, no chaining) decides;
+        where no frame of the window fits directly, or it has none, the chained estimate ``est`` (T, 4, 4) does
+        (closest estimated camera centre)."""
+        ctx = self.ctx
+        direct = getattr(self.backbone(name, "pose"), "parallax_to", None)
+        if direct is not None:
+            px = self._cached(name, "parallax_to_0", {"frames": list(window)}, lambda: {"p": np.asarray(
+                direct(ctx.frames_at([0])[0], ctx.frames_at(window), ctx.intrinsics), np.float64)})["p"]
+            if np.isfinite(px).any():
+                return int(window[int(np.argmin(px))])
+        return int(min(window, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - est[0][:3, 3]))))
+
     def return_frames(self, pose_sources: tuple[str, ...]) -> dict:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
         closest to frame 0's, with the departure angle and the return error of the estimate (appendix G.1), from
@@ -233,8 +247,7 @@ class ItemPerception:
                 dep = max((float(np.degrees(geodesic_angle(ref[:3, :3], est[f][:3, :3]))) for f in dep_frames),
                           default=0.0)
                 if ctx.translates:
-                    # a translation loop returns in position: the closest estimated camera centre
-                    j = int(min(w, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - ref[:3, 3]))))
+                    j = self._closest_position(name, est, w)
                     err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
                 else:
                     j, err = self._closest_orientation(name, est, 0, w)

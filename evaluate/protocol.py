@@ -119,3 +119,50 @@ def departure_revisit_windows(c2w: np.ndarray, phases: dict, tolerance_deg: floa
     reference = near(d1)
     revisits = [w for w in (near(list(range(*d))) for d in deps[1:]) if w]
     return reference, revisits
+
+
+def departure_sweep_windows(c2w: np.ndarray, phases: dict, tolerance_deg: float = 5.0,
+                            tolerance_translation: float = 0.05, min_departure_deg: float = 30.0
+                            ) -> tuple[list[int], list[list[int]]]:
+    """Protocol extension ``departure_sweep`` (not in the paper): every view of the first departure's sweep.
+
+    :func:`departure_revisit_windows` tests the settled away view only, which one retrieved chunk covers exactly. A
+    later phase that sweeps back through the first departure's views needs, chunk by chunk, whatever earlier chunks
+    looked that way, which is where a bounded retrieval budget can fall short (e.g. FoV retrieving two chunks of the
+    same view and none of its neighbour). The reference set is every frame of ``D1``; each later phase in time order
+    (``R1``, ``D2``, ``R2``, ...) is a revisit window holding its frames that are at least ``min_departure_deg`` from
+    frame 0 (beyond most of what a sink holds) and within the tolerances of some ``D1`` frame.
+
+    Args:
+        c2w: (T,4,4) prescribed poses (OpenCV c2w, world = frame 0). phases: the path's phases.
+        tolerance_deg, tolerance_translation: how close (rotation; translation as a fraction of the trajectory's
+            extent) a frame must be to some ``D1`` frame's prescribed pose.
+        min_departure_deg: only frames at least this far (rotation) from frame 0 count, and D1 must reach it.
+    Returns:
+        (every ``D1`` frame, [revisit frames of each later phase that has some]); ([], []) when there is none
+        (the square loop keeps its orientation; LRUD's pitch cycle sees nothing of its yaw departure).
+    """
+    from trajectories.conventions import geodesic_angle
+
+    c2w = np.asarray(c2w, dtype=np.float64)
+    deps = departure_windows(phases)
+    if not deps:
+        return [], []
+    d1 = list(range(*deps[0]))
+    from0 = np.degrees(geodesic_angle(c2w[0, :3, :3][None], c2w[:, :3, :3]))
+    if from0[d1].max() < min_departure_deg:
+        return [], []
+    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
+    later = sorted((w for w in phases.values() if w[0] >= deps[0][1]), key=lambda w: w[0])
+    revisits = []
+    for a, b in later:
+        frames = [f for f in range(a, b) if from0[f] >= min_departure_deg]
+        keep = []
+        for f in frames:
+            rot = np.degrees(geodesic_angle(c2w[f, :3, :3][None], c2w[d1, :3, :3]))
+            tr = np.linalg.norm(c2w[d1, :3, 3] - c2w[f, :3, 3], axis=1) / extent
+            if ((rot <= tolerance_deg) & (tr <= tolerance_translation)).any():
+                keep.append(f)
+        if keep:
+            revisits.append(keep)
+    return d1, revisits

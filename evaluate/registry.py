@@ -49,6 +49,9 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in [
     MetricSpec("departure.return_visible", "departure", True, "encoder", False,
                "protocol extension departure_revisit: Environment Visible's rule (estimated orientation closest to "
                "the reference frame's, clipped cosine of global features), reference = first away view's last frame"),
+    MetricSpec("departure.sweep_visible", "departure", True, "encoder", False,
+               "protocol extension departure_sweep: Eq. 4 global features + Eq. 1, reference = every frame of the "
+               "first departure, revisits = the later phases' frames that look back at its views"),
 ]}
 
 

@@ -35,7 +35,8 @@ from .backbones import BACKBONES, BackboneSet, check_names, resolve_device, spec
 from .families import ROLE_SETTINGS, Family, all_families, missing
 from .perception.base import BackboneUnavailable
 
-SCHEMA_VERSION = 2
+# Bump when a metric rule changes: every family is recomputed on re-runs (3: departure.sweep_visible, parallax returns).
+SCHEMA_VERSION = 3
 FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
 
 

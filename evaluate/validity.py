@@ -20,7 +20,8 @@ from . import camera as cam
 from . import memory as mem
 from .perception.base import BackboneUnavailable
 
-VALIDITY_VERSION = 2  # bump when what the validity section computes changes (recomputes it on re-runs)
+# Bump when what the validity section computes changes: it is recomputed on re-runs (3: parallax return frames).
+VALIDITY_VERSION = 3
 
 
 def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:

@@ -520,3 +520,50 @@ def test_orb_angles_need_a_working_size_on_small_frames():
     assert np.isinf(ClassicalPoseEstimator(orb_min_side=0).angles_to(fr[0], fr, K)).all()  # the old behaviour
     a = ClassicalPoseEstimator().angles_to(fr[0], fr, K)
     assert a[0] < 0.1 and abs(a[1] - 1) < 0.3 and abs(a[2] - 3) < 0.3 and int(np.argmin(a[1:])) == 0, a
+
+
+def test_orb_parallax_ranks_camera_positions_and_ignores_rotation():
+    """``parallax_to`` (the direct measure behind a translating path's return frame): about 0 where the camera stands
+    where the reference was taken, even turned 3 deg, and growing with the distance from there along the square's
+    legs; the frame it ranks first is the one at the start."""
+    import cv2
+    from skimage import data
+
+    from adapters.reference.model import ReferenceRenderer, Texture, stable_seed
+    from evaluate.perception.weightfree import ClassicalPoseEstimator
+    from trajectories.conventions import intrinsics_from_fov, rot_y, se3
+
+    img = cv2.resize(data.rocket(), (160, 96), interpolation=cv2.INTER_AREA)
+    K = intrinsics_from_fov(60.0, 160, 96)
+    r = ReferenceRenderer(K, 96, 160)
+    src = [(0, np.eye(4), np.dstack([img, np.full((96, 160), 255, np.uint8)]))]
+    tex = Texture(stable_seed(1, "parallax"), img.reshape(-1, 3).mean(0))
+    poses = [se3(np.eye(3), [x, 0.0, z]) for x, z in ((0.6, 0.0), (0.3, 0.0), (0.1, 0.0), (0.0, -0.3))]
+    poses += [se3(rot_y(np.deg2rad(3.0))), np.eye(4)]
+    fr = np.stack([r.render(c2w, src, tex)[..., :3] for c2w in poses])
+    p = ClassicalPoseEstimator().parallax_to(fr[5], fr, K)
+    assert p[5] < 0.05 and p[4] < 0.3, p  # the reference itself; the same place turned 3 deg
+    assert p[0] > p[1] > p[2] > p[4] and p[3] > p[4], p  # farther -> more parallax
+    assert int(np.argmin(p[:5])) == 4, p
+
+
+def test_square_return_frame_is_where_the_loop_closes(tmp_path, monkeypatch):
+    """On the square loop the orientation never changes, so the return frame is picked by position: the classical
+    estimator's direct parallax to frame 0 finds the frame where the loop closes (true position error 0, Environment
+    Visible about 1 on the reference model's FullKV rollout). Its chained camera centres drift (rpe_trans about 1.5
+    here) and, used instead, picked a frame far along the last leg (Environment Visible 0.51)."""
+    from evaluate.perception import weightfree
+    from evaluate.stage import evaluate_item
+
+    r = run_cli(["context=fullkv", "run=sq", "trajectory=square", "cases.include=[environment_rocket]",
+                 *[a for a in SMALL if not a.startswith("model.num_frames")], "model.num_frames=289"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    item = next((tmp_path / "outputs" / "sq").glob("reference/fullkv/seed-1/square/environment_rocket"))
+    res = evaluate_item(item, ECFG, use_cache=False)
+    env = res["metrics"]["environment.visible[pixel-thumb16]"]
+    assert env["value"] > 0.99, env
+    assert max(res["validity"]["return_frames"]["true_position_error"]) < 0.01, res["validity"]
+    monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "parallax_to",
+                        lambda self, ref, frames, K: np.full(len(frames), np.inf))
+    res = evaluate_item(item, ECFG, force=True, use_cache=False)
+    assert res["metrics"]["environment.visible[pixel-thumb16]"]["return_frames"] != env["return_frames"]

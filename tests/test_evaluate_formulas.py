@@ -170,3 +170,31 @@ def test_protocol_windows_and_sampling():
     a, b = p.phases["R1"]
     w = window_frames((a, b), 4)
     assert w[0] == a and w[-1] == b - 1 and all(a <= f < b for f in w)
+
+
+@pytest.mark.parametrize("name,spec,phases", [
+    ("lrlr", {"cycles": ("left", "left")}, ["R1", "D2", "R2"]),
+    ("lrlrlr", {"cycles": ("left",) * 3}, ["R1", "D2", "R2", "D3", "R3"]),
+    ("lrud", {"cycles": ("left", "up")}, ["R1"]),
+    ("square", {"kind": "square"}, []),
+])
+def test_departure_sweep_windows_are_the_later_frames_that_look_back_at_the_first_departure(name, spec, phases):
+    """Every later phase that looks back at D1's views (>= 30 deg from frame 0, within 5 deg of some D1 frame) is a
+    window, in time order, holding exactly those frames; the reference is all of D1. Checked frame by frame with
+    scipy's rotation distance, not the project's geodesic helper."""
+    from scipy.spatial.transform import Rotation
+
+    from evaluate.protocol import departure_sweep_windows
+
+    p = build_path(TrajectorySpec(name=name, **spec), 289, 16, K, 96, 160)
+    ref, windows = departure_sweep_windows(p.c2w, p.phases)
+    rot = Rotation.from_matrix(p.c2w[:, :3, :3])
+    d1 = list(range(*p.phases["D1"]))
+
+    def looks_back(f: int) -> bool:
+        return ((rot[0].inv() * rot[f]).magnitude() >= np.radians(30)
+                and (rot[d1].inv() * rot[f]).magnitude().min() <= np.radians(5))
+
+    expected = [[f for f in range(*p.phases[ph]) if looks_back(f)] for ph in phases]
+    assert windows == expected and all(expected)
+    assert ref == (d1 if phases else [])

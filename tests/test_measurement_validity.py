@@ -426,14 +426,16 @@ def _memory_values(res: dict) -> dict[str, float]:
 
 
 def _revisit_frames(item: Path) -> list[int]:
-    """Every frame some memory metric treats as a revisit: the paper's R_k windows and the departure revisits."""
-    from evaluate.protocol import departure_revisit_windows
+    """Every frame some memory metric treats as a revisit: the paper's R_k windows, the departure revisits and the
+    later sweeps back through the first departure's views."""
+    from evaluate.protocol import departure_revisit_windows, departure_sweep_windows
     from trajectories import load_path
 
     path = load_path(item / "camera.npz")
     frames = [f for a, b in path.revisit_windows() for f in range(a, b)]
     _, dep = departure_revisit_windows(path.c2w, path.phases)
-    return sorted(set(frames) | {f for w in dep for f in w})
+    _, sweep = departure_sweep_windows(path.c2w, path.phases)
+    return sorted(set(frames) | {f for w in dep + sweep for f in w})
 
 
 def _edited_copy(src: Path, dst: Path, edit) -> Path:
@@ -453,7 +455,7 @@ def test_degradations_lower_every_frame_based_memory_metric(study, tmp_path):
     for case in DEGRADED_CASES:
         src = _item(study, "fullkv", "lrlrlr", case)
         base = _memory_values(evaluate_item(src, _ecfg()))
-        assert {"departure.visible[pixel-thumb16]"} < set(base) and len(base) >= 2, base
+        assert {"departure.visible[pixel-thumb16]", "departure.sweep_visible[pixel-thumb16]"} < set(base), base
         # The clean FullKV rollout remembers every memory metric (the return frames the weight-free estimator picks
         # are right at this small size too: its ORB fit runs at a 240-px working size).
         assert min(base.values()) > 0.9, base
@@ -520,7 +522,8 @@ def _per_item(run: Path, context: str, metric: str) -> dict[tuple[str, str], flo
 def test_context_policies_order_as_they_imply_on_departure_revisits(study):
     """FullKV keeps everything and FoV retrieves the first departure's chunks, Sliding's window has moved past them:
     FullKV >= FoV > Sliding on the departure-revisit metric (Eq. 4 + Eq. 1 with global frame features, from the
-    frames), with paired intervals that exclude 0 (the run's own analyses: vs FullKV and vs Sliding). On the paper's
+    frames), with paired intervals that exclude 0 (the run's own analyses: vs FullKV and vs Sliding), and
+    FullKV > FoV > Sliding on the sweeps back through the first departure's views. On the paper's
     return-to-start metric (Environment Visible) every policy keeps frame 0 in its sink, so all three score ~1 with
     return frames picked by the weight-free estimator: the revisit must reach beyond the sink to separate them."""
     an = json.loads((study / "eval" / "analyses.json").read_text())
@@ -547,6 +550,15 @@ def test_context_policies_order_as_they_imply_on_departure_revisits(study):
     assert rv["fullkv"]["mean"] > 0.9 and rv["fov"]["mean"] > 0.9 and rv["sliding"]["mean"] < 0.5, rv
     assert rv["paired_vs_fullkv"]["sliding"]["hi"] < 0 and rv["paired_vs_sliding"]["fov"]["lo"] > 0, rv
     assert rv["paired_vs_fullkv"]["fov"]["diff"] > -0.01, rv
+    # The later sweeps back through the first departure's views separate all three: a sweep chunk needs the earlier
+    # chunks that looked its way, and FoV's two retrieved chunks can both be the same view seen on two passes (the
+    # return of LRLRLR's third cycle), so FullKV > FoV > Sliding, each paired interval excluding 0.
+    sw = cp["metrics"]["departure.sweep_visible[pixel-thumb16]"]
+    assert sw["paired_vs_fullkv"]["fov"]["hi"] < 0 and sw["paired_vs_fullkv"]["sliding"]["hi"] < 0, sw
+    assert sw["paired_vs_sliding"]["fov"]["lo"] > 0, sw
+    s = {p: _per_item(study, p, "departure.sweep_visible[pixel-thumb16]") for p in ("fullkv", "fov", "sliding")}
+    assert all(s["fov"][k] < s["fullkv"][k] - 0.01 for k in s["fov"] if k[0] == "lrlrlr"), s
+    assert all(s["fov"][k] <= s["fullkv"][k] + 1e-3 and s["sliding"][k] < s["fov"][k] - 0.02 for k in s["fov"]), s
 
 
 @pytest.mark.slow

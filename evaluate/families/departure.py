@@ -15,6 +15,12 @@ moved from the conditioning frame to the first departure's settled away frame (t
 inside each later departure ``D_k`` that comes back to it (the whole phase, sampled every ``memory_stride``), the frame
 whose estimated orientation is closest to the reference frame's (first available of ``return_frame_poses``, as the
 return frames are picked), then the clipped cosine of global features between the two, averaged over the revisits.
+
+Metric ``departure.sweep_visible[<encoder>]`` (protocol extension ``departure_sweep``,
+:func:`evaluate.protocol.departure_sweep_windows`): Eq. 4 with the same global features, the reference set being
+every frame of the first departure ``D1`` and each later phase (``R1``, ``D2``, ``R2``, ...) a revisit window of its
+frames that look back at D1's views (at least ``departure_deg`` from frame 0), sampled every ``memory_stride``; then
+Eq. 1 over those windows. The reference set is not subsampled: Eq. 4's max needs the nearest view.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ import numpy as np
 
 from .. import memory as mem
 from ..aggregate import rollout_score
-from ..protocol import departure_revisit_windows
+from ..protocol import departure_revisit_windows, departure_sweep_windows
 from . import Entries, Family, Metric, entry
 
 #: The name under which the protocol extension is recorded in every entry.
 PROTOCOL = "departure_revisit"
+#: The extension behind ``departure.sweep_visible``.
+SWEEP_PROTOCOL = "departure_sweep"
 
 
 def subsample(frames: list[int], stride: int) -> list[int]:
@@ -84,6 +92,34 @@ def return_visible(ctx, perc, ecfg, bb) -> Entries:
                  return_angle_deg=r["angles_deg"], protocol=PROTOCOL)
 
 
+def _sweep_windows(ctx, ecfg) -> tuple[list[int], list[list[int]]]:
+    key = "departure_sweep_windows"
+    if key not in ctx.memo:
+        ctx.memo[key] = departure_sweep_windows(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg,
+                                                ecfg.revisit_tolerance_translation, ecfg.departure_deg)
+    return ctx.memo[key]
+
+
+def sweep_visible(ctx, perc, ecfg, bb) -> Entries:
+    ref, revisits = _sweep_windows(ctx, ecfg)
+    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
+    name = bb["encoder"]
+    feats = perc.encode(name, ref + [f for w in rev_idx for f in w])
+    ref_feat, at = feats[: len(ref)], len(ref)
+    per = []
+    for w in rev_idx:
+        per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
+        at += len(w)
+    return entry("departure.sweep_visible", perc.label(name, "encoder"), perc.kind(name),
+                 rollout_score({"first_departure": per}, len(per)), per_revisit=per, reference_frames=ref,
+                 revisit_frames=rev_idx, protocol=SWEEP_PROTOCOL)
+
+
+def _sweep_applies(ctx, ecfg) -> bool:
+    ref, revisits = _sweep_windows(ctx, ecfg)
+    return bool(ref and revisits)
+
+
 def _applies(ctx, ecfg) -> bool:
     ref, revisits = _windows(ctx, ecfg)
     return bool(ref and revisits)
@@ -94,5 +130,6 @@ FAMILY = Family(
     ("encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg",
      "return_frame_poses", "pose_estimators"),
     (Metric("departure.visible", ("encoder",), visible, _applies),
-     Metric("departure.return_visible", ("encoder",), return_visible, _applies)),
+     Metric("departure.return_visible", ("encoder",), return_visible, _applies),
+     Metric("departure.sweep_visible", ("encoder",), sweep_visible, _sweep_applies)),
 )

@@ -102,6 +102,7 @@ class ClassicalPoseEstimator:
         self.corners, self.flow_window = corners, flow_window
         self.orb_min_side = orb_min_side
         self.angle_fit = "kabsch-on-homography-inliers/fast-threshold-20-over-scale"  # recorded (and in the cache key) with the settings
+        self.position_fit = "orb-parallax-median/kabsch-refit-3x-median"  # likewise, for translating returns
 
     def _step(self, g0: np.ndarray, g1: np.ndarray, Kc: np.ndarray, Kinv: np.ndarray, mode: str):
         """(prev -> cur motion 4x4 in the prev camera frame, ok, inliers)."""
@@ -154,14 +155,9 @@ class ClassicalPoseEstimator:
             prev = cur
         return PoseEstimate(c2w, valid, {"inliers": inliers, "mode": mode})
 
-    def angles_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
-        """Rotation angle (degrees) between ``ref`` and each frame from a direct fit (no chaining, so no drift): ORB
-        matches, RANSAC homography inliers, then the rotation that best maps their rays (Kabsch); ``inf`` where fewer
-        than ``min_inliers`` matches support it (the views do not overlap).
-
-        ORB runs at a working size whose shorter side is at least ``orb_min_side`` pixels (frames are upsampled
-        bicubically, ``K`` scaled with them; never downsampled): its 31-pixel border and patch leave too little of a
-        small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
+    def _orb_setup(self, ref: np.ndarray, K: np.ndarray):
+        """ORB at the working size (see :meth:`angles_to`): (detector, matcher, to-gray function, K^-1 at the working
+        size on OpenCV's integer-centre grid, scale)."""
         import cv2
 
         cv2.setRNGSeed(0)
@@ -178,7 +174,47 @@ class ClassicalPoseEstimator:
         Kc = np.asarray(K, np.float64).copy()
         Kc[:2] *= s  # pixel units at the working size (+0.5 centres), then OpenCV's integer-centre grid
         Kc[:2, 2] -= 0.5
-        Kinv = np.linalg.inv(Kc)
+        return orb, bf, gray, np.linalg.inv(Kc), s
+
+    def parallax_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """Median translation parallax (pixels of the original frame) between ``ref`` and each frame, from a direct
+        fit (no chaining, so no drift): ORB matches, the rotation that best maps their rays (Kabsch, refitted on the
+        matches within 3x the median residual), then the median angle between each matched ray and its rotated
+        counterpart times the focal length. 0 when the camera stands where ``ref`` was taken (whatever it turned);
+        it grows with the distance from there. ``inf`` where fewer than ``min_inliers`` matches support it. A
+        translating path's return frame is the frame with the smallest parallax to frame 0."""
+        orb, bf, gray, Kinv, s = self._orb_setup(ref, K)
+        focal = float(np.asarray(K)[0, 0])
+        kp0, d0 = orb.detectAndCompute(gray(ref), None)
+        out = np.full(len(frames), np.inf)
+        for i, f in enumerate(frames):
+            kp1, d1 = orb.detectAndCompute(gray(f), None)
+            if d0 is None or d1 is None:
+                continue
+            m = bf.match(d0, d1)
+            if len(m) < self.min_inliers:
+                continue
+            r0 = _unit_rays([kp0[x.queryIdx].pt for x in m], Kinv)
+            r1 = _unit_rays([kp1[x.trainIdx].pt for x in m], Kinv)
+            res = _ray_residuals(r0, r1, _kabsch(r0, r1))
+            keep = res <= 3 * np.median(res) + 1e-9
+            if int(keep.sum()) < self.min_inliers:
+                continue
+            res = _ray_residuals(r0, r1, _kabsch(r0[keep], r1[keep]))
+            out[i] = float(np.median(res)) * focal
+        return out
+
+    def angles_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """Rotation angle (degrees) between ``ref`` and each frame from a direct fit (no chaining, so no drift): ORB
+        matches, RANSAC homography inliers, then the rotation that best maps their rays (Kabsch); ``inf`` where fewer
+        than ``min_inliers`` matches support it (the views do not overlap).
+
+        ORB runs at a working size whose shorter side is at least ``orb_min_side`` pixels (frames are upsampled
+        bicubically, ``K`` scaled with them; never downsampled): its 31-pixel border and patch leave too little of a
+        small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
+        import cv2
+
+        orb, bf, gray, Kinv, s = self._orb_setup(ref, K)
         kp0, d0 = orb.detectAndCompute(gray(ref), None)
         out = np.full(len(frames), np.inf)
         for i, f in enumerate(frames):
@@ -197,14 +233,27 @@ class ClassicalPoseEstimator:
             # degrees of freedom instead of 8: on 96 x 160 frames its angle is within 0.05 deg where the
             # orthonormalised homography was up to 2 deg off, enough to pick a return frame 3 deg from the view).
             inl = mask.reshape(-1).astype(bool)
-            r0 = np.c_[p0[inl], np.ones(int(inl.sum()))] @ Kinv.T
-            r1 = np.c_[p1[inl], np.ones(int(inl.sum()))] @ Kinv.T
-            r0 /= np.linalg.norm(r0, axis=1, keepdims=True)
-            r1 /= np.linalg.norm(r1, axis=1, keepdims=True)
-            U, _, Vt = np.linalg.svd(r1.T @ r0)
-            R = U @ np.diag([1, 1, np.linalg.det(U @ Vt)]) @ Vt
+            R = _kabsch(_unit_rays(p0[inl], Kinv), _unit_rays(p1[inl], Kinv))
             out[i] = np.degrees(np.arccos(np.clip((np.trace(R) - 1) / 2, -1, 1)))
         return out
+
+
+def _unit_rays(points, Kinv: np.ndarray) -> np.ndarray:
+    """(N, 3) unit camera rays of (N, 2) pixel points (``Kinv`` on the same pixel grid)."""
+    p = np.asarray(points, np.float64).reshape(-1, 2)
+    r = np.c_[p, np.ones(len(p))] @ Kinv.T
+    return r / np.linalg.norm(r, axis=1, keepdims=True)
+
+
+def _kabsch(r0: np.ndarray, r1: np.ndarray) -> np.ndarray:
+    """The rotation R minimising sum |r1 - R r0|^2 over matched unit rays (N, 3), reflection-safe."""
+    U, _, Vt = np.linalg.svd(r1.T @ r0)
+    return U @ np.diag([1, 1, np.linalg.det(U @ Vt)]) @ Vt
+
+
+def _ray_residuals(r0: np.ndarray, r1: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """(N,) angle in radians between each ray of ``r1`` and the matching ray of ``r0`` rotated by ``R``."""
+    return np.arccos(np.clip(np.sum(r1 * (r0 @ R.T), axis=1), -1.0, 1.0))
 
 
 class OraclePoses:
