@@ -54,17 +54,23 @@ def _windows(ctx, ecfg) -> tuple[list[int], list[list[int]]]:
     return ctx.memo[key]
 
 
-def visible(ctx, perc, ecfg, bb) -> Entries:
-    ref, revisits = _windows(ctx, ecfg)
-    ref_idx = subsample(ref, ecfg.memory_stride)
-    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
-    name = bb["encoder"]
+def _eq4_per_window(perc, name: str, ref_idx: list[int], rev_idx: list[list[int]]) -> list[float]:
+    """Eq. 4 of each revisit window against the reference frames, with one batched encoder call."""
     feats = perc.encode(name, ref_idx + [f for w in rev_idx for f in w])
     ref_feat, at = feats[: len(ref_idx)], len(ref_idx)
     per = []
     for w in rev_idx:
         per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
         at += len(w)
+    return per
+
+
+def visible(ctx, perc, ecfg, bb) -> Entries:
+    ref, revisits = _windows(ctx, ecfg)
+    ref_idx = subsample(ref, ecfg.memory_stride)
+    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
+    name = bb["encoder"]
+    per = _eq4_per_window(perc, name, ref_idx, rev_idx)
     return entry("departure.visible", perc.label(name, "encoder"), perc.kind(name),
                  rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=ref_idx,
                  revisit_frames=rev_idx, protocol=PROTOCOL)
@@ -104,12 +110,7 @@ def sweep_visible(ctx, perc, ecfg, bb) -> Entries:
     ref, revisits = _sweep_windows(ctx, ecfg)
     rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
     name = bb["encoder"]
-    feats = perc.encode(name, ref + [f for w in rev_idx for f in w])
-    ref_feat, at = feats[: len(ref)], len(ref)
-    per = []
-    for w in rev_idx:
-        per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
-        at += len(w)
+    per = _eq4_per_window(perc, name, ref, rev_idx)
     return entry("departure.sweep_visible", perc.label(name, "encoder"), perc.kind(name),
                  rollout_score({"first_departure": per}, len(per)), per_revisit=per, reference_frames=ref,
                  revisit_frames=rev_idx, protocol=SWEEP_PROTOCOL)

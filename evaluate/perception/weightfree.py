@@ -176,17 +176,11 @@ class ClassicalPoseEstimator:
         Kc[:2, 2] -= 0.5
         return orb, bf, gray, np.linalg.inv(Kc), s
 
-    def parallax_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
-        """Median translation parallax (pixels of the original frame) between ``ref`` and each frame, from a direct
-        fit (no chaining, so no drift): ORB matches, the rotation that best maps their rays (Kabsch, refitted on the
-        matches within 3x the median residual), then the median angle between each matched ray and its rotated
-        counterpart times the focal length. 0 when the camera stands where ``ref`` was taken (whatever it turned);
-        it grows with the distance from there. ``inf`` where fewer than ``min_inliers`` matches support it. A
-        translating path's return frame is the frame with the smallest parallax to frame 0."""
+    def _orb_matches(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray):
+        """Yield ``(index, ref points (N, 2), frame points (N, 2), K^-1, scale)`` for every frame with at least
+        ``min_inliers`` cross-checked ORB matches to ``ref``; points at the working size (see :meth:`_orb_setup`)."""
         orb, bf, gray, Kinv, s = self._orb_setup(ref, K)
-        focal = float(np.asarray(K)[0, 0])
         kp0, d0 = orb.detectAndCompute(gray(ref), None)
-        out = np.full(len(frames), np.inf)
         for i, f in enumerate(frames):
             kp1, d1 = orb.detectAndCompute(gray(f), None)
             if d0 is None or d1 is None:
@@ -194,8 +188,20 @@ class ClassicalPoseEstimator:
             m = bf.match(d0, d1)
             if len(m) < self.min_inliers:
                 continue
-            r0 = _unit_rays([kp0[x.queryIdx].pt for x in m], Kinv)
-            r1 = _unit_rays([kp1[x.trainIdx].pt for x in m], Kinv)
+            yield (i, np.float64([kp0[x.queryIdx].pt for x in m]), np.float64([kp1[x.trainIdx].pt for x in m]),
+                   Kinv, s)
+
+    def parallax_to(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """Median translation parallax (pixels of the original frame) between ``ref`` and each frame, from a direct
+        fit (no chaining, so no drift): ORB matches, the rotation that best maps their rays (Kabsch, refitted on the
+        matches within 3x the median residual), then the median angle between each matched ray and its rotated
+        counterpart times the focal length. 0 when the camera stands where ``ref`` was taken (whatever it turned);
+        it grows with the distance from there. ``inf`` where fewer than ``min_inliers`` matches support it. A
+        translating path's return frame is the frame with the smallest parallax to frame 0."""
+        focal = float(np.asarray(K)[0, 0])
+        out = np.full(len(frames), np.inf)
+        for i, p0, p1, Kinv, _ in self._orb_matches(ref, frames, K):
+            r0, r1 = _unit_rays(p0, Kinv), _unit_rays(p1, Kinv)
             res = _ray_residuals(r0, r1, _kabsch(r0, r1))
             keep = res <= 3 * np.median(res) + 1e-9
             if int(keep.sum()) < self.min_inliers:
@@ -214,18 +220,8 @@ class ClassicalPoseEstimator:
         small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
         import cv2
 
-        orb, bf, gray, Kinv, s = self._orb_setup(ref, K)
-        kp0, d0 = orb.detectAndCompute(gray(ref), None)
         out = np.full(len(frames), np.inf)
-        for i, f in enumerate(frames):
-            kp1, d1 = orb.detectAndCompute(gray(f), None)
-            if d0 is None or d1 is None:
-                continue
-            m = bf.match(d0, d1)
-            if len(m) < self.min_inliers:
-                continue
-            p0 = np.float64([kp0[x.queryIdx].pt for x in m])
-            p1 = np.float64([kp1[x.trainIdx].pt for x in m])
+        for i, p0, p1, Kinv, s in self._orb_matches(ref, frames, K):
             Hm, mask = cv2.findHomography(p0, p1, cv2.RANSAC, 2.0 * s)  # 2 px of the original frame
             if Hm is None or int(mask.sum()) < self.min_inliers:
                 continue
