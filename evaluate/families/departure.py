@@ -46,34 +46,41 @@ def subsample(frames: list[int], stride: int) -> list[int]:
     return out
 
 
-def _windows(ctx, ecfg) -> tuple[list[int], list[list[int]]]:
-    key = "departure_windows"
+def _windows(ctx, ecfg, rule=departure_revisit_windows) -> tuple[list[int], list[list[int]]]:
+    """(reference frames, revisit windows) of a protocol-extension ``rule`` on this item, memoised."""
+    key = f"departure:{rule.__name__}"
     if key not in ctx.memo:
-        ctx.memo[key] = departure_revisit_windows(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg,
-                                                  ecfg.revisit_tolerance_translation, ecfg.departure_deg)
+        ctx.memo[key] = rule(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation,
+                             ecfg.departure_deg)
     return ctx.memo[key]
 
 
-def _eq4_per_window(perc, name: str, ref_idx: list[int], rev_idx: list[list[int]]) -> list[float]:
-    """Eq. 4 of each revisit window against the reference frames, with one batched encoder call."""
-    feats = perc.encode(name, ref_idx + [f for w in rev_idx for f in w])
-    ref_feat, at = feats[: len(ref_idx)], len(ref_idx)
-    per = []
-    for w in rev_idx:
-        per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
-        at += len(w)
-    return per
+def _eq4_metric(metric_id: str, target: str, protocol: str, rule, subsample_reference: bool):
+    """A metric that scores each revisit window of ``rule`` with Eq. 4 against its reference frames (one batched
+    encoder call) and averages them with Eq. 1. Revisits are sampled every ``memory_stride``; the reference too when
+    ``subsample_reference``."""
+
+    def compute(ctx, perc, ecfg, bb) -> Entries:
+        ref, revisits = _windows(ctx, ecfg, rule)
+        ref_idx = subsample(ref, ecfg.memory_stride) if subsample_reference else list(ref)
+        rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
+        name = bb["encoder"]
+        feats = perc.encode(name, ref_idx + [f for w in rev_idx for f in w])
+        ref_feat, at = feats[: len(ref_idx)], len(ref_idx)
+        per = []
+        for w in rev_idx:
+            per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
+            at += len(w)
+        return entry(metric_id, perc.label(name, "encoder"), perc.kind(name),
+                     rollout_score({target: per}, len(per)), per_revisit=per, reference_frames=ref_idx,
+                     revisit_frames=rev_idx, protocol=protocol)
+
+    return compute
 
 
-def visible(ctx, perc, ecfg, bb) -> Entries:
-    ref, revisits = _windows(ctx, ecfg)
-    ref_idx = subsample(ref, ecfg.memory_stride)
-    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
-    name = bb["encoder"]
-    per = _eq4_per_window(perc, name, ref_idx, rev_idx)
-    return entry("departure.visible", perc.label(name, "encoder"), perc.kind(name),
-                 rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=ref_idx,
-                 revisit_frames=rev_idx, protocol=PROTOCOL)
+visible = _eq4_metric("departure.visible", "away_view", PROTOCOL, departure_revisit_windows, True)
+sweep_visible = _eq4_metric("departure.sweep_visible", "first_departure", SWEEP_PROTOCOL, departure_sweep_windows,
+                            False)
 
 
 def return_visible(ctx, perc, ecfg, bb) -> Entries:
@@ -98,32 +105,13 @@ def return_visible(ctx, perc, ecfg, bb) -> Entries:
                  return_angle_deg=r["angles_deg"], protocol=PROTOCOL)
 
 
-def _sweep_windows(ctx, ecfg) -> tuple[list[int], list[list[int]]]:
-    key = "departure_sweep_windows"
-    if key not in ctx.memo:
-        ctx.memo[key] = departure_sweep_windows(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg,
-                                                ecfg.revisit_tolerance_translation, ecfg.departure_deg)
-    return ctx.memo[key]
-
-
-def sweep_visible(ctx, perc, ecfg, bb) -> Entries:
-    ref, revisits = _sweep_windows(ctx, ecfg)
-    rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
-    name = bb["encoder"]
-    per = _eq4_per_window(perc, name, ref, rev_idx)
-    return entry("departure.sweep_visible", perc.label(name, "encoder"), perc.kind(name),
-                 rollout_score({"first_departure": per}, len(per)), per_revisit=per, reference_frames=ref,
-                 revisit_frames=rev_idx, protocol=SWEEP_PROTOCOL)
+def _applies(ctx, ecfg, rule=departure_revisit_windows) -> bool:
+    ref, revisits = _windows(ctx, ecfg, rule)
+    return bool(ref and revisits)
 
 
 def _sweep_applies(ctx, ecfg) -> bool:
-    ref, revisits = _sweep_windows(ctx, ecfg)
-    return bool(ref and revisits)
-
-
-def _applies(ctx, ecfg) -> bool:
-    ref, revisits = _windows(ctx, ecfg)
-    return bool(ref and revisits)
+    return _applies(ctx, ecfg, departure_sweep_windows)
 
 
 FAMILY = Family(
