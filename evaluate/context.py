@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .protocol import revisit_windows, sample_every, window_frames
+from .protocol import frames_near, revisit_windows, sample_every, window_frames
 
 
 @dataclass(frozen=True)
@@ -107,16 +107,7 @@ class ItemContext:
 def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
     """The frames whose *prescribed* pose is back at frame 0 within ``tol_deg`` and ``tol_translation`` (relative to
     the trajectory's extent): the revisit observations entity metrics score."""
-    from trajectories.conventions import geodesic_angle
-
-    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
-    keep = []
-    for f in frames:
-        rot = float(np.degrees(geodesic_angle(c2w[0, :3, :3], c2w[f, :3, :3])))
-        tr = float(np.linalg.norm(c2w[f, :3, 3] - c2w[0, :3, 3])) / extent
-        if rot <= tol_deg and tr <= tol_translation:
-            keep.append(f)
-    return keep
+    return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
 def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> ItemContext:

@@ -28,6 +28,30 @@ def departure_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int
     return numbered_phases(phases, "D")
 
 
+def frames_near(c2w: np.ndarray, frames: list[int], poses: np.ndarray, tolerance_deg: float,
+                tolerance_translation: float) -> list[int]:
+    """The ``frames`` whose prescribed pose is within the tolerances of at least one of ``poses``.
+
+    Args:
+        c2w: (T,4,4) prescribed poses (OpenCV c2w). frames: indices into ``c2w``, kept in their order.
+        poses: (4,4) or (P,4,4) poses to be near. tolerance_deg: rotation (geodesic, degrees).
+        tolerance_translation: camera-centre distance as a fraction of the trajectory's extent (the largest
+            per-axis range of ``c2w``'s centres).
+    """
+    from trajectories.conventions import geodesic_angle
+
+    c2w = np.asarray(c2w, dtype=np.float64)
+    if not len(frames):
+        return []
+    poses = np.asarray(poses, dtype=np.float64).reshape(-1, 4, 4)
+    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
+    at = c2w[list(frames)]
+    rot = np.degrees(geodesic_angle(at[:, None, :3, :3], poses[None, :, :3, :3]))  # (F, P)
+    tr = np.linalg.norm(at[:, None, :3, 3] - poses[None, :, :3, 3], axis=-1) / extent
+    near = ((rot <= tolerance_deg) & (tr <= tolerance_translation)).any(axis=1)
+    return [int(f) for f, k in zip(frames, near) if k]
+
+
 def sample_every(n: int, start: int, end: int) -> list[int]:
     """Frames ``start, start + n, ...`` below ``end``."""
     return list(range(int(start), int(end), int(n)))
@@ -107,14 +131,9 @@ def departure_revisit_windows(c2w: np.ndarray, phases: dict, tolerance_deg: floa
     if ang0.max() < min_departure_deg:
         return [], []
     far = c2w[d1[int(np.argmax(ang0))]]
-    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
 
     def near(frames: list[int]) -> list[int]:
-        if not frames:
-            return []
-        rot = np.degrees(geodesic_angle(far[:3, :3][None], c2w[frames, :3, :3]))
-        tr = np.linalg.norm(c2w[frames, :3, 3] - far[:3, 3], axis=1) / extent
-        return [f for f, r, t in zip(frames, rot, tr) if r <= tolerance_deg and t <= tolerance_translation]
+        return frames_near(c2w, frames, far, tolerance_deg, tolerance_translation)
 
     reference = near(d1)
     revisits = [w for w in (near(list(range(*d))) for d in deps[1:]) if w]
@@ -152,17 +171,11 @@ def departure_sweep_windows(c2w: np.ndarray, phases: dict, tolerance_deg: float 
     from0 = np.degrees(geodesic_angle(c2w[0, :3, :3][None], c2w[:, :3, :3]))
     if from0[d1].max() < min_departure_deg:
         return [], []
-    extent = max(float(np.ptp(c2w[:, :3, 3], axis=0).max()), 1e-9)
     later = sorted((w for w in phases.values() if w[0] >= deps[0][1]), key=lambda w: w[0])
     revisits = []
     for a, b in later:
         frames = [f for f in range(a, b) if from0[f] >= min_departure_deg]
-        keep = []
-        for f in frames:
-            rot = np.degrees(geodesic_angle(c2w[f, :3, :3][None], c2w[d1, :3, :3]))
-            tr = np.linalg.norm(c2w[d1, :3, 3] - c2w[f, :3, 3], axis=1) / extent
-            if ((rot <= tolerance_deg) & (tr <= tolerance_translation)).any():
-                keep.append(f)
+        keep = frames_near(c2w, frames, c2w[d1], tolerance_deg, tolerance_translation)
         if keep:
             revisits.append(keep)
     return d1, revisits
