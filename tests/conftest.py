@@ -3,38 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def compose(overrides: list[str] | None = None) -> dict:
-    """Compose the harness config as `python -m harness` would, returned as a plain dict."""
-    from hydra import compose as hcompose
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="conf", version_base="1.3"):
-            cfg = hcompose(config_name="config", overrides=overrides or [], return_hydra_config=False)
-            return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
-    finally:
-        GlobalHydra.instance().clear()
-
-
-def run_cli(args: list[str], cwd: Path, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m harness <args>` in ``cwd`` and return the completed process (text output)."""
-    e = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=e)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -70,28 +43,3 @@ def K832():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
-
-
-def edited_item_copy(src: Path, dst: Path, edit) -> Path:
-    """A copy of a finished item whose video went through ``edit(frames (T, H, W, 3) uint8, path: CameraPath)``,
-    re-encoded, with its ``meta.json`` video hash updated and no ``metrics.json``."""
-    import shutil
-
-    from harness.io import read_json, write_json
-    from harness.io import sha256_file
-    from harness.video import VideoWriter, read_frames
-    from trajectories import load_path
-
-    shutil.copytree(src, dst)
-    (dst / "metrics.json").unlink(missing_ok=True)
-    path = load_path(dst / "camera.npz")
-    _, frames = read_frames(src / "video.mp4")
-    frames = edit(frames.copy(), path)
-    w = VideoWriter(dst / "video.mp4", path.fps)
-    for f in frames:
-        w(f)
-    w.close()
-    meta = read_json(dst / "meta.json")
-    meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
-    write_json(dst / "meta.json", meta)
-    return dst

@@ -7,7 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 PROJECT = ("adapters", "harness", "trajectories", "evaluate")  # ``conf`` is a data package: not layered
 TABLE_DOC = ROOT / "docs" / "architecture.md"
 

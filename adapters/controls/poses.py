@@ -5,7 +5,7 @@ world = camera frame of frame 0, positive yaw turns right, positive pitch turns 
 :mod:`trajectories.conventions`). Each function cites the upstream repository, commit and file the rule is taken
 from; launch-level facts live in ``adapters/contracts/<model>.yaml``. Latent-anchor rules live in
 :mod:`trajectories.resample`; re-implementations of upstream encodings that no adapter calls (used by tests as
-independent references) live in ``tests/upstream_reference.py``.
+independent references) live in ``tests/support/upstream_reference.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Upstream builds per camera ``P = lift(K̃) · w2c`` (Tencent-Hunyuan/HY-WorldPlay@da2d0c2 hyvideo/prope/camera_rope.py;
 AMAP-ML/DreamX-World@a1f4c6e inference_ar_forcing.py::cam_params_to_prope_dict); the full projection is
-re-implemented as a test reference in ``tests/upstream_reference.py``.
+re-implemented as a test reference in ``tests/support/upstream_reference.py``.
 """
 
 from __future__ import annotations

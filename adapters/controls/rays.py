@@ -10,7 +10,7 @@ Three layouts exist upstream and they are not interchangeable:
 * Plücker ``[d, o x d]`` (SANA-WM): unit direction and moment, *integer* pixel grid, on the latent grid.
 * CameraCtrl ``[o x d, d]`` (DreamX legacy helper): not used by any path here.
 
-The SANA-WM Plücker encoding is re-implemented as a test reference in ``tests/upstream_reference.py``.
+The SANA-WM Plücker encoding is re-implemented as a test reference in ``tests/support/upstream_reference.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Harness poses follow :mod:`trajectories.conventions` (OpenCV camera-to-world 4x4
 (huggingface/diffusers@v0.42.1 src/diffusers/pipelines/sana_wm/cam_utils.py ``prepare_camera``). Both sides use
 OpenCV axes, so no axis flip is needed; the only conversions are the translation scale and the K layout. Its ray
 grid samples integer pixel coordinates (``u = 0..W-1``), which is the same grid the SANA compile uses
-(``tests/upstream_reference.py::plucker_sana``, ``pixel_rays(..., offset=0.0)``).
+(``tests/support/upstream_reference.py::plucker_sana``, ``pixel_rays(..., offset=0.0)``).
 """
 
 from __future__ import annotations

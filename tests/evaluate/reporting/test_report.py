@@ -1,0 +1,270 @@
+"""The study report (evaluate/reporting): tables, provenance, oracle exclusion, paper numbers, plots, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluate.reporting import build_report
+from evaluate.reporting.cells import unit_value
+from tests.support import ROOT
+from tests.support.report_data import LATENCY, make_run, per_revisit
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """One synthetic run (2 models x 2 policies x 3 trajectories x 3 cases x 2 seeds), tables and page only."""
+    root = tmp_path_factory.mktemp("runs")
+    run = make_run(root, videos=False)
+    out = build_report([run], strips=False, figures=False)
+    return run, Path(out["out_dir"]), out
+
+
+def _csv(out: Path, tid: str) -> list[dict]:
+    return list(csv.DictReader((out / "tables" / f"{tid}.csv").open()))
+
+
+def _row(rows: list[dict], **key) -> dict:
+    hits = [r for r in rows if all(r[k] == str(v) for k, v in key.items())]
+    assert len(hits) == 1, (key, len(hits))
+    return hits[0]
+
+
+def test_main_table_means_match_an_independent_computation(report):
+    _, out, _ = report
+    rows = _csv(out, "main")
+    for model in ("evoke", "lingbot_v2"):
+        r = _row(rows, model=model, context="fullkv")
+        want = [np.mean(per_revisit(model, "fullkv", t, c, s)) for t in ("lrlr", "lrud", "lrlrlr") for c in (0, 1)
+                for s in (1, 2)]
+        assert float(r["environment.visible[pixel-thumb16]"]) == pytest.approx(np.mean(want), abs=1e-6)
+        assert int(r["environment.visible[pixel-thumb16]:n"]) == len(want) == 12
+        lo, hi = float(r["environment.visible[pixel-thumb16]:lo"]), float(r["environment.visible[pixel-thumb16]:hi"])
+        assert lo <= np.mean(want) <= hi and lo < hi
+
+
+def test_every_table_cell_traces_back_to_metrics_json(report):
+    _, out, _ = report
+    src = json.loads((out / "sources.json").read_text())
+    checked = 0
+    for tid, t in src["tables"].items():
+        for row in t["rows"]:
+            for col, cell in row["cells"].items():
+                units = cell["units"]
+                for u in units:  # each unit recomputed from the files it names
+                    assert unit_value(out, u, src["files"]) == pytest.approx(u["value"], abs=1e-9), (tid, col)
+                    assert all((out / src["files"][term["file"]]).name == "metrics.json" for term in u["terms"])
+                if not units or cell["mean"] is None or not math.isfinite(cell["mean"]):
+                    continue
+                vals = [u["value"] for u in units]
+                if cell["kind"] in ("mean", "rate"):
+                    assert cell["mean"] == pytest.approx(np.mean(vals), abs=1e-9), (tid, col)
+                elif cell["kind"] == "ratio":
+                    ref = [u["value"] for u in units if u["role"] == "reference"]
+                    pol = [u["value"] for u in units if u["role"] == "policy"]
+                    assert cell["mean"] == pytest.approx(np.mean(ref) / np.mean(pol)), (tid, col)
+                elif cell["kind"] in ("spread", "models_mean"):
+                    groups: dict = {}
+                    for u in units:
+                        groups.setdefault(u["role"], []).append(u["value"])
+                    assert cell["mean"] == pytest.approx(np.mean([np.mean(g) for g in groups.values()])), (tid, col)
+                checked += 1
+    assert checked > 100
+    # the CSV numbers are the sources' numbers
+    main = src["tables"]["main"]["rows"]
+    for r in _csv(out, "main"):
+        cell = next(x for x in main if x["key"] == [r["model"], r["context"]])["cells"]["camera.rpe_rot[classical-opencv]"]
+        assert float(r["camera.rpe_rot[classical-opencv]"]) == pytest.approx(cell["mean"], rel=1e-5)
+
+
+def test_oracle_entries_never_reach_tables_sources_or_page(report):
+    run, out, _ = report
+    assert "[oracle]" in (run / "lingbot_v2/fullkv/seed-1/lrlr/env_0/metrics.json").read_text()  # input has them
+    files = list((out / "tables").iterdir()) + [out / "report.md", out / "sources.json", out / "index.html",
+                                                out / "tables.tex"]
+    for f in files:
+        assert "oracle]" not in f.read_text(), f
+
+
+def test_not_computed_cells_say_why_and_are_never_zero(report):
+    _, out, _ = report
+    r = _row(_csv(out, "main"), model="evoke", context="fullkv")
+    assert r["environment.visible[dinov2]"] == "" and "not available" in r["environment.visible[dinov2]:note"]
+    md = (out / "tables" / "main.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| evoke"))
+    assert "n/c[1]" in line
+    assert "[1] environment.visible[dinov2]: not computed: backbone 'dinov2' is not available" in md
+    tex = (out / "tables" / "main.tex").read_text()
+    assert r"n/c$^{1}$" in tex
+
+
+def test_best_and_second_best_follow_each_metric_direction(report):
+    _, out, _ = report
+    md = (out / "tables" / "main.md").read_text()
+    evoke = next(x for x in md.splitlines() if x.startswith("| evoke"))
+    lingbot = next(x for x in md.splitlines() if x.startswith("| lingbot_v2"))
+    # evoke: higher visible (↑) and lower RPE (↓) -> best on both
+    assert evoke.count("**") == 2 * 3 and lingbot.count("**") == 0  # visible, dynamic, rpe
+    assert "↓" in md.splitlines()[4] and "camera.rpe_rot[classical-opencv] ↓" in md
+    tex = (out / "tables" / "main.tex").read_text()
+    assert r"\textbf{0.771}" in tex and r"\underline{0.571}" in tex
+
+
+def test_context_table_latency_and_speedup(report):
+    _, out, _ = report
+    rows = _csv(out, "context")
+    per = {ctx: LATENCY[ctx] + np.mean([0.1 * c + 0.05 * s for c in range(3) for s in (1, 2)]) for ctx in LATENCY}
+    for ctx in ("fullkv", "fov"):
+        r = _row(rows, model="lingbot_v2", context=ctx)
+        assert float(r["latency_s"]) == pytest.approx(per[ctx])
+        assert float(r["speedup"]) == pytest.approx(per["fullkv"] / per[ctx], rel=1e-5)
+        assert int(r["videos"]) == 18
+    paired = _row(_csv(out, "context_paired"), model="evoke", context="fov")
+    assert float(paired["environment.visible[pixel-thumb16]"]) == pytest.approx(0.02, abs=1e-6)
+
+
+def test_multi_revisit_cross_axis_and_qualified_subsets(report):
+    _, out, _ = report
+    mr = _row(_csv(out, "multi_revisit"), model="evoke", context="fullkv", trajectory="lrlrlr",
+              metric="environment.visible[pixel-thumb16]")
+    assert float(mr["decay"]) == pytest.approx(0.1) and int(mr["decay:n"]) == 4
+    assert int(mr["decay_q:n"]) == 2  # only case 0 returns within 30 deg at every revisit
+    assert float(mr["R3"]) < float(mr["R2"]) < float(mr["R1"])
+    ca = _row(_csv(out, "cross_axis"), model="evoke", context="fullkv", metric="environment.visible[pixel-thumb16]")
+    assert float(ca["delta"]) == pytest.approx(0.05) and int(ca["delta:n"]) == 4 and int(ca["delta_q:n"]) == 2
+    cov = _row(_csv(out, "coverage"), model="evoke", context="fullkv", trajectory="lrlrlr")
+    assert float(cov["D"]) == 1.0 and float(cov["Q30"]) == pytest.approx(8 / 12)
+    assert cov["tracking"] == "" and "no entity target" in cov["tracking:note"]
+
+
+def test_dynamic_decomposition(report):
+    _, out, _ = report
+    r = _row(_csv(out, "dynamic"), model="lingbot_v2", context="fullkv", metric="dynamic.overall[Qwen/Qwen3.8-27B]")
+    assert float(r["started"]) == 3 and float(r["p_start"]) == pytest.approx(0.5)
+    assert float(r["s_cond"]) == pytest.approx(0.5) and float(r["s_gated"]) == pytest.approx(0.25)
+    assert float(r["s_gated"]) == pytest.approx(float(r["p_start"]) * float(r["s_cond"]))
+
+
+def test_group_summary_and_seed_spread(report):
+    _, out, _ = report
+    g = _row(_csv(out, "groups"), model="evoke", context="fov", trajectory="lrud", seed=2)
+    assert int(g["videos"]) == 3 and int(g["environment.visible[pixel-thumb16]:n"]) == 2
+    s = _row(_csv(out, "seed_spread"), model="evoke", context="fov", trajectory="lrud")
+    seed_means = [np.mean([np.mean(per_revisit("evoke", "fov", "lrud", c, sd)) for c in (0, 1)]) for sd in (1, 2)]
+    assert float(s["environment.visible[pixel-thumb16]"]) == pytest.approx(np.mean(seed_means))
+    assert float(s["environment.visible[pixel-thumb16]:lo"]) == pytest.approx(min(seed_means))
+    md = (out / "tables" / "seed_spread.md").read_text()
+    assert f"± {np.std(seed_means, ddof=1):.3f}" in md
+
+
+def test_paper_numbers_file_and_ours_vs_paper(report):
+    from evaluate.reporting.paper import load_paper_numbers
+
+    data = load_paper_numbers()
+    nums = {(e["table"], e["row"], e["column"]): e["value"] for e in data["numbers"]}
+    assert nums[("Table 12(a)", "Environment Visible", "Qualified")] == 0.152
+    assert nums[("Table 3 (Sec. 5.5)", "FullKV", "latency [s]")] == 322.2
+    assert nums[("Table 5 (App. D.2)", "HY-WorldPlay", "S_gated")] == 0.294
+    assert not [k for k in nums if k[0].startswith("Table 2")]  # Table 2's values are not in the paper's text
+    _, out, _ = report
+    rows = _csv(out, "paper")
+    lat = _row(rows, **{"paper table": "Table 3 (Sec. 5.5)", "row": "FullKV", "column": "latency [s]"})
+    assert float(lat["diff"]) == pytest.approx(float(lat["ours"]) - 322.2, abs=1e-3)
+    vis = _row(rows, **{"paper table": "Table 12(a)", "row": "Environment Visible", "column": "All cases",
+                        "metric": "environment.visible[pixel-thumb16]"})
+    assert float(vis["ours"]) == pytest.approx(0.1) and vis["same_backbone"].startswith("no")
+    pos = _row(rows, **{"paper table": "Table 12(a)", "row": "Environment Visible", "column": "Positive",
+                        "metric": "environment.visible[pixel-thumb16]"})
+    assert float(pos["ours"]) == 2
+    missing = _row(rows, **{"paper table": "Table 7", "row": "Overall", "column": "PLCC"})
+    assert missing["ours"] == "" and missing["diff"] == "" and "no counterpart" in missing["ours:note"]
+
+
+def test_report_files_are_readable_by_others_on_a_shared_filesystem(report):
+    import os
+    import stat
+
+    _, out, _ = report
+    mask = os.umask(0)
+    os.umask(mask)
+    if mask & 0o044:
+        pytest.skip("this umask hides files from group/others by choice")
+    for f in [out / "index.html", out / "sources.json", out / "tables" / "main.csv"]:
+        assert f.stat().st_mode & stat.S_IROTH, f  # atomic writes must not leave mkstemp's 0600
+
+
+def test_page_links_are_relative_and_local(report):
+    _, out, _ = report
+    page = (out / "index.html").read_text()
+    assert "http://" not in page and "https://" not in page
+    assert "../../lingbot_v2/fullkv/seed-1/lrlr/env_0/meta.json" in page
+    assert "../../lingbot_v2/fullkv/seed-1/lrlr/env_0/context_trace.json" in page
+    assert "../../lingbot_v2/fullkv/seed-1/lrlr/env_0/controls" in page
+    assert page.count("<table class='sortable'") >= 10
+
+
+def test_axis_floor_is_the_metric_floor():
+    from evaluate.reporting.plots import metric_range
+
+    lo, hi, cap = metric_range("environment.visible[pixel-thumb16]", [0.99998, 0.99999])
+    assert (lo, hi) == (0.0, 1.0) and "0" in cap and "floor" in cap
+    lo, hi, _ = metric_range("camera.rpe_rot[classical-opencv]", [0.02, 0.03])
+    assert lo == 0.0 and hi >= 0.03
+    assert metric_range("environment.depth[x]", [-0.2, 0.5])[0] == -1.0
+
+
+def test_figures_and_strips_are_written(tmp_path):
+    run = make_run(tmp_path, models=("evoke",), contexts=("fullkv", "fov"), trajectories=("lrlrlr",), cases=1,
+                   seeds=(1,))
+    out = build_report([run])
+    figs = out["figures"]
+    for name in ("Per-revisit decay", "Model profile", "Latency vs memory per context policy"):
+        assert {Path(p).suffix for p in figs[name]} == {".png", ".svg"}, name
+        assert all(Path(p).stat().st_size > 1000 for p in figs[name])
+    strips = sorted((Path(out["out_dir"]) / "strips").glob("*.png"))
+    assert len(strips) == 2  # the environment item of each policy (the dynamic item records no return frames)
+    from PIL import Image
+
+    w, h = Image.open(strips[0]).size
+    assert w > 2 * h  # frame 0 + three return frames side by side
+    assert "strips/" in (Path(out["out_dir"]) / "index.html").read_text()
+
+
+def _harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_cli_report_of_two_runs_and_bad_run(tmp_path):
+    make_run(tmp_path / "outputs", "a", models=("evoke",), contexts=("fullkv",), trajectories=("lrlr",), cases=1,
+             seeds=(1,), videos=False)
+    make_run(tmp_path / "outputs", "b", models=("lingbot_v2",), contexts=("fullkv",), trajectories=("lrlr",), cases=1,
+             seeds=(1,), videos=False)
+    p = _harness("report", "run=a", "run=b", "report_figures=false", "report_strips=false", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "outputs" / "reports" / "a+b"
+    main = (out / "tables" / "main.csv").read_text()
+    assert "evoke" in main and "lingbot_v2" in main
+    bad = _harness("report", "run=nope", cwd=tmp_path)
+    assert bad.returncode == 2 and "run=nope" in bad.stderr
+
+
+def test_an_item_in_two_runs_counts_once(tmp_path):
+    a = make_run(tmp_path, "a", models=("evoke",), contexts=("fullkv",), trajectories=("lrlr",), cases=1, seeds=(1,),
+                 videos=False)
+    b = make_run(tmp_path, "b", models=("evoke",), contexts=("fullkv", "fov"), trajectories=("lrlr",), cases=1,
+                 seeds=(1,), videos=False)
+    out = build_report([a, b], tmp_path / "rep", strips=False, figures=False)
+    assert out["items"] == 4  # a: env_0 + dynamic_0 under fullkv; b adds its two fov items, not its fullkv copies
+    r = _row(_csv(Path(out["out_dir"]), "main"), model="evoke", context="fullkv")
+    assert int(r["videos"]) == 2
+    assert "2 already in an earlier run" in (Path(out["out_dir"]) / "index.html").read_text()

@@ -1,0 +1,491 @@
+"""The command line as a user meets it: runs, dry runs, listing, resume, sweeps and clear errors.
+
+The entry point itself, in-process: exit codes (user error vs bug), logging and verbosity, progress=false, and
+the app's own ``--help``.
+
+The console summary never averages across models, contexts, trajectories or seeds, and never shows ground truth."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import harness.__main__ as cli
+from harness.__main__ import _short_table
+from tests.support import ROOT, run_cli
+
+SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "progress=false"]
+
+
+def _items(run_dir: Path):
+    return sorted(run_dir.glob("*/*/seed-*/*/*/meta.json"))
+
+
+@pytest.mark.slow
+def test_run_writes_a_self_describing_directory(tmp_path):
+    r = run_cli(["cases.include=[environment_rocket,human_astronaut]", "run=t", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr
+    run_dir = tmp_path / "outputs" / "t"
+    item = run_dir / "reference" / "fov" / "seed-1" / "lrlr" / "environment_rocket"
+    for f in ("video.mp4", "camera.npz", "controls/poses.npy", "controls/intrinsics.npy", "context_trace.json",
+              "meta.json"):
+        assert (item / f).is_file(), f
+    meta = json.loads((item / "meta.json").read_text())
+    assert meta["status"] == "done" and meta["seed"] == 1 and meta["context"]["name"] == "fov"
+    assert meta["video"]["num_frames"] == 65 and meta["camera"]["phases"]["V"][0] == 0
+    assert meta["versions"]["numpy"] and "config" in meta
+    from harness.video import probe_video
+
+    info = probe_video(item / "video.mp4")
+    assert info["num_frames"] == 65 and info["codec"] == "h264" and abs(info["fps"] - 16) < 1e-6
+    lines = (run_dir / "manifest.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(x)["status"] == "done" for x in lines)
+    assert "done" in r.stdout and "2" in r.stdout
+    assert list((run_dir / ".hydra").glob("*/.hydra/config.yaml"))  # Hydra's resolved config
+
+
+@pytest.mark.slow
+def test_multirun_context_and_seed_sweep_resumes(tmp_path):
+    args = ["-m", "context=fullkv,sliding,fov", "seed=1,2", "cases.include=[environment_rocket]", "run=s", *SMALL]
+    r = run_cli(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    run_dir = tmp_path / "outputs" / "s"
+    metas = _items(run_dir)
+    assert len(metas) == 6
+    assert {(m.parts[-5], m.parts[-4]) for m in metas} == {(c, f"seed-{s}") for c in ("fullkv", "sliding", "fov")
+                                                           for s in (1, 2)}
+    stamps = {m: m.stat().st_mtime_ns for m in metas}
+    r2 = run_cli(args, tmp_path)
+    assert r2.returncode == 0 and r2.stdout.count("skipped (already done)  1") == 6
+    assert all(m.stat().st_mtime_ns == t for m, t in stamps.items())  # nothing rewritten
+    assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 6
+
+
+@pytest.mark.slow
+def test_resume_after_a_killed_run(tmp_path):
+    args = ["cases.include=[environment_rocket,human_astronaut,object_coffee]", "run=k", "model.height=96",
+            "model.width=160", "model.num_frames=401", "progress=false"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = tmp_path / "outputs" / "k"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        done = [m for m in _items(run_dir) if json.loads(m.read_text()).get("status") == "done"]
+        if done:
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert done, "first item never finished"
+    statuses = {m.parent.name: json.loads(m.read_text())["status"] for m in _items(run_dir)}
+    assert list(statuses.values()).count("done") < 3  # it really was interrupted
+    r = run_cli(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    n_done = list(statuses.values()).count("done")
+    assert f"skipped (already done)  {n_done}" in r.stdout
+    assert all(json.loads(m.read_text())["status"] == "done" for m in _items(run_dir))
+    assert not list(run_dir.rglob("*.partial.mp4")) and not list(run_dir.rglob(".*.tmp*"))
+
+
+def test_dry_run_compiles_without_generating(tmp_path):
+    r = run_cli(["dry_run=true", "previews=true", "trajectory=square", "run=d", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr
+    metas = _items(tmp_path / "outputs" / "d")
+    assert len(metas) == 4  # dynamic_cat does not list the square
+    for m in metas:
+        assert json.loads(m.read_text())["status"] == "compiled"
+        assert (m.parent / "preview.png").is_file() and (m.parent / "controls" / "poses.npy").is_file()
+        assert not (m.parent / "video.mp4").exists()
+
+
+def test_list_validate_preview(tmp_path):
+    r = run_cli(["list"], tmp_path)
+    assert r.returncode == 0 and "reference" in r.stdout and "sliding" in r.stdout and "lrud" in r.stdout
+    r = run_cli(["validate"], tmp_path)
+    assert r.returncode == 0 and "5 case(s) valid" in r.stdout
+    r = run_cli(["preview", "trajectory=lrud"], tmp_path)
+    assert r.returncode == 0 and (tmp_path / "outputs" / "previews" / "lrud_reference.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["model=refrence"], "Did you mean 'reference'"),
+        (["context=slidng"], "Did you mean 'sliding'"),
+        (["trajectory=lrld"], "Unknown trajectory"),
+        (["trajectory.yaw_deg=10"], "trajectory.yaw_deg"),
+        (["cases=folder", "cases.source=/nonexistent"], "cases.source"),
+        (["cases.include=[nope]"], "cases.include"),
+        (["model.fps=0"], "model.fps"),
+        (["context.recent=-2"], "context.recent"),
+        (["shard=3/2"], "shard"),
+    ],
+)
+def test_bad_input_clear_error_nonzero_exit(tmp_path, args, needle):
+    r = run_cli([*args, "run=e", *SMALL], tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not _items(tmp_path / "outputs" / "e")  # nothing half-written
+
+
+def test_malformed_case_folder_and_missing_image(tmp_path):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "a.yaml").write_text("id: a\nfamily: object\nimage: a.png\nprompt: x\n")
+    r = run_cli(["cases=folder", f"cases.source={cases}", "validate"], tmp_path)
+    assert r.returncode == 2 and "a.yaml" in r.stderr and "persons" not in r.stderr and "objects" in r.stderr
+    (cases / "a.yaml").write_text("id: a\nfamily: environment\nimage: missing.png\nprompt: x\n")
+    r = run_cli(["cases=folder", f"cases.source={cases}", "validate"], tmp_path)
+    assert r.returncode == 2 and "missing.png" in r.stderr
+
+
+@pytest.mark.slow
+def test_shards_split_items_without_collisions(tmp_path):
+    base = ["run=sh", "cases.include=[environment_rocket,human_astronaut,object_coffee]", *SMALL]
+    for i in range(2):
+        assert run_cli([*base, f"shard={i}/2"], tmp_path).returncode == 0
+    metas = _items(tmp_path / "outputs" / "sh")
+    assert len(metas) == 3
+    assert len((tmp_path / "outputs" / "sh" / "manifest.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_submitit_launcher_runs_jobs_as_separate_processes(tmp_path):
+    """The Slurm path's local twin: sweep jobs run as submitit processes into one run directory."""
+    r = run_cli(["-m", "launcher=submitit_local", "context=fullkv,sliding", "run=sub",
+                 "cases.include=[environment_rocket]", "evaluate=off", *SMALL], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = tmp_path / "outputs" / "sub"
+    assert {m.parts[-5] for m in _items(run_dir)} == {"fullkv", "sliding"}
+    assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 2
+
+
+# -- issue 11: secrets, Hydra errors, nothing written on failure, Slurm off a cluster --------------------------------
+
+SECRET = "hf_SECRETVALUE123456"
+
+
+@pytest.mark.slow
+def test_secrets_in_model_env_are_never_written(tmp_path):
+    r = run_cli(["-m", "model=sana_wm", "context=fullkv,sliding", "dry_run=true", "run=sec", "evaluate=off",
+                 "cases.include=[environment_rocket]", f"+model.env={{HF_TOKEN: {SECRET}, MY_MODE: plain}}",
+                 "progress=false"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert SECRET not in r.stdout + r.stderr
+    files = [p for p in (tmp_path / "outputs").rglob("*") if p.is_file()]
+    assert len(files) > 10
+    leaks = [str(p) for p in files if SECRET.encode() in p.read_bytes()]
+    assert not leaks, leaks
+    cmds = list((tmp_path / "outputs" / "sec").rglob("command.sh"))
+    assert len(cmds) == 2
+    text = cmds[0].read_text()
+    assert 'export HF_TOKEN="${HF_TOKEN' in text and "export MY_MODE=plain" in text
+    meta = json.loads(next((tmp_path / "outputs" / "sec").rglob("meta.json")).read_text())
+    assert meta["model"]["env"] == {"HF_TOKEN": "<redacted>", "MY_MODE": "plain"}
+    saved = list((tmp_path / "outputs" / "sec" / ".hydra").rglob("config.yaml"))
+    assert saved and "<redacted>" in saved[0].read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, needle", [
+    (["+foo=["], "no viable alternative"),    # Hydra's own override parse error
+    (["nosuchkey=1"], "nosuchkey"),            # Hydra: key not in the struct config
+    (["seed=1.5"], "seed=1.5"),
+    (["seed=-1"], "seed=-1"),
+    (["run=../../x"], "run="),
+    (["model.height=97"], "must be even"),
+])
+def test_user_errors_exit_2_and_write_nothing(tmp_path, args, needle):
+    r = run_cli(["run=e", *SMALL, *args], tmp_path)  # the case's own args last, so they win
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "outputs").exists()  # not even outputs/<run>/.hydra/
+    assert not list(tmp_path.parent.glob("x"))
+
+
+@pytest.mark.slow
+def test_slurm_launcher_off_a_cluster_says_so(tmp_path):
+    r = run_cli(["-m", "launcher=slurm", "context=fullkv,sliding", "run=sl", *SMALL], tmp_path,
+                env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2
+    assert "launcher=slurm needs a Slurm cluster" in r.stderr and "launcher=submitit_local" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_verify_reports_every_planned_item(tmp_path):
+    base = ["run=v", "cases.include=[environment_rocket,human_astronaut]", *SMALL]
+    assert run_cli([*base, "evaluate=off"], tmp_path).returncode == 0
+    r = run_cli(["verify", *base], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2/2 item(s) deliverable" in r.stdout
+    item = tmp_path / "outputs" / "v" / "reference" / "fov" / "seed-1" / "lrlr" / "human_astronaut"
+    with open(item / "video.mp4", "r+b") as f:  # truncate: undecodable, wrong hash
+        f.truncate(1000)
+    (item / ".meta.json.abc.json").write_text("{")
+    r = run_cli(["verify", *base], tmp_path)
+    assert r.returncode == 1
+    row = next(line for line in r.stdout.splitlines() if line.startswith("reference/fov/seed-1/lrlr/human_astronaut"))
+    assert "FAIL" in row and "1/2 item(s) deliverable; 1 FAILED" in r.stdout
+    assert "temporary files left: .meta.json.abc.json" in r.stdout
+    r = run_cli(["verify", *base, "model.num_frames=97"], tmp_path)  # another config: fingerprints differ
+    assert r.returncode == 1 and "different config" in r.stdout
+
+
+SMALL_NO_EVAL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.include=[environment_rocket]",
+         "evaluate=off"]
+
+
+@pytest.fixture
+def harness_main(monkeypatch, tmp_path, capsys):
+    """``harness_main(*args)`` runs ``python -m harness <args>`` in this process (in ``tmp_path``) and returns
+    ``(exit code, stdout, stderr)``."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress=false sets them: restored afterwards
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    # the CLI (and Hydra's job logging) reconfigure these loggers: restored afterwards
+    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", None):
+        log = logging.getLogger(pkg)
+        monkeypatch.setattr(log, "handlers", list(log.handlers))
+        monkeypatch.setattr(log, "level", log.level)
+        monkeypatch.setattr(log, "propagate", log.propagate)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["harness", *args])
+        monkeypatch.setattr(cli, "_DISPATCHED", False)
+        monkeypatch.setattr(cli, "_SECRETS", {})
+        capsys.readouterr()
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+# -- exit codes: a user error is one clean line (2); anything else is a bug with its traceback (1) -----------------
+
+def test_user_error_exits_2_with_the_message_and_no_traceback(harness_main, monkeypatch):
+    from harness.errors import ConfigError
+
+    def bad_value(cfg):
+        raise ConfigError("evaluate.canvas=-1: must be > 0")
+
+    monkeypatch.setitem(cli.HANDLERS, "list", bad_value)
+    code, out, err = harness_main("list")
+    assert code == 2
+    assert "error: evaluate.canvas=-1: must be > 0" in err and "Traceback" not in err
+
+
+def test_missing_optional_package_is_a_user_error_naming_the_extra(harness_main, monkeypatch):
+    from harness.errors import MissingDependencyError
+
+    def needs_torch(cfg):
+        raise MissingDependencyError("the tiny causal DiT", "models", "No module named 'torch'")
+
+    monkeypatch.setitem(cli.HANDLERS, "list", needs_torch)
+    code, _, err = harness_main("list")
+    assert code == 2 and "pip install -e '.[models]'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("exc", [ValueError("boom: an unexpected value"), ImportError("boom: a broken import"),
+                                 KeyError("boom")])
+def test_a_bug_prints_its_traceback_and_exits_1(harness_main, monkeypatch, exc):
+    def buggy(cfg):
+        raise exc
+
+    monkeypatch.setitem(cli.HANDLERS, "list", buggy)
+    code, _, err = harness_main("list")
+    assert code == 1
+    assert "Traceback (most recent call last)" in err and "in buggy" in err and "boom" in err
+    assert f"error: unexpected {type(exc).__name__}: " in err and "a bug in the harness" in err
+
+
+def test_domain_errors_that_subclass_value_error_still_work():
+    """Callers that catch ``ValueError`` keep catching the domain classes."""
+    from evaluate.backbones import UnknownBackboneError
+    from evaluate.external import ManifestError
+    from evaluate.judge.settings import JudgeSettingsError
+    from evaluate.reporting.collect import ReportError
+    from harness.errors import ConfigError
+
+    for cls in (ConfigError, UnknownBackboneError, ManifestError, JudgeSettingsError, ReportError):
+        assert issubclass(cls, ValueError) and issubclass(cls, ConfigError)
+        assert issubclass(cls, cli._user_errors())
+    assert not issubclass(ValueError, cli._user_errors()) and not issubclass(ImportError, cli._user_errors())
+
+
+def test_adapter_reference_errors(tmp_path, monkeypatch):
+    """A module that needs a package that is not installed is a missing dependency (naming the extra); a reference
+    to a module or class that does not exist is a config error; a missing module of our own is a bug."""
+    from harness.errors import ConfigError, MissingDependencyError
+    from harness.registry import load_object
+
+    (tmp_path / "needs_missing_pkg.py").write_text("import surely_not_installed_pkg_xyz\nclass A: pass\n")
+    (tmp_path / "broken_own_import.py").write_text("import harness.surely_not_a_module_xyz\nclass A: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(MissingDependencyError, match=r"surely_not_installed_pkg_xyz.*pip install -e '\.\[models\]'"):
+        load_object("needs_missing_pkg:A")
+    with pytest.raises(ConfigError, match="no module 'adapters.nope'"):
+        load_object("adapters.nope:A")
+    with pytest.raises(ConfigError, match="has no 'Nope'"):
+        load_object("adapters.reference.adapter:Nope")
+    with pytest.raises(ConfigError, match="must look like"):
+        load_object("adapters.reference.adapter")
+    with pytest.raises(ModuleNotFoundError) as e:
+        load_object("broken_own_import:A")
+    assert not isinstance(e.value, MissingDependencyError)
+
+
+def test_bad_run_manifest_and_evaluate_settings_are_config_errors(tmp_path):
+    from evaluate.backbones import resolve_device
+    from evaluate.external import ManifestError, _entries
+    from evaluate.stage import EvalConfig
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="evaluate.device='gpu'"):
+        resolve_device("gpu")
+    with pytest.raises(ConfigError, match="evaluate.nope"):
+        EvalConfig.from_dict({"nope": 1})
+    m = tmp_path / "manifest.json"
+    m.write_text("{not json")
+    with pytest.raises(ManifestError, match="not JSON"):
+        _entries(m)
+    m.write_text('{"vids": []}')
+    with pytest.raises(ManifestError, match="expected a list"):
+        _entries(m)
+
+
+# -- logging and verbosity ------------------------------------------------------------------------------------------
+
+def _talk(cfg):
+    logging.getLogger("harness.somewhere").info("an info line")
+    logging.getLogger("evaluate.elsewhere").warning("a warning line")
+    logging.getLogger("adapters.x").debug("a debug line")
+    print("the result")
+
+
+@pytest.mark.parametrize("verbosity, shown, hidden", [
+    (None, ["an info line", "a warning line"], ["a debug line"]),
+    ("warning", ["a warning line"], ["an info line", "a debug line"]),
+    ("error", [], ["an info line", "a warning line", "a debug line"]),
+    ("debug", ["a debug line", "an info line", "a warning line"], []),
+])
+def test_verbosity_sets_the_level_of_status_lines_on_stderr(harness_main, monkeypatch, verbosity, shown, hidden):
+    monkeypatch.setitem(cli.HANDLERS, "list", _talk)
+    code, out, err = harness_main("list", *([f"verbosity={verbosity}"] if verbosity else []))
+    assert code == 0, err
+    assert out == "the result\n"  # the result stays on stdout, alone
+    assert all(s in err for s in shown) and not any(s in err for s in hidden), err
+    if "an info line" in shown:
+        assert "INFO harness.somewhere: an info line\n" in err  # the short format: level, logger, message
+
+
+def test_invalid_verbosity_exits_2_naming_the_field_and_the_choices(harness_main):
+    code, out, err = harness_main("list", "verbosity=loud")
+    assert code == 2 and "Traceback" not in err
+    assert "verbosity='loud'" in err and "debug, info, warning, error" in err
+    assert not out  # nothing ran
+
+
+def test_real_status_lines_are_logged_not_printed(harness_main):
+    """A dry run of a model whose checkout is missing: the readiness finding is a warning on stderr (shown by
+    default); the summary table stays on stdout."""
+    args = ["model=lingbot_v2", "dry_run=true", "run=r", *SMALL_NO_EVAL, "model.num_frames=61", "progress=false"]
+    code, out, err = harness_main(*args)
+    assert code == 0, err
+    assert "WARNING harness.__main__: readiness (error, not enforced in a dry run)" in err
+    assert "readiness" not in out and "compiled" in out
+
+
+# -- progress=false -------------------------------------------------------------------------------------------------
+
+def test_progress_false_shows_no_progress_output(harness_main):
+    import os
+
+    code, out, err = harness_main("dry_run=true", "run=p", *SMALL_NO_EVAL, "progress=false")
+    assert code == 0, err
+    assert "item/s" not in err and "it/s" not in err and "%|" not in err and "\r" not in err, err
+    assert "compiled" in out
+    # the libraries' bars (diffusers pipelines, transformers / huggingface_hub loading) are off too
+    assert os.environ.get("TQDM_DISABLE") == "1" and os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1"
+
+
+def test_progress_true_shows_a_bar(harness_main):
+    """The twin of the test above: the same run with the default progress=true does draw a bar."""
+    code, _, err = harness_main("dry_run=true", "run=p", *SMALL_NO_EVAL)
+    assert code == 0, err
+    assert "item/s" in err and "%|" in err, err
+
+
+def test_debug_preset_turns_progress_off():
+    from tests.support import compose
+
+    assert compose(["debug=default"])["progress"] is False
+    assert compose([])["verbosity"] == "info" and compose([])["progress"] is True
+
+
+# -- --help ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_the_apps_own(harness_main, flag):
+    code, out, err = harness_main(flag)
+    assert code == 0, err
+    for needle in ("Usage:", "python -m harness -m", "run ", "list ", "validate ", "preview ", "report ",
+                   "verify ", "weights ", "judge check", "dry_run=true", "stage=evaluate", "model=", "context=",
+                   "trajectories=", "cases=", "seed=", "launcher=", "debug=", "evaluate=", "output_root=", "run=",
+                   "progress=false", "verbosity=", "docs/configuration.md", "--hydra-help", "Exit codes"):
+        assert needle in out, needle
+    assert "model: " in out and "reference" in out  # the config groups and their options
+    assert "powered by Hydra" not in out and "== Config ==" not in out  # not Hydra's generic help
+
+
+def test_hydra_help_is_still_there(harness_main):
+    code, out, _ = harness_main("--hydra-help")
+    assert code == 0 and "Hydra (" in out and "--multirun" in out
+
+
+def test_help_in_a_fresh_process_imports_no_torch(tmp_path):
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: sys.stderr.write('TORCH-IMPORTED' if 'torch' in sys.modules else 'NO-TORCH'))\n"
+            "sys.argv = ['harness', '--help']\n"
+            "from harness.__main__ import main\n"
+            "main()\n")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert "Common overrides" in r.stdout and r.stderr.endswith("NO-TORCH")
+
+
+def _res(model, context, trajectory, seed, value, kind="diagnostic"):
+    return {"item": {"model": model, "context": context, "trajectory": trajectory, "seed": seed},
+            "metrics": {"environment.visible[pixel-thumb16]": {"status": "computed", "value": value,
+                                                               "backbone_kind": kind},
+                        "environment.depth[oracle]": {"status": "computed", "value": 1.0, "backbone_kind": "oracle"}}}
+
+
+def test_groups_are_kept_apart_and_oracles_left_out():
+    text = _short_table([_res("reference", "fov", "lrlr", 1, 0.2), _res("reference", "fov", "lrlr", 1, 0.4),
+                         _res("tiny_causal_dit", "fov", "lrlr", 1, 0.9), _res("reference", "fov", "lrlr", 2, 0.7)])
+    blocks = text.split("\n")
+    assert "reference / fov / lrlr / seed 1" in blocks and "reference / fov / lrlr / seed 2" in blocks
+    i = blocks.index("reference / fov / lrlr / seed 1")
+    assert "0.3000  (n=2)" in blocks[i + 1]  # the mean of its two cases only
+    j = blocks.index("tiny_causal_dit / fov / lrlr / seed 1")
+    assert "0.9000  (n=1)" in blocks[j + 1]
+    assert "oracle" not in text

@@ -1,0 +1,179 @@
+"""The harness KV cache and context policies on diffusers' real WanTransformer3DModel (tiny random-weight config),
+proven as the tiny DiT is: a cached causal chunked rollout equals masked full attention at every step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+from harness.context import ContextPolicy, ContextSelector  # noqa: E402
+from harness.context.kv_cache import KVCache  # noqa: E402
+from harness.context.wan_kv import (  # noqa: E402
+    WanKV,
+    attended_frame_mask,
+    check_matches_stock_processor,
+    rope_at,
+    tiny_wan,
+    wan_generate,
+)
+from trajectories import TrajectorySpec, build_path, latent_poses  # noqa: E402
+from trajectories.conventions import intrinsics_from_fov  # noqa: E402
+
+H, W = 32, 48          # pixel canvas of the pose-level FoV test
+LATENT_HW = (4, 6)     # latent grid: patch (1, 2, 2) -> 6 tokens per latent frame
+POLICIES = {
+    "fullkv": ContextPolicy(name="fullkv"),
+    "sliding": ContextPolicy(name="sliding", sink=4, recent=12),
+    "fov": ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2),
+}
+# Regression slices (float32, CPU): latents[0, :, -1, 0, :2] of the seeded fov rollout below, and the tiny DiT's
+# latents[-1, 0, 0, :4] in tests/harness/context/test_kv_cache.py's configuration (97 frames, fov, seed 7). A change of the model
+# code, the cache, the policy selection or the sampler moves them.
+WAN_FOV_SLICE = [-0.697853, -0.572297, -0.737420, -0.054866, 0.161206, -0.361995, -1.377252, 2.570525]
+TINY_DIT_FOV_SLICE = [0.589804, -0.457780, 0.392097, -1.593621]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every
+    op wait for a core (25x slower here)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _setup(frames=129):
+    K = intrinsics_from_fov(60, W, H)
+    lat = latent_poses(build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), frames, 16, K, H, W).c2w)
+    g = torch.Generator().manual_seed(1)
+    first = torch.randn(4, *LATENT_HW, generator=g)
+    text = torch.randn(1, 5, 16, generator=g)
+    return lat, K, first, text
+
+
+def test_masked_processor_is_wans_own_attention():
+    """Under an all-true mask the harness processor reproduces diffusers' stock WanAttnProcessor exactly, so the
+    masked reference below is the real Wan attention plus a mask."""
+    assert check_matches_stock_processor(tiny_wan(), LATENT_HW, frames=3) <= 1e-6
+    m = tiny_wan(layers=1)  # one layer: the last frame's output depends on the mask only through its own row
+    wan = WanKV(m, LATENT_HW)
+    x = torch.randn(1, 4, 3, *LATENT_HW)
+    t, text = torch.rand(3), torch.randn(1, 5, 16)
+    full = wan.forward_masked(x, t, text, np.ones((3, 3), bool))
+    causal = wan.forward_masked(x, t, text, np.tril(np.ones((3, 3), bool)))
+    assert torch.allclose(full[:, :, 2], causal[:, :, 2], atol=1e-6)  # the last frame sees everything either way
+    assert not torch.allclose(full[:, :, 0], causal[:, :, 0], atol=1e-4)  # the mask really restricts
+    cos, sin = rope_at(m.rope, [0, 1, 2], 2, 3)
+    stock = m.rope(x)
+    assert torch.equal(cos, stock[0]) and torch.equal(sin, stock[1])  # absolute positions = stock for 0..F-1
+    cos5, _ = rope_at(m.rope, [5], 2, 3)
+    assert torch.equal(cos5[0, :6, 0, : m.rope.t_dim], m.rope.freqs_cos[5, : m.rope.t_dim].expand(6, -1))
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_cached_rollout_equals_masked_full_attention(name):
+    lat, K, first, text = _setup()
+    pol = POLICIES[name]
+    wan = WanKV(tiny_wan(), LATENT_HW)
+    ro = wan_generate(wan, first, lat, K, (H, W), pol, seed=3, text=text, capture=True)
+    mask = attended_frame_mask(ContextSelector(pol, lat, K, H, W))
+    worst = 0.0
+    for st in ro.steps:  # every chunk, every step, of the whole rollout
+        k = st["chunk"]
+        start, end = 4 * k, min(4 * k + 4, len(lat))
+        x = torch.cat([ro.latents[:, :, :start], st["x"]], dim=2)
+        t = torch.cat([torch.zeros(start), st["t"]])
+        v = wan.forward_masked(x, t, text, mask[:end, :end])[:, :, start:end]
+        worst = max(worst, float((v - st["v"]).abs().max()))
+    assert worst <= 1e-5, worst
+    assert len(ro.steps) == 2 * len(ro.trace) == 2 * 9
+    if name == "sliding":
+        assert ro.cache_peak_frames == 20  # memory-bounded: sink + recent + chunk
+    else:
+        assert ro.cache_peak_frames == len(lat)
+    if name == "fov":
+        assert any(e["retrieved"] for e in ro.trace)  # retrieval happened
+
+
+def test_trace_is_what_the_wan_layers_gathered(monkeypatch):
+    lat, K, first, text = _setup(97)
+    seen = []
+    orig = KVCache.gather
+
+    def spy(self, layer, frames):
+        if layer == 1:  # the last layer gathers exactly what the first does
+            seen.append(list(frames))
+        return orig(self, layer, frames)
+
+    monkeypatch.setattr(KVCache, "gather", spy)
+    ro = wan_generate(WanKV(tiny_wan(), LATENT_HW), first, lat, K, (H, W), POLICIES["fov"], seed=1, text=text)
+    passes = 3  # 2 denoising steps + the refresh
+    assert len(seen) == passes * len(ro.trace)
+    for k, entry in enumerate(ro.trace):
+        assert all(g == entry["context"] for g in seen[k * passes:(k + 1) * passes])
+        assert all(i < entry["current"][0] for i in entry["context"])  # nothing from the future
+        if entry["current"][0] >= 20 and len(entry["current"]) == 4:
+            assert len(entry["context"]) + 4 == 20 and entry["context"][:4] == [0, 1, 2, 3]  # budget; sink kept
+    assert any(e["current"][0] >= 20 and len(e["current"]) == 4 for e in ro.trace)  # a steady-state chunk exists
+
+
+def test_wan_rollout_regression_slice_and_seed():
+    lat, K, first, text = _setup(65)
+    wan = WanKV(tiny_wan(), LATENT_HW)
+    a = wan_generate(wan, first, lat, K, (H, W), POLICIES["fov"], seed=7, text=text).latents
+    b = wan_generate(WanKV(tiny_wan(), LATENT_HW), first, lat, K, (H, W), POLICIES["fov"], seed=7, text=text).latents
+    c = wan_generate(wan, first, lat, K, (H, W), POLICIES["fov"], seed=8, text=text).latents
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    got = a[0, :, -1, 0, :2].flatten().tolist()
+    np.testing.assert_allclose(got, WAN_FOV_SLICE, atol=1e-4)
+
+
+def test_rope_rebase_moves_cached_keys_like_computing_them_there():
+    m = tiny_wan()
+    k = torch.randn(1, 3 * 6, 2, 12)  # 3 frames of 6 tokens
+    cos, sin = rope_at(m.rope, [10, 11, 12], 2, 3)
+    from harness.context.wan_kv import _rotate_pairs, shift_temporal
+
+    def at(c, s):
+        return _rotate_pairs(k, c[..., 0::2], s[..., 0::2])
+
+    moved = shift_temporal(at(cos, sin), [-3, 2, 0], m.rope, 6)
+    cos2, sin2 = rope_at(m.rope, [7, 13, 12], 2, 3)
+    assert torch.allclose(moved, at(cos2, sin2), atol=1e-5)
+    lat, K, first, text = _setup(97)
+    wan = WanKV(m, LATENT_HW)
+    rebase = ContextPolicy(name="fov", sink=4, recent=4, retrieved_chunks=2, rope="rebase")
+    a = wan_generate(wan, first, lat, K, (H, W), POLICIES["fov"], seed=7, text=text).latents
+    r = wan_generate(wan, first, lat, K, (H, W), rebase, seed=7, text=text).latents
+    assert not torch.equal(a, r)  # rebasing moves retrieved keys, so it changes the rollout
+
+
+def test_tiny_dit_regression_slice():
+    from adapters.tiny_causal_dit.model import TinyCausalDiT, TinyDiTConfig, generate
+
+    cfg = TinyDiTConfig(dim=32, heads=2, layers=2, steps=(1.0, 0.5))
+    K = intrinsics_from_fov(60, W, H)
+    lat = latent_poses(build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 97, 16, K, H, W).c2w)
+    image = np.random.default_rng(0).integers(0, 255, size=(H, W, 3), dtype=np.uint8)
+    ro = generate(TinyCausalDiT(cfg), image, lat, K, POLICIES["fov"], seed=7)
+    got = ro.latents[-1, 0, 0, :4].tolist()
+    np.testing.assert_allclose(got, TINY_DIT_FOV_SLICE, atol=1e-4)
+
+
+def test_context_benchmark_runs_on_the_wan_path(capsys):
+    """Smoke test of ``python -m harness.bench context --model wan`` at a toy size (the numbers are not checked:
+    speed is measured by the benchmark, never by tests)."""
+    import argparse
+
+    from harness.benchmarks.context import run
+
+    args = argparse.Namespace(frames=97, device="cpu", repeats=2, model="wan", lengths=[], threads=None, size=32,
+                              dim=24, heads=2, layers=1, dtype="float32")
+    assert run(args) == 0
+    out = capsys.readouterr().out
+    assert "min / median over repeats" in out
+    assert out.count("of bound; per-chunk slope") == 2  # sliding and fov verdicts

@@ -1,0 +1,137 @@
+"""Every config combination composes, and its config objects instantiate (no model is built)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from adapters.base import build_adapter
+from harness.registry import list_group
+from tests.support import compose
+
+MODELS = list_group("model")
+CONTEXTS = list_group("context")
+TRAJECTORIES = list_group("trajectory")
+
+
+@pytest.mark.parametrize("model,context,trajectory", list(itertools.product(MODELS, CONTEXTS, TRAJECTORIES)))
+def test_every_combination_composes_and_instantiates(model, context, trajectory):
+    from trajectories import TrajectorySpec
+
+    cfg = compose([f"model={model}", f"context={context}", f"trajectory={trajectory}"])
+    from harness.runner import resolve_context
+
+    adapter = build_adapter(cfg["model"])
+    assert adapter.config.name == model
+    policy = resolve_context(cfg["context"], adapter)
+    assert policy.name == (adapter.config.paper_context if context == "paper" else context)
+    spec = TrajectorySpec.from_dict(cfg["trajectory"])
+    assert spec.name == trajectory
+
+
+@pytest.mark.parametrize("group", ["launcher", "experiment", "debug", "cases", "evaluate"])
+def test_every_option_of_other_groups_composes(group):
+    for name in list_group(group):
+        overrides = [f"{group}={name}"]
+        if group == "cases" and name == "folder":
+            overrides.append("cases.source=/tmp")
+        cfg = compose(overrides)
+        assert cfg["model"]["name"]
+
+
+def test_yaml_files_and_registry_agree():
+    """Each model YAML names an importable adapter whose typed config accepts exactly its keys."""
+    for model in MODELS:
+        cfg = compose([f"model={model}"])
+        adapter = build_adapter(cfg["model"])
+        assert set(cfg["model"]) <= set(adapter.config.to_dict())
+
+
+def test_unknown_model_key_fails_with_field_name():
+    from adapters.base import ModelConfigError
+
+    cfg = compose(["model=reference", "+model.heigth=3"])
+    with pytest.raises(ModelConfigError, match="heigth"):
+        build_adapter(cfg["model"])
+
+
+def test_defaults_are_the_documented_ones():
+    cfg = compose([])
+    assert (cfg["model"]["name"], cfg["context"]["name"], cfg["trajectory"]["name"], cfg["cases"]["name"]) == (
+        "reference", "fov", "lrlr", "demo")
+
+
+def test_budgets_of_the_paper():
+    from harness.context import ContextPolicy
+
+    sl = ContextPolicy.from_dict(compose(["context=sliding"])["context"])
+    fov = ContextPolicy.from_dict(compose(["context=fov"])["context"])
+    assert (sl.sink, sl.recent, sl.chunk, sl.budget) == (4, 12, 4, 20)
+    assert (fov.sink, fov.recent, fov.retrieved_chunks * fov.chunk, fov.chunk, fov.budget) == (4, 4, 8, 4, 20)
+
+
+def test_upstream_models_share_a_base_that_is_not_a_model():
+    """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
+    reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
+    from adapters.goldens import MODELS as UPSTREAM
+    from harness.registry import UnknownChoiceError, check_choice, group_yaml
+
+    assert "_upstream_base" not in MODELS
+    with pytest.raises(UnknownChoiceError):
+        check_choice("model", "_upstream_base")
+    for model in MODELS:
+        composed = compose([f"model={model}"])["model"]
+        assert composed == group_yaml("model", model), model
+        assert ("upstream_dir" in composed) == (model in UPSTREAM), model
+    over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
+    assert over["checkpoint"] == "/w" and over["python"] is None
+    from harness.registry import GROUPS
+    from harness.registry import list_group as options
+
+    for group in GROUPS:  # other groups' defaults (overrides of other packages) are returned as written
+        for name in options(group):
+            assert isinstance(group_yaml(group, name), dict), (group, name)
+    assert group_yaml("launcher", "basic")["defaults"]
+
+
+def test_translation_scale_is_a_typed_record():
+    """One spelling: ``units`` + ``per_scene_unit`` (+ ``expects``); the old spellings fail naming the new key."""
+    from adapters.base import ModelConfigError, TranslationScale
+
+    mg3 = build_adapter(compose(["model=matrix_game3"])["model"])
+    ts = mg3.config.translation_scale
+    assert isinstance(ts, TranslationScale) and (ts.units, ts.per_scene_unit, ts.recoverable) == ("metres", 7.0, True)
+    assert mg3.scene_scale() == 7.0 and mg3.config.params().metres_per_unit == 7.0
+    lb = build_adapter(compose(["model=lingbot_v2"])["model"]).config.translation_scale
+    assert lb.units == "normalised" and not lb.recoverable
+    assert mg3.config.to_dict()["translation_scale"]["recoverable"] is True
+    for bad, match in (({"metres_per_scene_unit": 7.0}, "write per_scene_unit \\(units: metres\\)"),
+                       ({"units": "feet"}, "translation_scale.units='feet'"),
+                       ({"per_scene_unit": 0}, "per_scene_unit=0")):
+        with pytest.raises(ModelConfigError, match=match):
+            build_adapter({**compose(["model=sana_wm"])["model"], "translation_scale": bad})
+
+
+@pytest.mark.parametrize("section, override, error", [
+    ("context", {"recnt": 4}, "ContextConfigError"),
+    ("trajectory", {"cycle": 2}, "TrajectoryError"),
+    ("model", {"heigth": 96}, "ModelConfigError"),
+])
+def test_unknown_fields_are_named_with_a_suggestion(section, override, error):
+    """Every typed section refuses an unknown key the same way: dotted key, did-you-mean, allowed list."""
+    from adapters.base import build_adapter
+    from harness.context import ContextPolicy
+    from harness.registry import group_yaml
+    from trajectories import TrajectorySpec
+
+    build = {"context": lambda d: ContextPolicy.from_dict({**group_yaml("context", "sliding"), **d}),
+             "trajectory": lambda d: TrajectorySpec.from_dict({**group_yaml("trajectory", "lrlr"), **d}),
+             "model": lambda d: build_adapter({**group_yaml("model", "reference"), **d})}[section]
+    with pytest.raises(Exception) as exc:
+        build(override)
+    key = next(iter(override))
+    assert type(exc.value).__name__ == error
+    msg = str(exc.value)
+    assert msg.startswith(f"{section}.{key}: unknown field"), msg
+    assert "did you mean" in msg and "allowed:" in msg

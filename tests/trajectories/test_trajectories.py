@@ -1,0 +1,184 @@
+"""Trajectory library: conventions, builders, phases, resampling, (de)serialisation, preview."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trajectories import (
+    TrajectoryError,
+    TrajectorySpec,
+    build_path,
+    first_of_group_anchors,
+    latent_anchor_frames,
+    latent_poses,
+    latents_for_frames,
+    load_path,
+    resample_c2w,
+)
+from trajectories.conventions import (
+    geodesic_angle,
+    intrinsics_for_resize_crop,
+    intrinsics_from_fov,
+    rot_x,
+    rot_y,
+    rotmat_from_yaw_pitch,
+    se3,
+    slerp_rotations,
+    w2c_from_c2w,
+    yaw_pitch_from_rotmat,
+)
+
+NATIVE_COUNTS = (481, 493, 497, 501, 505, 551)
+SPECS = {
+    "lrlr": TrajectorySpec(name="lrlr", cycles=("left", "left")),
+    "lrlrlr": TrajectorySpec(name="lrlrlr", cycles=("left", "left", "left")),
+    "lrud": TrajectorySpec(name="lrud", cycles=("left", "up")),
+    "square": TrajectorySpec(name="square", kind="square", side=1.0),
+}
+
+
+def _build(name, n=493, K=None):
+    K = intrinsics_from_fov(60.0, 832, 480) if K is None else K
+    return build_path(SPECS[name], n, 16.0, K, 480, 832)
+
+
+def test_positive_yaw_turns_right_and_positive_pitch_turns_up():
+    fwd = np.array([0.0, 0.0, 1.0])
+    assert (rot_y(np.deg2rad(10)) @ fwd)[0] > 0  # +x is right
+    assert (rot_x(np.deg2rad(10)) @ fwd)[1] < 0  # -y is up
+    yaw, pitch = yaw_pitch_from_rotmat(rotmat_from_yaw_pitch(np.deg2rad(30), np.deg2rad(-20)))
+    assert np.rad2deg(yaw) == pytest.approx(30) and np.rad2deg(pitch) == pytest.approx(-20)
+
+
+def test_se3_inverse_and_geodesic(rng):
+    R = rot_y(0.3) @ rot_x(-0.2)
+    T = se3(R, rng.normal(size=3))
+    assert np.allclose(w2c_from_c2w(T) @ T, np.eye(4), atol=1e-12)
+    assert np.rad2deg(geodesic_angle(np.eye(3), rot_y(np.deg2rad(37)))) == pytest.approx(37)
+    mid = slerp_rotations(np.eye(3), rot_y(np.deg2rad(40)), np.array([0.0, 0.5, 1.0]))
+    assert np.rad2deg(geodesic_angle(np.eye(3), mid[1])) == pytest.approx(20)
+    assert np.array_equal(mid[2], rot_y(np.deg2rad(40)))
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("n", NATIVE_COUNTS)
+def test_phases_tile_frames_and_revisits_return(name, n):
+    p = _build(name, n)
+    spans = list(p.phases.values())
+    assert spans[0][0] == 0 and spans[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert sum(b - a for a, b in spans) == n
+    assert list(p.phases)[0] == "V" and list(p.phases)[-1] == "H"
+    for a, b in p.revisit_windows():
+        assert np.abs(p.c2w[b - 1] - np.eye(4)).max() < 1e-9  # each revisit ends on the start pose
+    assert np.array_equal(p.c2w[0], np.eye(4))
+    assert np.abs(p.c2w[-1] - np.eye(4)).max() < 1e-9
+
+
+@pytest.mark.parametrize("name", ["lrlr", "lrlrlr", "lrud"])
+def test_rotation_monotone_with_documented_sign_and_no_translation(name):
+    p = _build(name)
+    yaw, pitch = p.yaw_pitch_deg()
+    assert np.abs(p.c2w[:, :3, 3]).max() == 0.0
+    for k, direction in enumerate(SPECS[name].cycles, start=1):
+        d0, d1 = p.phases[f"D{k}"]
+        r0, r1 = p.phases[f"R{k}"]
+        ang = yaw if direction in ("left", "right") else pitch
+        sign = {"left": -1, "right": 1, "up": 1, "down": -1}[direction]
+        dep, ret = sign * ang[d0:d1], sign * ang[r0:r1]
+        assert np.all(np.diff(dep) >= -1e-9) and dep[-1] > 30  # moving away, past the 30 deg rule
+        assert np.all(np.diff(ret) <= 1e-9) and abs(ret[-1]) < 1e-9  # coming back to the start
+
+
+def test_lrud_second_cycle_is_pitch_up():
+    p = _build("lrud")
+    yaw, pitch = p.yaw_pitch_deg()
+    a, b = p.phases["D2"]
+    assert pitch[a:b].max() == pytest.approx(60.0) and np.abs(yaw[a:b]).max() < 1e-9
+
+
+def test_square_closes_keeps_orientation_and_has_legs():
+    p = _build("square")
+    assert np.abs(p.c2w[:, :3, :3] - np.eye(3)).max() == 0.0
+    legs = [s for s in p.segments if s.kind == "move"]
+    assert [s.label for s in legs] == ["F", "R", "B", "L"]
+    t = p.c2w[:, :3, 3]
+    ends = [t[s.end - 1] for s in legs]
+    assert np.allclose(ends[0], [0, 0, 1], atol=0.02) and np.allclose(ends[1], [1, 0, 1], atol=0.02)
+    assert np.allclose(ends[2], [1, 0, 0], atol=0.02) and np.allclose(ends[3], [0, 0, 0], atol=0.02)
+    assert np.array_equal(t[legs[3].end], [0, 0, 0])  # the revisit hold sits exactly on the start
+    assert np.abs(t[:, 1]).max() == 0.0  # no vertical motion
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        (TrajectorySpec(name="x", yaw_deg=10.0), "yaw_deg"),
+        (TrajectorySpec(name="x", yaw_deg=25.0), "yaw_deg"),  # centre stays in frame at 60 deg FoV
+        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=95.0), "pitch_deg"),
+        (TrajectorySpec(name="x", cycles=("sideways",)), "cycles"),
+        (TrajectorySpec(name="x", kind="square", side=0.0), "side"),
+        (TrajectorySpec(name="x", kind="spiral"), "kind"),
+    ],
+)
+def test_impossible_parameters_name_the_field(spec, field):
+    with pytest.raises(TrajectoryError, match=field):
+        build_path(spec, 493, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+
+
+def test_too_few_frames_is_an_error():
+    with pytest.raises(TrajectoryError, match="num_frames"):
+        _build("lrlr", n=9)
+
+
+def test_unknown_spec_field_fails():
+    with pytest.raises(TrajectoryError, match="yaw_degs"):
+        TrajectorySpec.from_dict({"name": "x", "yaw_degs": 3})
+
+
+def test_latent_resampling_matches_linspace_anchors():
+    p = _build("lrlr", 493)
+    n_lat = latents_for_frames(493)
+    assert n_lat == 124
+    a = np.linspace(0, 492, n_lat)  # LingBot's upstream targets: 4i exactly when N = 4k+1
+    assert np.array_equal(a, latent_anchor_frames(n_lat)) and latent_anchor_frames(3, 8).tolist() == [0, 8, 16]
+    lat = resample_c2w(p.c2w, a)
+    assert np.array_equal(lat, p.c2w[::4]) and np.array_equal(latent_poses(p.c2w), lat)
+    assert len(latent_poses(p.c2w[:492])) == 123  # a partial last group has no latent of its own
+    # fractional anchors interpolate: halfway between frames 100 and 101
+    mid = resample_c2w(p.c2w, np.array([100.5]))[0]
+    ang = geodesic_angle(p.c2w[100, :3, :3], mid[:3, :3])
+    full = geodesic_angle(p.c2w[100, :3, :3], p.c2w[101, :3, :3])
+    assert ang == pytest.approx(full / 2, rel=1e-6)
+    assert list(first_of_group_anchors(4)) == [0, 1, 5, 9]
+
+
+def test_save_load_roundtrip(tmp_path):
+    p = _build("lrud", 505)
+    p.save(tmp_path / "camera.npz")
+    q = load_path(tmp_path / "camera.npz")
+    assert np.array_equal(p.c2w, q.c2w) and np.array_equal(p.K, q.K)
+    assert q.phases == p.phases and q.fps == p.fps and q.segments == p.segments
+    assert q.spec_hash() == p.spec_hash()
+
+
+def test_preview_png(tmp_path):
+    from trajectories.preview import preview_path
+
+    p = _build("square")
+    out = preview_path(p, tmp_path / "p.png", overlays=[("shifted", p.c2w)])
+    assert out.stat().st_size > 10_000
+
+
+def test_resize_crop_intrinsics_match_image_transform():
+    from harness.imaging import resize_cover_crop
+
+    img = np.zeros((400, 600, 3), np.uint8)
+    img[200, 300] = 255  # the principal point pixel of a centred K
+    K = intrinsics_from_fov(60, 600, 400)
+    K2 = intrinsics_for_resize_crop(K, (400, 600), (480, 832))
+    out = resize_cover_crop(img, (480, 832))
+    assert out.shape == (480, 832, 3)
+    assert K2[0, 2] == pytest.approx(416.0) and K2[1, 2] == pytest.approx(240.0)
+    assert K2[0, 0] == pytest.approx(K[0, 0] * 832 / 600)
