@@ -22,15 +22,16 @@ import numpy as np
 
 from harness.context import ContextPolicy
 from trajectories.fields import check_fields
+from harness.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(ConfigError):
     """Bad model configuration (the message names the ``model.<field>`` and the fix)."""
 
 
-class UnsupportedContextError(ValueError):
+class UnsupportedContextError(ConfigError):
     """The (model, context policy) pair is not supported; raised at planning time, before anything heavy."""
 
 

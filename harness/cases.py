@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from .errors import ConfigError
 
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo_cases"
 KNOWN_TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
@@ -23,7 +24,7 @@ MAX_IMAGE_PIXELS = 64 * 1024 * 1024  # 64 MP (e.g. 8192 x 8192): a bigger header
 ASPECTS = ("return_progress", "persistence_reset", "final_state", "causal_physical")
 
 
-class CaseError(ValueError):
+class CaseError(ConfigError):
     """A case file is malformed: the message names the file, the field and the fix."""
 
 

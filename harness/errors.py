@@ -1,20 +1,28 @@
-"""Error classes of problems a user fixes (printed by ``python -m harness`` without a traceback, exit code 2).
+"""The one base of problems a user fixes, and its common kinds.
 
-They live here, below every other module of the harness, so that ``adapters/``, ``evaluate/`` and the harness's own
-modules can raise them without importing the CLI. Anything else that escapes a command (a bare ``ValueError``, a
-``KeyError``...) is a bug: the CLI prints its traceback and exits with 1.
+:class:`UserError` is printed by ``python -m harness`` without a traceback, with exit code 2, and nothing is left
+half-written; its message names the setting or file and the fix. Every domain error of the project subclasses it
+(``CaseError``, ``TrajectoryError``, ``PlanError``, ...), so the command line catches this one class. Anything
+else that escapes a command (a bare ``ValueError``, a ``KeyError``...) is a bug: its traceback is printed, exit 1.
+
+This module is the bottom layer: it imports nothing of the project, so ``trajectories`` and everything above can
+raise these.
 """
 
 from __future__ import annotations
 
 
-class ConfigError(ValueError):
+class UserError(Exception):
+    """A problem the user fixes (a setting, an input file, the environment); the message names it and the fix."""
+
+
+class ConfigError(UserError, ValueError):
     """A config value or an input file the user gave is wrong; the message names the setting (or file) and the fix.
 
-    A ``ValueError`` so that callers that catch ``ValueError`` keep working."""
+    A ``ValueError`` too, so that callers that catch ``ValueError`` keep working."""
 
 
-class MissingDependencyError(ImportError):
+class MissingDependencyError(UserError, ImportError):
     """An optional package is not installed; the message says which extra of the project installs it."""
 
     def __init__(self, what: str, extra: str | None = None, detail: str | None = None):

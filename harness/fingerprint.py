@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import PROJECT_ROOT
 from .io import sha256_file
 
 # Model fields that never change a generated frame (where things live, how long to wait, how to describe them).
@@ -58,7 +59,7 @@ def adapter_code_version(cls: type) -> str:
         if klass is cls and f.parent.name != "adapters":  # the adapter's own package: every module in it
             files.update(p.resolve() for p in f.parent.glob("*.py"))
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_ROOT
     for f in sorted(files):
         rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
         h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")

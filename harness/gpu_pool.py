@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from .io import file_mode
+from .errors import ConfigError
 
 _assigned: contextvars.ContextVar[Optional[tuple[str, ...]]] = contextvars.ContextVar("harness_gpus", default=None)
 
 
-class DeviceConfigError(ValueError):
+class DeviceConfigError(ConfigError):
     """Bad ``devices=`` value, or a job that needs more GPUs than the pool has."""
 
 

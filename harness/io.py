@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+from .errors import ConfigError
 
 
 
@@ -177,7 +178,7 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
-class JsonLinesError(ValueError):
+class JsonLinesError(ConfigError):
     """A line of a JSON Lines file is not a JSON object; the message names the file and the 1-based line."""
 
 

@@ -18,14 +18,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from . import PROJECT_ROOT
 from .io import read_json, write_text
 from .locks import file_lock
+from .errors import ConfigError
 
 SEED_MAX = 2**32  # seeds are integers in [0, 2^32): what every upstream RNG (numpy, torch) accepts
 _RUN_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
 
 
-class PlanError(ValueError):
+class PlanError(ConfigError):
     """A top-level setting (``run``, ``seed``, ``output_root``, ...) is invalid; the message names it and the fix."""
 
 
@@ -170,8 +172,7 @@ def remove_stale_temps(folder: Path, recursive_into: tuple[str, ...] = ("control
     """Delete temporary files (hidden names: atomic-write temps, ``.video.*.partial.mp4``) in ``folder`` and its
     ``controls/`` whose writer is gone (or unknown: names without a ``<host>-<pid>`` tag). Call while holding the
     folder's item lock."""
-    from .io import host_tag, temp_owner
-    from .io import pid_alive
+    from .io import host_tag, pid_alive, temp_owner
 
     gone, me = [], host_tag()
     for d in (folder, *(folder / sub for sub in recursive_into)):
@@ -247,7 +248,7 @@ def versions() -> dict[str, Any]:
 
 
 def git_state() -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_ROOT
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5)

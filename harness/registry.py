@@ -21,7 +21,7 @@ _OWN_PACKAGES = ("harness", "adapters", "evaluate", "trajectories", "conf")
 GROUPS = ("model", "context", "trajectory", "cases", "evaluate", "launcher", "experiment", "debug")
 
 
-class UnknownChoiceError(ValueError):
+class UnknownChoiceError(ConfigError):
     """An unknown name for a config group, with a did-you-mean suggestion."""
 
 

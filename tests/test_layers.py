@@ -37,9 +37,9 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     pkg.mkdir()
     f = pkg / "mod.py"
     f.write_text("import numpy\nfrom . import fov\ndef g():\n    from adapters.tiny_causal_dit.model import x\n"
-                 "    from ..runner import run\n")
+                 "    from ..app.runner import run\n")
     mods = [m for _, m in imported_modules(f, "harness.context")]
-    assert mods == ["numpy", "harness.context", "adapters.tiny_causal_dit.model", "harness.runner"]
+    assert mods == ["numpy", "harness.context", "adapters.tiny_causal_dit.model", "harness.app.runner"]
     table = import_table()
     verdict = [allowed(m, "context", table) for m in mods]
     assert verdict == [True, True, False, False]
@@ -144,10 +144,10 @@ def test_the_table_check_can_fail(tmp_path):
     """A doc whose evaluate row also allowed adapters would pass an import the real table refuses."""
     table = import_table()
     assert not allowed("adapters.reference.model", "evaluate", table)
-    assert not allowed("harness.runner", "evaluate", table)
-    assert not allowed("harness.plan", "adapters", table)
+    assert not allowed("harness.app.runner", "evaluate", table)
+    assert not allowed("harness.app.plan", "adapters", table)
     assert allowed("harness.outputs", "evaluate", table)
     doc = tmp_path / "a.md"
-    doc.write_text(TABLE_DOC.read_text().replace("| `evaluate` | trajectories, records |",
-                                                 "| `evaluate` | trajectories, records, adapters |"))
+    doc.write_text(TABLE_DOC.read_text().replace("| `evaluate` | errors, trajectories, records |",
+                                                 "| `evaluate` | errors, trajectories, records, adapters |"))
     assert allowed("adapters.reference.model", "evaluate", import_table(doc))

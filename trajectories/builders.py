@@ -20,9 +20,10 @@ import numpy as np
 from .conventions import fov_from_intrinsics, rotmat_from_yaw_pitch, se3
 from .fields import check_fields
 from .path import CameraPath, Segment
+from harness.errors import ConfigError
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(ConfigError):
     """Impossible or inconsistent trajectory parameters (the message names the field and the fix)."""
 
 

@@ -1,7 +1,7 @@
 """KV-context policies: pose-level selection (FullKV / Sliding / FoV) and the FoV overlap estimator.
 
 This package imports only :mod:`trajectories` and numpy (torch lazily): no adapter, runner or evaluation code
-(``tests/test_layers.py`` checks it). Benchmarks that need models live in :mod:`harness.benchmarks`.
+(``tests/test_layers.py`` checks it). Benchmarks that need models live in :mod:`harness.app.benchmarks`.
 """
 
 from .fov import FovOverlap, FovScoreConfig

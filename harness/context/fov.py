@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from trajectories.fields import check_fields
+from harness.errors import ConfigError
 
 
-class ContextConfigError(ValueError):
+class ContextConfigError(ConfigError):
     """A bad ``context`` setting (a user error: exit code 2). Defined here, the lowest module of the package, so the
     estimator's settings raise it too; :mod:`harness.context.policies` re-exports it."""
 

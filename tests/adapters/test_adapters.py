@@ -197,7 +197,7 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     """End to end through a stand-in that enforces upstream's contract: flags, call sites, output location."""
     from adapters.base import build_adapter
     from harness.registry import group_yaml
-    from harness.runner import plan_from_config, run_items
+    from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
     _fake_checkout(model, checkout)
@@ -252,7 +252,7 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
 
 def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     from harness.registry import group_yaml
-    from harness.runner import plan_from_config, run_items
+    from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
     _fake_checkout("sana_wm", checkout)

@@ -27,7 +27,7 @@ def _fresh_caches():
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
-    from harness.benchmarks.plan import write_case_set
+    from harness.app.benchmarks.plan import write_case_set
     from harness.cases import load_case_set
 
     folder = write_case_set(tmp_path_factory.mktemp("cases"), 9)
@@ -164,7 +164,7 @@ def test_memo_keys_on_values_and_hands_out_copies():
 
 
 def test_dry_run_writes_no_preview_unless_asked(tmp_path):
-    from harness.runner import plan_from_config, run_items
+    from harness.app.runner import plan_from_config, run_items
 
     small = ["model.height=96", "model.width=160", "model.num_frames=65", "progress=false", "dry_run=true",
              "cases.include=[environment_rocket,object_coffee]", f"output_root={tmp_path}"]

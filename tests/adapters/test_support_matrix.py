@@ -55,7 +55,7 @@ def test_declaration_is_complete_and_names_real_policies(model):
 @pytest.mark.parametrize("model,context", list(itertools.product(MODELS, CONTEXTS)))
 def test_pair_compiles_or_is_refused(model, context, tmp_path):
     from adapters.base import ItemRequest
-    from harness.runner import resolve_context
+    from harness.app.runner import resolve_context
     from trajectories import TrajectorySpec
 
     a = _adapter(model)

@@ -20,7 +20,7 @@ def test_every_combination_composes_and_instantiates(model, context, trajectory)
     from trajectories import TrajectorySpec
 
     cfg = compose([f"model={model}", f"context={context}", f"trajectory={trajectory}"])
-    from harness.runner import resolve_context
+    from harness.app.runner import resolve_context
 
     adapter = build_adapter(cfg["model"])
     assert adapter.config.name == model

@@ -24,7 +24,7 @@ def _cfg(tmp_path, *extra):
 
 
 def _run(cfg, **kw):
-    from harness.runner import plan_from_config, run_items
+    from harness.app.runner import plan_from_config, run_items
 
     plan = plan_from_config(cfg)
     return plan, run_items(*plan, cfg, progress=False, **kw)
@@ -65,7 +65,7 @@ def test_stale_lock_is_taken_over_and_live_locks_are_honoured(tmp_path):
 # -- fingerprints -----------------------------------------------------------------------------------------------------
 
 def test_a_changed_config_is_never_skipped_as_done(tmp_path):
-    from harness.runner import (
+    from harness.app.runner import (
         FingerprintMismatch,
         check_fingerprints,
         fingerprints,
@@ -92,7 +92,7 @@ def test_a_changed_config_is_never_skipped_as_done(tmp_path):
 
 @pytest.mark.parametrize("seed", [1.5, -1, True, 1e30, 2**32, "3"])
 def test_seed_must_be_an_integer_in_range(tmp_path, seed):
-    from harness.plan import PlanError, plan_from_config
+    from harness.app.plan import PlanError, plan_from_config
 
     cfg = _cfg(tmp_path)
     cfg["seed"] = seed
@@ -103,14 +103,14 @@ def test_seed_must_be_an_integer_in_range(tmp_path, seed):
 
 @pytest.mark.parametrize("run", ["../../x", "/abs", "a/../../b", "", "a//b", "..", "x y"])
 def test_run_names_stay_under_the_output_root(tmp_path, run):
-    from harness.plan import PlanError, run_dir_for
+    from harness.app.plan import PlanError, run_dir_for
 
     with pytest.raises(PlanError, match="run="):
         run_dir_for(tmp_path, run)
 
 
 def test_run_name_paths_and_writability(tmp_path):
-    from harness.plan import PlanError, plan_from_config, run_dir_for
+    from harness.app.plan import PlanError, plan_from_config, run_dir_for
 
     assert run_dir_for(tmp_path, "study/v2") == (tmp_path / "study" / "v2").resolve()
     cfg = _cfg(tmp_path)
@@ -126,7 +126,7 @@ def test_run_name_paths_and_writability(tmp_path):
 
 def test_odd_model_size_fails_at_planning(tmp_path):
     from adapters.base import ModelConfigError
-    from harness.plan import plan_from_config
+    from harness.app.plan import plan_from_config
 
     with pytest.raises(ModelConfigError, match="must be even"):
         plan_from_config(_cfg(tmp_path, "model.height=97"))
@@ -135,7 +135,7 @@ def test_odd_model_size_fails_at_planning(tmp_path):
 # -- manifest and modes -----------------------------------------------------------------------------------------------
 
 def test_manifest_grows_as_items_finish(tmp_path):
-    from harness.runner import plan_from_config, run_items
+    from harness.app.runner import plan_from_config, run_items
 
     cfg = _cfg(tmp_path)
     plan = plan_from_config(cfg)
@@ -166,10 +166,11 @@ def test_files_follow_the_umask(tmp_path, umask, mode):
 
 
 def test_evaluating_a_missing_run_is_a_clear_error(tmp_path):
-    from harness.__main__ import HarnessError, _cmd_evaluate_only
+    from harness.app.cli import _cmd_evaluate_only
+    from harness.errors import ConfigError
 
     cfg = compose([f"output_root={tmp_path}", "run=nope", "stage=evaluate"])
-    with pytest.raises(HarnessError, match="no run at"):
+    with pytest.raises(ConfigError, match="no run at"):
         _cmd_evaluate_only(cfg)
 
 
@@ -225,7 +226,7 @@ def test_shards_evaluate_only_when_the_run_is_complete(tmp_path):
 
 def test_a_garbage_manifest_line_is_reported_with_file_and_line(tmp_path):
     from harness.io import JsonLinesError, read_jsonl
-    from harness.verify import _manifest_rows
+    from harness.app.verify import _manifest_rows
 
     p = tmp_path / "manifest.jsonl"
     p.write_text('{"key": "a"}\n\n{"key": "b"\n')

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness.bench import main
+from harness.app.bench import main
 
 
 @pytest.fixture

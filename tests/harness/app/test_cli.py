@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.__main__ as cli
-from harness.__main__ import _short_table
+import harness.app.cli as cli
+from harness.app.cli import _short_table
 from tests.support import ROOT, run_cli
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "progress=false"]
@@ -315,18 +315,37 @@ def test_a_bug_prints_its_traceback_and_exits_1(harness_main, monkeypatch, exc):
     assert f"error: unexpected {type(exc).__name__}: " in err and "a bug in the harness" in err
 
 
+def test_every_domain_error_is_a_user_error():
+    """The command line catches one class: every domain error of every layer subclasses :class:`UserError`."""
+    from adapters.base import ModelConfigError, UnsupportedContextError
+    from harness.app.runner import FingerprintMismatch
+    from harness.cases import CaseError
+    from harness.context import ContextConfigError
+    from harness.errors import MissingDependencyError, UserError
+    from harness.gpu_pool import DeviceConfigError
+    from harness.io import JsonLinesError
+    from harness.outputs import PlanError
+    from harness.registry import UnknownChoiceError
+    from trajectories import TrajectoryError
+
+    classes = (CaseError, ModelConfigError, UnsupportedContextError, ContextConfigError, UnknownChoiceError,
+               TrajectoryError, PlanError, FingerprintMismatch, DeviceConfigError, JsonLinesError,
+               MissingDependencyError)
+    assert [c.__name__ for c in classes if not issubclass(c, UserError)] == []
+
+
 def test_domain_errors_that_subclass_value_error_still_work():
     """Callers that catch ``ValueError`` keep catching the domain classes."""
     from evaluate.backbones import UnknownBackboneError
     from evaluate.external import ManifestError
     from evaluate.judge.settings import JudgeSettingsError
     from evaluate.reporting.collect import ReportError
-    from harness.errors import ConfigError
+    from harness.errors import ConfigError, UserError
 
     for cls in (ConfigError, UnknownBackboneError, ManifestError, JudgeSettingsError, ReportError):
         assert issubclass(cls, ValueError) and issubclass(cls, ConfigError)
-        assert issubclass(cls, cli._user_errors())
-    assert not issubclass(ValueError, cli._user_errors()) and not issubclass(ImportError, cli._user_errors())
+        assert issubclass(cls, UserError)
+    assert not issubclass(ValueError, UserError) and not issubclass(ImportError, UserError)
 
 
 def test_adapter_reference_errors(tmp_path, monkeypatch):
@@ -408,7 +427,7 @@ def test_real_status_lines_are_logged_not_printed(harness_main):
     args = ["model=lingbot_v2", "dry_run=true", "run=r", *SMALL_NO_EVAL, "model.num_frames=61", "progress=false"]
     code, out, err = harness_main(*args)
     assert code == 0, err
-    assert "WARNING harness.__main__: readiness (error, not enforced in a dry run)" in err
+    assert "WARNING harness.app.cli: readiness (error, not enforced in a dry run)" in err
     assert "readiness" not in out and "compiled" in out
 
 
@@ -463,7 +482,7 @@ def test_help_in_a_fresh_process_imports_no_torch(tmp_path):
     code = ("import sys, atexit\n"
             "atexit.register(lambda: sys.stderr.write('TORCH-IMPORTED' if 'torch' in sys.modules else 'NO-TORCH'))\n"
             "sys.argv = ['harness', '--help']\n"
-            "from harness.__main__ import main\n"
+            "from harness.app.cli import main\n"
             "main()\n")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,

@@ -169,7 +169,7 @@ def test_context_benchmark_runs_on_the_wan_path(capsys):
     speed is measured by the benchmark, never by tests)."""
     import argparse
 
-    from harness.benchmarks.context import run
+    from harness.app.benchmarks.context import run
 
     args = argparse.Namespace(frames=97, device="cpu", repeats=2, model="wan", lengths=[], threads=None, size=32,
                               dim=24, heads=2, layers=1, dtype="float32")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .io import sha256_file
-from .outputs import CONTROL_FILES, item_meta
+from harness.io import sha256_file
+from harness.outputs import CONTROL_FILES, item_meta
 
 CHECKS = ("done", "decodes", "frames", "fps", "sha256", "fingerprint", "manifest", "clean")
 
@@ -59,7 +59,7 @@ class VerifyReport:
 
 
 def _manifest_rows(run_dir: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
-    from .io import JsonLinesError, read_jsonl
+    from harness.io import JsonLinesError, read_jsonl
 
     p = run_dir / "manifest.jsonl"
     if not p.is_file():
@@ -73,7 +73,7 @@ def _manifest_rows(run_dir: Path, problems: list[str]) -> dict[str, dict[str, An
 
 
 def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, dict[str, Any]]) -> ItemCheck:
-    from .video import probe_video
+    from harness.video import probe_video
 
     d = run_dir / item.rel_dir
     c = ItemCheck(item.key)
@@ -115,7 +115,7 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, d
         c.notes.append("manifest.jsonl row missing or stale")
     temps = [p.name for sub in (d, d / "controls") if sub.is_dir() for p in sub.iterdir()
              if p.name.startswith(".") and p.name not in CONTROL_FILES]
-    from .locks import lock_name
+    from harness.locks import lock_name
 
     if (run_dir / ".locks" / lock_name(item.key)).exists():
         temps.append(f".locks/{lock_name(item.key)} (a lock: a process is on it, or died; a rerun takes it over)")
@@ -127,8 +127,8 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, d
 
 def verify_run(cfg: dict[str, Any]) -> VerifyReport:
     """Check the run of ``cfg`` (the run's own overrides; every shard's items)."""
-    from .plan import plan_from_config
-    from .runner import fingerprints
+    from harness.app.plan import plan_from_config
+    from harness.app.runner import fingerprints
 
     plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
     report = VerifyReport(plan.run_dir)

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import PROJECT_ROOT
+
 TARGET_S = 60.0
 FULL_CASES = 260
 NINE = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke",
@@ -104,7 +106,7 @@ def run_once(cases_dir: Path, out: Path, args: argparse.Namespace) -> tuple[floa
     compiled items)."""
     import resource
 
-    root = Path(__file__).resolve().parents[2]
+    root = PROJECT_ROOT
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -30,22 +30,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .cases import Case
-from .dist import Rank, current_rank, split
-from .fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
-from .gpu_pool import GPUPool, current_devices
-from .io import atomic_path, json_text, sha256_file, write_json, write_text
-from .locks import ItemLocks
-from .outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
+from harness.cases import Case
+from harness.dist import Rank, current_rank, split
+from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
+from harness.gpu_pool import GPUPool, current_devices
+from harness.io import atomic_path, json_text, sha256_file, write_json, write_text
+from harness.locks import ItemLocks
+from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
                       rebuild_manifest, remove_stale_temps, update_manifest, versions)
-from .plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
+from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
                    resolve_context)
-from .secrets import redact, secret_values
+from harness.secrets import redact, secret_values
+from harness.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-class FingerprintMismatch(ValueError):
+class FingerprintMismatch(ConfigError):
     """A finished item was made with a different config; rerunning would silently mix two configs."""
 
 
@@ -80,7 +81,7 @@ class RunSummary:
 
 
 def encoder_settings() -> dict[str, Any]:
-    from .video import x264_options
+    from harness.video import x264_options
 
     return {"codec": "libx264", "pix_fmt": "yuv420p", **x264_options()}
 
@@ -88,7 +89,7 @@ def encoder_settings() -> dict[str, Any]:
 def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
     """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)
     (:func:`harness.fingerprint.item_fingerprints`: the same values as :func:`item_fingerprint` item by item)."""
-    from .fingerprint import item_fingerprints
+    from harness.fingerprint import item_fingerprints
 
     return item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
                              plan.all_items or plan.items, encoder_settings())
@@ -178,7 +179,7 @@ class _Executor:
     def execute(self, item: WorkItem) -> dict[str, Any]:
         from adapters.base import ItemRequest
 
-        from .video import VideoWriter
+        from harness.video import VideoWriter
 
         adapter, item_dir = self.adapter, self.run_dir / _rel(item)
         case = self.by_id[item.case_id]
@@ -220,7 +221,7 @@ class _Executor:
                                        "command": controls.command, **controls.meta}, self.secrets)
             meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta()}
             if controls.decoded_c2w is not None:
-                from .residuals import pose_residual
+                from harness.residuals import pose_residual
 
                 meta["controls"]["achieved_vs_requested"] = {**pose_residual(path.c2w, controls.decoded_c2w),
                                                              **controls.meta.get("intrinsics_residual", {})}
@@ -466,7 +467,7 @@ def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) ->
     gpus = job_gpus(adapter, dry_run)
     pool = pool_from_config(config) if gpus > 0 else None
     if pool is not None and gpus > len(pool.devices):
-        from .gpu_pool import DeviceConfigError
+        from harness.gpu_pool import DeviceConfigError
 
         raise DeviceConfigError(f"model={adapter.config.name} needs {gpus} GPU(s) per job but devices= gives "
                                 f"{len(pool.devices)} ({','.join(pool.devices)}); add GPUs or lower model.gpus_per_job")
@@ -475,7 +476,7 @@ def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) ->
 
 def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:
     """The GPU pool of ``config['devices']`` (``auto`` or a list); None when no GPU is visible or set."""
-    from .gpu_pool import parse_devices
+    from harness.gpu_pool import parse_devices
 
     if "devices" not in config:
         return None

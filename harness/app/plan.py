@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .cases import Case, load_cases_from_config  # noqa: F401  (re-exported: planning API)
-from .outputs import PlanError, WorkItem, check_seed, check_writable, run_dir_for  # noqa: F401  (re-exported)
+from harness.cases import Case, load_cases_from_config  # noqa: F401  (re-exported: planning API)
+from harness.outputs import PlanError, WorkItem, check_seed, check_writable, run_dir_for  # noqa: F401  (re-exported)
 
 def parse_shard(shard: str) -> tuple[int, int]:
     """``"i/n"`` -> (i, n) with 0 <= i < n."""
@@ -81,8 +81,8 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
 
 def resolve_context(ctx: dict[str, Any], adapter: Any):
     """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
-    from .context import ContextPolicy
-    from .registry import group_yaml
+    from harness.context import ContextPolicy
+    from harness.registry import group_yaml
 
     if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
         ctx = group_yaml("context", adapter.config.paper_context)
@@ -96,7 +96,7 @@ def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
 
     from adapters.base import build_adapter
 
-    from .registry import check_choice, group_yaml, model_config_with_local
+    from harness.registry import check_choice, group_yaml, model_config_with_local
 
     run_dir = run_dir_for(cfg.get("output_root", "outputs"), cfg.get("run", "default"))
     seed = cfg.get("seed")

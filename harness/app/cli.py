@@ -1,0 +1,442 @@
+"""``python -m harness``: the Hydra entry point.
+
+Commands (``cmd=<name>`` or the first word): ``run`` (default: plan, compile, generate, evaluate),
+``list`` (models, contexts, trajectories, case sets), ``validate`` (check a case set), ``preview`` (draw the chosen
+trajectory to PNG), ``verify`` (the delivery check of a run). ``dry_run=true`` plans and compiles native controls
+without generating. A new command is one entry in :data:`HANDLERS` (and its word in :data:`COMMANDS`).
+
+Exit codes: 0 ok; 1 some item (or check) failed, or a bug (printed with its traceback); 2 a user error (bad
+override, config, case, manifest, path, missing optional package), printed without a traceback and with nothing
+written. A user error is any :class:`harness.errors.UserError` (every domain error of the project subclasses it); a
+bare ``ValueError`` is a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from harness.errors import ConfigError, UserError
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("run", "list", "validate", "preview", "report", "verify")
+_CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
+
+
+# errno values of environment problems a user fixes (a read-only or full disk, a path too long, no permission)
+_USER_OS_ERRNOS = {"EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ENOSPC", "EDQUOT"}
+
+
+def _fail(msg: str) -> None:
+    from harness.secrets import redact
+
+    print(f"error: {redact(msg, _SECRETS)}", file=sys.stderr)
+    sys.exit(2)
+
+
+_SECRETS: dict[str, str] = {}  # secret values of the current config, scrubbed from every message
+_DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before that is Hydra's own usage error
+
+
+def _precheck_argv(argv: list[str]) -> list[str]:
+    """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
+    from harness.registry import UnknownChoiceError, check_choice
+
+    out = [a if (i == 0 or a not in COMMANDS) else f"cmd={a}" for i, a in enumerate(argv)]
+    _check_slurm(out[1:])
+    for arg in out[1:]:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, val = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if key in _CHECKED_GROUPS and val and val != "null":
+            for choice in val.split(","):
+                if choice.startswith(("glob(", "range(", "choice(")):
+                    continue
+                try:
+                    check_choice(key, choice)
+                except UnknownChoiceError as exc:
+                    _fail(str(exc))
+    return out
+
+
+def _check_slurm(args: list[str]) -> None:
+    """``launcher=slurm`` off a cluster: say so instead of submitit's 'Could not detect "srun"' traceback."""
+    import shutil
+
+    for arg in args:
+        if arg.lstrip("+~").startswith("launcher=") and "slurm" in arg.split("=", 1)[1].split(","):
+            missing = [t for t in ("sbatch", "srun") if shutil.which(t) is None]
+            if missing:
+                _fail(f"launcher=slurm needs a Slurm cluster, but {' and '.join(missing)} "
+                      f"{'is' if len(missing) == 1 else 'are'} not on PATH here. Run on a Slurm login node, or test "
+                      "the same sweep locally with launcher=submitit_local (or launcher=basic).")
+
+
+def _cmd_list(cfg: dict[str, Any]) -> None:
+    from harness.registry import group_yaml, list_group
+
+    for group in ("model", "context", "trajectory", "cases", "launcher", "experiment"):
+        print(f"{group}:")
+        for name in list_group(group):
+            data = group_yaml(group, name) or {}
+            desc = data.get("description") if isinstance(data, dict) else None
+            print(f"  {name:<18}{desc or ''}".rstrip())
+
+
+def _cmd_validate(cfg: dict[str, Any]) -> None:
+    from harness.app.plan import load_cases_from_config
+
+    cases = load_cases_from_config(cfg["cases"])
+    for c in cases:
+        img = c.load_image()
+        c.load_depth()
+        for obj in c.targets.objects:
+            c.object_mask(obj, img.shape[0], img.shape[1])
+        print(f"ok  {c.id:<28} {c.family:<12} {img.shape[1]}x{img.shape[0]}  trajectories={','.join(c.trajectories)}")
+    print(f"{len(cases)} case(s) valid in {cfg['cases']['source']}")
+
+
+def _cmd_preview(cfg: dict[str, Any]) -> None:
+    from pathlib import Path
+
+    from adapters.base import build_adapter
+    from trajectories import TrajectorySpec
+    from trajectories.conventions import intrinsics_from_fov
+    from trajectories.preview import preview_path
+
+    from harness.registry import model_config_with_local
+
+    adapter = build_adapter(model_config_with_local(cfg))
+    mc = adapter.config
+    spec = TrajectorySpec.from_dict(cfg["trajectory"])
+    K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
+    path = adapter.path_for(spec, K)
+    out = Path(cfg["output_root"]) / "previews" / f"{spec.name}_{mc.name}.png"
+    preview_path(path, out)
+    path.save(out.with_suffix(".npz"))
+    print(f"wrote {out} and {out.with_suffix('.npz')}")
+    print("phases:", ", ".join(f"{k}=[{a},{b})" for k, (a, b) in path.phases.items()))
+
+
+def _cmd_run(cfg: dict[str, Any]) -> None:
+    from harness.dist import bind_local_device, current_rank
+    from harness.app.runner import (check_fingerprints, fingerprints, gpu_pool_for, plan_from_config, run_complete,
+                                run_items)
+
+    if cfg.get("stage") == "evaluate":
+        return _cmd_evaluate_only(cfg)
+    stage = cfg.get("stage", "all")
+    if stage not in ("generate", "evaluate", "all"):
+        raise ConfigError(f"stage={stage!r}: use generate, evaluate or all")
+
+    plan = plan_from_config(cfg)
+    adapter, specs, items, run_dir = plan.adapter, plan.specs, plan.items, plan.run_dir
+    if not cfg.get("dry_run"):
+        adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
+    else:
+        for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
+            log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name,
+                        finding)
+    if not items:
+        raise ConfigError(
+            f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
+            f"{', '.join(specs)} (check cases.include / cases.families)"
+        )
+    overwrite = bool(cfg.get("overwrite"))
+    check_fingerprints(plan, fingerprints(plan), overwrite)  # refuse before anything is written
+    pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
+    rank = current_rank()
+    bind_local_device(rank)
+    if rank.is_main:
+        from harness.io import remove_dead_temps
+
+        # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
+        # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
+        # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
+        if run_dir.is_dir() and not cfg.get("dry_run"):
+            remove_dead_temps(run_dir)
+        _save_config(cfg, run_dir)
+    summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
+                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
+                        previews=bool(cfg.get("previews")))
+    print(summary.table())
+    evaluated_ok = True
+    if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
+        missing = run_complete(run_dir, plan.all_items)
+        if not (summary.done or summary.skipped):  # say what happened instead of reporting absent metrics
+            log.warning("no video was produced: every item failed (causes above, full logs in each item's "
+                        "upstream.log / meta.json); evaluation skipped")
+        elif missing:
+            log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
+                     "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
+        else:
+            from harness.locks import file_lock
+
+            with file_lock(run_dir / ".eval.lock"):  # two finishing shards never evaluate at once
+                evaluated_ok = _evaluate(run_dir, cfg)
+    if not (summary.ok and evaluated_ok):
+        sys.exit(1)
+
+
+def _save_config(cfg: dict[str, Any], run_dir) -> None:
+    """The resolved config and the overrides of this call, secrets redacted, under ``<run>/.hydra/<time>/.hydra/``
+    (Hydra's own copy is off: it would be written before validation, and with secrets in it)."""
+    import time
+
+    import yaml
+
+    from harness.io import write_text
+    from harness.secrets import redact
+
+    overrides: list[str] = []
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+        overrides = list(hc.overrides.task)
+        job = f"-{hc.job.num}" if hc.mode is not None and str(hc.mode).endswith("MULTIRUN") else ""
+        _redact_multirun_yaml(hc)
+    except Exception:  # not under Hydra (API use): nothing to add
+        job = ""
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
+    d = run_dir / ".hydra" / stamp / ".hydra"
+    write_text(d / "config.yaml", yaml.safe_dump(redact(cfg, _SECRETS), sort_keys=False))
+    write_text(d / "overrides.yaml", yaml.safe_dump(redact(overrides, _SECRETS)))
+
+
+def _redact_multirun_yaml(hc: Any) -> None:
+    """Hydra's launcher saves ``multirun.yaml`` (with the overrides) before any job runs: scrub secrets there."""
+    from pathlib import Path
+
+    from harness.io import write_text
+    from harness.secrets import redact
+
+    if not _SECRETS:
+        return
+    p = Path(str(hc.sweep.dir)) / "multirun.yaml"
+    if p.is_file():
+        text = p.read_text()
+        clean = redact(text, _SECRETS)
+        if clean != text:
+            write_text(p, clean)
+
+
+def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
+    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
+    from evaluate.stage import EvalConfig, evaluate_run
+    from evaluate.weights import weights_root
+
+    from harness.io import remove_dead_temps
+
+    remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
+
+    ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
+    root = weights_root((cfg.get("paths") or {}).get("weights"))
+    out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)),
+                       weights_root=root)
+    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
+          f"{out['validity']}")
+    print(_short_table(out["results"]))
+    for item, reason in out["failed"]:
+        key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
+        log.error("FAILED %s: %s", key, reason)
+    return not out["failed"]
+
+
+def _short_table(results: list) -> str:
+    """The computed metrics of this run, grouped by model / context / trajectory / seed (never averaged across
+    them): per group and metric, the mean over that group's cases with n. Ground truth (oracle) never scores."""
+    import numpy as np
+
+    groups: dict[tuple, dict[str, list]] = {}
+    for r in results:
+        item = r.get("item") or {}
+        g = tuple(str(item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
+        for k, m in r["metrics"].items():
+            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":
+                groups.setdefault(g, {}).setdefault(k, []).append(m["value"])
+    if not groups:
+        return "(no metric could be computed with the available backbones; see summary.md)"
+    w = max(len(k) for vals in groups.values() for k in vals)
+    lines = ["mean over the cases of each model / context / trajectory / seed (n = cases):"]
+    for (model, context, trajectory, seed), vals in sorted(groups.items()):
+        lines.append(f"{model} / {context} / {trajectory} / seed {seed}")
+        lines += [f"  {k:<{w}}  {np.mean(v):8.4f}  (n={len(v)})" for k, v in sorted(vals.items())]
+    return "\n".join(lines)
+
+
+def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
+    """``stage=evaluate``: evaluate an existing run (``run=<name>`` or a path) or videos made elsewhere."""
+    from pathlib import Path
+
+    if cfg.get("videos"):
+        from evaluate.external import import_videos
+
+        run_dir = import_videos(Path(cfg["videos"]), Path(cfg.get("videos_manifest") or Path(cfg["videos"]) /
+                                                           "manifest.json"), cfg)
+    else:
+        from harness.app.plan import run_dir_for
+
+        cand = Path(str(cfg["run"]))
+        run_dir = cand if (cand / "manifest.jsonl").exists() else run_dir_for(cfg["output_root"], cfg["run"])
+        if not (run_dir / "manifest.jsonl").is_file():
+            raise ConfigError(f"run={cfg['run']!r}: no run at {run_dir} (no manifest.jsonl); generate it first "
+                               "or give run=<name or path of an existing run>")
+    if not _evaluate(run_dir.resolve(), cfg):
+        sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
+
+
+def _cmd_report(cfg: dict[str, Any]) -> None:
+    """``report run=<a> [run=<b> ...]``: the study report (evaluate/reporting, docs/report.md)."""
+    from evaluate.reporting.cli import cmd_report
+
+    cmd_report(cfg)
+
+
+def _cmd_verify(cfg: dict[str, Any]) -> None:
+    """``verify``: the delivery check of the run named by the same overrides (see :mod:`harness.app.verify`)."""
+    from harness.app.verify import verify_run
+
+    report = verify_run(cfg)
+    print(report.table())
+    if not report.ok:
+        sys.exit(1)
+
+
+def _cmd_judge_check(cfg: dict[str, Any]) -> None:
+    """``python -m harness judge check``: ping the configured judge server and print what it serves."""
+    from evaluate.judge import check_server
+
+    code = check_server((cfg.get("evaluate") or {}).get("judge"))
+    if code:
+        sys.exit(code)
+
+
+HANDLERS = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
+            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check}
+
+
+def _dispatch(cfg_omega: Any) -> None:
+    global _DISPATCHED
+    from omegaconf import OmegaConf
+
+    from harness.secrets import secret_values
+
+    _DISPATCHED = True
+    try:
+        cfg = OmegaConf.to_container(cfg_omega, resolve=True)
+    except Exception as exc:  # an interpolation that cannot resolve
+        _fail(f"config: {exc}")
+    assert isinstance(cfg, dict)
+    _SECRETS.update(secret_values(cfg))
+    cmd = cfg.get("cmd", "run")
+    if cmd not in HANDLERS:
+        _fail(f"cmd={cmd!r}: use one of {', '.join(HANDLERS)}")
+    try:
+        from harness.logs import apply_progress, setup_logging
+
+        setup_logging(cfg.get("verbosity", "info"))
+        apply_progress(bool(cfg.get("progress", True)))
+        HANDLERS[cmd](cfg)
+    except UserError as exc:
+        _fail(str(exc))
+    except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing left to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:
+        import errno
+
+        if errno.errorcode.get(exc.errno or -1) in _USER_OS_ERRNOS:
+            _fail(f"{exc.strerror}: {exc.filename or ''} (check output_root / permissions / free space)")
+        _bug(exc)
+    except Exception as exc:  # anything else is a bug in the harness: shown with its traceback
+        _bug(exc)
+
+
+def _bug(exc: BaseException) -> None:
+    """An unexpected error: its traceback (secrets redacted) and exit code 1."""
+    import traceback
+
+    from harness.secrets import redact
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    print(redact(text, _SECRETS), file=sys.stderr, end="")
+    print(redact(f"error: unexpected {type(exc).__name__}: {exc}. Unless the traceback above points at your "
+                 "environment (a file, a device, the network), this is a bug in the harness: please report it with "
+                 "the traceback", _SECRETS), file=sys.stderr)
+    sys.exit(1)
+
+
+def _argv_secrets(argv: list[str]) -> dict[str, str]:
+    """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``)."""
+    import re
+
+    from harness.secrets import is_secret_name
+
+    found: dict[str, str] = {}
+    for arg in argv:
+        if "=" not in arg:
+            continue
+        key, val = arg.split("=", 1)
+        key = key.lstrip("+~")
+        parts = key.split(".")
+        if "env" in parts[:-1] and is_secret_name(parts[-1]) and val:
+            found[val.strip("'\"")] = parts[-1]
+        elif parts[-1] == "env":
+            for name, v in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^,}]+)", val):
+                if is_secret_name(name) and v.strip():
+                    found[v.strip().strip("'\"")] = name
+    return found
+
+
+class _ScrubbedStream:
+    """A text stream that removes known secret values from everything written (Hydra logs the overrides of
+    every sweep job to stdout)."""
+
+    def __init__(self, stream: Any, secrets: dict[str, str]):
+        self._stream, self._secrets = stream, secrets
+
+    def write(self, text: str) -> int:
+        from harness.secrets import redact
+
+        self._stream.write(redact(text, self._secrets))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def main() -> None:
+    import hydra
+
+    from harness.logs import setup_logging
+
+    setup_logging()  # the default level until the config (and its verbosity) is known
+    if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
+        from evaluate.weights import main as weights_main
+
+        sys.exit(weights_main(sys.argv[2:]))
+    if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
+        sys.argv[1:3] = ["cmd=judge_check"]
+    from evaluate.reporting.cli import merge_run_args
+
+    sys.argv = _precheck_argv(merge_run_args(sys.argv))
+    _SECRETS.update(_argv_secrets(sys.argv))
+    if _SECRETS:
+        sys.stdout = _ScrubbedStream(sys.stdout, _SECRETS)  # type: ignore[assignment]
+        sys.stderr = _ScrubbedStream(sys.stderr, _SECRETS)  # type: ignore[assignment]
+    try:
+        hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
+    except SystemExit as exc:
+        if exc.code == 1 and not _DISPATCHED:
+            sys.exit(2)  # Hydra's own override / composition error: a user error like ours
+        raise
+
+
+if __name__ == "__main__":
+    main()
