@@ -6,11 +6,17 @@ the initial hold (the gate) and answers the eight questions. Not started -> all 
 answer scores 1 when it matches its reference. Aspect score = mean of its two gated scores; Overall = mean of all
 eight. Across videos: ``p_start`` (fraction started), ``S_cond`` (mean Overall over started videos) and
 ``S_gated = p_start * S_cond`` (the reported Overall).
+
+Beside it, MBench's trigger-conditioned score (M-score): a memory score counts only on samples where the event that
+tests memory actually happened (the trigger); ``C_trig`` is the fraction of triggered samples, ``S_rel`` the mean
+score over triggered samples only, and ``M = 2 C_trig S_rel / (C_trig + S_rel)`` (harmonic mean), which penalises a
+model that avoids the challenge as much as one that fails it. With the judge's event-start gate as the trigger,
+``C_trig = p_start`` and ``S_rel = S_cond``, so M sits beside ``S_gated``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -72,3 +78,32 @@ def decompose(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     cond = float(np.mean([r["overall"] for r in started])) if started else float("nan")
     gated = p * cond if started else 0.0
     return {"n": n, "started": len(started), "p_start": p, "S_cond": cond, "S_gated": gated}
+
+
+def trigger_conditioned(scores: Sequence[float], triggered: Sequence[bool]) -> dict[str, float]:
+    """MBench's trigger-conditioned scoring over samples.
+
+    Args:
+        scores: per-sample memory score in [0, 1] (any value where not triggered: ignored).
+        triggered: per-sample trigger decision.
+    Returns:
+        ``{"n", "triggered", "C_trig", "S_rel", "M"}``; ``S_rel`` is NaN and ``M`` 0 when nothing triggered.
+    """
+    if len(scores) != len(triggered):
+        raise ValueError(f"{len(scores)} scores for {len(triggered)} trigger decisions")
+    n = len(scores)
+    if n == 0:
+        return {"n": 0, "triggered": 0, "C_trig": float("nan"), "S_rel": float("nan"), "M": float("nan")}
+    trig = [float(s) for s, t in zip(scores, triggered) if t]
+    c = len(trig) / n
+    s_rel = float(np.mean(trig)) if trig else float("nan")
+    m = 0.0 if not trig or (c + s_rel) == 0 else 2 * c * s_rel / (c + s_rel)
+    return {"n": n, "triggered": len(trig), "C_trig": c, "S_rel": s_rel, "M": m}
+
+
+def dynamic_summary(per_item: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Appendix D decomposition plus the M-score from per-item ``{"started": bool, "overall": float}``."""
+    rows = list(per_item)
+    d = decompose(rows)
+    tc = trigger_conditioned([r["overall"] for r in rows], [bool(r["started"]) for r in rows])
+    return {**d, "M_score": tc["M"]}

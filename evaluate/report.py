@@ -6,11 +6,12 @@ import csv
 import io
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .aggregate import bootstrap_ci
+from .dynamic import dynamic_summary
 from .registry import METRICS, higher_is_better
 
 
@@ -106,3 +107,54 @@ def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
     known = ", ".join(sorted(METRICS))
     lines += [f"Metric ids: {known}.", ""]
     return "\n".join(lines)
+
+
+def dynamic_rows(results: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """One row per (judge, model, context, trajectory) and per (judge, model, context, "all") from per-item
+    ``metrics.json`` results; items whose judge column is not computed are counted apart (``not_computed``)."""
+    groups: dict[tuple, list] = defaultdict(list)
+    missing: dict[tuple, int] = defaultdict(int)
+    for r in results:
+        it = r.get("item") or {}
+        for k, m in (r.get("metrics") or {}).items():
+            if m.get("metric") != "dynamic.overall":
+                continue
+            for traj in (it.get("trajectory"), "all"):
+                g = (m.get("backbone"), it.get("model"), it.get("context"), traj)
+                if m.get("status") == "computed":
+                    groups[g].append({"started": bool(m.get("started")), "overall": float(m["value"])})
+                else:
+                    missing[g] += 1
+    rows = []
+    for g in sorted(set(groups) | set(missing), key=lambda x: tuple(str(v) for v in x)):
+        s = dynamic_summary(groups.get(g, []))
+        rows.append({"judge": g[0], "model": g[1], "context": g[2], "trajectory": g[3], **s,
+                     "not_computed": missing.get(g, 0)})
+    return rows
+
+
+def _f(x: float) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def write_dynamic_table(out_dir: Path, results: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """``dynamic.{json,md}`` in ``out_dir`` (only when the run has dynamic items). Returns the Markdown path."""
+    from harness.io import write_json, write_text
+
+    rows = dynamic_rows(results)
+    if not rows:
+        return None
+    out_dir = Path(out_dir)
+    write_json(out_dir / "dynamic.json", {"rows": rows})
+    lines = ["# Dynamic memory", "",
+             "p_start: fraction of videos whose event the judge saw start in the initial hold; S_cond: mean checklist "
+             "score of those; S_gated = p_start x S_cond (the paper's Overall); M: MBench's harmonic mean of "
+             "p_start and S_cond. `not computed`: videos without a judge answer (see their metrics.json).", "",
+             "| judge | model | context | trajectory | n | started | p_start | S_cond | S_gated | M | not computed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['judge']} | {r['model']} | {r['context']} | {r['trajectory']} | {r['n']} | {r['started']} "
+                     f"| {_f(r['p_start'])} | {_f(r['S_cond'])} | {_f(r['S_gated'])} | {_f(r['M_score'])} "
+                     f"| {r['not_computed']} |")
+    write_text(out_dir / "dynamic.md", "\n".join(lines) + "\n")
+    return str(out_dir / "dynamic.md")

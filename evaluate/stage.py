@@ -34,6 +34,7 @@ from . import memory as mem
 from .backbones import BACKBONES, BackboneSet, check_names, resolve_device, spec
 from .families import ROLE_SETTINGS, Family, all_families, missing
 from .perception.base import BackboneUnavailable
+from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
 # Bump when a metric rule changes: every family is recomputed on re-runs (3: departure.sweep_visible, parallax returns).
 SCHEMA_VERSION = 3
@@ -74,7 +75,7 @@ class EvalConfig:
     #: per learned backbone, keyword options of its ``load`` (its recipe knobs), e.g. ``{da3: {process_res: 504}}``;
     #: recorded in the backbone's settings and part of every family hash that uses it
     backbone_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/dynamic_scores.py)
+    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/ors.py)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "EvalConfig":
@@ -87,7 +88,7 @@ class EvalConfig:
             if isinstance(v, list):
                 d[k] = tuple(v)
         if "ors" in d:
-            from .dynamic_scores import ORS_DEFAULTS
+            from .ors import ORS_DEFAULTS
 
             from trajectories.fields import check_fields
 
@@ -194,11 +195,11 @@ def compute_family(fam: Family, ctx: Any, perc: Any, ecfg: EvalConfig) -> dict:
                     out.update(missing(mid, tag, str(exc)))
             except Exception as exc:  # one failing backbone or formula fails this metric only
                 for mid in metric.ids:
-                    out.update(missing(mid, tag, _failure(exc), status="failed"))
+                    out.update(missing(mid, tag, _failure(exc), status=Status.FAILED))
     return out
 
 
-def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> dict:
+def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemResult:
     """A whole item that could not be evaluated: every metric its case family reports, failed with the reason."""
     meta = meta or {}
     fam = (meta.get("case") or {}).get("family", "?")
@@ -206,51 +207,64 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> dict:
 
     ids = sorted(i for i, m in METRICS.items() if m.paper and m.family in ("camera", "quality", fam)
                  and not i.endswith("_strided"))
-    metrics = {}
+    metrics: Entries = {}
     for i in ids:
-        metrics.update(missing(i, "", reason, status="failed"))
-    return {"schema_version": SCHEMA_VERSION, "status": "failed", "reason": reason, "item": meta.get("item") or
-            {"model": "?", "context": "?", "seed": "?", "trajectory": "?", "case_id": item_dir.name},
-            "case_family": fam, "video_sha256": None, "num_revisits": 0, "phases": {}, "family_hashes": {},
-            "metrics": metrics, "validity": {}, "timings": {}, "timings_generation": meta.get("timings", {})}
+        metrics.update(missing(i, "", reason, status=Status.FAILED))
+    item = meta.get("item") or {"model": "?", "context": "?", "seed": "?", "trajectory": "?", "case_id": item_dir.name}
+    return ItemResult(item=item, status=ITEM_FAILED, reason=reason, case_family=fam, metrics=metrics,
+                      schema_version=SCHEMA_VERSION,
+                      extra={"family_hashes": {}, "validity": {}, "timings": {},
+                             "timings_generation": meta.get("timings", {})})
 
 
-def _drop_retryable(prev: Optional[dict]) -> None:
-    """Forget the family hash of every family with a retryable "not computed" entry (e.g. the judge server timed
-    out), so the next evaluation recomputes exactly those families even when no setting changed."""
-    if not prev:
-        return
-    retry = {m.get("family") for m in (prev.get("metrics") or {}).values() if m.get("retryable")}
-    if retry:
-        prev["family_hashes"] = {f: h for f, h in (prev.get("family_hashes") or {}).items() if f not in retry}
+def _read_result(path: Path) -> Optional[ItemResult]:
+    """The stored result at ``path``, None when absent, unreadable or failed (a failed item is always redone)."""
+    from harness.io import read_json
+
+    try:
+        prev = ItemResult.from_dict(read_json(path))
+    except Exception:  # missing, truncated or from an incompatible writer: recomputed
+        return None
+    return None if prev.failed else prev
+
+
+def _current_hashes(prev: ItemResult) -> dict[str, str]:
+    """The family hashes of ``prev`` minus those of families with a retryable "not computed" entry (e.g. the judge
+    server timed out), so the next evaluation recomputes exactly those families even when no setting changed."""
+    retry = {m.family for m in prev.metrics.values() if m.retryable}
+    return {f: h for f, h in prev.family_hashes.items() if f not in retry}
+
+
+def _all_reused(prev: Optional[ItemResult], hashes: dict[str, str], video_sha: str) -> bool:
+    if prev is None or prev.video_sha256 != video_sha:
+        return False
+    have = _current_hashes(prev)
+    return all(have.get(f) == hashes[f] for f in (*FAMILIES, "validity"))
 
 
 def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
     """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
-    from harness.io import read_json
     from harness.io import sha256_file
 
-    try:
-        prev = read_json(item_dir / "metrics.json")
-        sha = sha256_file(item_dir / "video.mp4")
-    except Exception:
+    if force:
         return False
-    hashes = family_hashes(ecfg, sha, root)
-    _drop_retryable(prev)
-    return (not force and prev.get("status") != "failed" and prev.get("video_sha256") == sha
-            and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")))
+    prev = _read_result(item_dir / "metrics.json")
+    try:
+        sha = sha256_file(item_dir / "video.mp4")
+    except OSError:
+        return False
+    return _all_reused(prev, family_hashes(ecfg, sha, root), sha)
 
 
 def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
-                  use_cache: bool = True, preloaded: Any = None) -> dict:
+                  use_cache: bool = True, preloaded: Any = None) -> ItemResult:
     """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
 
     ``preloaded``: an optional future of :func:`evaluate.context.load_item` for this item (the run decodes the next
     video while the current one is scored). Never raises for a broken item: a corrupt video or unreadable metadata
     gives a ``status: failed`` result (also written), with the reason.
     """
-    from harness.io import read_json, write_json
-    from harness.io import sha256_file
+    from harness.io import read_json, sha256_file, write_json
 
     from .context import load_item
     from .perceive import ItemPerception
@@ -265,22 +279,14 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
         video_sha = sha256_file(item_dir / "video.mp4")  # re-hashed: a replaced or truncated video is never reused
     except Exception as exc:
         res = _failed_result(item_dir, meta, _failure(exc))
-        write_json(out_path, res)
+        write_json(out_path, res.to_dict())
         return res
     hashes = family_hashes(ecfg, video_sha, backbones.root)
-    prev = None
-    if out_path.exists() and not force:
-        try:
-            prev = read_json(out_path)
-        except Exception:
-            prev = None
-    if prev and prev.get("status") == "failed":
-        prev = None
-    _drop_retryable(prev)
-    if prev and all(prev.get("family_hashes", {}).get(f) == hashes[f] for f in (*FAMILIES, "validity")) \
-            and prev.get("video_sha256") == video_sha:
-        prev["reused"] = True
+    prev = None if force else _read_result(out_path)
+    if _all_reused(prev, hashes, video_sha):
+        prev.extra["reused"] = True
         return prev
+    kept = _current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
     t_item = time.perf_counter()
     try:
         ctx = preloaded.result() if preloaded is not None else None
@@ -288,45 +294,36 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
             ctx = load_item(item_dir, ecfg, video_sha=video_sha)
     except Exception as exc:
         res = _failed_result(item_dir, meta, _failure(exc))
-        write_json(out_path, res)
+        write_json(out_path, res.to_dict())
         return res
     perc = ItemPerception(ctx, backbones, use_cache=use_cache)
-    metrics: dict = {}
+    metrics: Entries = {}
     timings: dict = {}
     for fam in all_families():
-        if prev and prev.get("family_hashes", {}).get(fam.name) == hashes[fam.name]:
-            metrics.update({k: v for k, v in prev["metrics"].items() if v.get("family") == fam.name})
+        if kept.get(fam.name) == hashes[fam.name]:
+            metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
             continue
         t0 = time.perf_counter()
         for k, v in compute_family(fam, ctx, perc, ecfg).items():
-            v["family"] = fam.name
-            v["settings_hash"] = hashes[fam.name]
+            v.family = fam.name
+            v.settings_hash = hashes[fam.name]
             metrics[k] = v
         timings[fam.name] = time.perf_counter() - t0
-    if prev and prev.get("family_hashes", {}).get("validity") == hashes["validity"]:
-        validity = prev.get("validity", {})
+    if kept.get("validity") == hashes["validity"]:
+        validity = prev.validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
-    failed = sorted(k for k, v in metrics.items() if v["status"] == "failed")
-    result = {
-        "schema_version": SCHEMA_VERSION,
-        "status": "failed" if failed else "done",
-        **({"reason": f"{len(failed)} metric(s) failed: " + "; ".join(
-            f"{k}: {metrics[k]['reason']}" for k in failed[:3])} if failed else {}),
-        "item": meta.get("item"),
-        "case_family": ctx.family,
-        "video_sha256": video_sha,
-        "num_revisits": ctx.num_revisits,
-        "phases": {k: list(v) for k, v in ctx.phases.items()},
-        "settings": asdict(ecfg),
-        "backbones": backbones.provenance(),
-        "family_hashes": hashes,
-        "metrics": metrics,
-        "validity": validity,
-        "timings": {**timings, "item_s": time.perf_counter() - t_item},
-        "timings_generation": meta.get("timings", {}),
-    }
-    write_json(out_path, result)
+    failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
+    result = ItemResult(
+        item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
+        reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
+                if failed else None),
+        case_family=ctx.family, video_sha256=video_sha, num_revisits=ctx.num_revisits,
+        phases={k: list(v) for k, v in ctx.phases.items()}, metrics=metrics, schema_version=SCHEMA_VERSION,
+        extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
+               "validity": validity, "timings": {**timings, "item_s": time.perf_counter() - t_item},
+               "timings_generation": meta.get("timings", {})})
+    write_json(out_path, result.to_dict())
     return result
 
 
@@ -405,24 +402,25 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             results.append(evaluate_item(dirs[i], ecfg, force=force, backbones=backbones, use_cache=use_cache,
                                          preloaded=cur))
             cur = None  # drop this video's frames now: at most two videos are in memory at once
-    failed = [(r.get("item"), r.get("reason", "")) for r in results if r.get("status") == "failed"]
+    failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
-    tables = write_tables(run_dir / "eval", results, ecfg)
-    from .dynamic_scores import write_dynamic_table
+    stored = [r.to_dict() for r in results]  # the run tables below read the metrics.json form
+    tables = write_tables(run_dir / "eval", stored, ecfg)
+    from .report import write_dynamic_table
 
-    tables["dynamic"] = write_dynamic_table(run_dir / "eval", results)  # p_start, S_cond, S_gated, M-score
-    analyses = run_analyses(run_dir / "eval", results, ecfg)
+    tables["dynamic"] = write_dynamic_table(run_dir / "eval", stored)  # p_start, S_cond, S_gated, M-score
+    analyses = run_analyses(run_dir / "eval", stored, ecfg)
     from harness.io import write_json, write_text
 
-    vrows, vmd = validity_table(results)
+    vrows, vmd = validity_table(stored)
     write_json(run_dir / "eval" / "validity.json", {"rows": vrows, "items": [
-        {"item": r.get("item"), "validity": r.get("validity")} for r in results if r.get("validity")]})
+        {"item": r.item, "validity": r.validity} for r in results if r.validity]})
     write_text(run_dir / "eval" / "validity.md", vmd)
     from .html import decay_plot, write_index
 
     data = json.loads((run_dir / "eval" / "analyses.json").read_text())
     plot = decay_plot(run_dir / "eval" / "multi_revisit.png", data["multi_revisit"])
-    page = write_index(run_dir / "eval", results, tables["summary"], plot)
+    page = write_index(run_dir / "eval", stored, tables["summary"], plot)
     total = time.perf_counter() - t0
     from .reporting import build_report
 

@@ -3,7 +3,7 @@
 Each module declares a :class:`Family` whose :class:`Metric` entries own their compute functions (the way
 lm-evaluation-harness metrics do); the stage only orchestrates. A metric names the backbone *roles* it needs; the
 stage iterates the configured backbones of each role (``evaluate.<setting>``), records the unavailable ones as
-``not_computed`` with the reason and a failing one as ``failed`` with the error, and calls ``compute`` with the
+``not_computed`` with the reason and a failing one as ``failed`` with the error (:mod:`evaluate.results`), and calls ``compute`` with the
 others. Formulas stay in :mod:`evaluate.camera`, :mod:`evaluate.memory`, :mod:`evaluate.dynamic` and
 :mod:`evaluate.aggregate`.
 """
@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..results import Entries, MetricEntry, Status, entries
+
 #: backbone role -> the evaluation setting that lists its backbones in order
 ROLE_SETTINGS = {"encoder": "encoders", "face": "face", "tracker": "trackers", "depth": "depth",
                  "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic"}
 # The dynamic-memory judge is not a role: it is a server configured by the ``evaluate.judge`` settings block
 # (evaluate/judge, docs/judge.md), and the dynamic family calls it directly.
 
-Entries = dict[str, dict]
 
 
 @dataclass(frozen=True)
@@ -53,17 +54,14 @@ class Family:
     metrics: tuple[Metric, ...] = field(default_factory=tuple)
 
 
-def entry(metric: str, backbone: str, kind: str, value: float, **extra) -> Entries:
+def entry(metric: str, backbone: str, kind: str, value: float, **details: Any) -> Entries:
     """A computed value, keyed ``metric[backbone]`` (``metric`` alone when ``backbone`` is empty)."""
-    key = f"{metric}[{backbone}]" if backbone else metric
-    return {key: {"metric": metric, "backbone": backbone, "backbone_kind": kind, "status": "computed",
-                  "value": float(value), **extra}}
+    return entries(MetricEntry.computed(metric, backbone, kind, value, **details))
 
 
-def missing(metric: str, backbone: str, reason: str, status: str = "not_computed") -> Entries:
+def missing(metric: str, backbone: str, reason: str, status: Status = Status.NOT_COMPUTED) -> Entries:
     """A value that is not computed (backbone unavailable), not applicable, or failed, with the reason."""
-    key = f"{metric}[{backbone}]" if backbone else metric
-    return {key: {"metric": metric, "backbone": backbone, "status": status, "reason": reason}}
+    return entries(MetricEntry.unavailable(metric, backbone, reason, Status(status)))
 
 
 def all_families() -> tuple[Family, ...]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import camera as formulas
 from ..perception.base import BackboneUnavailable
+from ..results import Status
 from . import Entries, Family, Metric, entry, missing
 
 NOT_TRANSLATING = ("not applicable: the target path does not translate (rotation-only trajectory); Eq. 2 normalises "
@@ -53,13 +54,13 @@ def per_estimator(ctx, perc, ecfg, bb) -> Entries:
         rt = formulas.rpe_translation(target, {label: est}, det)
         out.update(entry(trans_id, label, kind, rt, alignment=det.get(label, {}).get("alignment"), **info))
     else:
-        out.update(missing(trans_id, label, NOT_TRANSLATING, status="not_applicable"))
+        out.update(missing(trans_id, label, NOT_TRANSLATING, status=Status.NOT_APPLICABLE))
     rr = formulas.rpe_rotation(target, est)
     if np.isfinite(rr):
         out.update(entry(rot_id, label, kind, rr, **info))
     else:
         out.update(missing(rot_id, label, "not applicable: the target does not rotate (Eq. 3 is undefined)",
-                           status="not_applicable"))
+                           status=Status.NOT_APPLICABLE))
     return out
 
 
@@ -69,7 +70,7 @@ def paper_trans(ctx, perc, ecfg, bb) -> Entries:
     names = list(ecfg.rpe_trans_estimators)
     tag = "+".join(names)
     if not ctx.translates:
-        return missing(trans_id, "", NOT_TRANSLATING, status="not_applicable")
+        return missing(trans_id, "", NOT_TRANSLATING, status=Status.NOT_APPLICABLE)
     ests, reasons = {}, []
     for n in names:
         try:
@@ -98,7 +99,7 @@ def paper_rot(ctx, perc, ecfg, bb) -> Entries:
     v = formulas.rpe_rotation(ctx.c2w[fr], pe.c2w[fr])
     if not np.isfinite(v):
         return missing(rot_id, "", "not applicable: the target does not rotate (Eq. 3 is undefined)",
-                       status="not_applicable")
+                       status=Status.NOT_APPLICABLE)
     return entry(rot_id, "", "paper", v, estimator=name, pose_source=label, stride=int(ecfg.rpe_stride))
 
 

@@ -130,8 +130,8 @@ def identity(ctx, perc, ecfg, bb) -> Entries:
 
 def ors(ctx, perc, ecfg, bb) -> Entries:
     """MemoBench's object reappearance score over the revisit-phase frames, with the open-vocabulary detector of
-    ``evaluate.ors`` (:func:`evaluate.dynamic_scores.ors_entries`; "not computed" with the reason without weights)."""
-    from ..dynamic_scores import ors_entries
+    ``evaluate.ors`` (:func:`evaluate.ors.ors_entries`; "not computed" with the reason without weights)."""
+    from ..ors import ors_entries
 
     rev = sorted({f for w in ctx.rev_idx for f in w})
     return ors_entries(ctx.frames_at(rev), rev, ctx.phases, {o.id: o.name for o in ctx.case.targets.objects},

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..results import BackboneKind, Entries, MetricEntry, entries
 from .client import JudgeError, JudgeSession, Verdict, session_for
 from .parse import ParseFailure, parse_reply
 from .prompt import JudgeInput, JudgeInputError, build_request, event_dict, images_digest
@@ -32,22 +33,21 @@ METRICS = ("dynamic.overall", "dynamic.started", "dynamic.conditional", "dynamic
            "dynamic.persistence_reset", "dynamic.final_state", "dynamic.causal_physical")
 
 
-def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, dict]:
-    return f"{metric}[{label}]", {"metric": metric, "backbone": label, "backbone_kind": "judge", "status": "computed",
-                                  "value": float(value), **extra}
+def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, MetricEntry]:
+    e = MetricEntry.computed(metric, label, BackboneKind.JUDGE, value, **extra)
+    return e.key, e
 
 
-def not_computed(settings: JudgeSettings, reason: str, retryable: bool) -> dict:
+def not_computed(settings: JudgeSettings, reason: str, retryable: bool) -> Entries:
     """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
     next run even when nothing else changed."""
     label = settings.model
-    return {f"{m}[{label}]": {"metric": m, "backbone": label, "status": "not_computed", "reason": reason,
-                              "retryable": bool(retryable), "judge": {"settings": settings.to_dict()}}
-            for m in METRICS}
+    return entries(*(MetricEntry.unavailable(m, label, reason, retryable=bool(retryable),
+                                             judge={"settings": settings.to_dict()}) for m in METRICS))
 
 
 def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
-               session: Optional[JudgeSession] = None) -> dict:
+               session: Optional[JudgeSession] = None) -> Entries:
     """Judge one video and score its checklist.
 
     Args:
@@ -83,10 +83,10 @@ def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
     if v.started:
         k, e = _entry("dynamic.conditional", label, sc["overall"], judge=record)
     else:
-        k = f"dynamic.conditional[{label}]"
-        e = {"metric": "dynamic.conditional", "backbone": label, "status": "not_computed", "retryable": False,
-             "reason": "gated out: the judge saw no event start in the initial hold (S_cond averages started "
-                       "videos only)", "judge": record}
+        e = MetricEntry.unavailable("dynamic.conditional", label, "gated out: the judge saw no event start in the "
+                                    "initial hold (S_cond averages started videos only)", retryable=False,
+                                    judge=record)
+        k = e.key
     out[k] = e
     return out
 
@@ -111,7 +111,7 @@ def load_item_input(item_dir: Path, stride: int = 8) -> JudgeInput:
                       fps=float(path.fps), event=event_dict((meta.get("case") or {}).get("event")) or {})
 
 
-def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional[JudgeSession] = None) -> dict:
+def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional[JudgeSession] = None) -> Entries:
     """:func:`score_item` on an item folder; unreadable inputs become "not computed" with the reason."""
     settings = JudgeSettings.from_dict(settings)
     try:

@@ -247,17 +247,16 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
 
 
 def _short_table(results: list) -> str:
-    """The computed metrics of this run, grouped by model / context / trajectory / seed (never averaged across
-    them): per group and metric, the mean over that group's cases with n. Ground truth (oracle) never scores."""
+    """The computed metrics of this run (:class:`evaluate.results.ItemResult`), grouped by model / context /
+    trajectory / seed (never averaged across them): per group and metric, the mean over that group's cases with n.
+    Ground truth (oracle) never scores."""
     import numpy as np
 
     groups: dict[tuple, dict[str, list]] = {}
     for r in results:
-        item = r.get("item") or {}
-        g = tuple(str(item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
-        for k, m in r["metrics"].items():
-            if m["status"] == "computed" and m.get("backbone_kind") != "oracle":
-                groups.setdefault(g, {}).setdefault(k, []).append(m["value"])
+        g = tuple(str(r.item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
+        for k, m in r.computed().items():
+            groups.setdefault(g, {}).setdefault(k, []).append(m.value)
     if not groups:
         return "(no metric could be computed with the available backbones; see summary.md)"
     w = max(len(k) for vals in groups.values() for k in vals)

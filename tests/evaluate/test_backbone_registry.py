@@ -15,7 +15,7 @@ import pytest
 
 from evaluate import backbones as bbs
 from evaluate.stage import EvalConfig, evaluate_item, evaluate_run
-from tests.support import ROOT, run_cli
+from tests.support import ROOT, run_cli, stored
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=97", "progress=false", "evaluate=off"]
 ECFG = EvalConfig(bootstrap={"n": 100, "seed": 0})
@@ -183,13 +183,13 @@ def test_missing_weights_give_the_fetch_command_and_present_ones_compute(run_dir
     cfg = EvalConfig(encoders=("tiny-enc", "pixel"), bootstrap={"n": 100, "seed": 0})
     root = tmp_path / "weights"
     out = evaluate_run(run, cfg, weights_root=root)
-    m = out["results"][0]["metrics"]
+    m = stored(out["results"][0])["metrics"]
     key = next(k for k in m if k.startswith("diagnostic.cross_departure[tiny-enc"))
     assert m[key]["status"] == "not_computed"
     assert f"python -m harness weights fetch tiny-enc --root {root}" in m[key]["reason"]
     _save_tiny(root)  # weights appear: the affected families are recomputed, nothing else is needed
     out = evaluate_run(run, cfg, weights_root=root)
-    r = out["results"][0]
+    r = stored(out["results"][0])
     assert r["metrics"]["diagnostic.cross_departure[tiny-enc]"]["status"] == "computed"
     assert r["backbones"]["tiny-enc"]["revision"] == TinyLearned.revision
     assert set(r["backbones"]["tiny-enc"]["files"]) == {"proj.npy", "config.json"}
@@ -203,7 +203,7 @@ def test_corrupt_weights_fail_the_metric_naming_the_file(run_dir, tmp_path, tiny
     (d / "proj.npy").write_bytes(b"not an npy file")
     cfg = EvalConfig(encoders=("tiny-enc",), bootstrap={"n": 100, "seed": 0})
     out = evaluate_run(run, cfg, weights_root=root)
-    e = out["results"][0]["metrics"]["diagnostic.cross_departure[tiny-enc]"]
+    e = stored(out["results"][0])["metrics"]["diagnostic.cross_departure[tiny-enc]"]
     assert e["status"] == "failed" and str(d / "proj.npy") in e["reason"]
     assert out["failed"] and out["evaluated"] == 2  # the rest of the run is evaluated and tabled
 
@@ -215,7 +215,7 @@ def test_a_scoring_setting_change_does_not_rerun_backbones(run_dir, tmp_path, mo
     from evaluate.perception import weightfree
 
     item = _item(_copy_run(run_dir, tmp_path / "run"), "object_coffee")
-    first = evaluate_item(item, ECFG)
+    first = stored(evaluate_item(item, ECFG))
 
     def boom(*a, **k):
         raise AssertionError("backbone re-run")
@@ -224,13 +224,13 @@ def test_a_scoring_setting_change_does_not_rerun_backbones(run_dir, tmp_path, mo
     monkeypatch.setattr(weightfree.PixelEncoder, "encode", boom)
     monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "estimate", boom)
     monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "angles_to", boom)
-    changed = evaluate_item(item, EvalConfig(bootstrap={"n": 100, "seed": 0}, canvas=32), force=True)
+    changed = stored(evaluate_item(item, EvalConfig(bootstrap={"n": 100, "seed": 0}, canvas=32), force=True))
     assert not [k for k, m in changed["metrics"].items() if m["status"] == "failed"]
     geo = "object.geometry[template-ncc]"
     assert changed["metrics"][geo]["status"] == "computed", changed["metrics"][geo]
     assert changed["metrics"][geo]["settings_hash"] != first["metrics"][geo]["settings_hash"]
     # ... while a perception setting (the tracker threshold) does re-run the tracker
-    again = evaluate_item(item, EvalConfig(bootstrap={"n": 100, "seed": 0}, tracker_threshold=0.7))
+    again = stored(evaluate_item(item, EvalConfig(bootstrap={"n": 100, "seed": 0}, tracker_threshold=0.7)))
     assert again["metrics"][geo]["status"] == "failed" and "backbone re-run" in again["metrics"][geo]["reason"]
 
 
@@ -255,9 +255,9 @@ def test_corrupt_video_and_nan_pose_fail_only_their_item_and_metric(run_dir, tmp
 
     monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "estimate", nan_pose)
     out = evaluate_run(run, ECFG)  # the truncated video is re-hashed: its stale metrics.json is not reused
-    assert out["results"][0]["item"]["case_id"] == "environment_rocket" and out["results"][0].get("reused")
+    assert out["results"][0].item["case_id"] == "environment_rocket" and out["results"][0].extra.get("reused")
     out = evaluate_run(run, ECFG, force=True, use_cache=False)
-    by_case = {r["item"]["case_id"]: r for r in out["results"]}
+    by_case = {r.item["case_id"]: stored(r) for r in out["results"]}
     obj = by_case["object_coffee"]
     assert obj["status"] == "failed" and "video.mp4" in obj["reason"] and obj["video_sha256"] is None
     env = by_case["environment_rocket"]["metrics"]
@@ -346,13 +346,13 @@ def test_rpe_rot_uses_adjacent_frames_and_strided_is_a_named_variant():
     target = np.stack([_yaw(10 * i) for i in range(4)])  # steps 10, 10, 10 deg
     est = np.stack([_yaw(a) for a in (0, 10, 24, 34)])  # steps 10, 14, 10 deg
     ctx, perc = _ctx(target), _Perc({"da3": est})
-    out = camera.per_estimator(ctx, perc, EvalConfig(), {"pose": "da3"})
+    out = stored(camera.per_estimator(ctx, perc, EvalConfig(), {"pose": "da3"}))
     assert out["camera.rpe_rot[da3]"]["value"] == pytest.approx(4 / 30)  # |14 - 10| / (10 + 10 + 10)
     assert out["camera.rpe_rot[da3]"]["steps"] == 3
     assert out["camera.rpe_trans[da3]"]["status"] == "not_applicable"
-    strided = camera.per_estimator(ctx, perc, EvalConfig(rpe_stride=2), {"pose": "da3"})
+    strided = stored(camera.per_estimator(ctx, perc, EvalConfig(rpe_stride=2), {"pose": "da3"}))
     assert strided["camera.rpe_rot_strided[da3]"]["value"] == pytest.approx(4 / 20)  # frames 0, 2: 24 vs 20
-    assert camera.paper_rot(ctx, perc, EvalConfig(), {})["camera.rpe_rot"]["value"] == pytest.approx(4 / 30)
+    assert stored(camera.paper_rot(ctx, perc, EvalConfig(), {}))["camera.rpe_rot"]["value"] == pytest.approx(4 / 30)
 
 
 def test_eq2_is_the_mean_over_the_configured_estimators():
@@ -366,13 +366,13 @@ def test_eq2_is_the_mean_over_the_configured_estimators():
     jitter[2, 1, 3] = 0.5
     ctx = _ctx(target)
     perc = _Perc({"da3": exact, "vipe": jitter})
-    per = {n: camera.per_estimator(ctx, perc, EvalConfig(), {"pose": n})[f"camera.rpe_trans[{n}]"]["value"]
+    per = {n: stored(camera.per_estimator(ctx, perc, EvalConfig(), {"pose": n}))[f"camera.rpe_trans[{n}]"]["value"]
            for n in ("da3", "vipe")}
     assert per["da3"] == pytest.approx(0, abs=1e-9) and per["vipe"] > 0.05
-    eq2 = camera.paper_trans(ctx, perc, EvalConfig(), {})["camera.rpe_trans"]
+    eq2 = stored(camera.paper_trans(ctx, perc, EvalConfig(), {}))["camera.rpe_trans"]
     assert eq2["value"] == pytest.approx((per["da3"] + per["vipe"]) / 2)
     assert eq2["per_estimator"] == pytest.approx(per)
-    only = camera.paper_trans(ctx, _Perc({"da3": exact}), EvalConfig(), {})["camera.rpe_trans"]
+    only = stored(camera.paper_trans(ctx, _Perc({"da3": exact}), EvalConfig(), {}))["camera.rpe_trans"]
     assert only["status"] == "not_computed" and "averages da3+vipe" in only["reason"] and "vipe missing" in only["reason"]
 
 
@@ -417,24 +417,24 @@ def test_dynamic_family_scores_the_judges_checklist(tmp_path):
 
     key = "dynamic.overall[Qwen/Qwen3.8-27B]"
     with FakeJudgeServer(lambda body: (True, flipped), script=["500", "500"]) as srv:
-        first = evaluate_item(item, cfg(srv.base_url))
+        first = stored(evaluate_item(item, cfg(srv.base_url)))
         e = first["metrics"][key]
         assert e["status"] == "not_computed" and e["retryable"] and "500" in e["reason"]
         assert first["status"] == "done"  # a judge failure is recorded, not an item failure
         from evaluate.judge import JudgeSettings, session_for
 
         session_for(JudgeSettings.from_dict(cfg(srv.base_url).judge), fresh=True)  # a new run (as evaluate_run does)
-        again = evaluate_item(item, cfg(srv.base_url))
+        again = stored(evaluate_item(item, cfg(srv.base_url)))
         assert set(again["timings"]) == {"dynamic", "item_s"}  # only the retryable family was recomputed
         e = again["metrics"][key]
         assert e["status"] == "computed" and e["value"] == pytest.approx(6 / 8)
         assert e["judge"]["frames"][0] == 0 and e["judge"]["frames"][-1] == 96 and len(e["judge"]["frames"]) == 13
         assert again["metrics"]["dynamic.started[Qwen/Qwen3.8-27B]"]["value"] == 1.0
         n = len(srv.chat_requests())
-        assert evaluate_item(item, cfg(srv.base_url))["reused"] and len(srv.chat_requests()) == n
+        assert stored(evaluate_item(item, cfg(srv.base_url)))["reused"] and len(srv.chat_requests()) == n
     shutil.rmtree(item / "judge")
     with FakeJudgeServer(lambda body: (False, refs)) as srv:  # event never starts: the gate zeroes the score
-        m = evaluate_item(item, cfg(srv.base_url), force=True)["metrics"]
+        m = stored(evaluate_item(item, cfg(srv.base_url), force=True))["metrics"]
         assert m[key]["value"] == 0.0 and m["dynamic.conditional[Qwen/Qwen3.8-27B]"]["status"] == "not_computed"
 
 
@@ -463,10 +463,10 @@ def test_human_identity_uses_valid_faces_inside_tracked_persons(tmp_path, monkey
     item = next((tmp_path / "outputs" / "h").glob("reference/fullkv/seed-1/lrlr/human_astronaut"))
     cfg = EvalConfig(face=("mean-face",), trackers=("template",), bootstrap={"n": 100, "seed": 0})
     MaskedMeanFace.miss = set()
-    e = evaluate_item(item, cfg, use_cache=False)["metrics"]["human.identity[mean-face+template-ncc]"]
+    e = stored(evaluate_item(item, cfg, use_cache=False))["metrics"]["human.identity[mean-face+template-ncc]"]
     assert e["status"] == "computed" and e["value"] > 0.99 and len(e["per_target"]) == 1
     MaskedMeanFace.miss = set(range(1000))  # no face found anywhere: every revisit scores 0 (Eq. 4, Eq. 1)
-    e = evaluate_item(item, cfg, force=True, use_cache=False)["metrics"]["human.identity[mean-face+template-ncc]"]
+    e = stored(evaluate_item(item, cfg, force=True, use_cache=False))["metrics"]["human.identity[mean-face+template-ncc]"]
     assert e["value"] == 0.0 and all(v == [0.0, 0.0] for v in e["per_target"].values())
 
 
@@ -487,7 +487,7 @@ def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir
                 for f in res["metrics"][key]["return_frames"]]
 
     item = _item(_copy_run(run_dir, tmp_path / "run"), "environment_rocket")
-    res = evaluate_item(item, ECFG)
+    res = stored(evaluate_item(item, ECFG))
     assert res["metrics"][key]["return_pose_estimator"] == "classical-opencv"
     assert max(true_errors(item, res)) < 2.0, res["metrics"][key]
     assert all(np.isfinite(q["return_error_deg"]) for q in res["metrics"][key]["qualification"])
@@ -496,7 +496,7 @@ def test_return_frames_are_right_at_small_sizes_and_without_a_direct_fit(run_dir
     monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "angles_to",
                         lambda self, ref, frames, K: np.full(len(frames), np.inf))
     item = _item(_copy_run(run_dir, tmp_path / "run2"), "environment_rocket")
-    res = evaluate_item(item, ECFG)
+    res = stored(evaluate_item(item, ECFG))
     assert max(true_errors(item, res)) < 5.0, res["metrics"][key]  # the chained estimate, not the window's start
 
 
@@ -559,11 +559,11 @@ def test_square_return_frame_is_where_the_loop_closes(tmp_path, monkeypatch):
                  *[a for a in SMALL if not a.startswith("model.num_frames")], "model.num_frames=289"], tmp_path)
     assert r.returncode == 0, r.stderr
     item = next((tmp_path / "outputs" / "sq").glob("reference/fullkv/seed-1/square/environment_rocket"))
-    res = evaluate_item(item, ECFG, use_cache=False)
+    res = stored(evaluate_item(item, ECFG, use_cache=False))
     env = res["metrics"]["environment.visible[pixel-thumb16]"]
     assert env["value"] > 0.99, env
     assert max(res["validity"]["return_frames"]["true_position_error"]) < 0.01, res["validity"]
     monkeypatch.setattr(weightfree.ClassicalPoseEstimator, "parallax_to",
                         lambda self, ref, frames, K: np.full(len(frames), np.inf))
-    res = evaluate_item(item, ECFG, force=True, use_cache=False)
+    res = stored(evaluate_item(item, ECFG, force=True, use_cache=False))
     assert res["metrics"]["environment.visible[pixel-thumb16]"]["return_frames"] != env["return_frames"]

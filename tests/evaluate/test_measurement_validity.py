@@ -34,7 +34,7 @@ from evaluate.memory import (
     spherical_grid,
     spherical_reconstruction_score,
 )
-from tests.support import edited_item_copy
+from tests.support import edited_item_copy, stored
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1. The paper's equations, implemented independently
@@ -463,7 +463,7 @@ def test_degradations_lower_every_frame_based_memory_metric(study, tmp_path):
 
     for case in DEGRADED_CASES:
         src = _item(study, "fullkv", "lrlrlr", case)
-        base = _memory_values(evaluate_item(src, _ecfg()))
+        base = _memory_values(stored(evaluate_item(src, _ecfg())))
         assert {"departure.visible[pixel-thumb16]", "departure.sweep_visible[pixel-thumb16]"} < set(base), base
         # The clean FullKV rollout remembers every memory metric (the return frames the weight-free estimator picks
         # are right at this small size too: its ORB fit runs at a 240-px working size).
@@ -485,7 +485,7 @@ def test_degradations_lower_every_frame_based_memory_metric(study, tmp_path):
             return fr
 
         for name, edit in (("swap", swap), ("noise", noise), ("invert", invert)):
-            got = _memory_values(evaluate_item(_edited_copy(src, tmp_path / f"{case}-{name}", edit), _ecfg()))
+            got = _memory_values(stored(evaluate_item(_edited_copy(src, tmp_path / f"{case}-{name}", edit), _ecfg())))
             for k, v in base.items():
                 if name == "noise" and k.startswith("object.geometry"):
                     continue  # Eq. 5 compares silhouettes: noise that leaves the object's shape intact need not lower it

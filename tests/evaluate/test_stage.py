@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from evaluate.stage import EvalConfig, evaluate_item, evaluate_run
-from tests.support import edited_item_copy, run_cli
+from tests.support import edited_item_copy, run_cli, stored
 
 SMALL = ["model.height=240", "model.width=416", "model.num_frames=193", "progress=false", "evaluate=off"]
 ECFG = EvalConfig(bootstrap={"n": 200, "seed": 0})
@@ -39,7 +39,7 @@ def _values(res: dict) -> dict[str, float]:
 @pytest.mark.slow
 def test_exact_revisit_scores_high_and_oracles_only_judge_estimators(run_dir):
     for case in ("environment_rocket", "object_coffee", "human_astronaut"):
-        res = evaluate_item(_item(run_dir, case), ECFG)
+        res = stored(evaluate_item(_item(run_dir, case), ECFG))
         v = _values(res)
         static = {k: x for k, x in v.items() if k.split(".")[0] in ("environment", "object", "human")}
         assert static, v
@@ -81,17 +81,17 @@ def test_controlled_degradations_lower_scores_monotonically(run_dir, tmp_path):
 
     src = _item(run_dir, "environment_rocket")
     path = load_path(src / "camera.npz")
-    base = _values(evaluate_item(src, FIXED_RETURNS))
+    base = _values(stored(evaluate_item(src, FIXED_RETURNS)))
     # content swapped in the revisit windows
     other = _degraded_copy(src, tmp_path / "swap", _in_revisits(path, lambda f: f[:, ::-1, ::-1].copy()))
-    sw = _values(evaluate_item(other, FIXED_RETURNS))
+    sw = _values(stored(evaluate_item(other, FIXED_RETURNS)))
     for k in ("environment.visible[pixel-thumb16]", "diagnostic.revisit_psnr[pixels]", "diagnostic.revisit_ssim[pixels]"):
         assert sw[k] < base[k] - 0.05 * abs(base[k]), k
     # blur levels
     out = []
     for sigma in (1.0, 2.5, 6.0):
         blur = _in_revisits(path, lambda f, s=sigma: np.stack([cv2.GaussianBlur(x, (0, 0), s) for x in f]))
-        out.append(_values(evaluate_item(_degraded_copy(src, tmp_path / f"blur{sigma}", blur), FIXED_RETURNS)))
+        out.append(_values(stored(evaluate_item(_degraded_copy(src, tmp_path / f"blur{sigma}", blur), FIXED_RETURNS))))
     for k in ("diagnostic.revisit_psnr[pixels]", "diagnostic.revisit_ssim[pixels]"):
         seq = [base[k]] + [o[k] for o in out]
         assert all(a > b for a, b in zip(seq, seq[1:])), (k, seq)
@@ -118,7 +118,7 @@ def test_target_removed_scores_zero_for_that_revisit(run_dir, tmp_path):
         frames[a2:b2][:, m] = fill  # the cup is gone during the second revisit only
         return frames
 
-    res = evaluate_item(_degraded_copy(src, tmp_path / "gone", remove), ECFG)
+    res = stored(evaluate_item(_degraded_copy(src, tmp_path / "gone", remove), ECFG))
     geo = res["metrics"]["object.geometry[template-ncc]"]
     app = res["metrics"]["object.appearance[pixel-thumb16+template-ncc]"]
     assert geo["per_target"]["cup"][1] == 0.0 and app["per_target"]["cup"][1] == 0.0
@@ -128,16 +128,16 @@ def test_target_removed_scores_zero_for_that_revisit(run_dir, tmp_path):
 
 def test_rerun_reuses_and_a_setting_invalidates_only_its_family(run_dir):
     item = _item(run_dir, "object_coffee")
-    first = evaluate_item(item, ECFG)
-    again = evaluate_item(item, ECFG)
+    first = stored(evaluate_item(item, ECFG))
+    again = stored(evaluate_item(item, ECFG))
     assert again.get("reused") is True
-    changed = evaluate_item(item, EvalConfig(bootstrap={"n": 200, "seed": 0}, canvas=32))
+    changed = stored(evaluate_item(item, EvalConfig(bootstrap={"n": 200, "seed": 0}, canvas=32)))
     assert set(changed["timings"]) - {"item_s"} == {"object"}  # only the family whose setting changed
     cam = "camera.rpe_rot[classical-opencv]"
     assert changed["metrics"][cam]["settings_hash"] == first["metrics"][cam]["settings_hash"]
     geo = "object.geometry[template-ncc]"
     assert changed["metrics"][geo]["settings_hash"] != first["metrics"][geo]["settings_hash"]
-    evaluate_item(item, ECFG)  # restore
+    stored(evaluate_item(item, ECFG))  # restore
 
 
 def test_run_tables_and_not_computed_reasons(run_dir):

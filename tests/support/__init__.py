@@ -58,3 +58,11 @@ def edited_item_copy(src: Path, dst: Path, edit) -> Path:
     meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
     write_json(dst / "meta.json", meta)
     return dst
+
+
+def stored(result):
+    """The ``metrics.json`` form of an evaluation result: an :class:`~evaluate.results.ItemResult` -> its dict,
+    ``{key: MetricEntry}`` -> ``{key: dict}`` (what a reader of the files sees)."""
+    if hasattr(result, "to_dict"):
+        return result.to_dict()
+    return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in result.items()}

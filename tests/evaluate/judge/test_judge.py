@@ -20,6 +20,7 @@ from evaluate.judge import (
     parse_reply,
     score_item,
 )
+from tests.support import stored
 from tests.support.fake_judge import FakeJudgeServer
 
 QUESTIONS = [
@@ -112,15 +113,15 @@ def test_request_follows_appendix_d_and_its_key_tracks_answer_settings():
 
 
 def test_an_event_without_eight_questions_is_not_computed_without_contacting_anything(tmp_path):
-    out = score_item(make_input(event={**EVENT, "questions": []}), JudgeSettings(base_url="http://127.0.0.1:9/v1"),
-                     tmp_path)
+    out = stored(score_item(make_input(event={**EVENT, "questions": []}), JudgeSettings(base_url="http://127.0.0.1:9/v1"),
+                     tmp_path))
     e = out["dynamic.overall[Qwen/Qwen3.8-27B]"]
     assert e["status"] == "not_computed" and "0 question(s)" in e["reason"] and e["retryable"] is False
     assert not (tmp_path / "judge").exists()
 
 
 def test_no_server_configured_is_not_computed(tmp_path):
-    out = score_item(make_input(), JudgeSettings(), tmp_path, JudgeSession(JudgeSettings()))
+    out = stored(score_item(make_input(), JudgeSettings(), tmp_path, JudgeSession(JudgeSettings())))
     assert "no judge server configured" in out["dynamic.overall[Qwen/Qwen3.8-27B]"]["reason"]
 
 
@@ -131,7 +132,7 @@ def test_answers_are_scored_persisted_and_reused(tmp_path):
     wrong = ["no"] + REFS[1:]  # q1 wrong
     with FakeJudgeServer(truth(True, wrong), reported_model="qwen3.8-27b-build-7") as srv:
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
         v = values(out)
         assert v["dynamic.overall"] == pytest.approx(7 / 8) and v["dynamic.return_progress"] == 0.5
         assert v["dynamic.started"] == 1.0 and v["dynamic.conditional"] == pytest.approx(7 / 8)
@@ -145,20 +146,20 @@ def test_answers_are_scored_persisted_and_reused(tmp_path):
                    if p["type"] == "image_url")
         assert json.loads((jd / f"{key}.attempts.jsonl").read_text().splitlines()[-1])["raw_response"]
         n = len(srv.chat_requests())
-        again = score_item(make_input(), s, tmp_path, JudgeSession(s))  # a re-run: stored answer, no request
+        again = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))  # a re-run: stored answer, no request
         assert len(srv.chat_requests()) == n and again[f"dynamic.overall[{s.model}]"]["judge"]["cached"] is True
         slower = fast(srv.base_url, timeout=0.9)  # not an answer setting: still reused
-        score_item(make_input(), slower, tmp_path, JudgeSession(slower))
+        stored(score_item(make_input(), slower, tmp_path, JudgeSession(slower)))
         assert len(srv.chat_requests()) == n
         warmer = fast(srv.base_url, temperature=0.5)  # an answer setting: asked again
-        score_item(make_input(), warmer, tmp_path, JudgeSession(warmer))
+        stored(score_item(make_input(), warmer, tmp_path, JudgeSession(warmer)))
         assert len(srv.chat_requests()) == n + 1
 
 
 def test_a_negative_gate_zeroes_the_checklist(tmp_path):
     with FakeJudgeServer(truth(False)) as srv:
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
     v = values(out)
     assert v["dynamic.overall"] == 0.0 and v["dynamic.started"] == 0.0 and "dynamic.conditional" not in v
     assert "gated out" in out[f"dynamic.conditional[{s.model}]"]["reason"]
@@ -172,7 +173,7 @@ def test_a_negative_gate_zeroes_the_checklist(tmp_path):
 def test_transient_faults_are_retried_and_spellings_accepted(tmp_path, faults):
     with FakeJudgeServer(truth(), script=list(faults), hang_s=1.0, slow_s=0.2) as srv:
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
         assert values(out)["dynamic.overall"] == 1.0, out
         assert [r["fault"] for r in srv.chat_requests()] == faults + ["ok"] * (faults[-1] not in ("slow", "variants"))
 
@@ -181,12 +182,12 @@ def test_transient_faults_are_retried_and_spellings_accepted(tmp_path, faults):
 def test_a_malformed_reply_is_repaired_once_then_recorded(tmp_path, fault, why):
     with FakeJudgeServer(truth(), script=[fault]) as srv:  # repaired by the re-ask
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path / "a", JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path / "a", JudgeSession(s)))
         assert values(out)["dynamic.overall"] == 1.0 and out[f"dynamic.overall[{s.model}]"]["judge"]["repaired"]
         assert len(srv.chat_requests()) == 2
     with FakeJudgeServer(truth(), script=[fault, fault]) as srv:  # still malformed: recorded, never guessed
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path / "b", JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path / "b", JudgeSession(s)))
         e = out[f"dynamic.overall[{s.model}]"]
         assert e["status"] == "not_computed" and "after one repair" in e["reason"] and why in e["reason"]
         assert e["retryable"] and len(srv.chat_requests()) == 2
@@ -198,8 +199,8 @@ def test_401_stops_the_run_with_a_clear_reason(tmp_path, monkeypatch):
     with FakeJudgeServer(truth(), require_key="right-key-5678") as srv:
         s = fast(srv.base_url, api_key_env="JUDGE_TEST_KEY")
         sess = JudgeSession(s)
-        a = score_item(make_input(0), s, tmp_path / "a", sess)
-        b = score_item(make_input(1), s, tmp_path / "b", sess)
+        a = stored(score_item(make_input(0), s, tmp_path / "a", sess))
+        b = stored(score_item(make_input(1), s, tmp_path / "b", sess))
         assert "401 unauthorized" in a[f"dynamic.overall[{s.model}]"]["reason"]
         assert "$JUDGE_TEST_KEY" in b[f"dynamic.overall[{s.model}]"]["reason"]
         assert srv.chat_requests() == []  # the pre-flight already failed: nothing else sent
@@ -208,7 +209,7 @@ def test_401_stops_the_run_with_a_clear_reason(tmp_path, monkeypatch):
 def test_wrong_model_name_lists_what_is_served(tmp_path):
     with FakeJudgeServer(truth(), served=["Qwen/Qwen3-VL-8B-Instruct"]) as srv:
         s = fast(srv.base_url)
-        out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
         r = out[f"dynamic.overall[{s.model}]"]["reason"]
         assert "'Qwen/Qwen3.8-27B' is not served" in r and "Qwen3-VL-8B-Instruct" in r
         assert srv.chat_requests() == []
@@ -220,7 +221,7 @@ def test_unreachable_server_is_not_computed_quickly(tmp_path):
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     s = fast(f"http://127.0.0.1:{port}/v1")
-    out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+    out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
     r = out[f"dynamic.overall[{s.model}]"]["reason"]
     assert "unusable" in r and "connection failed" in r
 
@@ -229,8 +230,8 @@ def test_failure_budget_stops_sending_and_says_why(tmp_path):
     with FakeJudgeServer(truth(), script=["500"] * 100) as srv:
         s = fast(srv.base_url, failure_budget=1, max_retries=1)
         sess = JudgeSession(s)
-        a = score_item(make_input(0), s, tmp_path / "a", sess)
-        b = score_item(make_input(1), s, tmp_path / "b", sess)
+        a = stored(score_item(make_input(0), s, tmp_path / "a", sess))
+        b = stored(score_item(make_input(1), s, tmp_path / "b", sess))
         assert "gave up after 2 attempts" in a[f"dynamic.overall[{s.model}]"]["reason"]
         rb = b[f"dynamic.overall[{s.model}]"]["reason"]
         assert "failure budget spent" in rb and b[f"dynamic.overall[{s.model}]"]["retryable"]
@@ -242,7 +243,7 @@ def test_the_key_never_reaches_a_file(tmp_path, monkeypatch):
     monkeypatch.setenv("JUDGE_SECRET", key)
     with FakeJudgeServer(truth(), require_key=key, script=["500", "garbage"]) as srv:
         s = fast(srv.base_url, api_key_env="JUDGE_SECRET")
-        out = score_item(make_input(), s, tmp_path, JudgeSession(s))
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
         assert values(out)["dynamic.overall"] == 1.0 and all(r["auth_ok"] for r in srv.requests)
     (tmp_path / "metrics.json").write_text(json.dumps(out))
     for p in tmp_path.rglob("*"):
@@ -255,9 +256,8 @@ def test_the_key_never_reaches_a_file(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_judge_check_command(tmp_path):
-    from tests.support import run_cli
-
     from evaluate.judge import check_server
+    from tests.support import run_cli
 
     lines: list[str] = []
     assert check_server({}, out=lines.append) == 2 and "no server configured" in lines[0]

@@ -19,10 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
 
 
 def test_report_page_in_headless_chromium(tmp_path):
-    from tests.support.report_data import make_run
-
     from evaluate.reporting import build_report
     from evaluate.reporting.browser import check_page, problems
+    from tests.support.report_data import make_run
 
     run = make_run(tmp_path, models=("evoke", "lingbot_v2"), contexts=("fullkv", "fov"),
                    trajectories=("lrlr", "lrlrlr"), cases=1, seeds=(1,))

@@ -492,10 +492,15 @@ def test_help_in_a_fresh_process_imports_no_torch(tmp_path):
 
 
 def _res(model, context, trajectory, seed, value, kind="diagnostic"):
-    return {"item": {"model": model, "context": context, "trajectory": trajectory, "seed": seed},
-            "metrics": {"environment.visible[pixel-thumb16]": {"status": "computed", "value": value,
-                                                               "backbone_kind": kind},
-                        "environment.depth[oracle]": {"status": "computed", "value": 1.0, "backbone_kind": "oracle"}}}
+    from evaluate.results import ItemResult
+
+    return ItemResult.from_dict({
+        "item": {"model": model, "context": context, "trajectory": trajectory, "seed": seed},
+        "metrics": {"environment.visible[pixel-thumb16]": {"metric": "environment.visible",
+                                                           "backbone": "pixel-thumb16", "status": "computed",
+                                                           "value": value, "backbone_kind": kind},
+                    "environment.depth[oracle]": {"metric": "environment.depth", "backbone": "oracle",
+                                                  "status": "computed", "value": 1.0, "backbone_kind": "oracle"}}})
 
 
 def test_groups_are_kept_apart_and_oracles_left_out():

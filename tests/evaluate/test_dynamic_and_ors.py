@@ -6,14 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluate.dynamic_scores import (
-    best_valid_confidence,
-    dynamic_summary,
-    object_reappearance_score,
-    ors_for_item,
-    trigger_conditioned,
-)
+from evaluate.dynamic import dynamic_summary, trigger_conditioned
+from evaluate.ors import best_valid_confidence, object_reappearance_score, ors_for_item
 from evaluate.perception.base import BackboneUnavailable
+from tests.support import stored
 
 
 def test_trigger_conditioned_is_the_harmonic_mean_of_coverage_and_conditional_score():
@@ -104,17 +100,17 @@ def test_owl_detector_fails_offline_with_instructions(tmp_path):
 
 @pytest.mark.slow
 def test_ors_entries_for_the_stage(tiny_owl):
-    from evaluate.dynamic_scores import ors_entries
+    from evaluate.ors import ors_entries
     from evaluate.stage import EvalConfig
 
     rng = np.random.default_rng(1)
     frames = rng.integers(0, 255, size=(3, 24, 40, 3), dtype=np.uint8)
     phases = {"V": (0, 8), "D1": (8, 16), "R1": (16, 24), "H": (24, 32)}
-    missing = ors_entries(frames, [16, 20, 23], phases, {"cat": "cat"}, {})
+    missing = stored(ors_entries(frames, [16, 20, 23], phases, {"cat": "cat"}, {}))
     assert missing["object.ors[owlv2-base-patch16-ensemble]"]["status"] == "not_computed"
     assert "weights_root" in missing["object.ors[owlv2-base-patch16-ensemble]"]["reason"]
     cfg = {"weights_root": str(tiny_owl.parent), "name": tiny_owl.name, "threshold": 0.0, "area_range": [0.0, 1.0]}
-    e = ors_entries(frames, [16, 20, 23], phases, {"cat": "cat", "rug": "rug"}, cfg)[f"object.ors[{tiny_owl.name}]"]
+    e = stored(ors_entries(frames, [16, 20, 23], phases, {"cat": "cat", "rug": "rug"}, cfg))[f"object.ors[{tiny_owl.name}]"]
     assert e["status"] == "computed"
     assert e["value"] == pytest.approx((e["per_target"]["cat"]["ors"] + e["per_target"]["rug"]["ors"]) / 2)
     assert e["per_target"]["cat"]["detection_rate"] == 1.0  # threshold 0 and any area: every frame detects
