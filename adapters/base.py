@@ -396,7 +396,7 @@ class Adapter(ABC):
 
 def build_adapter(model_cfg: dict[str, Any]):
     """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
-    from harness.registry import load_object
+    from harness.config_groups import load_object
 
     ref = model_cfg.get("adapter")
     if not ref:

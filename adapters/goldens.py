@@ -35,7 +35,7 @@ def compile_item(model: str, trajectory: str, out_dir: Path, context: str = "pap
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(group_yaml("model", model))

@@ -1,6 +1,6 @@
 """The backbone registry: every perception backbone by name, imported lazily, with its kind.
 
-Like the model registry (``harness/registry.py``), a backbone is a ``"module:Class"`` reference, so listing, config
+Like the model registry (``harness/config_groups.py``), a backbone is a ``"module:Class"`` reference, so listing, config
 checks and ``python -m harness weights list`` never import torch or a backbone library. Adding a backbone is one
 line here plus its module under ``evaluate/perception/``; the evaluation stage never names a backbone.
 
@@ -15,7 +15,7 @@ Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
 
 Learned backbones follow one contract (class attributes ``name``, ``kind``, ``hf_repo``, ``revision``, ``files``,
 ``library``, ``recipe`` and ``load(weights_dir, device)``); their weights live at ``<weights_root>/<name>/`` in the
-library's own save format (:mod:`evaluate.weights`).
+library's own save format (:mod:`evaluate.weights`, which knows nothing of this registry).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from typing import Any, Optional
 
 from harness.errors import ConfigError
 
+from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
+from .weights import BackboneStatus, FolderState, WeightsContract, fetch_command, folder_status
+from .weights import weights_root as default_weights_root
 
 KINDS = ("paper", "estimator", "diagnostic", "oracle")
 
@@ -88,7 +91,7 @@ class UnknownBackboneError(ConfigError):
 def spec(name: str) -> BackboneSpec:
     """The registered backbone ``name``; :class:`UnknownBackboneError` with a did-you-mean otherwise."""
     if name not in BACKBONES:
-        from harness.registry import did_you_mean
+        from harness.config_groups import did_you_mean
 
         raise UnknownBackboneError(f"unknown backbone {name!r}.{did_you_mean(name, sorted(BACKBONES))} "
                                    f"Registered: {', '.join(sorted(BACKBONES))} (evaluate/backbones.py)")
@@ -123,21 +126,15 @@ def import_class(s: BackboneSpec) -> type:
     return cls
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda:0`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through.
-    torch is imported only for ``auto`` and only when a learned backbone is actually loaded."""
-    import re
-
-    if device == "auto":
-        try:
-            import torch
-
-            return "cuda:0" if torch.cuda.is_available() else "cpu"
-        except ImportError:
-            return "cpu"
-    if device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device):
-        return device
-    raise ConfigError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
+def status(s: BackboneSpec, root: Path, hash_files: bool = False) -> BackboneStatus:
+    """The offline status of backbone ``s``'s weights folder under ``root`` (its class imported for its file list;
+    a class that cannot be imported is reported with the reason, its files unknown)."""
+    try:
+        cls = import_class(s)
+    except BackboneUnavailable as exc:
+        return folder_status(s.name, root, None, hash_files, import_error=f"module {s.ref.split(':')[0]} not "
+                             f"installed ({exc})")
+    return folder_status(s.name, root, WeightsContract.of(cls), hash_files)
 
 
 class TimedBackbone:
@@ -175,10 +172,8 @@ class BackboneSet:
     """
 
     def __init__(self, ecfg: Any, weights_root: Optional[Path] = None):
-        from .weights import weights_root as default_root
-
         self.ecfg = ecfg
-        self.root = Path(weights_root) if weights_root else default_root()
+        self.root = Path(weights_root) if weights_root else default_weights_root()
         self.clock: dict[str, float] = {"backbone_s": 0.0, "load_s": 0.0}
         self._loaded: dict[str, Any] = {}
         self._errors: dict[str, BaseException] = {}
@@ -201,21 +196,19 @@ class BackboneSet:
         return self._loaded[name]
 
     def _load(self, s: BackboneSpec) -> TimedBackbone:
-        from .weights import backbone_status
-
         cls = None
         if s.learned:
-            st = backbone_status(s, self.root, hash_files=False)
-            if st["state"] == "missing":
+            st = status(s, self.root)
+            if st.state is FolderState.MISSING:
                 raise BackboneUnavailable(
-                    f"backbone {s.name!r} ({s.description}): weights not found at {st['dir']} "
-                    f"(missing {', '.join(st['missing'][:3])}); fetch them with: {fetch_command(s.name, self.root)} "
+                    f"backbone {s.name!r} ({s.description}): weights not found at {st.dir} "
+                    f"(missing {', '.join(st.missing[:3])}); fetch them with: {fetch_command(s.name, self.root)} "
                     "(nothing is downloaded during a run)")
             cls = import_class(s)
             t0 = time.perf_counter()
             opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
             try:
-                inst = cls.load(Path(st["dir"]), resolve_device(getattr(self.ecfg, "device", "auto")), **opts)
+                inst = cls.load(st.dir, resolve_device(getattr(self.ecfg, "device", "auto")), **opts)
             except TypeError as exc:
                 if not opts:
                     raise
@@ -235,14 +228,8 @@ class BackboneSet:
 
 
 def provenance(s: BackboneSpec, cls: type, root: Path) -> dict:
-    from .weights import backbone_status
-
-    st = backbone_status(s, root, hash_files=True, cls=cls)
+    st = folder_status(s.name, root, WeightsContract.of(cls), hash_files=True)
     return {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(cls, "name", s.name),
             "library": getattr(cls, "library", None), "hf_repo": getattr(cls, "hf_repo", None),
             "revision": getattr(cls, "revision", None), "recipe": getattr(cls, "recipe", None),
-            "weights_dir": st["dir"], "files": st.get("sha256", {})}
-
-
-def fetch_command(name: str, root: Path) -> str:
-    return f"python -m harness weights fetch {name} --root {root}"
+            "weights_dir": str(st.dir), "files": st.sha256}

@@ -57,7 +57,7 @@ def _safe_name(manifest: Path, i: int, key: str, value: Any) -> str:
 def _checked_entries(folder: Path, manifest: Path, cases: dict) -> list[dict]:
     """Every entry validated before anything is written: required keys, known case and trajectory, plain model /
     context names, an integer seed and a video file inside ``folder``."""
-    from harness.registry import check_choice
+    from harness.config_groups import check_choice
 
     out = []
     root = folder.resolve()
@@ -89,7 +89,7 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
     checked before anything is written."""
     from harness.io import write_json
     from harness.outputs import WorkItem
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.io import sha256_file
     from harness.outputs import rebuild_manifest
     from harness.cases import load_cases_from_config

@@ -15,8 +15,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from trajectories.phases import departure
+
 from .backbones import BackboneSet, spec
-from .context import ItemContext
+from .item import EvalItem
 from .perception.base import BackboneUnavailable, PoseEstimate
 
 CACHE_DIR = ".eval-cache"
@@ -42,7 +44,7 @@ class ItemPerception:
         ctx: the item. backbones: the run's loaded backbones. use_cache: read/write the on-disk cache.
     """
 
-    def __init__(self, ctx: ItemContext, backbones: BackboneSet, use_cache: bool = True):
+    def __init__(self, ctx: EvalItem, backbones: BackboneSet, use_cache: bool = True):
         self.ctx, self.backbones, self.use_cache = ctx, backbones, use_cache
         self._memo: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
@@ -242,7 +244,7 @@ class ItemPerception:
             ref = est[0]
             frames, qual = [], []
             for k, w in enumerate(ctx.rev_idx):
-                d = ctx.phases.get(f"D{k + 1}")
+                d = ctx.phases.get(departure(k + 1))
                 dep_frames = [f for f in ctx.sample_idx if d and d[0] <= f < d[1]]
                 dep = max((float(np.degrees(geodesic_angle(ref[:3, :3], est[f][:3, :3]))) for f in dep_frames),
                           default=0.0)

@@ -8,24 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def numbered_phases(phases: dict[str, tuple[int, int]], prefix: str) -> list[tuple[int, int]]:
-    """[(start, end)] of ``<prefix>1 .. <prefix>k`` in order (half-open frame ranges)."""
-    out, k = [], 1
-    while f"{prefix}{k}" in phases:
-        out.append(tuple(phases[f"{prefix}{k}"]))
-        k += 1
-    return out
+from trajectories.phases import PhaseKind, numbered
 
 
 def revisit_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
-    """The prescribed revisits ``R1..Rk``."""
-    return numbered_phases(phases, "R")
+    """The prescribed revisits ``R1..Rk`` (half-open frame ranges, in order)."""
+    return numbered(phases, PhaseKind.RETURN)
 
 
 def departure_windows(phases: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
-    """The departures ``D1..Dk``."""
-    return numbered_phases(phases, "D")
+    """The departures ``D1..Dk`` (half-open frame ranges, in order)."""
+    return numbered(phases, PhaseKind.DEPART)
 
 
 def frames_near(c2w: np.ndarray, frames: list[int], poses: np.ndarray, tolerance_deg: float,

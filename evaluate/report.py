@@ -12,7 +12,7 @@ import numpy as np
 
 from .aggregate import bootstrap_ci
 from .dynamic import dynamic_summary
-from .registry import METRICS, higher_is_better
+from .catalog import METRICS, higher_is_better
 
 
 def _key(r: dict) -> tuple[str, str, str]:

@@ -2,7 +2,7 @@
 
 Orchestration only. What is measured lives elsewhere:
 
-* :mod:`evaluate.context`: the typed per-item context (video decoded once, phases, windows, case, ground truth);
+* :mod:`evaluate.item`: one item as evaluation sees it (video decoded once, phases, windows, case, ground truth);
 * :mod:`evaluate.backbones`: the backbone registry (lazy ``module:Class``, kinds paper/estimator/diagnostic/oracle);
 * :mod:`evaluate.perceive`: backbone outputs per item, batched and cached per (video sha256, backbone, settings);
 * :mod:`evaluate.families`: one module per metric family, each metric owning its compute function;
@@ -31,8 +31,9 @@ from harness.errors import ConfigError
 from harness.io import JsonLinesError
 
 from . import memory as mem
-from .backbones import BACKBONES, BackboneSet, check_names, resolve_device, spec
+from .backbones import BACKBONES, BackboneSet, check_names, spec
 from .families import ROLE_SETTINGS, Family, all_families, missing
+from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
@@ -88,9 +89,9 @@ class EvalConfig:
             if isinstance(v, list):
                 d[k] = tuple(v)
         if "ors" in d:
-            from .ors import ORS_DEFAULTS
-
             from trajectories.fields import check_fields
+
+            from .ors import ORS_DEFAULTS
 
             check_fields("evaluate.ors", d["ors"] or {}, ORS_DEFAULTS, ConfigError)
         # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
@@ -203,7 +204,7 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemRes
     """A whole item that could not be evaluated: every metric its case family reports, failed with the reason."""
     meta = meta or {}
     fam = (meta.get("case") or {}).get("family", "?")
-    from .registry import METRICS
+    from .catalog import METRICS
 
     ids = sorted(i for i, m in METRICS.items() if m.paper and m.family in ("camera", "quality", fam)
                  and not i.endswith("_strided"))
@@ -260,13 +261,13 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
                   use_cache: bool = True, preloaded: Any = None) -> ItemResult:
     """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
 
-    ``preloaded``: an optional future of :func:`evaluate.context.load_item` for this item (the run decodes the next
+    ``preloaded``: an optional future of :func:`evaluate.item.load_item` for this item (the run decodes the next
     video while the current one is scored). Never raises for a broken item: a corrupt video or unreadable metadata
     gives a ``status: failed`` result (also written), with the reason.
     """
     from harness.io import read_json, sha256_file, write_json
 
-    from .context import load_item
+    from .item import load_item
     from .perceive import ItemPerception
     from .validity import item_validity
 
@@ -379,7 +380,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         it = tqdm(done, desc="evaluate", unit="video")
     from concurrent.futures import ThreadPoolExecutor
 
-    from .context import load_item
+    from .item import load_item
 
     # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
     # items whose metrics will be reused are not decoded at all.

@@ -1,27 +1,28 @@
-"""One weights root for every learned backbone, and ``python -m harness weights list|fetch|verify``.
+"""The weights store: one root for every learned backbone, its folders' offline status, and the pinned download.
 
 Layout: ``<weights_root>/<backbone name>/`` holds the files the backbone's library saves (for DINOv2 under
 transformers: a ``save_pretrained`` folder, ``config.json`` + ``model.safetensors``). The root is, in order:
 ``paths.weights`` (config / ``--root``), the environment variable ``WORLDMEM_WEIGHTS``, or
 ``$XDG_CACHE_HOME/worldmem/weights`` (default ``~/.cache/worldmem/weights``).
 
-Checksums: a backbone class may pin ``sha256 = {file: hex}``; ``weights fetch`` also records the sha256 of every
-file it downloaded in ``<dir>/.worldmem-weights.json`` (with the repository and revision), and ``verify`` compares
-the files with the pinned values, else with that record. Nothing here is called during an evaluation run except
-the offline status check; downloads happen only through ``weights fetch``.
+Checksums: a backbone class may pin ``sha256 = {file: hex}``; a download also records the sha256 of every file it
+fetched in ``<dir>/.worldmem-weights.json`` (with the repository and revision), and a verification compares the
+files with the pinned values, else with that record. Nothing here is called during an evaluation run except the
+offline status check; downloads happen only through ``python -m harness weights fetch`` (:mod:`harness.app.weights`).
+This module knows nothing of the backbone registry: callers pass each backbone's :class:`WeightsContract`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from harness.io import sha256_file
-from harness.errors import ConfigError, MissingDependencyError
+from harness.errors import MissingDependencyError
+from harness.io import sha256_file, write_json
 
 RECORD = ".worldmem-weights.json"
 
@@ -37,187 +38,144 @@ def weights_root(configured: Optional[str | Path] = None) -> Path:
     return Path(cache) / "worldmem" / "weights"
 
 
-def _class_attrs(spec: Any, cls: Optional[type]) -> dict:
-    """The class's weights contract; imported lazily (``list`` tolerates a backbone whose module is absent)."""
-    if cls is None:
-        from .backbones import import_class
-        from .perception.base import BackboneUnavailable
-
-        try:
-            cls = import_class(spec)
-        except BackboneUnavailable as exc:
-            return {"files": (), "import_error": str(exc)}
-    return {"files": tuple(getattr(cls, "files", ()) or ()), "hf_repo": getattr(cls, "hf_repo", None),
-            "revision": getattr(cls, "revision", None), "sha256": dict(getattr(cls, "sha256", {}) or {}),
-            "library": getattr(cls, "library", None)}
+def fetch_command(name: str, root: Optional[Path] = None) -> str:
+    """The command that downloads backbone ``name``'s pinned weights (into ``root`` when given)."""
+    return f"python -m harness weights fetch {name}" + (f" --root {root}" if root is not None else "")
 
 
-def backbone_status(spec: Any, root: Path, hash_files: bool = False, cls: Optional[type] = None) -> dict:
+@dataclass(frozen=True)
+class WeightsContract:
+    """What a learned backbone class declares about its weights (class attributes ``files``, ``hf_repo``,
+    ``revision``, ``sha256``, ``library``)."""
+
+    files: tuple[str, ...] = ()
+    hf_repo: Optional[str] = None
+    revision: Optional[str] = None
+    sha256: dict[str, str] = field(default_factory=dict)
+    library: Optional[str] = None
+
+    @staticmethod
+    def of(cls: type) -> "WeightsContract":
+        return WeightsContract(files=tuple(getattr(cls, "files", ()) or ()), hf_repo=getattr(cls, "hf_repo", None),
+                               revision=getattr(cls, "revision", None),
+                               sha256=dict(getattr(cls, "sha256", {}) or {}), library=getattr(cls, "library", None))
+
+
+class FolderState(str, Enum):
+    PRESENT = "present"
+    MISSING = "missing"
+    #: the backbone's module is not importable, so its file list is unknown (the folder is reported as is)
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Checksum(str, Enum):
+    OK = "ok"
+    MISMATCH = "mismatch"
+    #: nothing to compare with: no pinned sha256 and no download record
+    UNPINNED = "unpinned"
+    #: not hashed (a listing, or files missing)
+    UNCHECKED = "-"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class BackboneStatus:
     """Offline status of one learned backbone's folder.
 
-    Returns ``{name, dir, state: present|missing|unknown, missing: [files], size: bytes, revision, hf_repo,
-    sha256: {file: hex} (when hashed), checksum: ok|mismatch:<file>|unpinned|-}``. ``unknown``: the backbone's
-    module is not importable, so its file list is unknown (the folder is reported as is).
-    """
-    d = Path(root) / spec.name
-    a = _class_attrs(spec, cls)
-    files = a["files"]
-    out: dict[str, Any] = {"name": spec.name, "dir": str(d), "revision": a.get("revision"),
-                           "hf_repo": a.get("hf_repo"), "library": a.get("library")}
-    if not files:
+    ``missing``: the declared files that are absent; ``size``: bytes in the folder; ``sha256``: file -> hex (when
+    hashed); ``checksum`` with ``mismatch_file`` naming the first file that differs; ``note``: why the state is
+    unknown."""
+
+    name: str
+    dir: Path
+    state: FolderState
+    contract: WeightsContract
+    missing: list[str] = field(default_factory=list)
+    size: int = 0
+    sha256: dict[str, str] = field(default_factory=dict)
+    checksum: Checksum = Checksum.UNCHECKED
+    mismatch_file: Optional[str] = None
+    note: str = ""
+
+    @property
+    def checksum_text(self) -> str:
+        """``ok``, ``unpinned``, ``-`` or ``mismatch:<file>`` (what a listing prints)."""
+        return f"mismatch:{self.mismatch_file}" if self.checksum is Checksum.MISMATCH else self.checksum.value
+
+
+def folder_status(name: str, root: Path, contract: Optional[WeightsContract], hash_files: bool = False,
+                  import_error: Optional[str] = None) -> BackboneStatus:
+    """The status of ``<root>/<name>/`` against ``contract`` (None with ``import_error``: the class could not be
+    imported, so only the folder's presence is known)."""
+    d = Path(root) / name
+    c = contract or WeightsContract()
+    if not c.files:
         exists = d.is_dir() and any(d.iterdir())
         # without its module the file list is unknown: an absent folder is still "missing", a filled one "unknown";
         # an importable class that declares no files needs none (e.g. a judge served by an endpoint)
-        if "import_error" in a:
-            state = "unknown" if exists else "missing"
+        if import_error is not None:
+            state = FolderState.UNKNOWN if exists else FolderState.MISSING
         else:
-            state, exists = "present", True
-        out.update(state=state, missing=[] if exists else ["(folder)"], size=_size(d), checksum="-",
-                   note=f"module {spec.ref.split(':')[0]} not installed" if "import_error" in a else "")
-        return out
-    missing = [f for f in files if not (d / f).is_file()]
-    out.update(state="missing" if missing else "present", missing=missing, size=_size(d))
+            state, exists = FolderState.PRESENT, True
+        return BackboneStatus(name, d, state, c, missing=[] if exists else ["(folder)"], size=_size(d),
+                              note=import_error or "")
+    missing = [f for f in c.files if not (d / f).is_file()]
+    st = BackboneStatus(name, d, FolderState.MISSING if missing else FolderState.PRESENT, c, missing=missing,
+                        size=_size(d))
     if hash_files and not missing:
-        out["sha256"] = {f: sha256_file(d / f) for f in files}
-        out["checksum"] = _compare(d, a, out["sha256"])
-    else:
-        out["checksum"] = "-"
-    return out
+        st.sha256 = {f: sha256_file(d / f) for f in c.files}
+        st.checksum, st.mismatch_file = _compare(d, c, st.sha256)
+    return st
 
 
 def _size(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
 
 
-def _compare(d: Path, attrs: dict, got: dict[str, str]) -> str:
-    pinned = attrs.get("sha256") or {}
+def _compare(d: Path, c: WeightsContract, got: dict[str, str]) -> tuple[Checksum, Optional[str]]:
+    pinned = c.sha256
     if not pinned and (d / RECORD).is_file():
         try:
             pinned = json.loads((d / RECORD).read_text()).get("sha256", {})
         except (OSError, json.JSONDecodeError):
-            return f"mismatch:{RECORD} (unreadable)"
+            return Checksum.MISMATCH, f"{RECORD} (unreadable)"
     if not pinned:
-        return "unpinned"
+        return Checksum.UNPINNED, None
     for f, h in sorted(got.items()):
         if f in pinned and pinned[f] != h:
-            return f"mismatch:{f}"
-    return "ok"
+            return Checksum.MISMATCH, f
+    return Checksum.OK, None
 
 
-def _learned() -> list:
-    from .backbones import BACKBONES
-
-    return [s for s in BACKBONES.values() if s.learned]
-
-
-def _select(names: list[str]) -> list:
-    from .backbones import spec
-
-    if not names or names == ["all"]:
-        return _learned()
-    out = []
-    for n in names:
-        s = spec(n)
-        if not s.learned:
-            raise ConfigError(f"backbone {n!r} is weight-free: nothing to fetch")
-        out.append(s)
-    return out
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def cmd_list(root: Path, names: list[str], verify: bool) -> int:
-    """Print name, repository@revision, present/missing, size and checksum state; non-zero when verify fails."""
-    rows = [backbone_status(s, root, hash_files=verify) for s in _select(names)]
-    print(f"weights root: {root}")
-    print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
-    bad = 0
-    for r in rows:
-        rev = f"{r.get('hf_repo') or '-'}@{(r.get('revision') or '-')[:12]}"
-        print(f"{r['name']:<12} {rev:<48} {r['state']:<8} {_human(r['size']):>10}  {r['checksum']}"
-              + (f"  missing: {', '.join(r['missing'])}" if r["state"] == "missing" and r["missing"] else "")
-              + (f"  ({r['note']})" if r.get("note") else ""))
-        if verify and r["state"] == "present" and r["checksum"].startswith("mismatch"):
-            print(f"error: {r['name']}: checksum mismatch in {r['dir']}/{r['checksum'].split(':', 1)[1]}: "
-                  f"re-fetch with: python -m harness weights fetch {r['name']} --root {root}", file=sys.stderr)
-            bad += 1
-        if verify and r["state"] == "missing":
-            bad += 1
-    return 1 if bad else 0
-
-
-def fetch(s: Any, root: Path) -> Path:
+def download(name: str, contract: WeightsContract, root: Path, recipe: Optional[str] = None) -> Path:
     """Download one backbone's pinned files with ``huggingface_hub`` into ``<root>/<name>/`` (resumable: the hub
     client keeps partial downloads), then record and check their sha256. Raises ``RuntimeError`` with the reason."""
-    from .backbones import import_class
-
-    cls = import_class(s)
-    a = _class_attrs(s, cls)
-    if not a.get("hf_repo") or not a.get("revision"):
-        raise RuntimeError(f"backbone {s.name!r} has no pinned hf_repo/revision; install its weights by hand into "
-                           f"{root / s.name} (see {getattr(cls, 'recipe', 'docs/evaluation.md')})")
+    d = Path(root) / name
+    if not contract.hf_repo or not contract.revision:
+        raise RuntimeError(f"backbone {name!r} has no pinned hf_repo/revision; install its weights by hand into "
+                           f"{d} (see {recipe or 'docs/evaluation.md'})")
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
         raise MissingDependencyError("weights fetch", "eval", str(exc)) from exc
-    d = root / s.name
     d.mkdir(parents=True, exist_ok=True)
     try:
-        snapshot_download(repo_id=a["hf_repo"], revision=a["revision"], local_dir=str(d),
-                          allow_patterns=list(a["files"]) or None)
+        snapshot_download(repo_id=contract.hf_repo, revision=contract.revision, local_dir=str(d),
+                          allow_patterns=list(contract.files) or None)
     except Exception as exc:  # offline, unknown revision, auth: say which and how to continue
-        raise RuntimeError(f"fetching {s.name!r} ({a['hf_repo']}@{a['revision']}) failed: {type(exc).__name__}: "
-                           f"{exc}. Re-run on a machine with internet access (the download resumes), or copy the "
-                           f"folder to {d}") from exc
-    st = backbone_status(s, root, hash_files=True, cls=cls)
-    if st["state"] != "present":
-        raise RuntimeError(f"{s.name}: downloaded, but {', '.join(st['missing'])} is missing in {d}")
-    pinned = a.get("sha256") or {}
-    for f, h in st["sha256"].items():
-        if f in pinned and pinned[f] != h:
-            raise RuntimeError(f"{s.name}: checksum mismatch for {d / f} (expected {pinned[f]}, got {h})")
-    from harness.io import write_json
-
-    write_json(d / RECORD, {"hf_repo": a["hf_repo"], "revision": a["revision"], "sha256": st["sha256"]})
+        raise RuntimeError(f"fetching {name!r} ({contract.hf_repo}@{contract.revision}) failed: "
+                           f"{type(exc).__name__}: {exc}. Re-run on a machine with internet access (the download "
+                           f"resumes), or copy the folder to {d}") from exc
+    st = folder_status(name, root, contract, hash_files=True)
+    if st.state is not FolderState.PRESENT:
+        raise RuntimeError(f"{name}: downloaded, but {', '.join(st.missing)} is missing in {d}")
+    for f, h in st.sha256.items():
+        if f in contract.sha256 and contract.sha256[f] != h:
+            raise RuntimeError(f"{name}: checksum mismatch for {d / f} (expected {contract.sha256[f]}, got {h})")
+    write_json(d / RECORD, {"hf_repo": contract.hf_repo, "revision": contract.revision, "sha256": st.sha256})
     return d
-
-
-def main(argv: list[str]) -> int:
-    """``python -m harness weights list|fetch|verify [names] [--root DIR]`` (exit 2 on user errors)."""
-    ap = argparse.ArgumentParser(prog="python -m harness weights", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=("list", "fetch", "verify"))
-    ap.add_argument("names", nargs="*", help="backbone names (default: all learned backbones)")
-    ap.add_argument("--root", default=None, help="weights root (default: $WORLDMEM_WEIGHTS or the user cache)")
-    rest = []
-    root_arg = None
-    for a in argv:  # also accept the Hydra spelling paths.weights=DIR
-        if a.startswith("paths.weights="):
-            root_arg = a.split("=", 1)[1]
-        else:
-            rest.append(a)
-    args = ap.parse_args(rest)
-    root = weights_root(args.root or root_arg)
-    try:
-        if args.action == "list":
-            return cmd_list(root, args.names, verify=False)
-        if args.action == "verify":
-            return cmd_list(root, args.names, verify=True)
-        failed = 0
-        for s in _select(args.names):
-            try:
-                d = fetch(s, root)
-                print(f"ok  {s.name:<12} {d}")
-            except Exception as exc:  # report each backbone, go on with the others
-                print(f"error: {exc}", file=sys.stderr)
-                failed += 1
-        return 1 if failed else 0
-    except ConfigError as exc:  # an unknown or weight-free backbone name (UnknownBackboneError is one)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2

@@ -134,7 +134,7 @@ class Case(_Strict):
             raise ValueError(f"list at least one trajectory of {known}")
         unknown = [t for t in v if t not in known]
         if unknown:
-            from .registry import did_you_mean
+            from .config_groups import did_you_mean
 
             raise ValueError(f"unknown trajectory {unknown[0]!r}.{did_you_mean(unknown[0], known)} Known: {known}")
         return v
@@ -201,7 +201,7 @@ class Case(_Strict):
 def known_trajectories() -> list[str]:
     """Trajectory names a case may list: the ``conf/trajectory`` group (built-ins plus any added there)."""
     try:
-        from .registry import list_group
+        from .config_groups import list_group
 
         return list_group("trajectory") or list(KNOWN_TRAJECTORIES)
     except Exception:  # conf not importable (a stripped install): the built-ins

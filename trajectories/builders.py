@@ -17,10 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.errors import ConfigError
+
 from .conventions import fov_from_intrinsics, rotmat_from_yaw_pitch, se3
 from .fields import check_fields
 from .path import CameraPath, Segment
-from harness.errors import ConfigError
+from .phases import HOLD, VIEW, departure, revisit
 
 
 class TrajectoryError(ConfigError):
@@ -169,7 +171,7 @@ def _trans_move(p0: np.ndarray, p1: np.ndarray) -> Callable:
 def _segments(spec: TrajectorySpec) -> list[_Seg]:
     t = spec.timing
     zero = np.zeros(3)
-    segs: list[_Seg] = [("V", "hold", "hold", t.initial_hold, _const(0.0, 0.0, zero))]
+    segs: list[_Seg] = [(VIEW, "hold", "hold", t.initial_hold, _const(0.0, 0.0, zero))]
     if spec.kind == "rotation":
         for k, direction in enumerate(spec.cycles, start=1):
             axis, sign = DIRECTIONS[direction]
@@ -177,18 +179,18 @@ def _segments(spec: TrajectorySpec) -> list[_Seg]:
             away = (amp, 0.0) if axis == "yaw" else (0.0, amp)
             out_lbl = {"left": "L", "right": "R", "up": "U", "down": "D"}[direction]
             back_lbl = {"L": "R", "R": "L", "U": "D", "D": "U"}[out_lbl]
-            segs.append((f"D{k}", out_lbl, "move", t.move, _rot_move(axis, 0.0, amp)))
-            segs.append((f"D{k}", "hold", "hold", t.away_hold, _const(*away, zero)))
-            segs.append((f"R{k}", back_lbl, "move", t.move, _rot_move(axis, amp, 0.0)))
-            segs.append((f"R{k}", "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
+            segs.append((departure(k), out_lbl, "move", t.move, _rot_move(axis, 0.0, amp)))
+            segs.append((departure(k), "hold", "hold", t.away_hold, _const(*away, zero)))
+            segs.append((revisit(k), back_lbl, "move", t.move, _rot_move(axis, amp, 0.0)))
+            segs.append((revisit(k), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
     else:
         s = spec.side
         corners = [np.zeros(3), np.array([0, 0, s]), np.array([s, 0, s]), np.array([s, 0, 0]), np.zeros(3)]
         for leg, (p0, p1) in zip("FRBL", zip(corners[:-1], corners[1:])):
-            phase = "R1" if leg == "L" else "D1"
+            phase = revisit(1) if leg == "L" else departure(1)
             segs.append((phase, leg, "move", t.move, _trans_move(np.asarray(p0, float), np.asarray(p1, float))))
-        segs.append(("R1", "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
-    segs.append(("H", "hold", "hold", t.final_hold, _const(0.0, 0.0, zero)))
+        segs.append((revisit(1), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
+    segs.append((HOLD, "hold", "hold", t.final_hold, _const(0.0, 0.0, zero)))
     return [sg for sg in segs if sg[3] > 0]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .conventions import CONVENTION_TAG, yaw_pitch_from_rotmat
+from .phases import PhaseKind, count, numbered
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ class CameraPath:
     @property
     def num_revisits(self) -> int:
         """Number of prescribed revisits (phases ``R1..Rk``)."""
-        return sum(1 for p in self.phases if p.startswith("R") and p[1:].isdigit())
+        return count(self.phases, PhaseKind.RETURN)
 
     def revisit_windows(self) -> list[tuple[int, int]]:
         """Frame ranges of ``R1..Rk`` in order."""
-        return [self.phases[f"R{k}"] for k in range(1, self.num_revisits + 1)]
+        return numbered(self.phases, PhaseKind.RETURN)
 
     def yaw_pitch_deg(self) -> tuple[np.ndarray, np.ndarray]:
         yaw, pitch = yaw_pitch_from_rotmat(self.c2w[:, :3, :3])

@@ -28,7 +28,7 @@ class Metric:
     """One metric of a family.
 
     Attributes:
-        id: the metric id of :mod:`evaluate.registry` (key prefix in ``metrics.json``).
+        id: the metric id of :mod:`evaluate.catalog` (key prefix in ``metrics.json``).
         roles: backbone roles, iterated over the configured backbones of each (their product).
         compute: ``(ctx, perception, ecfg, backbones: {role: name}) -> {key: entry}``.
         applies: ``(ctx, ecfg) -> bool`` (e.g. only object cases).

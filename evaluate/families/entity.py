@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from trajectories.phases import departure
+
 from .. import memory as mem
 from ..aggregate import rollout_score
 from ..protocol import sample_every
@@ -63,7 +65,7 @@ def evidence(ctx, trk: dict) -> dict:
     for tid, t in trk.items():
         rows = []
         for k in range(ctx.num_revisits):
-            d = ctx.phases.get(f"D{k + 1}")
+            d = ctx.phases.get(departure(k + 1))
             dep = any(not t[f][1] for f in t if d and d[0] <= f < d[1])
             ret = any(t[f][1] for f in ctx.rev_idx_arrived[k])
             rows.append({"departed": dep, "returned": ret})

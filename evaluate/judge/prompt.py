@@ -17,10 +17,13 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from trajectories.phases import Phase, PhaseKind
+
 from .settings import PROMPT_VERSION, JudgeSettings
 
 QUESTION_IDS = tuple(f"q{i}" for i in range(1, 9))
-_PHASE_NAMES = {"V": "initial hold", "D": "departure", "R": "revisit", "H": "final stationary hold"}
+_PHASE_NAMES = {PhaseKind.VIEW: "initial hold", PhaseKind.DEPART: "departure", PhaseKind.RETURN: "revisit",
+                PhaseKind.HOLD: "final stationary hold"}
 
 SYSTEM = ("You are a careful, impartial evaluator of generated videos. You judge only what the frames show, and you "
           "reply with a single JSON object and nothing else.")
@@ -68,8 +71,12 @@ def phase_of(t: int, phases: Mapping[str, Sequence[int]]) -> str:
 
 
 def _phase_label(name: str) -> str:
-    base = _PHASE_NAMES.get(name[:1], name)
-    return f"{base} {name[1:]}" if name[1:].isdigit() else base
+    try:
+        phase = Phase.parse(name)
+    except ValueError:  # a label of another writer's path: shown as it is
+        return name
+    base = _PHASE_NAMES[phase.kind]
+    return f"{base} {phase.index}" if phase.index else base
 
 
 def encode_frame(frame: np.ndarray, size: int) -> str:

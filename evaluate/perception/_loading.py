@@ -9,9 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.errors import ConfigError
+
+from ..weights import fetch_command
+
 
 def fetch_hint(name: str) -> str:
-    return f"get the pinned weights with `python -m harness weights fetch {name}`"
+    return f"get the pinned weights with `{fetch_command(name)}`"
 
 
 def require_files(name: str, weights_dir: Path, files: Iterable[str]) -> list[Path]:
@@ -62,12 +66,20 @@ def torch_load(name: str, path: Path) -> Any:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when available else ``cpu``; anything else is passed through (``cpu``, ``cuda:1``)."""
-    if device == "auto":
-        import torch
+    """``auto`` -> ``cuda:0`` when torch sees a GPU, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through;
+    anything else is a :class:`ConfigError` naming ``evaluate.device``. torch is imported only for ``auto``."""
+    import re
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+    if device == "auto":
+        try:
+            import torch
+
+            return "cuda:0" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            return "cpu"
+    if device == "cpu" or re.fullmatch(r"cuda(:\d+)?", str(device)):
+        return device
+    raise ConfigError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
 
 
 def dir_has_weights(weights_dir: Path, files: Iterable[str]) -> bool:

@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from evaluate.registry import METRICS
+from evaluate.catalog import METRICS
 
 from .cells import Cell
 from .collect import Item

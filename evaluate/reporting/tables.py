@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 
-from evaluate.registry import METRICS
+from evaluate.catalog import METRICS
 
 from .cells import Cell, Term, Unit, count_cell, mean_cell, ratio_cell
 from .collect import Item, per_revisit

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from harness import PROJECT_ROOT
-from harness.registry import conf_dir
+from harness.config_groups import conf_dir
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def bench_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evaluate.stage import EvalConfig, evaluate_run
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(args.run) if args.run else None

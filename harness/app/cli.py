@@ -42,7 +42,7 @@ _DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before 
 
 def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
-    from harness.registry import UnknownChoiceError, check_choice
+    from harness.config_groups import UnknownChoiceError, check_choice
 
     out = [a if (i == 0 or a not in COMMANDS) else f"cmd={a}" for i, a in enumerate(argv)]
     _check_slurm(out[1:])
@@ -76,14 +76,12 @@ def _check_slurm(args: list[str]) -> None:
 
 
 def _cmd_list(cfg: dict[str, Any]) -> None:
-    from harness.registry import group_yaml, list_group
+    from harness.config_groups import group_description, list_group
 
     for group in ("model", "context", "trajectory", "cases", "launcher", "experiment"):
         print(f"{group}:")
         for name in list_group(group):
-            data = group_yaml(group, name) or {}
-            desc = data.get("description") if isinstance(data, dict) else None
-            print(f"  {name:<18}{desc or ''}".rstrip())
+            print(f"  {name:<18}{group_description(group, name)}".rstrip())
 
 
 def _cmd_validate(cfg: dict[str, Any]) -> None:
@@ -107,7 +105,7 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.preview import preview_path
 
-    from harness.registry import model_config_with_local
+    from harness.config_groups import model_config_with_local
 
     adapter = build_adapter(model_config_with_local(cfg))
     mc = adapter.config
@@ -417,7 +415,7 @@ def main() -> None:
 
     setup_logging()  # the default level until the config (and its verbosity) is known
     if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
-        from evaluate.weights import main as weights_main
+        from harness.app.weights import main as weights_main
 
         sys.exit(weights_main(sys.argv[2:]))
     if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`

@@ -82,7 +82,7 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
 def resolve_context(ctx: dict[str, Any], adapter: Any):
     """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
         ctx = group_yaml("context", adapter.config.paper_context)
@@ -96,7 +96,7 @@ def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
 
     from adapters.base import build_adapter
 
-    from harness.registry import check_choice, group_yaml, model_config_with_local
+    from harness.config_groups import check_choice, group_yaml, model_config_with_local
 
     run_dir = run_dir_for(cfg.get("output_root", "outputs"), cfg.get("run", "default"))
     seed = cfg.get("seed")

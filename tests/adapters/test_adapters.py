@@ -37,7 +37,7 @@ def test_native_controls_decode_back_to_the_request(model, trajectory, tmp_path)
     from adapters.base import ItemRequest, build_adapter
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.residuals import pose_residual
     from trajectories import TrajectorySpec
 
@@ -176,7 +176,7 @@ def get_data(num_frames, height, width, pil_image, device=None, dtype=None, key_
 
 
 def _standin_config(model: str, tmp_path: Path, checkout: Path) -> dict:
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     ckpt = tmp_path / "weights"
     ckpt.mkdir(exist_ok=True)
@@ -196,7 +196,7 @@ def _standin_config(model: str, tmp_path: Path, checkout: Path) -> dict:
 def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     """End to end through a stand-in that enforces upstream's contract: flags, call sites, output location."""
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
@@ -251,7 +251,7 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
 
 
 def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"

@@ -44,7 +44,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def _compile_all(model_cfg: dict, cases, trajectory: str, root: Path, context: str | None = None):
     from adapters.base import ItemRequest, build_adapter
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(model_cfg)
@@ -85,7 +85,7 @@ def _assert_same(cached, plain):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_cached_compile_writes_the_uncached_bytes(model, cases, tmp_path):
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     snap_c, snap_p, cached, plain = _cached_vs_uncached(group_yaml("model", model), cases, "lrlr", tmp_path)
     assert snap_c.keys() == snap_p.keys() and len(snap_c) > 3 * 3
@@ -99,7 +99,7 @@ def test_cached_compile_writes_the_uncached_bytes(model, cases, tmp_path):
 @pytest.mark.parametrize("change", [{"fps": 12.0}, {"height": 352, "width": 640}, {"default_hfov_deg": 75.0}])
 def test_a_changed_cache_key_input_is_a_miss(change, cases, tmp_path):
     """Warm the caches with the stock config, then compile a changed one: identical to compiling it uncached."""
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     base = group_yaml("model", "sana_wm")
     changed = {**base, **change}
@@ -113,7 +113,7 @@ def test_a_changed_cache_key_input_is_a_miss(change, cases, tmp_path):
 
 
 def test_a_changed_context_policy_is_a_miss(cases, tmp_path):
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     cfg = group_yaml("model", "lingbot_v2")
     _compile_all(cfg, cases[:1], "lrlr", tmp_path / "warm", context="fov")
@@ -126,7 +126,7 @@ def test_a_changed_image_is_a_miss(cases, tmp_path):
     import cv2
 
     from harness.cases import load_case_set
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     folder = tmp_path / "set"
     shutil.copytree(Path(cases[0].source).parent, folder)

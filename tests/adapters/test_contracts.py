@@ -29,7 +29,7 @@ SHIM_MODULES = {"hy_worldplay/runner.py": "adapters.hy_worldplay.runner", "matri
 
 def _contexts(model: str) -> list[str]:
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     return list(build_adapter(group_yaml("model", model)).supported_contexts())
 
@@ -46,7 +46,7 @@ def _cases():
 @pytest.mark.parametrize("model", MODELS)
 def test_contract_matches_the_model_config(model):
     """One contract per upstream model, at the commit the model config pins, every fact with a source."""
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     c = contracts.load(model)
     cfg = group_yaml("model", model)
@@ -113,7 +113,7 @@ def test_command_sh_parses_under_the_contract(model, trajectory, context, tmp_pa
         mod.build_parser().parse_args(launch.shim_args)
     expected_launcher = c.entry.get("launcher")
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     cfg = build_adapter(group_yaml("model", model)).config
     if cfg.launch == "torchrun":
@@ -303,7 +303,7 @@ def test_mg3_square_keys_are_held_not_pulsed(tmp_path):
 def test_lingbot_canvas_rule_is_464x832():
     from adapters.base import build_adapter
     from adapters.lingbot.adapter import wan_canvas
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     assert np.sqrt(480 * 832 * (480 / 832)) < 480  # aspect ratio first, as upstream: 479.99999999999994
     assert wan_canvas(480, 832, 480 * 832) == (464, 832)
@@ -318,7 +318,7 @@ def test_lingbot_v2_fov_shim_gets_1508_and_K_rescale(tmp_path):
     from adapters.lingbot_v2.fov_runner import build_parser
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
 
     c = contracts.load("lingbot_v2")

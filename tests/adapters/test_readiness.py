@@ -12,7 +12,7 @@ from adapters.upstream import root_cause
 
 def _adapter(model: str, **over):
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     return build_adapter({**group_yaml("model", model), **over})
 

@@ -19,7 +19,7 @@ from adapters.base import (  # noqa: E402
 from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics  # noqa: E402
 from harness.cases import load_case_set  # noqa: E402
 from harness.context import ContextPolicy, ContextSelector  # noqa: E402
-from harness.registry import group_yaml  # noqa: E402
+from harness.config_groups import group_yaml  # noqa: E402
 from tests.support.upstream_reference import sana_camera_conditions  # noqa: E402
 from trajectories import TrajectorySpec  # noqa: E402
 from trajectories.conventions import relative_to_first  # noqa: E402

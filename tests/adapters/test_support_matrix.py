@@ -19,7 +19,7 @@ from adapters.base import (
     build_adapter,
 )
 from harness.context import POLICY_NAMES
-from harness.registry import group_yaml, list_group
+from harness.config_groups import group_yaml, list_group
 
 MODELS = list_group("model")
 CONTEXTS = list_group("context")

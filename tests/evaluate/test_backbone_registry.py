@@ -56,9 +56,9 @@ def test_unknown_backbone_wrong_role_and_oracle_as_estimator_are_user_errors():
 
 
 def test_registry_and_weights_listing_import_no_torch():
-    code = ("import sys; from evaluate import stage, backbones, weights; "
+    code = ("import sys; from evaluate import stage, backbones, weights; from harness.app import weights as cli; "
             "from evaluate.families import all_families; all_families(); "
-            "weights.cmd_list(weights.weights_root('/nonexistent'), [], False); "
+            "cli.cmd_list(weights.weights_root('/nonexistent'), [], False); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -120,7 +120,7 @@ def _save_tiny(root: Path) -> Path:
 
 
 def test_weights_list_offline_names_every_backbone_and_its_state(tmp_path, capsys):
-    from evaluate.weights import main
+    from harness.app.weights import main
 
     assert main(["list", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -145,23 +145,29 @@ def test_weights_cli_through_the_harness_entry_point(tmp_path):
 
 def test_weights_present_checksum_record_and_mismatch(tmp_path, tiny_registered, capsys, monkeypatch):
     from evaluate import weights
+    from harness.app.weights import main
 
     d = _save_tiny(tmp_path)
-    st = weights.backbone_status(tiny_registered, tmp_path, hash_files=True)
-    assert st["state"] == "present" and st["checksum"] == "unpinned" and len(st["sha256"]) == 2
-    (d / weights.RECORD).write_text(json.dumps({"sha256": st["sha256"]}))
-    assert weights.main(["verify", "tiny-enc", "--root", str(tmp_path)]) == 0
+    st = bbs.status(tiny_registered, tmp_path, hash_files=True)
+    assert st.state is weights.FolderState.PRESENT and st.checksum is weights.Checksum.UNPINNED
+    assert len(st.sha256) == 2
+    (d / weights.RECORD).write_text(json.dumps({"sha256": st.sha256}))
+    assert bbs.status(tiny_registered, tmp_path, hash_files=True).checksum is weights.Checksum.OK
+    assert main(["verify", "tiny-enc", "--root", str(tmp_path)]) == 0
     np.save(d / "proj.npy", np.zeros((64, 8)))  # replaced behind the record's back
-    assert weights.main(["verify", "tiny-enc", "--root", str(tmp_path)]) == 1
-    assert "checksum mismatch in" in capsys.readouterr().err and "proj.npy" in st["sha256"]
+    bad = bbs.status(tiny_registered, tmp_path, hash_files=True)
+    assert bad.checksum is weights.Checksum.MISMATCH and bad.mismatch_file == "proj.npy"
+    assert main(["verify", "tiny-enc", "--root", str(tmp_path)]) == 1
+    assert "checksum mismatch in" in capsys.readouterr().err and "proj.npy" in st.sha256
 
 
 def test_fetch_offline_fails_clearly_and_writes_nothing(tmp_path, tiny_registered, monkeypatch, capsys):
     pytest.importorskip("huggingface_hub")
     from evaluate import weights
+    from harness.app.weights import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert weights.main(["fetch", "tiny-enc", "--root", str(tmp_path)]) == 1
+    assert main(["fetch", "tiny-enc", "--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "fetching 'tiny-enc' (example/tiny-enc@0123456789abcdef" in err and "the download resumes" in err
     assert not (tmp_path / "tiny-enc" / weights.RECORD).exists()

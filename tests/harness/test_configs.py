@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from adapters.base import build_adapter
-from harness.registry import list_group
+from harness.config_groups import list_group
 from tests.support import compose
 
 MODELS = list_group("model")
@@ -75,7 +75,7 @@ def test_upstream_models_share_a_base_that_is_not_a_model():
     """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
     reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
     from adapters.goldens import MODELS as UPSTREAM
-    from harness.registry import UnknownChoiceError, check_choice, group_yaml
+    from harness.config_groups import UnknownChoiceError, check_choice, group_yaml
 
     assert "_upstream_base" not in MODELS
     with pytest.raises(UnknownChoiceError):
@@ -86,8 +86,8 @@ def test_upstream_models_share_a_base_that_is_not_a_model():
         assert ("upstream_dir" in composed) == (model in UPSTREAM), model
     over = compose(["model=evoke", "model.checkpoint=/w"])["model"]
     assert over["checkpoint"] == "/w" and over["python"] is None
-    from harness.registry import GROUPS
-    from harness.registry import list_group as options
+    from harness.config_groups import GROUPS
+    from harness.config_groups import list_group as options
 
     for group in GROUPS:  # other groups' defaults (overrides of other packages) are returned as written
         for name in options(group):
@@ -122,7 +122,7 @@ def test_unknown_fields_are_named_with_a_suggestion(section, override, error):
     """Every typed section refuses an unknown key the same way: dotted key, did-you-mean, allowed list."""
     from adapters.base import build_adapter
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
 
     build = {"context": lambda d: ContextPolicy.from_dict({**group_yaml("context", "sliding"), **d}),

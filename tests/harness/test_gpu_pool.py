@@ -116,7 +116,7 @@ POOL_UPSTREAM = STANDIN / "pool_upstream.py"
 
 @pytest.mark.slow
 def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch):
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
@@ -157,7 +157,7 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
 
 def test_a_job_bigger_than_the_pool_is_refused_up_front(tmp_path):
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import gpu_pool_for, job_gpus
 
     mg3 = build_adapter(group_yaml("model", "matrix_game3"))  # 7 ranks + 1 async-VAE GPU = 8

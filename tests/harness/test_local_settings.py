@@ -33,7 +33,7 @@ def _compose(local_dir, *overrides):
 
 def test_snippet_merges_only_into_its_own_model(local_dir):
     from adapters.base import build_adapter
-    from harness.registry import model_config_with_local
+    from harness.config_groups import model_config_with_local
 
     blocks = yaml.safe_load(documented_snippet())["models"]
     for model in ("lingbot_v2", "matrix_game3", "evoke"):
@@ -49,7 +49,7 @@ def test_snippet_merges_only_into_its_own_model(local_dir):
 
 def test_snippet_leaves_the_reference_model_untouched(local_dir):
     from adapters.base import build_adapter
-    from harness.registry import model_config_with_local
+    from harness.config_groups import model_config_with_local
 
     cfg = _compose(local_dir, "model=reference")
     assert model_config_with_local(cfg) == cfg["model"]
@@ -58,7 +58,7 @@ def test_snippet_leaves_the_reference_model_untouched(local_dir):
 
 def test_bad_local_blocks_name_the_key(tmp_path):
     from adapters.base import ModelConfigError, build_adapter
-    from harness.registry import UnknownChoiceError, model_config_with_local
+    from harness.config_groups import UnknownChoiceError, model_config_with_local
 
     d = tmp_path / "c"
     (d / "local").mkdir(parents=True)
@@ -90,7 +90,7 @@ def test_documented_local_recipe_runs_the_study_dry_run_and_the_default_run(loca
 
 def test_global_package_variant_also_works(tmp_path):
     """With ``# @package _global_`` the blocks live under ``local.models`` (and other global keys may follow)."""
-    from harness.registry import model_config_with_local
+    from harness.config_groups import model_config_with_local
 
     d = tmp_path / "g"
     (d / "local").mkdir(parents=True)

@@ -325,7 +325,7 @@ def test_every_domain_error_is_a_user_error():
     from harness.gpu_pool import DeviceConfigError
     from harness.io import JsonLinesError
     from harness.outputs import PlanError
-    from harness.registry import UnknownChoiceError
+    from harness.config_groups import UnknownChoiceError
     from trajectories import TrajectoryError
 
     classes = (CaseError, ModelConfigError, UnsupportedContextError, ContextConfigError, UnknownChoiceError,
@@ -352,7 +352,7 @@ def test_adapter_reference_errors(tmp_path, monkeypatch):
     """A module that needs a package that is not installed is a missing dependency (naming the extra); a reference
     to a module or class that does not exist is a config error; a missing module of our own is a bug."""
     from harness.errors import ConfigError, MissingDependencyError
-    from harness.registry import load_object
+    from harness.config_groups import load_object
 
     (tmp_path / "needs_missing_pkg.py").write_text("import surely_not_installed_pkg_xyz\nclass A: pass\n")
     (tmp_path / "broken_own_import.py").write_text("import harness.surely_not_a_module_xyz\nclass A: pass\n")

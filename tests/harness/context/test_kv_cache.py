@@ -273,7 +273,7 @@ def test_lingbot_v2_policy_mapping_and_fov_command(tmp_path):
     from adapters.base import ItemRequest, ModelConfigError, build_adapter
     from adapters.lingbot.adapter import lingbot_context_args
     from harness.cases import load_case_set
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     a = build_adapter(group_yaml("model", "lingbot_v2"))
     assert lingbot_context_args(POLICIES["fullkv"], a.config) == []

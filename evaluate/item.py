@@ -1,4 +1,4 @@
-"""The typed per-item context of the evaluation stage: one item's video (decoded once), phases, revisit windows,
+"""One item as the evaluation stage sees it (:class:`EvalItem`): its video (decoded once), phases, revisit windows,
 case and, for the built-in reference model only, its ground-truth geometry.
 
 Frames are (T, H, W, 3) uint8 RGB, every frame of the video in order (decoded once, with PyAV). Poses are OpenCV
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+
+from trajectories.phases import VIEW
 
 from .protocol import frames_near, revisit_windows, sample_every, window_frames
 
@@ -38,7 +40,7 @@ class OracleGeometry:
 
 
 @dataclass
-class ItemContext:
+class EvalItem:
     """Everything one item's metrics read. Built by :func:`load_item`; the metric families never open files.
 
     Attributes:
@@ -110,14 +112,13 @@ def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_trans
     return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
-def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> ItemContext:
+def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> EvalItem:
     """Read ``meta.json`` + ``camera.npz`` and decode every frame of ``video.mp4`` once.
 
     Raises ``ValueError`` naming the file for a video that cannot be decoded or is shorter than its path.
     """
     from harness.cases import Case
-    from harness.io import read_json
-    from harness.io import sha256_file
+    from harness.io import read_json, sha256_file
     from harness.video import iter_frames
     from trajectories import load_path
 
@@ -141,7 +142,7 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
     if frames is None or n < T:
         raise ValueError(f"{video}: decoded {n} frames, camera.npz has {T} (truncated or corrupt video)")
     windows = revisit_windows(path.phases)
-    V = path.phases["V"]
+    V = path.phases[VIEW]
     idx = set(sample_every(ecfg.memory_stride, 0, T)) | {0, T - 1}
     for w in windows:
         idx |= set(window_frames(w, ecfg.memory_stride))
@@ -149,7 +150,7 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Ite
     rev_idx = [window_frames(w, ecfg.memory_stride) for w in windows]
     c2w = np.asarray(path.c2w, np.float64)
     kind = str(path.params.get("kind", "rotation"))
-    return ItemContext(
+    return EvalItem(
         dir=item_dir, meta=meta, item=meta.get("item") or {}, case=Case(**meta["case"]), video=video, video_sha=sha,
         frames=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
         phases={k: (int(a), int(b)) for k, (a, b) in path.phases.items()}, windows=windows,

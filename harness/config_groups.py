@@ -7,7 +7,9 @@ is just a YAML file (in a Hydra search-path folder) that points at an importable
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import importlib
 from pathlib import Path
 from typing import Any
@@ -38,43 +40,44 @@ def list_group(group: str) -> list[str]:
     return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_")) if d.is_dir() else []
 
 
+#: groups whose options are values of their own package (``model: {...}``); the others (``launcher``,
+#: ``experiment``, ``debug``) configure other packages through their ``defaults:`` and are read as written
+VALUE_GROUPS = ("model", "context", "trajectory", "cases", "evaluate")
+
+
 def group_yaml(group: str, name: str) -> dict[str, Any]:
-    """The YAML mapping of ``conf/<group>/<name>.yaml``; raises :class:`UnknownChoiceError` if absent.
-
-    A ``defaults:`` list made only of same-group bases (bare names, e.g. ``_upstream_base``) and ``_self_`` is
-    merged as Hydra merges it (in list order, ``_self_`` last unless listed). Any other ``defaults:`` (overrides of
-    other groups: ``experiment``, ``launcher`` files) configures other packages and is returned as written.
-    """
+    """The config of option ``name`` of ``group`` as Hydra composes it (its ``defaults:`` merged by Hydra itself,
+    e.g. ``conf/model/_upstream_base.yaml`` under every upstream model); raises :class:`UnknownChoiceError` if
+    absent. Options of the groups that configure other packages (``launcher``, ``experiment``, ``debug``) are
+    returned as written. A fresh copy on every call (callers may change it)."""
     check_choice(group, name)
-    return _with_defaults(group, name, ())
+    if group not in VALUE_GROUPS:
+        return yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    return copy.deepcopy(_composed(group, name))
 
 
-def _is_base_entry(entry: Any) -> bool:
-    return isinstance(entry, str) and not any(c in entry for c in "/@ ")
-
-
-def _with_defaults(group: str, name: str, seen: tuple[str, ...]) -> dict[str, Any]:
-    if name in seen:
-        raise ConfigError(f"conf/{group}/{name}.yaml: defaults cycle {' -> '.join((*seen, name))}")
+def group_description(group: str, name: str) -> str:
+    """The ``description:`` line of an option, read from its file (listing composes nothing)."""
     data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
-    defaults = data.get("defaults") or []
-    if not defaults or not all(_is_base_entry(e) for e in defaults):
-        return data
-    data = {k: v for k, v in data.items() if k != "defaults"}
-    if "_self_" not in defaults:
-        defaults = [*defaults, "_self_"]
-    out: dict[str, Any] = {}
-    for entry in defaults:
-        out = _merge(out, data if entry == "_self_" else _with_defaults(group, entry, (*seen, name)))
-    return out
+    desc = data.get("description") if isinstance(data, dict) else None
+    return str(desc or "")
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` merged into ``base`` recursively (mappings merge, everything else is replaced), as OmegaConf does."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+@functools.lru_cache(maxsize=256)
+def _composed(group: str, name: str) -> dict[str, Any]:
+    """``compose(config_name="<group>/<name>")[group]`` through Hydra's compose API: inside a running app with its
+    search path (Hydra is initialised), elsewhere from the ``conf`` package."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose(config_name=f"{group}/{name}")
+    else:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            cfg = compose(config_name=f"{group}/{name}")
+    node = OmegaConf.to_container(cfg, resolve=False).get(group) or {}
+    return node  # type: ignore[return-value]
 
 
 def did_you_mean(name: str, options: list[str]) -> str:

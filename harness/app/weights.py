@@ -1,0 +1,95 @@
+"""``python -m harness weights list|fetch|verify [names] [--root DIR]``: the weights of the learned backbones.
+
+``list`` is offline (present / missing, size, pinned revision); ``verify`` also hashes each folder against the
+pinned sha256 (or the record a download wrote); ``fetch`` downloads the pinned revisions (resumable, checksummed).
+The store itself is :mod:`evaluate.weights`; the backbone registry is :mod:`evaluate.backbones`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from evaluate.backbones import BACKBONES, BackboneSpec, import_class, spec, status
+from evaluate.weights import Checksum, FolderState, WeightsContract, download, fetch_command, weights_root
+from harness.errors import ConfigError
+
+
+def _select(names: list[str]) -> list[BackboneSpec]:
+    if not names or names == ["all"]:
+        return [s for s in BACKBONES.values() if s.learned]
+    out = []
+    for n in names:
+        s = spec(n)
+        if not s.learned:
+            raise ConfigError(f"backbone {n!r} is weight-free: nothing to fetch")
+        out.append(s)
+    return out
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_list(root: Path, names: list[str], verify: bool) -> int:
+    """Print name, repository@revision, present/missing, size and checksum state; non-zero when verify fails."""
+    rows = [status(s, root, hash_files=verify) for s in _select(names)]
+    print(f"weights root: {root}")
+    print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
+    bad = 0
+    for r in rows:
+        rev = f"{r.contract.hf_repo or '-'}@{(r.contract.revision or '-')[:12]}"
+        print(f"{r.name:<12} {rev:<48} {r.state.value:<8} {_human(r.size):>10}  {r.checksum_text}"
+              + (f"  missing: {', '.join(r.missing)}" if r.state is FolderState.MISSING and r.missing else "")
+              + (f"  ({r.note})" if r.note else ""))
+        if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.MISMATCH:
+            print(f"error: {r.name}: checksum mismatch in {r.dir}/{r.mismatch_file}: re-fetch with: "
+                  f"{fetch_command(r.name, root)}", file=sys.stderr)
+            bad += 1
+        if verify and r.state is FolderState.MISSING:
+            bad += 1
+    return 1 if bad else 0
+
+
+def fetch(s: BackboneSpec, root: Path) -> Path:
+    """Download backbone ``s``'s pinned weights into ``<root>/<name>/`` (:func:`evaluate.weights.download`)."""
+    cls = import_class(s)
+    return download(s.name, WeightsContract.of(cls), root, getattr(cls, "recipe", None))
+
+
+def main(argv: list[str]) -> int:
+    """``python -m harness weights list|fetch|verify [names] [--root DIR]`` (exit 2 on user errors)."""
+    ap = argparse.ArgumentParser(prog="python -m harness weights", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("list", "fetch", "verify"))
+    ap.add_argument("names", nargs="*", help="backbone names (default: all learned backbones)")
+    ap.add_argument("--root", default=None, help="weights root (default: $WORLDMEM_WEIGHTS or the user cache)")
+    rest = []
+    root_arg = None
+    for a in argv:  # also accept the Hydra spelling paths.weights=DIR
+        if a.startswith("paths.weights="):
+            root_arg = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+    args = ap.parse_args(rest)
+    root = weights_root(args.root or root_arg)
+    try:
+        if args.action in ("list", "verify"):
+            return cmd_list(root, args.names, verify=args.action == "verify")
+        failed = 0
+        for s in _select(args.names):
+            try:
+                d = fetch(s, root)
+                print(f"ok  {s.name:<12} {d}")
+            except Exception as exc:  # report each backbone, go on with the others
+                print(f"error: {exc}", file=sys.stderr)
+                failed += 1
+        return 1 if failed else 0
+    except ConfigError as exc:  # an unknown or weight-free backbone name (UnknownBackboneError is one)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
