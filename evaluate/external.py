@@ -91,7 +91,7 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
     from harness.outputs import WorkItem
     from harness.config_groups import group_yaml
     from harness.io import sha256_file
-    from harness.outputs import rebuild_manifest
+    from harness.outputs import RunDir
     from harness.cases import load_cases_from_config
     from harness.video import probe_video
     from trajectories import TrajectorySpec, build_path
@@ -101,7 +101,8 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
         raise ManifestError(f"videos_manifest={manifest} not found: give a JSON/JSONL list of "
                             "{video, case_id, trajectory, num_frames, fps}")
     cases = {c.id: c for c in load_cases_from_config(cfg["cases"])}
-    run_dir = (Path(cfg["output_root"]) / str(cfg["run"])).resolve()
+    run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing lands outside output_root
+    run_dir = run.path
     entries = _checked_entries(folder, manifest, cases)
     infos = []
     for i, e in enumerate(entries):
@@ -131,5 +132,5 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
         meta["manifest"] = {**item.to_dict(), "key": item.key, "status": "done", "dir": item.key,
                             "video": "video.mp4", "phases": path.meta()["phases"], "external": True}
         write_json(d / "meta.json", meta)
-    rebuild_manifest(run_dir)
+    run.rebuild_manifest()
     return run_dir

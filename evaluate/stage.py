@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import ConfigError
-from harness.io import JsonLinesError
 
 from . import memory as mem
 from .backbones import BACKBONES, BackboneSet, check_names, spec
@@ -328,30 +327,6 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
     return result
 
 
-def _manifest_items(run_dir: Path, manifest: Path) -> list[dict]:
-    """Done rows of ``manifest.jsonl``; a row whose ``dir`` escapes the run directory is a user error (nothing is
-    evaluated or written)."""
-    rows = []
-    root = run_dir.resolve()
-    for n, line in enumerate(manifest.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise JsonLinesError(f"{manifest}:{n}: not JSON ({exc.msg}); rebuild it or remove the line") from None
-        if r.get("status") != "done":
-            rows.append(r)
-            continue
-        d = str(r.get("dir", ""))
-        target = (root / d).resolve()
-        if not d or Path(d).is_absolute() or ".." in Path(d).parts or not target.is_relative_to(root):
-            raise ConfigError(f"{manifest}:{n}: dir={d!r} escapes the run directory {root}; an item dir must be a "
-                             "relative path inside the run (fix or rebuild the manifest)")
-        rows.append(r)
-    return rows
-
-
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` tables + analyses.
@@ -363,14 +338,16 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     from .report import write_tables
     from .validity import validity_table
 
+    from harness.outputs import RunDir
+
     t0 = time.perf_counter()
-    run_dir = Path(run_dir)
-    manifest = run_dir / "manifest.jsonl"
-    if not manifest.exists():
-        raise FileNotFoundError(f"{manifest} not found: evaluate a run directory made by the harness "
+    run = RunDir(Path(run_dir))
+    run_dir = run.path
+    if not run.manifest.exists():
+        raise FileNotFoundError(f"{run.manifest} not found: evaluate a run directory made by the harness "
                                 "(or use the videos= mode for videos made elsewhere)")
-    rows = _manifest_items(run_dir, manifest)
-    done = [r for r in rows if r.get("status") == "done"]
+    rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
+    done = [r for r in rows if r.done]
     backbones = BackboneSet(ecfg, weights_root)
     results = []
     it = done
@@ -384,7 +361,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
 
     # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
     # items whose metrics will be reused are not decoded at all.
-    dirs = [run_dir / r["dir"] for r in done]
+    dirs = [run.item_dir(r.dir) for r in done]
     from .judge import prefetch as judge_prefetch
 
     # the run's judge requests, evaluate.judge.concurrency at a time (items whose answers are stored send nothing);

@@ -137,9 +137,28 @@ class ManifestRow:
     error: Optional[str] = None
     fingerprint: Optional[str] = None
     schema_version: int = SCHEMA_VERSION
+    #: keys of the stored row this version does not know (e.g. ``external`` of imported videos), kept as read
+    extra: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        return {**{k: v for k, v in d.items() if k != "extra"}, **self.extra}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "ManifestRow":
+        """A row read back from ``manifest.jsonl`` (unknown keys of later writers are ignored)."""
+        known = {f.name for f in dataclasses.fields(ManifestRow)}
+        row = ManifestRow(**{k: v for k, v in d.items() if k in known})
+        row.extra = {k: v for k, v in d.items() if k not in known}
+        return row
+
+    @property
+    def item(self) -> "WorkItem":
+        return WorkItem(self.model, self.context, int(self.seed), self.trajectory, self.case_id)
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
 
     @staticmethod
     def from_meta(item: Any, meta: dict[str, Any]) -> "ManifestRow":
@@ -189,45 +208,130 @@ def remove_stale_temps(folder: Path, recursive_into: tuple[str, ...] = ("control
     return gone
 
 
-def _remove_manifest_temps(run_dir: Path) -> None:
-    for p in run_dir.glob(".manifest.jsonl.*"):
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
+MANIFEST = "manifest.jsonl"
+_ITEM_META = "*/*/seed-*/*/*/meta.json"  # WorkItem.rel_dir's five levels
 
 
-def _write_manifest(path: Path, rows: dict[str, str]) -> None:
-    _remove_manifest_temps(path.parent)  # under the manifest lock: left by a writer that died
-    lines = [rows[k] for k in sorted(rows)]
-    write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory, and the only code that knows its layout.
 
+    ``<run>/manifest.jsonl`` (one :class:`ManifestRow` per item, sorted by key, rewritten under a file lock),
+    ``<run>/<model>/<context>/seed-<s>/<trajectory>/<case>/`` per item, ``<run>/.locks/`` (item locks),
+    ``<run>/eval/`` (evaluation outputs), ``<run>/.eval.lock`` (one evaluation at a time).
+    """
 
-def update_manifest(run_dir: Path, rows: Iterable[dict[str, Any]]) -> Path:
-    """Insert or replace the given rows (by ``key``) in ``manifest.jsonl``, under the run's manifest lock.
-    Unreadable lines are dropped (they are rebuilt from ``meta.json`` by :func:`rebuild_manifest`)."""
-    out = run_dir / "manifest.jsonl"
-    with file_lock(run_dir / ".manifest.lock"):
-        existing: dict[str, str] = {}
-        with contextlib.suppress(FileNotFoundError):
-            for line in out.read_text().splitlines():
-                with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
-                    existing[json.loads(line)["key"]] = line
-        for r in rows:
-            existing[r["key"]] = json.dumps(r, sort_keys=True)
-        _write_manifest(out, existing)
-    return out
+    path: Path
 
+    # -- finding a run ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def for_name(output_root: Any, run: Any) -> "RunDir":
+        """``<output_root>/<run>`` resolved; refuses a run name that would leave ``output_root``."""
+        return RunDir(run_dir_for(output_root, run))
 
-def rebuild_manifest(run_dir: Path) -> Path:
-    """Rewrite ``manifest.jsonl`` from every item's ``meta.json`` (one line each, sorted by item key)."""
-    out = run_dir / "manifest.jsonl"
-    with file_lock(run_dir / ".manifest.lock"):
-        rows: dict[str, str] = {}
-        for meta_path in sorted(run_dir.glob("*/*/seed-*/*/*/meta.json")):
-            m = item_meta(meta_path.parent)
-            if m and m.get("manifest"):
-                rows[m["manifest"].get("key", str(meta_path.parent))] = json.dumps(m["manifest"], sort_keys=True)
-        _write_manifest(out, rows)
-    return out
+    @staticmethod
+    def existing(name_or_path: Any, output_root: Any = "outputs") -> "RunDir":
+        """A finished-or-running run given by path or by name under ``output_root``; it must hold a manifest.
+        :class:`PlanError` names both places looked at otherwise."""
+        cand = Path(str(name_or_path))
+        looked = [cand]
+        if (cand / MANIFEST).is_file():
+            return RunDir(cand.resolve())
+        with contextlib.suppress(PlanError):
+            by_name = RunDir.for_name(output_root, name_or_path)
+            looked.append(by_name.path)
+            if by_name.manifest.is_file():
+                return by_name
+        raise PlanError(f"run={name_or_path}: no run at {' or '.join(str(p) for p in looked)} (no {MANIFEST}); "
+                        "generate it first, or give run=<name under output_root or the path of a run made by the "
+                        "harness>")
+
+    # -- layout ----------------------------------------------------------------------------------------------------
+    @property
+    def manifest(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.path / "eval"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def item_dir(self, item: "WorkItem | str") -> Path:
+        """The folder of an item (a :class:`WorkItem`, or its key / a manifest ``dir``); a relative path that
+        would leave the run is a :class:`PlanError`."""
+        rel = item.rel_dir if isinstance(item, WorkItem) else Path(str(item))
+        target = (self.path / rel).resolve()
+        if not str(rel) or rel.is_absolute() or ".." in rel.parts or not target.is_relative_to(self.path.resolve()):
+            raise PlanError(f"{self.manifest}: dir={str(rel)!r} escapes the run directory {self.path}; an item dir "
+                            "must be a relative path inside the run (fix or rebuild the manifest)")
+        return self.path / rel
+
+    def lock(self, name: str):
+        """A file lock of the run (``eval`` -> ``<run>/.eval.lock``), held by one process at a time."""
+        return file_lock(self.path / f".{name}.lock")
+
+    # -- the manifest ----------------------------------------------------------------------------------------------
+    def rows(self) -> list[ManifestRow]:
+        """Every row of the manifest in file order; a line that is not a JSON object is a
+        :class:`harness.io.JsonLinesError` naming ``<file>:<line>``, a row that escapes the run a
+        :class:`PlanError`."""
+        from .io import read_jsonl
+
+        out = []
+        for rec in read_jsonl(self.manifest):
+            row = ManifestRow.from_dict(rec)
+            if row.done:
+                self.item_dir(row.dir)  # containment, before anything is read from it
+            out.append(row)
+        return out
+
+    def done_rows(self) -> list[ManifestRow]:
+        """The rows of finished items (the later line of an item wins)."""
+        by_dir: dict[str, ManifestRow] = {}
+        for r in self.rows():
+            by_dir[r.dir or r.key] = r
+        return [r for r in by_dir.values() if r.done]
+
+    def update_manifest(self, rows: Iterable[dict[str, Any]]) -> Path:
+        """Insert or replace the given rows (by ``key``), under the manifest lock. Unreadable lines are dropped
+        (they are rebuilt from ``meta.json`` by :meth:`rebuild_manifest`)."""
+        with file_lock(self.path / ".manifest.lock"):
+            existing: dict[str, str] = {}
+            with contextlib.suppress(FileNotFoundError):
+                for line in self.manifest.read_text().splitlines():
+                    with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
+                        existing[json.loads(line)["key"]] = line
+            for r in rows:
+                existing[r["key"]] = json.dumps(r, sort_keys=True)
+            self._write_manifest(existing)
+        return self.manifest
+
+    def item_keys(self) -> list[str]:
+        """The keys of every item folder that holds a ``meta.json`` (sorted), planned or not."""
+        if not self.path.is_dir():
+            return []
+        return [p.parent.relative_to(self.path).as_posix() for p in sorted(self.path.glob(_ITEM_META))]
+
+    def rebuild_manifest(self) -> Path:
+        """Rewrite the manifest from every item's ``meta.json`` (one line each, sorted by item key)."""
+        with file_lock(self.path / ".manifest.lock"):
+            rows: dict[str, str] = {}
+            for meta_path in sorted(self.path.glob(_ITEM_META)):
+                m = item_meta(meta_path.parent)
+                if m and m.get("manifest"):
+                    rows[m["manifest"].get("key", str(meta_path.parent))] = json.dumps(m["manifest"], sort_keys=True)
+            self._write_manifest(rows)
+        return self.manifest
+
+    def _write_manifest(self, rows: dict[str, str]) -> None:
+        for p in self.path.glob(f".{MANIFEST}.*"):  # under the manifest lock: left by a writer that died
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        lines = [rows[k] for k in sorted(rows)]
+        write_text(self.manifest, "\n".join(lines) + ("\n" if lines else ""))
 
 
 def versions() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.outputs import ManifestRow, RunDir
 
 
 class ReportError(ConfigError):
@@ -86,12 +87,7 @@ def drop_oracle(result: dict) -> dict:
 
 def resolve_run_dir(name_or_path: str | Path, output_root: str | Path = "outputs") -> Path:
     """A run given by name (``<output_root>/<name>``) or by path; must hold a ``manifest.jsonl``."""
-    cand = Path(name_or_path)
-    for p in (cand, Path(output_root) / str(name_or_path)):
-        if (p / "manifest.jsonl").exists():
-            return p.resolve()
-    raise ReportError(f"run={name_or_path}: no manifest.jsonl in {cand} or {Path(output_root) / str(name_or_path)}; "
-                      "give a run name under output_root or a run directory made by the harness")
+    return RunDir.existing(name_or_path, output_root).path
 
 
 def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
@@ -103,17 +99,16 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     items: dict[tuple, Item] = {}
     skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0}
     for run_dir in run_dirs:
-        run_dir = Path(run_dir)
-        rows: dict[str, dict] = {}
-        for line in (run_dir / "manifest.jsonl").read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                rows[r.get("dir") or r.get("key")] = r
+        run = RunDir(Path(run_dir))
+        run_dir = run.path
+        rows: dict[str, ManifestRow] = {}
+        for r in run.rows():
+            rows[r.dir or r.key] = r
         for r in rows.values():
-            if r.get("status") != "done":
+            if not r.done:
                 skipped["not_done"] += 1
                 continue
-            d = run_dir / r["dir"]
+            d = run.item_dir(r.dir)
             mp = d / "metrics.json"
             if not mp.exists():
                 skipped["not_evaluated"] += 1

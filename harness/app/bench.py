@@ -21,6 +21,7 @@ import time
 
 from harness import PROJECT_ROOT
 from harness.config_groups import conf_dir
+from harness.outputs import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,7 @@ def bench_eval(args: argparse.Namespace) -> int:
         cfg.pop("description", None)
         cfg["device"] = args.device
         ecfg = EvalConfig.from_dict(cfg)
-        n = sum(1 for x in (run / "manifest.jsonl").read_text().splitlines() if x.strip())
+        n = len(RunDir(run).rows())
         print(f"evaluation of {run} ({n} videos), default settings, device={args.device}, weights root "
               f"{args.weights or '(default)'}; {args.repeats} repeats, no reuse, no feature cache")
         print(f"{'repeat':>6} {'total [s]':>10} {'backbones [s]':>14} {'weights load [s]':>17} {'tables [s]':>11} "

@@ -121,8 +121,7 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
 
 def _cmd_run(cfg: dict[str, Any]) -> None:
     from harness.dist import bind_local_device, current_rank
-    from harness.app.runner import (check_fingerprints, fingerprints, gpu_pool_for, plan_from_config, run_complete,
-                                run_items)
+    from harness.app.runner import gpu_pool_for, plan_from_config, run_complete, run_items
 
     if cfg.get("stage") == "evaluate":
         return _cmd_evaluate_only(cfg)
@@ -144,22 +143,24 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             f"{', '.join(specs)} (check cases.include / cases.families)"
         )
     overwrite = bool(cfg.get("overwrite"))
-    check_fingerprints(plan, fingerprints(plan), overwrite)  # refuse before anything is written
     pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
     rank = current_rank()
     bind_local_device(rank)
-    if rank.is_main:
-        from harness.io import remove_dead_temps
 
-        # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
-        # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
-        # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
-        if run_dir.is_dir() and not cfg.get("dry_run"):
-            remove_dead_temps(run_dir)
-        _save_config(cfg, run_dir)
-    summary = run_items(*plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
+    def start() -> None:  # the fingerprints hold: the first writes of this run
+        if rank.is_main:
+            from harness.io import remove_dead_temps
+
+            # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
+            # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
+            # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
+            if run_dir.is_dir() and not cfg.get("dry_run"):
+                remove_dead_temps(run_dir)
+            _save_config(cfg, run_dir)
+
+    summary = run_items(plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
                         progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
-                        previews=bool(cfg.get("previews")))
+                        previews=bool(cfg.get("previews")), on_start=start)
     print(summary.table())
     evaluated_ok = True
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
@@ -171,9 +172,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
                      "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
         else:
-            from harness.locks import file_lock
-
-            with file_lock(run_dir / ".eval.lock"):  # two finishing shards never evaluate at once
+            with plan.run.lock("eval"):  # two finishing shards never evaluate at once
                 evaluated_ok = _evaluate(run_dir, cfg)
     if not (summary.ok and evaluated_ok):
         sys.exit(1)
@@ -275,13 +274,9 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
         run_dir = import_videos(Path(cfg["videos"]), Path(cfg.get("videos_manifest") or Path(cfg["videos"]) /
                                                            "manifest.json"), cfg)
     else:
-        from harness.app.plan import run_dir_for
+        from harness.outputs import RunDir
 
-        cand = Path(str(cfg["run"]))
-        run_dir = cand if (cand / "manifest.jsonl").exists() else run_dir_for(cfg["output_root"], cfg["run"])
-        if not (run_dir / "manifest.jsonl").is_file():
-            raise ConfigError(f"run={cfg['run']!r}: no run at {run_dir} (no manifest.jsonl); generate it first "
-                               "or give run=<name or path of an existing run>")
+        run_dir = RunDir.existing(cfg["run"], cfg["output_root"]).path
     if not _evaluate(run_dir.resolve(), cfg):
         sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
 

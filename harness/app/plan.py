@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from harness.cases import Case, load_cases_from_config  # noqa: F401  (re-exported: planning API)
-from harness.outputs import PlanError, WorkItem, check_seed, check_writable, run_dir_for  # noqa: F401  (re-exported)
+from harness.outputs import PlanError, RunDir, WorkItem, check_seed, check_writable, run_dir_for  # noqa: F401
 
 def parse_shard(shard: str) -> tuple[int, int]:
     """``"i/n"`` -> (i, n) with 0 <= i < n."""
@@ -47,7 +47,6 @@ class Plan:
     adapter: the model adapter (no weights loaded). policy: the KV-context policy. specs: trajectory name ->
     TrajectorySpec. cases: the selected cases (sorted by id). items: this shard's work items, in plan order.
     run_dir: the resolved run directory. all_items: the items of every shard (to know when the run is complete).
-    Unpacks as the historical 6-tuple ``(adapter, policy, specs, cases, items, run_dir)``.
     """
 
     adapter: Any
@@ -58,8 +57,9 @@ class Plan:
     run_dir: Path
     all_items: list[WorkItem] = field(default_factory=list)
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.adapter, self.policy, self.specs, self.cases, self.items, self.run_dir))
+    @property
+    def run(self) -> RunDir:
+        return RunDir(self.run_dir)
 
 
 def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case], items: Sequence[WorkItem]) -> None:

@@ -28,7 +28,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from harness.cases import Case
 from harness.dist import Rank, current_rank, split
@@ -36,8 +36,8 @@ from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re
 from harness.gpu_pool import GPUPool, current_devices
 from harness.io import atomic_path, json_text, sha256_file, write_json, write_text
 from harness.locks import ItemLocks
-from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, git_state, item_meta, item_status,  # noqa: F401
-                      rebuild_manifest, remove_stale_temps, update_manifest, versions)
+from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, RunDir, git_state, item_meta,  # noqa: F401
+                             item_status, remove_stale_temps, versions)
 from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
                    resolve_context)
 from harness.secrets import redact, secret_values
@@ -88,11 +88,16 @@ def encoder_settings() -> dict[str, Any]:
 
 def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
     """key -> (fingerprint, per-part short hashes) for every item of ``plan`` (all shards)
-    (:func:`harness.fingerprint.item_fingerprints`: the same values as :func:`item_fingerprint` item by item)."""
+    (:func:`harness.fingerprint.item_fingerprints`: the same values as :func:`item_fingerprint` item by item),
+    computed once per plan."""
     from harness.fingerprint import item_fingerprints
 
-    return item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
-                             plan.all_items or plan.items, encoder_settings())
+    cached = getattr(plan, "_fingerprints", None)
+    if cached is None:
+        cached = item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
+                                   plan.all_items or plan.items, encoder_settings())
+        plan._fingerprints = cached  # type: ignore[attr-defined]
+    return cached
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -107,10 +112,11 @@ def _key(item: WorkItem) -> str:
     return item.key
 
 
-def check_fingerprints(plan: Plan, fps: dict[str, tuple[str, dict[str, str]]], overwrite: bool) -> None:
+def check_fingerprints(plan: Plan, overwrite: bool) -> None:
     """Refuse (before anything is written) when a finished item was made with a different config."""
     if overwrite:
         return
+    fps = fingerprints(plan)
     bad = []
     for item in plan.items:
         m = item_meta(plan.run_dir / _rel(item))
@@ -138,6 +144,7 @@ class _Executor:
         self.adapter, self.context, self.specs = adapter, context, specs
         self.by_id = {c.id: c for c in cases}
         self.run_dir, self.fps = run_dir, fps
+        self.run = RunDir(run_dir)
         self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
         self.previews = previews
         self.write_manifest = write_manifest
@@ -265,7 +272,7 @@ class _Executor:
                 with self._mutex:
                     self.pending_rows.append(meta["manifest"])
             else:
-                update_manifest(self.run_dir, [meta["manifest"]])
+                self.run.update_manifest([meta["manifest"]])
         return meta
 
     def _save_camera(self, path: Any, dst: Path) -> None:
@@ -315,7 +322,7 @@ class _Executor:
         with self._mutex:
             rows, self.pending_rows = self.pending_rows, []
         if rows:
-            update_manifest(self.run_dir, rows)
+            self.run.update_manifest(rows)
 
     def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
         """Run ``item`` if this process can lock it; False when another live process holds it."""
@@ -361,12 +368,7 @@ class _Executor:
 
 
 def run_items(
-    adapter: Any,
-    context: Any,
-    trajectory_specs: dict[str, Any],
-    cases: Sequence[Case],
-    items: Sequence[WorkItem],
-    run_dir: Path,
+    plan: Plan,
     config: dict[str, Any],
     dry_run: bool = False,
     overwrite: bool = False,
@@ -375,19 +377,25 @@ def run_items(
     rank: Optional[Rank] = None,
     wait_poll_s: float = 0.5,
     previews: bool = False,
+    on_start: Optional[Callable[[], None]] = None,
 ) -> RunSummary:
-    """Execute ``items`` (see the module docstring for what each writes and the guarantees).
+    """Execute ``plan.items`` (see the module docstring for what each writes and the guarantees).
 
     Items locked by another live process are revisited after this process's own items: the run returns only when
     every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
     jobs concurrently on its GPUs (None = the ``devices`` setting of ``config``; no GPUs = one at a time).
     ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
     ``previews``: in a dry run, also draw each item's ``preview.png`` (requested vs native path; slow).
+    ``on_start``: called once the run is known to be consistent (fingerprints checked) and before anything is
+    written (the command line saves its config there).
     """
     rank = rank or current_rank()
-    plan = Plan(adapter, context, dict(trajectory_specs), list(cases), list(items), Path(run_dir))
+    adapter, context, trajectory_specs, cases = plan.adapter, plan.policy, plan.specs, plan.cases
+    items, run_dir = plan.items, plan.run_dir
+    check_fingerprints(plan, overwrite)  # refuse before anything is written
     fps = fingerprints(plan)
-    check_fingerprints(plan, fps, overwrite)
+    if on_start is not None:
+        on_start()
     my_items = split(list(items), rank)
     ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
                    write_manifest=rank.is_main, previews=previews)
@@ -450,7 +458,7 @@ def run_items(
             bar.close()
     summary.max_concurrent = ex.peak_running
     if rank.is_main and not (dry_run and rank.world == 1):
-        rebuild_manifest(Path(run_dir))
+        plan.run.rebuild_manifest()
     summary.seconds = time.perf_counter() - t_run
     return summary
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.io import sha256_file
-from harness.outputs import CONTROL_FILES, item_meta
+from harness.errors import UserError
+from harness.outputs import CONTROL_FILES, ManifestRow, RunDir, item_meta
 
 CHECKS = ("done", "decodes", "frames", "fps", "sha256", "fingerprint", "manifest", "clean")
 
@@ -58,21 +59,18 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def _manifest_rows(run_dir: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
-    from harness.io import JsonLinesError, read_jsonl
-
-    p = run_dir / "manifest.jsonl"
-    if not p.is_file():
-        problems.append(f"{p} is missing")
+def _manifest_rows(run: RunDir, problems: list[str]) -> dict[str, ManifestRow]:
+    if not run.manifest.is_file():
+        problems.append(f"{run.manifest} is missing")
         return {}
     try:
-        return {r["key"]: r for r in read_jsonl(p) if "key" in r}
-    except JsonLinesError as exc:
+        return {r.key: r for r in run.rows()}
+    except UserError as exc:  # a line that is not JSON, a row that escapes the run
         problems.append(str(exc))
         return {}
 
 
-def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, dict[str, Any]]) -> ItemCheck:
+def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, ManifestRow]) -> ItemCheck:
     from harness.video import probe_video
 
     d = run_dir / item.rel_dir
@@ -110,7 +108,7 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, d
     if not c.results["fingerprint"]:
         c.notes.append("made with a different config (fingerprint differs from the current overrides)")
     row = manifest.get(item.key)
-    c.results["manifest"] = bool(row) and row.get("status") == "done" and row.get("video_sha256") == video.get("sha256")
+    c.results["manifest"] = bool(row) and row.done and row.video_sha256 == video.get("sha256")
     if not c.results["manifest"]:
         c.notes.append("manifest.jsonl row missing or stale")
     temps = [p.name for sub in (d, d / "controls") if sub.is_dir() for p in sub.iterdir()
@@ -133,13 +131,10 @@ def verify_run(cfg: dict[str, Any]) -> VerifyReport:
     plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
     report = VerifyReport(plan.run_dir)
     fps = fingerprints(plan)
-    manifest = _manifest_rows(plan.run_dir, report.problems)
+    run = RunDir(plan.run_dir)
+    manifest = _manifest_rows(run, report.problems)
     for item in plan.all_items:
         report.items.append(check_item(plan.run_dir, item, fps[item.key][0], manifest))
     planned = {i.key for i in plan.all_items}
-    if plan.run_dir.is_dir():
-        for m in sorted(plan.run_dir.glob("*/*/seed-*/*/*/meta.json")):
-            key = m.parent.relative_to(plan.run_dir).as_posix()
-            if key not in planned:
-                report.extra.append(key)
+    report.extra += [key for key in run.item_keys() if key not in planned]
     return report

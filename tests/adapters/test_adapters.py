@@ -264,13 +264,13 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     cfg = {"model": mcfg, "context": {"name": "fullkv"}, "trajectory": group_yaml("trajectory", "lrlr"),
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "f"}
-    out = run_items(*plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), cfg, progress=False)
     assert out.failed
     meta = json.loads(next((tmp_path / "o" / "f").rglob("meta.json")).read_text())
     assert "100 frames, expected 480" in meta["error"]
     monkeypatch.setenv("FAKE_FAIL", "1")
     cfg["run"] = "f2"
-    out = run_items(*plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), cfg, progress=False)
     meta = json.loads(next((tmp_path / "o" / "f2").rglob("meta.json")).read_text())
     # the root cause from upstream.log, not a log tail, in meta.json and in the console summary
     assert meta["root_cause"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -279,6 +279,6 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     assert "torch.OutOfMemoryError" in table and "no video was produced" in table
     monkeypatch.delenv("FAKE_FAIL")
     cfg["run"], cfg["model"] = "f3", {**mcfg, "timeout_s": 0.01}
-    out = run_items(*plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), cfg, progress=False)
     meta = json.loads(next((tmp_path / "o" / "f3").rglob("meta.json")).read_text())
     assert out.failed and "timed out" in meta["error"]

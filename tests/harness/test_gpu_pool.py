@@ -138,7 +138,7 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
            "run": "pool", "seed": None, "devices": EIGHT, "gpu_lock_dir": str(tmp_path / "gpulocks")}
     plan = plan_from_config(cfg)
     assert len(plan.items) == 10
-    summary = run_items(*plan, cfg, progress=False)
+    summary = run_items(plan, cfg, progress=False)
     records = [json.loads(p.read_text()) for p in rec.glob("*.json")]
     assert len(records) == 10
     for r in records:

@@ -27,7 +27,7 @@ def _run(cfg, **kw):
     from harness.app.runner import plan_from_config, run_items
 
     plan = plan_from_config(cfg)
-    return plan, run_items(*plan, cfg, progress=False, **kw)
+    return plan, run_items(plan, cfg, progress=False, **kw)
 
 
 # -- locks ------------------------------------------------------------------------------------------------------------
@@ -75,14 +75,14 @@ def test_a_changed_config_is_never_skipped_as_done(tmp_path):
     plan, s = _run(_cfg(tmp_path))
     assert len(s.done) == 2
     again = plan_from_config(_cfg(tmp_path))
-    check_fingerprints(again, fingerprints(again), overwrite=False)  # same config: fine, and skipped
+    check_fingerprints(again, overwrite=False)  # same config: fine, and skipped
     assert len(_run(_cfg(tmp_path))[1].skipped) == 2
     for change in (["model.num_frames=97"], ["trajectory.yaw_deg=120"], ["seed=7"], ["context=sliding"]):
         changed = plan_from_config(_cfg(tmp_path, *change))
         if not any((changed.run_dir / i.rel_dir / "meta.json").exists() for i in changed.items):
             continue  # a seed/context change is a different item folder: nothing to refuse
         with pytest.raises(FingerprintMismatch, match=r"run=<new>.*overwrite=true"):
-            check_fingerprints(changed, fingerprints(changed), overwrite=False)
+            check_fingerprints(changed, overwrite=False)
     _, s = _run(_cfg(tmp_path, "model.num_frames=97"), overwrite=True)
     assert len(s.done) == 2
     meta = json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text())
@@ -148,7 +148,7 @@ def test_manifest_grows_as_items_finish(tmp_path):
         return original(req, controls, sink)
 
     plan.adapter.generate = spy
-    run_items(*plan, cfg, progress=False)
+    run_items(plan, cfg, progress=False)
     assert seen == [0, 1]  # the first item was in the manifest before the second one started
 
 
@@ -225,12 +225,15 @@ def test_shards_evaluate_only_when_the_run_is_complete(tmp_path):
 
 
 def test_a_garbage_manifest_line_is_reported_with_file_and_line(tmp_path):
-    from harness.io import JsonLinesError, read_jsonl
     from harness.app.verify import _manifest_rows
+    from harness.io import JsonLinesError, read_jsonl
+    from harness.outputs import RunDir
 
     p = tmp_path / "manifest.jsonl"
     p.write_text('{"key": "a"}\n\n{"key": "b"\n')
     with pytest.raises(JsonLinesError, match=r"manifest\.jsonl:3: not valid JSON"):
         read_jsonl(p)
+    with pytest.raises(JsonLinesError, match=r"manifest\.jsonl:3: not valid JSON"):
+        RunDir(tmp_path).rows()
     problems: list[str] = []
-    assert _manifest_rows(tmp_path, problems) == {} and "manifest.jsonl:3" in problems[0]
+    assert _manifest_rows(RunDir(tmp_path), problems) == {} and "manifest.jsonl:3" in problems[0]

@@ -53,6 +53,7 @@ def test_reference_bench_reports_the_encode_ratio_three_ways_and_a_verdict(capsy
     assert sorted(v[0] for v in verdicts) == ["square/fov", "square/fullkv"]
     for _, keep, mn, med, verdict in verdicts:
         assert float(mn) <= float(med) == float(keep)
-        assert verdict == ("met" if float(keep) >= 0.5 else "MISSED")
+        if abs(float(keep) - 0.5) > 0.006:  # the printed ratio is rounded: at the floor either verdict is right
+            assert verdict == ("met" if float(keep) >= 0.5 else "MISSED")
     assert ("dedicated cores (overlapped)" if overlapped else "sharing one core") in out
     assert ("for information" in out) == overlapped
