@@ -210,3 +210,196 @@ def test_departure_sweep_windows_are_the_later_frames_that_look_back_at_the_firs
     expected = [[f for f in range(*p.phases[ph]) if looks_back(f)] for ph in phases]
     assert windows == expected and all(expected)
     assert ref == (d1 if phases else [])
+
+
+# -- rules that rarely fire: reflections, boundaries, validity masks, tolerances ------------------------------------
+
+
+def _kabsch_sim3(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Least-squares ``dst ≈ s R src + t`` over proper rotations, by scipy's Kabsch fit and the closed-form scale
+    ``s = Σ <y_c, R x_c> / Σ |x_c|²`` (independent of the project's Umeyama)."""
+    from scipy.spatial.transform import Rotation
+
+    ms, md = src.mean(0), dst.mean(0)
+    xs, xd = src - ms, dst - md
+    rot, _ = Rotation.align_vectors(xd, xs)
+    R = rot.as_matrix()
+    s = float(np.sum(xd * (xs @ R.T)) / np.sum(xs * xs))
+    return s, R, md - s * R @ ms
+
+
+def test_umeyama_on_a_reflected_cloud_is_the_best_proper_similarity(rng):
+    """A mirrored target forces the reflection fix: the rotation stays proper and the scale is the least-squares
+    scale *for that rotation* (Umeyama's trace(D S) / var), not trace(D) / var, which is what the scale of an
+    improper fit would be."""
+    src = rng.normal(size=(40, 3)) * [2.0, 1.5, 1.0]  # distinct spreads, so the fit is unique
+    mirror = np.diag([1.0, 1.0, -1.0])
+    dst = 1.7 * src @ (rot_y(0.4) @ mirror).T + [0.5, -1.0, 2.0] + rng.normal(0, 0.01, src.shape)
+    s, R, t = umeyama_sim3(src, dst)
+    s_ref, R_ref, t_ref = _kabsch_sim3(src, dst)
+    assert np.linalg.det(R) == pytest.approx(1.0)
+    assert np.allclose(R, R_ref, atol=1e-9) and s == pytest.approx(s_ref, rel=1e-9) and np.allclose(t, t_ref)
+    _, D, _ = np.linalg.svd((dst - dst.mean(0)).T @ (src - src.mean(0)) / len(src))
+    assert abs(D.sum() / np.mean(np.sum((src - src.mean(0)) ** 2, 1)) - s) > 0.1 * s  # the improper scale differs
+    s0, R0, t0 = umeyama_sim3(src, dst, with_scale=False)
+    assert s0 == 1.0 and np.allclose(t0, dst.mean(0) - R0 @ src.mean(0))
+    one = np.ones((5, 3))  # a degenerate source: scale 1, identity, centroid shift
+    s1, R1, t1 = umeyama_sim3(one, one + [1.0, 2.0, 3.0])
+    assert s1 == 1.0 and np.array_equal(R1, np.eye(3)) and np.allclose(t1, [1, 2, 3])
+
+
+def test_rpe_translation_of_a_mirrored_estimate_equals_the_paper_on_a_proper_fit():
+    """An estimator whose trajectory is mirrored (a handedness bug) is aligned by the best proper similarity; the
+    error is the paper's Eq. 2 with that alignment."""
+    tgt = _square()
+    est = tgt.copy()
+    est[:, 0, 3] *= -1.0  # mirror x of the camera centres
+    got = rpe_translation(tgt, {"e": est})
+    Q = tgt.copy()
+    Q[:, :3, 3] /= np.linalg.norm(np.diff(Q[:, :3, 3], axis=0), axis=1).sum()
+    s, R, t = _kabsch_sim3(est[:, :3, 3], Q[:, :3, 3])
+    A = apply_sim3(est, s, R, t)
+    from trajectories.conventions import w2c_from_c2w
+
+    dQ, dA = w2c_from_c2w(Q[:-1]) @ Q[1:], w2c_from_c2w(A[:-1]) @ A[1:]
+    expected = np.linalg.norm((w2c_from_c2w(dQ) @ dA)[:, :3, 3], axis=1).sum()
+    assert got == pytest.approx(expected, rel=1e-9) and got > 0.1
+
+
+@pytest.mark.parametrize("bad", [[0, 1, 3, 4], [4, 3, 2, 1], [0, 0, 1, 2], [2, 1, 2, 3]])
+def test_rpe_refuses_frame_indices_that_are_not_consecutive_and_increasing(bad):
+    """Eq. 2/3 sum over t -> t + 1; a gap, a repeat or a step backwards is another metric."""
+    tgt = _square()[30:34]  # on the first leg: it translates
+    with pytest.raises(ValueError, match="adjacent"):
+        rpe_translation(tgt, {"e": tgt}, frame_indices=bad)
+    with pytest.raises(ValueError, match="adjacent"):
+        rpe_rotation(_lrlr()[30:34], _lrlr()[30:34], frame_indices=bad)
+    assert rpe_translation(tgt, {"e": tgt}, frame_indices=[7, 8, 9, 10]) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="entries"):
+        rpe_translation(tgt, {"e": tgt}, frame_indices=[0, 1, 2])
+
+
+def test_rpe_needs_an_estimate_and_pose_stacks():
+    tgt = _square()[30:35]
+    with pytest.raises(ValueError, match="at least one estimate"):
+        rpe_translation(tgt, {})
+    with pytest.raises(ValueError, match=r"\(T, 4, 4\)"):
+        rpe_rotation(tgt[:, :3, :3], tgt[:, :3, :3])
+    with pytest.raises(ValueError, match="shape"):
+        rpe_rotation(tgt, tgt[:-1])
+    det: dict = {}
+    assert rpe_rotation(_lrlr(), _lrlr(), det) == 0.0
+    assert det["steps"] == 120 and det["target_angular_path_rad"] == pytest.approx(np.radians(360), rel=1e-9)
+
+
+def test_spearman_needs_three_valid_pixels():
+    """Fewer than 3 valid pixels: NaN; exactly 3: a rank correlation (with 2 it would always be +-1)."""
+    a = np.full((3, 3), np.nan)
+    b = np.full((3, 3), np.nan)
+    a[0, :2], b[0, :2] = [1.0, 2.0], [2.0, 1.0]
+    assert np.isnan(depth_spearman(a, b))
+    a[1, 1], b[1, 1] = 3.0, 3.0
+    assert depth_spearman(a, b) == pytest.approx(0.5)  # ranks (1,2,3) vs (2,1,3)
+
+
+def test_spearman_drops_zero_and_negative_depth_in_either_map():
+    """z-depth <= 0 is no observation. Here the dropped pixels are the far ones of the other map, so counted as
+    depth 0 they would reverse the order there and pull the correlation down."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    d0 = rng.uniform(1, 10, (12, 16))
+    dr = d0 * 1.5 + rng.normal(0, 0.5, d0.shape)
+    far = d0 > 8.0
+    d0z, drz = d0.copy(), dr.copy()
+    d0z[far] = 0.0
+    drz[far] = np.where(rng.random(far.sum()) < 0.5, 0.0, -1.0)
+    ok = ~far
+    expected = spearmanr(d0[ok], dr[ok]).statistic
+    assert depth_spearman(d0, drz) == pytest.approx(expected)
+    assert depth_spearman(d0z, dr) == pytest.approx(expected)
+    assert depth_spearman(d0z, drz) == pytest.approx(expected)
+    assert abs(spearmanr(d0z.ravel(), dr.ravel()).statistic - expected) > 0.1  # the fixture tells them apart
+    assert abs(spearmanr(d0.ravel(), drz.ravel()).statistic - expected) > 0.1
+
+
+def test_spearman_valid_mask_restricts_the_pixels():
+    """``valid`` keeps only the pixels it marks, on top of the finite > 0 rule (AND, not OR)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(4)
+    d0 = rng.uniform(1, 10, (10, 12))
+    dr = d0.copy()
+    valid = np.zeros_like(d0, bool)
+    valid[:, :6] = True
+    dr[:, 6:] = 11 - d0[:, 6:]  # the unmarked half is anti-correlated
+    assert depth_spearman(d0, dr, valid=valid) == pytest.approx(1.0)
+    assert depth_spearman(d0, dr) == pytest.approx(spearmanr(d0.ravel(), dr.ravel()).statistic)
+    dr2 = dr.copy()
+    dr2[0, 0] = np.nan  # a marked pixel that is not finite stays out
+    assert depth_spearman(d0, dr2, valid=valid) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="valid mask"):
+        depth_spearman(d0, dr, valid=valid[:, :-1])
+    sub = depth_spearman(d0, dr, valid=valid, stride=2)  # the mask is subsampled with the maps
+    assert sub == pytest.approx(1.0)
+    for bad in (0, 1.5, -2):
+        with pytest.raises(ValueError, match="stride"):
+            depth_spearman(d0, dr, stride=bad)
+
+
+def test_frames_near_measures_translation_relative_to_the_trajectory_extent():
+    """``tolerance_translation`` is a fraction of the largest per-axis range of the camera centres: on a square
+    of side 4 a camera 0.15 units away is within 5 % (0.0375), one 0.25 units away is not."""
+    from evaluate.protocol import frames_near
+
+    c2w = build_path(TrajectorySpec(name="square", kind="square", side=4.0), 121, 16, K, 96, 160).c2w
+    probe = np.stack([se3(np.eye(3), [0.15, 0, 0]), se3(np.eye(3), [0.25, 0, 0]),
+                      se3(rot_y(np.radians(4.0)), [0, 0, 0]), se3(rot_y(np.radians(6.0)), [0, 0, 0])])
+    poses = np.concatenate([c2w, probe])
+    n = len(c2w)
+    near = frames_near(poses, [n, n + 1, n + 2, n + 3], np.eye(4), 5.0, 0.05)
+    assert near == [n, n + 2]
+    assert frames_near(poses, [n + 3, n], np.eye(4)[None], 5.0, 0.05) == [n]  # order kept, (1, 4, 4) poses
+    assert frames_near(poses, [], np.eye(4), 5.0, 0.05) == []
+    assert frames_near(poses, [n + 2], np.eye(4), 4.0, 0.05) == [n + 2]  # the tolerances are inclusive
+    assert frames_near(poses, [n + 2], np.eye(4), 3.9, 0.05) == []
+
+
+def test_matched_departure_pairs_need_orientations_within_one_degree():
+    """Frames of D1 pair with the D2 frame of closest prescribed orientation, only when that is under 1 deg: here
+    D2 turns 10 deg less far than D1, so the end of D1's sweep has no partner."""
+    from scipy.spatial.transform import Rotation
+
+    from evaluate.protocol import matched_departure_pairs
+
+    yaw1 = np.linspace(0, -90, 31)
+    yaw2 = np.linspace(0, -80, 31)
+    yaws = np.concatenate([np.zeros(5), yaw1, np.zeros(5), yaw2, np.zeros(5)])
+    c2w = se3(rot_y(np.radians(yaws)))
+    phases = {"V": (0, 5), "D1": (5, 36), "R1": (36, 41), "D2": (41, 72), "R2": (72, 77)}
+    pairs = matched_departure_pairs(c2w, phases, stride=2)
+    rot = Rotation.from_matrix(c2w[:, :3, :3])
+    expected = []
+    for i in range(5, 36, 2):
+        d = (rot[i].inv() * rot[41:72]).magnitude()
+        if np.degrees(d.min()) < 1.0:
+            expected.append((i, 41 + int(np.argmin(d))))
+    assert pairs == expected
+    assert 3 < len(pairs) < 16  # some frames pair, the far end does not
+    assert matched_departure_pairs(c2w, {"V": (0, 5), "D1": (5, 36)}) == []
+
+
+def test_departure_revisit_windows_need_a_far_enough_first_departure():
+    from evaluate.protocol import departure_revisit_windows, departure_sweep_windows
+
+    small = build_path(TrajectorySpec(name="x", cycles=("left", "left"), yaw_deg=40.0), 121, 16, K, 96, 160)
+    assert departure_revisit_windows(small.c2w, small.phases, min_departure_deg=40.0)[1]  # reaches 40 exactly
+    assert departure_revisit_windows(small.c2w, small.phases, min_departure_deg=40.5) == ([], [])
+    assert departure_sweep_windows(small.c2w, small.phases, min_departure_deg=40.5) == ([], [])
+    ref, rev = departure_revisit_windows(small.c2w, small.phases)
+    a, b = small.phases["D1"]
+    assert ref and ref[-1] == b - 1 and all(a <= f < b for f in ref)  # the away hold, up to D1's last frame
+    a2, b2 = small.phases["D2"]
+    assert len(rev) == 1 and rev[0][-1] == b2 - 1 and all(a2 <= f < b2 for f in rev[0])
+    one = build_path(TrajectorySpec(name="x", cycles=("left",)), 121, 16, K, 96, 160)
+    assert departure_revisit_windows(one.c2w, one.phases) == ([], [])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from trajectories import (
+    Timing,
     TrajectoryError,
     TrajectorySpec,
     build_path,
@@ -17,6 +18,7 @@ from trajectories import (
     resample_c2w,
 )
 from trajectories.conventions import (
+    fov_from_intrinsics,
     geodesic_angle,
     intrinsics_for_resize_crop,
     intrinsics_from_fov,
@@ -111,20 +113,124 @@ def test_square_closes_keeps_orientation_and_has_legs():
     assert np.abs(t[:, 1]).max() == 0.0  # no vertical motion
 
 
+#: The message of each feasibility rule, so a test knows which rule fired (two rules name the same field).
+QUALIFICATION = "the paper's qualification rule"
+CENTRE_IN_FRAME = "keeps the initial view's centre in frame"
+
+
 @pytest.mark.parametrize(
-    "spec, field",
+    "spec, field, rule",
     [
-        (TrajectorySpec(name="x", yaw_deg=10.0), "yaw_deg"),
-        (TrajectorySpec(name="x", yaw_deg=25.0), "yaw_deg"),  # centre stays in frame at 60 deg FoV
-        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=95.0), "pitch_deg"),
-        (TrajectorySpec(name="x", cycles=("sideways",)), "cycles"),
-        (TrajectorySpec(name="x", kind="square", side=0.0), "side"),
-        (TrajectorySpec(name="x", kind="spiral"), "kind"),
+        (TrajectorySpec(name="x", yaw_deg=10.0), "yaw_deg", QUALIFICATION),  # below 30 deg (and in frame)
+        (TrajectorySpec(name="x", yaw_deg=29.9), "yaw_deg", QUALIFICATION),
+        (TrajectorySpec(name="x", yaw_deg=180.0), "yaw_deg", QUALIFICATION),  # < 180 deg
+        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=95.0), "pitch_deg", "view would flip over"),
+        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=90.0), "pitch_deg", "view would flip over"),
+        (TrajectorySpec(name="x", cycles=("sideways",)), "cycles", "unknown direction"),
+        (TrajectorySpec(name="x", cycles=()), "cycles", "empty"),
+        (TrajectorySpec(name="x", kind="square", side=0.0), "side", "must be > 0"),
+        (TrajectorySpec(name="x", kind="square", side=float("nan")), "side", "must be > 0"),
+        (TrajectorySpec(name="x", kind="spiral"), "kind", "use 'rotation' or 'square'"),
     ],
 )
-def test_impossible_parameters_name_the_field(spec, field):
-    with pytest.raises(TrajectoryError, match=field):
+def test_impossible_parameters_name_the_field_and_the_rule(spec, field, rule):
+    with pytest.raises(TrajectoryError, match=field) as exc:
         build_path(spec, 493, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+    assert rule in str(exc.value)
+
+
+@pytest.mark.parametrize("amp, ok", [(30.0, True), (29.999, False), (179.9, True)])
+def test_the_30_degree_qualification_rule_is_inclusive(amp, ok):
+    """>= 30 deg qualifies (appendix G.1). The field of view is narrow (40 deg) so only this rule can fire."""
+    K = intrinsics_from_fov(40.0, 832, 480)
+    spec = TrajectorySpec(name="x", cycles=("right",), yaw_deg=amp)
+    if ok:
+        assert build_path(spec, 193, 16, K, 480, 832).yaw_pitch_deg()[0].max() == pytest.approx(amp)
+    else:
+        with pytest.raises(TrajectoryError, match=QUALIFICATION):
+            build_path(spec, 193, 16, K, 480, 832)
+
+
+@pytest.mark.parametrize("axis", ["yaw", "pitch"])
+def test_a_departure_must_take_the_view_centre_out_of_frame(axis):
+    """Amplitude <= half the field of view keeps frame 0's centre in view: refused with its own message; just above
+    it is fine. Horizontal fov 100 deg -> yaw must exceed 50; the vertical fov (69 deg here) -> pitch > 34.5."""
+    K = intrinsics_from_fov(100.0, 832, 480)
+    hfov, vfov = fov_from_intrinsics(K, 832, 480)
+    half = (hfov if axis == "yaw" else vfov) / 2
+    cycles = ("left",) if axis == "yaw" else ("up",)
+    assert half > 30.0
+    low = {"yaw_deg": half, "pitch_deg": half}
+    with pytest.raises(TrajectoryError, match=CENTRE_IN_FRAME):
+        build_path(TrajectorySpec(name="x", cycles=cycles, **low), 193, 16, K, 480, 832)
+    high = {k: v + 0.01 for k, v in low.items()}
+    build_path(TrajectorySpec(name="x", cycles=cycles, **high), 193, 16, K, 480, 832)
+    # check_fov=False (imported videos) skips only this rule, never the qualification rule
+    p = build_path(TrajectorySpec(name="x", cycles=cycles, **low), 193, 16, K, 480, 832, check_fov=False)
+    assert p.params["hfov_deg"] is None and p.params["vfov_deg"] is None
+    with pytest.raises(TrajectoryError, match=QUALIFICATION):
+        build_path(TrajectorySpec(name="x", cycles=cycles, yaw_deg=20.0, pitch_deg=20.0), 193, 16, K, 480, 832,
+                   check_fov=False)
+
+
+def test_the_vertical_field_of_view_comes_from_fy():
+    """Non-square pixels: fy != fx. The vertical fov (and so the pitch rule) uses fy and the height."""
+    K = np.array([[400.0, 0.0, 416.0], [0.0, 200.0, 240.0], [0.0, 0.0, 1.0]])
+    hfov, vfov = fov_from_intrinsics(K, 832, 480)
+    assert hfov == pytest.approx(np.degrees(2 * np.arctan(416 / 400)))
+    assert vfov == pytest.approx(np.degrees(2 * np.arctan(240 / 200)))  # 100.4 deg; from fx it would be 61.9
+    # pitch 55 deg is above half the fx-based value (31 deg) but below half the true vertical fov (50.2 deg)
+    with pytest.raises(TrajectoryError, match=CENTRE_IN_FRAME):
+        build_path(TrajectorySpec(name="x", cycles=("up",), pitch_deg=45.0), 193, 16, K, 480, 832)
+    p = build_path(TrajectorySpec(name="x", cycles=("up",), pitch_deg=55.0), 193, 16, K, 480, 832)
+    assert p.params["vfov_deg"] == pytest.approx(vfov) and p.params["hfov_deg"] == pytest.approx(hfov)
+    # the yaw rule on the same K uses fx: half of 92.2 deg is 46.1
+    with pytest.raises(TrajectoryError, match=CENTRE_IN_FRAME):
+        build_path(TrajectorySpec(name="x", cycles=("left",), yaw_deg=46.0), 193, 16, K, 480, 832)
+    build_path(TrajectorySpec(name="x", cycles=("left",), yaw_deg=46.2), 193, 16, K, 480, 832)
+
+
+def test_only_the_axes_a_trajectory_uses_are_checked():
+    """LRLR never pitches: an impossible pitch amplitude does not matter to it (and vice versa)."""
+    K = intrinsics_from_fov(60, 832, 480)
+    build_path(TrajectorySpec(name="x", cycles=("left", "left"), pitch_deg=5.0), 193, 16, K, 480, 832)
+    build_path(TrajectorySpec(name="x", cycles=("up",), yaw_deg=5.0), 193, 16, K, 480, 832)
+
+
+EQUAL = Timing(initial_hold=1.0, move=1.0, away_hold=1.0, revisit_hold=1.0, final_hold=1.0)
+
+
+def test_minimum_frames_is_two_per_segment():
+    """LRLR has 10 segments: 20 frames is the least it accepts (equal weights give every segment 2 frames); 19 is
+    refused by the frame-count rule, naming the minimum."""
+    spec = TrajectorySpec(name="x", cycles=("left", "left"), timing=EQUAL)
+    p = build_path(spec, 20, 16, intrinsics_from_fov(60, 832, 480), 480, 832, check_fov=False)
+    assert [s.end - s.start for s in p.segments] == [2] * 10
+    with pytest.raises(TrajectoryError, match="at least 20 frames"):
+        build_path(spec, 19, 16, intrinsics_from_fov(60, 832, 480), 480, 832, check_fov=False)
+
+
+def test_a_segment_without_frames_is_named():
+    spec = TrajectorySpec(name="x", cycles=("left", "left"),
+                          timing=Timing(initial_hold=1.0, move=1.0, away_hold=0.001, revisit_hold=1.0, final_hold=1.0))
+    with pytest.raises(TrajectoryError, match="D1/hold"):
+        build_path(spec, 40, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+
+
+@pytest.mark.parametrize("bad", [{"move": 0.0}, {"away_hold": -0.1}, {"final_hold": float("inf")},
+                                 {"initial_hold": float("nan")}])
+def test_timing_weights_must_be_finite_non_negative_and_moves_positive(bad):
+    spec = TrajectorySpec(name="x", timing=Timing(**bad))
+    with pytest.raises(TrajectoryError, match=f"timing.{next(iter(bad))}|timing.move"):
+        build_path(spec, 193, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+
+
+def test_zero_weight_segments_are_left_out():
+    """A hold of weight 0 has no segment (and so needs no frames): H disappears from the phases."""
+    spec = TrajectorySpec(name="x", cycles=("left",), timing=Timing(final_hold=0.0, away_hold=0.0))
+    p = build_path(spec, 97, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+    assert list(p.phases) == ["V", "D1", "R1"] and [s.label for s in p.segments] == ["hold", "L", "R", "hold"]
+    assert p.phases["R1"][1] == 97 and np.abs(p.c2w[-1] - np.eye(4)).max() < 1e-9
 
 
 def test_too_few_frames_is_an_error():
