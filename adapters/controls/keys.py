@@ -303,12 +303,13 @@ def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams
     upstream use it so (upstream alone would condition stage s on line s-1)."""
     lines = []
     T = len(c2w)
-    n = p.frames_per_stage
     for a, b in yume_stage_bounds(T, p):
         end = min(b, T - 1)
         rel = w2c_from_c2w(c2w[a]) @ c2w[end]
         move, rot = yume_keys(rel, p)
-        dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 1), 0.1, 10))
+        # mean translation per frame over the stage's own steps (29, the final stage's 28: it ends on frame T-1)
+        steps = end - a
+        dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / steps / p.units_per_speed_unit, 1), 0.1, 10))
         ang = 0.0 if rot == "·" else float(np.clip(round(yume_rotation_speed(c2w[a:end + 1]) / p.deg_per_speed_unit, 1), 0.1, 10))
         speed = (f"Actual distance moved:{_num(dist)} at 100 meters per second. Angular change rate (turn speed):"
                  f"{_num(ang)}. View rotation speed:{_num(ang)}.")
