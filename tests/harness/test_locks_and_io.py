@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import io as hio
 from harness.locks import ItemLocks, LockOwner, file_lock, lock_name
@@ -304,3 +306,78 @@ def test_temporary_names_are_unique_and_give_up_after_100_collisions(tmp_path, m
     hio._create_temp(tmp_path, ".y.", ".tmp")
     with pytest.raises(FileExistsError, match="no free temporary name"):
         hio._create_temp(tmp_path, ".y.", ".tmp")
+
+
+# -- atomic writes, as a property ------------------------------------------------------------------------------------
+
+contents = st.one_of(st.text(max_size=2000), st.binary(max_size=5000).map(lambda b: b.hex()))
+
+
+@settings(max_examples=40)
+@given(old=st.one_of(st.none(), contents), new=contents, fail_at=st.sampled_from(["before", "half", "after", "never"]),
+       chunks=st.integers(1, 5))
+def test_an_atomic_write_never_leaves_a_partial_file(tmp_path_factory, old, new, fail_at, chunks):
+    """Whatever the block does before it fails (nothing, half the text, all of it), the target holds either its old
+    content (or stays absent) or, on success, the whole new content; no temporary file is left beside it."""
+    folder = tmp_path_factory.mktemp("atomic")
+    target = folder / "out.txt"
+    if old is not None:
+        target.write_text(old)
+    parts = [new[i * len(new) // chunks:(i + 1) * len(new) // chunks] for i in range(chunks)]
+    try:
+        with hio.atomic_path(target) as tmp:
+            with open(tmp, "w") as f:
+                for i, part in enumerate(parts):
+                    if fail_at == "before" or (fail_at == "half" and i == chunks // 2):
+                        raise KeyboardInterrupt  # not an Exception: the cleanup must still run
+                    f.write(part)
+                    f.flush()
+            if fail_at == "after":
+                raise OSError("disk full at close")
+    except (KeyboardInterrupt, OSError):
+        assert fail_at != "never"
+    if fail_at == "never":
+        assert target.read_text() == new
+    elif old is None:
+        assert not target.exists()
+    else:
+        assert target.read_text() == old
+    assert [p.name for p in folder.iterdir()] == (["out.txt"] if target.exists() else [])
+
+
+def test_a_reader_never_sees_half_a_file_while_it_is_rewritten(tmp_path):
+    import threading
+
+    target = tmp_path / "m.json"
+    versions = [json.dumps({"v": i, "pad": "x" * (20000 + 997 * i)}) for i in range(40)]
+    hio.write_text(target, versions[0])
+    seen, stop = set(), threading.Event()
+
+    def read():
+        while not stop.is_set():
+            seen.add(target.read_text())
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for v in versions[1:]:
+            hio.write_text(target, v)
+    finally:
+        stop.set()
+        t.join()
+    assert seen and seen <= set(versions)  # only whole versions were ever read
+
+
+def test_a_writer_killed_mid_write_leaves_the_old_file_and_a_removable_temp(tmp_path):
+    target = tmp_path / "meta.json"
+    target.write_text("old")
+    code = ("import sys, os, time; sys.path.insert(0, %r); from harness.io import atomic_path\n"
+            "with atomic_path(%r) as tmp:\n    tmp.write_text('half'); print('writing', flush=True); time.sleep(60)\n"
+            ) % (str(ROOT), str(target))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "writing"
+    p.kill()
+    p.wait()
+    temps = [q for q in tmp_path.iterdir() if q.name != "meta.json"]
+    assert target.read_text() == "old" and len(temps) == 1 and hio.temp_owner(temps[0].name)[1] == p.pid
+    assert hio.remove_dead_temps(tmp_path) == temps and [q.name for q in tmp_path.iterdir()] == ["meta.json"]
