@@ -458,13 +458,18 @@ def test_entity_targets_map_person_boxes_and_object_masks_to_the_canvas():
     case = SimpleNamespace(family="human", load_image=lambda: img, targets=SimpleNamespace(persons=persons))
     ctx = make_item(family="human")
     ctx.case = case
-    ((tid, m), (tq, mq)) = entity.targets(ctx)
+    ((tid, m), (tq, _)) = entity.targets(ctx)
     assert tid == "p" and tq == "q" and m.shape == (H, W)
     ys, xs = np.nonzero(m)
     # half size: the box halves too; canvas column 10 is half covered (image columns 20-21, box from 21): kept
     assert (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) == (4, 16, 10, 20)
+    full = SimpleNamespace(family="human", load_image=lambda: np.zeros((H, W, 3), np.uint8),
+                           targets=SimpleNamespace(persons=persons[1:]))
+    ctx3 = make_item(family="human")
+    ctx3.case = full
+    ((_, mq),) = entity.targets(ctx3)  # image = canvas: no resize, every pixel of the box counts
     ys, xs = np.nonzero(mq)  # a box reaching past the image corner is clipped to it (rows and columns from 0)
-    assert (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) == (0, 3, 0, 2)
+    assert (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) == (0, 6, 0, 4)
     assert entity.targets(ctx) is ctx.memo["targets"]
     om = np.zeros((48, 80), bool)
     om[10:20, 0:8] = True
@@ -640,12 +645,13 @@ def test_family_helpers():
 
 
 def _rounds_above_one() -> np.ndarray:
-    """A feature whose cosine with itself rounds to slightly above 1 in float64."""
+    """A feature whose cosine with itself rounds to slightly above 1 in float64, both as the families compute it
+    from normalised rows (Eq. 4) and as a dot product over the product of norms (cross-departure)."""
     from evaluate.memory import cosine_matrix
 
     for k in range(1, 2000):
         v = np.array([0.1 * k, 0.7, 0.3 + 0.01 * k])
-        if cosine_matrix(v[None], v[None])[0, 0] > 1.0:
+        if cosine_matrix(v[None], v[None])[0, 0] > 1.0 and v @ v / (np.linalg.norm(v) * np.linalg.norm(v)) > 1.0:
             return v
     raise AssertionError("no such vector found")
 

@@ -273,11 +273,14 @@ def swap_in(mutant: Mutant, source: str, root: Path) -> None:
     if old_nested:
         import gc
         import types
+        import warnings
 
         index = {id(c): n for n, c in enumerate(old_nested)}
-        for obj in gc.get_objects():
-            if isinstance(obj, types.FunctionType) and id(obj.__code__) in index:
-                obj.__code__ = new_nested[index[id(obj.__code__)]]
+        with warnings.catch_warnings():  # isinstance() on some lazy module attributes warns
+            warnings.simplefilter("ignore")
+            for obj in gc.get_objects():
+                if type(obj) is types.FunctionType and id(obj.__code__) in index:
+                    obj.__code__ = new_nested[index[id(obj.__code__)]]
 
 
 def _nested_codes(code) -> list:
