@@ -361,8 +361,15 @@ def test_frames_near_measures_translation_relative_to_the_trajectory_extent():
     assert near == [n, n + 2]
     assert frames_near(poses, [n + 3, n], np.eye(4)[None], 5.0, 0.05) == [n]  # order kept, (1, 4, 4) poses
     assert frames_near(poses, [], np.eye(4), 5.0, 0.05) == []
-    assert frames_near(poses, [n + 2], np.eye(4), 4.0, 0.05) == [n + 2]  # the tolerances are inclusive
-    assert frames_near(poses, [n + 2], np.eye(4), 3.9, 0.05) == []
+    from trajectories.conventions import geodesic_angle
+
+    exact = float(np.degrees(geodesic_angle(np.eye(3), poses[n + 2, :3, :3])))
+    assert frames_near(poses, [n + 2], np.eye(4), exact, 0.05) == [n + 2]  # the tolerances are inclusive
+    assert frames_near(poses, [n + 2], np.eye(4), exact - 1e-9, 0.05) == []
+    rel = 0.15 / 4.0
+    assert frames_near(poses, [n], np.eye(4), 5.0, rel) == [n] and frames_near(poses, [n], np.eye(4), 5.0, rel * 0.99) == []
+    two = np.stack([se3(np.eye(3), [0.9, 0, 0]), se3(np.eye(3), [0.0, 0, 0])])  # near one of several poses
+    assert frames_near(poses, [n, n + 1], two, 5.0, 0.05) == [n]
 
 
 def test_matched_departure_pairs_need_orientations_within_one_degree():
@@ -403,3 +410,284 @@ def test_departure_revisit_windows_need_a_far_enough_first_departure():
     assert len(rev) == 1 and rev[0][-1] == b2 - 1 and all(a2 <= f < b2 for f in rev[0])
     one = build_path(TrajectorySpec(name="x", cycles=("left",)), 121, 16, K, 96, 160)
     assert departure_revisit_windows(one.c2w, one.phases) == ([], [])
+
+
+# -- aggregation, dynamic scores and alignment: the branches that rarely fire ---------------------------------------
+
+
+def _percentile_bootstrap(v, n_boot, seed, alpha):
+    """The percentile bootstrap written out: resample with replacement n_boot times (numpy's default_rng(seed)
+    index draws), the alpha/2 and 1 - alpha/2 quantiles of the resampled means."""
+    idx = np.random.default_rng(seed).integers(0, len(v), size=(n_boot, len(v)))
+    means = np.array([v[row].mean() for row in idx])
+    return means, np.quantile(means, alpha / 2), np.quantile(means, 1 - alpha / 2)
+
+
+def test_bootstrap_defaults_are_2000_resamples_seed_0_and_a_95_percent_interval():
+    v = np.array([0.2, 0.9, 0.4, 0.75, 0.1, 0.6, 0.33])
+    _, lo, hi = _percentile_bootstrap(v, 2000, 0, 0.05)
+    ci = bootstrap_ci(list(v) + [None, float("nan"), float("inf")])  # what cannot be computed is dropped
+    assert ci == {"mean": pytest.approx(v.mean()), "lo": pytest.approx(lo), "hi": pytest.approx(hi), "n": 7}
+    assert bootstrap_ci([None, float("nan")]) == {"mean": pytest.approx(np.nan, nan_ok=True),
+                                                   "lo": pytest.approx(np.nan, nan_ok=True),
+                                                   "hi": pytest.approx(np.nan, nan_ok=True), "n": 0}
+    one = bootstrap_ci([0.4])
+    assert one["n"] == 1 and one["lo"] == one["hi"] == one["mean"] == 0.4
+
+
+def test_paired_bootstrap_drops_incomplete_pairs_and_counts_ties_as_not_greater():
+    a = np.array([0.9, 0.5, 0.7, np.nan, 0.6, 0.8])
+    b = np.array([0.6, 0.6, 0.4, 0.5, np.nan, 0.5])
+    d = (a - b)[[0, 1, 2, 5]]
+    means, lo, hi = _percentile_bootstrap(d, 2000, 0, 0.05)
+    p = paired_bootstrap(a, b)
+    assert p["n"] == 4 and p["diff"] == pytest.approx(d.mean()) and d.max() > d.mean()
+    assert p["lo"] == pytest.approx(lo) and p["hi"] == pytest.approx(hi)
+    assert p["p_le_0"] == pytest.approx(np.mean(means <= 0)) and 0 < p["p_le_0"] < 1
+    tie = paired_bootstrap([0.5, 0.5], [0.5, 0.5])
+    assert tie["diff"] == 0.0 and tie["p_le_0"] == 1.0  # no difference is "not greater"
+    none = paired_bootstrap([np.nan], [0.1])
+    assert none["n"] == 0 and np.isnan(none["diff"]) and np.isnan(none["p_le_0"])
+    with pytest.raises(ValueError, match="same cases"):
+        paired_bootstrap([0.1, 0.2], [0.1])
+
+
+def test_rollout_score_rejects_no_revisits_and_any_infinite_score():
+    with pytest.raises(ValueError, match="num_revisits"):
+        rollout_score({"a": []}, 0)
+    with pytest.raises(ValueError, match="infinite"):
+        rollout_score({"a": [0.5, float("-inf"), 0.2]}, 3)  # one infinite score among finite ones
+    assert np.isnan(rollout_score({}, 2))
+
+
+def test_checklist_reads_boolean_answers_and_needs_eight_of_each():
+    refs = _refs()
+    answers = [r["answer"] == "yes" for r in refs]  # True / False, as some judges reply
+    assert score_checklist(True, answers, refs)["overall"] == 1.0
+    assert score_checklist(True, [np.bool_(a) for a in answers], refs)["overall"] == 1.0
+    flipped = [not a for a in answers]
+    assert score_checklist(True, flipped, refs)["overall"] == 0.0
+    assert score_checklist(False, answers, refs)["items"] == [0] * 8
+    for ans, rf in ((answers, refs[:7]), (answers[:7], refs), (answers + [True], refs)):
+        with pytest.raises(ValueError, match="need 8 answers"):
+            score_checklist(True, ans, rf)
+    three = [dict(r, aspect="final_state") if i == 0 else r for i, r in enumerate(refs)]
+    with pytest.raises(ValueError, match="exactly two"):
+        score_checklist(True, answers, three)
+    assert score_checklist(True, ["Y", "n", "FALSE", "true", " yes ", "No", "n", "N"], refs)["items"] == \
+        [1, 1, 0, 0, 1, 1, 0, 1]
+
+
+def test_decomposition_and_m_score_edge_cases():
+    from evaluate.dynamic import decompose, dynamic_summary, trigger_conditioned
+
+    empty = decompose([])
+    assert empty["n"] == 0 and empty["started"] == 0 and np.isnan(empty["S_gated"])
+    never = decompose([{"started": False, "overall": 0.0}] * 3)
+    assert never["p_start"] == 0.0 and np.isnan(never["S_cond"]) and never["S_gated"] == 0.0
+    t = trigger_conditioned([], [])
+    assert t["n"] == 0 and t["triggered"] == 0 and np.isnan(t["M"])
+    # C_trig = S_rel = 0.5: the harmonic mean is 0.5 (C + S = 1, C - S = 0: neither may be read as "no score")
+    t = trigger_conditioned([0.5, 0.9], [True, False])
+    assert t["C_trig"] == 0.5 and t["S_rel"] == 0.5 and t["M"] == pytest.approx(0.5)
+    t = trigger_conditioned([0.0, 0.3], [True, False])
+    assert t["M"] == 0.0 and t["S_rel"] == 0.0
+    t = trigger_conditioned([1.0, 0.2, 0.6], [True, True, False])
+    assert t["M"] == pytest.approx(2 * (2 / 3) * 0.6 / (2 / 3 + 0.6))
+    assert np.isnan(trigger_conditioned([0.3], [False])["S_rel"]) and trigger_conditioned([0.3], [False])["M"] == 0.0
+    with pytest.raises(ValueError, match="trigger decisions"):
+        trigger_conditioned([0.1], [])
+    s = dynamic_summary([{"started": True, "overall": 0.5}, {"started": False, "overall": 0.0}])
+    assert s["S_gated"] == pytest.approx(0.25) and s["M_score"] == pytest.approx(0.5)
+
+
+def test_apply_sim3_moves_centres_and_leaves_its_input_alone():
+    P = se3(np.stack([rot_y(0.2), rot_x(-0.4)]), np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 0.5]]))
+    before = P.copy()
+    R, t = rot_z(0.7), np.array([0.5, -2.0, 4.0])
+    out = apply_sim3(P, 2.0, R, t)
+    assert np.array_equal(P, before)  # a copy, not an in-place edit
+    assert np.allclose(out[:, :3, 3], 2.0 * P[:, :3, 3] @ R.T + t)
+    assert np.allclose(out[:, :3, :3], R @ P[:, :3, :3])
+
+
+def test_alignment_is_sim3_for_any_translating_target_and_se3_for_a_still_one():
+    from evaluate.camera import align_to_target
+
+    diag = se3(np.tile(np.eye(3), (6, 1, 1)), np.outer(np.arange(6), [1.0, 1.0, 1.0]))  # along (1, 1, 1)
+    est = diag.copy()
+    est[:, :3, 3] *= 3.0
+    aligned, info = align_to_target(diag, est)
+    assert info == {"alignment": "sim3", "scale": pytest.approx(1 / 3)} and np.allclose(aligned, diag)
+    assert rpe_translation(diag, {"e": est}) == pytest.approx(0.0, abs=1e-12)
+    still = se3(np.stack([rot_y(a) for a in np.linspace(0, 1, 5)]))
+    _, info = align_to_target(still, est[:5])
+    assert info["alignment"] == "se3" and info["scale"] == 1.0
+
+
+def test_translation_rpe_applies_from_the_minimum_path_length_and_rotation_rpe_to_any_turn():
+    from evaluate.camera import MIN_PATH_LENGTH, rotation_rpe_not_applicable, translation_rpe_not_applicable
+
+    P = np.stack([np.eye(4)] * 2)
+    P[1, 0, 3] = MIN_PATH_LENGTH
+    assert translation_rpe_not_applicable(P) is None  # exactly the minimum counts as translating
+    P[1, 0, 3] = MIN_PATH_LENGTH / 2
+    assert translation_rpe_not_applicable(P) is not None
+    turn = se3(np.stack([np.eye(3), np.eye(3), np.eye(3), rot_y(0.01)]))
+    assert rotation_rpe_not_applicable(turn) is None  # only the last step turns
+    assert rotation_rpe_not_applicable(se3(np.tile(np.eye(3), (4, 1, 1)))) is not None
+    for bad in (np.zeros((3, 4, 3)), np.zeros((4, 4)), np.zeros((3, 4, 4, 1))):
+        with pytest.raises(ValueError, match=r"\(T, 4, 4\)"):
+            rpe_rotation(bad, bad)
+
+
+def test_eq4_edge_inputs():
+    assert revisit_similarity(np.array([[2.0]]), np.array([[3.0]])) == 1.0  # one frame, one dimension
+    small = 1e-3 * np.array([[1.0, 0.0], [0.6, 0.8]])  # features far below unit length: still cosines
+    assert revisit_similarity(small[:1], small[1:]) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="reference set"):
+        revisit_similarity(np.ones(3), np.ones((1, 3)))  # a 1-D reference is not a set of frames
+    with pytest.raises(ValueError, match="do not match"):
+        revisit_similarity(np.ones((2, 3)), np.ones(3))
+    with pytest.raises(ValueError, match="do not match"):
+        revisit_similarity(np.ones((2, 3)), np.ones((2, 4)))
+    with pytest.raises(ValueError, match="non-finite"):
+        revisit_similarity(np.array([[1.0, np.nan]]), np.ones((1, 2)))  # the reference side is checked too
+
+
+def test_silhouettes_keep_thin_shapes_centred_and_union_both_masks():
+    line = np.zeros((10, 200), bool)
+    line[5, 20:120] = True  # 1 x 100: the short side would round to 1 pixel of the 64 canvas
+    c = normalized_silhouette(line)
+    ys, xs = np.nonzero(c)
+    assert (ys.min(), ys.max(), xs.min(), xs.max()) == (31, 31, 0, 63)  # one row, centred
+    tall = np.zeros((80, 80), bool)
+    tall[10:50, 30:50] = True  # 40 x 20 -> 64 x 32, centred in columns 16..47
+    ys, xs = np.nonzero(normalized_silhouette(tall))
+    assert (ys.min(), ys.max(), xs.min(), xs.max()) == (0, 63, 16, 47)
+    a = np.zeros((20, 20), bool)
+    b = np.zeros((20, 20), bool)
+    a[0:10, 0:10] = True
+    a[10:20, 0:5] = True  # an L
+    b[0:10, 5:10] = True
+    b[10:20, 0:10] = True  # the L turned over: same box, each has pixels the other lacks
+    na, nb = normalized_silhouette(a), normalized_silhouette(b)
+    assert (na & ~nb).any() and (nb & ~na).any()
+    assert silhouette_iou(a, b) == pytest.approx((na & nb).sum() / (na | nb).sum())
+    assert silhouette_iou(a, b) < min(na.sum(), nb.sum()) / max(na.sum(), nb.sum())
+    empty = np.zeros((5, 5), bool)
+    assert silhouette_iou(empty, empty) == 0.0 and silhouette_revisit_score([empty], [empty]) == 0.0
+    assert silhouette_revisit_score([], [a]) == 0.0
+
+
+def test_spearman_shape_checks_constant_maps_and_small_depths():
+    with pytest.raises(ValueError, match="same size"):
+        depth_spearman(np.ones((2, 2, 2)), np.ones((2, 2, 2)))
+    d = np.random.default_rng(0).uniform(0.01, 0.9, (6, 7))  # relative depth below 1 is still depth
+    assert depth_spearman(d, d**2) == pytest.approx(1.0)
+    assert np.isnan(depth_spearman(np.full_like(d, 0.5), d))  # constant reference
+    # ranks with an std of exactly 1 (two ties of two): a correlation of 0, not undefined
+    assert depth_spearman(np.array([[1.0, 1.0, 2.0, 2.0]]), np.array([[1.0, 2.0, 1.0, 2.0]])) == pytest.approx(0.0)
+
+
+def _field_grid(depth, K, c2w, bin_deg):
+    """Eq. 6's field written out pixel by pixel (the +0.5-centre rays, equal-angle bins, the nearest log-range,
+    the last bin closed at +180 / +90 deg) as a (180/bin, 360/bin) grid, NaN where empty."""
+    n_el, n_az = int(round(180 / bin_deg)), int(round(360 / bin_deg))
+    g = np.full((n_el, n_az), np.nan)
+    Kinv = np.linalg.inv(K)
+    for v in range(depth.shape[0]):
+        for u in range(depth.shape[1]):
+            z = depth[v, u]
+            if not (np.isfinite(z) and z > 0):
+                continue
+            ray = Kinv @ np.array([u + 0.5, v + 0.5, 1.0])
+            p = c2w[:3, :3] @ (ray / ray[2] * z) + c2w[:3, 3]
+            r = np.linalg.norm(p)
+            if r <= 1e-9:
+                continue
+            az = np.degrees(np.arctan2(p[0], p[2]))
+            el = np.degrees(np.arctan2(-p[1], np.hypot(p[0], p[2])))
+            i, j = min(int((el + 90) // bin_deg), n_el - 1), min(int((az + 180) // bin_deg), n_az - 1)
+            g[i, j] = np.fmin(g[i, j], np.log(r))
+    return g
+
+
+@pytest.mark.parametrize("bin_deg", [1.0, 2.0, 3.0])
+def test_spherical_grid_bins_every_pixel_as_eq6_describes(bin_deg):
+    """Cameras looking straight up, straight down and backwards (so the first and last azimuth and elevation bins
+    fill), one of them translated, depths below 1 and invalid pixels; up and down are not mirror images here."""
+    K = np.array([[6.0, 0.0, 4.5], [0.0, 5.0, 3.5], [0.0, 0.0, 1.0]])  # pixel (4, 3) looks along the axis
+    up = np.array([[1.0, 0, 0, 0], [0, 0, -1.0, 0], [0, 1.0, 0, 0], [0, 0, 0, 1.0]])  # forward = world -y (up)
+    down = np.array([[1.0, 0, 0, 0], [0, 0, 1.0, 0], [0, -1.0, 0, 0], [0, 0, 0, 1.0]])
+    back = np.diag([-1.0, 1.0, -1.0, 1.0])
+    moved = se3(rot_y(0.3) @ rot_x(0.2), [0.3, -0.2, 0.5])
+    rng = np.random.default_rng(int(bin_deg))
+    for c2w in (up, down, back, moved):
+        d = rng.uniform(0.2, 3.0, (7, 8))
+        d[0, 0], d[1, 2], d[2, 3] = 0.0, np.nan, -1.0
+        got = spherical_grid(d, K, c2w, bin_deg)
+        exp = _field_grid(d, K, c2w, bin_deg)
+        assert got.shape == exp.shape == (int(round(180 / bin_deg)), int(round(360 / bin_deg)))
+        assert np.array_equal(np.isnan(got), np.isnan(exp)) and np.allclose(got[~np.isnan(got)], exp[~np.isnan(exp)])
+    top = spherical_grid(np.ones((7, 8)), K, up, bin_deg)
+    assert np.isfinite(top[-1]).any() and not np.isfinite(top[: len(top) // 2]).any()  # looking up: upper rows
+    assert np.isfinite(spherical_grid(np.ones((7, 8)), K, down, bin_deg)[0]).any()  # straight down: the first row
+
+
+def test_window_frames_always_end_on_the_settled_last_frame():
+    from evaluate.protocol import sample_every, window_frames
+
+    assert window_frames((10, 19), 4) == [10, 14, 18]  # 18 = b - 1 is on the grid: not repeated
+    assert window_frames((10, 20), 4) == [10, 14, 18, 19]
+    assert window_frames((10, 11), 4) == [10] and window_frames((10, 10), 4) == []
+    assert sample_every(3, 2, 9) == [2, 5, 8]
+
+
+def _yaw_path(yaws, phases):
+    return se3(rot_y(np.radians(np.asarray(yaws, float)))), phases
+
+
+def test_departure_revisit_defaults_are_5_degrees_5_percent_and_30_degrees():
+    """Defaults as documented (evaluation.md): a D2 frame 5.5 deg from the away view is not a revisit of it, one
+    4.5 deg away is; a first departure of 29 deg has no away view, one of 30.5 has."""
+    from evaluate.protocol import departure_revisit_windows
+
+    def path(d1_far, d2):
+        yaws = [0.0] * 3 + list(np.linspace(0, -d1_far, 6)) + [0.0] * 3 + list(d2) + [0.0] * 3
+        return _yaw_path(yaws, {"V": (0, 3), "D1": (3, 9), "R1": (9, 12), "D2": (12, 12 + len(d2)),
+                                "R2": (12 + len(d2), 15 + len(d2))})
+
+    c2w, ph = path(30.5, [-10.0, -25.0, -26.0, -30.5 + 4.5, -20.0])
+    ref, rev = departure_revisit_windows(c2w, ph)
+    assert ref == [8] and rev == [[14, 15]]  # -26 deg twice: 4.5 deg from the away view; -25: 5.5
+    c2w, ph = path(30.5, [-10.0, -25.0, -30.5 + 5.5, -20.0])
+    assert departure_revisit_windows(c2w, ph) == ([8], [])
+    c2w, ph = path(29.0, [-10.0, -29.0, -20.0])
+    assert departure_revisit_windows(c2w, ph) == ([], [])
+
+
+def test_the_away_view_is_measured_from_frame_0_and_needs_two_departures():
+    """A one-frame V: frame 1 already turns, so measuring from it (not frame 0) would find another far pose."""
+    from evaluate.protocol import departure_revisit_windows, departure_sweep_windows
+
+    yaws = [0.0, -10.0, -40.0, -40.0, -20.0, 0.0, -20.0, -40.0, -20.0, 0.0]
+    c2w, ph = _yaw_path(yaws, {"V": (0, 1), "D1": (1, 4), "R1": (4, 6), "D2": (6, 9), "R2": (9, 10)})
+    assert departure_revisit_windows(c2w, ph) == ([2, 3], [[7]])
+    ref, sweep = departure_sweep_windows(c2w, ph)
+    assert ref == [1, 2, 3] and sweep == [[7]]  # only D2's frame at 40 deg is >= 30 deg from frame 0
+    only = {k: v for k, v in ph.items() if k in ("V", "D1", "R1")}
+    assert departure_revisit_windows(c2w, only) == ([], [])
+    assert departure_sweep_windows(c2w, only) == ([1, 2, 3], [])
+    assert departure_sweep_windows(c2w, {"V": (0, 10)}) == ([], [])
+
+
+def test_sweep_frames_count_from_exactly_the_minimum_departure():
+    from evaluate.protocol import departure_sweep_windows
+    from trajectories.conventions import geodesic_angle
+
+    yaws = [0.0, -20.0, -35.0, -20.0, 0.0, -20.0, -35.0, -20.0]
+    c2w, ph = _yaw_path(yaws, {"V": (0, 1), "D1": (1, 4), "R1": (4, 5), "D2": (5, 8)})
+    at = float(np.degrees(geodesic_angle(np.eye(3), c2w[6, :3, :3])))
+    assert departure_sweep_windows(c2w, ph, min_departure_deg=at)[1] == [[6]]
+    assert departure_sweep_windows(c2w, ph, min_departure_deg=at + 1e-9) == ([], [])
