@@ -288,3 +288,189 @@ def test_resize_crop_intrinsics_match_image_transform():
     assert out.shape == (480, 832, 3)
     assert K2[0, 2] == pytest.approx(416.0) and K2[1, 2] == pytest.approx(240.0)
     assert K2[0, 0] == pytest.approx(K[0, 0] * 832 / 600)
+
+
+# -- conventions, written out ----------------------------------------------------------------------------------------
+
+
+def test_pixel_rays_go_through_pixel_centres_with_the_actual_intrinsics():
+    K = np.array([[120.0, 0.0, 37.3], [0.0, 80.0, 21.9], [0.0, 0.0, 1.0]])  # non-square pixels, off-centre
+    from trajectories.conventions import pixel_rays
+
+    for offset in (0.5, 0.0):
+        d = pixel_rays(K, 5, 7, offset)
+        assert d.shape == (5, 7, 3) and np.allclose(np.linalg.norm(d, axis=-1), 1.0)
+        for v, u in ((0, 0), (4, 6), (2, 3)):
+            ray = np.array([(u + offset - 37.3) / 120.0, (v + offset - 21.9) / 80.0, 1.0])
+            assert np.allclose(d[v, u], ray / np.linalg.norm(ray))
+
+
+def test_rot_z_rolls_and_geodesic_angle_measures_every_axis():
+    from scipy.spatial.transform import Rotation
+
+    from trajectories.conventions import rot_z
+
+    for a in (0.3, -1.2, 2.9):
+        assert np.allclose(rot_z(a), Rotation.from_euler("z", a).as_matrix())
+        for f in (rot_x, rot_y, rot_z):
+            assert geodesic_angle(np.eye(3), f(a)) == pytest.approx(abs(a))
+    assert rot_z(np.array([0.1, 0.2])).shape == (2, 3, 3)
+    R = Rotation.from_rotvec([0.4, -2.0, 1.1]).as_matrix()
+    assert geodesic_angle(R) == pytest.approx(np.linalg.norm([0.4, -2.0, 1.1]))
+
+
+def test_relative_and_framewise_poses():
+    from trajectories.conventions import framewise_from_relative, relative_to_first
+
+    rng = np.random.default_rng(2)
+    P = se3(np.stack([rot_y(a) @ rot_x(b) for a, b in rng.normal(0, 0.5, (5, 2))]), rng.normal(0, 1, (5, 3)))
+    rel = relative_to_first(P)
+    assert np.allclose(rel[0], np.eye(4)) and np.allclose(P[0] @ rel, P)
+    f = framewise_from_relative(rel)
+    assert np.array_equal(f[0], np.eye(4))
+    for i in range(1, 5):
+        assert np.allclose(f[i], np.linalg.inv(rel[i - 1]) @ rel[i])
+
+
+def test_slerp_of_equal_rotations_and_fov_intrinsics():
+    R = rot_y(0.4)
+    same = slerp_rotations(R, R, np.array([0.0, 0.3, 1.0]))
+    assert same.shape == (3, 3, 3) and all(np.array_equal(x, R) for x in same)
+    K = intrinsics_from_fov(90.0, 200, 100)
+    assert np.allclose(K, [[100.0, 0.0, 100.0], [0.0, 100.0, 50.0], [0.0, 0.0, 1.0]])
+
+
+def test_resize_crop_intrinsics_follow_a_point_through_the_image_transform():
+    """Project a 3D point with K on the source, apply the cover-resize (scale s) and centre crop to the pixel:
+    K' must project it to the same pixel, for an off-centre K and a crop along either axis."""
+    K = np.array([[300.0, 0.0, 210.0], [0.0, 280.0, 130.0], [0.0, 0.0, 1.0]])
+    p = np.array([0.3, -0.2, 2.0])
+    for src, dst in (((300, 600), (480, 832)), ((600, 300), (480, 832)), ((400, 400), (100, 300))):
+        (hs, ws), (hd, wd) = src, dst
+        s = max(hd / hs, wd / ws)
+        u, v, _ = K @ p / p[2]
+        expected = (u * s - (ws * s - wd) / 2.0, v * s - (hs * s - hd) / 2.0)
+        u2, v2, _ = intrinsics_for_resize_crop(K, src, dst) @ p / p[2]
+        assert (u2, v2) == pytest.approx(expected)
+
+
+# -- builders: the ease, the spec parser, the last segment -----------------------------------------------------------
+
+
+def _ease_expected(spec, n):
+    """Every frame's yaw written out from the docs: tau_i = i / (n-1); segment bounds = cumulative weights; a move
+    follows the cosine ease 0.5 - 0.5 cos(pi s) of its own progress s."""
+    t = spec.timing
+    segs = [("hold", t.initial_hold, 0.0, 0.0)]
+    amp = -spec.yaw_deg  # left
+    for _ in spec.cycles:
+        segs += [("move", t.move, 0.0, amp), ("hold", t.away_hold, amp, amp), ("move", t.move, amp, 0.0),
+                 ("hold", t.revisit_hold, 0.0, 0.0)]
+    segs += [("hold", t.final_hold, 0.0, 0.0)]
+    segs = [x for x in segs if x[1] > 0]
+    b = np.concatenate([[0.0], np.cumsum([x[1] for x in segs])]) / sum(x[1] for x in segs)
+    out = []
+    for i in range(n):
+        tau = i / (n - 1)
+        j = min(int(np.searchsorted(b, tau, side="right")) - 1, len(segs) - 1)
+        s = (tau - b[j]) / (b[j + 1] - b[j])
+        _, _, a0, a1 = segs[j]
+        out.append(a0 + (a1 - a0) * (0.5 - 0.5 * np.cos(np.pi * s)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("timing", [Timing(), Timing(initial_hold=0.0, final_hold=0.0, revisit_hold=0.0),
+                                    Timing(away_hold=0.0, move=0.3)])
+def test_moves_follow_the_cosine_ease_on_normalised_time(timing):
+    spec = TrajectorySpec(name="x", cycles=("left", "left"), timing=timing)
+    p = build_path(spec, 97, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+    yaw, _ = p.yaw_pitch_deg()
+    assert np.allclose(yaw, _ease_expected(spec, 97), atol=1e-9)
+    assert np.abs(p.c2w[-1] - np.eye(4)).max() < 1e-9  # even when the last segment is a move
+
+
+def test_spec_from_dict_drops_the_description_and_takes_no_timing():
+    spec = TrajectorySpec.from_dict({"name": "x", "description": "a comment", "timing": None, "cycles": ["up"]})
+    assert spec.timing == Timing() and spec.cycles == ("up",)
+    assert TrajectorySpec.from_dict(spec.to_dict()) == spec and spec.to_dict()["cycles"] == ["up"]
+    with pytest.raises(TrajectoryError, match="trajectory.timing: unknown field"):
+        TrajectorySpec.from_dict({"name": "x", "timing": {"hold": 1.0}})
+
+
+def test_an_infinite_square_is_refused():
+    with pytest.raises(TrajectoryError, match="side"):
+        build_path(TrajectorySpec(name="x", kind="square", side=float("inf")), 97, 16,
+                   intrinsics_from_fov(60, 832, 480), 480, 832)
+
+
+def test_unknown_field_messages_name_the_first_key_and_suggest_only_close_ones():
+    from trajectories.fields import unknown_field_message
+
+    msg = unknown_field_message("trajectory", {"zzz", "yaw_degs"}, ["yaw_deg", "name"])
+    assert msg.startswith("trajectory.yaw_degs: unknown field; did you mean 'yaw_deg'?")
+    assert "allowed: ['name', 'yaw_deg']" in msg
+    far = unknown_field_message("s", {"qqqq"}, ["name"], what="the model")
+    assert far == "s.qqqq: unknown field of the model; allowed: ['name']"
+
+
+def test_camera_path_counts_hashes_and_saves(tmp_path):
+    import dataclasses
+
+    p = _build("lrlr", 97)
+    assert p.num_frames == 97 and p.num_revisits == 2
+    h = p.spec_hash()
+    assert len(h) == 16 and h == _build("lrlr", 97).spec_hash()
+    c2w = p.c2w.copy()
+    c2w[10, 0, 3] += 3e-13  # float noise below 1e-12: the same path
+    assert dataclasses.replace(p, c2w=c2w).spec_hash() == h
+    c2w[10, 0, 3] += 1e-9
+    assert dataclasses.replace(p, c2w=c2w).spec_hash() != h
+    K = p.K.copy()
+    K[0, 0] += 3e-10
+    assert dataclasses.replace(p, K=K).spec_hash() == h
+    K[0, 0] += 1e-6
+    assert dataclasses.replace(p, K=K).spec_hash() != h
+    assert dataclasses.replace(p, fps=24.0).spec_hash() != h  # the metadata counts too
+    deep = tmp_path / "a" / "b" / "camera.npz"
+    p.save(deep)  # creates its folder
+    q = load_path(deep)
+    assert q.spec_hash() == h and sorted(x.name for x in deep.parent.iterdir()) == ["camera.npz"]
+    shuffled = dataclasses.replace(p, params=dict(reversed(list(p.params.items()))))
+    shuffled.save(tmp_path / "s.npz")
+    assert (tmp_path / "s.npz").read_bytes() == deep.read_bytes()  # keys sorted: the same bytes
+
+
+def test_load_path_refuses_pickles(tmp_path):
+    f = tmp_path / "evil.npz"
+    np.savez(f, c2w=np.zeros((2, 4, 4)), K=np.eye(3), fps=np.float64(16), hw=np.array([4, 4]),
+             meta_json=np.array([{"name": "x"}], dtype=object))
+    with pytest.raises(ValueError, match="pickle"):
+        load_path(f)
+
+
+def test_phase_labels_without_a_number_have_index_0():
+    from trajectories.phases import Phase, PhaseKind
+
+    assert Phase.parse("V") == Phase(PhaseKind.VIEW, 0) and Phase.parse("H").index == 0
+    assert Phase.parse("R12").index == 12 and str(Phase.parse("D3")) == "D3"
+
+
+def test_resample_interpolates_fractional_anchors_and_refuses_out_of_range_ones():
+    from scipy.spatial.transform import Rotation, Slerp
+
+    rng = np.random.default_rng(4)
+    P = se3(Rotation.from_rotvec(rng.normal(0, 0.4, (6, 3))).as_matrix(), rng.normal(0, 1, (6, 3)))
+    a = np.array([0.0, 0.25, 2.5, 4.999999999999, 5.0])
+    out = resample_c2w(P, a)
+    slerp = Slerp(np.arange(6), Rotation.from_matrix(P[:, :3, :3]))
+    assert np.allclose(out[:, :3, :3], slerp(np.minimum(a, 5.0)).as_matrix())
+    i0 = np.floor(a).astype(int).clip(0, 4)
+    f = a - i0
+    lin = (1 - f)[:, None] * P[i0, :3, 3] + f[:, None] * P[np.minimum(i0 + 1, 5), :3, 3]
+    assert np.allclose(out[:, :3, 3], lin)
+    assert np.array_equal(out[0], P[0]) and np.array_equal(out[-1], P[5])  # integer anchors: the poses exactly
+    assert resample_c2w(P, np.array([])).shape == (0, 4, 4)
+    assert np.allclose(resample_c2w(P, np.array([5.0 + 1e-10]))[0], P[5])  # within rounding of the end
+    for bad in ([-0.1], [5.01], [1.0, 7.0]):
+        with pytest.raises(ValueError, match="anchors must lie"):
+            resample_c2w(P, np.array(bad))
