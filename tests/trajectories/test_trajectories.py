@@ -474,3 +474,20 @@ def test_resample_interpolates_fractional_anchors_and_refuses_out_of_range_ones(
     for bad in ([-0.1], [5.01], [1.0, 7.0]):
         with pytest.raises(ValueError, match="anchors must lie"):
             resample_c2w(P, np.array(bad))
+
+
+def test_the_defaults_are_the_ones_docs_trajectories_md_explains():
+    """The defaults table of docs/trajectories.md is the record (the timing weights decide every path and golden)."""
+    import re
+
+    from tests.support import ROOT
+
+    doc = (ROOT / "docs" / "trajectories.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith("| timing |"))
+    w = dict(re.findall(r"(V|move|away hold|revisit hold|H) (\d\.\d+)", row))
+    assert Timing() == Timing(initial_hold=float(w["V"]), move=float(w["move"]), away_hold=float(w["away hold"]),
+                              revisit_hold=float(w["revisit hold"]), final_hold=float(w["H"]))
+    for name in ("yaw_deg", "pitch_deg", "side"):
+        value = float(re.search(rf"^\| `{name}` \| ([\d.]+)", doc, re.M).group(1))
+        assert getattr(TrajectorySpec(name="x"), name) == value
+    assert TrajectorySpec(name="x").cycles == ("left", "left") and TrajectorySpec(name="x").kind == "rotation"

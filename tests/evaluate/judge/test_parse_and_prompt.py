@@ -62,7 +62,8 @@ def test_space_a_reasoning_block_and_a_fence_are_accepted(text):
 
 
 @pytest.mark.parametrize("text, why", [
-    ("", "empty reply"), ("   \n", "empty reply"), ("[1, 2]", "no JSON object"),
+    ("", "empty reply"), ("   \n", "empty reply"), (None, "empty reply"), (b"{}", "empty reply"),
+    ("[1, 2]", "no JSON object"),
     ('["a", {"event_started": "yes"}]', "outside"),
     (json.dumps({"event_started": "yes"}), "answers must be an object"),
     (json.dumps({"event_started": "yes", "answers": ["yes"] * 8}), "answers must be an object"),
@@ -122,7 +123,8 @@ def _decode(url: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("hw, size, out", [((24, 32), 16, (12, 16)), ((32, 24), 16, (16, 12)),
-                                           ((24, 32), 32, (24, 32)), ((10, 20), 40, (20, 40)), ((1, 50), 10, (1, 10))])
+                                           ((24, 32), 32, (24, 32)), ((10, 20), 40, (20, 40)), ((1, 50), 10, (1, 10)),
+                                           ((50, 1), 10, (10, 1))])
 def test_frames_are_resized_so_the_longer_side_is_the_image_size(hw, size, out):
     frame = np.zeros((*hw, 3), np.uint8)
     frame[..., 0] = 200  # red, so a channel swap would show
@@ -184,3 +186,33 @@ def test_repair_message_and_event_dict():
             return {"b": 2}
 
     assert event_dict(Model()) == {"b": 2}
+
+
+def test_frames_shrink_with_the_area_filter_grow_linearly_and_encode_at_quality_90(monkeypatch):
+    import cv2
+
+    calls = []
+    resize, imencode = cv2.resize, cv2.imencode
+    monkeypatch.setattr(cv2, "resize", lambda img, size, interpolation: calls.append(("resize", interpolation))
+                        or resize(img, size, interpolation=interpolation))
+    monkeypatch.setattr(cv2, "imencode", lambda ext, img, params: calls.append(("jpeg", ext, list(params)))
+                        or imencode(ext, img, params))
+    frame = np.zeros((20, 30, 3), np.uint8)
+    encode_frame(frame, 15)  # shrink
+    encode_frame(frame, 45)  # grow by 1.5
+    encode_frame(frame, 30)  # already the size: no resize
+    assert calls == [("resize", cv2.INTER_AREA), ("jpeg", ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90]),
+                     ("resize", cv2.INTER_LINEAR), ("jpeg", ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90]),
+                     ("jpeg", ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90])]
+
+
+def test_the_request_is_validated_and_its_key_is_the_hash_of_its_identity():
+    import hashlib
+
+    bad = make_input(event=dict(EVENT, questions=EVENT["questions"][:3]))
+    with pytest.raises(JudgeInputError, match="3 question"):
+        build_request(bad, JudgeSettings(base_url="http://x/v1", image_size=32))
+    body, ident = build_request(make_input(), JudgeSettings(base_url="http://x/v1", image_size=32))
+    assert body["response_format"]["json_schema"] == {"name": "checklist", "schema": response_schema(), "strict": True}
+    rest = {k: v for k, v in ident.items() if k != "key"}
+    assert ident["key"] == hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:20]
