@@ -239,3 +239,88 @@ def test_fov_never_retrieves_a_partial_chunk_or_exceeds_its_budget():
     assert s.context == [0, 5] and s.retrieved == () and s.scores == {}
     s = sel.select(3)  # history 0..8: gap 1..7 holds chunk 1 (latents 3..5), the only candidate
     assert s.retrieved == (3, 4, 5) and len(s.context) <= pol.sink + pol.recent + pol.chunk
+
+
+def test_visibility_boundaries_are_those_of_the_definition():
+    """In front means z > near; within the radius means |p - c| < radius; inside the image means 0 <= u < width and
+    0 <= v < height (pixel edges at 0 and width, +0.5 centres). Points exactly on each boundary, both for the
+    single-camera test and for the batched matrix (whose points are set here to the same ones)."""
+    from harness.context import FovScoreConfig
+
+    K = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    est = FovOverlap(K, 2, 2, FovScoreConfig(num_points=16, radius=8.0, near=0.25))
+    pts = np.array([
+        [0.5, 0.5, 1.0],   # inside: visible
+        [0.0, 0.5, 1.0],   # u = 0: visible
+        [0.5, 0.0, 1.0],   # v = 0: visible
+        [2.0, 0.5, 1.0],   # u = width: not
+        [0.5, 2.0, 1.0],   # v = height: not
+        [0.0, 0.0, 0.25],  # z = near: not
+        [0.0, 0.0, 8.0],   # |p| = radius: not
+        [0.1, 0.1, 0.5],   # inside
+        [-0.1, 0.5, 1.0],  # left of the image
+        [0.5, 0.5, -1.0],  # behind
+    ])
+    expected = [True, True, True, False, False, False, False, True, False, False]
+    assert est.visible(np.eye(4), pts).tolist() == expected
+    est._local = pts  # the batched path, on the same points
+    h = se3(np.eye(3), [0.0, 0.0, 0.0])
+    assert est.overlap_matrix(np.eye(4)[None], h[None]).tolist() == [[1.0]]
+    shifted = se3(np.eye(3), [0.0, 0.0, -0.5])  # from 0.5 behind: the point at z = 0.25 becomes visible (0.75)
+    want = (np.array(expected) & _visible(pts, shifted, K, 2, 2, 8.0, 0.25)).sum() / sum(expected)
+    assert est.overlap_matrix(np.eye(4)[None], shifted[None])[0, 0] == pytest.approx(want)
+    assert est.pair(np.eye(4), shifted) == pytest.approx(want)
+
+
+def test_one_history_camera_is_scored_too(K832):
+    est = FovOverlap(K832, 480, 832)
+    h = se3(rot_y(np.deg2rad(20)))
+    one = est.overlap_matrix(np.eye(4)[None], h[None])[0, 0]
+    assert one == pytest.approx(est.pair(np.eye(4), h)) and one > 0.3
+
+
+@pytest.mark.parametrize("bad, field", [({"sink": 1.5}, "sink"), ({"recent": -1}, "recent"), ({"chunk": 0}, "chunk"),
+                                        ({"retrieved_chunks": True}, None), ({"rope": "shift"}, "rope"),
+                                        ({"name": "fov", "retrieved_chunks": 0}, "retrieved_chunks")])
+def test_policy_validation(bad, field):
+    cfg = {"name": "sliding", **bad}
+    if field is None:  # bool is an int: accepted as 1 (it is what YAML gives for "yes")
+        assert ContextPolicy.from_dict(cfg).retrieved_chunks is True
+        return
+    with pytest.raises(ContextConfigError, match=f"context.{field}"):
+        ContextPolicy.from_dict(cfg)
+
+
+def test_policy_edge_values_that_are_allowed():
+    ok = [{"name": "sliding", "sink": 0, "recent": 0, "chunk": 1}, {"name": "fov", "retrieved_chunks": 1},
+          {"name": "sliding", "retrieved_chunks": 0}, {"name": "fullkv", "rope": "rebase", "description": "x"},
+          {"name": "fov", "retrieved_chunks": 2, "fov": None}, {"name": "native"}]
+    pols = [ContextPolicy.from_dict(d) for d in ok]
+    assert pols[3].rope == "rebase" and pols[4].fov == ContextPolicy(name="fov").fov
+    assert ContextPolicy.from_dict({"name": "fov", "retrieved_chunks": 1, "fov": {"num_points": 64}}).fov.num_points == 64
+    assert [p.needs_full_history for p in pols] == [False, True, False, True, True, True]
+    assert [p.budget for p in pols] == [1, 0 + 0 + 4 + 4, 4, None, 0 + 0 + 8 + 4, None]
+
+
+def test_trace_scores_keep_six_decimals():
+    from harness.context.policies import Selection
+
+    t = Selection(3, (12, 13), sink=(0,), recent=(11,), retrieved=(4, 5), scores={2: 0.12345678, 1: 0.5}).to_trace()
+    assert t == {"chunk": 3, "current": [12, 13], "context": [0, 4, 5, 11], "sink": [0], "recent": [11],
+                 "retrieved": [4, 5], "scores": {"1": 0.5, "2": 0.123457}}
+
+
+def test_fov_selection_anchors_latents_every_4_frames_and_refuses_a_partial_chunk(K832):
+    from types import SimpleNamespace
+
+    from harness.context.policies import fov_selection
+
+    path = build_path(TrajectorySpec(name="lrlr", cycles=("left", "left")), 125, 16, K832, 480, 832)
+    doc = fov_selection(FOV, path, 4)
+    assert doc["num_latents"] == 32  # latent i carries frame 4i: frames 0, 4, ..., 124
+    sel = ContextSelector(FOV, path.c2w[::4], K832, 480, 832)
+    assert doc["chunks"] == [sel.select(k).to_trace() for k in range(sel.num_chunks)]
+    assert doc["policy"] == FOV.to_dict() and doc["chunk"] == 4
+    p = SimpleNamespace(c2w=path.c2w[:121], K=K832, height=480, width=832)  # 31 latents: not a multiple of 4
+    with pytest.raises(ContextConfigError, match="31 latents are not a multiple of the 4-latent chunk"):
+        fov_selection(FOV, p, 4)
