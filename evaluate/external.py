@@ -190,16 +190,16 @@ def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Plan
     return out
 
 
-def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any]) -> Path:
+def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: list[Planned] | None = None) -> Path:
     """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
-    checked before anything is written (:func:`check_import`)."""
+    checked before anything is written (:func:`check_import`, or its result ``planned``)."""
     import shutil
 
     from harness.io import atomic_path, sha256_file, write_json
     from harness.outputs import RunDir, controls_hashes
 
     run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing lands outside output_root
-    planned = check_import(folder, manifest, cfg)
+    planned = check_import(folder, manifest, cfg) if planned is None else planned
     for p in planned:
         d = run.item_dir(p.item)  # contained: the item's names passed harness.outputs.check_name
         d.mkdir(parents=True, exist_ok=True)

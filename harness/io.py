@@ -235,6 +235,17 @@ def write_text(path: str | Path, text: str, scrubbed: bool = False) -> None:
         tmp.write_text(clean)
 
 
+def append_text(path: str | Path, text: str) -> None:
+    """Append ``text`` (a whole record, e.g. one JSON line) to a log file, scrubbed of secrets and confined like
+    every write of this module; appends are not atomic, so readers of such logs skip a torn last line."""
+    from .secrets import scrub
+
+    p = check_contained(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a") as fh:
+        fh.write(scrub(text))
+
+
 def save_npy(path: str | Path, arr: np.ndarray) -> None:
     with atomic_path(path, suffix=".npy") as tmp:
         np.save(tmp, arr)

@@ -137,7 +137,7 @@ _TOKEN_SHAPES = {p: re.compile(re.escape(p) + tail) for p, tail in (
 _NAME_WORDS = ("TOKEN", "SECRET", "PASS", "PW", "CREDENTIAL", "BEARER", "PRIVATE", "KEY", "AUTH", "PAT", "SESSION",
                "COOKIE")  # roots: PASS finds PASSWORD and PASSWD, PW finds PWD, KEY finds APIKEY
 _ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?)"
-                              r"(?P<v>[^\s\"',}\]]+)") for w in _NAME_WORDS}
+                              r"(?P<v>[^\s\"',}\]\\<>]+)") for w in _NAME_WORDS}
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -178,9 +178,9 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
             continue
         esc = _json_escaped(v)  # the escaped form first: the raw value may be a part of it
         if esc != v and esc in text:
-            text = text.replace(esc, f"<{name}: redacted>")
+            text = text.replace(esc, f"<redacted:{name}>")
         if v in text:
-            text = text.replace(v, f"<{name}: redacted>")
+            text = text.replace(v, f"<redacted:{name}>")
     if "://" in text and "@" in text:
         text = _URL_USERINFO.sub(lambda m: f"://{m['user']}:{REDACTED}@", text)
         text = _URL_USER_TOKEN.sub(f"://{REDACTED}@", text)

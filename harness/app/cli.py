@@ -318,11 +318,12 @@ def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
 
     _eval_config(cfg)  # before anything is imported or written
     if cfg.get("videos"):
-        from evaluate.external import import_videos
+        from evaluate.external import check_import, import_videos
 
         run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing outside output_root
+        planned = check_import(*_videos_args(cfg), cfg)  # every entry, before anything (even the lock) is written
         with run.lock("eval"), confine(run.path):
-            import_videos(*_videos_args(cfg), cfg)
+            import_videos(*_videos_args(cfg), cfg, planned=planned)
             ok = _evaluate(run.path, cfg)
     else:
         run = RunDir.existing(cfg["run"], cfg["output_root"])
@@ -490,8 +491,12 @@ def _prepass(argv: list[str]) -> None:
         return  # argparse's own usage error: Hydra prints it
     if not (args.multirun or args.cfg or args.info):
         return
+    from pathlib import Path
+
+    # --config-dir adds a search path (e.g. a folder with local/default.yaml): compose what Hydra will compose
+    extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
     try:
-        jobs = sweep_jobs(args.overrides) if args.multirun else [list(args.overrides)]
+        jobs = sweep_jobs([*args.overrides, *extra]) if args.multirun else [[*args.overrides, *extra]]
         configs = [compose_config(job) for job in jobs]
     except Exception:  # Hydra's own composition error: Hydra reports it when it runs
         return
