@@ -25,9 +25,8 @@ from .secrets import scrub
 from .errors import ConfigError
 
 SEED_MAX = 2**32  # seeds are integers in [0, 2^32): what every upstream RNG (numpy, torch) accepts
-NAME_LEN = 128
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
-NAME_RULE = "letters, digits and _ . , = + - (starting with a letter or digit, no '..', at most 128 characters)"
+NAME_RULE = "letters, digits and _ . , = + - (starting with a letter or digit, no '..')"
 
 
 class PlanError(ConfigError):
@@ -38,7 +37,7 @@ def check_name(field_name: str, value: Any, fix: str = "") -> str:
     """The one rule for every configured string that becomes a path segment of a run (``model.name``,
     ``context.name``, the trajectory, a case id, each part of ``run``, an imported video's ``model`` / ``context``):
     a plain name, so no output can leave the run directory. :class:`PlanError` naming ``field_name`` otherwise."""
-    if not isinstance(value, str) or not _NAME.match(value) or ".." in value or len(value) > NAME_LEN:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:  # lengths: check_writable
         raise PlanError(f"{field_name}={value!r}: not a plain name; use {NAME_RULE}: it becomes a folder of the run "
                         f"directory" + (f"; {fix}" if fix else ""))
     return value

@@ -157,9 +157,7 @@ def prepare_run(cfg: dict[str, Any], report: bool = True):
     if not dry:
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
     elif report:
-        for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
-            log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name,
-                        finding)
+        _log_readiness(adapter)
     if not plan.items:
         raise ConfigError(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
@@ -171,6 +169,11 @@ def prepare_run(cfg: dict[str, Any], report: bool = True):
     if plan.run_dir.is_dir():
         check_fingerprints(plan, bool(cfg.get("overwrite")), dry)
     return plan
+
+
+def _log_readiness(adapter: Any) -> None:
+    for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
+        log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name, finding)
 
 
 def _videos_args(cfg: dict[str, Any]):
@@ -188,7 +191,11 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     if cfg.get("stage") == "evaluate":
         return _cmd_evaluate_only(cfg)
     stage = cfg.get("stage", "all")
-    plan = prepare_run(cfg)
+    plan = _PLANS.pop(_config_key(cfg), None)  # validated by the sweep's pre-pass in this process
+    if plan is None:
+        plan = prepare_run(cfg)
+    elif cfg.get("dry_run"):
+        _log_readiness(plan.adapter)
     adapter, items, run_dir = plan.adapter, plan.items, plan.run_dir
     overwrite = bool(cfg.get("overwrite"))
     pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
@@ -466,13 +473,26 @@ def _register_secrets(values: dict[str, str]) -> None:
     register(values)
 
 
+#: plans the sweep pre-pass validated, by config: the job (in this process, basic launcher) takes its plan from here
+#: instead of planning twice
+_PLANS: dict[str, Any] = {}
+
+
+def _config_key(cfg: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
 def _validate_job(cfg: dict[str, Any]) -> None:
     """What a job checks before it writes anything (run for every job of a sweep before job 0 starts)."""
     from harness.app.settings import check_settings
 
     check_settings(cfg)
     if cfg.get("cmd", "run") == "run":
-        prepare_run(cfg, report=False)
+        plan = prepare_run(cfg, report=False)
+        if plan is not None:
+            _PLANS[_config_key(cfg)] = plan
 
 
 def _prepass(argv: list[str]) -> None:

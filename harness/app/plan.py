@@ -6,6 +6,7 @@ depends on process rank, order or time. Item output paths are deterministic, so 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -86,9 +87,6 @@ def check_compile(adapter: Any, policy: Any, specs: dict[str, Any], cases: Seque
     native format refuses (a frame count it would time-warp, a size it cannot take) fails at planning, not item by
     item after the run has started writing. Only user errors stop the plan; anything else is left to the run,
     which records it as that item's failure."""
-    import shutil
-    import tempfile
-
     from adapters.base import ItemRequest
 
     from harness.errors import UserError
@@ -96,35 +94,54 @@ def check_compile(adapter: Any, policy: Any, specs: dict[str, Any], cases: Seque
     first: dict[str, WorkItem] = {}
     for item in items:
         first.setdefault(item.trajectory, item)
-    if not first:
-        return
     by_id = {c.id: c for c in cases}
-    scratch = Path(tempfile.mkdtemp(prefix="harness-plan-"))
-    try:
-        for t, item in first.items():
-            case = by_id[item.case_id]
-            try:
-                path = adapter.path_for(specs[t], adapter.canvas_K(case), t)
-                adapter.compile(ItemRequest(case=case, path=path, context=policy, seed=item.seed,
-                                            item_dir=scratch / t))
-            except UserError as exc:
-                raise PlanError(f"{exc} (found compiling {item.key} at planning; nothing was written)") from None
-            except Exception:  # a bug or an environment problem: the item records it when it runs
-                continue
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    for t, item in first.items():
+        case = by_id[item.case_id]
+        # a folder of this process's scratch area (removed at exit): kept while the process runs, so the canvas the
+        # probe encoded is what the compile cache copies for the real item (adapters/memo.py), not encoded twice
+        where = _scratch() / f"{next(_PROBES)}-{t}"
+        try:
+            path = adapter.path_for(specs[t], adapter.canvas_K(case), t)
+            adapter.compile(ItemRequest(case=case, path=path, context=policy, seed=item.seed, item_dir=where))
+        except UserError as exc:
+            raise PlanError(f"model={adapter.config.name}: {exc} (found compiling {item.key} at planning; nothing "
+                            "was written)") from None
+        except Exception:  # a bug or an environment problem: the item records it when it runs
+            continue
+
+
+_PROBES = itertools.count()
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> Path:
+    """This process's scratch folder for planning compiles (under the system temp dir; removed at exit)."""
+    if not _SCRATCH:
+        import atexit
+        import shutil
+        import tempfile
+
+        d = Path(tempfile.mkdtemp(prefix="harness-plan-"))
+        atexit.register(shutil.rmtree, d, True)
+        _SCRATCH.append(d)
+    return _SCRATCH[0]
 
 
 def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
     """Every trajectory name is a plain name of the ``trajectory`` group, and the chosen trajectory's ``name``
     labels its own path: ``trajectory=lrlr trajectory.name=lrud`` would file LRLR motion as LRUD."""
-    from harness.config_groups import check_choice, group_yaml
+    import yaml
+
+    from harness.config_groups import check_choice, conf_dir
 
     for n in names:
         check_name("trajectories" if cfg.get("trajectories") else "trajectory.name", n)
         check_choice("trajectory", n)
     tr = cfg["trajectory"]
-    ref = group_yaml("trajectory", tr["name"])
+    check_name("trajectory.name", tr.get("name"))
+    check_choice("trajectory", tr["name"])
+    # the file as written (kind and cycles are never inherited): no Hydra compose for a name check
+    ref = yaml.safe_load((conf_dir() / "trajectory" / f"{tr['name']}.yaml").read_text()) or {}
     for k in ("kind", "cycles"):
         if k not in ref:
             continue

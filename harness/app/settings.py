@@ -12,6 +12,7 @@ The typed sections check themselves: ``model`` (:class:`adapters.base.ModelConfi
 from __future__ import annotations
 
 import difflib
+import functools
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
 
 
+@functools.lru_cache(maxsize=1)
 def top_level_keys() -> list[str]:
     """The keys of ``conf/config.yaml`` (without ``defaults`` and ``hydra``), the group sections and report keys."""
     import yaml
