@@ -534,6 +534,8 @@ def _prepass(argv: list[str]) -> None:
             _validate_job(cfg)  # type: ignore[arg-type]
         except UserError as exc:
             _fail(f"{where}: {exc} (no job was started)")
+        except Exception as exc:  # a bug while validating: its traceback, as in a job
+            _bug(exc)
     log.debug("validated the %d job(s) of the sweep", len(jobs))
 
 

@@ -127,13 +127,12 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
                             "their videos. Drop overwrite=true (a dry run leaves done items alone) or use run=<new>")
     if overwrite:
         return
-    fps = fingerprints(plan)
     bad = []
     for item in plan.items:
         m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
-        fp, parts = fps[_key(item)]
+        fp, parts = fingerprints(plan)[_key(item)]  # computed once, and only when a finished item exists
         if m.get("fingerprint") != fp:
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]

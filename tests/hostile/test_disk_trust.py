@@ -110,19 +110,27 @@ def test_verify_of_a_run_that_does_not_exist_is_a_user_error(harness, tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-def test_a_swapped_video_is_not_evaluated(harness, run_copy):
-    """Before: scored without a warning. After: that item fails with the reason; exit 1."""
-    with open(run_copy / "video.mp4", "r+b") as f:
-        f.seek(2000)
-        f.write(b"\x00\x01\x02\x03")
+@pytest.mark.parametrize("damage, why", [
+    ("video", "video.mp4 sha256 differs from meta.json"),
+    ("camera", "camera.npz sha256 differs from meta.json"),
+])
+def test_a_swapped_file_is_not_evaluated(harness, run_copy, damage, why):
+    """Before: a swapped video was scored without a warning; a truncated camera.npz failed with ``BadZipFile`` and
+    no path. After: that item fails with the reason naming the file; exit 1."""
+    if damage == "video":
+        with open(run_copy / "video.mp4", "r+b") as f:
+            f.seek(2000)
+            f.write(b"\x00\x01\x02\x03")
+    else:
+        os.truncate(run_copy / "camera.npz", 200)
     r = harness("stage=evaluate", "run=h", "evaluate.encoders=[pixel]", "evaluate.trackers=[template]",
                 "evaluate.pose_estimators=[classical]", "evaluate.return_frame_poses=[classical]",
                 "evaluate.depth=[]", "evaluate.face=[]", "evaluate.imaging=[]", "evaluate.aesthetic=[]",
                 "evaluate.rpe_trans_estimators=[classical]", "evaluate.rpe_rot_estimator=classical", "progress=false")
     assert r.code == 1, r.err
-    assert "video.mp4 sha256 differs from meta.json" in r.err and "not evaluated" in r.err
+    assert why in r.err and "not evaluated" in r.err and "Traceback" not in r.err
     res = json.loads((run_copy / "metrics.json").read_text())
-    assert res["status"] == "failed" and "sha256 differs" in res["reason"]
+    assert res["status"] == "failed" and why in res["reason"]
 
 
 def test_an_unreadable_camera_file_is_named(tmp_path):

@@ -211,3 +211,17 @@ def test_status_lines_of_a_sweep_go_to_stderr(harness, tmp_path):
     assert r.code == 0, r.err
     assert "Launching 2 jobs locally" in r.err and "#1 : context=sliding" in r.err
     assert "Launching" not in r.out and "#0 :" not in r.out
+
+
+def test_judge_check_prints_its_findings_on_stdout_and_no_password_anywhere(harness):
+    """httpx's request lines went to stdout (Hydra's job logging) and printed the URL's password twice."""
+    from tests.evaluate.judge.test_judge import truth
+    from tests.support.fake_judge import FakeJudgeServer
+
+    with FakeJudgeServer(truth()) as srv:
+        url = srv.base_url.replace("http://", "http://judge:pw-in-url-99@")
+        r = harness("judge", "check", f"evaluate.judge.base_url={url}")
+    assert r.code == 0, r.err
+    assert "ready" in r.out and "judge server: http://judge:<redacted>@" in r.out
+    assert "HTTP Request" not in r.out  # library status lines: stderr
+    assert "pw-in-url-99" not in r.text
