@@ -5,7 +5,7 @@ Static pairs. A *task* is a case on a trajectory; an *arm* is a model under a co
 For each metric (``metric[backbone]``), every task where two arms both have a computed value gives one candidate
 pair per two arms (videos of the same seed pair with each other; arms run with different seeds, as models with
 their own frozen seeds are, pair their k-th smallest remaining seeds). ``pairs=N`` candidates per metric are drawn
-without replacement. Which arm is shown as A alternates within each metric and arm pair, starting from a seeded
+without replacement (all of them where a metric has no more than N; the plan says so). Which arm is shown as A alternates within each metric and arm pair, starting from a seeded
 coin, so every arm is shown first about as often as second. The pairs are then shuffled into opaque ids
 (``p001``, ...): an id says nothing about the metric, the arms or the case.
 
@@ -253,12 +253,11 @@ def _arm_record(it: RunItem, key: Optional[str] = None) -> dict:
     return rec
 
 
-def _draw(n_have: int, want: Optional[int], rng: np.random.Generator, what: str) -> list[int]:
-    if want is None:
+def _draw(n_have: int, want: Optional[int], rng: np.random.Generator) -> list[int]:
+    """Indices of ``want`` of ``n_have`` candidates drawn without replacement (sorted), or all of them when
+    ``want`` is None or not smaller than ``n_have`` (the plan's counts then say the metric fell short)."""
+    if want is None or want >= n_have:
         return list(range(n_have))
-    if want > n_have:
-        raise StudyError(f"{what}: {want} asked, but these runs have only {n_have}; ask for at most {n_have} "
-                         "(or leave the option out to take every candidate)")
     return sorted(int(i) for i in rng.choice(n_have, size=want, replace=False))
 
 
@@ -278,8 +277,9 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
             raise StudyError(f"metric={key}: no case and trajectory has it computed for two arms (arms: "
                              f"{', '.join(arms)}); drop it from metric= or evaluate the missing arm")
         rng = np.random.default_rng(sub_seed(req.seed, "pairs", key))
-        picked = [cands[i] for i in _draw(len(cands), req.pairs, rng, f"pairs= for {key}")]
-        counts[key] = {"candidates": len(cands), "pairs": len(picked)}
+        picked = [cands[i] for i in _draw(len(cands), req.pairs, rng)]
+        counts[key] = {"candidates": len(cands), "pairs": len(picked),
+                       "short": req.pairs is not None and len(picked) < req.pairs}
         by_arms: dict[tuple[str, str], list] = {}
         for a, b in picked:
             by_arms.setdefault((a.arm, b.arm), []).append((a, b))
@@ -374,13 +374,14 @@ def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dic
         raise StudyError(f"metric=dynamic: no dynamic video qualifies ({skipped['no_event']} without an eight-question "
                          f"event, {skipped['not_judged']} without a verdict of {judge})")
     rng = np.random.default_rng(sub_seed(req.seed, "instances"))
-    picked = [cands[i] for i in _draw(len(cands), req.instances, rng, "instances=")]
+    picked = [cands[i] for i in _draw(len(cands), req.instances, rng)]
     out = []
     for it, ev, vlm in picked:
         qs = ev["questions"]
         out.append({"arm": _arm_record(it), "judge": judge, "vlm": vlm, "aspects": [q["aspect"] for q in qs],
                     "references": [q["answer"] for q in qs], "_items": (it, ev)})
-    return out, {"dynamic": {"candidates": len(cands), "instances": len(out), "judge": judge, "skipped": skipped}}
+    return out, {"dynamic": {"candidates": len(cands), "instances": len(out), "judge": judge, "skipped": skipped,
+                             "short": req.instances is not None and len(out) < req.instances}}
 
 
 def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:

@@ -111,7 +111,9 @@ def cmd_plan(args: dict) -> int:
     r = plan_study(req, out)
     print(f"planned {r['kind']} study: {r['items']} item(s) -> {r['dir']}")
     for k, c in r["counts"].items():
-        print(f"  {k}: " + ", ".join(f"{a} {b}" for a, b in c.items() if not isinstance(b, dict)))
+        n = c.get("pairs", c.get("instances"))
+        print(f"  {k}: {n} of {c['candidates']} candidate(s)" + (" (fewer than asked: every candidate is in)"
+                                                                   if c.get("short") else ""))
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
     print(f"next: python -m harness human serve study={r['dir']}")
