@@ -324,3 +324,32 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def evaluate_with_truth_judge(run_dirs: list[Path], cwd: Path, extra: tuple[str, ...] = (),
+                              judge: Optional[dict] = None, timeout: float = 900) -> None:
+    """Evaluate reference-model runs with the tests' fake judge server answering each dynamic video from the
+    model's ground truth (``adapters.reference.events.ground_truth``): a stand-in for a real VLM judge."""
+    from adapters.reference.events import ground_truth
+    from evaluate.judge import JudgeSettings, build_request, images_digest, load_item_input
+    from tests.support import run_cli
+    from tests.support.fake_judge import FakeJudgeServer
+
+    table = {}
+    for run in run_dirs:
+        for d in sorted(p.parent for p in Path(run).glob("reference/*/seed-*/*/*/meta.json")):
+            meta = json.loads((d / "meta.json").read_text())
+            if (meta.get("case") or {}).get("family") != "dynamic":
+                continue
+            inp = load_item_input(d, 8)
+            body, _ = build_request(inp, JudgeSettings.from_dict({"base_url": "http://x/v1", **(judge or {})}))
+            table[images_digest(body)] = ground_truth(meta["generation"]["dynamic_event"], meta["camera"]["phases"],
+                                                      inp.frame_indices, meta["case"]["event"]["questions"])
+    with FakeJudgeServer(lambda b: (table[images_digest(b)]["started"], table[images_digest(b)]["answers"]),
+                         lifetime_s=timeout) as srv:
+        for run in run_dirs:
+            r = run_cli(["stage=evaluate", f"run={Path(run).resolve()}", f"evaluate.judge.base_url={srv.base_url}",
+                         "progress=false", *[f"evaluate.judge.{k}={v}" for k, v in (judge or {}).items()], *extra],
+                        cwd, timeout=timeout)
+            if r.returncode != 0:
+                raise RuntimeError(f"evaluation of {run} failed:\n{r.stderr[-3000:]}")

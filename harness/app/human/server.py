@@ -109,7 +109,8 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.requests import Request
-    from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+    from starlette.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse,
+                                     Response)
     from starlette.routing import Route
 
     study = Study(study_dir)
@@ -228,10 +229,14 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     async def health(request: Request):
         return PlainTextResponse("ok")
 
+    async def favicon(request: Request):  # browsers ask for one; an empty answer keeps their consoles clean
+        return Response(status_code=204)
+
     routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
               Route("/api/logout", logout, methods=["POST"]), Route("/api/next", next_item),
               Route("/api/vote", vote, methods=["POST"]), Route("/media/{name}", media),
-              Route("/static/{name}", static), Route("/healthz", health)]
+              Route("/static/{name}", static), Route("/healthz", health),
+              Route("/favicon.ico", favicon)]
     middleware = [Middleware(_SecurityHeaders)]
     if host in LOOPBACK:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"]))
