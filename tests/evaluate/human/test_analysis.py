@@ -163,3 +163,17 @@ def test_report_tables_put_the_papers_numbers_beside_ours(runs, tmp_path):
     assert [r["metric"] for r in rows] == ["object.geometry[template-ncc]", "environment.visible[pixel-thumb16]",
                                            analysis.ALL]
     assert json.loads(Path(out["json"]).read_text())["kind"] == "static"
+
+
+def test_the_study_report_includes_a_human_study(runs, tmp_path):
+    from evaluate.reporting import build_report
+    from evaluate.reporting.cli import merge_run_args
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "A"})
+    out = build_report(runs, tmp_path / "report", strips=False, figures=False, human_studies=[d])
+    md = Path(out["markdown"]).read_text()
+    assert "### Human evaluation: static memory" in md and "### Human evaluation: ours vs the paper" in md
+    assert "human_static" in out["tables"] and "t-human_static" in Path(out["html"]).read_text()
+    argv = merge_run_args(["harness", "report", "run=a", "human_study=x,y", "human_study=z"])
+    assert argv[-1] == "+human_study=['x','y','z']" and "run=a" in argv
