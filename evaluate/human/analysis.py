@@ -93,11 +93,13 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
         # win rates per arm; over all metrics an arm is scored per metric and the rates pooled over its pairs
         wr = stats.win_rates([(it["A"]["arm"], it["B"]["arm"], c, p) for it, c, p in rows])
         arms = sorted(wr)
-        rho = stats.spearman([wr[a]["human"] for a in arms], [wr[a]["auto"] for a in arms])
+        rho = stats.spearman([wr[a]["human"] for a in arms], [wr[a]["auto"] for a in arms],
+                             "arms (models or policies) with votes")
         counts = stats.count_matrix([c for _, c, _ in rows], stats.CHOICES)
         out["metrics"][m] = {
             **agr, "win_rates": wr, "spearman": rho.value, "spearman_n": rho.n, "spearman_reason": rho.reason,
-            "fleiss_kappa": stats.fleiss_kappa(counts), "complete": int(sum(len(c) >= len(annotators) for _, c, _ in rows)),
+            "fleiss_kappa": stats.fleiss_kappa(counts),
+            "complete": int(sum(len(c) >= len(annotators) for _, c, _ in rows)),
             "metric_id": m.split("[")[0] if m != ALL else ALL}
     return out
 
@@ -137,7 +139,7 @@ def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str],
         x = np.asarray([r["human"][d] for r in judged], dtype=np.float64)
         y = np.asarray([r["vlm"][d] for r in judged], dtype=np.float64)
         ok = np.isfinite(x) & np.isfinite(y)
-        rho, pl = stats.spearman(x, y), stats.plcc(x, y)
+        rho, pl = stats.spearman(x, y, "instances"), stats.plcc(x, y, "instances")
         rlo, rhi, rdrop = _corr_ci(x[ok], y[ok], stats.spearman, n_boot, boot_seed)
         plo, phi, pdrop = _corr_ci(x[ok], y[ok], stats.plcc, n_boot, boot_seed)
         corr[d] = {"n": int(ok.sum()), "spearman": rho.value, "spearman_reason": rho.reason, "spearman_lo": rlo,

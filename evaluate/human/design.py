@@ -5,9 +5,10 @@ Static pairs. A *task* is a case on a trajectory; an *arm* is a model under a co
 For each metric (``metric[backbone]``), every task where two arms both have a computed value gives one candidate
 pair per two arms (videos of the same seed pair with each other; arms run with different seeds, as models with
 their own frozen seeds are, pair their k-th smallest remaining seeds). ``pairs=N`` candidates per metric are drawn
-without replacement (all of them where a metric has no more than N; the plan says so). Which arm is shown as A alternates within each metric and arm pair, starting from a seeded
-coin, so every arm is shown first about as often as second. The pairs are then shuffled into opaque ids
-(``p001``, ...): an id says nothing about the metric, the arms or the case.
+without replacement (all of them where a metric has no more than N; the plan says so). Which arm is shown as A
+alternates within each metric and arm pair, starting from a seeded coin, so every arm is shown first about as
+often as second. The pairs are then shuffled into opaque ids (``p001``, ...): an id says nothing about the metric,
+the arms or the case.
 
 Dynamic instances. Every dynamic-case video whose case has an event with eight questions and (by default) a
 computed judge verdict is a candidate; ``instances=N`` of them are drawn and shuffled into ids ``d001``, ....
@@ -39,8 +40,20 @@ import numpy as np
 from harness.errors import ConfigError
 
 from . import sources
-from .common import (ANNOTATOR_ID, ANNOTATORS_FILE, DYNAMIC, KEY_FILE, MEDIA_DIR, STATIC, STUDY_FILE, STUDY_SCHEMA,
-                     TOKENS_FILE, StudyError, sub_seed, token_hash)
+from .common import (
+    ANNOTATOR_ID,
+    ANNOTATORS_FILE,
+    DYNAMIC,
+    KEY_FILE,
+    MEDIA_DIR,
+    STATIC,
+    STUDY_FILE,
+    STUDY_SCHEMA,
+    TOKENS_FILE,
+    StudyError,
+    sub_seed,
+    token_hash,
+)
 from .sources import RunItem
 
 #: the six static metrics of the paper's human study (Table 6): the seven static metrics less Reconstruction
@@ -393,7 +406,8 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
     from evaluate.judge.prompt import QUESTION_IDS
 
     return {"id": sid, "kind": DYNAMIC, "clip": f"{sid}.mp4", "fps": fps, "frames": n,
-            "phases": [{"name": k, "start": a, "end": b} for k, (a, b) in sorted(phases.items(), key=lambda p: p[1][0])],
+            "phases": [{"name": k, "start": a, "end": b}
+                       for k, (a, b) in sorted(phases.items(), key=lambda p: p[1][0])],
             "event": {k: ev[k] for k in ("initial_state", "action", "expected_next_state")},
             "questions": [{"id": qid, "aspect": q["aspect"], "text": q["question"]}
                           for qid, q in zip(QUESTION_IDS, ev["questions"])]}
@@ -409,8 +423,9 @@ def annotator_order(seed: int, annotator: str, item_ids: Sequence[str]) -> list[
 def check_annotator_ids(ids: Sequence[str]) -> list[str]:
     bad = [a for a in ids if not ANNOTATOR_ID.match(a)]
     if bad or not ids:
+        why = f"; bad: {', '.join(bad)}" if bad else ""
         raise StudyError(f"annotators={','.join(ids)}: give a count (annotators=3) or ids of letters, digits, _ and - "
-                         f"(up to 32 characters, e.g. annotators=ann1,ann2,ann3){'; bad: ' + ', '.join(bad) if bad else ''}")
+                         f"(up to 32 characters, e.g. annotators=ann1,ann2,ann3){why}")
     if len(set(ids)) != len(ids):
         raise StudyError(f"annotators={','.join(ids)}: an id appears twice")
     return list(ids)

@@ -161,8 +161,9 @@ def paper_table(res: dict, suffix: str = "", paper: Optional[dict] = None):
               "Each number of Tables 6 and 7 stated in the paper's text, with ours where this study has the same "
               "quantity (the paper: 504 pairs over six metrics and 50 dynamic instances, three annotators, nine "
               "models). 'paper's backbone' says whether our metric used the paper's backbone.",
-              ["paper table", "row", "column"], [Column("paper", "paper"), Column("ours", "ours"),
-                                                 Column("metric", "our metric"), Column("backbone", "paper's backbone")])
+              ["paper table", "row", "column"],
+              [Column("paper", "paper"), Column("ours", "ours"), Column("metric", "our metric"),
+               Column("backbone", "paper's backbone")])
     for e in entries:
         h = e["human"]
         if (e["table"] == "Table 7") != (res["kind"] == DYNAMIC):
@@ -199,15 +200,18 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
             return str(8 * res["votes"]), None
         return "", None
     m = h.get("metric")
-    if measure in ("pairs", "judgements", "tasks", "judgements_per_metric"):
+    if measure in ("pairs", "judgements", "tasks", "judgements_per_metric"):  # per metric: the mean over metrics
         allr = res["metrics"][ALL]
         n_metrics = max(1, len(res["metrics"]) - 1)
         return str({"pairs": allr["pairs"], "judgements": res["votes"], "tasks": allr["pairs"] // n_metrics,
                     "judgements_per_metric": res["votes"] // n_metrics}[measure]), None
-    if m in ("min", "max"):
-        vals = [(r["agreement"], k) for k, r in res["metrics"].items() if k != ALL and np.isfinite(r["agreement"])]
+    if m in ("min", "max"):  # over the paper's six metrics only (a protocol extension is not one of them)
+        from .design import PAPER_STATIC
+
+        vals = [(r["agreement"], k) for k, r in res["metrics"].items()
+                if r["metric_id"] in PAPER_STATIC and np.isfinite(r["agreement"])]
         if not vals or measure != "agreement_pct":
-            return "n/c", None
+            return "n/c (no metric of the paper's six has a decisive pair here)", None
         v, k = (min if m == "min" else max)(vals)
         return f"{100 * v:.1f}", k
     key = name_to_key.get(m)

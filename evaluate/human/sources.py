@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from harness.errors import ConfigError
 from harness.outputs import item_meta
@@ -81,9 +81,10 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
             res = json.loads((d / "metrics.json").read_text())
             res["metrics"] = {k: e for k, e in (res.get("metrics") or {}).items() if not _is_oracle(k, e)}
             it = res.get("item") or {}
-            ri = RunItem(run_dir.name, run_dir, d, str(it.get("model", r["model"])), str(it.get("context", r["context"])),
-                         int(it.get("seed", r["seed"])), str(it.get("trajectory", r["trajectory"])),
-                         str(it.get("case_id", r["case_id"])), str(res.get("case_family") or ""), res)
+            ri = RunItem(run_dir.name, run_dir, d, str(it.get("model", r["model"])),
+                         str(it.get("context", r["context"])), int(it.get("seed", r["seed"])),
+                         str(it.get("trajectory", r["trajectory"])), str(it.get("case_id", r["case_id"])),
+                         str(res.get("case_family") or ""), res)
             items.setdefault(ri.key, ri)
     return sorted(items.values(), key=lambda i: i.key)
 

@@ -32,7 +32,7 @@ points or of a constant vector, an agreement with no decisive pair).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Optional, Sequence
+from typing import Hashable, Optional, Sequence
 
 import numpy as np
 
@@ -159,35 +159,37 @@ class Correlation:
         return bool(np.isfinite(self.value))
 
 
-def _xy(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray, str]:
+def _xy(x: Sequence[float], y: Sequence[float], what: str, unit: str = "points"
+        ) -> tuple[np.ndarray, np.ndarray, str]:
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"{what}: x and y must be 1-D of the same length, got {a.shape} and {b.shape}")
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
     if len(a) < 3:
-        return a, b, f"{what} needs at least 3 points, has {len(a)}"
+        return a, b, f"{what} needs at least 3 {unit}, has {len(a)}"
     if np.all(a == a[0]) or np.all(b == b[0]):
         side = "human" if np.all(a == a[0]) else "automatic"
         return a, b, f"{what} is undefined: every {side} value is the same ({(a if side == 'human' else b)[0]:g})"
     return a, b, ""
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> Correlation:
-    """Spearman's rho (average ranks for ties, scipy) over the points where both are finite."""
+def spearman(x: Sequence[float], y: Sequence[float], unit: str = "points") -> Correlation:
+    """Spearman's rho (average ranks for ties, scipy) over the points where both are finite; ``unit`` names the
+    points in the reason of an undefined value (e.g. "arms")."""
     from scipy.stats import spearmanr
 
-    a, b, why = _xy(x, y, "Spearman's rho")
+    a, b, why = _xy(x, y, "Spearman's rho", unit)
     if why:
         return Correlation(float("nan"), len(a), why)
     return Correlation(float(spearmanr(a, b).statistic), len(a))
 
 
-def plcc(x: Sequence[float], y: Sequence[float]) -> Correlation:
+def plcc(x: Sequence[float], y: Sequence[float], unit: str = "points") -> Correlation:
     """Pearson's linear correlation coefficient (PLCC, scipy) over the points where both are finite."""
     from scipy.stats import pearsonr
 
-    a, b, why = _xy(x, y, "PLCC")
+    a, b, why = _xy(x, y, "PLCC", unit)
     if why:
         return Correlation(float("nan"), len(a), why)
     return Correlation(float(pearsonr(a, b).statistic), len(a))

@@ -174,17 +174,22 @@ COMMANDS: dict[str, Callable[[dict], int]] = {"plan": cmd_plan, "serve": cmd_ser
 
 def main(argv: list[str]) -> int:
     """Entry point of ``python -m harness human ...``; returns the exit code (2: a user error, printed)."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(__doc__)
-        return 0 if argv else 2
-    cmd = argv[0]
-    if cmd not in COMMANDS:
+    cmd = argv[0] if argv else ""
+    if cmd not in COMMANDS and cmd not in ("", "-h", "--help", "help"):
         print(f"error: human {cmd}: unknown command; use one of {', '.join(COMMANDS)}\n{USAGE}", file=sys.stderr)
         return 2
     try:
+        if cmd in ("", "-h", "--help", "help"):
+            print(__doc__)
+            return 0 if cmd else 2
         return COMMANDS[cmd](parse_args(cmd, argv[1:]))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`... | head`)
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -109,8 +109,14 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.requests import Request
-    from starlette.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse,
-                                     Response)
+    from starlette.responses import (
+        FileResponse,
+        HTMLResponse,
+        JSONResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+    )
     from starlette.routing import Route
 
     study = Study(study_dir)
@@ -204,7 +210,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             item = data.get("item")
             if item not in study.items or item not in study.orders[aid]:
                 return err(403, "item: not one of your items")
-            status, stored = await run_in_threadpool(study.store.record, aid, item, study.items[item]["kind"], data,
+            status, _ = await run_in_threadpool(study.store.record, aid, item, study.items[item]["kind"], data,
                                                      data.get("client_id"), data.get("elapsed_ms"))
         except VoteError as exc:
             return err(400, str(exc))

@@ -31,9 +31,23 @@ pytest.importorskip("uvicorn", reason="the annotation app needs the human extra 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
                                                    reason="no Chromium executable (apt-get install chromium)")]
 
-from tests.support.human_sim import (Opinion, Session, StudyServer, answer_item, current_item, decide,  # noqa: E402
-                                     evaluate_with_truth_judge, forbidden_names, leaks, login, record, run_annotator,
-                                     tokens, wait_next, watch)
+from tests.support.human_sim import (  # noqa: E402
+    Opinion,
+    Session,
+    StudyServer,
+    answer_item,
+    current_item,
+    decide,
+    evaluate_with_truth_judge,
+    forbidden_names,
+    leaks,
+    login,
+    record,
+    run_annotator,
+    tokens,
+    wait_next,
+    watch,
+)
 
 GEN = ["model.num_frames=289", "model.height=96", "model.width=160", "model.frames_per_trajectory={}",
        "cases.include=[human_astronaut,environment_rocket,dynamic_cat]", "trajectories=[lrlr,lrud]", "progress=false",
