@@ -500,6 +500,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     ordered = [recs[i] for i in perm]
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(out_dir)
     tmp = out_dir.parent / f".{out_dir.name}.{temp_tag()}.partial"
     try:
         media = tmp / MEDIA_DIR
@@ -528,6 +529,16 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
             "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE)}
+
+
+def _remove_dead_partials(out_dir: Path) -> None:
+    """Half-written study folders of this name left by a planner killed on this host (its pid is gone)."""
+    from harness.io import host_tag, pid_alive, temp_owner
+
+    for p in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
+        owner = temp_owner(p.name)
+        if p.is_dir() and owner and owner[0] == host_tag() and not pid_alive(owner[1]):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def check_request_runs(runs: Sequence[str], output_root: str) -> list[Path]:

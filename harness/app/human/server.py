@@ -143,12 +143,14 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         except ValueError:
             raise VoteError("not valid JSON") from None
 
-    async def index(request: Request):
+    # endpoints that only read the session database are plain functions: Starlette runs them in its worker pool,
+    # so no SQLite call blocks the event loop
+    def index(request: Request):
         if who(request):
             return RedirectResponse("/annotate", status_code=303)
         return page("login", _LOGIN)
 
-    async def annotate(request: Request):
+    def annotate(request: Request):
         if not who(request):
             return RedirectResponse("/", status_code=303)
         return page("annotate", "<p class='loading'>Loading...</p>")
@@ -177,7 +179,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         r.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=30 * 86400)
         return r
 
-    async def logout(request: Request):
+    def logout(request: Request):
         study.store.end_session(request.cookies.get(COOKIE))
         r = JSONResponse({"ok": True})
         r.delete_cookie(COOKIE, path="/")
@@ -218,7 +220,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         return JSONResponse({"status": status, "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
-    async def media(request: Request):
+    def media(request: Request):
         name = request.path_params["name"]
         if not who(request):
             return err(401, "log in first")

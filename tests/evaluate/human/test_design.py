@@ -164,3 +164,18 @@ def test_annotators_can_be_added_with_seeded_orders(runs, tmp_path):
     assert ann["ann3"]["order"] == annotator_order(0, "ann3", ids)
     with pytest.raises(StudyError, match="already"):
         add_annotators(d, ["ann1"])
+
+
+def test_a_killed_planners_half_written_folder_is_cleared(runs, tmp_path):
+    import subprocess
+    import sys
+
+    from harness.io import host_tag
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    left = tmp_path / f".s.{host_tag()}-{dead}.partial"
+    (left / "media").mkdir(parents=True)
+    plan(runs, tmp_path / "s", metrics=["object.geometry"])
+    assert not left.exists() and (tmp_path / "s" / "study.json").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["s"]
