@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import threading
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 REDACTED = "<redacted>"
 
@@ -233,10 +233,6 @@ def shell_export(name: str, value: str) -> str:
     if is_secret_name(name):
         return f'export {name}="${{{name}:?set {name} in your environment}}"'
     return f"export {name}={shlex.quote(str(value))}"
-
-
-def secret_names(names: Iterable[str]) -> list[str]:
-    return sorted(n for n in names if is_secret_name(n))
 
 
 # -- logs, streams and subprocess output ----------------------------------------------------------------------------

@@ -31,11 +31,13 @@ def _settings(items: list[Item]) -> dict[str, Any]:
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] = None, *,
                  boot: Optional[dict] = None, main_context: str = "fullkv", strips: bool = True,
-                 figures: bool = True, paper_numbers: Optional[Path] = None) -> dict[str, Any]:
+                 figures: bool = True, paper_numbers: Optional[Path] = None,
+                 human_studies: Sequence[Path | str] = ()) -> dict[str, Any]:
     """Build the report of ``run_dirs`` into ``out_dir`` (default :func:`default_out_dir`).
 
     ``strips`` / ``figures``: draw the per-item revisit strips / the charts and trajectory previews (both on by
-    default; off gives the tables and the page only, fast). Returns ``{"out_dir", "html", "markdown", "sources",
+    default; off gives the tables and the page only, fast). ``human_studies``: study folders whose agreement
+    tables (docs/human-study.md) are added after the others. Returns ``{"out_dir", "html", "markdown", "sources",
     "tables": {id: {md, csv, tex}}, "figures", "items"}``.
     Raises :class:`ReportError` when no run has an evaluated item."""
     from harness.io import write_json, write_text
@@ -62,6 +64,11 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
     b = Builder(items, boot or s["bootstrap"], rel, main_context, s["departure_deg"], s["tolerance_deg"])
     tables = b.all_tables()
     tables.insert(1, comparison_table(b, load_paper_numbers(paper_numbers) if paper_numbers else None))
+    if human_studies:
+        from evaluate.human.report import study_tables
+
+        for i, sd in enumerate(human_studies):
+            tables += study_tables(Path(sd), "" if len(human_studies) == 1 else f"_{i + 1}")
     tdir = out / "tables"
     files: dict[str, dict[str, str]] = {}
     sources: dict[str, Any] = {}
