@@ -110,18 +110,39 @@ def _learned() -> list:
     return [s for s in BACKBONES.values() if s.learned]
 
 
-def _select(names: list[str]) -> list:
-    from .backbones import spec
+def _select(names: list[str], shipped: bool = False) -> list:
+    """The learned backbones named (all by default); with ``shipped`` also those whose weights ship inside
+    installed packages (listed and verified, never fetched)."""
+    from .backbones import BACKBONES, spec
 
     if not names or names == ["all"]:
-        return _learned()
+        return _learned() + ([s for s in BACKBONES.values() if s.packaged] if shipped else [])
     out = []
     for n in names:
         s = spec(n)
-        if not s.learned:
+        if s.packaged and not shipped:
+            raise ConfigError(f"backbone {n!r}: its weights ship inside installed packages, nothing to fetch; "
+                              "`python -m harness weights list` shows what is missing and the install command")
+        if not s.learned and not s.packaged:
             raise ConfigError(f"backbone {n!r} is weight-free: nothing to fetch")
         out.append(s)
     return out
+
+
+def shipped_status(s: Any, hash_files: bool = False) -> dict:
+    """Offline status of a backbone whose weights ship inside installed packages (nothing is imported but its
+    light module): state, the files found and where, what is missing with the install commands."""
+    from .backbones import import_class
+    from .perception.packaged import sha256_cached, status
+
+    cls = import_class(s)
+    st = status(s.name, cls.shipped_files(), getattr(cls, "shipped_extra", lambda: []))
+    st["checksum"] = "-"
+    if hash_files and st["state"] == "present":
+        pins = {f.label: f.sha256 for f in cls.shipped_files()}
+        differs = [k for k, p in st["files"].items() if pins.get(k) and sha256_cached(Path(p)) != pins[k]]
+        st["checksum"] = f"differs:{differs[0]} (another package version)" if differs else "ok"
+    return st
 
 
 def _human(n: int) -> str:
@@ -134,7 +155,8 @@ def _human(n: int) -> str:
 
 def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     """Print name, repository@revision, present/missing, size and checksum state; non-zero when verify fails."""
-    rows = [backbone_status(s, root, hash_files=verify) for s in _select(names)]
+    selected = _select(names, shipped=True)
+    rows = [backbone_status(s, root, hash_files=verify) for s in selected if s.learned]
     print(f"weights root: {root}")
     print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
     bad = 0
@@ -147,6 +169,16 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
             print(f"error: {r['name']}: checksum mismatch in {r['dir']}/{r['checksum'].split(':', 1)[1]}: "
                   f"re-fetch with: python -m harness weights fetch {r['name']} --root {root}", file=sys.stderr)
             bad += 1
+        if verify and r["state"] == "missing":
+            bad += 1
+    shipped = [shipped_status(s, hash_files=verify) for s in selected if s.packaged]
+    if shipped:
+        print("shipped inside installed packages (real weights, diagnostic backbones; nothing to fetch):")
+    for r in shipped:
+        where = ", ".join(sorted({str(Path(p).parent) for p in r["files"].values()})) or "-"
+        print(f"{r['name']:<12} {where:<48} {r['state']:<8} {_human(r['size']):>10}  {r['checksum']}"
+              + (f"  missing: {', '.join(r['missing'])}; install with: {' && '.join(r['install'])}"
+                 if r["state"] == "missing" else ""))
         if verify and r["state"] == "missing":
             bad += 1
     return 1 if bad else 0
