@@ -20,7 +20,9 @@ Weights (nothing is downloaded; :mod:`evaluate.perception.packaged`):
 
 Recipe (dlib's own face-recognition steps, per target): detect on the whole frame (RGB uint8: dlib takes RGB, unlike
 insightface's BGR) with the image upsampled ``upsample`` = 1 time (a face needs about 40 px then; dlib's window is
-80 px) and dlib's default score threshold 0; keep the highest-scoring face whose box centre lies in the target's
+80 px) and a detection score of at least ``min_score`` = 0.3 (dlib's default is 0: on the demo's astronaut it
+then also fires on the suit's mission patch at scores 0.00-0.17, and where the face is gone that patch is picked;
+the face itself scores 0.5-1.7 on frames back at the start pose); keep the highest-scoring face whose box centre lies in the target's
 mask (the same rule as ArcFace: :func:`evaluate.perception.base.select_target_face`); 5 landmarks; align with
 ``dlib.get_face_chip`` (150 x 150, padding 0.25: the crop the descriptor was trained on); the 128-d descriptor
 (``num_jitters`` = 0); L2-normalised, since Eq. 4 scores cosines. A frame without such a face is not an
@@ -95,13 +97,13 @@ class DlibResnetEmbedder:
     """:class:`evaluate.perception.base.FaceEmbedder` with dlib's HOG detector, 5-point chip and ResNet descriptor.
 
     Options (``evaluate.backbone_options.dlib-resnet``): ``upsample`` (int >= 0, default 1), ``min_score`` (the HOG
-    detector's adjust_threshold, default 0), ``landmarks`` (5 or 68), ``detector`` (``hog`` or ``cnn``),
+    detector's adjust_threshold, default 0.3), ``landmarks`` (5 or 68), ``detector`` (``hog`` or ``cnn``),
     ``num_jitters`` (0: the descriptor of the chip itself)."""
 
     name = "dlib-resnet"
     kind = "diagnostic"
     library = "dlib"
-    recipe = ("dlib HOG frontal face detector (upsample 1, threshold 0), highest-scoring face whose box centre is in "
+    recipe = ("dlib HOG frontal face detector (upsample 1, score >= 0.3), highest-scoring face whose box centre is in "
               "the target mask, 5-point shape predictor, get_face_chip 150x150 padding 0.25 (RGB), "
               "dlib_face_recognition_resnet_model_v1 128-d descriptor, L2-normalised")
     licence = f"detector: {HOG_LICENCE}; landmarks and descriptor: {_PD}"
@@ -109,7 +111,7 @@ class DlibResnetEmbedder:
     revision: Optional[str] = None
     files: tuple[str, ...] = ()
 
-    def __init__(self, upsample: int = 1, min_score: float = 0.0, landmarks: int = 5, detector: str = "hog",
+    def __init__(self, upsample: int = 1, min_score: float = 0.3, landmarks: int = 5, detector: str = "hog",
                  num_jitters: int = 0):
         from harness.errors import ConfigError
 
