@@ -561,3 +561,34 @@ def test_registry_lists_them_as_diagnostic_and_listing_imports_neither_dlib_nor_
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "dlib-resnet" in r.stdout and "brisque" in r.stdout  # weights list shows the shipped ones too
+
+
+def test_real_weights_preset_composes_the_real_backbones():
+    from evaluate.stage import EvalConfig
+    from tests.support import compose
+
+    cfg = compose(["debug=real_weights"])
+    ev = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
+    assert ev.face[0] == "dlib-resnet" and "arcface" in ev.face
+    assert ev.imaging[0] == "brisque" and "musiq-spaq" in ev.imaging
+    assert (cfg["model"]["height"], cfg["model"]["width"]) == (256, 256) and cfg["run"] == "real_weights"
+
+
+@pytest.mark.slow
+def test_real_weights_demo_computes_real_scores_offline(tmp_path):
+    """``python -m harness debug=real_weights`` (the human case here): real identity and quality scores in
+    metrics.json and summary.md, labelled diagnostic, with the paper's backbones "not computed" beside them."""
+    need_dlib()
+    need_brisque()
+    r = run_cli(["debug=real_weights", "cases.include=[human_astronaut]"], tmp_path, timeout=600,
+                env={"WORLDMEM_WEIGHTS": str(tmp_path / "no-weights")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    (m,) = (tmp_path / "outputs" / "real_weights").rglob("metrics.json")
+    res = json.loads(m.read_text())["metrics"]
+    idk, qk = "human.identity[dlib-resnet+template-ncc]", "quality.imaging[brisque]"
+    assert res[idk]["status"] == "computed" and res[idk]["value"] > REMEMBERED_MIN
+    assert res[idk]["backbone_kind"] == "diagnostic" and res[idk]["face_detection_rate"] > 0.9
+    assert res[qk]["status"] == "computed" and 0 < res[qk]["value"] < 1
+    assert res["quality.imaging[musiq-spaq]"]["status"] == "not_computed"
+    summary = (tmp_path / "outputs" / "real_weights" / "eval" / "summary.md").read_text()
+    assert idk in summary and qk in summary and "not the paper's" in summary
