@@ -143,7 +143,15 @@ class DlibResnetEmbedder:
 
     @classmethod
     def from_settings(cls, ecfg: Any) -> "DlibResnetEmbedder":
-        return cls(**dict((getattr(ecfg, "backbone_options", None) or {}).get(cls.name, {})))
+        opts = dict((getattr(ecfg, "backbone_options", None) or {}).get(cls.name, {}))
+        known = ("upsample", "min_score", "landmarks", "detector", "num_jitters")
+        bad = sorted(set(opts) - set(known))
+        if bad:
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"evaluate.backbone_options.dlib-resnet.{bad[0]}: unknown option; use one of "
+                              f"{', '.join(known)}")
+        return cls(**opts)
 
     @classmethod
     def shipped_files(cls) -> list[ShippedFile]:

