@@ -32,7 +32,6 @@ mean BRISQUE of a video is exactly ``100 * (1 - quality.imaging[brisque])``); ``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np

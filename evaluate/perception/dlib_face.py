@@ -22,11 +22,11 @@ Recipe (dlib's own face-recognition steps, per target): detect on the whole fram
 insightface's BGR) with the image upsampled ``upsample`` = 1 time (a face needs about 40 px then; dlib's window is
 80 px) and a detection score of at least ``min_score`` = 0.3 (dlib's default is 0: on the demo's astronaut it
 then also fires on the suit's mission patch at scores 0.00-0.17, and where the face is gone that patch is picked;
-the face itself scores 0.5-1.7 on frames back at the start pose); keep the highest-scoring face whose box centre lies in the target's
-mask (the same rule as ArcFace: :func:`evaluate.perception.base.select_target_face`); 5 landmarks; align with
-``dlib.get_face_chip`` (150 x 150, padding 0.25: the crop the descriptor was trained on); the 128-d descriptor
-(``num_jitters`` = 0); L2-normalised, since Eq. 4 scores cosines. A frame without such a face is not an
-observation.
+the face itself scores 0.5-1.7 on frames back at the start pose); keep the highest-scoring face whose box centre
+lies in the target's mask (the same rule as ArcFace: :func:`evaluate.perception.base.select_target_face`);
+5 landmarks; align with ``dlib.get_face_chip`` (150 x 150, padding 0.25: the crop the descriptor was trained on);
+the 128-d descriptor (``num_jitters`` = 0); L2-normalised, since Eq. 4 scores cosines. A frame without such a face
+is not an observation.
 
 What the score means here: dlib's descriptors are trained for Euclidean distance (same person < 0.6) and are not
 centred, so cosines of different people stay high (astronaut vs Grace Hopper: 0.88), while the same face under a

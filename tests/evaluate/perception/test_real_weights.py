@@ -222,7 +222,7 @@ def noise(im: np.ndarray, sigma: float) -> np.ndarray:
 def jpeg(im: np.ndarray, q: int) -> np.ndarray:
     import cv2
 
-    ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(im[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, q])
+    _, buf = cv2.imencode(".jpg", np.ascontiguousarray(im[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, q])
     return np.ascontiguousarray(cv2.imdecode(buf, cv2.IMREAD_COLOR)[..., ::-1])
 
 
@@ -331,8 +331,9 @@ def test_brisque_agrees_with_opencvs_quality_module(brisque, tmp_path):
     ims = list(_quality_images().values())
     a = ims[0]
     frames = ims + [blur(a, 2), noise(a, 25), jpeg(a, 15)]
-    from harness.imaging import resize_cover_crop
     from skimage import data
+
+    from harness.imaging import resize_cover_crop
 
     wide = [resize_cover_crop(data.rocket(), (192, 320))]
     for group in (frames, wide):
