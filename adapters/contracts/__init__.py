@@ -10,8 +10,15 @@
   unpacks from the result (arity, types);
 - ``output``: where upstream writes the video (a file flag, or a directory plus a file name rule);
 - ``canvas``: how upstream derives the generated frame size from the image;
-- ``checkpoint`` / ``imports`` / ``literals``: files the loader opens, the package the checkout must import, and
-  source literals a shim patches.
+- ``checkpoint`` / ``imports`` / ``literals``: paths the loader opens (by config key), the packages the
+  environment must import, and source literals a shim patches;
+- the audited sections, typed and validated here (:func:`validate`): ``environment`` (the recipe as ordered
+  :class:`Step` s), ``weights`` (:class:`Weight`), ``env_vars``, ``hub_fetches`` (:class:`HubFetch`, with how the
+  launch avoids each), ``writer`` (:class:`Writer`: fps, frame rule, anchor and ``first_pose``, overlays,
+  post-processing, log failures, checkout writes), ``seeds``, ``intrinsics``, ``defaults_differ``, ``gpus``,
+  ``gpu_memory``, ``license``. A malformed section raises :class:`ContractSchemaError` naming the model and the
+  dotted key (``writer.overlays[0].switch``); free text may sit beside any fact under a ``*_source`` / ``*_note``
+  key.
 
 The facts are written in the project's own words and format; no upstream code is copied. Tests parse every
 compiled ``command.sh`` against its contract (:func:`check_command`) and call each shim's replacement the way

@@ -179,3 +179,19 @@ def test_contract_directory_copy_loads(tmp_path):
     shutil.copy(contracts.CONTRACT_DIR / "dreamx.yaml", tmp_path / "dreamx.yaml")
     assert contracts.load("dreamx", directory=tmp_path).writer.fps == 16
     assert contracts.available(tmp_path) == ["dreamx"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_guide_names_every_weight_and_the_setup_command(model):
+    """docs/real-models.md per model: the setup command, every weight's repository, the recipe's Python."""
+    from tests.support import ROOT
+
+    text = (ROOT / "docs" / "real-models.md").read_text()
+    c = contracts.load(model)
+    section = text.split(f"(`{model}`,")[1].split("\n### ")[0]
+    assert f"python -m harness setup model={model}" in section
+    assert f"Python {c.environment.python}" in section
+    for w in c.weights:
+        if w.hub != "checkout":
+            assert w.repo.split("/")[-1] in section, (model, w.repo)
+    assert "we follow" in section.lower() or "the same in both" in section.lower()
