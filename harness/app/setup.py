@@ -302,9 +302,12 @@ def checkout_commands(plan: SetupPlan) -> list[str]:
     c = plan.contract
     d = _q(plan.checkout)
     refs = (c.raw.get("provenance") or {}).get("fetch_refs") or []
+    # a commit on no branch (only on a pull-request ref) is fetched explicitly; a failed fetch is not fatal, the
+    # checkout below says whether the commit arrived
     out = [f"test -d {d}/.git || git clone --no-checkout {_q(plan.clone_url)} {d}",
-           f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {c.commit}"]
-    out += [f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {_q(r)}" for r in refs]
+           f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {c.commit} || true"]
+    out += [f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {_q(r)} || true"
+            for r in refs]
     out.append(f"git -C {d} checkout --detach {c.commit}")
     return out
 
