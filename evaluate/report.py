@@ -82,7 +82,8 @@ def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval and the number of cases. `[backbone]` names what "
              "computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and `pixels` are weight-free "
-             "diagnostics of this harness. Oracle entries (the reference model's own geometry) are left out. The "
+             "diagnostics of this harness; `dlib-resnet` and `brisque` are diagnostics on real pretrained weights shipped "
+             "inside packages, not the paper's ArcFace / MUSIQ-SPAQ. Oracle entries (the reference model's own geometry) are left out. The "
              "study report (paper-shaped tables, plots, HTML) is in `report/`.", ""]
     by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
     trajs: dict[tuple, list] = defaultdict(list)

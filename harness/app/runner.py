@@ -291,6 +291,8 @@ class _Executor:
                         traceback=redact(traceback.format_exc(), self.secrets))
             if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
                 meta["root_cause"] = redact(exc.root_cause, self.secrets)
+            if getattr(exc, "meta", None):  # what generation measured before it failed (conformance residuals)
+                meta["generation"] = redact(exc.meta, self.secrets)
         if meta["status"] != "failed" and isinstance(meta.get("controls"), dict):
             # hashed after generation (an adapter may add files there): a rerun trusts only what still matches
             meta["controls"]["sha256"] = controls_hashes(item_dir / "controls")
