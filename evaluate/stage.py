@@ -85,7 +85,8 @@ class EvalConfig:
         if bad:
             from trajectories.fields import unknown_field_message
 
-            raise ConfigError(unknown_field_message("evaluate", bad, allowed).replace("unknown field", "unknown setting"))
+            msg = unknown_field_message("evaluate", bad, allowed)
+            raise ConfigError(msg.replace("unknown field", "unknown setting"))
         _check_types(d)
         for k, v in list(d.items()):
             if isinstance(v, list):

@@ -3,7 +3,8 @@ CLI entry point.
 
 Status, diagnostic and progress messages go through :mod:`logging` to stderr in a short format
 (``LEVEL name: message``), scrubbed of secrets (:class:`harness.secrets.RedactFilter`; library records too, through
-the root handlers of ``conf/hydra/job_logging/harness.yaml``); the result a command was asked for (``list`` tables, ``weights list``, summary tables,
+the root handlers of ``conf/hydra/job_logging/harness.yaml``); the result a command was asked for (``list`` tables,
+``weights list``, summary tables,
 JSON for scripts) stays on stdout through ``print``. ``verbosity`` (``debug`` | ``info`` | ``warning`` | ``error``,
 default ``info``) sets the level of the project's loggers; ``progress=false`` turns off every progress bar, the
 project's own and those of the libraries it drives (tqdm, huggingface_hub, transformers, diffusers).

@@ -11,8 +11,8 @@ Three rules, applied by value as well as by name:
   config, string values only.
 * **Values.** Every value of a secret-named variable in a config (any ``env`` mapping, any secret-named key) or in
   this process's environment is registered (:func:`register`) and removed from every text the harness writes:
-  files written through :mod:`harness.io`, ``upstream.log`` (:func:`run_logged`), every log record (:class:`RedactFilter`
-  on the handlers) and the console (:class:`ScrubbedStream`).
+  files written through :mod:`harness.io`, ``upstream.log`` (:func:`run_logged`), every log record
+  (:class:`RedactFilter` on the handlers) and the console (:class:`ScrubbedStream`).
 * **Shapes.** Text that looks like a credential is redacted wherever it appears (:func:`scrub`): the password of a
   URL (``https://user:<redacted>@host``), ``Bearer``/``Basic`` authorisation values, well-known token formats
   (``hf_...``, ``sk-...``, ``ghp_...``, ``github_pat_...``, ``xox?-...``, ``AKIA...``, ``glpat-...``) and the value

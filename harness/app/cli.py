@@ -197,7 +197,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
         plan = prepare_run(cfg)
     elif cfg.get("dry_run"):
         _log_readiness(plan.adapter)
-    adapter, items, run_dir = plan.adapter, plan.items, plan.run_dir
+    adapter, run_dir = plan.adapter, plan.run_dir
     overwrite = bool(cfg.get("overwrite"))
     pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
     rank = current_rank()
@@ -350,12 +350,14 @@ def _cmd_report(cfg: dict[str, Any]) -> None:
     from harness.io import confine
     from harness.outputs import RunDir
 
-    runs = sorted({RunDir.existing(n, cfg.get("output_root", "outputs")).path
-                   for n in (cfg.get("report_runs") or [cfg["run"]])})
+    from evaluate.reporting import default_out_dir
+
+    names = cfg.get("report_runs") or [cfg["run"]]
+    runs = [RunDir.existing(n, cfg.get("output_root", "outputs")).path for n in names]
     with contextlib.ExitStack() as stack:  # never beside an evaluation of one of the runs (it rewrites eval/)
-        for r in runs:  # in path order: two reports of overlapping runs cannot deadlock
+        for r in sorted(set(runs)):  # in path order: two reports of overlapping runs cannot deadlock
             stack.enter_context(RunDir(r).lock("eval"))
-        roots = [*runs, *([cfg["report_out"]] if cfg.get("report_out") else [])]
+        roots = [*runs, cfg["report_out"] if cfg.get("report_out") else default_out_dir(runs)]
         stack.enter_context(confine(*roots))
         cmd_report(cfg)
 

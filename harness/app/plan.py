@@ -151,7 +151,8 @@ def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
         if have != want:
             raise PlanError(f"trajectory.name={tr['name']!r} labels a path whose {k} is {have!r}, but "
                             f"trajectory {tr['name']!r} has {want!r}: the name is the item folder and the label the "
-                            f"analyses read; choose trajectory={tr['name']} instead of renaming (or drop trajectory.name)")
+                            f"analyses read; choose trajectory={tr['name']} instead of renaming (or drop "
+                            "trajectory.name)")
 
 
 def resolve_context(ctx: dict[str, Any], adapter: Any):

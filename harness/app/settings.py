@@ -41,8 +41,8 @@ def top_level_keys() -> list[str]:
 def _unknown(where: str, key: str, allowed: list[str]) -> ConfigError:
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"{where}{key}: unknown setting (a '+{where}{key}=...' override adds a key nothing reads).{hint} "
-                       f"Known: {', '.join(allowed)}")
+    return ConfigError(f"{where}{key}: unknown setting (a '+{where}{key}=...' override adds a key nothing "
+                       f"reads).{hint} Known: {', '.join(allowed)}")
 
 
 def _is_bool(v: Any) -> bool:
