@@ -207,7 +207,7 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
     """Resolve every path setup uses from the model config (with this machine's local block) and the contract;
     a user error (exit 2) names the key when something cannot work."""
     from adapters import contracts
-    from harness.registry import model_config_with_local
+    from harness.config_groups import model_config_with_local
 
     mcfg = model_config_with_local(cfg)
     name = str(mcfg.get("name"))

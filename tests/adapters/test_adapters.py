@@ -237,8 +237,9 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     cfg = {"model": mcfg, "context": {"name": "paper"}, "trajectory": group_yaml("trajectory", "lrlr"),
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "g", "seed": None}
-    adapter, policy, specs, cases, items, run_dir = plan_from_config(cfg)
-    summary = run_items(adapter, policy, specs, cases, items, run_dir, cfg, progress=False)
+    plan = plan_from_config(cfg)
+    adapter, items, run_dir = plan.adapter, plan.items, plan.run_dir
+    summary = run_items(plan, cfg, progress=False)
     assert summary.done and not summary.failed, summary.table()
     item = run_dir / items[0].rel_dir
     meta = json.loads((item / "meta.json").read_text())
@@ -317,7 +318,7 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
 
 
 def _sana_run(tmp_path, monkeypatch, run: str, **env):
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
@@ -331,7 +332,7 @@ def _sana_run(tmp_path, monkeypatch, run: str, **env):
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": run, "overwrite": True}
     plan = plan_from_config(cfg)
-    out = run_items(*plan, cfg, progress=False, overwrite=True)
+    out = run_items(plan, cfg, progress=False, overwrite=True)
     return out, json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text()), plan
 
 
@@ -349,7 +350,7 @@ def test_a_stale_upstream_video_is_never_taken_for_a_new_launch(tmp_path, monkey
 
 def test_a_log_line_that_means_a_wrong_run_fails_the_item(tmp_path, monkeypatch):
     """DreamX loads its generator with strict=False and only prints the missing keys: exit 0, garbage video."""
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from harness.app.runner import plan_from_config, run_items
 
     checkout = tmp_path / "checkout"
@@ -363,7 +364,7 @@ def test_a_log_line_that_means_a_wrong_run_fails_the_item(tmp_path, monkeypatch)
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "d"}
     plan = plan_from_config(cfg)
-    out = run_items(*plan, cfg, progress=False)
+    out = run_items(plan, cfg, progress=False)
     meta = json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text())
     assert out.failed and "missing: ['model.blocks.0.self_attn.q.weight']" in meta["error"]
     assert "random-initialised" in meta["error"] and meta["root_cause"].startswith("missing:")

@@ -74,7 +74,7 @@ def test_a_malformed_contract_fails_naming_the_model_and_key(model, edit, key, p
 
 def _adapter(model, **over):
     from adapters.base import build_adapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     return build_adapter({**group_yaml("model", model), **over})
 

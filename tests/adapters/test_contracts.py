@@ -146,7 +146,7 @@ def test_an_overlay_left_on_cannot_be_compiled(tmp_path):
     boxes and cursor would stay), and Evoke without JOYSTICK_HUD=off keeps its HUD."""
     from adapters.base import ModelConfigError
     from adapters.evoke.adapter import EvokeConfig
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     cfg = group_yaml("model", "matrix_game3")
     cfg["extra_args"] = ["--use_int8", "--use_async_vae", "--async_vae_warmup_iters", "1"]
@@ -165,7 +165,7 @@ def _compile_cfg(cfg: dict, item_dir: Path):
     from adapters.base import ItemRequest, build_adapter
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(cfg)
@@ -180,7 +180,7 @@ def test_a_run_time_download_not_avoided_cannot_be_compiled(tmp_path, monkeypatc
     """SANA fetches Pi3X from the hub when --intrinsics is missing: dropping the flag fails the compile."""
     from adapters.base import ModelConfigError
     from adapters.sana_wm.adapter import SanaWMAdapter
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     original = SanaWMAdapter.launch
 
@@ -503,7 +503,7 @@ def test_mg3_returns_reach_the_start_orientation(trajectory):
     from adapters.base import build_adapter
     from adapters.controls.keys import mg3_encode
     from harness.cases import load_case_set
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec
     from trajectories.conventions import yaw_pitch_from_rotmat
 
@@ -567,7 +567,7 @@ def test_dreamx_log_failure_is_a_missing_key_list():
 def test_dreamx_passes_upstreams_colour_correction_and_refuses_a_fake_sliding(tmp_path):
     from adapters.base import UnsupportedContextError, build_adapter
     from harness.context import ContextPolicy
-    from harness.registry import group_yaml
+    from harness.config_groups import group_yaml
 
     c = contracts.load("dreamx")
     ns = contracts.check_args(c, contracts.split_launch(
