@@ -27,6 +27,10 @@ class MetricSpec:
         static: scores the retention of *static* content from the frames (pixel / feature similarity at revisits).
             A dynamic case's content legitimately changes while out of view, so dynamic cases are left out of every
             aggregate of such a metric (:func:`scores_case`).
+        resolution: the smallest difference between two policies or models worth reporting, in the metric's unit
+            (0.01 on a [0, 1] score). A smaller paired difference reads as a tie (≈) in the verdict even when its
+            interval excludes 0: the reference model's FoV and FullKV differ by 0.0003 on departure.visible with an
+            interval of +-0.0001, which is real and says nothing.
     """
 
     id: str
@@ -37,6 +41,7 @@ class MetricSpec:
     description: str
     table2: Optional[str] = None
     static: bool = False
+    resolution: float = 0.01
 
 
 METRICS: dict[str, MetricSpec] = {m.id: m for m in [
@@ -46,9 +51,10 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in [
                table2="laion"),
     MetricSpec("camera.rpe_trans", "camera", False, "pose", True,
                "Eq. 2, adjacent frames, Sim(3)-aligned, unit-length target; [e] per estimator, bare = mean over "
-               "rpe_trans_estimators", table2=""),
+               "rpe_trans_estimators", table2="", resolution=0.005),
     MetricSpec("camera.rpe_rot", "camera", False, "pose", True,
-               "Eq. 3, adjacent frames, accumulated angle error / target angle; bare = rpe_rot_estimator", table2=""),
+               "Eq. 3, adjacent frames, accumulated angle error / target angle; bare = rpe_rot_estimator", table2="",
+               resolution=0.005),
     MetricSpec("camera.rpe_trans_strided", "camera", False, "pose", False,
                "Eq. 2 on every rpe_stride-th frame (a named non-paper variant)"),
     MetricSpec("camera.rpe_rot_strided", "camera", False, "pose", False,
@@ -80,7 +86,7 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in [
     MetricSpec("object.ors", "object", True, "detector", False,
                "MemoBench object reappearance score: detection rate x mean confidence over revisit frames"),
     MetricSpec("diagnostic.revisit_psnr", "diagnostic", True, "pixels", False, "PSNR return frame vs frame 0",
-               static=True),
+               static=True, resolution=0.5),
     MetricSpec("diagnostic.revisit_ssim", "diagnostic", True, "pixels", False, "SSIM return frame vs frame 0",
                static=True),
     MetricSpec("diagnostic.cross_departure", "diagnostic", True, "encoder", False,
@@ -126,6 +132,12 @@ def spec_of(key: str) -> Optional[MetricSpec]:
 
 def higher_is_better(metric_id_or_key: str) -> bool:
     return METRICS[metric_id(metric_id_or_key)].higher_is_better
+
+
+def resolution(key: str) -> float:
+    """The smallest difference worth reporting of ``key``'s metric (its unit); 0.01 for an unknown metric."""
+    s = spec_of(key)
+    return s.resolution if s is not None else 0.01
 
 
 def direction(key: str) -> Optional[bool]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Optional
 
-from ..catalog import chance_level, direction, is_table2_key
+from ..catalog import chance_level, direction, is_table2_key, resolution
 from ..results import MetricEntry
 from .cells import Cell, Term, Unit, has_interval, mean_cell, ratio_cell
 from .collect import Item
@@ -266,22 +266,26 @@ class MetricComparison:
         return sorted(have, key=lambda c: (sign * self.means[c].mean, c))
 
     def separated(self, a: str, b: str) -> bool:
-        """The paired interval of ``a - b`` excludes 0 (and has enough pairs to be an interval)."""
+        """``a`` and ``b`` differ: the paired interval of ``a - b`` excludes 0 (with enough pairs to be an
+        interval) and the difference reaches the metric's resolution (:func:`evaluate.catalog.resolution`)."""
         d = self.diff(a, b)
-        return d.ok() and has_interval(d) and (d.lo > 0 or d.hi < 0)
+        return d.ok() and has_interval(d) and (d.lo > 0 or d.hi < 0) and abs(d.mean) >= resolution(self.key)
+
+    def relation(self, a: str, b: str) -> str:
+        """Between ranked neighbours: ``≫`` separated by ten resolutions or more, ``>`` separated, ``≈`` not."""
+        if not self.separated(a, b):
+            return "≈"
+        return "≫" if abs(self.diff(a, b).mean) >= 10 * resolution(self.key) else ">"
 
     @property
     def separates(self) -> bool:
         return self.higher_is_better is not None and any(self.separated(a, b) for a, b in self.diffs)
 
     def strength(self) -> float:
-        """How clearly it separates: the largest |mean difference| / half-width of its interval."""
-        best = 0.0
-        for a, b in self.diffs:
-            d = self.diffs[(a, b)]
-            if self.separated(a, b):
-                best = max(best, abs(d.mean) / max((d.hi - d.lo) / 2, 1e-12))
-        return best
+        """How much it separates, in the metric's resolutions (unit-free across metrics): the largest |paired
+        difference| of a separated pair / :func:`evaluate.catalog.resolution`."""
+        diffs = [abs(self.diffs[p].mean) for p in self.diffs if self.separated(*p)]
+        return max(diffs, default=0.0) / resolution(self.key)
 
 
 @dataclass
@@ -309,6 +313,13 @@ class Comparison:
     @property
     def matched_videos(self) -> int:
         return len(next(iter(self.matched.values()), {}))
+
+    @property
+    def header(self) -> str:
+        """``context policies of reference (10 matched videos, 2 of them dynamic: not in the static metrics)``."""
+        dyn = sum(1 for it in next(iter(self.matched.values()), {}).values() if it.case_family == "dynamic")
+        extra = f", {dyn} of them dynamic cases, left out of the static-content metrics" if dyn else ""
+        return f"{self.title} ({self.matched_videos} matched videos{extra})"
 
     def items(self, contender: str) -> list[Item]:
         return list(self.matched[contender].values())
@@ -350,8 +361,8 @@ def comparisons(study: Study) -> list[Comparison]:
 
 @dataclass
 class VerdictLine:
-    """A metric that separates contenders: the ranking, the relation between neighbours (``>`` separated, ``≈``
-    not), and the paired differences of every pair."""
+    """A metric that separates contenders: the ranking, the relation between neighbours
+    (:meth:`MetricComparison.relation`), and the paired differences of every pair."""
 
     comparison: Comparison
     metric: MetricComparison
@@ -370,7 +381,7 @@ class VerdictLine:
 
     def relations(self) -> list[str]:
         r = self.ranking
-        return [">" if self.metric.separated(r[i], r[i + 1]) else "≈" for i in range(len(r) - 1)]
+        return [self.metric.relation(r[i], r[i + 1]) for i in range(len(r) - 1)]
 
 
 @dataclass

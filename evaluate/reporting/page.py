@@ -20,7 +20,7 @@ from .analyses import Analyses
 from .cells import Cell
 from .collect import Item
 from .plots import Palette
-from .render import cell_text, folded_lines
+from .render import cell_text
 from .tables import Table
 from .verdict import headline, latency_text, line_data
 
@@ -28,8 +28,8 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
 vertical-align:top}td{white-space:nowrap}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}td.best{font-weight:bold}td.second{text-decoration:underline}td.nc{color:#a33}
-.cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.fold{font-size:12px;color:#a33;
-max-width:1300px}.vid{display:inline-block;margin:4px;vertical-align:top;font-size:11px}.vid video{width:320px;
+.cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.fold{font-size:11px;color:#a33;
+max-width:1300px;margin:.2em 0}.vid{display:inline-block;margin:4px;vertical-align:top;font-size:11px}.vid video{width:320px;
 display:block;background:#000}img.fig{max-width:100%}img.strip{max-width:100%;display:block}nav a{margin-right:.8em}
 section{margin-bottom:2em}h3{margin-bottom:.2em}#verdict{border:2px solid #2a6;padding:.3em 1em;border-radius:6px}
 table.verdict td{white-space:normal}table.verdict td.sep{font-weight:bold}.swatch{display:inline-block;width:14px;
@@ -94,7 +94,11 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
         P.append("</tbody></table></div>")
     else:
         P.append("<p>(no rows)</p>")
-    P += [f"<p class='fold' data-folded='{_e(t.id)}'>{_e(x)}</p>" for x in folded_lines(t)]
+    folded = t.folded()
+    if folded:
+        P.append(f"<ul class='fold' data-folded='{_e(t.id)}'>" + "".join(
+            f"<li>Not computed in any row: <b>{_e(', '.join(cols))}</b>: {_e(reason)}</li>" for reason, cols in folded)
+            + "</ul>")
     if note:
         P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
                  "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
@@ -117,13 +121,15 @@ def verdict_html(an: Analyses) -> str:
         P += [f"<p class='cap' data-headline='1'>{_e(x)}</p>" for x in headline(an)]
         P.append("</section>")
         return "\n".join(P)
-    P.append("<p class='cap'>Per metric whose paired 95 % interval (bootstrap over matched videos) excludes 0: "
-             "the contenders best first (<b>&gt;</b> separated, ≈ not), the best one's speedup vs FullKV and every "
-             "paired difference (separated ones in bold). [variant]: not the paper's backbone (see the variants "
-             "table). No interval below 3 pairs.</p>")
+    P.append("<p class='cap'>Per metric that separates two contenders (the paired 95 % interval, bootstrap over "
+             "matched videos, excludes 0, and the difference reaches the metric's resolution, 0.01 on a [0, 1] "
+             "score): the contenders best first (≫ by ten resolutions or more, &gt; separated, ≈ not), the best "
+             "one's speedup vs FullKV and every paired difference (separated ones in bold). [variant]: not the "
+             "paper's backbone (see the variants table). No interval below 3 pairs. Chance: what a video with no "
+             "memory of the content scores.</p>")
     for i, c in enumerate(v.comparisons):
         lines = [x for x in v.lines if x.comparison is c]
-        P.append(f"<h3>{_e(c.title)} ({c.matched_videos} matched videos)</h3>")
+        P.append(f"<h3>{_e(c.header)}</h3>")
         if lines:
             P.append(f"<table class='verdict' data-comparison='{_e(c.title)}'><thead><tr><th>metric</th>"
                      "<th>ranking</th><th>best</th><th>paired differences</th></tr></thead><tbody>")
@@ -136,8 +142,10 @@ def verdict_html(an: Analyses) -> str:
                                      if e["separated"] else f"{_e(e['a'])} − {_e(e['b'])} {_e(e['text'])}")
                                     for e in d["diffs"])
                 sp = f" (speedup {_e(d['best_speedup'])})" if d["best_speedup"] else ""
+                if c.kind == "policies" and d["best"] == "fullkv":
+                    sp = " (the baseline)"
                 tag = "" if d["paper_metric"] else " <span class='fn'>[variant]</span>"
-                ch = f"<br><span class='fn'>chance {_e(d['chance'])}</span>" if d["chance"] else ""
+                ch = f"<br><span class='fn'>{_e(d['chance'])}</span>" if d["chance"] else ""
                 arrow = "↑" if d["direction"] == "higher" else "↓"
                 P.append(f"<tr data-metric='{_e(x.key)}' data-best='{_e(d['best'])}'><td>{_e(x.key)} {arrow}{tag}"
                          f"{ch}</td><td>{_e(chain)}</td><td>{_e(d['best'])}{sp}</td><td>{diffs}</td></tr>")

@@ -28,6 +28,15 @@ from .study import metric_order
 MAX_ROWS = 4
 
 
+_SHORT = {"environment": "env", "departure": "dep", "diagnostic": "diag"}
+
+
+def short_name(key: str) -> str:
+    """``environment.visible[pixel-thumb16]`` -> ``env.visible`` (strip titles are small)."""
+    fam, _, rest = key.split("[")[0].partition(".")
+    return f"{_SHORT.get(fam, fam)}.{rest}"
+
+
 @dataclass
 class StripRow:
     """One row: ``reference`` frame, one ``frames[k]`` per window labelled ``labels[k]``, and per metric key its
@@ -104,19 +113,19 @@ def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: 
     pos = {int(f): i for i, f in enumerate(idx)}
     ncol = 1 + max(len(r.frames) for r in rows)
     plt = _plt()
-    fig, axes = plt.subplots(len(rows), ncol, figsize=(2.4 * ncol, 2.2 * len(rows) + 0.5), squeeze=False)
+    fig, axes = plt.subplots(len(rows), ncol, figsize=(2.4 * ncol, 2.4 * len(rows) + 0.5), squeeze=False)
     for r, row in enumerate(rows):
         ax = axes[r][0]
         if row.reference in pos:
             ax.imshow(frames[pos[row.reference]])
         names = sorted(row.scores, key=metric_order)
-        shown = ", ".join(k.split("[")[0] for k in names[:max_metrics]) + (" ..." if len(names) > max_metrics else "")
-        ax.set_title(f"reference: frame {row.reference}\n{shown}", fontsize=6)
+        shown = [short_name(k) for k in names[:max_metrics]] + (["..."] if len(names) > max_metrics else [])
+        ax.set_title("\n".join([f"reference: frame {row.reference}"] + shown), fontsize=6)
         for k, f in enumerate(row.frames):
             ax = axes[r][k + 1]
             if f in pos:
                 ax.imshow(frames[pos[f]])
-            lines = [f"{row.labels[k]}: frame {f}"] + [f"{key.split('[')[0].split('.')[-1]} {row.scores[key][k]:.3f}"
+            lines = [f"{row.labels[k]}: frame {f}"] + [f"{short_name(key)} {row.scores[key][k]:.3f}"
                                                        for key in names[:max_metrics]]
             ax.set_title("\n".join(lines), fontsize=6)
         for ax in axes[r][len(row.frames) + 1:]:

@@ -1,8 +1,9 @@
 """The verdict in words: what a page opens with, what ``analyses.md`` starts with and what the console prints.
 
-Per comparison (the policies of a model, or the models) and per metric whose paired interval separates two
-contenders: the contenders best first with ``>`` (paired interval excludes 0) or ``≈`` (it does not) between
-neighbours, the best one's speedup vs FullKV, and every paired difference with its interval. Metrics computed on
+Per comparison (the policies of a model, or the models) and per metric that separates two contenders (paired
+interval excludes 0 and the difference reaches the metric's resolution): the contenders best first with ``≫``
+(ten resolutions or more), ``>`` (separated) or ``≈`` (not) between neighbours, the best one's speedup vs FullKV,
+and every paired difference with its interval. Metrics computed on
 both sides that separate nothing are listed in one line. With one model under one policy there is nothing to
 compare: the verdict says so and gives the headline numbers instead.
 """
@@ -38,7 +39,7 @@ def line_data(line: VerdictLine) -> dict[str, Any]:
     """One separating metric as data (the page's verdict table, ``analyses.json``)."""
     c, m = line.comparison, line.metric
     r = line.ranking
-    speed = c.speedup.get(line.best)
+    speed = c.speedup.get(line.best) if line.best != "fullkv" else None  # FullKV's own speedup is 1
     return {"comparison": c.title, "metric": line.key, "direction": "higher" if m.higher_is_better else "lower",
             "paper_metric": is_table2_key(line.key), "chance": chance_text(line.key).strip(" ()") or None,
             "ranking": [{"name": n, "mean": m.means[n].mean, "text": _num(m.means[n])} for n in r],
@@ -104,13 +105,15 @@ def verdict_lines(an: Analyses) -> list[str]:
     out = []
     for i, c in enumerate(v.comparisons):
         lines = [x for x in v.lines if x.comparison is c]
-        out.append(f"{c.title} ({c.matched_videos} matched videos):")
+        out.append(f"{c.header}:")
         if not lines:
             out.append("- no metric separates them (every paired 95 % interval includes 0, or fewer than 3 pairs)")
         for x in lines[:MAX_LINES]:
             d = line_data(x)
             diffs = "; ".join(f"{e['a']} - {e['b']} {e['text']}" for e in d["diffs"])
             sp = f" (speedup {d['best_speedup']})" if d["best_speedup"] else ""
+            if x.comparison.kind == "policies" and x.best == "fullkv":
+                sp = " (the FullKV baseline)"
             paper = "" if d["paper_metric"] else " [variant]"
             out.append(f"- {x.key}{_arrow(x.key)}{chance_text(x.key)}{paper}: {chain(x)}; best {x.best}{sp}; "
                        f"{diffs}")
