@@ -554,10 +554,16 @@ def test_noise_in_the_revisit_windows_drives_every_memory_metric_below_half(stud
 
 
 def _per_item(run: Path, context: str, metric: str) -> dict[tuple[str, str], float]:
+    """Per (trajectory, case) value of ``metric``, the cases that score it (a static-content metric leaves the
+    dynamic case out, as the run's analyses do)."""
+    from evaluate.catalog import scores_case
+
     out = {}
     for traj in ("lrlr", "lrlrlr"):
         for case in CASES:
             res = json.loads((_item(run, context, traj, case) / "metrics.json").read_text())
+            if not scores_case(metric, res["case_family"]):
+                continue
             out[(traj, case)] = res["metrics"][metric]["value"]
     return out
 
