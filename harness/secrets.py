@@ -8,7 +8,7 @@ script still runs where the variable is set; ``meta.json``, the saved config and
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -78,5 +78,3 @@ def shell_export(name: str, value: str) -> str:
     return f"export {name}={shlex.quote(str(value))}"
 
 
-def secret_names(names: Iterable[str]) -> list[str]:
-    return sorted(n for n in names if is_secret_name(n))

@@ -256,12 +256,6 @@ class Yuv420pConverter:
         return frame
 
 
-def yuv420p_frame(rgb: np.ndarray):
-    """An ``av.VideoFrame`` (yuv420p) of an (H, W, 3) uint8 RGB frame with even H and W; each plane is written
-    row by row, so any even size works and no line padding is left uninitialised."""
-    return Yuv420pConverter(*rgb.shape[:2]).frame(rgb)
-
-
 def frames_sha256(frames) -> str:
     """sha256 over (H, W, 3) uint8 RGB frames, concatenated in C order (what :attr:`VideoWriter.frames_sha256`
     records for the frames it was given)."""

@@ -40,11 +40,12 @@ def settings_of(items: list[Item]) -> dict[str, Any]:
 def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] = None, *,
                  boot: Optional[dict] = None, main_context: str = "fullkv", strips: bool = True,
                  figures: bool = True, paper_numbers: Optional[Path] = None,
-                 items: Optional[list[Item]] = None) -> dict[str, Any]:
+                 human_studies: Sequence[Path | str] = (), items: Optional[list[Item]] = None) -> dict[str, Any]:
     """Build the report of ``run_dirs`` into ``out_dir`` (default :func:`default_out_dir`).
 
     ``strips`` / ``figures``: draw the per-item revisit strips / the charts and trajectory previews (both on by
-    default; off gives the tables and the page only, fast). ``items``: the runs' items when the caller has them
+    default; off gives the tables and the page only, fast). ``human_studies``: study folders whose agreement
+    tables (docs/human-study.md) are added after the others. ``items``: the runs' items when the caller has them
     already (the evaluation stage); otherwise they are read from the manifests. Returns ``{"out_dir", "html",
     "markdown", "sources", "tables": {id: {md, csv, tex}}, "figures", "items", "analyses", "tables_built"}``
     (``analyses``: the :class:`~evaluate.reporting.analyses.Analyses` every table and figure was built from).
@@ -80,6 +81,11 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
     b = Builder(study, an)
     tables = b.all_tables()
     tables.append(comparison_table(b, load_paper_numbers(paper_numbers) if paper_numbers else None))
+    if human_studies:
+        from evaluate.human.report import study_tables
+
+        for i, sd in enumerate(human_studies):
+            tables += study_tables(Path(sd), "" if len(human_studies) == 1 else f"_{i + 1}")
     tdir = out / "tables"
     files: dict[str, dict[str, str]] = {}
     sources: dict[str, Any] = {}

@@ -420,6 +420,10 @@ def main() -> None:
         from harness.app.weights import main as weights_main
 
         sys.exit(weights_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "human":  # plan / serve / report a human study (docs/human-study.md)
+        from harness.app.human import main as human_main
+
+        sys.exit(human_main(sys.argv[2:]))
     if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
         sys.argv[1:3] = ["cmd=judge_check"]
     from evaluate.reporting.cli import merge_run_args

@@ -468,7 +468,7 @@ def test_help_is_the_apps_own(harness_main, flag):
     code, out, err = harness_main(flag)
     assert code == 0, err
     for needle in ("Usage:", "python -m harness -m", "run ", "list ", "validate ", "preview ", "report ",
-                   "verify ", "weights ", "judge check", "dry_run=true", "stage=evaluate", "model=", "context=",
+                   "verify ", "weights ", "judge check", "human ", "dry_run=true", "stage=evaluate", "model=", "context=",
                    "trajectories=", "cases=", "seed=", "launcher=", "debug=", "evaluate=", "output_root=", "run=",
                    "progress=false", "verbosity=", "docs/configuration.md", "--hydra-help", "Exit codes"):
         assert needle in out, needle
