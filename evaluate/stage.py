@@ -125,9 +125,9 @@ class EvalConfig:
         if self.device != "auto":
             resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
         for n, opts in (self.backbone_options or {}).items():
-            if n not in BACKBONES or not BACKBONES[n].learned:
+            if n not in BACKBONES or not (BACKBONES[n].learned or BACKBONES[n].packaged):
                 raise ConfigError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
-                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned)}")
+                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned or v.packaged)}")
             if not isinstance(opts, dict):
                 raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
                                  "{da3: {process_res: 504}}")
@@ -157,7 +157,20 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
                 files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns)
                                for p in d.rglob("*") if p.is_file()) if d.is_dir() else "missing"
                 out[n] = [files, (ecfg.backbone_options or {}).get(n, {})]
+            elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
+                out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
     return out
+
+
+def _packaged_state(name: str) -> Any:
+    """Installing, removing or upgrading the package that ships a backbone's weights recomputes its families."""
+    from .backbones import import_class
+    from .perception.packaged import fingerprint
+
+    try:
+        return fingerprint(import_class(spec(name)).shipped_files())
+    except BackboneUnavailable as exc:
+        return f"unavailable: {exc}"
 
 
 def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path) -> dict[str, str]:

@@ -87,9 +87,11 @@ def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval (none below 3 cases) and the number of cases. "
              "`[backbone]` names what computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and "
-             "`pixels` are weight-free diagnostics of this harness. Oracle entries (the reference model's own "
-             "geometry) are left out, and dynamic cases from the static-content metrics (diagnostic.*, "
-             "departure.*). The study report (the verdict, paper-shaped tables, plots, HTML) is in `report/`.", ""]
+             "`pixels` are weight-free diagnostics of this harness; `dlib-resnet` and `brisque` are diagnostics on "
+             "real pretrained weights shipped inside packages, not the paper's ArcFace / MUSIQ-SPAQ. Oracle entries "
+             "(the reference model's own geometry) are left out, and dynamic cases from the static-content metrics "
+             "(diagnostic.*, departure.*). The study report (the verdict, paper-shaped tables, plots, HTML) is in "
+             "`report/`.", ""]
     by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
     trajs: dict[tuple, list] = defaultdict(list)
     for r in rows:

@@ -2,7 +2,8 @@
 
 Commands (``cmd=<name>`` or the first word): ``run`` (default: plan, compile, generate, evaluate),
 ``list`` (models, contexts, trajectories, case sets), ``validate`` (check a case set), ``preview`` (draw the chosen
-trajectory to PNG), ``verify`` (the delivery check of a run). ``dry_run=true`` plans and compiles native controls
+trajectory to PNG), ``verify`` (the delivery check of a run), ``setup`` (checkout, environment, weights and readiness
+of an upstream model; ``print=true`` prints the script). ``dry_run=true`` plans and compiles native controls
 without generating. A new command is one entry in :data:`HANDLERS` (and its word in :data:`COMMANDS`).
 
 Exit codes: 0 ok; 1 some item (or check) failed, or a bug (printed with its traceback); 2 a user error (bad
@@ -21,7 +22,7 @@ from harness.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("run", "list", "validate", "preview", "report", "verify")
+COMMANDS = ("run", "list", "validate", "preview", "report", "verify", "setup")
 _CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
 
 
@@ -305,6 +306,13 @@ def _cmd_verify(cfg: dict[str, Any]) -> None:
         sys.exit(1)
 
 
+def _cmd_setup(cfg: dict[str, Any]) -> None:
+    """``setup model=NAME [print=true]``: see :mod:`harness.app.setup`."""
+    from harness.app.setup import run_setup
+
+    run_setup(cfg)
+
+
 def _cmd_judge_check(cfg: dict[str, Any]) -> None:
     """``python -m harness judge check``: ping the configured judge server and print what it serves."""
     from evaluate.judge import check_server
@@ -315,7 +323,7 @@ def _cmd_judge_check(cfg: dict[str, Any]) -> None:
 
 
 HANDLERS = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
-            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check}
+            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check, "setup": _cmd_setup}
 
 
 def _dispatch(cfg_omega: Any) -> None:

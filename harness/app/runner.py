@@ -263,6 +263,8 @@ class _Executor:
                         traceback=redact(traceback.format_exc(), self.secrets))
             if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
                 meta["root_cause"] = redact(exc.root_cause, self.secrets)
+            if getattr(exc, "meta", None):  # what generation measured before it failed (conformance residuals)
+                meta["generation"] = redact(exc.meta, self.secrets)
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         meta["finished_unix"] = time.time()
         meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()

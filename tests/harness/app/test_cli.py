@@ -218,8 +218,10 @@ def test_user_errors_exit_2_and_write_nothing(tmp_path, args, needle):
 
 @pytest.mark.slow
 def test_slurm_launcher_off_a_cluster_says_so(tmp_path):
+    nobin = tmp_path / "bin"  # a PATH without sbatch/srun, also on a machine that has a cluster (CI has one)
+    nobin.mkdir()
     r = run_cli(["-m", "launcher=slurm", "context=fullkv,sliding", "run=sl", *SMALL], tmp_path,
-                env={"PATH": "/usr/bin:/bin"})
+                env={"PATH": str(nobin)})
     assert r.returncode == 2
     assert "launcher=slurm needs a Slurm cluster" in r.stderr and "launcher=submitit_local" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "outputs").exists()
