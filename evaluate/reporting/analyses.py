@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Optional
 
+from trajectories.phases import phase_at
+
 from ..catalog import chance_level, direction, is_table2_key, resolution
 from ..results import MetricEntry
 from .cells import Cell, Term, Unit, has_interval, mean_cell, ratio_cell
@@ -31,14 +33,6 @@ from .qualification import departed, qualified, returned, tracked
 from .study import MatchKey, Study
 
 # -- windows ------------------------------------------------------------------------------------------------------
-
-
-def phase_at(phases: dict[str, list[int]], frame: int) -> Optional[str]:
-    """The label of the phase whose [start, end) holds ``frame``."""
-    for label, (a, b) in phases.items():
-        if a <= frame < b:
-            return label
-    return None
 
 
 def window_labels(it: Item, m: MetricEntry) -> list[str]:
