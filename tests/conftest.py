@@ -16,9 +16,12 @@ def pytest_collection_modifyitems(config, items):
     reason."""
     from tests.support import engines
 
+    required = os.environ.get("WORLDMEM_REQUIRE_ENGINES") == "1"  # CI: an engine that is not up is an error
     for marker, probe in (("slurm", engines.slurm_absent), ("judge_server", lambda: engines.judge_server()[1])):
         marked = [item for item in items if marker in item.keywords]
         why = probe() if marked else None
+        if why and required:
+            raise pytest.UsageError(f"WORLDMEM_REQUIRE_ENGINES=1, but the tests marked {marker} cannot run: {why}")
         for item in marked if why else ():
             item.add_marker(pytest.mark.skip(reason=why))
     try:

@@ -17,7 +17,10 @@ LOG=$DIR/serve.log
 t0=$(date +%s)
 say() { echo "judge_up: $*"; }
 die() { echo "judge_up: error: $*" >&2; exit 1; }
-answers() { curl -fsS -m 5 "$URL/models" >/dev/null 2>&1; }
+answers() {  # the server lists its models (no curl on a bare machine: Python's urllib)
+  "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5).read()' "$URL/models" \
+    >/dev/null 2>&1
+}
 
 if [[ -s $STATE ]] && answers; then
   say "judge server already up at $URL ($(( $(date +%s) - t0 ))s)"

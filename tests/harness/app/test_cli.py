@@ -215,8 +215,10 @@ def test_user_errors_exit_2_and_write_nothing(tmp_path, args, needle):
 
 @pytest.mark.slow
 def test_slurm_launcher_off_a_cluster_says_so(tmp_path):
+    # a PATH without sbatch/srun (not /usr/bin: a machine with a test cluster has them there)
+    (tmp_path / "bin").mkdir()
     r = run_cli(["-m", "launcher=slurm", "context=fullkv,sliding", "run=sl", *SMALL], tmp_path,
-                env={"PATH": "/usr/bin:/bin"})
+                env={"PATH": str(tmp_path / "bin")})
     assert r.returncode == 2
     assert "launcher=slurm needs a Slurm cluster" in r.stderr and "launcher=submitit_local" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "outputs").exists()
