@@ -258,3 +258,29 @@ def test_no_controller_is_a_clear_error(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "sbatch refused the sweep" in r.stderr and "Unable to contact slurm controller" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_without_accounting_states_come_from_squeue_and_a_cancelled_job_does_not_hang(tmp_path):
+    # the same cluster seen by a client whose config has no accounting: sacct fails, as without slurmdbd
+    conf = tmp_path / "slurm.conf"
+    text = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    conf.write_text("\n".join(x for x in text.splitlines() if not x.startswith("AccountingStorage"))
+                    + "\nAccountingStorageType=accounting_storage/none\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SLURM_CONF": str(conf)}
+    assert subprocess.run(["sacct", "-n", "-X"], env=env, capture_output=True, timeout=30).returncode != 0
+    args = sweep_args("context=fullkv,sliding", "cases.include=[environment_rocket]", "model.num_frames=401",
+                      "slurm.array_parallelism=1", "run=na")
+    run_dir = tmp_path / "outputs" / "na"
+    p = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    ids = wait_for(lambda: submitted_ids(run_dir, 2), 60, "the sweep's job ids")
+    subprocess.run(["scancel", ids[1]], check=True, timeout=30)
+    t0 = time.time()
+    rc, out, err = finish(p, timeout=300)
+    print(f"without accounting: the sweep ended {time.time() - t0:.1f} s after the scancel")
+    assert rc == 1, out + err[-3000:]
+    assert "sacct failed" in err and "accounting storage is disabled" in err
+    done, cancelled = summaries(run_dir)[-1]["jobs"]
+    assert done["state"] == "COMPLETED" and done["source"] == "squeue" and done["items"]["done"] == 1
+    assert cancelled["state"] in ("UNKNOWN", "CANCELLED"), cancelled  # squeue's word, or gone: never waited on
+    assert time.time() - t0 < 120
