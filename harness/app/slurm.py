@@ -25,7 +25,6 @@ loads launchers from ``hydra_plugins``, so that module is a thin hook and the lo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -332,7 +331,8 @@ def varying(jobs: Sequence[SweepJob]) -> None:
 
 
 def summary_md(jobs: Sequence[SweepJob], header: str) -> str:
-    lines = [header, "", "| job | Slurm id | state | exit | elapsed | items done / skipped / failed | overrides | reason |",
+    lines = [header, "",
+             "| job | Slurm id | state | exit | elapsed | items done / skipped / failed | overrides | reason |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for j in jobs:
         c = j.items
@@ -423,7 +423,6 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
         groups.setdefault(_group_key(ov), []).append(i)
     jobs: list[SweepJob] = [SweepJob(initial_job_idx + i, list(ov)) for i, ov in enumerate(job_overrides)]
     varying(jobs)
-    handles: list[Any] = [None] * len(jobs)
     for key, idxs in groups.items():
         # the group's first job stands for all of it (they differ only in overrides that leave resources alone)
         job_cfg = launcher.hydra_context.config_loader.load_sweep_config(cfg, list(job_overrides[idxs[0]]))
@@ -439,12 +438,14 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
             submitted = executor.map_array(launcher, *zip(*args))
         except Exception as exc:  # noqa: BLE001 - sbatch's own words are the useful part
             msg = str(exc).strip().splitlines()
+            earlier = sorted({j.slurm_id.split("_")[0] for j in jobs if j.slurm_id})
             raise SlurmSettingError(
                 "sbatch refused the sweep: " + " ".join(m.strip() for m in msg[-4:] if m.strip())[:600]
                 + ". Check slurm.partition / slurm.account / slurm.gres / slurm.time / slurm.mem_gb (docs/scaling.md)"
+                + (f"; array(s) {', '.join(earlier)} of this sweep were submitted before and keep running "
+                   f"(scancel {' '.join(earlier)} to stop them)" if earlier else "")
             ) from None
         for i, h in zip(idxs, submitted):
-            handles[i] = h
             jobs[i].slurm_id = str(h.job_id)
             jobs[i].stdout, jobs[i].stderr = str(h.paths.stdout), str(h.paths.stderr)
             jobs[i].result = str(h.paths.result_pickle)
@@ -480,7 +481,7 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
         finish(130)
 
     returns = []
-    for j, h in zip(jobs, handles):
+    for j in jobs:
         j.items = item_counts(j.stdout)
         j.reason = explain(j)
         if j.state.word == "COMPLETED":

@@ -167,20 +167,21 @@ def test_a_refused_response_format_falls_back_visibly_to_the_prompt_only_contrac
     assert 1 <= len(with_rf) <= JUDGE["concurrency"]
     assert sorted(q["digest"] for q in without) == sorted(table)  # then one request per item, without it
     assert r.stderr.count("refused response_format") == 1  # said once, in the log
-    for g, t in table.items():
+    for t in table.values():
         m = json.loads((t["dir"] / "metrics.json").read_text())["metrics"]["dynamic.overall[Qwen/Qwen3.8-27B]"]
         assert m["status"] == "computed" and m["answers"] == t["answers"]
         s = m["judge"]["settings"]
         assert s["json_schema"] is True and list(s["fallbacks"]) == ["response_format"]
-        assert f"HTTP {status}" in s["fallbacks"]["response_format"] and "prompt-only" in s["fallbacks"]["response_format"]
+        why = s["fallbacks"]["response_format"]
+        assert f"HTTP {status}" in why and "Unused fields" in why and "prompt-only" in why
         request = json.loads(next((t["dir"] / "judge").glob("*.request.json")).read_text())
         assert "response_format" not in request["body"] and list(request["fallbacks"]) == ["response_format"]
     # a rerun reuses the answers (nothing sent) and still says how they were obtained
     with FakeJudgeServer(answer_from(table), require_key=KEY) as srv:
         r2 = evaluate(tmp_path, run_dir, srv.base_url)
         assert r2.returncode == 0 and srv.chat_requests() == []
-    m = json.loads((next(iter(table.values()))["dir"] / "metrics.json").read_text())
-    assert list(m["metrics"]["dynamic.overall[Qwen/Qwen3.8-27B]"]["judge"]["settings"]["fallbacks"]) == ["response_format"]
+    m = json.loads((next(iter(table.values()))["dir"] / "metrics.json").read_text())["metrics"]
+    assert list(m["dynamic.overall[Qwen/Qwen3.8-27B]"]["judge"]["settings"]["fallbacks"]) == ["response_format"]
 
 
 def test_only_a_refusal_naming_an_optional_field_falls_back():
