@@ -136,6 +136,8 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
+# a job no node can ever run (more CPUs or memory than the node has) is refused by sbatch, not left pending
+EnforcePartLimits=ALL
 # fast kills: SIGTERM, then SIGKILL 2 s later (scancel, time limits)
 KillWait=2
 OverTimeLimit=0

@@ -284,3 +284,12 @@ def test_without_accounting_states_come_from_squeue_and_a_cancelled_job_does_not
     assert done["state"] == "COMPLETED" and done["source"] == "squeue" and done["items"]["done"] == 1
     assert cancelled["state"] in ("UNKNOWN", "CANCELLED"), cancelled  # squeue's word, or gone: never waited on
     assert time.time() - t0 < 120
+
+
+def test_resources_no_node_has_are_refused_at_submission_with_the_settings_to_change(tmp_path):
+    # the defaults (8 CPUs, 64 GB a job) on this 2-CPU node: sbatch refuses at once (EnforcePartLimits), no hang
+    r = run_cli(["-m", "launcher=slurm", "hydra.launcher.max_poll_s=1", *SMALL, "context=fullkv,sliding",
+                 "cases.include=[environment_rocket]", "run=big"], tmp_path, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "sbatch refused the sweep" in r.stderr and "slurm.mem_gb" in r.stderr and "Traceback" not in r.stderr
+    assert not list((tmp_path / "outputs" / "big").glob("*/*/seed-*"))  # nothing ran
