@@ -441,7 +441,8 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
             earlier = sorted({j.slurm_id.split("_")[0] for j in jobs if j.slurm_id})
             raise SlurmSettingError(
                 "sbatch refused the sweep: " + " ".join(m.strip() for m in msg[-4:] if m.strip())[:600]
-                + ". Check slurm.partition / slurm.account / slurm.gres / slurm.time / slurm.mem_gb (docs/scaling.md)"
+                + ". Check slurm.partition / slurm.account / slurm.gres / slurm.time / slurm.cpus_per_task / "
+                  "slurm.mem_gb (docs/scaling.md)"
                 + (f"; array(s) {', '.join(earlier)} of this sweep were submitted before and keep running "
                    f"(scancel {' '.join(earlier)} to stop them)" if earlier else "")
             ) from None
