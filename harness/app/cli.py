@@ -41,6 +41,14 @@ _SECRETS: dict[str, str] = {}  # secret values of the current config, scrubbed f
 _DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before that is Hydra's own usage error
 
 
+def finish(code: int) -> None:
+    """Exit with ``code`` from code that runs after Hydra composed the config but outside a job (a launcher, e.g.
+    the Slurm sweep's): its exit code 1 is then not taken for one of Hydra's usage errors (exit 2)."""
+    global _DISPATCHED
+    _DISPATCHED = True
+    sys.exit(code)
+
+
 def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
     from harness.config_groups import UnknownChoiceError, check_choice
