@@ -421,16 +421,13 @@ def _broken_items(dirs: list[Path]) -> dict[Path, str]:
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
-    """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` tables + analyses.
+    """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
+    tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`).
 
-    Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, tables, analyses, validity, html, results,
-    timings}``.
+    Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, results, tables, analyses, validity, html,
+    report, verdict, timings}``.
     """
     from harness.outputs import RunDir
-
-    from .analyses import run_analyses
-    from .report import write_tables
-    from .validity import validity_table
 
     t0 = time.perf_counter()
     run = RunDir(Path(run_dir))
@@ -482,28 +479,11 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             cur = None  # drop this video's frames now: at most two videos are in memory at once
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
-    stored = [r.to_dict() for r in results]  # the run tables below read the metrics.json form
-    tables = write_tables(run_dir / "eval", stored, ecfg)
-    from .report import write_dynamic_table
+    from .reporting.run import write_run_outputs
 
-    tables["dynamic"] = write_dynamic_table(run_dir / "eval", stored)  # p_start, S_cond, S_gated, M-score
-    analyses = run_analyses(run_dir / "eval", stored, ecfg)
-    from harness.io import write_json, write_text
-
-    vrows, vmd = validity_table(stored)
-    write_json(run_dir / "eval" / "validity.json", {"rows": vrows, "items": [
-        {"item": r.item, "validity": r.validity} for r in results if r.validity]})
-    write_text(run_dir / "eval" / "validity.md", vmd)
-    from .html import decay_plot, write_index
-
-    data = json.loads((run_dir / "eval" / "analyses.json").read_text())
-    plot = decay_plot(run_dir / "eval" / "multi_revisit.png", data["multi_revisit"])
-    page = write_index(run_dir / "eval", stored, tables["summary"], plot)
-    total = time.perf_counter() - t0
-    from .reporting import build_report
-
-    report = build_report([run_dir], run_dir / "eval" / "report")  # the study report (docs/report.md), not timed
-    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done), "tables": tables,
-            "analyses": analyses, "validity": str(run_dir / "eval" / "validity.md"), "html": str(page),
-            "results": results, "report": report["html"],
+    # the run's eval/ folder: its report page, run tables, analyses and validity, from these results (one analysis)
+    outputs = write_run_outputs(run_dir, list(zip(dirs, results)), ecfg)
+    total = time.perf_counter() - t0 - outputs["report_s"]  # as before: the study report is not timed
+    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
+            "results": results, **outputs,
             "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, **backbones.clock}}

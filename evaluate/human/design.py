@@ -38,7 +38,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from harness.errors import ConfigError
-from trajectories.phases import PhaseKind, count, departure, revisit
+from trajectories.phases import PhaseKind, count, departure, phase_at, revisit
 
 from . import sources
 from .common import (
@@ -195,14 +195,12 @@ def _targets(meta: dict) -> str:
 def _windows(metric_id: str, entries: Sequence[dict], phases: dict, num_revisits: int) -> list[tuple[str, int, int]]:
     """(label, start, end) half-open frame windows both clips of a pair show: the metric's recorded revisit frames
     (union over the two sides, first to last per revisit), else the revisit phases."""
-    from evaluate.judge.prompt import phase_of
-
     lists = [e.get("revisit_frames") for e in entries if e.get("revisit_frames")]
     out = []
     for k in range(max((len(x) for x in lists), default=0)):
         fr = [int(f) for x in lists if k < len(x) for f in x[k]]
         if fr:
-            out.append((phase_of(min(fr), phases), min(fr), max(fr) + 1))
+            out.append((phase_at(phases, min(fr)) or "?", min(fr), max(fr) + 1))
     if out:
         return out
     if metric_id.startswith("departure."):  # the later departures, which look back at D1's views

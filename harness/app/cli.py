@@ -51,6 +51,14 @@ _SECRETS: dict[str, str] = {}  # secret values of the current config, scrubbed f
 _DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before that is Hydra's own usage error
 
 
+def finish(code: int) -> None:
+    """Exit with ``code`` from code that runs after Hydra composed the config but outside a job (a launcher, e.g.
+    the Slurm sweep's): its exit code 1 is then not taken for one of Hydra's usage errors (exit 2)."""
+    global _DISPATCHED
+    _DISPATCHED = True
+    sys.exit(code)
+
+
 def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
     from harness.config_groups import UnknownChoiceError, check_choice
@@ -291,6 +299,10 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
                        weights_root=root)
     print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
           f"{out['validity']}")
+    if out.get("report"):
+        print(f"report: {out['report']}")
+    if out.get("verdict"):  # the report's own verdict (evaluate.reporting.verdict), the same words as its page
+        print("verdict:\n  " + "\n  ".join(out["verdict"]))
     print(_short_table(out["results"]))
     for item, reason in out["failed"]:
         key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
@@ -301,11 +313,14 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
 def _short_table(results: list) -> str:
     """The computed metrics of this run (:class:`evaluate.results.ItemResult`), grouped by model / context /
     trajectory / seed (never averaged across them): per group and metric, the mean over that group's cases with n.
-    Ground truth (oracle) never scores."""
+    Read as every table reads results (:func:`evaluate.reporting.collect.scored`): ground truth (oracle) never
+    scores, and a static-content metric leaves dynamic cases out."""
     import numpy as np
 
+    from evaluate.reporting.collect import scored
+
     groups: dict[tuple, dict[str, list]] = {}
-    for r in results:
+    for r in map(scored, results):
         g = tuple(str(r.item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
         for k, m in r.computed().items():
             groups.setdefault(g, {}).setdefault(k, []).append(m.value)

@@ -236,7 +236,8 @@ class _Executor:
             "argv": self.argv,
             "config": self.config,
             "owner": {"host": self.locks.owner.host, "pid": self.locks.owner.pid, "rank": self.rank.rank,
-                      "world": self.rank.world, "devices": list(devices) if devices is not None else None},
+                      "world": self.rank.world, "devices": list(devices) if devices is not None else None,
+                      "slurm_job": self.locks.owner.slurm_job},
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }

@@ -50,6 +50,9 @@ def test_run_writes_a_self_describing_directory(tmp_path):
     assert len(lines) == 2 and all(json.loads(x)["status"] == "done" for x in lines)
     assert "done" in r.stdout and "2" in r.stdout
     assert list((run_dir / ".hydra").glob("*/.hydra/config.yaml"))  # Hydra's resolved config
+    # the console says where the run's page is and gives its verdict (one policy: nothing to compare)
+    assert f"report: {run_dir / 'eval' / 'report' / 'index.html'}" in r.stdout
+    assert "verdict:\n  Nothing to compare: reference under fov (2 videos)" in r.stdout
 
 
 @pytest.mark.slow
