@@ -217,12 +217,15 @@ def test_hy_translation_directions_use_60_and_120_degree_cones():
     assert keys.hy_action_label(se3(np.eye(3), [0, 0.1, 0])) == 0  # straight down: HY has no key for it
 
 
-def test_yume_speed_of_the_final_stage_is_per_frame_of_its_own_steps():
-    """Regression: the final stage ends on frame T-1 (28 steps, not 29); its speed used to be divided by 29, so a
-    camera still moving at the end decoded 1/29 slower."""
+def test_yume_speed_of_every_stage_is_per_frame_of_its_29_steps():
+    """Stage s moves from pose 29 s to pose 29 (s+1), the final stage too (29 k + 1 poses): a camera moving at a
+    constant 1.5 speed units per frame reads 1.5 in every line and decodes back to itself."""
     p = keys.YumeParams()
     step = 1.5 * p.units_per_speed_unit  # speed value 1.5
-    c2w = se3(np.tile(np.eye(3), (58, 1, 1)), np.stack([np.zeros(58), np.zeros(58), step * np.arange(58)], 1))
+    T = 2 * p.frames_per_stage + 1
+    c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), step * np.arange(T)], 1))
     lines = keys.yume_captions(c2w, "")
     assert [keys.yume_parse_speeds(x)[0] for x in lines] == [1.5, 1.5]
     assert np.allclose(keys.yume_decode(lines), c2w)
+    with pytest.raises(ValueError, match="29 k \\+ 1 poses"):
+        keys.yume_captions(c2w[:-1], "")

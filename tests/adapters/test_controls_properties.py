@@ -139,7 +139,7 @@ def yume_stages(draw):
     one key (W/S/A/D) at a multiple of 0.1 speed units, or nothing; never both (a caption says one of each)."""
     p = keys.YumeParams()
     n = draw(st.integers(2, 8))
-    out = np.empty((n * p.frames_per_stage, 4, 4))
+    out = np.empty((n * p.frames_per_stage + 1, 4, 4))  # the image's pose, then 29 per stage
     cur, i, kinds = np.eye(4), 0, []
     for _ in range(n):
         kind = draw(st.sampled_from(["still", "yaw", "W", "S", "A", "D"]))
@@ -153,6 +153,7 @@ def yume_stages(draw):
             elif kind != "still":
                 d = {"W": [0, 0, 1], "S": [0, 0, -1], "A": [-1, 0, 0], "D": [1, 0, 0]}[kind]
                 cur = cur @ se3(np.eye(3), rate * p.units_per_speed_unit * np.array(d, float))
+    out[i] = cur
     return out, kinds
 
 

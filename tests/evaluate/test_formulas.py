@@ -526,7 +526,7 @@ def test_alignment_is_sim3_for_any_translating_target_and_se3_for_a_still_one():
 
 
 def test_translation_rpe_applies_from_the_minimum_path_length_and_rotation_rpe_to_any_turn():
-    from evaluate.camera import MIN_PATH_LENGTH, rotation_rpe_not_applicable, translation_rpe_not_applicable
+    from evaluate.camera import MIN_PATH_LENGTH, TRANSLATION_ONLY_REASON, translation_rpe_not_applicable
 
     P = np.stack([np.eye(4)] * 2)
     P[1, 0, 3] = MIN_PATH_LENGTH
@@ -534,8 +534,11 @@ def test_translation_rpe_applies_from_the_minimum_path_length_and_rotation_rpe_t
     P[1, 0, 3] = MIN_PATH_LENGTH / 2
     assert translation_rpe_not_applicable(P) is not None
     turn = se3(np.stack([np.eye(3), np.eye(3), np.eye(3), rot_y(0.01)]))
-    assert rotation_rpe_not_applicable(turn) is None  # only the last step turns
-    assert rotation_rpe_not_applicable(se3(np.tile(np.eye(3), (4, 1, 1)))) is not None
+    d: dict = {}
+    assert np.isfinite(rpe_rotation(turn, turn, d)) and "not_applicable" not in d  # only the last step turns
+    still = se3(np.tile(np.eye(3), (4, 1, 1)))
+    d = {}
+    assert np.isnan(rpe_rotation(still, turn, d)) and d["not_applicable"] == TRANSLATION_ONLY_REASON
     for bad in (np.zeros((3, 4, 3)), np.zeros((4, 4)), np.zeros((3, 4, 4, 1))):
         with pytest.raises(ValueError, match=r"\(T, 4, 4\)"):
             rpe_rotation(bad, bad)

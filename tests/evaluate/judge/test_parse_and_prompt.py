@@ -17,12 +17,12 @@ from evaluate.judge.prompt import (
     encode_frame,
     event_dict,
     images_digest,
-    phase_of,
     prompt_text,
     repair_message,
     response_schema,
 )
 from tests.evaluate.judge.test_judge import EVENT, make_input
+from trajectories.phases import phase_at
 
 
 def _reply(started="yes", **answers):
@@ -93,7 +93,7 @@ PHASES = {"V": (0, 8), "D1": (8, 16), "R1": (16, 24), "H": (24, 32)}
                                       (31, "H"), (32, "?"), (-1, "?")])
 def test_a_frame_belongs_to_the_phase_whose_half_open_range_holds_it(t, phase):
     """Ranges are ``[start, end)``: a frame on a phase's end boundary is the next phase's first frame."""
-    assert phase_of(t, PHASES) == phase
+    assert (phase_at(PHASES, t) or "?") == phase
 
 
 def test_frame_labels_name_their_phase_and_time():

@@ -1,4 +1,4 @@
-"""The mutation-testing tool (tools/mutation): its operators, stable ids, the code swap that runs a mutant without
+"""The mutation-testing tool (tests/mutation): its operators, stable ids, the code swap that runs a mutant without
 rewriting files, the per-mutant test selection, the configuration, and (slow) one small run end to end."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from tests.support import ROOT
-from tools.mutation import mutants as mt
-from tools.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_targets, score
+from tests.mutation import mutants as mt
+from tests.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_targets, score
 
 SOURCE = textwrap.dedent('''
     """Module docstring: never mutated."""
@@ -101,7 +101,7 @@ def test_a_mutant_is_the_edited_module_and_compiles():
 def test_the_code_swap_changes_the_function_everywhere_it_is_referenced(tmp_path, monkeypatch):
     """The real module keeps its objects; the function holding the edit, and every closure a factory made from it
     before the swap, runs the mutated code."""
-    from tools.mutation.runner import swap_in
+    from tests.mutation.runner import swap_in
 
     src = textwrap.dedent('''
         def add(a, b=1):
@@ -172,7 +172,7 @@ def test_every_known_equivalent_has_a_reason_and_still_exists():
 @pytest.mark.slow
 def test_a_small_mutation_run_reports_its_score_and_survivors(tmp_path):
     out = tmp_path / "report.json"
-    r = subprocess.run([sys.executable, "-m", "tools.mutation", "-m", "trajectories/phases.py", "--sample", "6",
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "-m", "trajectories/phases.py", "--sample", "6",
                         "--jobs", "2", "--json", str(out), "--fail-under", "0"], cwd=ROOT, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -1,9 +1,9 @@
-"""Mutation testing of the core logic: ``python -m tools.mutation [options]`` (see docs/contributing.md).
+"""Mutation testing of the core logic: ``python -m tests.mutation [options]`` (see docs/contributing.md).
 
-Reads ``tools/mutation/targets.toml`` (module -> the test files that cover it, and its group) and
-``tools/mutation/equivalent.yaml`` (known equivalent mutants with the reason, not counted), generates every mutant
-of the selected modules (:mod:`tools.mutation.mutants`), runs each against its module's tests
-(:mod:`tools.mutation.runner`) and prints the score per module and per group and every survivor.
+Reads ``tests/mutation/targets.toml`` (module -> the test files that cover it, and its group) and
+``tests/mutation/equivalent.yaml`` (known equivalent mutants with the reason, not counted), generates every mutant
+of the selected modules (:mod:`tests.mutation.mutants`), runs each against its module's tests
+(:mod:`tests.mutation.runner`) and prints the score per module and per group and every survivor.
 
 Exit status: 0 when every selected group reaches ``--fail-under`` (default 90 %), 1 otherwise, 2 for a bad
 configuration (unknown module, a test file that does not exist, unmutated tests that fail).
@@ -69,14 +69,14 @@ def _select(targets, args) -> list[dict]:
     if args.group:
         sel = [t for t in sel if t["group"] in args.group]
     if not sel:
-        raise SystemExit("no module selected (see tools/mutation/targets.toml)")
+        raise SystemExit("no module selected (see tests/mutation/targets.toml)")
     return sel
 
 
 def main(argv=None) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")  # one thread per mutant: --jobs sets the parallelism
-    ap = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", "-m", action="append", help="module file (glob) to mutate; repeatable")
     ap.add_argument("--group", "-g", action="append", help="group of targets.toml; repeatable")
     ap.add_argument("--jobs", "-j", type=int, default=2, help="mutants run side by side (default 2)")
