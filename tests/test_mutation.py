@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from tests.support import ROOT
 from tests.mutation import mutants as mt
 from tests.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_targets, score
+from tests.support import ROOT
 
 SOURCE = textwrap.dedent('''
     """Module docstring: never mutated."""
@@ -169,12 +169,30 @@ def test_every_known_equivalent_has_a_reason_and_still_exists():
         assert all(isinstance(v, str) and len(v.strip()) > 10 for v in entries.values())
 
 
+def test_the_tool_kills_a_tested_mutant_and_reports_an_untested_one(tmp_path):
+    """The smoke run CI can afford (fast tier): the demo module of tests/mutation/demo, whose ``clamp`` is tested and
+    whose ``shift`` deliberately is not. ``min -> max`` in ``clamp`` is killed, both mutants of ``shift`` survive
+    and are printed with file and line, the listed equivalent is not run, and the score (1 of 3) is below the
+    default --fail-under, so the exit status is 1."""
+    out = tmp_path / "report.json"
+    demo = "tests/mutation/demo"
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "--targets", f"{demo}/targets.toml",
+                        "--equivalents", f"{demo}/equivalent.yaml", "--no-preload", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    status = {m["id"]: m["status"] for m in json.loads(out.read_text())["mutants"]}
+    assert status == {"clamp: min(x, hi) -> max(x, hi)": "killed", "clamp: x < lo -> x <= lo": "equivalent",
+                      "shift: x + 1 -> x - 1": "survived", "shift: x + 1 -> x + 2": "survived"}
+    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1" in r.stdout
+    assert "group demo" in r.stdout and "score 33.3% (below --fail-under 90% per group)" in r.stdout
+
+
 @pytest.mark.slow
 def test_a_small_mutation_run_reports_its_score_and_survivors(tmp_path):
     out = tmp_path / "report.json"
     r = subprocess.run([sys.executable, "-m", "tests.mutation", "-m", "trajectories/phases.py", "--sample", "6",
                         "--jobs", "2", "--json", str(out), "--fail-under", "0"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=900)
+                       text=True, timeout=900, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = json.loads(out.read_text())["mutants"]
     assert len(rows) == 6 and {x["status"] for x in rows} <= {"killed", "timeout", "survived", "equivalent"}

@@ -20,10 +20,14 @@ import random
 import sys
 import tempfile
 import time
-import tomllib
 import zlib
 from collections import defaultdict
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's own dependency tomli is the same parser
+    import tomli as tomllib
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -90,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--logs", type=Path, help="keep each surviving mutant's pytest output in this folder")
     ap.add_argument("--equivalents", type=Path, default=EQUIVALENT, help="file of known equivalent mutants")
     ap.add_argument("--targets", type=Path, default=TARGETS, help="the targets file (default targets.toml)")
+    ap.add_argument("--no-preload", action="store_true",
+                    help="do not import the heavy libraries up front (faster for a handful of mutants)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -130,7 +136,8 @@ def main(argv=None) -> int:
         print(f"{len(plan)} mutants")
         return 0
 
-    preload(tuple(sorted({p for t in targets for p in t["preload"]})))
+    if not args.no_preload:
+        preload(tuple(sorted({p for t in targets for p in t["preload"]})))
     started = time.monotonic()
     results: dict[tuple[str, str], dict] = {}
     todo = []
@@ -264,12 +271,12 @@ def report(targets, results, stale, args, seconds) -> int:
     print(f"{'all':44s} {len(rows):7d} {k:7d} {s:8d} {e:7d} {pct:6.1f}%   ({seconds / 60:.1f} min)")
     surv = sorted((r for r in rows if r["status"] == "survived"), key=lambda r: (r["file"], r["line"]))
     if surv:
-        print(f"\n{len(surv)} surviving mutants (kill them with a test, or list them in {EQUIVALENT.name} with the "
+        print(f"\n{len(surv)} surviving mutants (kill them with a test, or list them in {args.equivalents.name} with the "
               "reason they are equivalent):")
         for r in surv:
             print(f"  {r['file']}:{r['line']} [{r['operator']}] {r['id']}")
     if stale:
-        print(f"\n{len(stale)} entries of {EQUIVALENT.name} match no mutant any more (remove them):")
+        print(f"\n{len(stale)} entries of {args.equivalents.name} match no mutant any more (remove them):")
         for s_ in stale:
             print(f"  {s_}")
     if args.json:

@@ -237,9 +237,7 @@ class _Collector:
                 else:
                     new.func.id = CALLS[name]
                 self.add("call", path, node, new)
-        elif isinstance(node, (ast.If, ast.While)):
-            self._negate(node, path + [("test", None)], node.test)
-        elif isinstance(node, ast.IfExp):
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
             self._negate(node, path + [("test", None)], node.test)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not _is_logging(node.value):
             self.add("statement", path, node, None)

@@ -28,9 +28,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .mutants import Mutant, mutated_code
 
@@ -48,7 +48,7 @@ def preload(extra: tuple[str, ...] = ()) -> None:
     for name in PRELOAD + tuple(extra):
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - optional speed-up only
+        except Exception:  # noqa: BLE001, S110 - optional speed-up only
             pass
 
 
@@ -220,7 +220,7 @@ def _clear_caches() -> None:
             if callable(clear):
                 try:
                     clear()
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001, S110 - a cache that cannot be cleared keeps its values
                     pass
     memo = sys.modules.get("adapters.memo")
     if memo is not None:
@@ -255,7 +255,7 @@ def swap_in(mutant: Mutant, source: str, root: Path) -> None:
           "__builtins__": __builtins__}
     if path.name == "__init__.py":
         ns["__path__"] = list(getattr(real, "__path__", []))
-    exec(mutated_code(mutant, source, str(path)), ns)
+    exec(mutated_code(mutant, source, str(path)), ns)  # noqa: S102 - the mutant, compiled from our own AST
     a, b = real, ns
     for part in mutant.function:
         a = vars(a)[part] if not isinstance(a, dict) else a[part]
@@ -310,7 +310,7 @@ class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
-        exec(self.code, module.__dict__)
+        exec(self.code, module.__dict__)  # noqa: S102 - the mutated module, compiled from our own AST
 
 
 def run_swapped(root: Path, tests: list[str], mutant: Mutant, source: str, keep, order, log) -> int:
