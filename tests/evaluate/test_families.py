@@ -361,6 +361,50 @@ def test_identity_without_any_valid_reference_face_scores_zero_and_a_partial_rev
     assert e.details["per_target"]["t"] == pytest.approx([0.5, 1.0])
 
 
+def test_identity_reports_the_face_detectors_hit_rate_on_the_tracked_frames():
+    """Per target, valid faces / tracked frames for V and each revisit (frames the tracker lost are not counted);
+    the rate pools every target. Target "a": V has 1 face missing, revisit 1 one frame untracked and one face
+    missing, revisit 2 no face at all; target "b": every tracked frame has a face, one V frame untracked. A target
+    never tracked in V has no counts; with no counts at all the rate is None."""
+    ctx = _entity_item()
+    frames = entity._track_frames(ctx, ECFG)
+    mask = _box(5, 15, 10, 20)
+    r1, r2 = ctx.rev_idx_arrived
+    ref = ctx.ref_idx
+    ta = {f: (mask, True) for f in frames}
+    ta[r1[0]] = (mask, False)  # lost by the tracker: not a frame the face detector is judged on
+    tb = {f: (mask, f != ref[0]) for f in frames}
+    faces = {f: (np.array([1.0, 0.0]), True) for f in frames}
+    fa = dict(faces)
+    fa[ref[1]] = (np.array([1.0, 0.0]), False)
+    fa[r1[1]] = (np.array([1.0, 0.0]), False)
+    for f in r2:
+        fa[f] = (np.array([1.0, 0.0]), False)
+
+    mb = _box(6, 16, 10, 20)  # b's mask: the stand-in face detector tells the targets apart by it
+    tb = {f: (mb, v) for f, (_, v) in tb.items()}
+
+    class TwoFaces(FakePerception):
+        def encode(self, name, frames, masks=None, role="encoder"):
+            table = faces if np.array_equal(masks[0], mb) else fa
+            return np.stack([table[f][0] for f in frames]), np.array([bool(table[f][1]) for f in frames])
+
+    ctx.memo["targets"] = [("a", mask), ("b", mb)]
+    (e,) = entity.identity(ctx, TwoFaces(ctx, tracks={"a": ta, "b": tb}), ECFG,
+                           {"face": "face", "tracker": "trk"}).values()
+    det = e.details["face_detection"]
+    n_ref, n1, n2 = len(ref), len(r1), len(r2)
+    assert det["a"] == {"reference": [n_ref - 1, n_ref], "revisits": [[n1 - 2, n1 - 1], [0, n2]]}
+    assert det["b"] == {"reference": [n_ref - 1, n_ref - 1], "revisits": [[n1, n1], [n2, n2]]}
+    found = (n_ref - 1 + n1 - 2) + (n_ref - 1 + n1 + n2)
+    seen = (n_ref + n1 - 1 + n2) + (n_ref - 1 + n1 + n2)
+    assert e.details["face_detection_rate"] == pytest.approx(found / seen)
+    ctx.memo["targets"] = [("a", mask)]
+    lost = FakePerception(ctx, tracks={"a": {f: (mask, f not in ref) for f in frames}}, faces=faces)
+    (e,) = entity.identity(ctx, lost, ECFG, {"face": "face", "tracker": "trk"}).values()
+    assert e.details["face_detection"] == {} and e.details["face_detection_rate"] is None
+
+
 def test_appearance_uses_tracked_frames_only_and_eq1_over_revisits():
     ctx = _entity_item("object")
     frames = entity._track_frames(ctx, ECFG)

@@ -694,3 +694,103 @@ def test_sweep_frames_count_from_exactly_the_minimum_departure():
     at = float(np.degrees(geodesic_angle(np.eye(3), c2w[6, :3, :3])))
     assert departure_sweep_windows(c2w, ph, min_departure_deg=at)[1] == [[6]]
     assert departure_sweep_windows(c2w, ph, min_departure_deg=at + 1e-9) == ([], [])
+
+
+# -- edges the mutation run found unpinned --------------------------------------------------------------------------
+
+def test_a_revisit_with_no_feature_values_is_empty_and_cosines_that_round_above_1_are_clipped():
+    """Eq. 4: a revisit of size 0 (no frame, or frames with 0-dimensional features) scores 0 like an empty one;
+    a cosine of a vector with itself can round to 1 + 4e-16, and the clip keeps the score at exactly 1."""
+    from evaluate.memory import cosine_matrix
+
+    assert revisit_similarity(np.ones((1, 3)), np.zeros((2, 0))) == 0.0
+    assert revisit_similarity(np.ones((1, 3)), np.zeros((0, 3))) == 0.0
+    rng = np.random.default_rng(0)
+    v = next(x for x in rng.normal(size=(5000, 7)) if cosine_matrix(x[None], x[None])[0, 0] > 1.0)
+    assert revisit_similarity(v[None], v[None]) == 1.0
+
+
+@pytest.mark.parametrize("shape", [(200, 1), (1, 200)])
+def test_a_line_thinner_than_a_canvas_pixel_keeps_one_pixel(shape):
+    """1 x 200 px scales by 64/200: its short side rounds to 0 and is kept at 1 canvas pixel (not 2)."""
+    out = normalized_silhouette(np.ones(shape, bool))
+    assert out.sum() == 64 and min(np.count_nonzero(out.any(axis=0)), np.count_nonzero(out.any(axis=1))) == 1
+
+
+def test_spearman_drops_infinite_depth_in_either_map():
+    """+inf passes ``> 0`` but is not a depth: the pixel is dropped whichever map holds it (ranked, it would be
+    the largest)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(1, 5, (6, 6)), rng.uniform(1, 5, (6, 6))
+    a[0, 0], b[1, 1] = np.inf, np.inf
+    keep = np.ones((6, 6), bool)
+    keep[0, 0] = keep[1, 1] = False
+    assert depth_spearman(a, b) == pytest.approx(spearmanr(a[keep], b[keep])[0])
+    assert depth_spearman(a, b) == pytest.approx(depth_spearman(a, b, valid=keep))
+
+
+@pytest.mark.parametrize("which", ["ref", "revisit"])
+def test_spearman_of_one_constant_map_is_nan_without_a_warning(which):
+    """Undefined when either map is constant: NaN, decided before the correlation (which would warn)."""
+    import warnings
+
+    flat, ramp = np.full((4, 4), 2.0), np.arange(1.0, 17.0).reshape(4, 4)
+    a, b = (flat, ramp) if which == "ref" else (ramp, flat)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(depth_spearman(a, b))
+
+
+def test_spherical_grid_drops_points_at_the_origin_and_bins_the_first_azimuth():
+    """A point at range 1e-9 or less has no direction and is dropped (2e-9 is kept); a point at azimuth -179 deg
+    lands in the first azimuth bin (index 0 of [-180, -178)), at elevation 0 in row 45."""
+    K1 = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])  # 1 x 1 image: its centre ray is +z
+    assert np.isnan(spherical_grid(np.array([[1e-9]]), K1, np.eye(4))).all()
+    kept = spherical_grid(np.array([[2e-9]]), K1, np.eye(4))
+    assert np.isfinite(kept).sum() == 1 and np.nanmin(kept) == pytest.approx(np.log(2e-9))
+    back = spherical_grid(np.array([[3.0]]), K1, se3(rot_y(np.radians(-179.0))))
+    assert np.argwhere(np.isfinite(back)).tolist() == [[45, 0]] and back[45, 0] == pytest.approx(np.log(3.0))
+
+
+def test_bootstrap_defaults_and_the_paired_interval_are_the_percentiles_of_2000_resampled_means():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.5, 1.0, 12)
+    assert bootstrap_ci(list(a)) == bootstrap_ci(list(a), n_boot=2000, seed=0, alpha=0.05)
+    assert bootstrap_ci(list(a)) != bootstrap_ci(list(a), n_boot=2001)
+    d = a - b
+    means = d[np.random.default_rng(0).integers(0, 12, size=(2000, 12))].mean(axis=1)
+    p = paired_bootstrap(a, b)
+    assert p["lo"] == np.quantile(means, 0.025) and p["hi"] == np.quantile(means, 0.975)
+    assert p["p_le_0"] == (means <= 0).mean() and p["n"] == 12
+    q = paired_bootstrap(a, b, alpha=0.2)
+    assert q["lo"] == np.quantile(means, 0.1) and q["hi"] == np.quantile(means, 0.9)
+
+
+def test_m_score_is_zero_when_coverage_plus_score_is_zero():
+    """The harmonic mean's denominator C_trig + S_rel is 0 only with a negative score (outside [0, 1]): M = 0
+    rather than a division by zero."""
+    from evaluate.dynamic import trigger_conditioned
+
+    tc = trigger_conditioned([-0.5, 1.0], [True, False])
+    assert tc["C_trig"] == 0.5 and tc["S_rel"] == -0.5 and tc["M"] == 0.0
+
+
+def test_alignment_thresholds_are_strict():
+    """Degenerate means below the threshold: Umeyama still fits a source whose variance is exactly 1e-18 (centres
+    1e-9 either side of their mean; scale 5 recovered), and falls back to scale 1 and no rotation just below it;
+    align_to_target fits Sim(3) to a target whose centres span exactly 1e-12, SE(3) below."""
+    from evaluate.camera import align_to_target
+
+    src = np.array([[1e-9, 0.0, 0.0], [-1e-9, 0.0, 0.0]])
+    assert float((src**2).sum() / 2) == 1e-18
+    s, R, t = umeyama_sim3(src, 5 * src + 1.0)
+    assert s == pytest.approx(5.0, rel=1e-6) and np.allclose(R, np.eye(3))
+    s, R, t = umeyama_sim3(0.99 * src, 5 * src + 1.0)
+    assert s == 1.0 and np.array_equal(R, np.eye(3)) and np.allclose(t, 1.0)
+    target = se3(np.tile(np.eye(3), (3, 1, 1)), np.array([[0.0, 0, 0], [1e-12, 0, 0], [0.5e-12, 0, 0]]))
+    est = se3(np.tile(np.eye(3), (3, 1, 1)), np.array([[0.0, 0, 0], [2.0, 0, 0], [1.0, 0, 0]]))
+    assert align_to_target(target, est)[1]["alignment"] == "sim3"
+    target[1, 0, 3] = 0.9e-12
+    assert align_to_target(target, est)[1]["alignment"] == "se3"
