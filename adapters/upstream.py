@@ -616,18 +616,18 @@ class UpstreamAdapter(Adapter):
         out_dir = Path(spec.out_dir) if spec.out_dir else req.item_dir / "upstream_out"
         self.clear_outputs(spec, out_dir, req.item_dir)
         t0 = time.time()
-        with open(log, "w") as lf:
-            try:
-                proc = subprocess.run(argv, cwd=self.workdir(), env=env, stdout=lf, stderr=subprocess.STDOUT,
-                                      timeout=self.config.timeout_s)
-            except subprocess.TimeoutExpired:
-                raise UpstreamRunError(f"{self.config.name}: upstream timed out after {self.config.timeout_s:.0f} s "
-                                       f"(model.timeout_s); log: {log}") from None
+        from harness.secrets import run_logged
+
+        try:  # upstream's output goes to upstream.log line by line, scrubbed of secrets (a token it prints)
+            returncode = run_logged(argv, log, cwd=self.workdir(), env=env, timeout=self.config.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise UpstreamRunError(f"{self.config.name}: upstream timed out after {self.config.timeout_s:.0f} s "
+                                   f"(model.timeout_s); log: {log}") from None
         elapsed = time.time() - t0
         log_text = log.read_text(errors="replace")
-        if proc.returncode != 0:
+        if returncode != 0:
             cause = root_cause(log_text)
-            raise UpstreamRunError(f"{self.config.name}: upstream exited with {proc.returncode}: "
+            raise UpstreamRunError(f"{self.config.name}: upstream exited with {returncode}: "
                                    f"{cause or 'no Python exception in the log'}; no video was produced "
                                    f"(full log: {log})", root_cause=cause)
         self.check_log(log_text, log)

@@ -83,7 +83,11 @@ class EvalConfig:
         allowed = set(EvalConfig.__dataclass_fields__)
         bad = set(d) - allowed
         if bad:
-            raise ConfigError(f"evaluate.{sorted(bad)[0]}: unknown setting; allowed: {sorted(allowed)}")
+            from trajectories.fields import unknown_field_message
+
+            msg = unknown_field_message("evaluate", bad, allowed)
+            raise ConfigError(msg.replace("unknown field", "unknown setting"))
+        _check_types(d)
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
@@ -135,6 +139,57 @@ class EvalConfig:
     def family_settings(self, family: str) -> dict[str, Any]:
         s = asdict(self)
         return {k: s[k] for k in _family(family).settings}
+
+
+#: the numeric settings and their ranges: (kind, lower bound, inclusive, upper bound or None)
+_RANGES: dict[str, tuple[type, float, bool, Optional[float]]] = {
+    "rpe_stride": (int, 1, True, None), "memory_stride": (int, 1, True, None), "quality_stride": (int, 1, True, None),
+    "judge_stride": (int, 1, True, None), "canvas": (int, 8, True, None), "depth_stride": (int, 1, True, None),
+    "sphere_bin_deg": (float, 0, False, 90), "tracker_threshold": (float, 0, True, 1),
+    "revisit_tolerance_deg": (float, 0, True, 180), "revisit_tolerance_translation": (float, 0, True, None),
+    "departure_deg": (float, 0, False, 180),
+}
+
+
+def _check_types(d: dict[str, Any]) -> None:
+    """Every numeric setting a number of the right kind in its range, ``bootstrap`` ``{n >= 1, seed >= 0}``,
+    ``return_tolerances_deg`` positive degrees, ``enabled`` / ``validity`` booleans: a bad value fails here, before
+    anything is evaluated, naming the setting (never as a per-item Python error, or after every item)."""
+    def num(v: Any, kind: type) -> bool:
+        if isinstance(v, bool):
+            return False
+        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+
+    for k, (kind, lo, incl, hi) in _RANGES.items():
+        if k not in d:
+            continue
+        v = d[k]
+        rng = f"{'>=' if incl else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+        if not num(v, kind) or (v < lo if incl else v <= lo) or (hi is not None and v > hi):
+            what = "an integer" if kind is int else "a number"
+            raise ConfigError(f"evaluate.{k}={v!r}: must be {what} {rng} (see conf/evaluate/default.yaml)")
+    for k in ("enabled", "validity"):
+        if k in d and not isinstance(d[k], bool):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: use true or false")
+    if "return_tolerances_deg" in d:
+        v = d["return_tolerances_deg"]
+        if not isinstance(v, (list, tuple)) or not v or not all(num(x, float) and 0 < x <= 180 for x in v):
+            raise ConfigError(f"evaluate.return_tolerances_deg={v!r}: a list of degrees in (0, 180], e.g. [30, 15, 5]")
+    if "bootstrap" in d:
+        b = d["bootstrap"]
+        if not isinstance(b, dict) or set(b) - {"n", "seed"}:
+            raise ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
+        if "n" in b and (not num(b["n"], int) or b["n"] < 1):
+            raise ConfigError(f"evaluate.bootstrap.n={b['n']!r}: must be an integer >= 1 (the paper uses 2000)")
+        if "seed" in b and (not num(b["seed"], int) or b["seed"] < 0):
+            raise ConfigError(f"evaluate.bootstrap.seed={b['seed']!r}: must be an integer >= 0")
+    for k in ("encoders", "face", "trackers", "depth", "pose_estimators", "rpe_trans_estimators",
+              "return_frame_poses", "imaging", "aesthetic"):
+        if k in d and not (isinstance(d[k], (list, tuple)) and all(isinstance(x, str) for x in d[k])):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: a list of backbone names, e.g. evaluate.{k}=[pixel]")
+    for k in ("rpe_rot_estimator", "device"):
+        if k in d and not isinstance(d[k], str):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: give a name")
 
 
 def _family(name: str) -> Family:
@@ -340,6 +395,30 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
     return result
 
 
+def _meta_or_none(item_dir: Path) -> Optional[dict]:
+    from harness.outputs import item_meta
+
+    return item_meta(item_dir)
+
+
+def _broken_items(dirs: list[Path]) -> dict[Path, str]:
+    """The items whose files no longer match their ``meta.json`` (:func:`harness.outputs.item_problems`: video,
+    ``camera.npz``, ``controls/``, section types), with why; each is logged once."""
+    import logging
+
+    from harness.outputs import item_problems
+
+    out = {}
+    for d in dirs:
+        meta = _meta_or_none(d)
+        problems = item_problems(d, meta) if meta is not None else ["meta.json is missing or not JSON"]
+        if problems:
+            out[d] = ("; ".join(problems) + ": not evaluated (its files are not the ones generated); rerun the run's "
+                      "command to regenerate it, or re-import the video")
+            logging.getLogger(__name__).warning("%s: %s", d, out[d])
+    return out
+
+
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
@@ -356,15 +435,12 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     if not run.manifest.exists():
         raise FileNotFoundError(f"{run.manifest} not found: evaluate a run directory made by the harness "
                                 "(or use the videos= mode for videos made elsewhere)")
+    from harness.io import write_json
+
     rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
     done = [r for r in rows if r.done]
     backbones = BackboneSet(ecfg, weights_root)
     results = []
-    it = done
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(done, desc="evaluate", unit="video")
     from concurrent.futures import ThreadPoolExecutor
 
     from .item import load_item
@@ -372,12 +448,23 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
     # items whose metrics will be reused are not decoded at all.
     dirs = [run.item_dir(r.dir) for r in done]
+    broken = _broken_items(dirs)  # trust nothing on disk: a swapped or truncated file is never scored
+    for d, why in broken.items():
+        res = _failed_result(d, _meta_or_none(d), why)
+        write_json(d / "metrics.json", res.to_dict())
+        results.append(res)
+    dirs = [d for d in dirs if d not in broken]
     from .judge import prefetch as judge_prefetch
 
     # the run's judge requests, evaluate.judge.concurrency at a time (items whose answers are stored send nothing);
     # the per-item loop then reads the stored answers or the recorded failures
     judge_prefetch([d for d in dirs if force or not _reusable(d, ecfg, backbones.root, False)], ecfg.judge,
                    ecfg.judge_stride)
+    it = dirs
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(dirs, desc="evaluate", unit="video")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
         def prefetch(i: int):
             if i < len(dirs) and not _reusable(dirs[i], ecfg, backbones.root, force):

@@ -182,12 +182,20 @@ class ItemLocks:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` for the block (released by the kernel if the process dies)."""
+def file_lock(path: Path, waiting: Optional[str] = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the block (released by the kernel if the process dies). With
+    ``waiting``, a process that has to wait logs that line with the lock file's path first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, file_mode())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                import logging
+
+                logging.getLogger(__name__).info("waiting: %s (lock file %s)", waiting, path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

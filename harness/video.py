@@ -38,10 +38,12 @@ class VideoWriter:
         import queue
         import threading
 
+        from .io import check_contained, temp_tag
+
         self.path = Path(path)
+        check_contained(self.path)  # while a command runs: inside its run directory (harness.io.confine)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # unique per writer: two processes writing the same item never share a temporary file
-        from .io import temp_tag
 
         self._tmp = self.path.with_name(f".{self.path.stem}.{temp_tag()}.{uuid.uuid4().hex[:8]}.partial.mp4")
         self.fps, self.crf, self.preset = fps, crf, preset

@@ -282,9 +282,11 @@ class JudgeSession:
         log_lock = threading.Lock()
 
         def log(rec: dict) -> None:
+            from harness.io import append_text
+
             rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **rec}
-            with log_lock, open(log_path, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            with log_lock:  # scrubbed of secrets (a base_url's password in an error) like every file written
+                append_text(log_path, json.dumps(rec) + "\n")
 
         try:
             try:

@@ -10,7 +10,6 @@ this module sees either.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -139,9 +138,28 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
             if not mp.exists():
                 skipped["not_evaluated"] += 1
                 continue
-            it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(json.loads(mp.read_text()))))
+            it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(_load_result(mp, run_dir))))
             if it.key in items and items[it.key].run_dir != run_dir:
                 skipped["duplicate"] += 1
                 continue
             items[it.key] = it
     return sorted(items.values(), key=lambda i: (i.run,) + i.key), skipped
+
+
+ITEM_KEYS = ("model", "context", "seed", "trajectory", "case_id")
+
+
+def _load_result(path: Path, run_dir: Path) -> dict:
+    """A ``metrics.json`` read back for the report: unreadable, truncated or of the wrong shape is a user error
+    naming the file and the fix (an evaluation rewrites it), never a traceback."""
+    from harness.io import load_json
+
+    fix = f"rerun python -m harness stage=evaluate run={run_dir} (it rewrites a metrics.json it cannot read)"
+    data = load_json(path, fix=fix, what="evaluation result")
+    item, metrics = data.get("item"), data.get("metrics")
+    if not (isinstance(item, dict) and all(k in item for k in ITEM_KEYS) and isinstance(metrics, dict)
+            and all(isinstance(m, dict) for m in metrics.values())):
+        raise ReportError(f"{path}: not an evaluation result (it needs 'item' with {', '.join(ITEM_KEYS)} and "
+                          f"'metrics' as a mapping of entries); {fix}")
+    return data
+

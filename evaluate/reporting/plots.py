@@ -284,7 +284,7 @@ def latency_vs_memory(an: Analyses, pal: Palette, out: Path, max_panels: int = 4
 
 def trajectory_previews(items: list[Item], out_dir: Path) -> dict[str, list[Path]]:
     """The prescribed path of each trajectory (first item that has it; camera.npz), via trajectories.preview."""
-    from trajectories import load_path
+    from trajectories import TrajectoryError, load_path
     from trajectories.preview import preview_path
 
     out: dict[str, list[Path]] = {}
@@ -293,8 +293,11 @@ def trajectory_previews(items: list[Item], out_dir: Path) -> dict[str, list[Path
         key = (it.model, it.trajectory)
         if key in seen or not (it.item_dir / "camera.npz").exists():
             continue
+        try:
+            path = load_path(it.item_dir / "camera.npz")
+        except TrajectoryError:  # a damaged item (failed by the evaluation, which names it): the next one
+            continue
         seen.add(key)
-        path = load_path(it.item_dir / "camera.npz")
         stem = out_dir / f"trajectory_{it.trajectory}_{it.model}"
         out[f"{it.trajectory} ({it.model})"] = [preview_path(path, stem.with_suffix(ext), title=f"{it.trajectory} "
                                                              f"as run by {it.model}") for ext in (".png", ".svg")]

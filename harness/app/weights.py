@@ -69,6 +69,10 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
         print(f"{r.name:<12} {rev:<48} {r.state.value:<8} {_human(r.size):>10}  {r.checksum_text}"
               + (f"  missing: {', '.join(r.missing)}" if r.state is FolderState.MISSING and r.missing else "")
               + (f"  ({r.note})" if r.note else ""))
+        if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.CORRUPT:
+            print(f"error: {r.name}: {r.dir}/{r.note}; re-fetch with: {fetch_command(r.name, root)}",
+                  file=sys.stderr)
+            bad += 1
         if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.MISMATCH:
             print(f"error: {r.name}: checksum mismatch in {r.dir}/{r.mismatch_file}: re-fetch with: "
                   f"{fetch_command(r.name, root)}", file=sys.stderr)
