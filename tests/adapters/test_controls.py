@@ -168,7 +168,7 @@ def test_mg3_yaw_right_and_pitch_sign_choice():
     lat = se3(rot_y(np.deg2rad(np.linspace(0, 30, 21))))
     for choice in ("code", "label"):
         p = keys.MG3Params(mouse_pitch=choice)
-        kb, ms = keys.mg3_encode(lat, p)
+        _kb, ms = keys.mg3_encode(lat, p)
         assert (ms[:-1, 1] > 0).all() and np.abs(ms[:, 0]).max() == 0  # yaw right = positive mouse yaw
     up = se3(rot_x(np.deg2rad(np.linspace(0, 20, 11))))
     code = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="code"))[1]

@@ -16,9 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evaluate.families import Metric, all_families, entry, missing
+from evaluate.families import Metric, all_families, departure, diagnostic, entity, entry, environment, missing, quality
 from evaluate.families import camera as camera_family
-from evaluate.families import departure, diagnostic, entity, environment, quality
 from evaluate.families import dynamic as dynamic_family
 from evaluate.item import EvalItem, arrived_frames
 from evaluate.perception.base import BackboneUnavailable, PoseEstimate
@@ -168,8 +167,8 @@ def test_environment_reconstruction_places_each_return_view_with_its_own_estimat
     """Eq. 6 back-projects the return frame's depth with the return frame's (estimated) pose. Here the return
     frames are 20 and 12 deg away from frame 0: placed with frame 0's pose, their surfaces would land in frame 0's
     own bins and score as if the view had come back (0.92 / 0.95 instead of 0.47 / 0.64)."""
-    from harness.scene import Room
     from evaluate.memory import spherical_grid, spherical_reconstruction_score
+    from harness.scene import Room
 
     ctx = make_item()
     returns = [w[0] for w in ctx.rev_idx]  # the first frame of each return window: not yet back at the start
@@ -207,7 +206,7 @@ def test_departure_return_visible_uses_the_last_frame_of_the_away_view_as_refere
     window; features of the other frames of that window differ, so the first one would give another score."""
     ctx = make_item("lrlrlr", 193, cycles=("left",) * 3)
     d1_end = ctx.phases["D1"][1] - 1
-    ref, revisits = departure._windows(ctx, ECFG)
+    ref, _revisits = departure._windows(ctx, ECFG)
     assert ref[-1] == d1_end and ref[0] != d1_end
     est = ctx.c2w.copy()
     perc = FakePerception(ctx, poses={"da3": est})
@@ -226,7 +225,7 @@ def test_departure_return_visible_uses_the_last_frame_of_the_away_view_as_refere
     assert e.details["return_frames"] == picks
     assert e.details["per_revisit"] == pytest.approx([1.0, 0.5])
     assert e.value == pytest.approx(0.75)
-    closest = [c for c in perc.calls if c[0] == "closest_to"][0]
+    closest = next(c for c in perc.calls if c[0] == "closest_to")
     assert closest[1] == d1_end  # the reference handed to the return-frame rule
     assert closest[2] == [window_frames(ctx.phases[d], ECFG.memory_stride) for d in ("D2", "D3")]
 
@@ -421,7 +420,7 @@ def test_appearance_uses_tracked_frames_only_and_eq1_over_revisits():
     assert e.metric == "object.appearance" and e.backbone == "enc-label+trk-label"
     assert e.details["per_target"]["t"] == pytest.approx([1.0, 0.5])
     assert e.value == pytest.approx(0.75)
-    enc = [c for c in perc.calls if c[0] == "encode"][0]
+    enc = next(c for c in perc.calls if c[0] == "encode")
     assert lost not in enc[2]
     assert enc[4].shape == (len(enc[2]), H, W) and (enc[4] == mask).all()  # features inside the tracked masks
     assert e.details["mask_source"] == "trk-label" and e.details["revisit_frames"] == ctx.rev_idx_arrived
@@ -737,7 +736,7 @@ def test_departure_return_frames_come_from_the_departure_that_holds_the_revisit(
     perc = FakePerception(ctx, feats={f: [1.0, 0.0] for f in range(ctx.num_frames)}, poses={"da3": ctx.c2w})
     (e,) = departure.return_visible(ctx, perc, EvalConfig(return_frame_poses=("da3",)), {"encoder": "e"}).values()
     assert e.details["return_frames"] == [44] and e.value == 1.0
-    closest = [c for c in perc.calls if c[0] == "closest_to"][0]
+    closest = next(c for c in perc.calls if c[0] == "closest_to")
     assert closest[2] == [[44]]  # the whole departure D2 = [44, 45)
 
 

@@ -596,7 +596,7 @@ def test_spearman_shape_checks_constant_maps_and_small_depths():
 def _field_grid(depth, K, c2w, bin_deg):
     """Eq. 6's field written out pixel by pixel (the +0.5-centre rays, equal-angle bins, the nearest log-range,
     the last bin closed at +180 / +90 deg) as a (180/bin, 360/bin) grid, NaN where empty."""
-    n_el, n_az = int(round(180 / bin_deg)), int(round(360 / bin_deg))
+    n_el, n_az = round(180 / bin_deg), round(360 / bin_deg)
     g = np.full((n_el, n_az), np.nan)
     Kinv = np.linalg.inv(K)
     for v in range(depth.shape[0]):
@@ -631,7 +631,7 @@ def test_spherical_grid_bins_every_pixel_as_eq6_describes(bin_deg):
         d[0, 0], d[1, 2], d[2, 3] = 0.0, np.nan, -1.0
         got = spherical_grid(d, K, c2w, bin_deg)
         exp = _field_grid(d, K, c2w, bin_deg)
-        assert got.shape == exp.shape == (int(round(180 / bin_deg)), int(round(360 / bin_deg)))
+        assert got.shape == exp.shape == (round(180 / bin_deg), round(360 / bin_deg))
         assert np.array_equal(np.isnan(got), np.isnan(exp)) and np.allclose(got[~np.isnan(got)], exp[~np.isnan(exp)])
     top = spherical_grid(np.ones((7, 8)), K, up, bin_deg)
     assert np.isfinite(top[-1]).any() and not np.isfinite(top[: len(top) // 2]).any()  # looking up: upper rows

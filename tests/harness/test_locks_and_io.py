@@ -79,7 +79,7 @@ def test_a_lock_held_by_another_live_process_is_honoured_and_never_released_by_u
 
 
 def test_a_dead_owners_lock_is_taken_over_once(tmp_path, other_process):
-    proc, got, _ = other_process()
+    proc, _got, _ = other_process()
     proc.kill()
     proc.wait()
     a, b = ItemLocks(tmp_path), ItemLocks(tmp_path)
@@ -240,15 +240,13 @@ def test_temp_names_carry_host_and_pid():
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     target = tmp_path / "meta.json"
     target.write_text("old")
-    with pytest.raises(RuntimeError, match="boom"):
-        with hio.atomic_path(target) as tmp:
-            tmp.write_text("half a fi")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), hio.atomic_path(target) as tmp:
+        tmp.write_text("half a fi")
+        raise RuntimeError("boom")
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["meta.json"]
     new = tmp_path / "new" / "deeper" / "x.txt"  # a folder that does not exist yet
-    with pytest.raises(RuntimeError):
-        with hio.atomic_path(new) as tmp:
-            raise RuntimeError("before writing")
+    with pytest.raises(RuntimeError), hio.atomic_path(new) as tmp:
+        raise RuntimeError("before writing")
     assert not new.exists() and os.listdir(new.parent) == []
     hio.write_text(new, "done")
     assert new.read_text() == "done" and os.listdir(new.parent) == ["x.txt"]

@@ -4,6 +4,8 @@ start pose exactly, and every revisit ends on the start pose (within 1e-9) after
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -45,9 +47,9 @@ def _build(spec, n, cam):
 
 def _tiles(p, n):
     spans = list(p.phases.values())
-    assert spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     segs = p.segments
-    assert segs[0].start == 0 and segs[-1].end == n and all(a.end == b.start for a, b in zip(segs, segs[1:]))
+    assert segs[0].start == 0 and segs[-1].end == n and all(a.end == b.start for a, b in itertools.pairwise(segs))
 
 
 @settings(max_examples=60)
@@ -81,7 +83,7 @@ def test_every_revisit_of_a_rotation_path_ends_on_the_start_pose(spec, n, cam):
 def test_the_square_loop_closes_on_the_start_pose_and_keeps_its_orientation(side, timing, n, cam):
     p = _build(TrajectorySpec(name="sq", kind="square", side=side, timing=timing), n, cam)
     _tiles(p, n)
-    (a, b), = p.revisit_windows()
+    (_a, b), = p.revisit_windows()
     assert np.abs(p.c2w[b - 1] - np.eye(4)).max() < 1e-9
     assert np.array_equal(p.c2w[:, :3, :3], np.broadcast_to(np.eye(3), p.c2w[:, :3, :3].shape))
     t = p.c2w[:, :3, 3]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -69,9 +71,9 @@ def test_phases_tile_frames_and_revisits_return(name, n):
     p = _build(name, n)
     spans = list(p.phases.values())
     assert spans[0][0] == 0 and spans[-1][1] == n
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert sum(b - a for a, b in spans) == n
-    assert list(p.phases)[0] == "V" and list(p.phases)[-1] == "H"
+    assert next(iter(p.phases)) == "V" and list(p.phases)[-1] == "H"
     for a, b in p.revisit_windows():
         assert np.abs(p.c2w[b - 1] - np.eye(4)).max() < 1e-9  # each revisit ends on the start pose
     assert np.array_equal(p.c2w[0], np.eye(4))
@@ -488,6 +490,6 @@ def test_the_defaults_are_the_ones_docs_trajectories_md_explains():
     assert Timing() == Timing(initial_hold=float(w["V"]), move=float(w["move"]), away_hold=float(w["away hold"]),
                               revisit_hold=float(w["revisit hold"]), final_hold=float(w["H"]))
     for name in ("yaw_deg", "pitch_deg", "side"):
-        value = float(re.search(rf"^\| `{name}` \| ([\d.]+)", doc, re.M).group(1))
+        value = float(re.search(rf"^\| `{name}` \| ([\d.]+)", doc, re.MULTILINE).group(1))
         assert getattr(TrajectorySpec(name="x"), name) == value
     assert TrajectorySpec(name="x").cycles == ("left", "left") and TrajectorySpec(name="x").kind == "rotation"
