@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -443,11 +444,40 @@ def test_camera_path_counts_hashes_and_saves(tmp_path):
 
 
 def test_load_path_refuses_pickles(tmp_path):
-    f = tmp_path / "evil.npz"
-    np.savez(f, c2w=np.zeros((2, 4, 4)), K=np.eye(3), fps=np.float64(16), hw=np.array([4, 4]),
+    """An object array is refused even where its content would convert (a c2w of Python floats): the camera file
+    is read with allow_pickle=False, and the error says so (the folder's name holds no hint of it)."""
+    from trajectories import TrajectoryError
+
+    d = tmp_path / "x"
+    d.mkdir()
+    np.savez(d / "evil.npz", c2w=np.zeros((2, 4, 4)), K=np.eye(3), fps=np.float64(16), hw=np.array([4, 4]),
              meta_json=np.array([{"name": "x"}], dtype=object))
-    with pytest.raises(ValueError, match="pickle"):
-        load_path(f)
+    with pytest.raises(ValueError, match="allow_pickle=False"):
+        load_path(d / "evil.npz")
+    meta = {"name": "x", "phases": {"V": [0, 2]}}
+    np.savez(d / "floats.npz", c2w=np.tile(np.eye(4), (2, 1, 1)).astype(object), K=np.eye(3), fps=np.float64(16),
+             hw=np.array([4, 4]), meta_json=np.array(json.dumps(meta)))
+    with pytest.raises(TrajectoryError, match="allow_pickle=False"):
+        load_path(d / "floats.npz")
+
+
+def test_the_camera_file_temp_follows_the_harness_temp_name_rule(tmp_path):
+    """The temporary file of a camera save carries this host's 6-digit tag and pid as harness.io names them (so a
+    dead writer's leftover is found), and is removed when the write fails."""
+    import os
+
+    from harness import io as hio
+    from trajectories.path import atomic_target
+
+    target = tmp_path / "camera.npz"
+    with atomic_target(target) as tmp:
+        assert hio.temp_owner(tmp.name) == (hio.host_tag(), os.getpid())
+        tmp.write_bytes(b"x")
+    assert target.read_bytes() == b"x" and os.listdir(tmp_path) == ["camera.npz"]
+    with pytest.raises(RuntimeError), atomic_target(tmp_path / "other.npz") as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("killed mid-write")
+    assert os.listdir(tmp_path) == ["camera.npz"]
 
 
 def test_phase_labels_without_a_number_have_index_0():
@@ -493,3 +523,39 @@ def test_the_defaults_are_the_ones_docs_trajectories_md_explains():
         value = float(re.search(rf"^\| `{name}` \| ([\d.]+)", doc, re.MULTILINE).group(1))
         assert getattr(TrajectorySpec(name="x"), name) == value
     assert TrajectorySpec(name="x").cycles == ("left", "left") and TrajectorySpec(name="x").kind == "rotation"
+
+
+# -- edges the mutation run found unpinned --------------------------------------------------------------------------
+
+def test_resize_crop_keeps_the_homogeneous_row_and_pixel_rays_sample_centres_by_default():
+    from trajectories.conventions import pixel_rays
+
+    K = intrinsics_from_fov(60.0, 64, 48)
+    K2 = intrinsics_for_resize_crop(K, (48, 64), (96, 96))
+    assert K2[2].tolist() == [0.0, 0.0, 1.0]
+    rays = pixel_rays(K, 48, 64)
+    d = np.array([(0.5 - K[0, 2]) / K[0, 0], (0.5 - K[1, 2]) / K[1, 1], 1.0])
+    assert np.allclose(rays[0, 0], d / np.linalg.norm(d))
+
+
+def test_slerp_interpolates_from_an_angle_of_1e_12():
+    """Below 1e-12 rad R0 is returned as it is; at 1e-12 the rotation is interpolated."""
+    R1 = rot_y(1e-12)
+    assert float(geodesic_angle(R1)) == 1e-12
+    half = slerp_rotations(np.eye(3), R1, [0.5])[0]
+    assert not np.array_equal(half, np.eye(3)) and np.allclose(half, rot_y(0.5e-12), atol=1e-20)
+    assert np.array_equal(slerp_rotations(np.eye(3), rot_y(0.9e-12), [0.5])[0], np.eye(3))
+
+
+def test_resample_range_check_and_snapping_to_input_frames():
+    """Anchors must lie in [0, T - 1] (with 1e-9 of slack at the end, which snaps to the last pose exactly); an
+    anchor within 1e-12 above an integer position is that pose exactly, from 1e-12 on it is interpolated."""
+    from trajectories.resample import resample_c2w
+
+    c2w = se3(np.stack([rot_y(np.radians(10.0 * i)) for i in range(5)]), np.outer(np.arange(5), [1.0, 0, 0]))
+    with pytest.raises(ValueError, match=r"anchors must lie in \[0, 4\]"):
+        resample_c2w(c2w, [-0.5, 2.0])  # the smallest is checked against 0, whatever the largest
+    end = resample_c2w(c2w, [4 + 1e-9, 3 + 1e-13])
+    assert np.array_equal(end[0], c2w[4]) and np.array_equal(end[1], c2w[3])
+    step = resample_c2w(c2w, [1e-12])[0]
+    assert not np.array_equal(step, c2w[0]) and np.allclose(step, c2w[0])
