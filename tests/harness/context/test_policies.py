@@ -326,3 +326,21 @@ def test_fov_selection_anchors_latents_every_4_frames_and_refuses_a_partial_chun
     p = SimpleNamespace(c2w=path.c2w[:121], K=K832, height=480, width=832)  # 31 latents: not a multiple of 4
     with pytest.raises(ContextConfigError, match="31 latents are not a multiple of the 4-latent chunk"):
         fov_selection(FOV, p, 4)
+
+
+def test_a_history_camera_sees_a_point_only_strictly_inside_its_boundaries():
+    """The batched matrix applies the definition's strict bounds to the history cameras too: a point the query
+    sees, lying exactly on a history camera's right edge (u = width), bottom edge (v = height), near plane
+    (z = near) or radius, is not seen by it; moved 0.1 inside, it is."""
+    from harness.context import FovScoreConfig
+
+    est = FovOverlap(np.eye(3), 2, 2, FovScoreConfig(num_points=16, radius=8.0, near=0.25))
+    q = np.eye(4)[None]
+    est._local = np.array([[0.5, 0.5, 1.0]])  # seen by the query (u = v = 0.5, z = 1)
+    on = [se3(np.eye(3), t) for t in ([-1.5, 0, 0], [0, -1.5, 0], [0, 0, 0.75])]  # u = 2, v = 2, z = 0.25
+    inside = [se3(np.eye(3), t) for t in ([-1.4, 0, 0], [0, -1.4, 0], [0, 0, 0.65])]
+    assert est.overlap_matrix(q, np.stack(on)).tolist() == [[0.0, 0.0, 0.0]]
+    assert est.overlap_matrix(q, np.stack(inside)).tolist() == [[1.0, 1.0, 1.0]]
+    est._local = np.array([[0.0, 0.0, 1.0]])
+    far = np.stack([se3(np.eye(3), [0, 0, -7.0]), se3(np.eye(3), [0, 0, -6.9])])  # |p - c| = 8 = radius, 7.9
+    assert est.overlap_matrix(q, far).tolist() == [[0.0, 1.0]]
