@@ -158,9 +158,9 @@ def test_a_reused_pid_is_not_the_lock_owner(tmp_path):
 def test_two_processes_racing_for_one_stale_lock_get_it_once(tmp_path):
     locks = ItemLocks(tmp_path)
     _plant(locks, "stale", pid=_dead_pid())
-    code = ("import sys, time; sys.path.insert(0, %r); from harness.locks import ItemLocks; "
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from harness.locks import ItemLocks; "
             "t = float(sys.argv[1]); time.sleep(max(0.0, t - time.time())); "
-            "print(ItemLocks(%r).try_acquire('stale'))") % (str(ROOT), str(tmp_path))
+            f"print(ItemLocks({str(tmp_path)!r}).try_acquire('stale'))")
     at = time.time() + 1.5
     procs = [subprocess.Popen([sys.executable, "-c", code, str(at)], stdout=subprocess.PIPE, text=True)
              for _ in range(4)]
@@ -183,7 +183,8 @@ def test_file_lock_excludes_other_processes_until_the_block_ends(tmp_path):
              "except BlockingIOError:\n    print('held')\n")
 
     def state():
-        return subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True).stdout.strip()
+        return subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
+                              check=False).stdout.strip()
 
     with file_lock(path):
         assert state() == "held"
@@ -369,9 +370,9 @@ def test_a_reader_never_sees_half_a_file_while_it_is_rewritten(tmp_path):
 def test_a_writer_killed_mid_write_leaves_the_old_file_and_a_removable_temp(tmp_path):
     target = tmp_path / "meta.json"
     target.write_text("old")
-    code = ("import sys, os, time; sys.path.insert(0, %r); from harness.io import atomic_path\n"
-            "with atomic_path(%r) as tmp:\n    tmp.write_text('half'); print('writing', flush=True); time.sleep(60)\n"
-            ) % (str(ROOT), str(target))
+    code = (f"import sys, os, time; sys.path.insert(0, {str(ROOT)!r}); from harness.io import atomic_path\n"
+            f"with atomic_path({str(target)!r}) as tmp:\n"
+            "    tmp.write_text('half'); print('writing', flush=True); time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "writing"
     p.kill()
