@@ -364,3 +364,31 @@ def test_rope_positions_per_mode_and_the_attention_timer():
     t.next_chunk()
     t.next_chunk()
     assert t.per_chunk == [0.75, 0.0] and t.current == 0.0
+
+
+def test_cache_dtype_stats_of_layer_0_with_unequal_layers_and_sorted_free_slots():
+    """Stats count layer 0's calls only: layer 1 here writes and gathers a different number of frames and times
+    than layer 0, so counting any other layer shows. Freed slots are reused lowest first even when they were
+    freed in another order; the buffers take the dtype asked for."""
+    from harness.context.kv_cache import KVCache
+
+    assert KVCache(1, 2, 1, 2, capacity=1, dtype=torch.float64).k[0].dtype == torch.float64
+    assert KVCache(1, 2, 1, 2, capacity=1).v[0].dtype == torch.float32
+    c = KVCache(2, 2, 1, 2, capacity=4)
+    c.write(0, 0, *_kv(1, frames=3))
+    c.write(1, 0, *_kv(2, frames=1))
+    assert c.stats.writes == 3
+    c.gather(0, [0, 1])
+    c.gather(0, [2, 0])
+    c.gather(1, [1, 2])
+    c.gather(1, [0])
+    c.gather(1, [0])
+    assert c.stats.gathers == 2 and c.stats.contiguous_gathers == 1
+    b = KVCache(1, 2, 1, 2, capacity=3, mode="bounded")
+    for f in (10, 11, 12):
+        b.write(0, f, *_kv(f))
+    b.evict([10, 11])  # frees slot 2
+    b.evict([11])  # then slot 0
+    assert b._free == [0, 2]
+    b.write(0, 20, *_kv(20))
+    assert b.slot_of[20] == 0
