@@ -337,10 +337,13 @@ def test_a_history_camera_sees_a_point_only_strictly_inside_its_boundaries():
     est = FovOverlap(np.eye(3), 2, 2, FovScoreConfig(num_points=16, radius=8.0, near=0.25))
     q = np.eye(4)[None]
     est._local = np.array([[0.5, 0.5, 1.0]])  # seen by the query (u = v = 0.5, z = 1)
-    on = [se3(np.eye(3), t) for t in ([-1.5, 0, 0], [0, -1.5, 0], [0, 0, 0.75])]  # u = 2, v = 2, z = 0.25
-    inside = [se3(np.eye(3), t) for t in ([-1.4, 0, 0], [0, -1.4, 0], [0, 0, 0.65])]
-    assert est.overlap_matrix(q, np.stack(on)).tolist() == [[0.0, 0.0, 0.0]]
-    assert est.overlap_matrix(q, np.stack(inside)).tolist() == [[1.0, 1.0, 1.0]]
+    on = [se3(np.eye(3), t) for t in ([-1.5, 0, 0], [0, -1.5, 0])]  # u = 2, v = 2
+    inside = [se3(np.eye(3), t) for t in ([-1.4, 0, 0], [0, -1.4, 0])]
+    assert est.overlap_matrix(q, np.stack(on)).tolist() == [[0.0, 0.0]]
+    assert est.overlap_matrix(q, np.stack(inside)).tolist() == [[1.0, 1.0]]
+    est._local = np.array([[0.1, 0.1, 1.0]])  # at z = 0.25 from the history camera: u = v = 0.4, inside the image
+    near = np.stack([se3(np.eye(3), [0, 0, 0.75]), se3(np.eye(3), [0, 0, 0.7])])  # z = near, z = 0.3
+    assert est.overlap_matrix(q, near).tolist() == [[0.0, 1.0]]
     est._local = np.array([[0.0, 0.0, 1.0]])
     far = np.stack([se3(np.eye(3), [0, 0, -7.0]), se3(np.eye(3), [0, 0, -6.9])])  # |p - c| = 8 = radius, 7.9
     assert est.overlap_matrix(q, far).tolist() == [[0.0, 1.0]]
