@@ -757,3 +757,8 @@ def test_quality_metrics_average_not_pick_the_best_frame():
         (e,) = m.compute(ctx, perc, ECFG, {role: "q"}).values()
         n = len(range(0, ctx.num_frames, ECFG.quality_stride))
         assert e.value == pytest.approx((1.0 + 0.2 * (n - 1)) / n) and e.metric == m.id
+
+
+def test_the_dynamic_checklist_applies_to_dynamic_items_only():
+    (m,) = dynamic_family.FAMILY.metrics
+    assert m.applies(make_item(family="dynamic"), ECFG) and not m.applies(make_item(family="environment"), ECFG)

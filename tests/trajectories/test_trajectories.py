@@ -559,3 +559,9 @@ def test_resample_range_check_and_snapping_to_input_frames():
     assert np.array_equal(end[0], c2w[4]) and np.array_equal(end[1], c2w[3])
     step = resample_c2w(c2w, [1e-12])[0]
     assert not np.array_equal(step, c2w[0]) and np.allclose(step, c2w[0])
+
+
+def test_a_phase_made_without_a_number_is_the_parsed_label():
+    from trajectories.phases import Phase, PhaseKind
+
+    assert Phase(PhaseKind.VIEW) == Phase.parse("V") and Phase(PhaseKind.HOLD).index == 0

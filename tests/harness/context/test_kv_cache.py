@@ -373,7 +373,8 @@ def test_cache_dtype_stats_of_layer_0_with_unequal_layers_and_sorted_free_slots(
     from harness.context.kv_cache import KVCache
 
     assert KVCache(1, 2, 1, 2, capacity=1, dtype=torch.float64).k[0].dtype == torch.float64
-    assert KVCache(1, 2, 1, 2, capacity=1).v[0].dtype == torch.float32
+    fresh = KVCache(1, 2, 1, 2, capacity=1)
+    assert fresh.v[0].dtype == torch.float32 and fresh.stats.peak_frames == 0 and fresh.stats.writes == 0
     c = KVCache(2, 2, 1, 2, capacity=4)
     c.write(0, 0, *_kv(1, frames=3))
     c.write(1, 0, *_kv(2, frames=1))
