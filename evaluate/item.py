@@ -3,6 +3,10 @@ case and, for the built-in reference model only, its ground-truth geometry.
 
 Frames are (T, H, W, 3) uint8 RGB, every frame of the video in order (decoded once, with PyAV). Poses are OpenCV
 camera-to-world 4x4 float64 with world = camera frame of frame 0 (:mod:`trajectories.conventions`).
+
+An evaluation reads each video's bytes once (:func:`read_source`): they are hashed (the sha256 that decides every
+reuse) and, when something must be recomputed, decoded from the same bytes, so the frames scored are always those
+of the hash recorded.
 """
 
 from __future__ import annotations
@@ -106,41 +110,88 @@ class EvalItem:
         return self.frames[list(idx)]
 
 
+@dataclass(frozen=True)
+class ItemSource:
+    """An item's inputs as read once at the start of its evaluation.
+
+    Attributes:
+        dir: the item directory. meta: ``meta.json``. video: path of ``video.mp4``.
+        data: the video file's bytes (what is decoded). sha256: their sha256 (hex), what reuse is decided on.
+    """
+
+    dir: Path
+    meta: dict[str, Any]
+    video: Path
+    data: bytes
+    sha256: str
+
+
+def read_source(item_dir: Path) -> ItemSource:
+    """Read ``meta.json`` and the bytes of ``video.mp4`` once and hash them (a replaced or truncated video gets a
+    new sha256 on every evaluation). Raises ``OSError`` / ``ValueError`` for a missing or unreadable file."""
+    import hashlib
+
+    from harness.io import read_json
+
+    item_dir = Path(item_dir)
+    meta = read_json(item_dir / "meta.json")
+    video = item_dir / "video.mp4"
+    data = video.read_bytes()
+    return ItemSource(item_dir, meta, video, data, hashlib.sha256(data).hexdigest())
+
+
+def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4") -> np.ndarray:
+    """The first ``num_frames`` frames of an encoded video (its file's bytes) as (T, H, W, 3) uint8 RGB.
+
+    Decoded straight into one preallocated array (peak memory: the frames once), with the decoder's own threads
+    (FFmpeg's frame threading: bit-exact, H.264 decoding is deterministic). Raises ``ValueError`` naming ``name``
+    for a video that cannot be decoded or has fewer frames.
+    """
+    import io
+
+    import av
+
+    frames, n = None, 0
+    try:
+        with av.open(io.BytesIO(data)) as c:
+            stream = c.streams.video[0]
+            stream.thread_type = "AUTO"
+            for f in c.decode(stream):
+                if n >= num_frames:
+                    break
+                a = f.to_ndarray(format="rgb24")  # what harness.video.iter_frames gives, byte for byte
+                if frames is None:
+                    frames = np.empty((num_frames, *a.shape), np.uint8)
+                frames[n] = a
+                n += 1
+    except Exception as exc:  # PyAV raises its own error types for corrupt containers
+        raise ValueError(f"{name}: cannot decode ({type(exc).__name__}: {exc})") from exc
+    if frames is None or n < num_frames:
+        raise ValueError(f"{name}: decoded {n} frames, camera.npz has {num_frames} (truncated or corrupt video)")
+    return frames
+
+
 def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
     """The frames whose *prescribed* pose is back at frame 0 within ``tol_deg`` and ``tol_translation`` (relative to
     the trajectory's extent): the revisit observations entity metrics score."""
     return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
-def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> EvalItem:
-    """Read ``meta.json`` + ``camera.npz`` and decode every frame of ``video.mp4`` once.
+def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None) -> EvalItem:
+    """The item of ``item_dir``: ``meta.json`` + ``camera.npz``, and every frame of ``video.mp4`` decoded once.
 
+    ``source``: what :func:`read_source` read (the video's bytes and their sha256); read here when not given.
     Raises ``ValueError`` naming the file for a video that cannot be decoded or is shorter than its path.
     """
     from harness.cases import Case
-    from harness.io import read_json, sha256_file
-    from harness.video import iter_frames
     from trajectories import load_path
 
     item_dir = Path(item_dir)
-    meta = read_json(item_dir / "meta.json")
+    src = source or read_source(item_dir)
+    meta = src.meta
     path = load_path(item_dir / "camera.npz")
-    video = item_dir / "video.mp4"
-    sha = video_sha or sha256_file(video)
     T = path.num_frames
-    frames, n = None, 0
-    try:  # straight into one preallocated array: peak memory = the video once, not twice
-        for i, f in iter_frames(video):
-            if i >= T:
-                break
-            if frames is None:
-                frames = np.empty((T, *f.shape), np.uint8)
-            frames[i] = f
-            n = i + 1
-    except Exception as exc:  # PyAV raises its own error types for corrupt containers
-        raise ValueError(f"{video}: cannot decode ({type(exc).__name__}: {exc})") from exc
-    if frames is None or n < T:
-        raise ValueError(f"{video}: decoded {n} frames, camera.npz has {T} (truncated or corrupt video)")
+    frames = decode_frames(src.data, T, src.video)
     windows = revisit_windows(path.phases)
     V = path.phases[VIEW]
     idx = set(sample_every(ecfg.memory_stride, 0, T)) | {0, T - 1}
@@ -151,8 +202,8 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Eva
     c2w = np.asarray(path.c2w, np.float64)
     kind = str(path.params.get("kind", "rotation"))
     return EvalItem(
-        dir=item_dir, meta=meta, item=meta.get("item") or {}, case=Case(**meta["case"]), video=video, video_sha=sha,
-        frames=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
+        dir=item_dir, meta=meta, item=meta.get("item") or {}, case=Case(**meta["case"]), video=src.video,
+        video_sha=src.sha256, frames=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
         phases={k: (int(a), int(b)) for k, (a, b) in path.phases.items()}, windows=windows,
         ref_idx=window_frames(V, ecfg.memory_stride), rev_idx=rev_idx,
         rev_idx_arrived=[arrived_frames(c2w, w, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation)

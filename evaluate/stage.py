@@ -160,15 +160,24 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
     return out
 
 
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path) -> dict[str, str]:
-    """Per family (and for the validity section): the hash whose change recomputes it."""
+def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None) -> dict[str, str]:
+    """Per family (and for the validity section): the hash whose change recomputes it.
+
+    ``weights_memo``: a run's dict of family -> weights fingerprint, filled on first use, so a run lists each
+    weights folder once rather than once per item (the run loads every backbone once, from what it saw then)."""
     from .validity import VALIDITY_VERSION
 
-    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, _weights_state(f, ecfg, root)])
+    memo = {} if weights_memo is None else weights_memo
+
+    def weights(f: Family) -> dict:
+        if f.name not in memo:
+            memo[f.name] = _weights_state(f, ecfg, root)
+        return memo[f.name]
+
+    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, weights(f)])
            for f in all_families()}
     vf = Family("validity", ("pose_estimators", "depth", "return_frame_poses", "memory_stride", "validity"))
-    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION,
-                             _weights_state(vf, ecfg, root)])
+    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION, weights(vf)])
     return out
 
 
@@ -242,64 +251,128 @@ def _all_reused(prev: Optional[ItemResult], hashes: dict[str, str], video_sha: s
     return all(have.get(f) == hashes[f] for f in (*FAMILIES, "validity"))
 
 
-def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
-    """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
-    from harness.io import sha256_file
+@dataclass
+class _Prepared:
+    """One item before scoring: read once (``meta.json``, the video's bytes, hashed once), the reuse decided, and,
+    when something is recomputed, decoded once. Built by :func:`_prepare` (the run does it on a background thread
+    for the next item while the current one is scored)."""
 
-    if force:
-        return False
-    prev = _read_result(item_dir / "metrics.json")
+    dir: Path
+    meta: Optional[dict] = None
+    video_sha: Optional[str] = None
+    hashes: dict[str, str] = field(default_factory=dict)
+    prev: Optional[ItemResult] = None
+    reused: bool = False
+    ctx: Any = None  # the decoded EvalItem (None when reused or failed)
+    error: Optional[BaseException] = None  # unreadable metadata or video, undecodable video
+
+
+def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
+             decode: bool = True) -> _Prepared:
+    """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
+    is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
+    not (and ``decode``), decode the frames from the bytes that were hashed. Never raises: a broken item carries
+    its ``error``."""
+    from .item import load_item, read_source
+
+    p = _Prepared(Path(item_dir))
     try:
-        sha = sha256_file(item_dir / "video.mp4")
-    except OSError:
-        return False
-    return _all_reused(prev, family_hashes(ecfg, sha, root), sha)
+        src = read_source(p.dir)
+    except Exception as exc:
+        from harness.io import read_json
+
+        try:  # the failed result still names the item and its case family when meta.json is readable
+            p.meta = read_json(p.dir / "meta.json")
+        except Exception:
+            pass
+        p.error = exc
+        return p
+    p.meta, p.video_sha = src.meta, src.sha256
+    p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo)
+    p.prev = None if force else _read_result(p.dir / "metrics.json")
+    p.reused = _all_reused(p.prev, p.hashes, src.sha256)
+    if not p.reused and decode:
+        try:
+            p.ctx = load_item(p.dir, ecfg, source=src)
+        except Exception as exc:
+            p.error = exc
+    return p
 
 
-def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
-                  use_cache: bool = True, preloaded: Any = None) -> ItemResult:
-    """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
+@dataclass
+class _Pending:
+    """An item whose metrics are computed except the judge's (the run's judge pool answers later): finished by
+    :meth:`finish`, which writes ``metrics.json`` once. Holds no frames."""
 
-    ``preloaded``: an optional future of :func:`evaluate.item.load_item` for this item (the run decodes the next
-    video while the current one is scored). Never raises for a broken item: a corrupt video or unreadable metadata
-    gives a ``status: failed`` result (also written), with the reason.
-    """
-    from harness.io import read_json, sha256_file, write_json
+    futures: list
+    finish_fn: Any
 
-    from .item import load_item
+    def ready(self) -> bool:
+        return all(f.done() for f in self.futures)
+
+    def finish(self) -> ItemResult:
+        return self.finish_fn()
+
+
+def _judge_entries(fam: Family, future: Any) -> Entries:
+    """The judge family's entries from its future, failures isolated as :func:`compute_family` does."""
+    out: Entries = {}
+    for metric in fam.metrics:
+        try:
+            out.update(future.result())
+        except Exception as exc:
+            for mid in metric.ids:
+                out.update(missing(mid, "", _failure(exc), status=Status.FAILED))
+    return out
+
+
+def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
+                prepared: Optional[_Prepared], judge: Any = None) -> ItemResult | _Pending:
+    """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
+    a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
+    already decoded, and the other families are computed while it is in flight."""
+    from harness.io import write_json
+
+    from .families.dynamic import judge_input
     from .perceive import ItemPerception
     from .validity import item_validity
 
     item_dir = Path(item_dir)
-    backbones = backbones or BackboneSet(ecfg)
     out_path = item_dir / "metrics.json"
-    meta = None
-    try:
-        meta = read_json(item_dir / "meta.json")
-        video_sha = sha256_file(item_dir / "video.mp4")  # re-hashed: a replaced or truncated video is never reused
-    except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc))
+    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force)
+    if p.error is not None:
+        res = _failed_result(item_dir, p.meta, _failure(p.error))
         write_json(out_path, res.to_dict())
         return res
-    hashes = family_hashes(ecfg, video_sha, backbones.root)
-    prev = None if force else _read_result(out_path)
-    if _all_reused(prev, hashes, video_sha):
+    meta, video_sha, hashes, prev = p.meta, p.video_sha, p.hashes, p.prev
+    if p.reused:
         prev.extra["reused"] = True
         return prev
     kept = _current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
     t_item = time.perf_counter()
-    try:
-        ctx = preloaded.result() if preloaded is not None else None
-        if ctx is None or ctx.video_sha != video_sha:  # changed while it was being decoded: read it again
-            ctx = load_item(item_dir, ecfg, video_sha=video_sha)
-    except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc))
-        write_json(out_path, res.to_dict())
-        return res
+    ctx = p.ctx
+    p.ctx = None  # the caller's handle no longer keeps the frames alive
     perc = ItemPerception(ctx, backbones, use_cache=use_cache)
     metrics: Entries = {}
     timings: dict = {}
-    for fam in all_families():
+    families = all_families()
+    deferred: dict[str, Any] = {}  # family -> future of its entries (the judge)
+    if judge is not None:
+        for fam in families:
+            if fam.name == "dynamic" and kept.get(fam.name) != hashes[fam.name] and \
+                    all(m.applies(ctx, ecfg) for m in fam.metrics):
+                t0 = time.perf_counter()
+                try:
+                    deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
+                except Exception as exc:  # a malformed input fails this family only, as compute_family would
+                    from concurrent.futures import Future
+
+                    deferred[fam.name] = Future()
+                    deferred[fam.name].set_exception(exc)
+                timings[fam.name] = time.perf_counter() - t0
+    for fam in families:
+        if fam.name in deferred:
+            continue
         if kept.get(fam.name) == hashes[fam.name]:
             metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
             continue
@@ -313,18 +386,48 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
         validity = prev.validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
-    failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
-    result = ItemResult(
-        item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
-        reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
-                if failed else None),
-        case_family=ctx.family, video_sha256=video_sha, num_revisits=ctx.num_revisits,
-        phases={k: list(v) for k, v in ctx.phases.items()}, metrics=metrics, schema_version=SCHEMA_VERSION,
-        extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
-               "validity": validity, "timings": {**timings, "item_s": time.perf_counter() - t_item},
-               "timings_generation": meta.get("timings", {})})
-    write_json(out_path, result.to_dict())
-    return result
+    head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
+            "phases": {k: list(v) for k, v in ctx.phases.items()}}
+    busy = time.perf_counter() - t_item
+    del ctx, perc  # a pending item keeps its metrics, not its frames
+
+    def finish() -> ItemResult:
+        t1 = time.perf_counter()
+        for fam in families:  # the deferred family is the last one, so metrics.json keeps the family order
+            if fam.name in deferred:
+                for k, v in _judge_entries(fam, deferred[fam.name]).items():
+                    v.family = fam.name
+                    v.settings_hash = hashes[fam.name]
+                    metrics[k] = v
+                timings[fam.name] += time.perf_counter() - t1
+        failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
+        result = ItemResult(
+            item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
+            reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
+                    if failed else None),
+            video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, **head,
+            extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
+                   "validity": validity, "timings": {**timings, "item_s": busy + time.perf_counter() - t1},
+                   "timings_generation": meta.get("timings", {})})
+        write_json(out_path, result.to_dict())
+        return result
+
+    return _Pending(list(deferred.values()), finish) if deferred else finish()
+
+
+def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
+                  use_cache: bool = True, prepared: Optional[_Prepared] = None, judge: Any = None) -> ItemResult:
+    """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
+
+    The item is read once (:func:`_prepare`: meta, the video's bytes hashed once, decoded once when something is
+    recomputed); ``prepared`` passes that in (the run prepares the next item while the current one is scored).
+    ``judge``: a run's :class:`evaluate.judge.RunJudge` (default: the checklist judge is asked here, in turn).
+    Never raises for a broken item: a corrupt video or unreadable metadata gives a ``status: failed`` result (also
+    written), with the reason.
+    """
+    backbones = backbones or BackboneSet(ecfg)
+    out = _start_item(item_dir, ecfg, force, backbones, use_cache, prepared, judge)
+    return out.finish() if isinstance(out, _Pending) else out
 
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
@@ -349,7 +452,6 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
     done = [r for r in rows if r.done]
     backbones = BackboneSet(ecfg, weights_root)
-    results = []
     it = done
     if progress:
         from tqdm import tqdm
@@ -357,29 +459,42 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         it = tqdm(done, desc="evaluate", unit="video")
     from concurrent.futures import ThreadPoolExecutor
 
-    from .item import load_item
+    from .judge import RunJudge
 
-    # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
-    # items whose metrics will be reused are not decoded at all.
+    # Per item: read meta.json and the video's bytes once, hash them once, decide reuse, decode once (only when
+    # something is recomputed), on a background thread for the next item while the current one is scored (PyAV
+    # releases the GIL). A dynamic item's judge request is built from those frames and sent at once, up to
+    # evaluate.judge.concurrency in flight across the run (one request per item; stored answers are reused); the
+    # item is finished (metrics.json written) when its answer is in, and the run goes on meanwhile.
     dirs = [run.item_dir(r.dir) for r in done]
-    from .judge import prefetch as judge_prefetch
+    weights_memo: dict = {}
+    pending: dict[int, _Pending] = {}
+    slots: list[Optional[ItemResult]] = [None] * len(dirs)
 
-    # the run's judge requests, evaluate.judge.concurrency at a time (items whose answers are stored send nothing);
-    # the per-item loop then reads the stored answers or the recorded failures
-    judge_prefetch([d for d in dirs if force or not _reusable(d, ecfg, backbones.root, False)], ecfg.judge,
-                   ecfg.judge_stride)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
-        def prefetch(i: int):
-            if i < len(dirs) and not _reusable(dirs[i], ecfg, backbones.root, force):
-                return pool.submit(load_item, dirs[i], ecfg)
+    def finish_ready(block: bool) -> None:
+        for j in sorted(pending):
+            if block or pending[j].ready():
+                slots[j] = pending.pop(j).finish()
+
+    with RunJudge(ecfg.judge) as judge, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
+        def prepare(i: int):
+            if i < len(dirs):
+                return pool.submit(_prepare, dirs[i], ecfg, backbones.root, force, weights_memo)
             return None
 
-        nxt = prefetch(0)
+        nxt = prepare(0)
         for i, _ in enumerate(it):
-            cur, nxt = nxt, prefetch(i + 1)
-            results.append(evaluate_item(dirs[i], ecfg, force=force, backbones=backbones, use_cache=use_cache,
-                                         preloaded=cur))
+            cur, nxt = nxt, prepare(i + 1)
+            out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge)
             cur = None  # drop this video's frames now: at most two videos are in memory at once
+            if isinstance(out, _Pending):
+                pending[i] = out
+            else:
+                slots[i] = out
+            finish_ready(block=False)
+        finish_ready(block=True)
+    results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
     stored = [r.to_dict() for r in results]  # the run tables below read the metrics.json form
