@@ -268,14 +268,34 @@ class _Prepared:
 
 
 def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
-             decode: bool = True) -> _Prepared:
+             publish: Any = None) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
-    not (and ``decode``), decode the frames from the bytes that were hashed. Never raises: a broken item carries
-    its ``error``."""
+    not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
+
+    ``publish(prepared)``: called once, as soon as the item can be scored: for a decoded item when its first frame
+    is in (the decode goes on here; readers of the frames wait for what they need, see
+    :class:`evaluate.item.Decoding`), otherwise at the end."""
+    p = _Prepared(Path(item_dir))
+    published = []
+
+    def ready(ctx: Any = None) -> None:
+        if publish is not None and not published:
+            published.append(True)
+            p.ctx = ctx if ctx is not None else p.ctx
+            publish(p)
+
+    try:
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None)
+    finally:
+        ready()
+    return p
+
+
+def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
+                     publish: Any) -> None:
     from .item import load_item, read_source
 
-    p = _Prepared(Path(item_dir))
     try:
         src = read_source(p.dir)
     except Exception as exc:
@@ -286,17 +306,18 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
         except Exception:
             pass
         p.error = exc
-        return p
+        return
     p.meta, p.video_sha = src.meta, src.sha256
     p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo)
     p.prev = None if force else _read_result(p.dir / "metrics.json")
     p.reused = _all_reused(p.prev, p.hashes, src.sha256)
-    if not p.reused and decode:
+    if not p.reused:
         try:
-            p.ctx = load_item(p.dir, ecfg, source=src)
+            ctx = load_item(p.dir, ecfg, source=src, publish=publish)
+            if publish is None:  # else the scorer got it already (and may have let go of it)
+                p.ctx = ctx
         except Exception as exc:
             p.error = exc
-    return p
 
 
 @dataclass
@@ -357,21 +378,26 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     timings: dict = {}
     families = all_families()
     deferred: dict[str, Any] = {}  # family -> future of its entries (the judge)
-    if judge is not None:
-        for fam in families:
-            if fam.name == "dynamic" and kept.get(fam.name) != hashes[fam.name] and \
-                    all(m.applies(ctx, ecfg) for m in fam.metrics):
-                t0 = time.perf_counter()
-                try:
-                    deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
-                except Exception as exc:  # a malformed input fails this family only, as compute_family would
-                    from concurrent.futures import Future
+    to_defer = [f for f in families if judge is not None and f.name == "dynamic"
+                and kept.get(f.name) != hashes[f.name] and all(m.applies(ctx, ecfg) for m in f.metrics)]
 
-                    deferred[fam.name] = Future()
-                    deferred[fam.name].set_exception(exc)
-                timings[fam.name] = time.perf_counter() - t0
-    for fam in families:
-        if fam.name in deferred:
+    def submit_deferred(ctx: Any) -> None:
+        for fam in to_defer:
+            t0 = time.perf_counter()
+            try:
+                deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
+            except Exception as exc:  # a malformed input (or video) fails this family only, as in compute_family
+                from concurrent.futures import Future
+
+                deferred[fam.name] = Future()
+                deferred[fam.name].set_exception(exc)
+            timings[fam.name] = time.perf_counter() - t0
+        to_defer.clear()
+
+    for n, fam in enumerate(families):
+        if n == 1:  # the judge's request needs the last frame: sent once the first family (which may start on a
+            submit_deferred(ctx)  # video still decoding) is done, then in flight while the others are scored
+        if fam.name in deferred or any(f.name == fam.name for f in to_defer):
             continue
         if kept.get(fam.name) == hashes[fam.name]:
             metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
@@ -382,10 +408,18 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
             v.settings_hash = hashes[fam.name]
             metrics[k] = v
         timings[fam.name] = time.perf_counter() - t0
+    submit_deferred(ctx)
     if kept.get("validity") == hashes["validity"]:
         validity = prev.validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
+    bad = ctx.decode_error()  # a video that turned out corrupt or short while it was scored fails as a whole
+    if bad is not None:
+        for f in deferred.values():
+            f.cancel()
+        res = _failed_result(item_dir, meta, _failure(bad))
+        write_json(out_path, res.to_dict())
+        return res
     head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
             "phases": {k: list(v) for k, v in ctx.phases.items()}}
     busy = time.perf_counter() - t_item
@@ -430,6 +464,18 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
     return out.finish() if isinstance(out, _Pending) else out
 
 
+def _warm_up() -> None:
+    """Import what the per-item loop and the run tables will need (the metric families, the formulas, matplotlib
+    with the Agg backend the reports use), on the decode thread while the first item is scored: these one-off
+    seconds (about 1 s of matplotlib) then overlap the backbones instead of adding to the run tables."""
+    from . import perceive, validity  # noqa: F401
+    from .families import all_families
+    from .reporting.plots import _plt
+
+    all_families()
+    _plt()
+
+
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` tables + analyses.
@@ -457,7 +503,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         from tqdm import tqdm
 
         it = tqdm(done, desc="evaluate", unit="video")
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from .judge import RunJudge
 
@@ -479,11 +525,24 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     with RunJudge(ecfg.judge) as judge, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
         def prepare(i: int):
-            if i < len(dirs):
-                return pool.submit(_prepare, dirs[i], ecfg, backbones.root, force, weights_memo)
-            return None
+            """A future that holds item ``i`` as soon as it can be scored (its first frame decoded)."""
+            if i >= len(dirs):
+                return None
+            ready: Future = Future()
+
+            def task() -> None:
+                try:
+                    _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result)
+                except BaseException as exc:  # never leave the scorer waiting
+                    if not ready.done():
+                        ready.set_exception(exc)
+                    raise
+
+            pool.submit(task)
+            return ready
 
         nxt = prepare(0)
+        warm = pool.submit(_warm_up)  # after the first decode, before the second: off the main thread's clock
         for i, _ in enumerate(it):
             cur, nxt = nxt, prepare(i + 1)
             out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge)
@@ -494,6 +553,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
                 slots[i] = out
             finish_ready(block=False)
         finish_ready(block=True)
+        warm.result()
     results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
