@@ -164,7 +164,7 @@ class ModelConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-#: Keys that used to be YAML and are now declared by the adapter's code (an override could claim what code cannot run).
+#: Keys the adapter's code declares, not its YAML (an override could claim what the code cannot run).
 _DECLARED_IN_CODE = {
     "supported_contexts": "the context policies a model supports are declared by its adapter class "
                           "(Adapter.contexts / supported_contexts())",

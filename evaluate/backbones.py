@@ -8,7 +8,9 @@ Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
 
 * ``paper``: a backbone of the WorldMemBench paper (DINOv2, ArcFace, SAM2, DA3, ViPE, MUSIQ-SPAQ, LAION);
 * ``estimator``: a non-paper estimator computed from the frames (the classical OpenCV pose estimator);
-* ``diagnostic``: a weight-free stand-in computed from the frames, labelled as such in every table;
+* ``diagnostic``: a non-paper stand-in computed from the frames, labelled as such in every table: weight-free, or
+  built on real pretrained weights that ship inside an installed package (``packaged``: dlib's face descriptor,
+  BRISQUE; :mod:`evaluate.perception.packaged`), never the paper's numbers;
 * ``oracle``: ground truth that does not look at the video (the reference model's own geometry). Oracles only judge
   estimators (the validity section); they never score a video, so no oracle value reaches a metric table,
   a paired comparison, a plot or the console summary.
@@ -45,9 +47,12 @@ class BackboneSpec:
         ref: ``"package.module:Class"``, imported only when the backbone is used.
         kind: one of :data:`KINDS`.
         roles: what it provides: encoder | face | tracker | depth | pose | imaging | aesthetic.
-        learned: True when it needs a weights folder (``load(weights_dir, device)``), False for weight-free classes
-            built from the evaluation settings.
+        learned: True when it needs a weights folder (``load(weights_dir, device)``), False for classes built from
+            the evaluation settings (``from_settings(ecfg)``).
         description: one line for listings and "not computed" reasons.
+        packaged: its real weights ship inside installed packages (no weights folder, no download); the class
+            declares ``shipped_files()`` and its instances ``provenance()`` (library, versions, file sha256,
+            licence), recorded in ``metrics.json``.
     """
 
     name: str
@@ -56,6 +61,7 @@ class BackboneSpec:
     roles: tuple[str, ...]
     learned: bool
     description: str
+    packaged: bool = False
 
 
 BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
@@ -79,6 +85,11 @@ BACKBONES: dict[str, BackboneSpec] = {s.name: s for s in [
                  "normalised cross-correlation of the frame-0 crop (a weight-free diagnostic, not SAM2)"),
     BackboneSpec("classical", "evaluate.perception.weightfree:ClassicalPoseEstimator", "estimator", ("pose",), False,
                  "optical flow (KLT) + RANSAC homography / essential matrix between adjacent frames (OpenCV)"),
+    BackboneSpec("dlib-resnet", "evaluate.perception.dlib_face:DlibResnetEmbedder", "diagnostic", ("face",), False,
+                 "dlib's ResNet face descriptor on real shipped weights (a diagnostic, not ArcFace)", packaged=True),
+    BackboneSpec("brisque", "evaluate.perception.brisque:Brisque", "diagnostic", ("imaging",), False,
+                 "BRISQUE with OpenCV's LIVE-trained model from Debian opencv-data (a diagnostic, not MUSIQ-SPAQ)",
+                 packaged=True),
     BackboneSpec("oracle", "evaluate.perception.oracle:ReferenceOracle", "oracle", ("pose", "depth"), False,
                  "the reference model's own path and room depth (ground truth; never scores a video)"),
 ]}
@@ -220,6 +231,8 @@ class BackboneSet:
             cls = import_class(s)
             inst = cls.from_settings(self.ecfg) if hasattr(cls, "from_settings") else cls()
             prov = {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(inst, "name", s.name)}
+            if s.packaged:  # real shipped weights: library, versions, file sha256 and licence
+                prov.update(inst.provenance())
         return TimedBackbone(inst, s, prov, self.clock)
 
     def provenance(self) -> dict[str, dict]:

@@ -108,12 +108,6 @@ def translation_rpe_not_applicable(target_c2w: np.ndarray) -> str | None:
     return ROTATION_ONLY_REASON if path_length(target_c2w) < MIN_PATH_LENGTH else None
 
 
-def rotation_rpe_not_applicable(target_c2w: np.ndarray) -> str | None:
-    """The reason rotation RPE (Eq. 3) is undefined for this target, or None when it is defined."""
-    R = np.asarray(target_c2w, dtype=np.float64)[:, :3, :3]
-    return TRANSLATION_ONLY_REASON if float(geodesic_angle(R[:-1], R[1:]).sum()) <= 0 else None
-
-
 def rpe_translation(target_c2w: np.ndarray, estimates: Mapping[str, np.ndarray], details: dict | None = None, *,
                     frame_indices=None) -> float:
     """Eq. 2: translation RPE over adjacent frames, averaged over the estimators given.

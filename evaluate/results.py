@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -258,8 +258,3 @@ class ItemResult:
                    metrics={k: MetricEntry.from_dict(m) for k, m in (d.get("metrics") or {}).items()},
                    extra={k: v for k, v in d.items() if k not in (*cls._HEAD, "metrics")},
                    schema_version=int(d.get("schema_version") or 0))
-
-
-def computed_values(results: Iterable[ItemResult], key: str) -> list[float]:
-    """The computed values of ``key`` over ``results`` (items where it is not computed are left out)."""
-    return [r.value(key) for r in results if key in r.metrics and r.metrics[key].is_computed]

@@ -83,7 +83,11 @@ class EvalConfig:
         allowed = set(EvalConfig.__dataclass_fields__)
         bad = set(d) - allowed
         if bad:
-            raise ConfigError(f"evaluate.{sorted(bad)[0]}: unknown setting; allowed: {sorted(allowed)}")
+            from trajectories.fields import unknown_field_message
+
+            msg = unknown_field_message("evaluate", bad, allowed)
+            raise ConfigError(msg.replace("unknown field", "unknown setting"))
+        _check_types(d)
         for k, v in list(d.items()):
             if isinstance(v, list):
                 d[k] = tuple(v)
@@ -125,9 +129,9 @@ class EvalConfig:
         if self.device != "auto":
             resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
         for n, opts in (self.backbone_options or {}).items():
-            if n not in BACKBONES or not BACKBONES[n].learned:
+            if n not in BACKBONES or not (BACKBONES[n].learned or BACKBONES[n].packaged):
                 raise ConfigError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
-                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned)}")
+                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned or v.packaged)}")
             if not isinstance(opts, dict):
                 raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
                                  "{da3: {process_res: 504}}")
@@ -135,6 +139,57 @@ class EvalConfig:
     def family_settings(self, family: str) -> dict[str, Any]:
         s = asdict(self)
         return {k: s[k] for k in _family(family).settings}
+
+
+#: the numeric settings and their ranges: (kind, lower bound, inclusive, upper bound or None)
+_RANGES: dict[str, tuple[type, float, bool, Optional[float]]] = {
+    "rpe_stride": (int, 1, True, None), "memory_stride": (int, 1, True, None), "quality_stride": (int, 1, True, None),
+    "judge_stride": (int, 1, True, None), "canvas": (int, 8, True, None), "depth_stride": (int, 1, True, None),
+    "sphere_bin_deg": (float, 0, False, 90), "tracker_threshold": (float, 0, True, 1),
+    "revisit_tolerance_deg": (float, 0, True, 180), "revisit_tolerance_translation": (float, 0, True, None),
+    "departure_deg": (float, 0, False, 180),
+}
+
+
+def _check_types(d: dict[str, Any]) -> None:
+    """Every numeric setting a number of the right kind in its range, ``bootstrap`` ``{n >= 1, seed >= 0}``,
+    ``return_tolerances_deg`` positive degrees, ``enabled`` / ``validity`` booleans: a bad value fails here, before
+    anything is evaluated, naming the setting (never as a per-item Python error, or after every item)."""
+    def num(v: Any, kind: type) -> bool:
+        if isinstance(v, bool):
+            return False
+        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+
+    for k, (kind, lo, incl, hi) in _RANGES.items():
+        if k not in d:
+            continue
+        v = d[k]
+        rng = f"{'>=' if incl else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+        if not num(v, kind) or (v < lo if incl else v <= lo) or (hi is not None and v > hi):
+            what = "an integer" if kind is int else "a number"
+            raise ConfigError(f"evaluate.{k}={v!r}: must be {what} {rng} (see conf/evaluate/default.yaml)")
+    for k in ("enabled", "validity"):
+        if k in d and not isinstance(d[k], bool):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: use true or false")
+    if "return_tolerances_deg" in d:
+        v = d["return_tolerances_deg"]
+        if not isinstance(v, (list, tuple)) or not v or not all(num(x, float) and 0 < x <= 180 for x in v):
+            raise ConfigError(f"evaluate.return_tolerances_deg={v!r}: a list of degrees in (0, 180], e.g. [30, 15, 5]")
+    if "bootstrap" in d:
+        b = d["bootstrap"]
+        if not isinstance(b, dict) or set(b) - {"n", "seed"}:
+            raise ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
+        if "n" in b and (not num(b["n"], int) or b["n"] < 1):
+            raise ConfigError(f"evaluate.bootstrap.n={b['n']!r}: must be an integer >= 1 (the paper uses 2000)")
+        if "seed" in b and (not num(b["seed"], int) or b["seed"] < 0):
+            raise ConfigError(f"evaluate.bootstrap.seed={b['seed']!r}: must be an integer >= 0")
+    for k in ("encoders", "face", "trackers", "depth", "pose_estimators", "rpe_trans_estimators",
+              "return_frame_poses", "imaging", "aesthetic"):
+        if k in d and not (isinstance(d[k], (list, tuple)) and all(isinstance(x, str) for x in d[k])):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: a list of backbone names, e.g. evaluate.{k}=[pixel]")
+    for k in ("rpe_rot_estimator", "device"):
+        if k in d and not isinstance(d[k], str):
+            raise ConfigError(f"evaluate.{k}={d[k]!r}: give a name")
 
 
 def _family(name: str) -> Family:
@@ -157,7 +212,20 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
                 files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns)
                                for p in d.rglob("*") if p.is_file()) if d.is_dir() else "missing"
                 out[n] = [files, (ecfg.backbone_options or {}).get(n, {})]
+            elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
+                out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
     return out
+
+
+def _packaged_state(name: str) -> Any:
+    """Installing, removing or upgrading the package that ships a backbone's weights recomputes its families."""
+    from .backbones import import_class
+    from .perception.packaged import fingerprint
+
+    try:
+        return fingerprint(import_class(spec(name)).shipped_files())
+    except BackboneUnavailable as exc:
+        return f"unavailable: {exc}"
 
 
 def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None) -> dict[str, str]:
@@ -265,17 +333,22 @@ class _Prepared:
     reused: bool = False
     ctx: Any = None  # the decoded EvalItem (None when reused or failed)
     error: Optional[BaseException] = None  # unreadable metadata or video, undecodable video
+    broken: Optional[str] = None  # why its files are not the ones meta.json recorded (then nothing is decoded)
 
 
 def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
-             publish: Any = None) -> _Prepared:
+             publish: Any = None, check: bool = False) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
     not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
 
     ``publish(prepared)``: called once, as soon as the item can be scored: for a decoded item when its first frame
     is in (the decode goes on here; readers of the frames wait for what they need, see
-    :class:`evaluate.item.Decoding`), otherwise at the end."""
+    :class:`evaluate.item.Decoding`), otherwise at the end.
+
+    ``check``: first compare the item's files with the hashes its ``meta.json`` recorded
+    (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
+    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
     p = _Prepared(Path(item_dir))
     published = []
 
@@ -286,28 +359,27 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
             publish(p)
 
     try:
-        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None)
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check)
     finally:
         ready()
     return p
 
 
 def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
-                     publish: Any) -> None:
+                     publish: Any, check: bool) -> None:
     from .item import load_item, read_source
 
     try:
         src = read_source(p.dir)
     except Exception as exc:
-        from harness.io import read_json
-
-        try:  # the failed result still names the item and its case family when meta.json is readable
-            p.meta = read_json(p.dir / "meta.json")
-        except Exception:
-            pass
+        p.meta = _meta_or_none(p.dir)  # the failed result still names the item and its case when it is readable
+        p.broken = _integrity(p.dir, p.meta) if check else None
         p.error = exc
         return
     p.meta, p.video_sha = src.meta, src.sha256
+    p.broken = _integrity(p.dir, src.meta, (len(src.data), src.sha256)) if check else None
+    if p.broken is not None:
+        return
     p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo)
     p.prev = None if force else _read_result(p.dir / "metrics.json")
     p.reused = _all_reused(p.prev, p.hashes, src.sha256)
@@ -361,6 +433,10 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     item_dir = Path(item_dir)
     out_path = item_dir / "metrics.json"
     p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force)
+    if p.broken is not None:  # trust nothing on disk: a swapped or truncated file is never scored
+        res = _failed_result(item_dir, p.meta, p.broken)
+        write_json(out_path, res.to_dict())
+        return res
     if p.error is not None:
         res = _failed_result(item_dir, p.meta, _failure(p.error))
         write_json(out_path, res.to_dict())
@@ -476,17 +552,41 @@ def _warm_up() -> None:
     _plt()
 
 
+def _meta_or_none(item_dir: Path) -> Optional[dict]:
+    from harness.outputs import item_meta
+
+    return item_meta(item_dir)
+
+
+def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[int, str]] = None) -> Optional[str]:
+    """Why the item's files no longer match its ``meta.json`` (:func:`harness.outputs.item_problems`: video,
+    ``camera.npz``, ``controls/``, section types), logged once; None when they match. ``video_read``: (size, sha256)
+    of the ``video.mp4`` bytes already read (the video is then not read or hashed again)."""
+    import logging
+
+    from harness.outputs import _section, item_problems
+
+    if meta is None:
+        problems = ["meta.json is missing or not JSON"]
+    else:
+        named = str(_section(meta, "video").get("file") or "video.mp4")
+        problems = item_problems(item_dir, meta, video_read if named == "video.mp4" else None)
+    if not problems:
+        return None
+    why = ("; ".join(problems) + ": not evaluated (its files are not the ones generated); rerun the run's command to "
+           "regenerate it, or re-import the video")
+    logging.getLogger(__name__).warning("%s: %s", item_dir, why)
+    return why
+
+
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
-    """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` tables + analyses.
+    """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
+    tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`).
 
-    Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, tables, analyses, validity, html, results,
-    timings}``.
+    Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, results, tables, analyses, validity, html,
+    report, verdict, timings}``.
     """
-    from .analyses import run_analyses
-    from .report import write_tables
-    from .validity import validity_table
-
     from harness.outputs import RunDir
 
     t0 = time.perf_counter()
@@ -507,8 +607,8 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
 
     from .judge import RunJudge
 
-    # Per item: read meta.json and the video's bytes once, hash them once, decide reuse, decode once (only when
-    # something is recomputed), on a background thread for the next item while the current one is scored (PyAV
+    # Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
+    # (trust nothing on disk), decide reuse, decode once (only when something is recomputed), on a background thread for the next item while the current one is scored (PyAV
     # releases the GIL). A dynamic item's judge request is built from those frames and sent at once, up to
     # evaluate.judge.concurrency in flight across the run (one request per item; stored answers are reused); the
     # item is finished (metrics.json written) when its answer is in, and the run goes on meanwhile.
@@ -532,7 +632,8 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
 
             def task() -> None:
                 try:
-                    _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result)
+                    _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
+                             check=True)
                 except BaseException as exc:  # never leave the scorer waiting
                     if not ready.done():
                         ready.set_exception(exc)
@@ -557,28 +658,11 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
-    stored = [r.to_dict() for r in results]  # the run tables below read the metrics.json form
-    tables = write_tables(run_dir / "eval", stored, ecfg)
-    from .report import write_dynamic_table
+    from .reporting.run import write_run_outputs
 
-    tables["dynamic"] = write_dynamic_table(run_dir / "eval", stored)  # p_start, S_cond, S_gated, M-score
-    analyses = run_analyses(run_dir / "eval", stored, ecfg)
-    from harness.io import write_json, write_text
-
-    vrows, vmd = validity_table(stored)
-    write_json(run_dir / "eval" / "validity.json", {"rows": vrows, "items": [
-        {"item": r.item, "validity": r.validity} for r in results if r.validity]})
-    write_text(run_dir / "eval" / "validity.md", vmd)
-    from .html import decay_plot, write_index
-
-    data = json.loads((run_dir / "eval" / "analyses.json").read_text())
-    plot = decay_plot(run_dir / "eval" / "multi_revisit.png", data["multi_revisit"])
-    page = write_index(run_dir / "eval", stored, tables["summary"], plot)
-    total = time.perf_counter() - t0
-    from .reporting import build_report
-
-    report = build_report([run_dir], run_dir / "eval" / "report")  # the study report (docs/report.md), not timed
-    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done), "tables": tables,
-            "analyses": analyses, "validity": str(run_dir / "eval" / "validity.md"), "html": str(page),
-            "results": results, "report": report["html"],
+    # the run's eval/ folder: its report page, run tables, analyses and validity, from these results (one analysis)
+    outputs = write_run_outputs(run_dir, list(zip(dirs, results)), ecfg)
+    total = time.perf_counter() - t0 - outputs["report_s"]  # as before: the study report is not timed
+    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
+            "results": results, **outputs,
             "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, **backbones.clock}}

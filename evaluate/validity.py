@@ -12,13 +12,14 @@ estimator is from the truth, which is what bounds every metric that uses that es
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import camera as cam
 from . import memory as mem
 from .perception.base import BackboneUnavailable
+from .results import ItemResult
 
 # Bump when what the validity section computes changes: it is recomputed on re-runs (3: parallax return frames).
 VALIDITY_VERSION = 3
@@ -78,12 +79,12 @@ def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:
     return out
 
 
-def validity_table(results: list[dict]) -> tuple[list[dict], str]:
-    """Rows (model, estimator, quantity, mean, n) over items and a Markdown section."""
+def validity_table(results: Sequence[ItemResult]) -> tuple[list[dict], str]:
+    """Rows (model, estimator, quantity, mean, max, n) over the items' validity sections and a Markdown section."""
     acc: dict[tuple, list[float]] = {}
     for r in results:
-        v = r.get("validity") or {}
-        model = (r.get("item") or {}).get("model", "?")
+        v = r.validity
+        model = str(r.item.get("model", "?"))
         for label, row in (v.get("poses") or {}).items():
             for q in ("rpe_trans", "rpe_rot"):
                 if q in row and row[q] is not None and np.isfinite(row[q]):

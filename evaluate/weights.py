@@ -76,6 +76,9 @@ class Checksum(str, Enum):
     MISMATCH = "mismatch"
     #: nothing to compare with: no pinned sha256 and no download record
     UNPINNED = "unpinned"
+    #: a file is empty, truncated or not of its kind (a ``.safetensors`` whose header and size disagree, a
+    #: ``config.json`` that is not JSON): checked before any hash, so an unpinned folder is not "present" with it
+    CORRUPT = "corrupt"
     #: not hashed (a listing, or files missing)
     UNCHECKED = "-"
 
@@ -104,8 +107,10 @@ class BackboneStatus:
 
     @property
     def checksum_text(self) -> str:
-        """``ok``, ``unpinned``, ``-`` or ``mismatch:<file>`` (what a listing prints)."""
-        return f"mismatch:{self.mismatch_file}" if self.checksum is Checksum.MISMATCH else self.checksum.value
+        """``ok``, ``unpinned``, ``-``, ``mismatch:<file>`` or ``corrupt:<file>`` (what a listing prints)."""
+        if self.checksum in (Checksum.MISMATCH, Checksum.CORRUPT):
+            return f"{self.checksum.value}:{self.mismatch_file}"
+        return self.checksum.value
 
 
 def folder_status(name: str, root: Path, contract: Optional[WeightsContract], hash_files: bool = False,
@@ -128,9 +133,57 @@ def folder_status(name: str, root: Path, contract: Optional[WeightsContract], ha
     st = BackboneStatus(name, d, FolderState.MISSING if missing else FolderState.PRESENT, c, missing=missing,
                         size=_size(d))
     if hash_files and not missing:
+        for f in c.files:
+            why = file_problem(d / f)
+            if why:
+                st.checksum, st.mismatch_file, st.note = Checksum.CORRUPT, f, f"{f}: {why}"
+                return st
         st.sha256 = {f: sha256_file(d / f) for f in c.files}
         st.checksum, st.mismatch_file = _compare(d, c, st.sha256)
     return st
+
+
+def file_problem(path: Path) -> Optional[str]:
+    """Why a weights file cannot be what its name says (None when it can): empty; a ``.safetensors`` whose header
+    does not parse or whose tensors need more bytes than the file has (truncated); a ``.json`` that is not JSON; a
+    ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a zip archive nor a pickle. Reads headers only."""
+    import struct
+    import zipfile
+
+    size = path.stat().st_size
+    if size == 0:
+        return "empty file (an interrupted download?)"
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"truncated: {size} bytes, shorter than a safetensors header"
+            (n,) = struct.unpack("<Q", head)
+            if n > min(size - 8, 100 << 20):
+                return f"truncated or not safetensors: the header claims {n} bytes, the file has {size}"
+            try:
+                header = json.loads(f.read(n))
+            except (ValueError, UnicodeDecodeError):
+                return "not safetensors: its header is not JSON"
+        ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)
+                and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2]
+        need = 8 + n + max(ends, default=0)
+        if need > size:
+            return f"truncated: its tensors need {need} bytes, the file has {size}"
+        return None
+    if suffix == ".json":
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"not JSON ({exc})"
+        return None
+    if suffix in (".bin", ".pt", ".pth", ".ckpt"):
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        if not (zipfile.is_zipfile(path) or magic[:1] == b"\x80"):
+            return "neither a zip archive nor a pickle (truncated?)"
+    return None
 
 
 def _size(d: Path) -> int:

@@ -157,8 +157,11 @@ class Case(_Strict):
         return str(p if p.is_absolute() else Path(self.source).parent / p)
 
     def load_image(self) -> np.ndarray:
-        """Conditioning image as (H, W, 3) uint8 RGB."""
-        return load_rgb(self._resolve(self.image))
+        """Conditioning image as (H, W, 3) uint8 RGB; :class:`CaseError` naming the case file and field."""
+        try:
+            return load_rgb(self._resolve(self.image))
+        except CaseError as exc:
+            raise CaseError(f"{self.source}: image: {exc}") from None
 
     def load_depth(self) -> Optional[np.ndarray]:
         """Depth of the conditioning image (H, W) float32 in scene units, or None. Disparity is inverted."""
@@ -168,7 +171,12 @@ class Case(_Strict):
         if ref.startswith("skimage://"):
             arr = _skimage_array(ref)
         else:
-            arr = np.load(ref).astype(np.float32)
+            check_npy(ref, f"{self.source}: depth")
+            try:
+                arr = np.load(ref, allow_pickle=False).astype(np.float32)
+            except (ValueError, OSError, EOFError) as exc:
+                raise CaseError(f"{self.source}: depth: {self.depth!r} cannot be read ({exc}); give a float (H, W) "
+                                ".npy saved with numpy.save") from None
         if self.depth_kind == "disparity":
             valid = np.isfinite(arr) & (arr > 0)
             out = np.zeros_like(arr, dtype=np.float32)
@@ -183,7 +191,11 @@ class Case(_Strict):
         if obj.mask is not None:
             m = cv2.imread(self._resolve(obj.mask), cv2.IMREAD_GRAYSCALE)
             if m is None:
-                raise CaseError(f"{self.source}: targets.objects[{obj.id}].mask: cannot read {obj.mask!r}")
+                raise CaseError(f"{self.source}: targets.objects[{obj.id}].mask: cannot read {obj.mask!r}; give a "
+                                "PNG of the image's size (white = object)")
+            if m.shape != (height, width):  # never stretched: a mask of another image would be scored as this one
+                raise CaseError(f"{self.source}: targets.objects[{obj.id}].mask: {obj.mask!r} is {m.shape[1]}x"
+                                f"{m.shape[0]}, the image is {width}x{height}; give a mask of the image's size")
             return m > 127
         m = np.zeros((height, width), np.uint8)
         cv2.fillPoly(m, [np.round(np.asarray(obj.polygon)).astype(np.int32)], 1)
@@ -206,6 +218,27 @@ def known_trajectories() -> list[str]:
         return list_group("trajectory") or list(KNOWN_TRAJECTORIES)
     except Exception:  # conf not importable (a stripped install): the built-ins
         return list(KNOWN_TRAJECTORIES)
+
+
+def check_npy(ref: str, where: str) -> tuple[int, ...]:
+    """The shape of a ``.npy`` file from its header (nothing else read); :class:`CaseError` naming ``where`` for a
+    file that is not a ``.npy``, holds pickled objects or is not a 2-D numeric array."""
+    try:
+        with open(ref, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(f)
+    except FileNotFoundError:
+        raise CaseError(f"{where}: {ref} not found; fix the path (relative to the case file)") from None
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise CaseError(f"{where}: {ref} is not a .npy file ({exc}); save the depth map with numpy.save") from None
+    if dtype.hasobject or dtype.kind not in "fiu":
+        raise CaseError(f"{where}: {ref} holds {dtype} values (pickled objects are never loaded); save a float "
+                        "(H, W) array with numpy.save")
+    if len(shape) != 2:
+        raise CaseError(f"{where}: {ref} has shape {shape}; a depth map is (H, W), the image's height and width")
+    return tuple(shape)
 
 
 def image_size(ref: str) -> tuple[int, int]:
@@ -282,7 +315,12 @@ def _format_error(source: str, err: ValidationError, index: int | str | None) ->
 
 
 def _parse_records(path: Path) -> list[tuple[int | str | None, Any]]:
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseError(f"{path}: not UTF-8 text (byte {exc.start}); save the case file as UTF-8") from None
+    except OSError as exc:
+        raise CaseError(f"{path}: cannot be read ({exc.strerror}); check the file and its permissions") from None
     if path.suffix == ".jsonl":  # positions are 1-based line numbers, as an editor shows them
         out: list[tuple[int | str | None, Any]] = []
         for lineno, line in enumerate(text.splitlines(), start=1):
@@ -379,18 +417,23 @@ def check_resources(c: Case) -> None:
     every box and polygon lies inside the image. Raises :class:`CaseError` naming the file and the field."""
     ref = c._resolve(c.image)
     if ref.startswith("skimage://"):
-        h, w = load_rgb(ref).shape[:2]
+        h, w = c.load_image().shape[:2]
     else:
         if not Path(ref).is_file():
             raise CaseError(f"{c.source}: image: {c.image!r} not found (resolved to {ref}); fix the path")
-        w, h = image_size(ref)
         try:
+            w, h = image_size(ref)
             check_image_size(ref, w, h)
         except CaseError as exc:
             raise CaseError(f"{c.source}: image: {exc}") from None
-    for field_name, rel in (("depth", c.depth),):
-        if rel is not None and not c._resolve(rel).startswith("skimage://") and not Path(c._resolve(rel)).is_file():
-            raise CaseError(f"{c.source}: {field_name}: {rel!r} not found (resolved to {c._resolve(rel)}); fix the path")
+    if c.depth is not None and not c._resolve(c.depth).startswith("skimage://"):
+        dref = c._resolve(c.depth)
+        if not Path(dref).is_file():
+            raise CaseError(f"{c.source}: depth: {c.depth!r} not found (resolved to {dref}); fix the path")
+        shape = check_npy(dref, f"{c.source}: depth")
+        if shape != (h, w):
+            raise CaseError(f"{c.source}: depth: {c.depth!r} is {shape[1]}x{shape[0]}, the image is {w}x{h}; give "
+                            "the depth map of this image at its size (H, W)")
     boxes = [(f"targets.persons[{p.id}].box", p.box) for p in c.targets.persons]
     boxes += [(f"targets.objects[{o.id}].box", o.box) for o in c.targets.objects]
     for where, (x0, y0, x1, y1) in boxes:
@@ -401,6 +444,14 @@ def check_resources(c: Case) -> None:
         if o.mask is not None and not Path(c._resolve(o.mask)).is_file():
             raise CaseError(f"{c.source}: targets.objects[{o.id}].mask: {o.mask!r} not found "
                             f"(resolved to {c._resolve(o.mask)}); fix the path or give a polygon")
+        if o.mask is not None:
+            try:
+                mw, mh = image_size(c._resolve(o.mask))
+            except CaseError as exc:
+                raise CaseError(f"{c.source}: targets.objects[{o.id}].mask: {exc}") from None
+            if (mw, mh) != (w, h):  # a mask of another size would be stretched onto the image and scored
+                raise CaseError(f"{c.source}: targets.objects[{o.id}].mask: {o.mask!r} is {mw}x{mh}, the image is "
+                                f"{w}x{h}; give a mask of the image's size (white = object)")
         if o.polygon is not None:
             pts = np.asarray(o.polygon, dtype=float)
             if pts.ndim != 2 or pts.shape[1] != 2 or not np.isfinite(pts).all() or (pts < 0).any() \

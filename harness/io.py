@@ -1,4 +1,9 @@
-"""Atomic file writes: a temporary file in the same folder, then ``os.replace``. Readers never see half a file."""
+"""Atomic file writes: a temporary file in the same folder, then ``os.replace``. Readers never see half a file.
+
+Every text written here is scrubbed of secrets (:func:`harness.secrets.scrub`), and while a command runs every
+write is confined to its run directory (:func:`confine`): a path that resolves outside it is refused.
+Files read back from disk go through :func:`load_json` / :func:`read_jsonl`, whose errors name the file and the fix.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,41 @@ from typing import Any, Iterator
 
 import numpy as np
 from .errors import ConfigError
+
+
+class ContainmentError(ConfigError):
+    """A write would land outside the directories this command may write (its run directory)."""
+
+
+class BadFileError(ConfigError):
+    """A file read from disk is missing, truncated or of the wrong kind; the message names the file and the fix."""
+
+
+_CONFINED: list[Path] = []  # the roots writes must stay under while a command runs (empty: not confined)
+
+
+@contextmanager
+def confine(*roots: str | Path) -> Iterator[None]:
+    """While the block runs, every write through this module (and :class:`harness.video.VideoWriter`, the run
+    directory's item folders) must resolve under one of ``roots``; :class:`ContainmentError` otherwise. Nested
+    blocks add roots. A process-wide setting (not per thread): the runner's worker threads are confined too."""
+    added = [Path(r).expanduser().resolve() for r in roots]
+    _CONFINED.extend(added)
+    try:
+        yield
+    finally:
+        for r in added:
+            _CONFINED.remove(r)
+
+
+def check_contained(path: str | Path) -> Path:
+    """``path`` resolved; :class:`ContainmentError` when writes are confined and it lies outside every root."""
+    p = Path(path).expanduser().resolve()
+    if _CONFINED and not any(p == r or p.is_relative_to(r) for r in _CONFINED):
+        raise ContainmentError(f"refusing to write {p}: outside the run directory "
+                               f"({', '.join(str(r) for r in _CONFINED)}); a name in the config or a manifest "
+                               "became a path that leaves it (use plain names: letters, digits, _ . , = + -)")
+    return p
 
 
 
@@ -135,10 +175,26 @@ def _create_temp(folder: Path, prefix: str, suffix: str) -> str:
     raise FileExistsError(f"no free temporary name in {folder} for {prefix}*{suffix}")
 
 
+def temp_path(path: str | Path, suffix: str = "") -> Path:
+    """A new, empty, uniquely named temporary file next to ``path`` (``.<name>.<host>-<pid>.<unique><suffix>``:
+    found and removed by :func:`remove_dead_temps` once its writer is gone). Checked by :func:`check_contained`."""
+    path = Path(path)
+    check_contained(path)
+    prefix, end = f".{path.name}.{temp_tag()}.", suffix or path.suffix
+    try:
+        return Path(_create_temp(path.parent, prefix, end))
+    except FileNotFoundError:  # the folder does not exist yet
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return Path(_create_temp(path.parent, prefix, end))
+
+
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it is renamed onto ``path``, on error removed."""
+    """Yield a temporary path next to ``path``; on success it is renamed onto ``path``, on error removed.
+
+    An ``OSError`` without a file name (a full disk, ``ENOSPC`` from ``write``) is re-raised naming ``path``."""
     path = Path(path)
+    check_contained(path)
     prefix, end = f".{path.name}.{temp_tag()}.", suffix or path.suffix
     try:
         tmp = _create_temp(path.parent, prefix, end)
@@ -149,6 +205,10 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -160,13 +220,30 @@ def json_text(data: Any) -> str:
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json_text(data))
+    """``data`` as indented JSON, atomically, secrets scrubbed."""
+    write_text(path, json_text(data))
 
 
-def write_text(path: str | Path, text: str) -> None:
+def write_text(path: str | Path, text: str, scrubbed: bool = False) -> None:
+    """``text`` atomically, secrets scrubbed (:func:`harness.secrets.scrub`: every file the harness writes).
+    ``scrubbed=True``: the caller has scrubbed every part of ``text`` already (a big file assembled from parts
+    that were each scrubbed once: the manifest, a dry run's ``meta.json``)."""
+    from .secrets import scrub
+
+    clean = text if scrubbed else scrub(text)
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(clean)
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Append ``text`` (a whole record, e.g. one JSON line) to a log file, scrubbed of secrets and confined like
+    every write of this module; appends are not atomic, so readers of such logs skip a torn last line."""
+    from .secrets import scrub
+
+    p = check_contained(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a") as fh:
+        fh.write(scrub(text))
 
 
 def save_npy(path: str | Path, arr: np.ndarray) -> None:
@@ -178,7 +255,31 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
-class JsonLinesError(ConfigError):
+def load_json(path: str | Path, fix: str, expect: type | tuple[type, ...] = dict, what: str = "") -> Any:
+    """A JSON file read back from disk, checked: missing, unreadable, not UTF-8, not JSON (truncated) or not of
+    type ``expect`` is a :class:`BadFileError` naming the file (and ``what`` it should hold) and ``fix``."""
+    path = Path(path)
+    label = f"{path}" + (f" ({what})" if what else "")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadFileError(f"{label}: missing; {fix}") from None
+    except UnicodeDecodeError:
+        raise BadFileError(f"{label}: not UTF-8 text (a binary or damaged file); {fix}") from None
+    except OSError as exc:
+        raise BadFileError(f"{label}: cannot be read ({exc.strerror}); {fix}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadFileError(f"{label}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}: truncated or "
+                           f"edited?); {fix}") from None
+    if not isinstance(data, expect):
+        want = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
+        raise BadFileError(f"{label}: expected a JSON {want}, got {type(data).__name__}; {fix}")
+    return data
+
+
+class JsonLinesError(BadFileError):
     """A line of a JSON Lines file is not a JSON object; the message names the file and the 1-based line."""
 
 
@@ -187,7 +288,11 @@ def read_jsonl(path: str | Path) -> list[dict]:
     ``<file>:<line>``."""
     path = Path(path)
     out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise JsonLinesError(f"{path}: not UTF-8 text (a binary or damaged file); fix or replace it") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -5,7 +5,9 @@ filesystems and NFS) holding its owner: ``{host, pid, pid_start, token, started}
 this host and is gone (the pid is dead, or was reused by a process that started later) is *stale*: it is taken
 over. Take-overs on one host are serialised by an ``flock`` on ``<run>/.locks/.takeover`` so two processes never
 both take the same stale lock. A lock held from another host is always honoured (its pid cannot be checked from
-here); the message says which file to delete if that host is gone.
+here), unless it names a Slurm job (``slurm_job``, set inside a Slurm job): then it is stale once the controller no
+longer runs that job (a job killed on one node does not block the rerun that lands on another); where ``squeue``
+cannot tell, the lock is honoured. Otherwise the message says which file to delete if that host is gone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -25,6 +28,37 @@ from typing import Iterator, Optional
 from .io import _pid_start, file_mode, pid_alive
 
 
+def current_slurm_job() -> Optional[str]:
+    """This process's Slurm job (``<array>_<task>`` for an array task, else the job id), None outside Slurm."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
+#: squeue states of a job whose processes may still run
+_SLURM_ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING",
+                 "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "STAGE_OUT"}
+_SLURM_CACHE: dict[str, tuple[float, bool]] = {}  # job -> (asked at, alive): waiting runners poll every 0.5 s
+
+
+def slurm_job_alive(job: str, max_age_s: float = 10.0) -> bool:
+    """Whether Slurm still runs ``job`` (``squeue``); True when squeue cannot tell (missing, controller down)."""
+    hit = _SLURM_CACHE.get(job)
+    if hit is not None and time.monotonic() - hit[0] < max_age_s:
+        return hit[1]
+    try:
+        p = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=20)
+        if p.returncode == 0:
+            alive = bool(set(p.stdout.split()) & _SLURM_ACTIVE)
+        else:  # a job the controller has forgotten ("Invalid job id") is over; any other failure: cannot tell
+            alive = "invalid job id" not in p.stderr.lower()
+    except (OSError, subprocess.TimeoutExpired):
+        alive = True
+    _SLURM_CACHE[job] = (time.monotonic(), alive)
+    return alive
+
+
 @dataclass(frozen=True)
 class LockOwner:
     host: str
@@ -32,19 +66,23 @@ class LockOwner:
     pid_start: Optional[int]
     token: str
     started: float
+    slurm_job: Optional[str] = None  # the Slurm job the owner ran in (None outside Slurm)
 
     @staticmethod
     def me() -> "LockOwner":
         pid = os.getpid()
-        return LockOwner(socket.gethostname(), pid, _pid_start(pid), uuid.uuid4().hex, time.time())
+        return LockOwner(socket.gethostname(), pid, _pid_start(pid), uuid.uuid4().hex, time.time(),
+                         current_slurm_job())
 
     def alive(self) -> bool:
         if self.host != socket.gethostname():
-            return True  # cannot check another host's processes: honour the lock
+            # cannot check another host's processes: honour the lock, unless Slurm says its job is over
+            return slurm_job_alive(self.slurm_job) if self.slurm_job else True
         return pid_alive(self.pid, self.pid_start)
 
     def describe(self) -> str:
-        return f"pid {self.pid} on {self.host} since {time.strftime('%H:%M:%S', time.localtime(self.started))}"
+        job = f" (Slurm job {self.slurm_job})" if self.slurm_job else ""
+        return f"pid {self.pid} on {self.host}{job} since {time.strftime('%H:%M:%S', time.localtime(self.started))}"
 
 
 def lock_name(key: str) -> str:
@@ -144,12 +182,20 @@ class ItemLocks:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` for the block (released by the kernel if the process dies)."""
+def file_lock(path: Path, waiting: Optional[str] = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the block (released by the kernel if the process dies). With
+    ``waiting``, a process that has to wait logs that line with the lock file's path first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, file_mode())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                import logging
+
+                logging.getLogger(__name__).info("waiting: %s (lock file %s)", waiting, path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

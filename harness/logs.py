@@ -2,7 +2,9 @@
 CLI entry point.
 
 Status, diagnostic and progress messages go through :mod:`logging` to stderr in a short format
-(``LEVEL name: message``); the result a command was asked for (``list`` tables, ``weights list``, summary tables,
+(``LEVEL name: message``), scrubbed of secrets (:class:`harness.secrets.RedactFilter`; library records too, through
+the root handlers of ``conf/hydra/job_logging/harness.yaml``); the result a command was asked for (``list`` tables,
+``weights list``, summary tables,
 JSON for scripts) stays on stdout through ``print``. ``verbosity`` (``debug`` | ``info`` | ``warning`` | ``error``,
 default ``info``) sets the level of the project's loggers; ``progress=false`` turns off every progress bar, the
 project's own and those of the libraries it drives (tqdm, huggingface_hub, transformers, diffusers).
@@ -46,6 +48,8 @@ def setup_logging(verbosity: object = "info") -> None:
 
     Only the project's package loggers are touched (they stop propagating to the root logger, which Hydra
     configures for its own job logging), so a library's own logging is left as it is."""
+    from harness.secrets import RedactFilter
+
     level = check_verbosity(verbosity)
     fmt = logging.Formatter(FORMAT)
     for pkg in PACKAGES:
@@ -54,9 +58,13 @@ def setup_logging(verbosity: object = "info") -> None:
             log.removeHandler(h)
         handler = _StderrHandler()
         handler.setFormatter(fmt)
+        handler.addFilter(RedactFilter())  # no secret in a status line, whatever the message interpolates
         log.addHandler(handler)
         log.setLevel(level)
         log.propagate = False
+    # libraries log through the root logger (Hydra's job logging: stderr, scrubbed): not below info, and as quiet
+    # as the verbosity asks
+    logging.getLogger().setLevel(max(level, logging.INFO))
 
 
 def apply_progress(enabled: bool) -> None:

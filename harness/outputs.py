@@ -21,14 +21,26 @@ from typing import Any, Iterable, Optional, Sequence
 from . import PROJECT_ROOT
 from .io import read_json, write_text
 from .locks import file_lock
+from .secrets import scrub
 from .errors import ConfigError
 
 SEED_MAX = 2**32  # seeds are integers in [0, 2^32): what every upstream RNG (numpy, torch) accepts
-_RUN_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
+NAME_RULE = "letters, digits and _ . , = + - (starting with a letter or digit, no '..')"
 
 
 class PlanError(ConfigError):
     """A top-level setting (``run``, ``seed``, ``output_root``, ...) is invalid; the message names it and the fix."""
+
+
+def check_name(field_name: str, value: Any, fix: str = "") -> str:
+    """The one rule for every configured string that becomes a path segment of a run (``model.name``,
+    ``context.name``, the trajectory, a case id, each part of ``run``, an imported video's ``model`` / ``context``):
+    a plain name, so no output can leave the run directory. :class:`PlanError` naming ``field_name`` otherwise."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:  # lengths: check_writable
+        raise PlanError(f"{field_name}={value!r}: not a plain name; use {NAME_RULE}: it becomes a folder of the run "
+                        f"directory" + (f"; {fix}" if fix else ""))
+    return value
 
 
 def check_seed(value: Any, field_name: str = "seed") -> int:
@@ -41,13 +53,18 @@ def check_seed(value: Any, field_name: str = "seed") -> int:
 
 
 def check_run_name(run: Any) -> str:
-    """``run`` is one or more plain path parts (``study/v2``): letters, digits and ``_.,=+-``, no ``..``, no
-    absolute path, so every output stays under ``output_root``."""
-    s = str(run)
-    parts = s.split("/")
-    if not s or s.startswith("/") or any(p in ("", ".", "..") or not _RUN_PART.match(p) for p in parts):
-        raise PlanError(f"run={s!r}: use a plain name such as run=study_v2 (letters, digits, _ . , = + -; "
-                        "'/' between parts; no '..' and no absolute path)")
+    """``run`` is one or more plain name parts (``study/v2``, each :func:`check_name`), no ``..`` and no absolute
+    path, so every output stays under ``output_root``."""
+    s = str(run) if isinstance(run, (str, int)) and not isinstance(run, bool) else None
+    parts = s.split("/") if s else []
+    try:
+        if not parts:
+            raise PlanError("")
+        for p in parts:
+            check_name("run", p)
+    except PlanError:
+        raise PlanError(f"run={run!r}: use a plain name such as run=study_v2 ({NAME_RULE}; "
+                        "'/' between parts; no '..' and no absolute path)") from None
     return s
 
 
@@ -91,6 +108,13 @@ class WorkItem:
     seed: int
     trajectory: str
     case_id: str
+
+    def __post_init__(self) -> None:
+        # every segment of rel_dir passes the one name rule: an item folder can never leave its run directory
+        for f, v in (("model.name", self.model), ("context.name", self.context), ("trajectory", self.trajectory),
+                     ("case id", self.case_id)):
+            check_name(f, v)
+        check_seed(self.seed)
 
     @property
     def rel_dir(self) -> Path:
@@ -162,13 +186,85 @@ class ManifestRow:
 
     @staticmethod
     def from_meta(item: Any, meta: dict[str, Any]) -> "ManifestRow":
-        cam, video = meta.get("camera", {}), meta.get("video", {})
+        cam, video = _section(meta, "camera"), _section(meta, "video")
         return ManifestRow(
             **item.to_dict(), key=item.key, status=meta["status"], dir=item.key,
             video="video.mp4" if meta["status"] == "done" else None, video_sha256=video.get("sha256"),
             frames_sha256=video.get("frames_sha256"), spec_hash=cam.get("spec_hash"),
             num_frames=cam.get("num_frames"), fps=cam.get("fps"), phases=cam.get("phases"),
             timings=meta.get("timings"), error=meta.get("error"), fingerprint=meta.get("fingerprint"))
+
+
+def _section(meta: Any, key: str) -> dict[str, Any]:
+    """``meta[key]`` when it is a mapping, else ``{}`` (a hand-edited or foreign ``meta.json``)."""
+    v = meta.get(key) if isinstance(meta, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
+# -- integrity: a finished item is done only while its files match what meta.json recorded ------------------------
+def controls_hashes(controls_dir: Path) -> dict[str, str]:
+    """sha256 of every file in ``controls/`` (relative posix name -> hex; hidden temporaries left out)."""
+    from .io import sha256_file
+
+    d = Path(controls_dir)
+    if not d.is_dir():
+        return {}
+    return {p.relative_to(d).as_posix(): sha256_file(p) for p in sorted(d.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")}
+
+
+def item_problems(item_dir: Path, meta: Any, video_read: Optional[tuple[int, str]] = None) -> list[str]:
+    """Why a finished item's files no longer match its ``meta.json`` (empty when they do): the types of its
+    sections, ``video.mp4`` (present, size, sha256), ``camera.npz`` (sha256, or readable when no hash was recorded)
+    and every recorded file of ``controls/``. Each problem names the file and what differs.
+
+    ``video_read``: (size in bytes, sha256 hex) of the video's bytes when the caller has read them already (the
+    evaluation checks the very bytes it decodes, hashed once), instead of reading the file again."""
+    from .io import sha256_file
+
+    d = Path(item_dir)
+    if not isinstance(meta, dict):
+        return ["meta.json: not a JSON object"]
+    out: list[str] = []
+    for key in ("video", "camera", "controls"):
+        if key in meta and not isinstance(meta[key], dict):
+            out.append(f"meta.json: '{key}' is a {type(meta[key]).__name__}, expected a mapping (edited by hand?)")
+    video, cam, controls = _section(meta, "video"), _section(meta, "camera"), _section(meta, "controls")
+    if meta.get("status") == "done":
+        vp = d / str(video.get("file") or "video.mp4")
+        want = video.get("sha256")
+        if not isinstance(want, str):
+            out.append("meta.json: video.sha256 is missing")
+        elif video_read is None and not vp.is_file():
+            out.append(f"{vp.name} is missing")
+        else:
+            size = vp.stat().st_size if video_read is None else video_read[0]
+            if isinstance(video.get("size"), int) and size != video["size"]:
+                out.append(f"{vp.name} is {size} bytes, meta.json recorded {video['size']} (truncated or replaced)")
+            elif (sha256_file(vp) if video_read is None else video_read[1]) != want:
+                out.append(f"{vp.name} sha256 differs from meta.json (replaced or edited after it was written)")
+    cp = d / "camera.npz"
+    if not cp.is_file():
+        out.append("camera.npz is missing")
+    elif isinstance(cam.get("sha256"), str):
+        if sha256_file(cp) != cam["sha256"]:
+            out.append("camera.npz sha256 differs from meta.json (truncated, replaced or edited)")
+    else:  # written before hashes were recorded: at least it must read
+        from trajectories import TrajectoryError, load_path
+
+        try:
+            load_path(cp)
+        except TrajectoryError as exc:
+            out.append(str(exc))
+    hashes = controls.get("sha256")
+    if isinstance(hashes, dict):
+        for name, h in sorted(hashes.items()):
+            p = d / "controls" / str(name)
+            if not p.is_file():
+                out.append(f"controls/{name} is missing")
+            elif sha256_file(p) != h:
+                out.append(f"controls/{name} sha256 differs from meta.json")
+    return out
 
 
 def item_meta(item_dir: Path) -> Optional[dict[str, Any]]:
@@ -270,8 +366,9 @@ class RunDir:
         return self.path / rel
 
     def lock(self, name: str):
-        """A file lock of the run (``eval`` -> ``<run>/.eval.lock``), held by one process at a time."""
-        return file_lock(self.path / f".{name}.lock")
+        """A file lock of the run (``eval`` -> ``<run>/.eval.lock``: evaluations and reports of the run), held by
+        one process at a time; a process that has to wait says so, naming the lock file."""
+        return file_lock(self.path / f".{name}.lock", waiting=f"another process holds the {name} lock of {self.path}")
 
     # -- the manifest ----------------------------------------------------------------------------------------------
     def rows(self) -> list[ManifestRow]:
@@ -305,7 +402,7 @@ class RunDir:
                     with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
                         existing[json.loads(line)["key"]] = line
             for r in rows:
-                existing[r["key"]] = json.dumps(r, sort_keys=True)
+                existing[r["key"]] = scrub(json.dumps(r, sort_keys=True))
             self._write_manifest(existing)
         return self.manifest
 
@@ -321,8 +418,9 @@ class RunDir:
             rows: dict[str, str] = {}
             for meta_path in sorted(self.path.glob(_ITEM_META)):
                 m = item_meta(meta_path.parent)
-                if m and m.get("manifest"):
-                    rows[m["manifest"].get("key", str(meta_path.parent))] = json.dumps(m["manifest"], sort_keys=True)
+                row = _section(m, "manifest")
+                if row:  # read from a meta.json, which was scrubbed when written
+                    rows[str(row.get("key", meta_path.parent))] = json.dumps(row, sort_keys=True)
             self._write_manifest(rows)
         return self.manifest
 
@@ -330,8 +428,22 @@ class RunDir:
         for p in self.path.glob(f".{MANIFEST}.*"):  # under the manifest lock: left by a writer that died
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
-        lines = [rows[k] for k in sorted(rows)]
-        write_text(self.manifest, "\n".join(lines) + ("\n" if lines else ""))
+        lines = [rows[k] for k in sorted(rows)]  # every line scrubbed when it entered (or read back from disk)
+        write_text(self.manifest, "\n".join(lines) + ("\n" if lines else ""), scrubbed=True)
+
+    def problems(self) -> list[str]:
+        """Run-level leftovers: item locks (a process is on them, or died), partial videos and temporary files of
+        any writer (each named)."""
+        out = []
+        locks = self.path / ".locks"
+        if locks.is_dir():
+            out += [f"lock left: {p} (a process is working on that item, or died; a rerun takes a dead one over)"
+                    for p in sorted(locks.glob("*.lock"))]
+        for p in sorted(self.path.rglob(".*")):
+            if p.is_file() and p.name not in CONTROL_FILES and ".locks" not in p.parts and ".hydra" not in p.parts:
+                kind = "partial video" if p.name.endswith(".partial.mp4") else "temporary file"
+                out.append(f"{kind} left: {p} (a writer was killed; a rerun removes it)")
+        return out
 
 
 def versions() -> dict[str, Any]:

@@ -1,24 +1,61 @@
-"""Secrets in configs: environment values whose names look like credentials never reach a file or a log.
+"""Secrets: credentials never reach a file, a log line or the console.
 
-A name is secret when it contains TOKEN, KEY, SECRET, PASSWORD, PASSWD or CREDENTIAL (any case), e.g. ``HF_TOKEN``,
-``WANDB_API_KEY``. Files that show a launch (``command.sh``) reference such a variable as ``${NAME}``, so the
-script still runs where the variable is set; ``meta.json``, the saved config and logs show ``<redacted>``.
+Three rules, applied by value as well as by name:
+
+* **Names.** A variable is secret when its name looks like a credential (:func:`is_secret_name`): it contains
+  TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, BEARER, PRIVATE, APIKEY, ACCESSKEY or COOKIE, or one of its parts
+  (split at ``_``, ``-``, ``.`` and camelCase) is KEY, PASS, PWD, PW, AUTH, OAUTH, PAT, SESSION (``DB_PASS``,
+  ``AUTH_BEARER``, ``GITHUB_PAT``, ``MY_PWD``, ``apiKey``; a bare ``key`` is not). Names that hold a reference,
+  not the secret (``*_env``, ``*_file``, ``*_path``, ``*_dir``, ``*_name``), counts (``max_tokens``, ``*_len``) and
+  ``PWD`` / ``OLDPWD`` (the working directory) are not. In ``env`` mappings every value counts; elsewhere in a
+  config, string values only.
+* **Values.** Every value of a secret-named variable in a config (any ``env`` mapping, any secret-named key) or in
+  this process's environment is registered (:func:`register`) and removed from every text the harness writes:
+  files written through :mod:`harness.io`, ``upstream.log`` (:func:`run_logged`), every log record
+  (:class:`RedactFilter` on the handlers) and the console (:class:`ScrubbedStream`).
+* **Shapes.** Text that looks like a credential is redacted wherever it appears (:func:`scrub`): the password of a
+  URL (``https://user:<redacted>@host``), ``Bearer``/``Basic`` authorisation values, well-known token formats
+  (``hf_...``, ``sk-...``, ``ghp_...``, ``github_pat_...``, ``xox?-...``, ``AKIA...``, ``glpat-...``) and the value
+  of an ``UPPER_CASE_SECRET_NAME=value`` / ``NAME: value`` assignment.
+
+Launch scripts (``command.sh``) reference a secret as ``${NAME}`` (:func:`shell_export`), so they still run where
+the variable is set.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
-from typing import Any, Iterable
+import threading
+from typing import Any, Mapping, Optional
 
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
+
+_WORDS = re.compile(r"TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|BEARER|PRIVATE|APIKEY|ACCESSKEY|COOKIE", re.IGNORECASE)
+_PARTS = frozenset({"KEY", "PASS", "PWD", "PW", "AUTH", "OAUTH", "PAT", "SESSION"})
+#: parts that name a secret only with a qualifier (``API_KEY``): a bare ``key`` is a dict key, an item key
+_QUALIFIED = frozenset({"KEY", "SESSION"})
+_NOT_SECRET = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
+_REFERENCE = re.compile(r"(?:_|\b)(?:env|file|path|dir|name|hint|url)$", re.IGNORECASE)
+#: counts and sizes, not credentials: ``max_tokens``, ``num_tokens``, ``key_len``, a ``tokenizer``
+_COUNT = re.compile(r"^(?:max|min|num|n)_|(?:tokens|_count|_len|_size|_limit)$|tokenizer", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(str(name)))
+    """Whether a variable or key called ``name`` holds a credential (see the module docstring)."""
+    n = str(name)
+    if not n or n.upper() in _NOT_SECRET or _REFERENCE.search(n) or _COUNT.search(n):
+        return False
+    if _WORDS.search(n):
+        return True
+    parts = [p.upper() for p in re.split(r"[^A-Za-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", n)) if p]
+    return any(p in _PARTS and (p not in _QUALIFIED or len(parts) > 1) for p in parts)
 
 
 ENV_KEYS = ("env",)  # mappings of environment variables inside configs (``model.env``, a launch's env)
+MIN_VALUE_LEN = 4  # never rewrite tiny values that would hit ordinary text
+MIN_ENV_VALUE_LEN = 8  # values taken from the process environment (not configured by the user): longer still
 
 
 def _is_scalar(v: Any) -> bool:
@@ -26,7 +63,8 @@ def _is_scalar(v: Any) -> bool:
 
 
 def secret_values(cfg: Any) -> dict[str, str]:
-    """``{value: NAME}`` of every secret-named variable in any ``env`` mapping of a nested config."""
+    """``{value: NAME}`` of every secret-named variable in any ``env`` mapping, and of every secret-named scalar
+    key, of a nested config."""
     found: dict[str, str] = {}
 
     def walk(node: Any) -> None:
@@ -35,6 +73,8 @@ def secret_values(cfg: Any) -> dict[str, str]:
                 if k in ENV_KEYS and isinstance(v, dict):
                     found.update({str(val): str(name) for name, val in v.items()
                                   if _is_scalar(val) and str(val) and is_secret_name(name)})
+                elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:
+                    found[v] = str(k)  # a string: a number under a secret-looking key is a setting
                 else:
                     walk(v)
         elif isinstance(node, (list, tuple)):
@@ -45,25 +85,142 @@ def secret_values(cfg: Any) -> dict[str, str]:
     return found
 
 
-def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
-    """A copy of ``obj`` with secret-named variables of ``env`` mappings replaced by ``<redacted>`` and any known
-    secret value (``values``, e.g. from :func:`secret_values`) removed from every string (argv, messages)."""
-    values = values or {}
+def environment_secrets(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """``{value: NAME}`` of the secret-named variables of the environment (long enough to be a credential)."""
+    env = os.environ if environ is None else environ
+    return {v: k for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_ENV_VALUE_LEN and v.strip()}
 
-    def scrub(s: str) -> str:
-        for v, name in sorted(values.items(), key=lambda kv: -len(kv[0])):
-            if len(v) >= 4:  # never rewrite tiny values that would hit ordinary text
-                s = s.replace(v, f"<{name}: redacted>")
-        return s
+
+# -- the process registry -------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, str] = {}
+_LOCK = threading.Lock()
+_ENV_LOADED = False
+
+
+def register(values: Mapping[str, str]) -> None:
+    """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process."""
+    with _LOCK:
+        _REGISTRY.update({str(v): str(n) for v, n in values.items() if len(str(v)) >= MIN_VALUE_LEN})
+
+
+def registered() -> dict[str, str]:
+    """The registered values plus the environment's secret values (read once per process)."""
+    global _ENV_LOADED
+    if not _ENV_LOADED:
+        register(environment_secrets())
+        _ENV_LOADED = True
+    return dict(_REGISTRY)
+
+
+def clear_registry() -> None:
+    """Forget the registered values (tests; a new in-process command)."""
+    global _ENV_LOADED
+    with _LOCK:
+        _REGISTRY.clear()
+        _ENV_LOADED = False
+
+
+# -- text ------------------------------------------------------------------------------------------------------------
+# Each pattern starts with a literal and runs only when that literal occurs (a plain substring test): the text of a
+# dry-run item's meta.json is scrubbed in well under a millisecond.
+_URL_USERINFO = re.compile(r"://(?P<user>[^\s/@:'\"<>]*):(?P<pw>[^\s/@'\"<>]+)@")
+_URL_USER_TOKEN = re.compile(r"://(?P<user>[A-Za-z0-9_.~-]{16,})@")
+_AUTH_VALUE = re.compile(r"(?P<k>\b(?:bearer|basic))(?P<sp>\s+)(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_TOKEN_SHAPES = {p: re.compile(re.escape(p) + tail) for p, tail in (
+    ("hf_", r"[A-Za-z0-9]{12,}"), ("sk-", r"[A-Za-z0-9_-]{16,}"), ("ghp_", r"[A-Za-z0-9]{16,}"),
+    ("gho_", r"[A-Za-z0-9]{16,}"), ("ghu_", r"[A-Za-z0-9]{16,}"), ("ghs_", r"[A-Za-z0-9]{16,}"),
+    ("ghr_", r"[A-Za-z0-9]{16,}"), ("github_pat_", r"[A-Za-z0-9_]{16,}"), ("xoxb-", r"[A-Za-z0-9-]{10,}"),
+    ("xoxp-", r"[A-Za-z0-9-]{10,}"), ("xoxa-", r"[A-Za-z0-9-]{10,}"), ("AKIA", r"[0-9A-Z]{16}"),
+    ("glpat-", r"[A-Za-z0-9_-]{16,}"))}
+#: ``NAME=value``, ``NAME: value``, ``"NAME": "value"`` with an env-style (upper-case) NAME that looks secret: one
+#: pattern per word, starting at the word; the rest of the name before it is read back from the text
+_NAME_WORDS = ("TOKEN", "SECRET", "PASS", "PW", "CREDENTIAL", "BEARER", "PRIVATE", "KEY", "AUTH", "PAT", "SESSION",
+               "COOKIE")  # roots: PASS finds PASSWORD and PASSWD, PW finds PWD, KEY finds APIKEY
+_ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?)"
+                              r"(?P<v>[^\s\"',}\]\\<>]+)") for w in _NAME_WORDS}
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _auth_value(m: re.Match) -> str:
+    v = m["v"]
+    # a credential has digits or base64 symbols (or is long); "basic settings" is prose
+    if len(v) >= 20 or re.search(r"[0-9+/=_.~-]", v):
+        return f"{m['k']}{m['sp']}{REDACTED}"
+    return m.group(0)
+
+
+def _scrub_assignments(text: str, word: str) -> str:
+    out, last = [], 0
+    for m in _ASSIGNMENTS[word].finditer(text):
+        i = m.start()
+        while i > 0 and text[i - 1] in _NAME_CHARS:
+            i -= 1
+        if i < last or (i > 0 and (text[i - 1].isalnum())) or not text[i].isalpha():
+            continue  # inside a lower-case word, or overlapping a replacement already made
+        name, v = text[i:m.start()] + word + m["rest"], m["v"]
+        if not is_secret_name(name) or v.startswith(("<", "${", "$")) or v in ("null", "None", "~"):
+            continue
+        out += [text[last:m.start("v")], REDACTED]
+        last = m.end("v")
+    return "".join(out) + text[last:] if out else text
+
+
+def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
+    """``text`` without any registered secret value (or those of ``values``) and without anything shaped like a
+    credential (see the module docstring)."""
+    if not text:
+        return text
+    known = registered()
+    if values:
+        known.update({str(v): str(n) for v, n in values.items()})
+    for v, name in sorted(known.items(), key=lambda kv: -len(kv[0])):
+        if len(v) < MIN_VALUE_LEN:
+            continue
+        esc = _json_escaped(v)  # the escaped form first: the raw value may be a part of it
+        if esc != v and esc in text:
+            text = text.replace(esc, f"<redacted:{name}>")
+        if v in text:
+            text = text.replace(v, f"<redacted:{name}>")
+    if "://" in text and "@" in text:
+        text = _URL_USERINFO.sub(lambda m: f"://{m['user']}:{REDACTED}@", text)
+        text = _URL_USER_TOKEN.sub(f"://{REDACTED}@", text)
+    low = text.lower()
+    if "bearer" in low or "basic" in low:
+        text = _AUTH_VALUE.sub(_auth_value, text)
+    for prefix, pat in _TOKEN_SHAPES.items():
+        if prefix in text:
+            text = pat.sub(REDACTED, text)
+    for word in _NAME_WORDS:
+        if word in text:
+            text = _scrub_assignments(text, word)
+    return text
+
+
+def _json_escaped(v: str) -> str:
+    import json
+
+    return json.dumps(v)[1:-1]
+
+
+def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
+    """A copy of ``obj`` with secret-named variables of ``env`` mappings and secret-named scalar keys replaced by
+    ``<redacted>``, and every string scrubbed (:func:`scrub`: known values, credential shapes)."""
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: ({n: (REDACTED if is_secret_name(n) and _is_scalar(x) else walk(x)) for n, x in v.items()}
-                        if k in ENV_KEYS and isinstance(v, dict) else walk(v)) for k, v in node.items()}
+            out = {}
+            for k, v in node.items():
+                if k in ENV_KEYS and isinstance(v, dict):
+                    out[k] = {n: (REDACTED if is_secret_name(n) and _is_scalar(x) else walk(x)) for n, x in v.items()}
+                elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:
+                    out[k] = REDACTED
+                else:
+                    out[k] = walk(v)
+            return out
         if isinstance(node, (list, tuple)):
             return [walk(v) for v in node]
         if isinstance(node, str):
-            return scrub(node)
+            return scrub(node, values)
         return node
 
     return walk(obj)
@@ -78,5 +235,85 @@ def shell_export(name: str, value: str) -> str:
     return f"export {name}={shlex.quote(str(value))}"
 
 
-def secret_names(names: Iterable[str]) -> list[str]:
-    return sorted(n for n in names if is_secret_name(n))
+# -- logs, streams and subprocess output ----------------------------------------------------------------------------
+class RedactFilter(logging.Filter):
+    """A logging filter (on handlers: the project's, the root logger's, Hydra's) that scrubs every record's text,
+    so a library's log line (httpx printing a URL with its password) never shows a secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:  # a malformed record: leave it to the handler's own error path
+            return True
+        clean = scrub(msg)
+        if clean != msg or record.args:
+            record.msg, record.args = clean, None
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        return True
+
+
+def install_log_filter() -> None:
+    """Put a :class:`RedactFilter` on every handler of the root logger and of every existing logger (idempotent)."""
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for h in lg.handlers:
+            if not any(isinstance(f, RedactFilter) for f in h.filters):
+                h.addFilter(RedactFilter())
+
+
+class ScrubbedStream:
+    """A text stream that scrubs everything written (Hydra logs the overrides of every sweep job; ``--cfg job``
+    prints the config)."""
+
+    def __init__(self, stream: Any, values: Optional[Mapping[str, str]] = None):
+        self._stream, self._values = stream, values
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub(text, self._values))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env: Optional[dict] = None,
+               timeout: Optional[float] = None, values: Optional[Mapping[str, str]] = None) -> int:
+    """Run ``argv`` with stdout and stderr written, line by line and scrubbed, to ``log_path``; returns the exit
+    code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
+
+    The values of ``env``'s secret-named variables are scrubbed too, so a token upstream prints never lands in
+    the log."""
+    import subprocess
+    import time
+
+    extra = dict(values or {})
+    if env:
+        extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
+    with open(log_path, "w", encoding="utf-8", errors="replace") as lf:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+
+        def pump() -> None:
+            for raw in iter(proc.stdout.readline, b""):
+                lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
+                lf.flush()
+
+        t = threading.Thread(target=pump, name="upstream-log", daemon=True)
+        t.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            t.join(timeout=5)
+            raise
+        except BaseException:  # interrupted: the child must not outlive us
+            proc.kill()
+            proc.wait()
+            raise
+        t.join()
+        proc.stdout.close()
+    return proc.returncode

@@ -38,10 +38,12 @@ class VideoWriter:
         import queue
         import threading
 
+        from .io import check_contained, temp_tag
+
         self.path = Path(path)
+        check_contained(self.path)  # while a command runs: inside its run directory (harness.io.confine)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # unique per writer: two processes writing the same item never share a temporary file
-        from .io import temp_tag
 
         self._tmp = self.path.with_name(f".{self.path.stem}.{temp_tag()}.{uuid.uuid4().hex[:8]}.partial.mp4")
         self.fps, self.crf, self.preset = fps, crf, preset
@@ -254,12 +256,6 @@ class Yuv420pConverter:
         for buf, ph, pw in views:
             buf[:ph, pw:] = buf[:ph, pw - 1: pw]
         return frame
-
-
-def yuv420p_frame(rgb: np.ndarray):
-    """An ``av.VideoFrame`` (yuv420p) of an (H, W, 3) uint8 RGB frame with even H and W; each plane is written
-    row by row, so any even size works and no line padding is left uninitialised."""
-    return Yuv420pConverter(*rgb.shape[:2]).frame(rgb)
 
 
 def frames_sha256(frames) -> str:

@@ -11,7 +11,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` run only where CUDA is available; everywhere else they are skipped, visibly."""
+    """Tests marked ``gpu`` run only where CUDA is available, ``slurm`` only where a Slurm cluster answers,
+    ``judge_server`` only where tests/engines/judge_up.sh started a judge server; elsewhere they are skipped with the
+    reason."""
+    from tests.support import engines
+
+    required = os.environ.get("WORLDMEM_REQUIRE_ENGINES") == "1"  # CI: an engine that is not up is an error
+    for marker, probe in (("slurm", engines.slurm_absent), ("judge_server", lambda: engines.judge_server()[1])):
+        marked = [item for item in items if marker in item.keywords]
+        why = probe() if marked else None
+        if why and required:
+            raise pytest.UsageError(f"WORLDMEM_REQUIRE_ENGINES=1, but the tests marked {marker} cannot run: {why}")
+        for item in marked if why else ():
+            item.add_marker(pytest.mark.skip(reason=why))
     try:
         import torch
 

@@ -151,3 +151,44 @@ def test_the_table_check_can_fail(tmp_path):
     doc.write_text(TABLE_DOC.read_text().replace("| `evaluate` | errors, trajectories, records |",
                                                  "| `evaluate` | errors, trajectories, records, adapters |"))
     assert allowed("adapters.reference.model", "evaluate", import_table(doc))
+
+
+#: where each layer lives in the tree: (folder, files directly in it only?) -> the layers its modules may be in
+FOLDER_LAYERS = {
+    ("harness/app", False): {"app", "planning"},
+    ("harness/context", False): {"context"},
+    ("harness", True): {"records", "errors"},
+    ("adapters", False): {"adapters"},
+    ("evaluate", False): {"evaluate"},
+    ("trajectories", False): {"trajectories"},
+}
+ENTRY_POINTS = {"harness.__main__", "harness.bench"}  # thin entry points of the app, directly in harness/
+
+
+def test_the_folders_are_the_layers():
+    """The tree shows the layers: the app (CLI, planning, running, verify, benchmarks) is ``harness/app/``, the
+    KV-context policies ``harness/context/``, the records the files directly in ``harness/``."""
+    table = import_table()
+    bad = []
+    for f, mod in project_files():
+        rel = f.relative_to(ROOT).parent.as_posix()
+        if mod in ENTRY_POINTS:
+            want = {"app"}
+        else:
+            want = next(layers for (folder, flat), layers in FOLDER_LAYERS.items()
+                        if rel == folder or (not flat and rel.startswith(folder + "/")))
+        if layer_of(mod, table) not in want:
+            bad.append(f"{f.relative_to(ROOT)}: layer {layer_of(mod, table)}, its folder holds {sorted(want)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_entry_points_import_the_app():
+    """Nothing below the app reaches up into ``harness/app/`` (the two thin entry points start it)."""
+    bad = []
+    for f, mod in project_files():
+        if mod.startswith("harness.app") or mod in ENTRY_POINTS:
+            continue
+        package = mod if f.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        bad += [f"{f.relative_to(ROOT)}:{line} imports {target}" for line, target in imported_modules(f, package)
+                if target == "harness.app" or target.startswith("harness.app.")]
+    assert not bad, "\n".join(bad)

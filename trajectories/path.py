@@ -108,10 +108,8 @@ class CameraPath:
         Written to a temporary name and renamed, so a reader never sees half a file.
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        self.save_to(tmp)
-        tmp.replace(path)
+        with atomic_target(path) as tmp:
+            self.save_to(tmp)
 
     def save_to(self, file: Any) -> None:
         """The ``.npz`` of :meth:`save` written to ``file`` (a path or a binary file object), not atomically."""
@@ -125,9 +123,45 @@ class CameraPath:
         )
 
 
+def atomic_target(path: Path):
+    """A unique temporary file next to ``path``, renamed onto it on success (removed on error). The name follows
+    :func:`harness.io.atomic_path`'s convention, ``.<name>.<host>-<pid>.<random><suffix>``, so two writers never
+    share one and a dead writer's leftover is found (this layer cannot import :mod:`harness.io`)."""
+    import contextlib
+    import os
+    import socket
+
+    @contextlib.contextmanager
+    def _ctx():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+        tmp = path.with_name(f".{path.name}.{host}-{os.getpid()}.{os.urandom(4).hex()}{path.suffix}")
+        try:
+            yield tmp
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    return _ctx()
+
+
 def load_path(path: str | Path) -> CameraPath:
-    """Read a :class:`CameraPath` written by :meth:`CameraPath.save` (no pickle)."""
-    with np.load(Path(path), allow_pickle=False) as z:
+    """Read a :class:`CameraPath` written by :meth:`CameraPath.save` (no pickle). A missing, truncated or foreign
+    file is a :class:`~trajectories.TrajectoryError` naming it."""
+    from .builders import TrajectoryError
+
+    try:
+        return _load_path(Path(path))
+    except FileNotFoundError:
+        raise TrajectoryError(f"{path}: camera file missing; rerun the item (or re-import the video)") from None
+    except Exception as exc:  # BadZipFile, a missing array, a pickled array, malformed meta_json
+        raise TrajectoryError(f"{path}: not a readable camera file ({type(exc).__name__}: {exc}); it is truncated "
+                              "or was replaced: rerun the item (or re-import the video)") from None
+
+
+def _load_path(path: Path) -> CameraPath:
+    with np.load(path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta_json"]))
         hw = z["hw"]
         return CameraPath(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from harness.errors import ConfigError
 
@@ -82,3 +82,11 @@ def numbered(phases: Mapping[str, Sequence[int]], kind: PhaseKind) -> list[tuple
 def count(phases: Mapping[str, Sequence[int]], kind: PhaseKind) -> int:
     """How many ``<kind>k`` phases the path has in sequence (the number of revisits K for RETURN)."""
     return len(numbered(phases, kind))
+
+
+def phase_at(phases: Mapping[str, Sequence[int]], frame: int) -> Optional[str]:
+    """The label of the phase whose half-open range ``[start, end)`` holds ``frame`` (None: outside every phase)."""
+    for label, (a, b) in phases.items():
+        if int(a) <= int(frame) < int(b):
+            return label
+    return None

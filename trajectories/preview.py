@@ -70,9 +70,11 @@ def preview_path(
     axes[1].legend(fontsize=7)
     fig.suptitle(title or f"{path.name}: {path.num_frames} frames @ {path.fps:g} fps, {path.width}x{path.height}")
     fig.tight_layout()
-    tmp = out_png.with_name(out_png.stem + ".tmp.png")
-    with np.errstate(divide="ignore", invalid="ignore"):  # a camera that never moves: quiver's autoscale is 0 / 0
-        fig.savefig(tmp, dpi=80)
+    from .path import atomic_target
+
+    # a unique temporary name with the output's own suffix (savefig picks the format from it): two processes
+    # drawing the same figure never share a file, and a .svg is an SVG
+    with atomic_target(out_png) as tmp, np.errstate(divide="ignore", invalid="ignore"):  # quiver's 0/0 autoscale
+        fig.savefig(tmp, dpi=80, format=(out_png.suffix.lstrip(".") or "png"))
     plt.close(fig)
-    tmp.replace(out_png)
     return out_png

@@ -111,34 +111,77 @@ def _key_moves(p: MG3Params) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dead(v: float, p: MG3Params) -> float:
-    return 0.0 if abs(v) < p.dead_zone else v
+    """Upstream's per-frame, per-axis dead zone, compared in float32 as upstream compares the float32 values it is
+    given (under NumPy >= 2, ``np.float32(0.02) >= 0.02`` is true; utils/utils.py:49-50@71c3cd7f7413)."""
+    return 0.0 if abs(np.float32(v)) < np.float32(p.dead_zone) else float(v)
+
+
+#: what the encoder emits at least: the dead zone plus a margin, so no float32 rounding puts a value under it
+_DEAD_MARGIN = 1.0005
+
+
+def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
+    """Mouse values (T,) in units of ``deg_per_unit`` that take one rotation axis from 0 to ``target`` (T,) degrees.
+
+    Error diffusion: transition ``t - 1`` emits the lag ``(target[t] - state) / 15`` when it clears the dead zone,
+    else nothing (upstream drops a sub-threshold value for good, nothing accumulates). At the end of every move (a
+    run of frames whose target changes) the lag left over, under 0.3 deg, is folded into the move's last emitted
+    value of the same sign, which stays above the dead zone, so the state lands on the target when the move ends:
+    returns come back to the start orientation exactly, not 0.3 deg short.
+    """
+    T = len(target)
+    m = np.zeros(T)
+    dz = p.dead_zone * _DEAD_MARGIN
+    state = 0.0
+    moving = np.r_[False, np.abs(np.diff(target)) > 1e-9]
+    run_start = None
+    for t in range(1, T):
+        if moving[t] and run_start is None:
+            run_start = t - 1
+        v = (target[t] - state) / p.deg_per_unit
+        if abs(v) >= dz:
+            m[t - 1] = v
+            state += p.deg_per_unit * v
+        end_of_move = moving[t] and (t == T - 1 or not moving[t + 1])
+        if end_of_move and run_start is not None:
+            r = (target[t] - state) / p.deg_per_unit
+            if abs(r) > 1e-12:
+                run = np.arange(run_start, t)
+                same = [j for j in run[::-1] if m[j] != 0 and np.sign(m[j]) == np.sign(r)]
+                j = same[0] if same else None
+                if j is None and abs(r) >= dz:
+                    j = t - 1
+                if j is not None:  # never below the dead zone: the remainder has the value's sign
+                    m[j] += r
+                    state += p.deg_per_unit * r
+            run_start = None
+    return m
 
 
 @memo
 def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
     """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
 
-    Error diffusion keeps the integrated path within the dead zone / one key step of the request: each action
-    emits what brings the *integrated* state closest to the requested one. Vertical motion cannot be expressed
-    (translation is horizontal only) and shows up in the residual. Upstream's integrator applies action ``i`` to
-    go from frame ``i`` to frame ``i + 1`` (``compute_all_poses_from_actions``), so row ``t - 1`` carries the
-    motion into frame ``t`` and the last row moves nothing (it is zero).
+    Rotation: per axis, error diffusion with the end-of-move fold of :func:`_mg3_axis` (every emitted value clears
+    upstream's 0.02 dead zone in float32, and the integrated orientation meets the request at the end of every
+    move). Translation: each action picks the key combination that brings the *integrated* position closest to the
+    requested one, moving along the step's average yaw as upstream does. Vertical motion cannot be expressed
+    (translation is horizontal only) and shows up in the residual. Upstream's integrator applies action ``i`` to go
+    from frame ``i`` to frame ``i + 1`` (``compute_all_poses_from_actions``), so row ``t - 1`` carries the motion
+    into frame ``t`` and the last row moves nothing (it is zero).
     """
     yaw_cv, pitch_cv = yaw_pitch_from_rotmat(c2w[:, :3, :3])
     yaw_t, pitch_t = np.degrees(yaw_cv), -np.degrees(pitch_cv)  # MG pitch is positive down
     pos_t = c2w[:, :3, 3] * p.metres_per_unit
     keys_tab, moves = _key_moves(p)
     T = len(c2w)
+    m_yaw, m_pitch = _mg3_axis(yaw_t, p), _mg3_axis(pitch_t, p)
+    mouse = np.stack([p.pitch_sign() * m_pitch, m_yaw], axis=1).astype(np.float32)
     keyboard = np.zeros((T, 6), np.float32)
-    mouse = np.zeros((T, 2), np.float32)
-    yaw = pitch = 0.0
+    states = mg3_states(keyboard, mouse, p)  # the yaw upstream integrates (keys do not change it)
     pos = np.zeros(3)
-    sgn = p.pitch_sign()
     for t in range(1, T):
-        m_yaw = _dead((yaw_t[t] - yaw) / p.deg_per_unit, p)
-        m_pitch = _dead((pitch_t[t] - pitch) / p.deg_per_unit, p)
-        mouse[t - 1] = (sgn * m_pitch, m_yaw)
-        new_yaw, new_pitch = yaw + p.deg_per_unit * m_yaw, pitch + p.deg_per_unit * m_pitch
+        yaw, new_yaw = states[t - 1, 4], states[t, 4]
         psi = np.radians(0.5 * (yaw + new_yaw))
         fwd = np.array([np.sin(psi), 0.0, np.cos(psi)])
         right = np.array([np.cos(psi), 0.0, -np.sin(psi)])
@@ -147,7 +190,6 @@ def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray,
         best = int(np.argmin(np.linalg.norm(moves - want_fr[None], axis=1)))
         keyboard[t - 1, :4] = keys_tab[best]
         pos = pos + moves[best, 0] * fwd + moves[best, 1] * right
-        yaw, pitch = new_yaw, new_pitch
     return keyboard, mouse
 
 
@@ -273,11 +315,14 @@ def yume_keys(T_rel: np.ndarray, p: YumeParams = YumeParams()) -> tuple[str, str
     return move, (ud + hz) or "·"
 
 
-def yume_stage_bounds(num_frames: int, p: YumeParams = YumeParams()) -> list[tuple[int, int]]:
-    """Stage s covers frames ``[29 s, 29 (s+1))``; ``num_frames`` must be a multiple of 29 (493 = 17 x 29)."""
-    if num_frames % p.frames_per_stage:
-        raise ValueError(f"YUME needs a multiple of {p.frames_per_stage} frames; got {num_frames}")
-    return [(s * p.frames_per_stage, (s + 1) * p.frames_per_stage) for s in range(num_frames // p.frames_per_stage)]
+def yume_stage_bounds(num_poses: int, p: YumeParams = YumeParams()) -> list[tuple[int, int]]:
+    """Stage s moves the camera from pose ``29 s`` to pose ``29 (s+1)``: upstream drops the anchor (the conditioning
+    image, pose 0), so its 29 frames show poses ``29 s + 1 .. 29 s + 29`` (adapters/contracts/yume.yaml
+    ``writer.first_pose``). ``num_poses`` must be ``29 k + 1`` (494 = 17 stages)."""
+    if (num_poses - 1) % p.frames_per_stage or num_poses < 1 + p.frames_per_stage:
+        raise ValueError(f"YUME needs 29 k + 1 poses (the image + 29 frames per stage); got {num_poses}")
+    n = p.frames_per_stage
+    return [(s * n, (s + 1) * n) for s in range((num_poses - 1) // n)]
 
 
 def _num(v: float) -> str:
@@ -297,15 +342,13 @@ def yume_rotation_speed(c2w: np.ndarray) -> float:
 @memo
 def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams()) -> list[str]:
     """One caption line per stage: prefix, movement sentence, rotation sentence, speed sentence, then the scene
-    prompt appended with no separator. Keys come from the stage's net motion, from its first frame to the first
-    frame of the next stage (the last frame for the final stage); the rotation speed is YUME's own per-frame
-    measure over the same frames (:func:`yume_rotation_speed`). Line s is meant for stage s: the runner shim makes
-    upstream use it so (upstream alone would condition stage s on line s-1)."""
+    prompt appended with no separator. Keys come from the stage's net motion, from the pose it starts at to the
+    pose its last frame shows (:func:`yume_stage_bounds`); the rotation speed is YUME's own per-frame measure over
+    the same poses (:func:`yume_rotation_speed`). Line s is meant for stage s: the runner shim makes upstream use it
+    so (upstream alone would condition stage s on line s-1)."""
     lines = []
-    T = len(c2w)
     n = p.frames_per_stage
-    for a, b in yume_stage_bounds(T, p):
-        end = min(b, T - 1)
+    for a, end in yume_stage_bounds(len(c2w), p):
         rel = w2c_from_c2w(c2w[a]) @ c2w[end]
         move, rot = yume_keys(rel, p)
         dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 1), 0.1, 10))
@@ -334,10 +377,12 @@ def yume_parse_speeds(line: str) -> tuple[float, float]:
 
 @memo
 def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
-    """Captions -> canonical path: each stage turns / moves at its speed values in its keys' directions."""
-    T = len(lines) * p.frames_per_stage
+    """Captions -> canonical path (``29 k + 1`` poses: the image's, then 29 per stage): each stage turns / moves at
+    its speed values in its keys' directions."""
+    T = len(lines) * p.frames_per_stage + 1
     out = np.empty((T, 4, 4))
     cur = np.eye(4)
+    out[0] = cur
     i = 0
     for line in lines:
         move, rot = yume_parse_caption(line)
@@ -353,9 +398,9 @@ def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
         if step.any():
             step *= dist * p.units_per_speed_unit / np.linalg.norm(step)
         for _ in range(p.frames_per_stage):
-            out[i] = cur
-            i += 1
             yaw, pitch = yaw_pitch_from_rotmat(cur[:3, :3])
             R = rot_y(yaw + dyaw) @ rot_x(pitch + dpitch)
             cur = se3(R, cur[:3, 3] + cur[:3, :3] @ step)
+            i += 1
+            out[i] = cur
     return out

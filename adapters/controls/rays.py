@@ -3,12 +3,11 @@
 Poses are OpenCV camera-to-world 4x4 (+x right / +y down / +z forward, world = camera frame of frame 0);
 intrinsics are pixel ``K`` (3x3) or ``[fx, fy, cx, cy]``.
 
-Three layouts exist upstream and they are not interchangeable:
+Two layouts exist upstream and they are not interchangeable:
 
 * ``[o, d]`` (LingBot, Evoke, MG-3): origin and unit direction, pixel centres ``+0.5``, at *pixel* resolution,
   then folded ``b x b`` into channels with ``channel = b*b*c + b*row + col``.
 * Plücker ``[d, o x d]`` (SANA-WM): unit direction and moment, *integer* pixel grid, on the latent grid.
-* CameraCtrl ``[o x d, d]`` (DreamX legacy helper): not used by any path here.
 
 The SANA-WM Plücker encoding is re-implemented as a test reference in ``tests/support/upstream_reference.py``.
 """

@@ -6,8 +6,13 @@ floats each: ``[frame_idx, fx, fy, cx, cy, 0, 0, w2c (3x4 row-major)]``, one per
 ``cam_params_to_prope_dict`` turns into chunk-relative PRoPE ``viewmats`` at latent anchors 0, 1, 5, 9, ...
 (latent j -> frame 4j-3). Intrinsics are ignored upstream (fixed K 0.505 / 0.898 / 0.5 / 0.5,
 ``inference_ar_forcing.py:121-122``): the case's field-of-view error is part of the achieved-vs-requested residual. ``--num_output_frames`` counts latents (126 -> 501 frames). No translation
-normalisation: raw units. Context: Sliding is native (``local_attn_size 12``, ``sink_size 3``); FullKV patches the
-hard-coded cache sizes (``runner.py --full-kv``). Poses follow :mod:`trajectories.conventions`.
+normalisation: raw units. Context: native is upstream's window (``local_attn_size 12``, ``sink_size 3``: 3 sink +
+6 recent + 3 current latents, not the harness's sliding budget, so ``sliding`` is refused); FullKV patches the
+hard-coded cache sizes (``runner.py --full-kv``). Every frame is Lab colour-corrected by upstream's post-processing;
+the strength is passed explicitly (``model.color_correction_strength``, 1.0 as upstream's launcher; the parser's
+default is 0.3). Upstream loads the generator with ``strict=False`` and only prints the missing keys: the
+contract's ``writer.log_failures`` turns a non-empty list into a failed item. Poses follow
+:mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from adapters.controls.prope import DREAMX_FIXED_K_NORM
 from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import write_json, write_text
-from trajectories.conventions import c2w_from_w2c, fov_from_intrinsics, w2c_from_c2w
+from trajectories.conventions import c2w_from_w2c, w2c_from_c2w
 from trajectories.resample import first_of_group_anchors
 
 
@@ -35,6 +40,7 @@ class DreamXConfig(UpstreamConfig):
     model_name: str = "./Wan2.2-TI2V-5B"
     transformer_path: str = "./configs/dreamx-ar/"
     latents_per_chunk: int = 3
+    color_correction_strength: float = 1.0
 
 
 def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
@@ -63,10 +69,13 @@ def parse_camera_rows(text: str) -> np.ndarray:
 
 
 class DreamXAdapter(UpstreamAdapter):
-    contexts = ("fullkv", "sliding", "native")  # fullkv: the shim's --full-kv; sliding/native: upstream's window
-    unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented"}
+    contexts = ("fullkv", "native")  # fullkv: the shim's --full-kv; native: upstream's 12 / 3 window
+    unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented",
+                           "sliding": "upstream's window (local_attn_size 12, sink 3: 3 sink + 6 recent + 3 current "
+                                      "latents) is not the harness's 4 + 12 + 4 budget; use context=native for it"}
     config_class = DreamXConfig
     config: DreamXConfig
+    always_shimmed = True
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
@@ -84,18 +93,8 @@ class DreamXAdapter(UpstreamAdapter):
         items = [{"image_path": str(d / "image.png"), "caption": req.case.prompt, "action_seq": [],
                   "action_speed_list": []}]
         write_json(d / "items.json", items)
-        case_fov = fov_from_intrinsics(K, self.config.width, self.config.height)
-        model_fov = (float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[0]))),
-                     float(np.degrees(2 * np.arctan(0.5 / DREAMX_FIXED_K_NORM[1]))))
-        # a fact of the model, not a harness choice: cam_params_to_prope_dict builds K from constants
-        # (inference_ar_forcing.py:121-122), so the requested field of view is not what the model sees
-        fov_err = {"hfov_error_deg": float(abs(model_fov[0] - case_fov[0])),
-                   "vfov_error_deg": float(abs(model_fov[1] - case_fov[1]))}
         return NativeControls(files={"cameras.txt": str(d / "cameras.txt"), "items.json": str(d / "items.json")},
-                              meta={"num_latents": lat, "latent_anchor_rule": "0, then 4j-3",
-                                    "intrinsics": {"case_fov_deg": case_fov, "model_fov_deg": model_fov,
-                                                   "caveat": "DreamX ignores per-case intrinsics (fixed K upstream)"},
-                                    "intrinsics_residual": fov_err})
+                              meta={"num_latents": lat, "latent_anchor_rule": "0, then 4j-3"})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         rows = parse_camera_rows((controls_dir / "cameras.txt").read_text())
@@ -112,7 +111,8 @@ class DreamXAdapter(UpstreamAdapter):
         args = ["--config_path", c.config_path, "--model_name", c.model_name, "--transformer_path",
                 c.transformer_path, "--base_checkpoint_path", self.ckpt(), "--data_path", str(d / "items.json"),
                 "--output_folder", str(out_dir), "--num_output_frames", str(self.num_latents(req.path.num_frames)),
-                "--fps", f"{c.fps:g}", "--seed", str(req.seed), "--chunk_relative"]
+                "--fps", f"{c.fps:g}", "--seed", str(req.seed), "--chunk_relative", "--color_correction_strength",
+                f"{c.color_correction_strength:g}"]
         shim = ["--seed", str(req.seed), "--cameras", str(d / "cameras.txt")]
         if req.context.name == "fullkv":
             shim += ["--full-kv", str(self.num_latents(req.path.num_frames))]

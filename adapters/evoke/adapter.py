@@ -7,8 +7,11 @@ the index resampling is the identity. The trajectory ends with 21 static poses (
 pose edits are switched off through the variables its driver reads (contract ``adapters/contracts/evoke.yaml``):
 ``CAP_MAX_DEG=0 CAP_MAX_TRANS=0`` (the per-chunk clamp, 10 deg / 3 units by default, would cut a 90-degree turn to
 about 39 degrees; with both 0 no ``--cap_mode`` is passed), ``POSE_SMOOTH_WIN=0`` and ``POSE_EXTEND_MODE=clamp``.
-Weights: ``TRANSFORMER_PATH`` (``model.checkpoint``, the parent of ``transformer/``) and ``BASE_CKPT``
-(``model.base_checkpoint``); output ``$OUT_ROOT/<row name>/geo_pred.mp4``. The launcher overwrites
+Weights: ``TRANSFORMER_PATH`` (``model.checkpoint``, the parent of ``transformer/``), ``BASE_CKPT``
+(``model.base_checkpoint``) and ``VIGEO_WEIGHTS`` (``model.vigeo_weights``, the folder of ``vigeo.pt``, without
+which upstream exits FATAL); output ``$OUT_ROOT/<row name>/geo_pred.mp4``. The joystick HUD upstream draws into
+every i2v frame by default is switched off with its own switch (``JOYSTICK_HUD=off``), the debug mp4s too
+(``DUMP_GEO=0 SAVE_SEGMENTS=0``), and the warp's co-visibility subsampling is seeded (``EVOKE_WARP_SEED``). The launcher overwrites
 ``CUDA_VISIBLE_DEVICES`` with ``$GPU_OFFSET``, so the assigned device goes there. Frames = 36 chunks - 3
 (14 chunks = 501). Poses follow :mod:`trajectories.conventions`.
 """
@@ -29,13 +32,17 @@ from harness.io import atomic_path, write_text
 
 @dataclass(frozen=True, kw_only=True)
 class EvokeConfig(UpstreamConfig):
-    """Evoke settings. launcher_env: variables that neutralise the launcher's pose edits. base_checkpoint: the
-    Evoke base model folder (``BASE_CKPT``; upstream default ``models/evoke-base`` in the checkout)."""
+    """Evoke settings. launcher_env: variables that neutralise the launcher's pose edits, its HUD and its debug
+    videos. base_checkpoint: the Evoke base model folder (``BASE_CKPT``; upstream default ``models/evoke-base`` in the
+    checkout). vigeo_weights: the folder holding ``vigeo.pt`` (``VIGEO_WEIGHTS``; upstream default
+    ``models/ViGeo1.1`` in the checkout)."""
 
     script: str = "scripts/inference/infer_post_distill.sh"
-    launcher_env: dict[str, str] = field(default_factory=lambda: {"CAP_MAX_DEG": "0", "CAP_MAX_TRANS": "0",
-                                                                  "POSE_SMOOTH_WIN": "0", "POSE_EXTEND_MODE": "clamp"})
+    launcher_env: dict[str, str] = field(default_factory=lambda: {
+        "CAP_MAX_DEG": "0", "CAP_MAX_TRANS": "0", "POSE_SMOOTH_WIN": "0", "POSE_EXTEND_MODE": "clamp",
+        "JOYSTICK_HUD": "off", "DUMP_GEO": "0", "SAVE_SEGMENTS": "0"})
     base_checkpoint: Optional[str] = None
+    vigeo_weights: Optional[str] = None
 
     def chunks(self, N: int) -> int:
         k, r = divmod(N + 3, 36)
@@ -73,7 +80,8 @@ class EvokeAdapter(UpstreamAdapter):
             return np.array(z["cam_c2w"], dtype=np.float64)
 
     def checkpoint_paths(self) -> dict[str, Optional[str]]:
-        return {**super().checkpoint_paths(), "base_checkpoint": self.config.base_checkpoint}
+        return {**super().checkpoint_paths(), "base_checkpoint": self.config.base_checkpoint,
+                "vigeo_weights": self.config.vigeo_weights}
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
@@ -84,7 +92,8 @@ class EvokeAdapter(UpstreamAdapter):
                "TRANSFORMER_PATH": self.ckpt(), "BASE_CKPT": c.base_checkpoint or "<model.base_checkpoint>",
                "HEIGHT": str(c.height), "WIDTH": str(c.width), "FPS": f"{c.fps:g}", "LOCAL_GPUS": "1",
                # the launcher sets CUDA_VISIBLE_DEVICES=$GPU_OFFSET itself (infer_post_distill.sh:205)
-               "GPU_OFFSET": self._devices().split(",")[0], **c.launcher_env}
+               "GPU_OFFSET": self._devices().split(",")[0], "EVOKE_WARP_SEED": str(req.seed),
+               "VIGEO_WEIGHTS": c.vigeo_weights or "<model.vigeo_weights>", **c.launcher_env}
         if c.python:
             env["EVOKE_PYTHON_BIN"] = str(Path(c.python).parent)
         return LaunchSpec(script=c.script, args=[], env=env, out_dir=str(out_dir),

@@ -1,7 +1,9 @@
 """HY-WorldPlay (Tencent-Hunyuan/HY-WorldPlay@da2d0c2).
 
 Native input: a pose JSON keyed ``"0", "1", ...`` with **one entry per latent**, each
-``{"extrinsic": 4x4 c2w, "K": 3x3 pixel K}`` (``assets/pose/test_forward_32_latents.json``); upstream asserts
+``{"extrinsic": 4x4 c2w, "K": 3x3 pixel K}`` (``assets/pose/test_forward_32_latents.json``). K is upstream's own
+default (generate.py:160-164, 89.4 x 58.2 deg once normalised), following the paper's "fixed camera intrinsics"
+(appendix C); the case's field-of-view error is recorded in the residual. Upstream asserts
 ``len == (video_length - 1)//4 + 1`` and derives the PRoPE matrices and a discrete action label per latent from it.
 Latent i carries frame 4i (training loader). Poses are recentred on frame 0 (upstream does not recentre at
 inference, and ``viewmats`` are bf16 in the transformer). Translation reaches the model in raw units (retrieval
@@ -24,7 +26,7 @@ import numpy as np
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.keys import hy_action_labels
 from adapters.controls.poses import interpolate_to_frames
-from adapters.controls.prope import hy_normalise_K
+from adapters.controls.prope import HY_DEFAULT_K, hy_normalise_K
 from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import fov_selection as _fov_selection
@@ -68,6 +70,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
     unsupported_reasons = {}
     config_class = HYConfig
     config: HYConfig
+    always_shimmed = True
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
@@ -81,10 +84,10 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         poses = req.path.c2w[latent_anchor_frames(lat)].copy()
         poses[:, :3, 3] *= self.scene_scale()
         d = req.controls_dir
-        write_text(d / "pose.json", pose_json(poses, np.asarray(K)))
+        write_text(d / "pose.json", pose_json(poses, HY_DEFAULT_K))  # fixed K (paper appendix C)
         labels = hy_action_labels(poses)
         meta = {"num_latents": lat, "latent_anchor_rule": "latent i -> frame 4i",
-                "action_labels": labels.tolist(), "K_normalised": hy_normalise_K(K).tolist()}
+                "action_labels": labels.tolist(), "K_normalised": hy_normalise_K(HY_DEFAULT_K).tolist()}
         if req.context.name != "native":
             write_text(d / "context_selection.json", selection_json(req.context, req.path, self.config.chunk_latents))
         return NativeControls(files={"pose.json": str(d / "pose.json")}, meta=meta)
@@ -104,7 +107,8 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         args = ["--pose", str(d / "pose.json"), "--video_length", str(req.path.num_frames), "--seed", str(req.seed),
                 "--resolution", c.resolution, "--width", str(c.width), "--height", str(c.height), "--model_type",
                 c.model_type, "--few_step", "true", "--num_inference_steps", str(c.sampling_steps), "--rewrite",
-                "false", "--sr", "false", "--model_path", c.model_path or "<model.model_path>", "--action_ckpt", self.ckpt(),
+                "false", "--sr", "false", "--transformer_resident_ar_rollout", "true", "--model_path",
+                c.model_path or "<model.model_path>", "--action_ckpt", self.ckpt(),
                 "--image_path", str(d / "image.png"), "--prompt", req.case.prompt, "--output_path", str(out_dir)]
         shim_args = ["--seed", str(req.seed)]
         if req.context.name != "native":

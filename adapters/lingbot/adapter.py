@@ -181,6 +181,10 @@ class LingBotAdapter(UpstreamAdapter):
             args += ["--sample_steps", str(c.sampling_steps)]
         if c.ranks > 1:
             args += ["--dit_fsdp", "--t5_fsdp", "--ulysses_size", str(c.ranks)]
+        contract = self.contract()
+        for w in (contract.writer.checkout_writes if contract else ()):  # v2 creates --save_dir in the checkout
+            if w.redirect_flag:
+                args += [w.redirect_flag, str(out.parent)]
         ctx_args, wrapper, wrapper_args = self.context_args(req)
         return LaunchSpec(script="generate.py", args=args + ctx_args, output=str(out), wrapper=wrapper,
                           wrapper_args=wrapper_args)

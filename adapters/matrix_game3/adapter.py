@@ -7,9 +7,10 @@ with the extrinsics integrated by upstream's own ``compute_all_poses_from_action
 key presses (12.35 units per frame, horizontal only): the achieved path is decoded from the actions and the
 residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
 
-Launch: with ``--use_async_vae`` upstream starts its VAE worker on GPU index ``world_size``, so the paper's 8-GPU
-layout is 7 torchrun ranks (``--ulysses_size 7``) + 1 VAE GPU (``model.vae_worker_gpus: 1``). Poses follow
-:mod:`trajectories.conventions`.
+Launch: 8 torchrun ranks (``--ulysses_size 8``), without ``--use_async_vae``. Upstream's ``process_video`` draws
+key boxes and a cursor into every frame; the shim replaces it with a plain writer at the contract's fps (17), and
+that only reaches rank 0: with ``--use_async_vae`` a spawned worker would write (the paper's 7 + 1 layout; the
+contract's ``defaults_differ`` says why the harness does not follow it). Poses follow :mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class MG3Config(UpstreamConfig):
     first_clip_frames: int = 57
     frames_per_iteration: int = 40
     extra_args: tuple[str, ...] = ("--use_int8", "--fa_version", "3", "--vae_type", "mg_lightvae",
-                                   "--lightvae_pruning_rate", "0.5", "--use_async_vae", "--async_vae_warmup_iters", "1")
+                                   "--lightvae_pruning_rate", "0.5")
 
     def params(self) -> MG3Params:
         return MG3Params(metres_per_unit=self.translation_scale.per_scene_unit,
@@ -55,6 +56,7 @@ class MatrixGame3Adapter(UpstreamAdapter):
                            "sliding": "only the memory-slot selection could change; not implemented"}
     config_class = MG3Config
     config: MG3Config
+    always_shimmed = True
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
@@ -95,7 +97,10 @@ class MatrixGame3Adapter(UpstreamAdapter):
         if "--use_async_vae" in c.extra_args and c.gpus_per_job > 1 and c.vae_worker_gpus != 1:
             raise ModelConfigError("model.extra_args has --use_async_vae: upstream puts the VAE worker on GPU index "
                                    "world_size, so set model.vae_worker_gpus: 1 (gpus_per_job counts it)")
+        from adapters.matrix_game3.runner import REPLACES
+
+        # the shim writes the raw frames itself, at the rate upstream's writer uses (contract writer.fps)
         shim = ["--seed", str(req.seed), "--keyboard", str(d / "keyboard_condition.npy"), "--mouse",
-                str(d / "mouse_condition.npy")]
-        return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), output_glob="**/*.mp4",
-                          wrapper=self.shim_path(__file__), wrapper_args=shim)
+                str(d / "mouse_condition.npy"), "--fps", f"{self.contract().writer.fps:g}"]
+        return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), output=str(out_dir / "video.mp4"),
+                          wrapper=self.shim_path(__file__), wrapper_args=shim, replaces=REPLACES)

@@ -1,38 +1,50 @@
 """Matrix-Game 3 runner shim (runs inside the model's environment; targets SkyworkAI/Matrix-Game@20e033e3,
-Matrix-Game-3/utils/utils.py, contract ``adapters/contracts/matrix_game3.yaml``).
+folder Matrix-Game-3/, contract ``adapters/contracts/matrix_game3.yaml``).
 
-Upstream's ``get_data(num_frames, height, width, pil_image, device=, dtype=, key_strength=1.0)`` builds random
-benchmark actions; its call site (``pipeline/inference_pipeline.py::generate``) unpacks four values:
-``current_image, extrinsics_all, keyboard_condition_all, mouse_condition_all``. The replacement keeps upstream's
-image preprocessing (it calls the original for the image), swaps in the harness's compiled keyboard (T,6) and
-mouse (T,2), and integrates the extrinsics with upstream's own ``compute_all_poses_from_actions`` and
-``get_extrinsics``, exactly as the original does, so actions and the Plücker branch agree by construction.
-It also seeds the global RNGs.
+1. ``utils.utils.get_data(num_frames, height, width, pil_image, device=None, dtype=None)`` builds random
+   benchmark actions (the pin's signature has no ``key_strength``: utils/utils.py:95@71c3cd7f7413; its call site,
+   pipeline/inference_pipeline.py:394@20e033e3, passes none). Its call site unpacks four values:
+   ``current_image, extrinsics_all, keyboard_condition_all, mouse_condition_all``. The replacement keeps upstream's
+   image preprocessing (it calls the original for the image, with exactly the arguments the original accepts),
+   swaps in the harness's compiled keyboard (T,6) and mouse (T,2), and integrates the extrinsics with upstream's
+   own ``compute_all_poses_from_actions`` and ``get_extrinsics``, so actions and the Plücker branch agree.
+2. ``utils.visualize.process_video(input_video, output_video, config, mouse_icon_path, mouse_scale=,
+   default_frame_res=)`` draws six key boxes and a mouse cursor into every frame and writes the mp4
+   (visualize.py:146-167@71c3cd7f7413, called by rank 0 at inference_pipeline.py:733-740@20e033e3). The
+   replacement writes the same frames with upstream's own encoder (``diffusers.utils.export_to_video``, float
+   frames in [0, 1]) at ``--fps`` (the contract's ``writer.fps``, 17), with nothing drawn. That reaches the serial
+   path only: with ``--use_async_vae`` a spawned worker writes (the harness launch does not pass it).
+3. Seeds the global RNGs.
 
-Usage: ``python runner.py --seed S --keyboard K.npy --mouse M.npy -- generate.py <args>``.
+Usage: ``python runner.py --seed S --keyboard K.npy --mouse M.npy --fps 17 -- generate.py <args>``.
 """
 
 import argparse
+import inspect
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from adapters.shim import main_with, patch_attr  # noqa: E402
 
+#: The upstream functions this shim replaces (``module.function``): the contract's overlay rule reads it.
+REPLACES = ("utils.utils.get_data", "utils.visualize.process_video")
+
 
 def make_get_data(original, keyboard, mouse):
     """The replacement for ``utils.utils.get_data`` (same signature, same four return values)."""
+    accepts = set(inspect.signature(original).parameters)
 
-    def get_data(num_frames, height, width, pil_image, device=None, dtype=None, key_strength=1.0):
+    def get_data(num_frames, height, width, pil_image, device=None, dtype=None, **kwargs):
         import numpy as np
 
         upstream = sys.modules[original.__module__]
         if len(keyboard) < num_frames or len(mouse) < num_frames:
             raise SystemExit(f"shim: the compiled actions have {len(keyboard)} frames, upstream asks for {num_frames} "
                              "(num_iterations does not match the compiled trajectory)")
-        image = original(num_frames, height, width, pil_image, device=device, dtype=dtype,
-                         key_strength=key_strength)[0]
-        kb = np.asarray(keyboard[:num_frames], dtype=np.float32) * key_strength
+        extra = {k: v for k, v in kwargs.items() if k in accepts}  # only what the pinned original accepts
+        image = original(num_frames, height, width, pil_image, device=device, dtype=dtype, **extra)[0]
+        kb = np.asarray(keyboard[:num_frames], dtype=np.float32) * float(kwargs.get("key_strength", 1.0))
         ms = np.asarray(mouse[:num_frames], dtype=np.float32)
         poses = upstream.compute_all_poses_from_actions(kb, ms, first_pose=np.zeros(5))
         rotations = np.concatenate([np.zeros((len(poses), 1)), poses[:, 3:5]], axis=1).tolist()
@@ -47,11 +59,30 @@ def make_get_data(original, keyboard, mouse):
     return get_data
 
 
+def make_process_video(fps, export=None):
+    """The replacement for ``utils.visualize.process_video``: write ``input_video`` ((T, H, W, 3) uint8) to
+    ``output_video`` as it is, at ``fps``. ``export``: the writer (default: upstream's ``export_to_video``)."""
+
+    def process_video(input_video, output_video, config=None, mouse_icon_path=None, mouse_scale=1.0,
+                      default_frame_res=None, **kwargs):
+        import numpy as np
+
+        write = export
+        if write is None:
+            from diffusers.utils import export_to_video as write
+        frames = [np.asarray(f, dtype=np.float32) / 255.0 for f in input_video]
+        write(frames, output_video, fps=fps)
+
+    process_video.harness_shim = True
+    return process_video
+
+
 def patch(opts):
     import numpy as np
 
     kb, ms = np.load(opts.keyboard), np.load(opts.mouse)
     patch_attr("utils.utils", "get_data", lambda original: make_get_data(original, kb, ms))
+    patch_attr("utils.visualize", "process_video", lambda original: make_process_video(opts.fps))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--keyboard", required=True)
     ap.add_argument("--mouse", required=True)
+    ap.add_argument("--fps", type=float, required=True)
     return ap
 
 

@@ -5,7 +5,10 @@ pixels of the anchor image (``infer.py::load_camera``), and a caption JSON
 ``{"detailed": {"<start>": {"start": "", "dynamic": text}}}`` keyed by block start frames 0, 85, 169, 253, 337, 421.
 Block k consumes poses ``[1 + 84k, 84(k+1)]``; translation is metric and compressed by ``logd4`` inside the model,
 so the scale policy (``translation_scale.per_scene_unit``, metres per scene unit) matters. The rollout seed lives in the upstream config
-(``seed: 3407``); ``runner.py`` writes a copy of that config with the harness seed. Poses follow
+(``seed: 3407``); ``runner.py`` writes a copy of that config with the harness seed. Upstream resolves three more
+folders before anything runs and exits when one is missing (``infer.py:57-84``): Wan2.2-TI2V-5B, its umt5
+tokenizer and Depth-Anything-3; the launch passes them (``--wan-dir``, ``--tokenizer-dir``, ``--da3-dir``) and
+exports ``DIFFSYNTH_SKIP_DOWNLOAD=true`` (any other value downloads from ModelScope). Poses follow
 :mod:`trajectories.conventions`.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -24,11 +28,21 @@ from harness.io import atomic_path, write_json
 @dataclass(frozen=True, kw_only=True)
 class MG35Config(UpstreamConfig):
     """Matrix-Game 3.5 settings. num_blocks: 84 poses each (6 -> 505 frames). config_file: upstream config.
-    pipeline_seed: the fixed pipeline seed (42) recorded beside the rollout seed."""
+    pipeline_seed: the fixed pipeline seed (42) recorded beside the rollout seed. wan_dir: the Wan2.2-TI2V-5B folder
+    (``--wan-dir``); tokenizer_dir: the umt5-xxl tokenizer (``--tokenizer-dir``, default ``<wan_dir>/google/umt5-xxl``);
+    da3_dir: the Depth-Anything-3 folder (``--da3-dir``)."""
 
     num_blocks: int = 6
     config_file: str = "configs/infer_distilled_6blocks.yaml"
     pipeline_seed: int = 42
+    wan_dir: Optional[str] = None
+    tokenizer_dir: Optional[str] = None
+    da3_dir: Optional[str] = None
+
+    def tokenizer(self) -> Optional[str]:
+        if self.tokenizer_dir:
+            return self.tokenizer_dir
+        return str(Path(self.wan_dir) / "google" / "umt5-xxl") if self.wan_dir else None
 
 
 def caption_starts(num_blocks: int) -> list[int]:
@@ -42,6 +56,7 @@ class MatrixGame35Adapter(UpstreamAdapter):
                            "fov": "no FoV switch; the model has its own pose-proximity and projection-IoU retrieval"}
     config_class = MG35Config
     config: MG35Config
+    always_shimmed = True
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
@@ -74,7 +89,14 @@ class MatrixGame35Adapter(UpstreamAdapter):
         out = req.item_dir / "upstream_out" / "video.mp4"
         patched = d / "infer_config.yaml"
         args = ["--config", str(patched), "--checkpoint", self.ckpt(), "--image", str(d / "image.png"), "--camera",
-                str(d / "camera.npz"), "--caption", str(d / "caption.json"), "--output", str(out)]
+                str(d / "camera.npz"), "--caption", str(d / "caption.json"), "--output", str(out),
+                "--wan-dir", c.wan_dir or "<model.wan_dir>", "--tokenizer-dir", c.tokenizer() or "<model.tokenizer_dir>",
+                "--da3-dir", c.da3_dir or "<model.da3_dir>"]
         shim = ["--seed", str(req.seed), "--config-in", c.config_file, "--config-out", str(patched)]
+        # only 'true' keeps diffsynth off ModelScope (diffsynth/core/loader/config.py:50-60)
         return LaunchSpec(script="infer_distilled.py", args=args, output=str(out), wrapper=self.shim_path(__file__),
-                          wrapper_args=shim)
+                          wrapper_args=shim, env={"DIFFSYNTH_SKIP_DOWNLOAD": "true"})
+
+    def checkpoint_paths(self) -> dict[str, Optional[str]]:
+        c = self.config
+        return {**super().checkpoint_paths(), "wan_dir": c.wan_dir, "tokenizer_dir": c.tokenizer(), "da3_dir": c.da3_dir}

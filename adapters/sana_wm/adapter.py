@@ -4,7 +4,11 @@ Native input: ``--camera`` ``.npy`` (F,4,4) OpenCV c2w and ``--intrinsics`` ``.n
 missing intrinsics are silently estimated with Pi3X). Upstream makes poses relative to frame 0 (no translation
 normalisation: raw units reach the model) and builds a ``raymap`` (T_lat,20) at frames 8i and a chunk Plücker
 ``[d, o x d]`` (48, T_lat, 22, 40) over frames ``[8i-7, 8i]`` on an integer grid. 481 frames -> 61 latents; the
-streaming pipeline drops the anchor frame (480 written) [inferred]. Context: FullKV = ``--num_cached_blocks -1``,
+streaming pipeline drops the anchor frame (480 written, frame i = pose i + 1: W:1986, :2031 in the contract), and
+the harness puts the conditioning canvas in front (``writer.first_pose``). The inference YAML comes from the
+checkout (``--config``: it is not in the weights bundle), the refiner is seeded like stage 1 (``--refiner_seed``),
+and the stage-1 text encoder (gemma-2-2b-it) is read from the Hugging Face cache with ``HF_HUB_OFFLINE=1`` (the
+contract's ``hub_fetches``). Context: FullKV = ``--num_cached_blocks -1``,
 Sliding = a positive ``--num_cached_blocks`` with the sink token; the linear-attention layers always summarise all
 history (a caveat recorded with every run). Poses follow :mod:`trajectories.conventions`.
 """
@@ -23,10 +27,12 @@ from harness.io import save_npy
 
 @dataclass(frozen=True, kw_only=True)
 class SanaConfig(UpstreamConfig):
-    """SANA-WM settings. script: the streaming entry point. sliding_cached_blocks: ``--num_cached_blocks`` used for
-    the sliding policy. output_name: upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""
+    """SANA-WM settings. script: the streaming entry point. config_file: the inference YAML in the checkout
+    (``--config``). sliding_cached_blocks: ``--num_cached_blocks`` used for the sliding policy. output_name:
+    upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""
 
     script: str = "inference_video_scripts/wm/inference_sana_wm_streaming.py"
+    config_file: str = "configs/sana_wm/sana_wm_streaming_1600m_720p.yaml"
     denoising_step_list: str = "1000,960,889,727,0"
     sliding_cached_blocks: int = 2
     output_name: str = "video"
@@ -64,8 +70,9 @@ class SanaWMAdapter(UpstreamAdapter):
         blocks = {"fullkv": "-1", "sliding": str(c.sliding_cached_blocks), "native": str(c.sliding_cached_blocks)}
         args = ["--camera", str(d / "camera.npy"), "--intrinsics", str(d / "intrinsics.npy"), "--image",
                 str(d / "image.png"), "--prompt", str(d / "prompt.txt"), "--num_frames", str(req.path.num_frames),
-                "--seed", str(req.seed), "--denoising_step_list", c.denoising_step_list, "--num_cached_blocks",
-                blocks[req.context.name], "--fps", f"{c.fps:g}", "--streaming_root", self.ckpt(), "--output_dir",
-                str(out_dir), "--name", c.output_name]
+                "--seed", str(req.seed), "--refiner_seed", str(req.seed), "--denoising_step_list",
+                c.denoising_step_list, "--num_cached_blocks", blocks[req.context.name], "--fps", f"{c.fps:g}",
+                "--config", c.config_file, "--streaming_root", self.ckpt(), "--output_dir", str(out_dir), "--name",
+                c.output_name]
         return LaunchSpec(script=c.script, args=args, output=str(out_dir / f"{c.output_name}_streaming.mp4"),
                           out_dir=str(out_dir))

@@ -1,9 +1,14 @@
 """YUME 5B (stdstu12/YUME@111c3fa): controlled by captions only.
 
 Native input: a caption file, one line per stage (``caption_re.txt`` format): ``First-person perspective.`` + a
-movement sentence + a rotation sentence + a speed sentence. Upstream appends the InternVL captioner's refinement
-of ``--prompt`` (over the image) to every line (``fastvideo/sample/sample_5b.py:817``), so the scene prompt goes
-in ``--prompt`` only. Each stage decodes to 29 frames, so 493 frames = 17 stages and 551 = 19.
+movement sentence + a rotation sentence + a speed sentence. Upstream appends the InternVL captioner's answer to
+every line (``fastvideo/sample/sample_5b.py:817``); following the paper (appendix C: no additional prompt
+refinement, the content prompt appended verbatim to every stage) the shim answers with the case prompt verbatim
+(``model.prompt_refinement: false``), so the scene prompt goes in ``--prompt`` and the shim's answer only. Each stage
+decodes to 29 frames and upstream drops the anchor (the image is never decoded), so 17 stages write 493 frames that
+show poses 1..493; the item gets the canvas in front (494 poses, 552 for LRLRLR's 19 stages).
+``--sp_size`` changes nothing at the pinned commit (the 5B model is built without sequence parallelism), so one
+rank runs (``gpus_per_job: 1``).
 Keys come from each stage's net motion with snap thresholds (:class:`adapters.controls.keys.YumeParams`); the
 captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
 
@@ -41,6 +46,7 @@ class YumeConfig(UpstreamConfig):
     script: str = "fastvideo/sample/sample_5b.py"
     generate_target: str = "wan23.Yume.generate"
     captioner: Optional[str] = None
+    prompt_refinement: bool = False
 
     def params(self) -> YumeParams:
         return YumeParams(self.frames_per_stage, self.rotation_snap_deg, self.translation_snap,
@@ -53,14 +59,15 @@ class YumeAdapter(UpstreamAdapter):
                            "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
     config: YumeConfig
+    always_shimmed = True
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
-        if N % self.config.frames_per_stage:
-            raise ModelConfigError(f"YUME makes 29 frames per caption stage; {N} is not a multiple (model.num_frames "
-                                   "or model.frames_per_trajectory)")
+        if (N - 1) % self.config.frames_per_stage:
+            raise ModelConfigError(f"YUME makes 29 frames per caption stage after the image (29 k + 1 poses); {N} is "
+                                   "not one (model.num_frames or model.frames_per_trajectory)")
         # camera sentences only: with --jpg_dir upstream appends the captioner's refinement of --prompt to every
         # line (sample_5b.py:817), so the scene prompt reaches the model through --prompt, once
         lines = yume_captions(req.path.c2w, "", self.config.params())
@@ -85,10 +92,12 @@ class YumeAdapter(UpstreamAdapter):
                 str(c.sampling_steps), "--jpg_dir", str(d / "jpg"), "--prompt", req.case.prompt, "--video_output_dir",
                 str(out_dir)]
         shim = ["--seed", str(req.seed), "--captions", str(d / "caption.txt"), "--generate", c.generate_target,
-                "--checkpoint", self.ckpt(), "--captioner", c.captioner or "<model.captioner>"]
-        if c.ranks > 1:  # upstream's default sp_size 1 would make every rank render its own copy [inferred]
-            args += ["--sp_size", str(c.ranks)]
-        stages = req.path.num_frames // c.frames_per_stage
+                "--checkpoint", self.ckpt()]
+        if c.prompt_refinement:  # upstream's InternVL rewrite of the prompt
+            shim += ["--captioner", c.captioner or "<model.captioner>"]
+        else:  # the paper's setting: the content prompt verbatim on every line
+            shim += ["--verbatim-prompt", str(d / "prompt.txt")]
+        stages = (req.path.num_frames - 1) // c.frames_per_stage
         # one file per rank and stage, each with every frame so far (sample_5b.py:1076-1080, name ends
         # _<rank>_<stage>.mp4): rank 0's last stage is the video
         return LaunchSpec(script=c.script, args=args, out_dir=str(out_dir), output_glob=f"*_0_{stages - 1}.mp4",

@@ -12,9 +12,13 @@ fastvideo/sample/sample_5b.py, contract ``adapters/contracts/yume.yaml``).
 3. Hard-coded paths: ``./Yume-5B-720P`` (sample_5b.py:1146) and the InternVL3-2B captioner folder (:1288) are
    replaced in the script's source by ``--checkpoint`` / ``--captioner`` (the shim stops if the literals are not
    there: another commit).
+4. ``--verbatim-prompt FILE`` (the paper's setting, no prompt refinement): the captioner literal points at a
+   stand-in instead, whose ``chat(tokenizer, pixel_values, question, generation_config)`` (sample_5b.py:804)
+   answers with the file's text, so upstream appends the content prompt verbatim to every caption line (:817) and
+   InternVL is never loaded.
 
-Usage: ``python runner.py --seed S --captions caption.txt --checkpoint DIR --captioner DIR --
-fastvideo/sample/sample_5b.py <args>``.
+Usage: ``python runner.py --seed S --captions caption.txt --checkpoint DIR (--captioner DIR | --verbatim-prompt
+prompt.txt) -- fastvideo/sample/sample_5b.py <args>``.
 """
 
 import argparse
@@ -29,6 +33,40 @@ from adapters.shim import main_with  # noqa: E402
 COMMIT = "111c3fab7fb020d1e261a68be6ec78a3fecc8d5b"
 CHECKPOINT_LITERAL = '"./Yume-5B-720P"'
 CAPTIONER_LITERAL = "'/mnt/petrelfs/maoxiaofeng/Yume_v2_release/InternVL3-2B-Instruct'"
+VERBATIM = "harness://verbatim-prompt"  # the captioner path the stand-in answers for
+
+
+class VerbatimCaptioner:
+    """Stands in for InternVL3-2B where upstream loads it (sample_5b.py:1289-1295): ``chat`` returns the prompt."""
+
+    def __init__(self, prompt):
+        self.prompt = prompt
+
+    def eval(self):
+        return self
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def chat(self, tokenizer, pixel_values, question, generation_config=None, *args, **kwargs):
+        return self.prompt
+
+
+def patch_captioner(prompt, transformers=None):
+    """``AutoModel`` / ``AutoTokenizer.from_pretrained(VERBATIM, ...)`` return the stand-in (and no tokenizer);
+    every other path loads as before."""
+    if transformers is None:
+        import transformers
+    for name in ("AutoModel", "AutoTokenizer"):
+        cls = getattr(transformers, name)
+        original = cls.from_pretrained
+
+        def from_pretrained(path, *args, _original=original, _name=name, **kwargs):
+            if str(path) == VERBATIM:
+                return VerbatimCaptioner(prompt) if _name == "AutoModel" else None
+            return _original(path, *args, **kwargs)
+
+        cls.from_pretrained = from_pretrained
 
 
 def read_captions(path):
@@ -80,7 +118,11 @@ def patch(opts):
     repl = []
     if opts.checkpoint:
         repl.append((CHECKPOINT_LITERAL, repr(os.path.abspath(opts.checkpoint))))
-    if opts.captioner:
+    if opts.verbatim_prompt:
+        with open(opts.verbatim_prompt, encoding="utf-8") as f:
+            patch_captioner(f.read().strip())
+        repl.append((CAPTIONER_LITERAL, repr(VERBATIM)))
+    elif opts.captioner:
         repl.append((CAPTIONER_LITERAL, repr(os.path.abspath(opts.captioner))))
     return repl
 
@@ -91,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--captions", required=True)
     ap.add_argument("--generate", default="wan23.Yume.generate")
     ap.add_argument("--checkpoint")
-    ap.add_argument("--captioner")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--captioner")
+    group.add_argument("--verbatim-prompt")
     ap.add_argument("--commit", default=COMMIT)
     return ap
 

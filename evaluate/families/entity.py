@@ -89,8 +89,10 @@ def geometry(ctx, perc, ecfg, bb) -> Entries:
                  per_target=per_t, **_extra(ctx, trk, label))
 
 
-def _eq4(ctx, perc, trk, name, role):
-    """Per target, per revisit: Eq. 4 with one batched encoder call per target (reference + every revisit)."""
+def _eq4(ctx, perc, trk, name, role, detections=None):
+    """Per target, per revisit: Eq. 4 with one batched encoder call per target (reference + every revisit). For the
+    face role, ``detections`` (a dict) receives per target how many of the tracked frames had a face:
+    ``{"reference": [found, frames], "revisits": [[found, frames], ...]}``."""
     per_t = {}
     for tid, t in trk.items():
         rf = [f for f in ctx.ref_idx if t[f][1]]
@@ -105,6 +107,10 @@ def _eq4(ctx, perc, trk, name, role):
         else:
             feat, ok = perc.encode(name, allf, masks), np.ones(len(allf), bool)
         ref_feat = feat[: len(rf)][ok[: len(rf)]]
+        if detections is not None:
+            j = np.cumsum([0, len(rf)] + [len(w) for w in wins])
+            detections[tid] = {"reference": [int(ok[: len(rf)].sum()), len(rf)],
+                               "revisits": [[int(ok[a:b].sum()), int(b - a)] for a, b in zip(j[1:-1], j[2:])]}
         scores, i = [], len(rf)
         for w in wins:
             f_w, ok_w = feat[i : i + len(w)], ok[i : i + len(w)]
@@ -124,10 +130,16 @@ def appearance(ctx, perc, ecfg, bb) -> Entries:
 
 def identity(ctx, perc, ecfg, bb) -> Entries:
     tl, trk = tracks(ctx, perc, ecfg, bb["tracker"])
-    per_t = _eq4(ctx, perc, trk, bb["face"], "face")
+    det: dict = {}
+    per_t = _eq4(ctx, perc, trk, bb["face"], "face", det)
     fl = perc.label(bb["face"], "face")
+    # the face detector's hit rate on the frames the tracker validated (reference + revisits): a score from a
+    # detector that never fires reads as forgetting, one that fires on anything as memory
+    found = sum(d["reference"][0] + sum(r[0] for r in d["revisits"]) for d in det.values())
+    seen = sum(d["reference"][1] + sum(r[1] for r in d["revisits"]) for d in det.values())
     return entry("human.identity", f"{fl}+{tl}", perc.kind(bb["face"]), rollout_score(per_t, ctx.num_revisits),
-                 per_target=per_t, **_extra(ctx, trk, tl))
+                 per_target=per_t, face_detection=det, face_detection_rate=found / seen if seen else None,
+                 **_extra(ctx, trk, tl))
 
 
 def ors(ctx, perc, ecfg, bb) -> Entries:

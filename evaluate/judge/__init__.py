@@ -15,8 +15,8 @@ See ``docs/judge.md``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..results import BackboneKind, Entries, MetricEntry, entries
@@ -40,12 +40,19 @@ def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, Me
     return e.key, e
 
 
-def not_computed(settings: JudgeSettings, reason: str, retryable: bool) -> Entries:
+def recorded_settings(settings: JudgeSettings, fallbacks: Optional[dict] = None) -> dict:
+    """The judge settings recorded with each metric: the configured ones plus ``fallbacks`` (request field the
+    server refused -> what was sent instead; empty when the request went as configured)."""
+    return {**settings.to_dict(), "fallbacks": dict(fallbacks or {})}
+
+
+def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallbacks: Optional[dict] = None) -> Entries:
     """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
     next run even when nothing else changed."""
     label = settings.model
     return entries(*(MetricEntry.unavailable(m, label, reason, retryable=bool(retryable),
-                                             judge={"settings": settings.to_dict()}) for m in METRICS))
+                                             judge={"settings": recorded_settings(settings, fallbacks)})
+                     for m in METRICS))
 
 
 def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
@@ -73,10 +80,11 @@ def _scored(v: Verdict, frame_indices: Sequence[int], event: Mapping[str, Any], 
     from evaluate.dynamic import ASPECTS, score_checklist
 
     if not v.ok:
-        return not_computed(settings, v.reason, v.retryable)
+        return not_computed(settings, v.reason, v.retryable, v.fallbacks)
     refs = list(event["questions"])
     sc = score_checklist(v.started, v.answers, refs)
-    record = {"settings": settings.to_dict(), "server_model": v.server_model, "request_key": v.key,
+    record = {"settings": recorded_settings(settings, v.fallbacks), "server_model": v.server_model,
+              "request_key": v.key,
               "cached": v.cached, "repaired": v.repaired, "frames": [int(t) for t in frame_indices]}
     common = {"started": v.started, "answers": v.answers, "references": [q["answer"] for q in refs],
               "items": sc["items"], "judge": record}

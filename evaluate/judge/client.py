@@ -10,12 +10,18 @@ judge calls at once with that reason; the evaluation of everything else goes on.
 Files beside each item (``judge/``): ``<key>.request.json`` (the body, images replaced by their digest and
 written once as ``frames/<digest>.jpg``), ``<key>.attempts.jsonl`` (every attempt: status, error, the raw reply)
 and ``<key>.answer.json`` (only when the answer parsed: the reusable result).
+
+Fallbacks: a server may refuse an optional field of the request (HTTP 400 / 422 naming it; e.g. a server that does
+not implement ``response_format``). The session then drops that field for the rest of the run and asks again, and
+says so: a warning in the log, a ``fallback`` line in the attempts, ``fallbacks`` in the stored request and answer
+and in each metric's recorded judge settings (``metrics.json``). It never changes what it asks silently.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import random
 import threading
@@ -42,6 +48,12 @@ def _openai() -> Any:
 #: Sent when ``api_key_env`` is unset: the client needs some value; servers without auth ignore it.
 NO_KEY = "EMPTY"
 
+#: Optional request fields a server may refuse, and what the request falls back to without them.
+FALLBACKS = {
+    "response_format": "the prompt-only JSON contract (the prompt states the reply's format either way; the reply "
+                       "is parsed as strictly)",
+}
+
 
 class JudgeError(RuntimeError):
     """A judge request failed. ``transient``: worth retrying now (timeout, dropped connection, 429, 5xx);
@@ -49,9 +61,10 @@ class JudgeError(RuntimeError):
     HTTP status when there was one."""
 
     def __init__(self, reason: str, retryable: bool = True, fatal: bool = False, transient: bool = False,
-                 status: Optional[int] = None):
+                 status: Optional[int] = None, detail: str = ""):
         super().__init__(reason)
         self.retryable, self.fatal, self.transient, self.status = retryable, fatal, transient, status
+        self.detail = detail  # the server's own words (response body, key scrubbed), for the fallback check
 
 
 @dataclass
@@ -67,6 +80,7 @@ class Verdict:
     server_model: Optional[str] = None
     cached: bool = False
     repaired: bool = False
+    fallbacks: dict = field(default_factory=dict)  # request field dropped -> why (the server refused it)
 
 
 class JudgeSession:
@@ -82,6 +96,7 @@ class JudgeSession:
         self.failures: list[str] = []
         self.server_models: set[str] = set()
         self._verdicts: dict[str, Verdict] = {}  # this run's outcome per request key (a failure is not re-sent)
+        self.refused: dict[str, str] = {}  # optional field -> the server's refusal, learned this run (FALLBACKS)
 
     # -- secrets -------------------------------------------------------------------------------------------------
     def _key(self) -> str:
@@ -122,8 +137,9 @@ class JudgeSession:
             code = getattr(exc, "status_code", None)
             return JudgeError(f"server error {code or '5xx'}", transient=True, status=code)
         if isinstance(exc, openai.APIStatusError):
-            return JudgeError(f"HTTP {exc.status_code}: {self.scrub(exc.message)[:200]}", retryable=False,
-                              status=exc.status_code)
+            body = self.scrub(getattr(getattr(exc, "response", None), "text", "") or exc.message)[:500]
+            return JudgeError(f"HTTP {exc.status_code}: {body[:200]}", retryable=False, status=exc.status_code,
+                              detail=body)
         return JudgeError(f"{type(exc).__name__}: {self.scrub(exc)[:200]}")
 
     def _with_retries(self, what: str, fn, key: str, log) -> Any:
@@ -182,9 +198,42 @@ class JudgeSession:
                     f"{b}); first: {self.failures[0]}; the remaining items were not sent (re-run to retry)")
         return None
 
-    def _chat(self, body: dict, key: str, log) -> tuple[str, Optional[str]]:
-        """Send ``body`` (with retries); returns (reply text, server-reported model id)."""
+    def without_refused(self, body: dict) -> tuple[dict, dict[str, str]]:
+        """``body`` without the fields this run's server refused, and {field: why} for those dropped."""
+        with self._lock:
+            dropped = {f: self.refused[f] for f in body if f in self.refused}
+        return {k: v for k, v in body.items() if k not in dropped}, dropped
 
+    def _refused_field(self, err: JudgeError, body: dict) -> Optional[str]:
+        """The optional field of ``body`` that a 400 / 422 names, if any (then the request can fall back)."""
+        if err.status not in (400, 422):
+            return None
+        return next((f for f in FALLBACKS if f in body and f in err.detail), None)
+
+    def _chat(self, body: dict, key: str, log, fallbacks: dict) -> tuple[str, Optional[str]]:
+        """Send ``body`` (with retries, less any field the server refused: recorded in ``fallbacks``); returns
+        (reply text, server-reported model id)."""
+        body, dropped = self.without_refused(body)
+        fallbacks.update(dropped)
+        try:
+            return self._send(body, key, log)
+        except JudgeError as exc:
+            err, f = exc, self._refused_field(exc, body)
+            if f is None:
+                raise
+        why = f"refused by the server ({err}); sent without it: {FALLBACKS[f]}"
+        with self._lock:
+            first = f not in self.refused
+            self.refused[f] = why
+        if first:
+            logging.getLogger(__name__).warning("judge server %s refused %s (%s): this run's judge requests fall "
+                                                "back to %s; recorded as judge.settings.fallbacks in metrics.json",
+                                                self.settings.base_url, f, err, FALLBACKS[f])
+        fallbacks[f] = why
+        log({"call": "chat", "status": "fallback", "dropped": f, "error": str(err)})
+        return self._send({k: v for k, v in body.items() if k != f}, key, log)
+
+    def _send(self, body: dict, key: str, log) -> tuple[str, Optional[str]]:
         def call():
             raw = self.client().chat.completions.with_raw_response.create(**body)
             text = raw.http_response.text
@@ -223,23 +272,30 @@ class JudgeSession:
         if answer_path.exists():
             a = read_json(answer_path)
             return Verdict(True, a["event_started"], a["answers"], key=key, server_model=a.get("server_model"),
-                           cached=True, repaired=a.get("repaired", False))
+                           cached=True, repaired=a.get("repaired", False), fallbacks=a.get("fallbacks") or {})
         reason = self.preflight()
         with self._lock:
             reason = reason or self._spent()
         if reason:
             return Verdict(False, reason=reason, retryable=True, key=key)
-        self._store_request(jdir, key, body, ident)
+        fallbacks: dict[str, str] = {}
+        self._store_request(jdir, key, *self.without_refused(body), ident)
         log_path = jdir / f"{key}.attempts.jsonl"
         log_lock = threading.Lock()
 
         def log(rec: dict) -> None:
+            from harness.io import append_text
+
             rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **rec}
-            with log_lock, open(log_path, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            with log_lock:  # scrubbed of secrets (a base_url's password in an error) like every file written
+                append_text(log_path, json.dumps(rec) + "\n")
 
         try:
-            text, model = self._chat(body, key, log)
+            try:
+                text, model = self._chat(body, key, log, fallbacks)
+            finally:
+                if fallbacks:  # the stored request is what was sent
+                    self._store_request(jdir, key, *self.without_refused(body), ident)
             repaired = False
             try:
                 started, answers = parse_reply(text)
@@ -247,30 +303,31 @@ class JudgeSession:
                 log({"call": "parse", "status": "failed", "error": str(first)})
                 body2 = {**body, "messages": body["messages"] + [{"role": "assistant", "content": text},
                                                                   repair_message(str(first))]}
-                text, model = self._chat(body2, key, log)
+                text, model = self._chat(body2, key, log, fallbacks)
                 try:
                     started, answers = parse_reply(text)
                     repaired = True
                 except ParseFailure as second:
                     log({"call": "parse", "status": "failed", "error": str(second)})
                     return Verdict(False, reason=f"unparseable judge reply after one repair re-ask: {second}",
-                                   retryable=True, key=key, server_model=model)
+                                   retryable=True, key=key, server_model=model, fallbacks=fallbacks)
         except JudgeError as exc:
             with self._lock:
                 if exc.fatal:
                     self.fatal = self.fatal or str(exc)
                 else:
                     self.failures.append(str(exc))
-            return Verdict(False, reason=f"judge request failed: {exc}", retryable=exc.retryable, key=key)
+            return Verdict(False, reason=f"judge request failed: {exc}", retryable=exc.retryable, key=key,
+                           fallbacks=fallbacks)
         with self._lock:
             if model:
                 self.server_models.add(model)
         write_json(answer_path, {"key": key, "event_started": started, "answers": answers, "server_model": model,
                                  "repaired": repaired, "raw_reply": self.scrub(text),
-                                 "settings": self.settings.to_dict()})
-        return Verdict(True, started, answers, key=key, server_model=model, repaired=repaired)
+                                 "settings": self.settings.to_dict(), "fallbacks": fallbacks})
+        return Verdict(True, started, answers, key=key, server_model=model, repaired=repaired, fallbacks=fallbacks)
 
-    def _store_request(self, jdir: Path, key: str, body: dict, ident: dict) -> None:
+    def _store_request(self, jdir: Path, key: str, body: dict, fallbacks: dict, ident: dict) -> None:
         """``<key>.request.json`` with each image as ``frames/<digest>.jpg`` (written once per digest)."""
         from harness.io import atomic_path, write_json
 
@@ -290,7 +347,8 @@ class JudgeSession:
                         part["image_url"]["url"] = f"frames/{p.name}"
         write_json(jdir / f"{key}.request.json", {"key": key, "identity": ident, "body": stored,
                                                    "base_url": self.settings.base_url,
-                                                   "api_key_env": self.settings.api_key_env})
+                                                   "api_key_env": self.settings.api_key_env,
+                                                   "fallbacks": fallbacks})
 
 
 _SESSIONS: dict[str, JudgeSession] = {}

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from trajectories.phases import Phase, PhaseKind
+from trajectories.phases import Phase, PhaseKind, phase_at
 
 from .settings import PROMPT_VERSION, JudgeSettings
 
@@ -63,13 +63,6 @@ class JudgeInput:
             raise JudgeInputError(f"{len(self.frames)} frames for {len(self.frame_indices)} indices")
 
 
-def phase_of(t: int, phases: Mapping[str, Sequence[int]]) -> str:
-    for name, (a, b) in phases.items():
-        if a <= t < b:
-            return name
-    return "?"
-
-
 def _phase_label(name: str) -> str:
     try:
         phase = Phase.parse(name)
@@ -110,7 +103,7 @@ def prompt_text(inp: JudgeInput) -> tuple[str, list[str], str]:
         f"Planned camera phases\n{ranges}\n\n"
         f"The {len(inp.frame_indices)} frames below are sampled every 8th frame, always including the first and "
         "the last, in chronological order. Each is labelled with its frame index, phase and time.")
-    labels = [f"Frame {int(t)} | phase {phase_of(int(t), inp.phases)} | t = {int(t) / inp.fps:.2f} s"
+    labels = [f"Frame {int(t)} | phase {phase_at(inp.phases, int(t)) or '?'} | t = {int(t) / inp.fps:.2f} s"
               for t in inp.frame_indices]
     qs = "\n".join(f"{qid} [{q['aspect']}]: {q['question']}" for qid, q in zip(QUESTION_IDS, ev["questions"]))
     instructions = (

@@ -82,5 +82,3 @@ def resolve_device(device: str) -> str:
     raise ConfigError(f"evaluate.device={device!r}: use auto, cpu, cuda or cuda:N")
 
 
-def dir_has_weights(weights_dir: Path, files: Iterable[str]) -> bool:
-    return all((Path(weights_dir) / f).is_file() for f in files)

@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from ._loading import corrupt, require_files
-from .base import FaceEmbedding
+from .base import FaceEmbedding, select_target_face
 
 BUFFALO_L_URL = "https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"
 
@@ -178,13 +178,7 @@ class ArcFaceEmbedder:
         for i in range(N):
             bgr = np.ascontiguousarray(frames[i][..., ::-1])
             det, kpss = self._faces(bgr)
-            best = -1
-            for j in np.argsort(-det[:, 4]) if len(det) else []:
-                cx = int(np.clip((det[j, 0] + det[j, 2]) / 2, 0, W - 1))
-                cy = int(np.clip((det[j, 1] + det[j, 3]) / 2, 0, H - 1))
-                if masks[i, cy, cx]:
-                    best = int(j)
-                    break
+            best = select_target_face(det, masks[i])
             if best < 0:
                 continue
             boxes[i], scores[i] = det[best, :4], det[best, 4]

@@ -66,6 +66,19 @@ class FaceEmbedding:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def select_target_face(det: np.ndarray, mask: np.ndarray) -> int:
+    """The face role's selection rule, shared by every face embedder: the index of the highest-scoring detection of
+    ``det`` ((M, >= 5) float: ``x0, y0, x1, y1, score`` in pixels) whose box centre (clipped to the frame) lies inside
+    the target's ``mask`` ((H, W) bool); -1 when none does (a face outside the target is not its observation)."""
+    H, W = mask.shape
+    for j in np.argsort(-det[:, 4]) if len(det) else []:
+        cx = int(np.clip((det[j, 0] + det[j, 2]) / 2, 0, W - 1))
+        cy = int(np.clip((det[j, 1] + det[j, 3]) / 2, 0, H - 1))
+        if mask[cy, cx]:
+            return int(j)
+    return -1
+
+
 class FaceEmbedder(Protocol):
     name: str
     kind: str

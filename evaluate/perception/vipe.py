@@ -100,14 +100,14 @@ class VipePoses:
         out = work_dir / "vipe_out"
         argv = [*self.command, "infer", str(video), "--output", str(out), "--pipeline", self.pipeline]
         log = work_dir / "vipe.log"
-        with open(log, "w") as lf:
-            try:
-                proc = subprocess.run(argv, env=self._env(), stdout=lf, stderr=subprocess.STDOUT,
-                                      timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                raise VipeRunError(f"vipe timed out after {self.timeout_s:.0f} s (timeout_s in vipe.json)") from None
-        if proc.returncode != 0:
-            raise VipeRunError(f"vipe exited with {proc.returncode}: {' '.join(argv)}\n{log.read_text()[-2000:]}")
+        from harness.secrets import run_logged
+
+        try:  # its output, line by line and scrubbed of secrets (harness.secrets), like upstream.log
+            returncode = run_logged(argv, log, env=self._env(), timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise VipeRunError(f"vipe timed out after {self.timeout_s:.0f} s (timeout_s in vipe.json)") from None
+        if returncode != 0:
+            raise VipeRunError(f"vipe exited with {returncode}: {' '.join(argv)}\n{log.read_text()[-2000:]}")
         pose = out / "pose" / f"{video.stem}.npz"
         if not pose.is_file():
             raise VipeRunError(f"vipe finished but wrote no {pose}")

@@ -41,7 +41,18 @@ _PROBE = """async () => {
           tables: Array.from(document.querySelectorAll('table.sortable')).map(t => ({id: t.dataset.table,
                    rows: t.tBodies[0].rows.length, cols: t.tHead.rows[0].cells.length})),
           images: Array.from(document.querySelectorAll('img')).map(i => ({src: i.getAttribute('src'),
-                   ok: i.complete && i.naturalWidth > 0}))};
+                   ok: i.complete && i.naturalWidth > 0})),
+          // the layout: where each section starts (px from the top), the verdict, strips and colour key
+          sections: Array.from(document.querySelectorAll('section[id]')).map(s => ({id: s.id,
+                   top: s.getBoundingClientRect().top + window.scrollY, visible: s.offsetParent !== null})),
+          verdict: Array.from(document.querySelectorAll('#verdict tr[data-metric]')).map(r => ({
+                   metric: r.dataset.metric, best: r.dataset.best, text: r.textContent})),
+          strips: Array.from(document.querySelectorAll('img.strip')).map(i => ({item: i.dataset.item,
+                   rows: JSON.parse(i.dataset.strip || '[]')})),
+          swatches: Array.from(document.querySelectorAll('#colour-key .swatch')).map(s => ({name: s.dataset.name,
+                   colour: getComputedStyle(s).backgroundColor})),
+          folded: Array.from(document.querySelectorAll('ul.fold')).map(u => ({table: u.dataset.folded,
+                   items: u.children.length}))};
 }"""
 
 _SORT = """() => {
@@ -58,8 +69,9 @@ _SORT = """() => {
 
 def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60,
                fragment: str = "") -> dict:
-    """Load ``html`` (file://) and return ``{videos, tables, images, sort, console_errors, page_errors}``;
-    the screenshot shows the viewport at ``#fragment`` (top of the page when empty)."""
+    """Load ``html`` (file://) and return ``{videos, tables, images, sections, verdict, strips, swatches, folded,
+    sort, console_errors, page_errors}``; the screenshot shows the viewport at ``#fragment`` (top of the page when
+    empty)."""
     from playwright.sync_api import sync_playwright
 
     exe = executable or find_chromium()

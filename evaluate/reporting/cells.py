@@ -17,6 +17,10 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from evaluate.aggregate import bootstrap_ci
+from evaluate.results import ItemResult
+
+#: below this many units a cell prints its mean and n only: an interval over one or two units reads as certainty
+MIN_UNITS_FOR_INTERVAL = 3
 
 _IDX = re.compile(r"^per_revisit\[(\d+)\]$")
 _QUAL = re.compile(r"^(departed|returned|tracked)\[(\d+)\](?:@([\d.]+)(?:,([\d.]+))?)?$")
@@ -104,38 +108,36 @@ def count_cell(value: float, units: Sequence[Unit], kind: str = "count") -> Cell
     return Cell(float(value), float("nan"), float("nan"), len(units), list(units), kind=kind)
 
 
-def resolve(result: dict, key: Optional[str], fld: str) -> float:
-    """The number ``fld`` of entry ``key`` of a loaded ``metrics.json``.
+def resolve(result: ItemResult, key: Optional[str], fld: str) -> float:
+    """The number ``fld`` of entry ``key`` of a video's result (its ``metrics.json``).
 
     Fields: ``value``; ``per_revisit[i]`` (entity metrics: the mean over targets at revisit i); ``started`` (dynamic
     gate); ``timings_generation.generate_s`` (``key`` None); 0/1 flags of revisit i: ``departed[i]@<dep>``
     (departure >= dep deg), ``returned[i]@<dep>,<tol>`` (and return error <= tol deg), ``tracked[i]`` (every
     target tracked away and back)."""
-    from evaluate.analyses import _per_revisit, _tracked
+    from .qualification import departed, returned, tracked
 
     if key is None:
-        node: Any = result
+        node: Any = result.to_dict()
         for part in fld.split("."):
             node = node[part]
         return float(node)
-    m = result["metrics"][key]
+    m = result.metrics[key]
     if fld == "value":
-        return float(m["value"])
+        return float(m.value)
     if fld == "started":
-        return float(bool(m["started"]))
+        return float(bool(m.get("started")))
     q = _QUAL.match(fld)
     if q:
         k = int(q.group(2))
         if q.group(1) == "tracked":
-            return float(_tracked(m, k))
-        e = m["qualification"][k]
-        ok = e["departure_deg"] >= float(q.group(3))
-        if q.group(1) == "returned":
-            ok = ok and e["return_error_deg"] <= float(q.group(4))
-        return float(ok)
+            return float(tracked(m, k))
+        if q.group(1) == "departed":
+            return float(departed(m, k, float(q.group(3))))
+        return float(returned(m, k, float(q.group(3)), float(q.group(4))))
     g = _IDX.match(fld)
     if g:
-        pr = _per_revisit(m)
+        pr = m.per_revisit
         if pr is None:
             raise KeyError(f"{key}: no per-revisit values")
         return float(pr[int(g.group(1))])
@@ -146,28 +148,34 @@ def unit_value(base: Path, unit: dict, files: Optional[Sequence[str]] = None) ->
     """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``; an integer ``file``
     indexes ``files``, the ``files`` list of sources.json)."""
     total = 0.0
-    cache: dict[str, dict] = {}
+    cache: dict[str, ItemResult] = {}
     for t in unit["terms"]:
         f = files[t["file"]] if isinstance(t["file"], int) and files is not None else t["file"]
         if f not in cache:
-            cache[f] = json.loads((base / f).read_text())
+            cache[f] = ItemResult.from_dict(json.loads((base / f).read_text()))
         total += t["coef"] * resolve(cache[f], t["key"], t["field"])
     return total
 
 
+def has_interval(c: Cell) -> bool:
+    """The cell prints an interval: finite bounds over at least :data:`MIN_UNITS_FOR_INTERVAL` units."""
+    return c.n >= MIN_UNITS_FOR_INTERVAL and bool(np.isfinite(c.lo) and np.isfinite(c.hi))
+
+
 def fmt(c: Cell, digits: int = 3) -> str:
-    """``0.512 [0.490, 0.530] n=12``; counts as integers; rates as percentages."""
+    """``0.512 [0.490, 0.530] n=12``; counts as integers; rates as percentages; below
+    :data:`MIN_UNITS_FOR_INTERVAL` units the mean and n only (``0.008 (n=2)``)."""
     if not c.ok():
         return "n/c"
     if c.kind == "count":
         return f"{int(round(c.mean))} (n={c.n})"
     if c.kind == "rate":
-        return f"{c.mean:.1%} [{c.lo:.1%}, {c.hi:.1%}] n={c.n}"
+        return f"{c.mean:.1%} [{c.lo:.1%}, {c.hi:.1%}] n={c.n}" if has_interval(c) else f"{c.mean:.1%} (n={c.n})"
     if c.kind == "models_mean":
         models = len({u.role for u in c.units})
         return f"{c.mean:.{digits}f} ({models} model{'s' if models != 1 else ''}, n={c.n})"
-    if not np.isfinite(c.lo):
-        return f"{c.mean:.{digits}f} (n={c.n})"
+    if not has_interval(c):
+        return f"{c.mean:.2f}x (n={c.n})" if c.kind == "ratio" else f"{c.mean:.{digits}f} (n={c.n})"
     if c.kind == "ratio":
         return f"{c.mean:.2f}x [{c.lo:.2f}, {c.hi:.2f}] n={c.n}"
     return f"{c.mean:.{digits}f} [{c.lo:.{digits}f}, {c.hi:.{digits}f}] n={c.n}"

@@ -1,39 +1,47 @@
-"""Load finished items of one or more runs for a report, with the path of each ``metrics.json``.
+"""The evaluated videos a report reads: one :class:`Item` per video, its :class:`~evaluate.results.ItemResult` and
+where its ``metrics.json`` is.
 
-Oracle entries (``backbone_kind == "oracle"``: the reference model's own geometry) are dropped here, so they never
-reach a table, a paired comparison or a plot, whatever the caller did before.
+Every reader of results (the report, the run tables, the console summary) takes them through :func:`scored`: ground
+truth (oracle entries: the reference model's own geometry) is dropped there, with
+:meth:`~evaluate.results.ItemResult.without_oracle`, the one oracle predicate, and so are the values that a video's
+case cannot score (a static-content metric of a dynamic case, :func:`evaluate.catalog.scores_case`). Nothing after
+this module sees either.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Iterable, Optional
 
 import numpy as np
 
 from harness.errors import ConfigError
 from harness.outputs import ManifestRow, RunDir
 
+from ..catalog import scores_case
+from ..results import Entries, ItemResult, MetricEntry
+
 
 class ReportError(ConfigError):
     """A report input a user can fix (missing run, run without evaluated items)."""
 
 
-def is_oracle(key: str, entry: dict) -> bool:
-    """An entry computed with the reference model's exact geometry rather than a measurement."""
-    return entry.get("backbone_kind") == "oracle" or entry.get("backbone") == "oracle" or key.endswith("[oracle]")
+def scored(result: ItemResult) -> ItemResult:
+    """``result`` as every table, comparison, plot and console line reads it: no oracle entry, and no value of a
+    metric that this video's case family does not score."""
+    r = result.without_oracle()
+    return replace(r, metrics={k: m for k, m in r.metrics.items() if scores_case(k, r.case_family)})
 
 
 @dataclass
 class Item:
-    """One evaluated video. ``result`` is its ``metrics.json`` with oracle entries removed."""
+    """One evaluated video: its run, its folder and its :func:`scored` result."""
 
     run: str
     run_dir: Path
     item_dir: Path
-    result: dict[str, Any]
+    result: ItemResult
 
     @property
     def metrics_path(self) -> Path:
@@ -41,53 +49,70 @@ class Item:
 
     @property
     def key(self) -> tuple[str, str, int, str, str]:
-        it = self.result["item"]
-        return it["model"], it["context"], int(it["seed"]), it["trajectory"], it["case_id"]
+        """(model, context, seed, trajectory, case_id)."""
+        return self.model, self.context, self.seed, self.trajectory, self.case_id
 
     @property
     def model(self) -> str:
-        return self.result["item"]["model"]
+        return str(self.result.item["model"])
 
     @property
     def context(self) -> str:
-        return self.result["item"]["context"]
+        return str(self.result.item["context"])
 
     @property
     def seed(self) -> int:
-        return int(self.result["item"]["seed"])
+        return int(self.result.item["seed"])
 
     @property
     def trajectory(self) -> str:
-        return self.result["item"]["trajectory"]
+        return str(self.result.item["trajectory"])
 
     @property
     def case_id(self) -> str:
-        return self.result["item"]["case_id"]
+        return str(self.result.item["case_id"])
 
     @property
-    def metrics(self) -> dict[str, dict]:
-        return self.result["metrics"]
+    def case_family(self) -> str:
+        return self.result.case_family
 
-    def computed(self) -> dict[str, dict]:
-        return {k: m for k, m in self.metrics.items() if m.get("status") == "computed"}
+    @property
+    def metrics(self) -> Entries:
+        return self.result.metrics
+
+    def entry(self, key: str) -> Optional[MetricEntry]:
+        return self.result.metrics.get(key)
+
+    def computed(self) -> Entries:
+        return self.result.computed()
 
     @property
     def num_revisits(self) -> int:
-        return int(self.result.get("num_revisits", 0))
+        return self.result.num_revisits
+
+    @property
+    def phases(self) -> dict[str, list[int]]:
+        return self.result.phases
+
+    @property
+    def settings(self) -> dict:
+        return dict(self.result.extra.get("settings") or {})
 
     def latency_s(self) -> float:
-        return float((self.result.get("timings_generation") or {}).get("generate_s", np.nan))
-
-
-def drop_oracle(result: dict) -> dict:
-    out = dict(result)
-    out["metrics"] = {k: m for k, m in result.get("metrics", {}).items() if not is_oracle(k, m)}
-    return out
+        """Generation time of the video [s] (``generate_s`` of its timings), NaN when not recorded."""
+        return float(self.result.timings_generation.get("generate_s", np.nan))
 
 
 def resolve_run_dir(name_or_path: str | Path, output_root: str | Path = "outputs") -> Path:
     """A run given by name (``<output_root>/<name>``) or by path; must hold a ``manifest.jsonl``."""
     return RunDir.existing(name_or_path, output_root).path
+
+
+def items_of(run_dir: Path, results: Iterable[tuple[Path, ItemResult]]) -> list[Item]:
+    """Items of one run from results already in memory (the evaluation stage), sorted like :func:`load_items`."""
+    run_dir = Path(run_dir).resolve()
+    out = [Item(run_dir.name, run_dir, Path(d).resolve(), scored(r)) for d, r in results if r.item]
+    return sorted(out, key=lambda i: (i.run,) + i.key)
 
 
 def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
@@ -113,8 +138,7 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
             if not mp.exists():
                 skipped["not_evaluated"] += 1
                 continue
-            res = drop_oracle(json.loads(mp.read_text()))
-            it = Item(run_dir.name, run_dir, d, res)
+            it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(_load_result(mp, run_dir))))
             if it.key in items and items[it.key].run_dir != run_dir:
                 skipped["duplicate"] += 1
                 continue
@@ -122,8 +146,20 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     return sorted(items.values(), key=lambda i: (i.run,) + i.key), skipped
 
 
-def per_revisit(m: dict) -> Optional[list[float]]:
-    """Per-revisit values of a computed entry (entity metrics: the mean over targets per revisit)."""
-    from evaluate.analyses import _per_revisit
+ITEM_KEYS = ("model", "context", "seed", "trajectory", "case_id")
 
-    return _per_revisit(m) if m.get("status") == "computed" else None
+
+def _load_result(path: Path, run_dir: Path) -> dict:
+    """A ``metrics.json`` read back for the report: unreadable, truncated or of the wrong shape is a user error
+    naming the file and the fix (an evaluation rewrites it), never a traceback."""
+    from harness.io import load_json
+
+    fix = f"rerun python -m harness stage=evaluate run={run_dir} (it rewrites a metrics.json it cannot read)"
+    data = load_json(path, fix=fix, what="evaluation result")
+    item, metrics = data.get("item"), data.get("metrics")
+    if not (isinstance(item, dict) and all(k in item for k in ITEM_KEYS) and isinstance(metrics, dict)
+            and all(isinstance(m, dict) for m in metrics.values())):
+        raise ReportError(f"{path}: not an evaluation result (it needs 'item' with {', '.join(ITEM_KEYS)} and "
+                          f"'metrics' as a mapping of entries); {fix}")
+    return data
+

@@ -1,28 +1,40 @@
-"""The static HTML report: tables (sortable by clicking a header; inline JS), figures, and per case the videos side
-by side across models and policies with their revisit strips and links to meta.json, controls, the context trace
-and metrics.json. Every link is relative and nothing is fetched from the network, so the folder opens from a
-shared filesystem."""
+"""The static HTML page of a report (``index.html``): the verdict first, then the main table (the paper's Table 2),
+the variants and the policy comparison, the figures with one colour key for all of them, the analyses' tables
+(folded), and per case the videos side by side across models and policies with their revisit strips and links to
+meta.json, controls, the context trace and metrics.json.
+
+Tables sort by clicking a header (inline JS). Every link is relative and nothing is fetched from the network, so
+the folder opens from a shared filesystem.
+"""
 
 from __future__ import annotations
 
 import html
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
+from .analyses import Analyses
 from .cells import Cell
 from .collect import Item
+from .plots import Palette
 from .render import cell_text
 from .tables import Table
+from .verdict import headline, latency_text, line_data
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
 vertical-align:top}td{white-space:nowrap}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}td.best{font-weight:bold}td.second{text-decoration:underline}td.nc{color:#a33}
-.cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.vid{display:inline-block;margin:4px;
-vertical-align:top;font-size:11px}.vid video{width:320px;display:block;background:#000}img.fig{max-width:100%}
-img.strip{max-width:100%;display:block}nav a{margin-right:.8em}section{margin-bottom:2em}h3{margin-bottom:.2em}"""
+.cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.fold{font-size:11px;color:#a33;
+max-width:1300px;margin:.2em 0}.vid{display:inline-block;margin:4px;vertical-align:top;font-size:11px}.vid video{width:320px;
+display:block;background:#000}img.fig{max-width:100%}img.strip{max-width:100%;display:block}nav a{margin-right:.8em}
+section{margin-bottom:2em}h3{margin-bottom:.2em}#verdict{border:2px solid #2a6;padding:.3em 1em;border-radius:6px}
+table.verdict td{white-space:normal}table.verdict td.sep{font-weight:bold}.swatch{display:inline-block;width:14px;
+height:14px;margin:0 4px 0 12px;vertical-align:middle;border-radius:2px}details>summary{cursor:pointer;
+font-weight:bold;margin:.4em 0}"""
 
 # Click a header to sort by that column (numbers by their data-v value, text otherwise); a second click reverses.
 _JS = """document.querySelectorAll('table.sortable').forEach(function(t){
@@ -38,6 +50,8 @@ _JS = """document.querySelectorAll('table.sortable').forEach(function(t){
 
 #: above this many videos the page's videos load on play (preload='none') instead of on open
 PRELOAD_LIMIT = 300
+#: tables shown open, in this order, right after the verdict; every other table sits in "More tables"
+UPFRONT = ("main", "variants", "context", "context_paired")
 
 
 def _e(s: object) -> str:
@@ -47,17 +61,22 @@ def _e(s: object) -> str:
 def table_html(t: Table, downloads: dict[str, str]) -> str:
     note = t.footnotes()
     ranks = t.ranks()
+    cols = t.shown_columns
     P = [f"<section id='t-{_e(t.id)}'><h3>{_e(t.title)}</h3><p class='cap'>{_e(t.caption)}</p>"]
-    P += [f"<p class='cap'><b>{_e(n)}</b></p>" for n in t.notes]
     if downloads:
         P.append("<p class='fn'>" + " ".join(f"<a href='{_e(v)}'>{_e(k)}</a>" for k, v in downloads.items()) + "</p>")
+    if t.collapsed:
+        P.append(f"<p class='fold' data-collapsed='{_e(t.id)}'>{_e(t.collapsed)} The full table is in the "
+                 "downloads above.</p></section>")
+        return "\n".join(P)
+    P += [f"<p class='cap'><b>{_e(n)}</b></p>" for n in t.notes]
     if t.rows:
         P.append(f"<div style='overflow-x:auto'><table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
-                 "".join(f"<th>{_e(h)}</th>" for h in t.index + [c.label + c.arrow for c in t.columns]) +
+                 "".join(f"<th>{_e(h)}</th>" for h in t.index + [c.label + c.arrow for c in cols]) +
                  "</tr></thead><tbody>")
         for i, (key, cells) in enumerate(t.rows):
             tds = [f"<td>{_e(k)}</td>" for k in key]
-            for c in t.columns:
+            for c in cols:
                 v = cells.get(c.key)
                 cls, dv = [], ""
                 if isinstance(v, Cell):
@@ -75,6 +94,11 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
         P.append("</tbody></table></div>")
     else:
         P.append("<p>(no rows)</p>")
+    folded = t.folded()
+    if folded:
+        P.append(f"<ul class='fold' data-folded='{_e(t.id)}'>" + "".join(
+            f"<li>Not computed in any row: <b>{_e(', '.join(cols))}</b>: {_e(reason)}</li>" for reason, cols in folded)
+            + "</ul>")
     if note:
         P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
                  "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
@@ -84,42 +108,116 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
     return "\n".join(P)
 
 
-def write_page(out_dir: Path, items: list[Item], tables: list[Table], figures: dict[str, list[Path]],
-               previews: dict[str, list[Path]], strips: dict[tuple, Optional[Path]], runs: list[Path],
-               skipped: dict[str, int], downloads: dict[str, dict[str, str]]) -> Path:
-    """Write ``out_dir/index.html`` atomically."""
+def verdict_html(an: Analyses) -> str:
+    """The verdict section: per comparison a table of the separating metrics (best first, paired intervals)."""
+    v = an.verdict
+    P = ["<section id='verdict'><h2>Verdict</h2>"]
+    if not v.comparisons:
+        s = an.study
+        P.append(f"<p>Nothing to compare: {_e(', '.join(sorted({it.model for it in s.items})))} under "
+                 f"{_e(', '.join(sorted({it.context for it in s.items})))} ({len(s.items)} videos), no other policy "
+                 "or model on the same videos. Run several (<code>-m context=fullkv,sliding,fov</code>) for a "
+                 "verdict.</p>")
+        P += [f"<p class='cap' data-headline='1'>{_e(x)}</p>" for x in headline(an)]
+        P.append("</section>")
+        return "\n".join(P)
+    P.append("<p class='cap'>Per metric that separates two contenders (the paired 95 % interval, bootstrap over "
+             "matched videos, excludes 0, and the difference reaches the metric's resolution, 0.01 on a [0, 1] "
+             "score): the contenders best first (≫ by ten resolutions or more, &gt; separated, ≈ not), the best "
+             "one's speedup vs FullKV and every paired difference (separated ones in bold). [variant]: not the "
+             "paper's backbone (see the variants table). No interval below 3 pairs. Chance: what a video with no "
+             "memory of the content scores.</p>")
+    for i, c in enumerate(v.comparisons):
+        lines = [x for x in v.lines if x.comparison is c]
+        P.append(f"<h3>{_e(c.header)}</h3>")
+        if lines:
+            P.append(f"<table class='verdict' data-comparison='{_e(c.title)}'><thead><tr><th>metric</th>"
+                     "<th>ranking</th><th>best</th><th>paired differences</th></tr></thead><tbody>")
+            for x in lines:
+                d = line_data(x)
+                chain = d["ranking"][0]["name"] + f" {d['ranking'][0]['mean']:.3f}"
+                for rel, r in zip(d["relations"], d["ranking"][1:]):
+                    chain += f" {rel} {r['name']} {r['mean']:.3f}"
+                diffs = "<br>".join((f"<span class='sep'><b>{_e(e['a'])} − {_e(e['b'])} {_e(e['text'])}</b></span>"
+                                     if e["separated"] else f"{_e(e['a'])} − {_e(e['b'])} {_e(e['text'])}")
+                                    for e in d["diffs"])
+                sp = f" (speedup {_e(d['best_speedup'])})" if d["best_speedup"] else ""
+                if c.kind == "policies" and d["best"] == "fullkv":
+                    sp = " (the baseline)"
+                tag = "" if d["paper_metric"] else " <span class='fn'>[variant]</span>"
+                ch = f"<br><span class='fn'>{_e(d['chance'])}</span>" if d["chance"] else ""
+                arrow = "↑" if d["direction"] == "higher" else "↓"
+                P.append(f"<tr data-metric='{_e(x.key)}' data-best='{_e(d['best'])}'><td>{_e(x.key)} {arrow}{tag}"
+                         f"{ch}</td><td>{_e(chain)}</td><td>{_e(d['best'])}{sp}</td><td>{diffs}</td></tr>")
+            P.append("</tbody></table>")
+        else:
+            P.append("<p>No metric separates them (every paired 95 % interval includes 0, or fewer than 3 pairs).</p>")
+        if v.quiet.get(i):
+            P.append(f"<p class='fn'>Not separating: {_e(', '.join(v.quiet[i]))}</p>")
+        lat = latency_text(c)
+        if lat:
+            P.append(f"<p class='fn'>{_e(lat)}</p>")
+    P.append("</section>")
+    return "\n".join(P)
+
+
+def _figure_html(name: str, paths: list[Path], rel) -> str:
+    if not paths:
+        return ""
+    png = [p for p in paths if p.suffix == ".png"][0]
+    alt = " ".join(f"<a href='{_e(rel(p))}'>{p.suffix[1:]}</a>" for p in paths)
+    return (f"<h3>{_e(name)}</h3><img class='fig' src='{_e(rel(png))}' alt='{_e(name)}'><p class='fn'>{alt}</p>")
+
+
+def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[str, list[Path]],
+               previews: dict[str, list[Path]], strips: dict[tuple, Optional[tuple[Path, list]]], runs: list[Path],
+               skipped: dict[str, int], downloads: dict[str, dict[str, str]], pal: Palette) -> Path:
+    """Write ``out_dir/index.html`` atomically. ``strips``: (run, *item key) -> (png, rows drawn) or None."""
     from harness.io import write_text
+
+    items: list[Item] = an.study.items
 
     def rel(p: Path) -> str:
         return Path(os.path.relpath(p, out_dir)).as_posix()
 
+    by_id = {t.id: t for t in tables}
+    upfront = [by_id[i] for i in UPFRONT if i in by_id and (by_id[i].rows or i == "main")]
+    rest = [t for t in tables if t.id not in UPFRONT]
     P = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>WorldMem study report</title>",
          f"<style>{_CSS}</style></head><body>", "<h1>WorldMem study report</h1>",
          "<p class='cap'>Runs: " + ", ".join(f"<code>{_e(r.name)}</code>" for r in runs) +
          f". {len(items)} evaluated video(s); skipped: {skipped.get('not_done', 0)} not done, "
          f"{skipped.get('not_evaluated', 0)} without metrics.json, {skipped.get('duplicate', 0)} already in an earlier "
-         "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the reference model's own "
-         "geometry) are excluded from every table and plot. n/c = not computed (reason in the footnote). "
-         "Every number links back to its metrics.json through <a href='sources.json'>sources.json</a>.</p>",
-         "<nav>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in tables) +
-         "<a href='#figures'>figures</a><a href='#cases'>cases</a></nav>"]
-    for t in tables:
+         "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the "
+         "reference model's own geometry) are excluded from every table and plot, and dynamic cases from the "
+         "static-content metrics. n/c = not computed (reason in the footnote). Every number links back to its "
+         "metrics.json through <a href='sources.json'>sources.json</a>.</p>",
+         "<nav><a href='#verdict'>verdict</a>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in upfront)
+         + "<a href='#figures'>figures</a><a href='#more'>more tables</a><a href='#cases'>cases</a></nav>",
+         verdict_html(an)]
+    for t in upfront:
         P.append(table_html(t, downloads.get(t.id, {})))
-    P.append("<section id='figures'><h2>Figures</h2>")
+    P.append("<section id='figures'><h2>Figures</h2><p class='cap' id='colour-key'>Colours (the same in every "
+             "figure): " + "".join(f"<span class='swatch' data-name='{_e(n)}' data-colour='{_e(pal.colours[n])}' "
+                                   f"style='background:{_e(pal.colours[n])}'></span>{_e(n)}" for n in pal.names)
+             + "</p>")
     for name, paths in figures.items():
-        if paths:
-            png = [p for p in paths if p.suffix == ".png"][0]
-            alt = " ".join(f"<a href='{_e(rel(p))}'>{p.suffix[1:]}</a>" for p in paths)
-            P.append(f"<h3>{_e(name)}</h3><img class='fig' src='{_e(rel(png))}' alt='{_e(name)}'><p class='fn'>{alt}"
-                     "</p>")
+        P.append(_figure_html(name, paths, rel))
     if previews:
         P.append("<h3>Trajectories</h3>")
         for name, paths in previews.items():
             P.append(f"<div class='vid'>{_e(name)}<br><img class='fig' style='width:480px' "
                      f"src='{_e(rel(paths[0]))}' alt='{_e(name)}'></div>")
+    P.append("</section><section id='more'><h2>More tables</h2><p class='cap'>Per trajectory, multi-revisit, "
+             "cross-axis, coverage, the dynamic decomposition, group summaries and the paper's numbers beside "
+             "ours. Click to open.</p>")
+    for t in rest:
+        summary = f"{t.title}: {t.collapsed}" if t.collapsed else f"{t.title} ({len(t.rows)} rows)"
+        P.append(f"<details data-details='{_e(t.id)}'><summary>{_e(summary)}</summary>"
+                 + table_html(t, downloads.get(t.id, {})) + "</details>")
     P.append("</section><section id='cases'><h2>Cases</h2><p class='cap'>Per case, trajectory and seed: the videos "
-             "side by side across models and context policies, each with its revisit strip (frame 0 beside the "
-             "chosen return frame of every revisit, with the per-revisit scores).</p>")
+             "side by side across models and context policies, each with its revisit strip (per row, a metric's "
+             "own reference frame beside the frame it scored in each revisit window, with its scores).</p>")
     # a study of thousands of videos would make every one fetch its metadata on open: load on play instead
     preload = "metadata" if len(items) <= PRELOAD_LIMIT else "none"
     by_case: dict[str, dict[tuple, list[Item]]] = defaultdict(lambda: defaultdict(list))
@@ -134,9 +232,13 @@ def write_page(out_dir: Path, items: list[Item], tables: list[Table], figures: d
                 links = [("meta.json", d / "meta.json"), ("controls", d / "controls"),
                          ("context trace", d / "context_trace.json"), ("metrics.json", d / "metrics.json")]
                 lk = " · ".join(f"<a href='{_e(rel(p))}'>{_e(n)}</a>" for n, p in links if p.exists())
-                strip = strips.get((it.run,) + it.key)
-                st = f"<a href='{_e(rel(strip))}'><img class='strip' src='{_e(rel(strip))}' alt='revisit strip'></a>" \
-                    if strip else "<span class='fn'>(no return frames recorded)</span>"
+                got = strips.get((it.run,) + it.key)
+                if got:
+                    png, rows = got
+                    st = (f"<a href='{_e(rel(png))}'><img class='strip' src='{_e(rel(png))}' alt='revisit strip' "
+                          f"data-item='{_e(rel(it.metrics_path))}' data-strip='{_e(json.dumps(rows))}'></a>")
+                else:
+                    st = "<span class='fn'>(no revisit frames recorded)</span>"
                 P.append(f"<div class='vid'><b>{_e(it.model)}</b> / {_e(it.context)} "
                          f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='{preload}' "
                          f"src='{_e(rel(d / 'video.mp4'))}'></video>{lk}<div style='width:320px'>{st}</div></div>")

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .analyses import cross_axis_units, revisit_units
 from .cells import Cell, Unit, count_cell, mean_cell
 from .tables import Builder, Column, Table
 
@@ -48,7 +49,8 @@ class Ours:
 
     def __init__(self, b: Builder):
         self.b = b
-        self.main = b.main_items()
+        self.s = b.study
+        self.main = self.s.main_items()
 
     def _model_items(self, model: str, trajectory: Optional[str] = None) -> list:
         if model not in self.main:
@@ -67,18 +69,18 @@ class Ours:
             for m in models:
                 its = self._model_items(m, spec.get("trajectory"))
                 if its:
-                    per[m] = self.b.revisit_units(its, key)
+                    per[m] = revisit_units(self.s, its, key)
             if q == "per_revisit":
                 r = int(spec["revisit"]) - 1
-                per_r = {m: (v[0][r] if r < len(v[0]) else []) for m, v in per.items()}
+                per_r = {m: (v[1][r] if r < len(v[1]) else []) for m, v in per.items()}
                 if not any(per_r.values()):
                     return Cell(reason=f"{key} records no per-revisit values on {spec.get('trajectory')} in these "
                                        "runs")
                 return self._agg(per_r, spec)
-            return self._sub(q[len("decrease"):], {m: (v[1], v[2]) for m, v in per.items()}, spec)
+            return self._sub(q[len("decrease"):], {m: (v[2], v[3]) for m, v in per.items()}, spec)
         if q.startswith("delta_axis"):
-            per = {m: self.b.cross_axis_units(self._model_items(m), key) for m in models if self._model_items(m)}
-            return self._sub(q[len("delta_axis"):], {m: (v[2], v[3]) for m, v in per.items()}, spec)
+            per = {m: cross_axis_units(self.s, self._model_items(m), key) for m in models if self._model_items(m)}
+            return self._sub(q[len("delta_axis"):], {m: (v.delta, v.delta_q) for m, v in per.items()}, spec)
         if q in ("latency", "speedup"):
             t = self.b.context_table()
             for (model, ctx), row in t.rows:
@@ -100,7 +102,7 @@ class Ours:
         if spec.get("model", "*") == "*":
             return _models_mean(per_model)
         us = next(iter(per_model.values()), [])
-        return mean_cell(us, self.b.boot, f"no value of {spec.get('model')} in these runs")
+        return mean_cell(us, self.s.boot, f"no value of {spec.get('model')} in these runs")
 
     def _sub(self, suffix: str, per: dict[str, tuple[list[Unit], list[Unit]]], spec: dict) -> Cell:
         """suffix '' (all cases, every model), '_qm' (all cases, the models with a qualified unit), '_q'
@@ -146,9 +148,8 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
               [Column("paper", "paper"), Column("ours", "ours"), Column("diff", "ours - paper"),
                Column("metric", "our metric"), Column("same_backbone", "same backbone")])
     metrics = data.get("metrics", {})
-    computed_keys = [c.key for c in b.columns if any(it.metrics.get(c.key, {}).get("status") == "computed"
-                                                     for it in b.items)]
-    all_keys = [c.key for c in b.columns]
+    computed_keys = b.study.computed_keys
+    all_keys = b.study.keys
     for e in data["numbers"]:
         key_row = (e["table"], e["row"], e["column"])
         paper_val = f"{e['value']:g}" + (f" of {e['of']}" if "of" in e else "")
@@ -165,7 +166,7 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
                 [k for k in all_keys if k.split("[")[0] == mdef["id"]][:1] or [f"{mdef['id']}[{mdef['backbone']}]"]
         for key in keys:
             if key and key not in computed_keys and spec["quantity"] not in ("latency", "speedup"):
-                cell = Cell(reason=b.reason(b.items, key))
+                cell = Cell(reason=b.study.reason(b.study.items, key))
             else:
                 cell = ours.cell(spec, key)
             row: dict[str, Any] = {"paper": paper_val, "ours": cell, "metric": key or ""}
@@ -179,4 +180,10 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
                 row["same_backbone"] = "yes" if _backbone_matches(bb, mdef["backbone"]) else \
                     f"no (paper: {mdef['backbone']})"
             t.rows.append((key_row, row))
+    comparable = sum(1 for _, row in t.rows if row.get("same_backbone") == "yes" and isinstance(row.get("ours"), Cell)
+                     and row["ours"].ok())
+    if not comparable:  # a wall of n/c and non-reproduction rows says nothing: one line instead
+        ours = sum(1 for _, row in t.rows if isinstance(row.get("ours"), Cell) and row["ours"].ok())
+        t.collapsed = (f"Nothing comparable with the paper in these runs: of its {len(data['numbers'])} published "
+                       f"numbers, {ours} have a counterpart here, none computed with the paper's backbone.")
     return t

@@ -1,5 +1,8 @@
 """Render a :class:`~evaluate.reporting.tables.Table` as Markdown, CSV (wide: mean, lo, hi, n per column) and
-LaTeX (booktabs; best in bold, second best underlined, as in the paper)."""
+LaTeX (booktabs; best in bold, second best underlined, as in the paper).
+
+Markdown and LaTeX are for reading: they show the table's :attr:`~evaluate.reporting.tables.Table.shown_columns`
+and one line per folded reason. The CSV is for machines: every column, with its reason in ``<col>:note``."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import io
 
 import numpy as np
 
-from .cells import Cell, fmt
+from .cells import Cell, fmt, has_interval
 from .tables import Table, Value
 
 
@@ -16,7 +19,8 @@ def cell_text(v: Value, note: dict[str, int]) -> str:
     if isinstance(v, Cell):
         if v.ok():
             if v.kind == "spread":
-                return f"{v.mean:.3f} ± {v.sd:.3f} [{v.lo:.3f}, {v.hi:.3f}] n={v.n}"
+                return f"{v.mean:.3f} ± {v.sd:.3f} [{v.lo:.3f}, {v.hi:.3f}] n={v.n}" if v.n > 1 else \
+                    f"{v.mean:.3f} (n={v.n})"
             return fmt(v)
         return f"n/c[{note[v.reason]}]" if v.reason in note else "n/c"
     if v is None:
@@ -30,19 +34,28 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-def markdown(t: Table) -> str:
+def folded_lines(t: Table) -> list[str]:
+    """One sentence per reason of the folded columns: which columns, why, and so how to get them."""
+    return [f"Not computed in any row: {', '.join(cols)}: {reason}" for reason, cols in t.folded()]
+
+
+def markdown(t: Table, full: bool = False) -> str:
+    """The table in Markdown; a collapsed table as its one-line summary unless ``full``."""
     note = t.footnotes()
     ranks = t.ranks()
     L = [f"### {t.title}", "", t.caption, ""]
+    if t.collapsed and not full:
+        return "\n".join(L + [f"> {t.collapsed} (the full table: tables/{t.id}.md)", ""])
     if t.notes:
         L += [f"> {n}" for n in t.notes] + [""]
     if not t.rows:
         return "\n".join(L + ["(no rows)", ""])
-    L.append("| " + " | ".join(t.index + [c.label + c.arrow for c in t.columns]) + " |")
-    L.append("|" + " --- |" * (len(t.index) + len(t.columns)))
+    cols = t.shown_columns
+    L.append("| " + " | ".join(t.index + [c.label + c.arrow for c in cols]) + " |")
+    L.append("|" + " --- |" * (len(t.index) + len(cols)))
     for i, (key, cells) in enumerate(t.rows):
         out = []
-        for c in t.columns:
+        for c in cols:
             s = _md_escape(cell_text(cells.get(c.key), note))
             r = ranks.get((i, c.key))
             out.append(f"**{s}**" if r == 1 else f"*{s}*" if r == 2 else s)
@@ -52,6 +65,7 @@ def markdown(t: Table) -> str:
         L += ["Best per column in **bold**, second best in *italics*.", ""]
     for reason, k in note.items():
         L.append(f"[{k}] {_md_escape(reason)}  ")
+    L += [f"- {_md_escape(x)}" for x in folded_lines(t)]
     L.append("")
     return "\n".join(L)
 
@@ -89,20 +103,22 @@ def tex_escape(s: str) -> str:
 def latex(t: Table) -> str:
     note = t.footnotes()
     ranks = t.ranks()
-    cols = "l" * len(t.index) + "c" * len(t.columns)
+    shown = t.shown_columns
+    cols = "l" * len(t.index) + "c" * len(shown)
     L = [r"% requires \usepackage{booktabs}", r"\begin{table}[t]", r"\centering", r"\scriptsize",
          rf"\caption{{{tex_escape(t.title)}. {tex_escape(t.caption)}}}", rf"\label{{tab:{t.id}}}",
          rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-         " & ".join(tex_escape(x) for x in t.index + [c.label + c.arrow for c in t.columns]) + r" \\", r"\midrule"]
+         " & ".join(tex_escape(x) for x in t.index + [c.label + c.arrow for c in shown]) + r" \\", r"\midrule"]
     for i, (key, cells) in enumerate(t.rows):
         out = []
-        for c in t.columns:
+        for c in shown:
             v = cells.get(c.key)
             if isinstance(v, Cell) and v.ok() and v.kind == "mean":
                 s = f"{v.mean:.3f}"
                 r = ranks.get((i, c.key))
                 s = rf"\textbf{{{s}}}" if r == 1 else rf"\underline{{{s}}}" if r == 2 else s
-                s += rf"{{\tiny\,[{v.lo:.3f}, {v.hi:.3f}], n={v.n}}}"
+                s += rf"{{\tiny\,[{v.lo:.3f}, {v.hi:.3f}], n={v.n}}}" if has_interval(v) else \
+                    rf"{{\tiny\,n={v.n}}}"
             elif isinstance(v, Cell) and not v.ok():
                 s = rf"n/c$^{{{note[v.reason]}}}$" if v.reason in note else "n/c"
             else:
@@ -112,5 +128,7 @@ def latex(t: Table) -> str:
     L += [r"\bottomrule", r"\end{tabular}"]
     if note:
         L.append(r"\par\raggedright\tiny " + " ".join(rf"$^{{{k}}}${tex_escape(r)}" for r, k in note.items()))
+    for line in folded_lines(t):
+        L.append(r"\par\raggedright\tiny " + tex_escape(line))
     L += [r"\end{table}", ""]
     return "\n".join(L)

@@ -38,8 +38,8 @@ def _single_core() -> None:
             pass
 
 
-REFERENCE_TARGET_FPS = 60.0  # issue 14: generation on one core, every trajectory and policy
-ENCODE_KEEP_TARGET = 0.5     # issue 14: H.264 encoding must not halve the end-to-end rate
+REFERENCE_TARGET_FPS = 60.0  # generation on one core, every trajectory and policy
+ENCODE_KEEP_TARGET = 0.5     # H.264 encoding must not halve the end-to-end rate
 
 
 def _spread(xs: list[float]) -> tuple[float, float]:

@@ -2,7 +2,8 @@
 
 Commands (``cmd=<name>`` or the first word): ``run`` (default: plan, compile, generate, evaluate),
 ``list`` (models, contexts, trajectories, case sets), ``validate`` (check a case set), ``preview`` (draw the chosen
-trajectory to PNG), ``verify`` (the delivery check of a run). ``dry_run=true`` plans and compiles native controls
+trajectory to PNG), ``verify`` (the delivery check of a run), ``setup`` (checkout, environment, weights and readiness
+of an upstream model; ``print=true`` prints the script). ``dry_run=true`` plans and compiles native controls
 without generating. A new command is one entry in :data:`HANDLERS` (and its word in :data:`COMMANDS`).
 
 Exit codes: 0 ok; 1 some item (or check) failed, or a bug (printed with its traceback); 2 a user error (bad
@@ -21,7 +22,7 @@ from harness.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("run", "list", "validate", "preview", "report", "verify")
+COMMANDS = ("run", "list", "validate", "preview", "report", "verify", "setup")
 _CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
 
 
@@ -36,8 +37,26 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+INTERRUPTED = ("interrupted: finished items are kept and nothing half-written counts as done; rerun the same "
+               "command to resume")
+
+
+def _interrupted() -> None:
+    """SIGINT (Ctrl-C): one line saying how to resume, exit code 130 (128 + SIGINT), no traceback."""
+    print(f"\n{INTERRUPTED}", file=sys.stderr)
+    sys.exit(130)
+
+
 _SECRETS: dict[str, str] = {}  # secret values of the current config, scrubbed from every message
 _DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before that is Hydra's own usage error
+
+
+def finish(code: int) -> None:
+    """Exit with ``code`` from code that runs after Hydra composed the config but outside a job (a launcher, e.g.
+    the Slurm sweep's): its exit code 1 is then not taken for one of Hydra's usage errors (exit 2)."""
+    global _DISPATCHED
+    _DISPATCHED = True
+    sys.exit(code)
 
 
 def _precheck_argv(argv: list[str]) -> list[str]:
@@ -119,29 +138,74 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
     print("phases:", ", ".join(f"{k}=[{a},{b})" for k, (a, b) in path.phases.items()))
 
 
-def _cmd_run(cfg: dict[str, Any]) -> None:
-    from harness.dist import bind_local_device, current_rank
-    from harness.app.runner import gpu_pool_for, plan_from_config, run_complete, run_items
+def _eval_config(cfg: dict[str, Any]):
+    """The evaluation settings, validated (a bad ``evaluate.*`` value fails before anything is generated)."""
+    from evaluate.stage import EvalConfig
 
-    if cfg.get("stage") == "evaluate":
-        return _cmd_evaluate_only(cfg)
+    return EvalConfig.from_dict({k: v for k, v in (cfg.get("evaluate") or {}).items()})
+
+
+def prepare_run(cfg: dict[str, Any], report: bool = True):
+    """Everything ``run`` checks before its first write (also run for every job of a sweep before job 0 starts):
+    the plan (names, cases, trajectories, a compile of each trajectory), readiness, evaluation settings, GPUs, and
+    finished items made with another config. Returns the :class:`~harness.app.plan.Plan` (None for
+    ``stage=evaluate``, whose inputs are checked here too)."""
+    from harness.app.runner import check_fingerprints, gpu_pool_for, plan_from_config
+
     stage = cfg.get("stage", "all")
-    if stage not in ("generate", "evaluate", "all"):
-        raise ConfigError(f"stage={stage!r}: use generate, evaluate or all")
+    if stage == "evaluate":
+        _eval_config(cfg)
+        if cfg.get("videos"):
+            from evaluate.external import check_import
 
+            check_import(*_videos_args(cfg), cfg)
+        return None
     plan = plan_from_config(cfg)
-    adapter, specs, items, run_dir = plan.adapter, plan.specs, plan.items, plan.run_dir
-    if not cfg.get("dry_run"):
+    adapter, specs = plan.adapter, plan.specs
+    dry = bool(cfg.get("dry_run"))
+    if not dry:
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
-    else:
-        for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
-            log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name,
-                        finding)
-    if not items:
+    elif report:
+        _log_readiness(adapter)
+    if not plan.items:
         raise ConfigError(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
             f"{', '.join(specs)} (check cases.include / cases.families)"
         )
+    if stage == "all" and not dry and (cfg.get("evaluate") or {}).get("enabled", True):
+        _eval_config(cfg)
+    gpu_pool_for(adapter, cfg, dry)
+    if plan.run_dir.is_dir():
+        check_fingerprints(plan, bool(cfg.get("overwrite")), dry)
+    return plan
+
+
+def _log_readiness(adapter: Any) -> None:
+    for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
+        log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name, finding)
+
+
+def _videos_args(cfg: dict[str, Any]):
+    from pathlib import Path
+
+    folder = Path(str(cfg["videos"]))
+    return folder, Path(str(cfg.get("videos_manifest") or folder / "manifest.json"))
+
+
+def _cmd_run(cfg: dict[str, Any]) -> None:
+    from harness.dist import bind_local_device, current_rank
+    from harness.io import confine
+    from harness.app.runner import gpu_pool_for, run_complete, run_items
+
+    if cfg.get("stage") == "evaluate":
+        return _cmd_evaluate_only(cfg)
+    stage = cfg.get("stage", "all")
+    plan = _PLANS.pop(_config_key(cfg), None)  # validated by the sweep's pre-pass in this process
+    if plan is None:
+        plan = prepare_run(cfg)
+    elif cfg.get("dry_run"):
+        _log_readiness(plan.adapter)
+    adapter, run_dir = plan.adapter, plan.run_dir
     overwrite = bool(cfg.get("overwrite"))
     pool = gpu_pool_for(adapter, cfg, bool(cfg.get("dry_run")))
     rank = current_rank()
@@ -158,9 +222,10 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
                 remove_dead_temps(run_dir)
             _save_config(cfg, run_dir)
 
-    summary = run_items(plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
-                        progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
-                        previews=bool(cfg.get("previews")), on_start=start)
+    with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
+        summary = run_items(plan, cfg, dry_run=bool(cfg.get("dry_run")), overwrite=overwrite,
+                            progress=bool(cfg.get("progress", True)), pool=pool, rank=rank,
+                            previews=bool(cfg.get("previews")), on_start=start)
     print(summary.table())
     evaluated_ok = True
     if stage == "all" and not cfg.get("dry_run") and cfg["evaluate"].get("enabled", True) and rank.is_main:
@@ -172,7 +237,7 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
             log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
                      "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
         else:
-            with plan.run.lock("eval"):  # two finishing shards never evaluate at once
+            with plan.run.lock("eval"), confine(run_dir):  # two finishing shards never evaluate at once
                 evaluated_ok = _evaluate(run_dir, cfg)
     if not (summary.ok and evaluated_ok):
         sys.exit(1)
@@ -209,33 +274,35 @@ def _redact_multirun_yaml(hc: Any) -> None:
     from pathlib import Path
 
     from harness.io import write_text
-    from harness.secrets import redact
+    from harness.secrets import scrub
 
-    if not _SECRETS:
-        return
     p = Path(str(hc.sweep.dir)) / "multirun.yaml"
     if p.is_file():
         text = p.read_text()
-        clean = redact(text, _SECRETS)
+        clean = scrub(text, _SECRETS)  # known values and anything shaped like a credential
         if clean != text:
-            write_text(p, clean)
+            write_text(p, clean, scrubbed=True)
 
 
 def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
     """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
-    from evaluate.stage import EvalConfig, evaluate_run
+    from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
 
     from harness.io import remove_dead_temps
 
     remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
 
-    ecfg = EvalConfig.from_dict({k: v for k, v in cfg["evaluate"].items()})
+    ecfg = _eval_config(cfg)
     root = weights_root((cfg.get("paths") or {}).get("weights"))
     out = evaluate_run(run_dir, ecfg, force=bool(cfg.get("overwrite")), progress=bool(cfg.get("progress", True)),
                        weights_root=root)
     print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
           f"{out['validity']}")
+    if out.get("report"):
+        print(f"report: {out['report']}")
+    if out.get("verdict"):  # the report's own verdict (evaluate.reporting.verdict), the same words as its page
+        print("verdict:\n  " + "\n  ".join(out["verdict"]))
     print(_short_table(out["results"]))
     for item, reason in out["failed"]:
         key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
@@ -246,11 +313,14 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
 def _short_table(results: list) -> str:
     """The computed metrics of this run (:class:`evaluate.results.ItemResult`), grouped by model / context /
     trajectory / seed (never averaged across them): per group and metric, the mean over that group's cases with n.
-    Ground truth (oracle) never scores."""
+    Read as every table reads results (:func:`evaluate.reporting.collect.scored`): ground truth (oracle) never
+    scores, and a static-content metric leaves dynamic cases out."""
     import numpy as np
 
+    from evaluate.reporting.collect import scored
+
     groups: dict[tuple, dict[str, list]] = {}
-    for r in results:
+    for r in map(scored, results):
         g = tuple(str(r.item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
         for k, m in r.computed().items():
             groups.setdefault(g, {}).setdefault(k, []).append(m.value)
@@ -266,26 +336,45 @@ def _short_table(results: list) -> str:
 
 def _cmd_evaluate_only(cfg: dict[str, Any]) -> None:
     """``stage=evaluate``: evaluate an existing run (``run=<name>`` or a path) or videos made elsewhere."""
-    from pathlib import Path
+    from harness.io import confine
+    from harness.outputs import RunDir
 
+    _eval_config(cfg)  # before anything is imported or written
     if cfg.get("videos"):
-        from evaluate.external import import_videos
+        from evaluate.external import check_import, import_videos
 
-        run_dir = import_videos(Path(cfg["videos"]), Path(cfg.get("videos_manifest") or Path(cfg["videos"]) /
-                                                           "manifest.json"), cfg)
+        run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing outside output_root
+        planned = check_import(*_videos_args(cfg), cfg)  # every entry, before anything (even the lock) is written
+        with run.lock("eval"), confine(run.path):
+            import_videos(*_videos_args(cfg), cfg, planned=planned)
+            ok = _evaluate(run.path, cfg)
     else:
-        from harness.outputs import RunDir
-
-        run_dir = RunDir.existing(cfg["run"], cfg["output_root"]).path
-    if not _evaluate(run_dir.resolve(), cfg):
+        run = RunDir.existing(cfg["run"], cfg["output_root"])
+        with run.lock("eval"), confine(run.path):  # one evaluation of a run at a time
+            ok = _evaluate(run.path, cfg)
+    if not ok:
         sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
 
 
 def _cmd_report(cfg: dict[str, Any]) -> None:
     """``report run=<a> [run=<b> ...]``: the study report (evaluate/reporting, docs/report.md)."""
+    import contextlib
+
     from evaluate.reporting.cli import cmd_report
 
-    cmd_report(cfg)
+    from harness.io import confine
+    from harness.outputs import RunDir
+
+    from evaluate.reporting import default_out_dir
+
+    names = cfg.get("report_runs") or [cfg["run"]]
+    runs = [RunDir.existing(n, cfg.get("output_root", "outputs")).path for n in names]
+    with contextlib.ExitStack() as stack:  # never beside an evaluation of one of the runs (it rewrites eval/)
+        for r in sorted(set(runs)):  # in path order: two reports of overlapping runs cannot deadlock
+            stack.enter_context(RunDir(r).lock("eval"))
+        roots = [*runs, cfg["report_out"] if cfg.get("report_out") else default_out_dir(runs)]
+        stack.enter_context(confine(*roots))
+        cmd_report(cfg)
 
 
 def _cmd_verify(cfg: dict[str, Any]) -> None:
@@ -298,6 +387,13 @@ def _cmd_verify(cfg: dict[str, Any]) -> None:
         sys.exit(1)
 
 
+def _cmd_setup(cfg: dict[str, Any]) -> None:
+    """``setup model=NAME [print=true]``: see :mod:`harness.app.setup`."""
+    from harness.app.setup import run_setup
+
+    run_setup(cfg)
+
+
 def _cmd_judge_check(cfg: dict[str, Any]) -> None:
     """``python -m harness judge check``: ping the configured judge server and print what it serves."""
     from evaluate.judge import check_server
@@ -308,7 +404,7 @@ def _cmd_judge_check(cfg: dict[str, Any]) -> None:
 
 
 HANDLERS = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
-            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check}
+            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check, "setup": _cmd_setup}
 
 
 def _dispatch(cfg_omega: Any) -> None:
@@ -323,18 +419,25 @@ def _dispatch(cfg_omega: Any) -> None:
     except Exception as exc:  # an interpolation that cannot resolve
         _fail(f"config: {exc}")
     assert isinstance(cfg, dict)
-    _SECRETS.update(secret_values(cfg))
+    _register_secrets(secret_values(cfg))
     cmd = cfg.get("cmd", "run")
     if cmd not in HANDLERS:
         _fail(f"cmd={cmd!r}: use one of {', '.join(HANDLERS)}")
     try:
+        from harness.app.settings import check_settings
         from harness.logs import apply_progress, setup_logging
 
+        from harness.secrets import install_log_filter
+
+        check_settings(cfg)
         setup_logging(cfg.get("verbosity", "info"))
+        install_log_filter()  # library records (httpx, ...) through the root handlers Hydra set up: scrubbed too
         apply_progress(bool(cfg.get("progress", True)))
         HANDLERS[cmd](cfg)
     except UserError as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        _interrupted()
     except BrokenPipeError:  # the reader of stdout went away (`... | head`): nothing left to say
         import os
 
@@ -344,7 +447,8 @@ def _dispatch(cfg_omega: Any) -> None:
         import errno
 
         if errno.errorcode.get(exc.errno or -1) in _USER_OS_ERRNOS:
-            _fail(f"{exc.strerror}: {exc.filename or ''} (check output_root / permissions / free space)")
+            _fail(f"{exc.strerror}: {exc.filename or '(file not reported by the system)'} (check output_root / "
+                  "permissions / free space)")
         _bug(exc)
     except Exception as exc:  # anything else is a bug in the harness: shown with its traceback
         _bug(exc)
@@ -386,48 +490,120 @@ def _argv_secrets(argv: list[str]) -> dict[str, str]:
     return found
 
 
-class _ScrubbedStream:
-    """A text stream that removes known secret values from everything written (Hydra logs the overrides of
-    every sweep job to stdout)."""
+def _register_secrets(values: dict[str, str]) -> None:
+    """Known secret values: scrubbed from every message, stream, log line and file of this process."""
+    from harness.secrets import register
 
-    def __init__(self, stream: Any, secrets: dict[str, str]):
-        self._stream, self._secrets = stream, secrets
+    _SECRETS.update(values)
+    register(values)
 
-    def write(self, text: str) -> int:
-        from harness.secrets import redact
 
-        self._stream.write(redact(text, self._secrets))
-        return len(text)
+#: plans the sweep pre-pass validated, by config: the job (in this process, basic launcher) takes its plan from here
+#: instead of planning twice
+_PLANS: dict[str, Any] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+
+def _config_key(cfg: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
+def _validate_job(cfg: dict[str, Any]) -> None:
+    """What a job checks before it writes anything (run for every job of a sweep before job 0 starts)."""
+    from harness.app.settings import check_settings
+
+    check_settings(cfg)
+    if cfg.get("cmd", "run") == "run":
+        plan = prepare_run(cfg, report=False)
+        if plan is not None:
+            _PLANS[_config_key(cfg)] = plan
+
+
+def _prepass(argv: list[str]) -> None:
+    """Before Hydra runs anything: for a sweep (``-m``), compose and validate every job's config, so a bad job
+    fails before job 0 writes; for ``--cfg`` / ``--info`` (Hydra prints the config itself), learn the config's
+    secrets first. Hydra's own errors (a bad override) are left to Hydra, which reports them."""
+    from omegaconf import OmegaConf
+
+    from harness.secrets import secret_values
+
+    from harness.app.settings import compose_config, hydra_args, sweep_jobs
+
+    try:
+        args = hydra_args(argv)
+    except SystemExit:
+        return  # argparse's own usage error: Hydra prints it
+    if not (args.multirun or args.cfg or args.info):
+        return
+    from pathlib import Path
+
+    # --config-dir adds a search path (e.g. a folder with local/default.yaml): compose what Hydra will compose
+    extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
+    try:
+        jobs = sweep_jobs([*args.overrides, *extra]) if args.multirun else [[*args.overrides, *extra]]
+        configs = [compose_config(job) for job in jobs]
+    except Exception:  # Hydra's own composition error: Hydra reports it when it runs
+        return
+    for c in configs:
+        _register_secrets(secret_values(OmegaConf.to_container(c, resolve=False)))
+    if not args.multirun or args.cfg or args.info:
+        return
+    for i, (job, c) in enumerate(zip(jobs, configs)):
+        where = f"sweep job #{i} ({' '.join(job)})"
+        try:
+            cfg = OmegaConf.to_container(c, resolve=True)
+        except Exception as exc:  # an interpolation that cannot resolve, a missing mandatory value
+            _fail(f"{where}: config: {exc} (no job was started)")
+        try:
+            _validate_job(cfg)  # type: ignore[arg-type]
+        except UserError as exc:
+            _fail(f"{where}: {exc} (no job was started)")
+        except Exception as exc:  # a bug while validating: its traceback, as in a job
+            _bug(exc)
+    log.debug("validated the %d job(s) of the sweep", len(jobs))
 
 
 def main() -> None:
     import hydra
 
     from harness.logs import setup_logging
+    from harness.secrets import ScrubbedStream
 
-    setup_logging()  # the default level until the config (and its verbosity) is known
-    if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
-        from harness.app.weights import main as weights_main
-
-        sys.exit(weights_main(sys.argv[2:]))
-    if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
-        sys.argv[1:3] = ["cmd=judge_check"]
-    from evaluate.reporting.cli import merge_run_args
-
-    sys.argv = _precheck_argv(merge_run_args(sys.argv))
-    _SECRETS.update(_argv_secrets(sys.argv))
-    if _SECRETS:
-        sys.stdout = _ScrubbedStream(sys.stdout, _SECRETS)  # type: ignore[assignment]
-        sys.stderr = _ScrubbedStream(sys.stderr, _SECRETS)  # type: ignore[assignment]
+    # every console line of this process is scrubbed of secrets: values learned from the config, argv and the
+    # environment, and anything shaped like a credential (harness.secrets.scrub)
+    out, err = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, ScrubbedStream):
+        sys.stdout = ScrubbedStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, ScrubbedStream):
+        sys.stderr = ScrubbedStream(sys.stderr)  # type: ignore[assignment]
     try:
-        hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
-    except SystemExit as exc:
-        if exc.code == 1 and not _DISPATCHED:
-            sys.exit(2)  # Hydra's own override / composition error: a user error like ours
-        raise
+        setup_logging()  # the default level until the config (and its verbosity) is known
+        if len(sys.argv) > 1 and sys.argv[1] == "weights":  # plain argparse: no Hydra run directory for a listing
+            from harness.app.weights import main as weights_main
+
+            sys.exit(weights_main(sys.argv[2:]))
+        if len(sys.argv) > 1 and sys.argv[1] == "human":  # plan / serve / report a human study (docs/human-study.md)
+            from harness.app.human import main as human_main
+
+            sys.exit(human_main(sys.argv[2:]))
+        if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
+            sys.argv[1:3] = ["cmd=judge_check"]
+        from evaluate.reporting.cli import merge_run_args
+
+        sys.argv = _precheck_argv(merge_run_args(sys.argv))
+        _register_secrets(_argv_secrets(sys.argv))
+        _prepass(sys.argv[1:])
+        try:
+            hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
+        except SystemExit as exc:
+            if exc.code == 1 and not _DISPATCHED:
+                sys.exit(2)  # Hydra's own override / composition error: a user error like ours
+            raise
+    except KeyboardInterrupt:
+        _interrupted()
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@ depends on process rank, order or time. Item output paths are deterministic, so 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from harness.cases import Case, load_cases_from_config  # noqa: F401  (re-exported: planning API)
-from harness.outputs import PlanError, RunDir, WorkItem, check_seed, check_writable, run_dir_for  # noqa: F401
+from harness.outputs import (PlanError, RunDir, WorkItem, check_name, check_seed, check_writable,  # noqa: F401
+                             run_dir_for)
 
 def parse_shard(shard: str) -> tuple[int, int]:
     """``"i/n"`` -> (i, n) with 0 <= i < n."""
@@ -79,6 +81,80 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
             raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
 
 
+def check_compile(adapter: Any, policy: Any, specs: dict[str, Any], cases: Sequence[Case],
+                  items: Sequence[WorkItem]) -> None:
+    """Compile the first item of each trajectory into a scratch folder (deleted at once), so a setting the model's
+    native format refuses (a frame count it would time-warp, a size it cannot take) fails at planning, not item by
+    item after the run has started writing. Only user errors stop the plan; anything else is left to the run,
+    which records it as that item's failure."""
+    from adapters.base import ItemRequest
+
+    from harness.errors import UserError
+
+    first: dict[str, WorkItem] = {}
+    for item in items:
+        first.setdefault(item.trajectory, item)
+    by_id = {c.id: c for c in cases}
+    for t, item in first.items():
+        case = by_id[item.case_id]
+        # a folder of this process's scratch area (removed at exit): kept while the process runs, so the canvas the
+        # probe encoded is what the compile cache copies for the real item (adapters/memo.py), not encoded twice
+        where = _scratch() / f"{next(_PROBES)}-{t}"
+        try:
+            path = adapter.path_for(specs[t], adapter.canvas_K(case), t)
+            adapter.compile(ItemRequest(case=case, path=path, context=policy, seed=item.seed, item_dir=where))
+        except UserError as exc:
+            raise PlanError(f"model={adapter.config.name}: {exc} (found compiling {item.key} at planning; nothing "
+                            "was written)") from None
+        except Exception:  # a bug or an environment problem: the item records it when it runs
+            continue
+
+
+_PROBES = itertools.count()
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> Path:
+    """This process's scratch folder for planning compiles (under the system temp dir; removed at exit)."""
+    if not _SCRATCH:
+        import atexit
+        import shutil
+        import tempfile
+
+        d = Path(tempfile.mkdtemp(prefix="harness-plan-"))
+        atexit.register(shutil.rmtree, d, True)
+        _SCRATCH.append(d)
+    return _SCRATCH[0]
+
+
+def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
+    """Every trajectory name is a plain name of the ``trajectory`` group, and the chosen trajectory's ``name``
+    labels its own path: ``trajectory=lrlr trajectory.name=lrud`` would file LRLR motion as LRUD."""
+    import yaml
+
+    from harness.config_groups import check_choice, conf_dir
+
+    for n in names:
+        check_name("trajectories" if cfg.get("trajectories") else "trajectory.name", n)
+        check_choice("trajectory", n)
+    tr = cfg["trajectory"]
+    check_name("trajectory.name", tr.get("name"))
+    check_choice("trajectory", tr["name"])
+    # the file as written (kind and cycles are never inherited): no Hydra compose for a name check
+    ref = yaml.safe_load((conf_dir() / "trajectory" / f"{tr['name']}.yaml").read_text()) or {}
+    for k in ("kind", "cycles"):
+        if k not in ref:
+            continue
+        have, want = tr.get(k), ref[k]
+        if k == "cycles":
+            have, want = list(have or []), list(want or [])
+        if have != want:
+            raise PlanError(f"trajectory.name={tr['name']!r} labels a path whose {k} is {have!r}, but "
+                            f"trajectory {tr['name']!r} has {want!r}: the name is the item folder and the label the "
+                            f"analyses read; choose trajectory={tr['name']} instead of renaming (or drop "
+                            "trajectory.name)")
+
+
 def resolve_context(ctx: dict[str, Any], adapter: Any):
     """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
     from harness.context import ContextPolicy
@@ -103,10 +179,14 @@ def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
     if seed is not None:
         check_seed(seed)
     adapter = build_adapter(model_config_with_local(cfg))
+    check_name("model.name", adapter.config.name)
     check_seed(adapter.config.seed, "model.seed")
     policy = resolve_context(cfg["context"], adapter)
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
     names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]
+    if not isinstance(names, (list, tuple)):
+        raise PlanError(f"trajectories={names!r}: give a list, e.g. trajectories=[lrlr,lrud]")
+    check_trajectory_names(cfg, names)
     specs = {}
     for name in names:
         if name == cfg["trajectory"]["name"]:
@@ -126,5 +206,6 @@ def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
     items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
     check_trajectories(adapter, specs, cases, items)
     if for_writing:
+        check_compile(adapter, policy, specs, cases, items)
         check_writable(run_dir, all_items)
     return Plan(adapter, policy, specs, cases, items, run_dir, all_items)

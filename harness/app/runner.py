@@ -10,7 +10,9 @@ Guarantees:
 - An item is worked on by one process at a time (``.locks/``, see :mod:`harness.locks`): several shards, ranks or
   identical commands can share a run directory; each item is done once; a dead owner's lock is taken over.
 - A finished item is skipped only when its config fingerprint (:mod:`harness.fingerprint`) equals the current
-  one; otherwise the run refuses before writing anything (:func:`check_fingerprints`).
+  one (otherwise the run refuses before writing anything, :func:`check_fingerprints`) and its files still match
+  the hashes ``meta.json`` recorded (video, ``camera.npz``, ``controls/``; :func:`harness.outputs.item_problems`);
+  an item whose files changed is redone, and the run says why.
 - Upstream jobs (``gpus_per_job > 0``) run concurrently on disjoint GPU sets from a :class:`GPUPool`.
 - Secrets in ``model.env`` never reach ``meta.json`` (:mod:`harness.secrets`).
 """
@@ -36,11 +38,11 @@ from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re
 from harness.gpu_pool import GPUPool, current_devices
 from harness.io import atomic_path, json_text, sha256_file, write_json, write_text
 from harness.locks import ItemLocks
-from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, RunDir, git_state, item_meta,  # noqa: F401
-                             item_status, remove_stale_temps, versions)
+from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, controls_hashes,  # noqa: F401
+                             git_state, item_meta, item_problems, item_status, remove_stale_temps, versions)
 from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
                    resolve_context)
-from harness.secrets import redact, secret_values
+from harness.secrets import redact, scrub, secret_values
 from harness.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class RunSummary:
     compiled: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)  # finished meanwhile by another process sharing the run
     taken_over: list[str] = field(default_factory=list)
+    redone: dict[str, str] = field(default_factory=dict)  # done item whose files no longer matched -> why
     causes: dict[str, str] = field(default_factory=dict)  # failed item -> root-cause line (upstream.log) or error
     seconds: float = 0.0
     max_concurrent: int = 0
@@ -74,6 +77,7 @@ class RunSummary:
         w = max(len(r[0]) for r in rows)
         lines = [f"run directory: {self.run_dir}"] + [f"  {k:<{w}}  {v}" for k, v in rows]
         lines += [f"  took over stale lock: {k}" for k in self.taken_over]
+        lines += [f"  redone (its files no longer matched meta.json): {k}: {why}" for k, why in self.redone.items()]
         lines += [f"  FAILED: {k}: {self.causes.get(k, 'see its meta.json')}" for k in self.failed]
         if self.failed and not (self.done or self.compiled or self.skipped or self.elsewhere):
             lines.append("  no video was produced: the failures above are the cause (not the metrics)")
@@ -112,17 +116,23 @@ def _key(item: WorkItem) -> str:
     return item.key
 
 
-def check_fingerprints(plan: Plan, overwrite: bool) -> None:
-    """Refuse (before anything is written) when a finished item was made with a different config."""
+def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> None:
+    """Refuse (before anything is written) when a finished item was made with a different config, or when a dry
+    run with ``overwrite=true`` would replace finished items by compile-only records (orphaning their videos)."""
+    if overwrite and dry_run:
+        done = [_key(i) for i in plan.items if item_status(plan.run_dir / _rel(i)) == "done"]
+        if done:
+            raise PlanError(f"dry_run=true overwrite=true: {len(done)} item(s) of {plan.run_dir} are done (first: "
+                            f"{done[0]}); a dry run would replace their meta.json by a compile-only record and orphan "
+                            "their videos. Drop overwrite=true (a dry run leaves done items alone) or use run=<new>")
     if overwrite:
         return
-    fps = fingerprints(plan)
     bad = []
     for item in plan.items:
         m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
-        fp, parts = fps[_key(item)]
+        fp, parts = fingerprints(plan)[_key(item)]  # computed once, and only when a finished item exists
         if m.get("fingerprint") != fp:
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
@@ -160,9 +170,11 @@ class _Executor:
         self.context_meta = context.to_dict()
         self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
         self._shared_text: dict[int, tuple[Any, str]] = {}
-        self._camera_bytes: dict[int, tuple[Any, bytes]] = {}
+        self._camera_bytes: dict[int, tuple[Any, bytes, str]] = {}
         self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
+        self.broken: dict[str, str] = {}  # done items whose files no longer match their meta.json -> why
+        self._checked: dict[tuple, list[str]] = {}
         self.started = time.time()
         self._mutex = threading.Lock()
         self.running = 0
@@ -178,9 +190,24 @@ class _Executor:
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
                 and m.get("owner_token") != self.locks.owner.token):
             return "failed" if m["status"] == "failed" else "elsewhere"  # finished meanwhile by another process
-        if m.get("status") != "done":
+        if m.get("status") != "done" or self.overwrite:
             return None
-        return None if self.overwrite else "skipped"
+        problems = self._integrity(item, m)
+        if problems:  # trust nothing on disk: a truncated, missing or replaced file makes the item unfinished
+            why = "; ".join(problems)
+            if self.broken.get(_key(item)) != why:
+                log.warning("%s: redoing it: %s", _key(item), why)
+            self.broken[_key(item)] = why
+            return None
+        return "skipped"
+
+    def _integrity(self, item: WorkItem, m: dict[str, Any]) -> list[str]:
+        """:func:`harness.outputs.item_problems` of a done item, once per recorded state (the runner asks twice)."""
+        video = m.get("video") if isinstance(m.get("video"), dict) else {}
+        k = (_key(item), m.get("finished_unix"), video.get("sha256"))
+        if k not in self._checked:
+            self._checked[k] = item_problems(self.run_dir / _rel(item), m)
+        return self._checked[k]
 
     # -- one item -------------------------------------------------------------------------------------------------
     def execute(self, item: WorkItem) -> dict[str, Any]:
@@ -209,7 +236,8 @@ class _Executor:
             "argv": self.argv,
             "config": self.config,
             "owner": {"host": self.locks.owner.host, "pid": self.locks.owner.pid, "rank": self.rank.rank,
-                      "world": self.rank.world, "devices": list(devices) if devices is not None else None},
+                      "world": self.rank.world, "devices": list(devices) if devices is not None else None,
+                      "slurm_job": self.locks.owner.slurm_job},
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -221,12 +249,12 @@ class _Executor:
             K = adapter.canvas_K(case)
             mc = adapter.config
             path = adapter.path_for(self.specs[item.trajectory], K, item.trajectory)  # shared by cases (cached)
-            self._save_camera(path, item_dir / "camera.npz")
+            camera_sha = self._save_camera(path, item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
             meta["controls"] = redact({"files": sorted(Path(p).name for p in controls.files.values()),
                                        "command": controls.command, **controls.meta}, self.secrets)
-            meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta()}
+            meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta(), "sha256": camera_sha}
             if controls.decoded_c2w is not None:
                 from harness.residuals import pose_residual
 
@@ -252,6 +280,7 @@ class _Executor:
                     status="done",
                     video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
                            "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4"),
+                           "size": (item_dir / "video.mp4").stat().st_size,
                            "frames_sha256": writer.frames_sha256, "encoder": encoder_settings()},
                     timings={"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0},
                     generation=redact(gen.meta, self.secrets),
@@ -263,6 +292,11 @@ class _Executor:
                         traceback=redact(traceback.format_exc(), self.secrets))
             if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
                 meta["root_cause"] = redact(exc.root_cause, self.secrets)
+            if getattr(exc, "meta", None):  # what generation measured before it failed (conformance residuals)
+                meta["generation"] = redact(exc.meta, self.secrets)
+        if meta["status"] != "failed" and isinstance(meta.get("controls"), dict):
+            # hashed after generation (an adapter may add files there): a rerun trusts only what still matches
+            meta["controls"]["sha256"] = controls_hashes(item_dir / "controls")
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         meta["finished_unix"] = time.time()
         meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()
@@ -275,9 +309,11 @@ class _Executor:
                 self.run.update_manifest([meta["manifest"]])
         return meta
 
-    def _save_camera(self, path: Any, dst: Path) -> None:
-        """``camera.npz`` (:meth:`CameraPath.save`). A camera path shared by several items (the compile cache hands
-        out one object per spec, canvas and K) is serialised once; the later items get the same bytes."""
+    def _save_camera(self, path: Any, dst: Path) -> str:
+        """``camera.npz`` (:meth:`CameraPath.save`); returns its sha256 (recorded in ``meta.json``). A camera path
+        shared by several items (the compile cache hands out one object per spec, canvas and K) is serialised and
+        hashed once; the later items get the same bytes."""
+        import hashlib
         import io
 
         hit = self._camera_bytes.get(id(path))
@@ -286,14 +322,16 @@ class _Executor:
             path.save_to(buf)
             if len(self._camera_bytes) > 64:  # paths are shared per spec, canvas and K: a few per run
                 self._camera_bytes.clear()
-            hit = self._camera_bytes[id(path)] = (path, buf.getvalue())
+            data = buf.getvalue()
+            hit = self._camera_bytes[id(path)] = (path, data, hashlib.sha256(data).hexdigest())
         with atomic_path(dst, suffix=".npz") as tmp:
             tmp.write_bytes(hit[1])
+        return hit[2]
 
     def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
         """``meta.json``, as :func:`harness.io.write_json` writes it; the values shared by every item (config,
-        versions, model, ...) are serialised once per run instead of twice per item."""
-        write_text(item_dir / "meta.json", self._meta_text(meta))
+        versions, model, ...) are serialised (and scrubbed of secrets) once per run instead of twice per item."""
+        write_text(item_dir / "meta.json", self._meta_text(meta), scrubbed=True)
 
     def _meta_text(self, meta: dict[str, Any]) -> str:
         """``json_text(meta)``, with the shared values' texts spliced in: each is replaced by a placeholder string
@@ -306,13 +344,13 @@ class _Executor:
             if isinstance(v, (dict, list)) and any(v is x for x in shared):
                 hit = self._shared_text.get(id(v))
                 if hit is None or hit[0] is not v:
-                    hit = self._shared_text[id(v)] = (v, json_text(v)[:-1].replace("\n", "\n  "))
+                    hit = self._shared_text[id(v)] = (v, scrub(json_text(v)[:-1].replace("\n", "\n  ")))
                 mark = f"{self._token}:{len(texts)}"
                 texts[json.dumps(mark)] = hit[1]
                 doc[k] = mark
             else:
                 doc[k] = v
-        text = json_text(doc)
+        text = scrub(json_text(doc))  # the item's own parts; the shared ones were scrubbed when first serialised
         for mark, sub in texts.items():
             text = text.replace(mark, sub, 1)
         return text
@@ -333,6 +371,9 @@ class _Executor:
             if why is not None:
                 self._record(summary, why, _key(item))
                 return True
+            if _key(item) in self.broken:
+                with self._mutex:
+                    summary.redone[_key(item)] = self.broken[_key(item)]
             if _key(item) in self.locks.taken_over:
                 with self._mutex:
                     summary.taken_over.append(_key(item))
@@ -392,7 +433,7 @@ def run_items(
     rank = rank or current_rank()
     adapter, context, trajectory_specs, cases = plan.adapter, plan.policy, plan.specs, plan.cases
     items, run_dir = plan.items, plan.run_dir
-    check_fingerprints(plan, overwrite)  # refuse before anything is written
+    check_fingerprints(plan, overwrite, dry_run)  # refuse before anything is written
     fps = fingerprints(plan)
     if on_start is not None:
         on_start()
@@ -442,14 +483,12 @@ def run_items(
             # ones another rank holds and does the ones nobody has started (the split decides who, never what)
             mine = set(my_items)
             pending += process([i for i in items if i not in mine])
-        announced = False
+        announced = 0.0
         while pending:
             time.sleep(wait_poll_s)
-            if not announced:
-                holders = {h.describe() for h in (ex.locks.holder(_key(i)) for i in pending) if h is not None}
-                log.info("waiting for %d item(s) held by another process (%s)", len(pending),
-                         "; ".join(sorted(holders)))
-                announced = True
+            if time.monotonic() - announced > WAIT_REMINDER_S:  # at first, then every few minutes: never silent
+                _announce_wait(ex.locks, pending)
+                announced = time.monotonic()
             pending = process(pending)
     finally:
         ex.flush_manifest()  # a dry run's rows (also when interrupted); other items' rows are kept as they are
@@ -461,6 +500,30 @@ def run_items(
         plan.run.rebuild_manifest()
     summary.seconds = time.perf_counter() - t_run
     return summary
+
+
+WAIT_REMINDER_S = 300.0
+
+
+def _announce_wait(locks: ItemLocks, pending: Sequence[WorkItem]) -> None:
+    """Say which processes hold the items this run waits for, and their lock files (a lock of another host is
+    honoured until that file is deleted)."""
+    import socket
+
+    holders, files = set(), []
+    for i in pending:
+        h = locks.holder(_key(i))
+        if h is not None:
+            holders.add(h.describe())
+            files.append((h, locks.path(_key(i))))
+    log.info("waiting for %d item(s) held by another process (%s); lock file(s): %s%s", len(pending),
+             "; ".join(sorted(holders)) or "?", ", ".join(str(p) for _, p in files[:3]),
+             f" (+{len(files) - 3} more)" if len(files) > 3 else "")
+    other = sorted({h.host for h, _ in files if h.host not in (socket.gethostname(), "?")})
+    if other:
+        log.warning("%d lock(s) are held from another host (%s), whose processes cannot be checked from here: if "
+                    "that host is gone, delete the lock file(s) above and this run goes on", len(files),
+                    ", ".join(other))
 
 
 def job_gpus(adapter: Any, dry_run: bool = False) -> int:

@@ -2,9 +2,12 @@
 
 For every item the config plans (all shards), it checks that the item is ``done``; that ``video.mp4`` decodes,
 with the frame count of its camera path and the recorded fps; that the file's sha256 equals ``meta.json``'s; that
-the recorded config fingerprint equals the current config's; that the manifest has the item's row with the same
-hash; and that no temporary file or lock is left in the item folder. It prints one table row per item and a
-summary line, and exits 1 when anything fails.
+``camera.npz`` and every file of ``controls/`` still match the hashes ``meta.json`` recorded (and that its sections
+have the right types: :func:`harness.outputs.item_problems`, the check a rerun makes); that the recorded config
+fingerprint equals the current config's; that the manifest has the item's row with the same hash; and that no
+temporary file, partial video or lock is left (also for items that are not done: what a killed run leaves). It
+prints one table row per item and a summary line, and exits 1 when anything fails; a run that does not exist is a
+user error (exit 2).
 """
 
 from __future__ import annotations
@@ -13,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.io import sha256_file
 from harness.errors import UserError
-from harness.outputs import CONTROL_FILES, ManifestRow, RunDir, item_meta
+from harness.outputs import CONTROL_FILES, ManifestRow, PlanError, RunDir, _section, item_meta, item_problems
 
-CHECKS = ("done", "decodes", "frames", "fps", "sha256", "fingerprint", "manifest", "clean")
+CHECKS = ("done", "decodes", "frames", "fps", "sha256", "files", "fingerprint", "manifest", "clean")
 
 
 @dataclass
@@ -70,18 +72,36 @@ def _manifest_rows(run: RunDir, problems: list[str]) -> dict[str, ManifestRow]:
         return {}
 
 
+def _leftovers(run_dir: Path, d: Path, key: str) -> list[str]:
+    """Temporary files and partial videos in an item folder, and its lock (what a killed process leaves)."""
+    from harness.locks import lock_name
+
+    temps = [p.name for sub in (d, d / "controls") if sub.is_dir() for p in sub.iterdir()
+             if p.name.startswith(".") and p.is_file() and p.name not in CONTROL_FILES]
+    out = [f"{t} (a partial video)" if t.endswith(".partial.mp4") else t for t in sorted(temps)]
+    lock = run_dir / ".locks" / lock_name(key)
+    if lock.exists():
+        out.append(f"{lock} (a lock: a process is on it, or died; a rerun takes a dead one over)")
+    return out
+
+
 def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, ManifestRow]) -> ItemCheck:
     from harness.video import probe_video
 
     d = run_dir / item.rel_dir
     c = ItemCheck(item.key)
     meta = item_meta(d)
+    left = _leftovers(run_dir, d, item.key)
+    c.results["clean"] = not left
+    if left:
+        c.notes.append(f"temporary files left: {', '.join(left)}")
     c.results["done"] = bool(meta) and meta.get("status") == "done"
     if not c.results["done"]:
-        c.notes.append(f"status: {meta.get('status') if meta else 'missing'}"
+        c.notes.insert(0, f"status: {meta.get('status') if meta else 'missing'}"
                        + (f" ({meta.get('error')})" if meta and meta.get("error") else ""))
         return c
-    video, cam = meta.get("video", {}), meta.get("camera", {})
+    problems = item_problems(d, meta)
+    video, cam = _section(meta, "video"), _section(meta, "camera")
     try:
         info = probe_video(d / "video.mp4")
         c.results["decodes"] = True
@@ -94,16 +114,17 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
         c.results["frames"] = info["num_frames"] == want == video.get("num_frames")
         if not c.results["frames"]:
             c.notes.append(f"frames: decoded {info['num_frames']}, camera path {want}, meta {video.get('num_frames')}")
-        fps = float(video.get("fps") or 0)
+        fps = video.get("fps")
+        fps = float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool) else 0.0
         c.results["fps"] = fps > 0 and abs(info["fps"] - fps) <= 1e-3 * fps
         if not c.results["fps"]:
-            c.notes.append(f"fps: stored {info['fps']:.4f}, meta {fps}")
-    try:
-        c.results["sha256"] = sha256_file(d / "video.mp4") == video.get("sha256")
-    except OSError:
-        c.results["sha256"] = False
-    if not c.results["sha256"]:
-        c.notes.append("video.mp4 sha256 differs from meta.json")
+            c.notes.append(f"fps: stored {info['fps']:.4f}, meta {video.get('fps')!r}")
+    vids = [p for p in problems if p.startswith("video.mp4") or "video.sha256" in p]
+    c.results["sha256"] = not vids
+    c.notes += vids
+    others = [p for p in problems if p not in vids]
+    c.results["files"] = not others
+    c.notes += others
     c.results["fingerprint"] = meta.get("fingerprint") == fingerprint
     if not c.results["fingerprint"]:
         c.notes.append("made with a different config (fingerprint differs from the current overrides)")
@@ -111,15 +132,6 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
     c.results["manifest"] = bool(row) and row.done and row.video_sha256 == video.get("sha256")
     if not c.results["manifest"]:
         c.notes.append("manifest.jsonl row missing or stale")
-    temps = [p.name for sub in (d, d / "controls") if sub.is_dir() for p in sub.iterdir()
-             if p.name.startswith(".") and p.name not in CONTROL_FILES]
-    from harness.locks import lock_name
-
-    if (run_dir / ".locks" / lock_name(item.key)).exists():
-        temps.append(f".locks/{lock_name(item.key)} (a lock: a process is on it, or died; a rerun takes it over)")
-    c.results["clean"] = not temps
-    if temps:
-        c.notes.append(f"temporary files left: {', '.join(sorted(temps))}")
     return c
 
 
@@ -129,6 +141,9 @@ def verify_run(cfg: dict[str, Any]) -> VerifyReport:
     from harness.app.runner import fingerprints
 
     plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
+    if not plan.run_dir.is_dir():
+        raise PlanError(f"run={cfg.get('run')!r}: no run at {plan.run_dir}; give verify the overrides of the run "
+                        "to check (run=<name>, and the model / context / trajectory / cases it used)")
     report = VerifyReport(plan.run_dir)
     fps = fingerprints(plan)
     run = RunDir(plan.run_dir)
@@ -137,4 +152,11 @@ def verify_run(cfg: dict[str, Any]) -> VerifyReport:
         report.items.append(check_item(plan.run_dir, item, fps[item.key][0], manifest))
     planned = {i.key for i in plan.all_items}
     report.extra += [key for key in run.item_keys() if key not in planned]
+    # leftovers elsewhere in the run (a folder of another config, the manifest's own temporaries); the planned
+    # items' own leftovers are in their rows
+    from harness.locks import lock_name
+
+    mine = {str(run.path / i.rel_dir) for i in plan.all_items} | {lock_name(i.key) for i in plan.all_items}
+    report.problems += [p for p in run.problems()
+                        if not any(m in p for m in mine)]
     return report

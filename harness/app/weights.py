@@ -16,16 +16,37 @@ from evaluate.weights import Checksum, FolderState, WeightsContract, download, f
 from harness.errors import ConfigError
 
 
-def _select(names: list[str]) -> list[BackboneSpec]:
+def _select(names: list[str], shipped: bool = False) -> list[BackboneSpec]:
+    """The learned backbones named (all by default); with ``shipped`` also those whose weights ship inside
+    installed packages (listed and verified, never fetched)."""
     if not names or names == ["all"]:
-        return [s for s in BACKBONES.values() if s.learned]
+        return [s for s in BACKBONES.values() if s.learned or (shipped and s.packaged)]
     out = []
     for n in names:
         s = spec(n)
-        if not s.learned:
+        if s.packaged and not shipped:
+            raise ConfigError(f"backbone {n!r}: its weights ship inside installed packages, nothing to fetch; "
+                              "`python -m harness weights list` shows what is missing and the install command")
+        if not s.learned and not s.packaged:
             raise ConfigError(f"backbone {n!r} is weight-free: nothing to fetch")
         out.append(s)
     return out
+
+
+def shipped_status(s: BackboneSpec, hash_files: bool = False) -> dict:
+    """Offline status of a backbone whose weights ship inside installed packages (nothing is imported but its
+    light module): state, the files found and where, what is missing with the install commands."""
+    from evaluate.perception.packaged import sha256_cached
+    from evaluate.perception.packaged import status as packaged_status
+
+    cls = import_class(s)
+    st = packaged_status(s.name, cls.shipped_files(), getattr(cls, "shipped_extra", lambda: []))
+    st["checksum"] = "-"
+    if hash_files and st["state"] == "present":
+        pins = {f.label: f.sha256 for f in cls.shipped_files()}
+        differs = [k for k, p in st["files"].items() if pins.get(k) and sha256_cached(Path(p)) != pins[k]]
+        st["checksum"] = f"differs:{differs[0]} (another package version)" if differs else "ok"
+    return st
 
 
 def _human(n: float) -> str:
@@ -38,7 +59,8 @@ def _human(n: float) -> str:
 
 def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     """Print name, repository@revision, present/missing, size and checksum state; non-zero when verify fails."""
-    rows = [status(s, root, hash_files=verify) for s in _select(names)]
+    selected = _select(names, shipped=True)
+    rows = [status(s, root, hash_files=verify) for s in selected if s.learned]
     print(f"weights root: {root}")
     print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
     bad = 0
@@ -47,11 +69,25 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
         print(f"{r.name:<12} {rev:<48} {r.state.value:<8} {_human(r.size):>10}  {r.checksum_text}"
               + (f"  missing: {', '.join(r.missing)}" if r.state is FolderState.MISSING and r.missing else "")
               + (f"  ({r.note})" if r.note else ""))
+        if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.CORRUPT:
+            print(f"error: {r.name}: {r.dir}/{r.note}; re-fetch with: {fetch_command(r.name, root)}",
+                  file=sys.stderr)
+            bad += 1
         if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.MISMATCH:
             print(f"error: {r.name}: checksum mismatch in {r.dir}/{r.mismatch_file}: re-fetch with: "
                   f"{fetch_command(r.name, root)}", file=sys.stderr)
             bad += 1
         if verify and r.state is FolderState.MISSING:
+            bad += 1
+    shipped = [shipped_status(s, hash_files=verify) for s in selected if s.packaged]
+    if shipped:
+        print("shipped inside installed packages (real weights, diagnostic backbones; nothing to fetch):")
+    for r in shipped:
+        where = ", ".join(sorted({str(Path(p).parent) for p in r["files"].values()})) or "-"
+        print(f"{r['name']:<12} {where:<48} {r['state']:<8} {_human(r['size']):>10}  {r['checksum']}"
+              + (f"  missing: {', '.join(r['missing'])}; install with: {' && '.join(r['install'])}"
+                 if r["state"] == "missing" else ""))
+        if verify and r["state"] == "missing":
             bad += 1
     return 1 if bad else 0
 

@@ -1,6 +1,6 @@
 """Pose-level KV-context policies: which latent frames a chunk may attend to.
 
-Every model shares this selection logic; the tensor-level cache (issue 4) and the reference model consume it.
+Every model shares this selection logic; the tensor-level cache (:mod:`harness.context.kv_cache`) and the reference model consume it.
 A rollout of ``L`` latent frames is generated in chunks of ``chunk`` latents; chunk ``k`` covers latents
 ``[k*chunk, (k+1)*chunk)``. A policy returns, for chunk ``k``, the *history* latents (all ``< k*chunk``) the chunk
 may see, split into ``sink`` / ``recent`` / ``retrieved`` parts; the chunk always sees its own latents too.

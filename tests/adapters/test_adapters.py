@@ -127,6 +127,7 @@ def _fake_checkout(model: str, root: Path) -> str:
     if model == "matrix_game3":
         rule = (STANDIN / "mg3_rule.py").read_text()
         _write(root / "Matrix-Game-3/utils/__init__.py", "")
+        # the pin's get_data has no key_strength (utils/utils.py:95@71c3cd7f7413): passing one raises TypeError
         _write(root / "Matrix-Game-3/utils/utils.py", rule + """
 import torch
 
@@ -139,13 +140,35 @@ def get_extrinsics(rotations, positions):
     return np.array([np.eye(4) for _ in positions])
 
 
-def get_data(num_frames, height, width, pil_image, device=None, dtype=None, key_strength=1.0):
+def get_data(num_frames, height, width, pil_image, device=None, dtype=None):
     image = torch.zeros(1, 3, 1, height, width, dtype=dtype)
     rng = np.random.default_rng()
-    kb = torch.from_numpy(rng.random((num_frames, 6))).to(dtype) * key_strength
+    kb = torch.from_numpy(rng.random((num_frames, 6))).to(dtype)
     ms = torch.from_numpy(rng.random((num_frames, 2))).to(dtype)
     ext = get_extrinsics([[0, 0, 0]] * num_frames, [[0, 0, 0]] * num_frames)
     return image, ext, kb.unsqueeze(0), ms.unsqueeze(0)
+""")
+        # upstream's writer draws key boxes into every frame, then exports (utils/visualize.py:146-167@71c3cd7f7413)
+        _write(root / "Matrix-Game-3/utils/visualize.py", f"""import sys
+sys.path.insert(0, {str(STANDIN)!r})
+from fake_upstream import draw_hud
+from diffusers.utils import export_to_video
+
+
+def process_video(input_video, output_video, config, mouse_icon_path, mouse_scale=1.0, default_frame_res=None):
+    frames = [draw_hud(f).astype('float32') / 255.0 for f in input_video]
+    export_to_video(frames, output_video, fps=17)
+""")
+        # the environment's diffusers.utils.export_to_video (float frames in [0, 1])
+        _write(root / "Matrix-Game-3/diffusers/__init__.py", "")
+        _write(root / "Matrix-Game-3/diffusers/utils.py", f"""import sys
+import numpy as np
+sys.path.insert(0, {str(STANDIN)!r})
+from fake_upstream import write_mp4
+
+
+def export_to_video(video_frames, output_video_path, fps=10):
+    write_mp4(output_video_path, [np.round(np.asarray(f) * 255).astype(np.uint8) for f in video_frames], fps)
 """)
     if model == "yume":
         _write(root / "wan23.py", "CALLS = []\n\n\nclass Yume:\n"
@@ -182,12 +205,12 @@ def _standin_config(model: str, tmp_path: Path, checkout: Path) -> dict:
     ckpt.mkdir(exist_ok=True)
     mcfg = group_yaml("model", model)
     mcfg.update({"upstream_dir": str(checkout), "checkpoint": str(ckpt), "python": sys.executable,
-                 "launch": "python", "height": 48, "width": 64, "devices": "3,4"})
+                 "launch": "python", "height": 128, "width": 192, "devices": "3,4"})
     for key in ("model_path", "captioner", "base_checkpoint"):  # the other weights folders some models load
         if key in group_yaml("model", model):
             mcfg[key] = str(ckpt)
     if model in ("lingbot", "lingbot_v2"):
-        mcfg["max_area"] = 48 * 64  # the canvas rule's fixed point at this tiny size (464x832 is tested apart)
+        mcfg["max_area"] = 128 * 192  # the canvas rule's fixed point at this small size (464x832 is tested apart)
     return mcfg
 
 
@@ -203,22 +226,30 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
     _fake_checkout(model, checkout)
     mcfg = _standin_config(model, tmp_path, checkout)
     adapter = build_adapter(mcfg)
-    frames = adapter.config.expected_output_frames or adapter.config.frames_for("lrlr")
+    poses = adapter.config.frames_for("lrlr")
+    frames = adapter.upstream_frames(poses)  # one fewer where upstream drops the anchor (SANA, YUME)
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_RECORD", str(record))
     monkeypatch.setenv("FAKE_FRAMES", str(frames))
-    monkeypatch.setenv("FAKE_FPS", str(int(adapter.config.fps)))
+    monkeypatch.setenv("FAKE_FPS", str(adapter.contract().writer.fps))
     monkeypatch.setenv("FAKE_MODEL", model)
     monkeypatch.setenv("FAKE_HW", "%dx%d" % adapter.output_hw())
     cfg = {"model": mcfg, "context": {"name": "paper"}, "trajectory": group_yaml("trajectory", "lrlr"),
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "g", "seed": None}
-    adapter, policy, specs, cases, items, run_dir = plan_from_config(cfg)
-    summary = run_items(adapter, policy, specs, cases, items, run_dir, cfg, progress=False)
+    plan = plan_from_config(cfg)
+    adapter, items, run_dir = plan.adapter, plan.items, plan.run_dir
+    summary = run_items(plan, cfg, progress=False)
     assert summary.done and not summary.failed, summary.table()
     item = run_dir / items[0].rel_dir
     meta = json.loads((item / "meta.json").read_text())
     assert meta["generation"]["achieved_frames"] == frames and (item / "upstream_video.mp4").is_file()
+    # every conformance check passed on the stand-in's video and is recorded; the item video has one frame per pose
+    conf = meta["generation"]["conformance"]
+    assert {k: v["ok"] for k, v in conf.items()} == {"fps": True, "frames": True, "resolution": True,
+                                                     "first_frame": True, "overlay": True}, conf
+    assert meta["video"]["num_frames"] == poses and meta["video"]["fps"] == adapter.contract().writer.fps
+    assert meta["generation"]["alignment"]["prepended_canvas_frames"] == poses - frames
     seen = json.loads(record.read_text())
     assert seen["cwd"] == adapter.workdir()
     if model != "evoke":  # Evoke's launcher replaces CUDA_VISIBLE_DEVICES with GPU_OFFSET
@@ -267,7 +298,9 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     out = run_items(plan_from_config(cfg), cfg, progress=False)
     assert out.failed
     meta = json.loads(next((tmp_path / "o" / "f").rglob("meta.json")).read_text())
-    assert "100 frames, expected 480" in meta["error"]
+    assert "100 frames, the alignment rule expects 480" in meta["error"] and "conformance" in meta["error"]
+    assert meta["generation"]["conformance"]["frames"] == {"ok": False, "value": 100, "expected": 480,
+                                                           "message": meta["generation"]["conformance"]["frames"]["message"]}
     monkeypatch.setenv("FAKE_FAIL", "1")
     cfg["run"] = "f2"
     out = run_items(plan_from_config(cfg), cfg, progress=False)
@@ -282,3 +315,82 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     out = run_items(plan_from_config(cfg), cfg, progress=False)
     meta = json.loads(next((tmp_path / "o" / "f3").rglob("meta.json")).read_text())
     assert out.failed and "timed out" in meta["error"]
+
+
+def _sana_run(tmp_path, monkeypatch, run: str, **env):
+    from harness.config_groups import group_yaml
+    from harness.app.runner import plan_from_config, run_items
+
+    checkout = tmp_path / "checkout"
+    if not checkout.exists():
+        _fake_checkout("sana_wm", checkout)
+    mcfg = _standin_config("sana_wm", tmp_path, checkout)
+    for k, v in {"FAKE_RECORD": str(tmp_path / "r.json"), "FAKE_FRAMES": "480", "FAKE_FPS": "16",
+                 "FAKE_MODEL": "sana_wm", "FAKE_HW": "128x192", **env}.items():
+        monkeypatch.setenv(k, v)
+    cfg = {"model": mcfg, "context": {"name": "fullkv"}, "trajectory": group_yaml("trajectory", "lrlr"),
+           "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
+           "run": run, "overwrite": True}
+    plan = plan_from_config(cfg)
+    out = run_items(plan, cfg, progress=False, overwrite=True)
+    return out, json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text()), plan
+
+
+def test_a_stale_upstream_video_is_never_taken_for_a_new_launch(tmp_path, monkeypatch):
+    """Upstreams that exit 0 without writing (LingBot's save_video) or skip an existing output (DreamX, Evoke) must
+    not hand back the previous launch's video: the harness clears upstream_out/ before each launch."""
+    out, meta, plan = _sana_run(tmp_path, monkeypatch, "s")
+    assert out.done and meta["video"]["num_frames"] == 481  # 480 from upstream + the canvas in front
+    item = plan.run_dir / plan.items[0].rel_dir
+    assert (item / "upstream_out" / "video_streaming.mp4").is_file()
+    monkeypatch.setenv("FAKE_NO_WRITE", "1")
+    out, meta, _ = _sana_run(tmp_path, monkeypatch, "s")
+    assert out.failed and "was not written by this launch" in meta["error"]
+
+
+def test_a_log_line_that_means_a_wrong_run_fails_the_item(tmp_path, monkeypatch):
+    """DreamX loads its generator with strict=False and only prints the missing keys: exit 0, garbage video."""
+    from harness.config_groups import group_yaml
+    from harness.app.runner import plan_from_config, run_items
+
+    checkout = tmp_path / "checkout"
+    _fake_checkout("dreamx", checkout)
+    mcfg = _standin_config("dreamx", tmp_path, checkout)
+    for k, v in {"FAKE_RECORD": str(tmp_path / "r.json"), "FAKE_FRAMES": "501", "FAKE_FPS": "16",
+                 "FAKE_MODEL": "dreamx", "FAKE_HW": "128x192",
+                 "FAKE_LOG": "Base checkpoint loaded\nmissing: ['model.blocks.0.self_attn.q.weight']"}.items():
+        monkeypatch.setenv(k, v.replace("\\n", "\n"))
+    cfg = {"model": mcfg, "context": {"name": "fullkv"}, "trajectory": group_yaml("trajectory", "lrlr"),
+           "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
+           "run": "d"}
+    plan = plan_from_config(cfg)
+    out = run_items(plan, cfg, progress=False)
+    meta = json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text())
+    assert out.failed and "missing: ['model.blocks.0.self_attn.q.weight']" in meta["error"]
+    assert "random-initialised" in meta["error"] and meta["root_cause"].startswith("missing:")
+
+
+def test_the_standin_hud_is_caught_at_the_standin_size(tmp_path):
+    """The stand-in's Matrix-Game 3 writer draws boxes; at the stand-in size the overlay check sees them, so the
+    stand-in run above passing proves the shim's process_video replacement reached the writer."""
+    import sys
+
+    sys.path.insert(0, str(STANDIN))
+    from fake_upstream import draw_hud, frames_from, write_mp4
+
+    from adapters.conformance import ConformanceSpec, check_video
+    from harness.cases import load_case_set
+    from trajectories.conventions import rot_y, se3
+
+    img = tmp_path / "image.png"
+    import cv2
+
+    case = load_case_set("builtin:demo")[0]
+    cv2.imwrite(str(img), cv2.cvtColor(case.load_image(), cv2.COLOR_RGB2BGR))
+    frames = frames_from(str(img), 60, 128, 192)
+    poses = np.stack([se3(rot_y(np.radians(i)), np.zeros(3)) for i in range(60)])
+    spec = ConformanceSpec(fps=17, frames=60, height=128, width=192, poses=poses, canvas=frames[0])
+    write_mp4(str(tmp_path / "clean.mp4"), frames, 17)
+    write_mp4(str(tmp_path / "hud.mp4"), [draw_hud(f) for f in frames], 17)
+    assert [c.name for c in check_video(tmp_path / "clean.mp4", spec).failed] == []
+    assert [c.name for c in check_video(tmp_path / "hud.mp4", spec).failed] == ["overlay"]

@@ -135,7 +135,7 @@ def test_yume_keys_and_sentences():
     assert keys.yume_keys(se3(np.eye(3), [0, 0, 0.1])) == ("W", "·")
     assert keys.yume_keys(se3(rot_y(np.deg2rad(-5)) @ rot_x(np.deg2rad(5)))) == ("None", "↑←")
     assert keys.yume_keys(se3(rot_y(1e-4), [1e-6, 0, 0])) == ("None", "·")  # snapped
-    line = keys.yume_captions(np.tile(np.eye(4), (29, 1, 1)), "A street.")[0]
+    line = keys.yume_captions(np.tile(np.eye(4), (30, 1, 1)), "A street.")[0]  # the image + one stage
     assert line == ("First-person perspective. The camera's movement direction remains stationary (·). The rotation "
                     "direction of the camera remains stationary (·). Actual distance moved:0 at 100 meters per second."
                     " Angular change rate (turn speed):0. View rotation speed:0.A street.")

@@ -554,10 +554,16 @@ def test_noise_in_the_revisit_windows_drives_every_memory_metric_below_half(stud
 
 
 def _per_item(run: Path, context: str, metric: str) -> dict[tuple[str, str], float]:
+    """Per (trajectory, case) value of ``metric``, the cases that score it (a static-content metric leaves the
+    dynamic case out, as the run's analyses do)."""
+    from evaluate.catalog import scores_case
+
     out = {}
     for traj in ("lrlr", "lrlrlr"):
         for case in CASES:
             res = json.loads((_item(run, context, traj, case) / "metrics.json").read_text())
+            if not scores_case(metric, res["case_family"]):
+                continue
             out[(traj, case)] = res["metrics"][metric]["value"]
     return out
 
@@ -650,3 +656,44 @@ def test_cross_axis_over_several_cases_uses_matched_cases(tmp_path):
     assert e["delta_axis"]["n"] == len(both)
     assert e["delta_axis"]["hi"] - e["delta_axis"]["lo"] > 0  # a real interval over several cases
     assert per_case.min() < e["delta_axis"]["lo"] or per_case.max() > e["delta_axis"]["hi"]  # narrower than the data
+
+
+@pytest.mark.slow
+def test_chance_levels_of_the_pixel_scores_are_what_unrelated_content_scores(study):
+    """evaluate/catalog.py's chance levels, measured again: one case's reference frames against another case's
+    revisit frames (a != b) on the FullKV videos score what a video that kept nothing of the content scores."""
+    import itertools
+
+    from evaluate.catalog import chance_level
+    from evaluate.memory import cosine_matrix, revisit_similarity
+    from evaluate.perception.weightfree import PixelEncoder
+    from harness.video import read_frames
+
+    enc = PixelEncoder()
+    got: dict[str, list[float]] = {}
+    for traj in ("lrlr", "lrlrlr"):
+        static = [c for c in CASES if not c.startswith("dynamic")]
+        frames = {c: read_frames(_item(study, "fullkv", traj, c) / "video.mp4")[1] for c in static}
+        res = {c: json.loads((_item(study, "fullkv", traj, c) / "metrics.json").read_text())["metrics"]
+               for c in static}
+        for key in ("environment.visible[pixel-thumb16]", "departure.visible[pixel-thumb16]",
+                    "departure.return_visible[pixel-thumb16]", "departure.sweep_visible[pixel-thumb16]"):
+            for a, b in itertools.permutations(static, 2):
+                m = res[a].get(key)
+                if not m or m["status"] != "computed":
+                    continue
+                ref = enc.encode(frames[a][m.get("reference_frames", [0])])
+                if "revisit_frames" in m:
+                    got.setdefault(key, []).extend(revisit_similarity(ref, enc.encode(frames[b][w]))
+                                                   for w in m["revisit_frames"])
+                else:
+                    got.setdefault(key, []).extend(
+                        float(np.clip(cosine_matrix(enc.encode(frames[b][[f]]), ref[-1:])[0, 0], 0, 1))
+                        for f in m["return_frames"])
+    print({k: (round(float(np.mean(v)), 3), round(float(np.std(v)), 3), len(v)) for k, v in got.items()})
+    assert set(got) == {"environment.visible[pixel-thumb16]", "departure.visible[pixel-thumb16]",
+                        "departure.return_visible[pixel-thumb16]", "departure.sweep_visible[pixel-thumb16]"}
+    for key, vals in got.items():
+        ch = chance_level(key)
+        assert abs(np.mean(vals) - ch.value) < 0.05, (key, np.mean(vals), ch)
+        assert np.mean(vals) < 0.3  # far below what a kept view scores (~1): the scale a reader needs

@@ -149,7 +149,7 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     row = next(r for r in data["rows"] if r["metric"] == "camera.rpe_rot[classical-opencv]"
                and r["trajectory"] == "lrlr")
     assert row["n"] == 3 and row["higher_is_better"] is False
-    for f in ("summary.md", "summary.csv", "per_item.csv", "analyses.md", "analyses.json", "index.html"):
+    for f in ("summary.md", "summary.csv", "per_item.csv", "analyses.md", "analyses.json", "report/index.html"):
         assert "[oracle]" not in (run_dir / "eval" / f).read_text(), f  # no ground-truth row in any table
     assert "classical-opencv" in (run_dir / "eval" / "validity.md").read_text()
     assert (run_dir / "eval" / "per_item.csv").read_text().count("\n") > 10
@@ -159,9 +159,16 @@ def test_run_tables_and_not_computed_reasons(run_dir):
     assert q["pose_source"] == "classical-opencv"  # estimated poses, as the paper qualifies with DA3
     assert q["departure"]["n"] == 2 and 0 <= q["Q30"]["rate"] <= 1
     assert "(poses: classical-opencv)" in (run_dir / "eval" / "analyses.md").read_text()
-    page = (run_dir / "eval" / "index.html").read_text()
-    assert page.count("<video") == 3 and "../reference/fullkv/seed-1/lrlr/object_coffee/video.mp4" in page
-    assert (run_dir / "eval" / "multi_revisit.png").stat().st_size > 5000
+    # one page per run: the study report; eval/index.html only sends an old link there
+    page = (run_dir / "eval" / "report" / "index.html").read_text()
+    assert page.count("<video") == 3 and "../../reference/fullkv/seed-1/lrlr/object_coffee/video.mp4" in page
+    assert out["html"] == str(run_dir / "eval" / "index.html") and out["report"] == str(run_dir / "eval" / "report"
+                                                                                         / "index.html")
+    redirect = (run_dir / "eval" / "index.html").read_text()
+    assert "url=report/index.html" in redirect and "<video" not in redirect
+    assert (run_dir / "eval" / "report" / "figures" / "decay.png").stat().st_size > 5000
+    assert not (run_dir / "eval" / "multi_revisit.png").exists()  # the report's decay figure is the one
+    assert out["verdict"] and out["verdict"][0].startswith("Nothing to compare")  # one policy: no comparison
 
 
 @pytest.mark.slow

@@ -128,8 +128,7 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
     rec = tmp_path / "records"
     rec.mkdir()
     mcfg = {**group_yaml("model", "sana_wm"), "upstream_dir": str(checkout), "checkpoint": str(ckpt),
-            "python": sys.executable, "launch": "python", "height": 48, "width": 64, "num_frames": 49,
-            "expected_output_frames": 48}
+            "python": sys.executable, "launch": "python", "height": 48, "width": 64, "num_frames": 49}
     for k, v in {"FAKE_RECORD_DIR": str(rec), "FAKE_FRAMES": "48", "FAKE_FPS": "16", "FAKE_SLEEP": "3",
                  "FAKE_CRASH_ON": "/object_coffee/"}.items():
         monkeypatch.setenv(k, v)

@@ -9,6 +9,10 @@ Faults: ``timeout`` (hangs ``hang_s``, longer than the client's timeout), ``slow
 ``500``, ``503``, ``429``, ``401``, ``drop`` (closes the connection without a reply), ``garbage`` (prose instead of
 JSON), ``truncated`` (JSON cut mid-way), ``seven`` (seven answers), ``variants`` ("Yes.", "YES", "no" spellings),
 ``invalid_body`` (a 200 whose body is not a chat completion).
+
+``refuse_fields``: request fields the server does not implement; a request carrying one is answered ``refuse_status``
+(422) with ``{"detail": "Unused fields in the request: {...}"}``, as ``transformers serve`` words it when it
+validates requests (a 400 with vLLM's error object when ``refuse_status`` is 400).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class FakeJudgeServer:
     def __init__(self, answer_fn: Callable[[dict], tuple[bool, list[str]]], served=("Qwen/Qwen3.8-27B",),
                  script: Optional[list[str]] = None, script_by_digest: Optional[dict[str, list[str]]] = None,
                  reported_model: Optional[str] = None, require_key: Optional[str] = None, max_requests: int = 400,
-                 lifetime_s: float = 600.0, hang_s: float = 2.0, slow_s: float = 0.3):
+                 lifetime_s: float = 600.0, hang_s: float = 2.0, slow_s: float = 0.3,
+                 refuse_fields: tuple[str, ...] = (), refuse_status: int = 422):
         self.answer_fn, self.served = answer_fn, list(served)
         self.script = list(script or [])
         self.script_by_digest = {k: list(v) for k, v in (script_by_digest or {}).items()}
@@ -35,7 +40,8 @@ class FakeJudgeServer:
         self.require_key = require_key
         self.max_requests, self.lifetime_s = max_requests, lifetime_s
         self.hang_s, self.slow_s = hang_s, slow_s
-        self.requests: list[dict] = []  # {"path", "fault", "digest", "auth_ok"} (no headers, no key)
+        self.refuse_fields, self.refuse_status = tuple(refuse_fields), refuse_status
+        self.requests: list[dict] = []  # {"path", "fault", "digest", "auth_ok", "fields"} (no headers, no key)
         self._lock = threading.Lock()
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._timer: Optional[threading.Timer] = None
@@ -109,7 +115,8 @@ class FakeJudgeServer:
                 queue = self.script_by_digest.get(digest) if digest in self.script_by_digest else self.script
                 if queue:
                     fault = queue.pop(0)
-            self.requests.append({"path": h.path, "fault": fault, "digest": digest, "auth_ok": auth_ok})
+            self.requests.append({"path": h.path, "fault": fault, "digest": digest, "auth_ok": auth_ok,
+                                  "fields": sorted(body)})
         if not auth_ok or fault == "401":
             self._send(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
                                           "code": "invalid_api_key"}})
@@ -119,6 +126,14 @@ class FakeJudgeServer:
             return
         if not h.path.endswith("/chat/completions"):
             self._send(h, 404, {"error": {"message": f"no route {h.path}"}})
+            return
+        refused = sorted(f for f in self.refuse_fields if f in body)
+        if refused and h.path.endswith("/chat/completions"):
+            if self.refuse_status == 400:
+                self._send(h, 400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                    "message": f"{refused[0]} is not supported by this server"})
+            else:
+                self._send(h, self.refuse_status, {"detail": f"Unused fields in the request: {set(refused)}"})
             return
         if body.get("model") not in self.served:
             self._send(h, 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})

@@ -14,17 +14,26 @@ PHASES = {"lrlr": {"V": [0, 2], "D1": [2, 4], "R1": [4, 6], "D2": [6, 8], "R2": 
                      "R3": [9, 11], "H": [11, 12]}}
 #: model -> base score; model "evoke" is better than "lingbot_v2" on every memory metric
 BASE = {"lingbot_v2": 0.6, "evoke": 0.8}
-LATENCY = {"fullkv": 10.0, "fov": 8.0}
+LATENCY = {"fullkv": 10.0, "fov": 8.0, "sliding": 7.9}
+#: departure-revisit scores per policy (``extras``): FullKV and FoV keep the away view, Sliding forgets it
+DEPARTURE = {"fullkv": 0.98, "fov": 0.975, "sliding": 0.40}
+#: the revisit PSNR a dynamic case records (``extras``): its content moves, so no table may average it in
+DYNAMIC_PSNR = 99.0
 
 
-def _video(path: Path, seed: int, frames: int = 12) -> None:
+def frame_colour(i: int) -> tuple[int, int, int]:
+    """The solid colour of frame ``i`` of a synthetic video: every frame is told apart by its colour (in a strip,
+    too), far enough apart to survive H.264."""
+    levels = (20, 120, 220)
+    return levels[i % 3], levels[(i // 3) % 3], levels[(i // 9 + i) % 3]
+
+
+def _video(path: Path, frames: int = 12) -> None:
     from harness.video import VideoWriter
 
-    rng = np.random.default_rng(seed)
     w = VideoWriter(path, fps=8.0)
-    base = rng.integers(0, 255, size=(48, 64, 3), dtype=np.uint8)
     for i in range(frames):
-        w.write(np.roll(base, 3 * i, axis=1))
+        w.write(np.broadcast_to(np.array(frame_colour(i), np.uint8), (48, 64, 3)).copy())
     w.close()
 
 
@@ -35,9 +44,42 @@ def per_revisit(model: str, ctx: str, traj: str, case: int, seed: int) -> list[f
     return [round(b - drop * k, 6) for k in range(K)]
 
 
+def departure_windows(traj: str) -> tuple[int, list[int], list[list[int]]]:
+    """(the away view's last frame, the later departures' return frames, the sweep windows) of a trajectory's
+    phases: what ``departure.return_visible`` / ``departure.sweep_visible`` record."""
+    ph = PHASES[traj]
+    deps = sorted((k for k in ph if k.startswith("D") and k != "D1"), key=lambda k: int(k[1:]))
+    later = sorted((k for k in ph if k[0] in "RD" and k != "D1"), key=lambda k: ph[k][0])
+    return ph["D1"][1] - 1, [ph[d][0] for d in deps], [list(range(*ph[k])) for k in later]
+
+
+def _extras(metrics: dict, ctx: str, traj: str, case: int, seed: int, dynamic: bool) -> None:
+    """Departure metrics with their frames (and a revisit PSNR on the dynamic case), for the verdict, strip and
+    window-label tests."""
+    if dynamic:
+        metrics["diagnostic.revisit_psnr[pixels]"] = {
+            "metric": "diagnostic.revisit_psnr", "backbone": "pixels", "backbone_kind": "diagnostic",
+            "status": "computed", "value": DYNAMIC_PSNR, "per_revisit": [DYNAMIC_PSNR] * (3 if traj == "lrlrlr" else 2),
+            "return_frames": [PHASES[traj][f"R{k + 1}"][0] for k in range(3 if traj == "lrlrlr" else 2)]}
+        return
+    away, returns, sweep = departure_windows(traj)
+    v = DEPARTURE[ctx] + 0.004 * case + 0.002 * seed
+    metrics["departure.return_visible[pixel-thumb16]"] = {
+        "metric": "departure.return_visible", "backbone": "pixel-thumb16", "backbone_kind": "diagnostic",
+        "status": "computed", "value": v, "per_revisit": [v] * len(returns), "reference_frames": [away],
+        "return_frames": returns}
+    sw = [round(v - 0.01 * k, 6) for k in range(len(sweep))]
+    metrics["departure.sweep_visible[pixel-thumb16]"] = {
+        "metric": "departure.sweep_visible", "backbone": "pixel-thumb16", "backbone_kind": "diagnostic",
+        "status": "computed", "value": float(np.mean(sw)), "per_revisit": sw,
+        "reference_frames": list(range(*PHASES[traj]["D1"])), "revisit_frames": sweep}
+
+
 def make_run(root: Path, name: str = "synth", models=("lingbot_v2", "evoke"), contexts=("fullkv", "fov"),
-             trajectories=("lrlr", "lrud", "lrlrlr"), cases=2, seeds=(1, 2), videos: bool = True) -> Path:
-    """Write an evaluated run under ``root/name``; returns its directory."""
+             trajectories=("lrlr", "lrud", "lrlrlr"), cases=2, seeds=(1, 2), videos: bool = True,
+             extras: bool = False) -> Path:
+    """Write an evaluated run under ``root/name``; returns its directory. ``extras``: also the departure metrics
+    (with the frames they record) and a revisit PSNR on the dynamic case (:func:`_extras`)."""
     run = root / name
     rows = []
     vid_cache: dict[int, bytes] = {}
@@ -60,7 +102,7 @@ def make_run(root: Path, name: str = "synth", models=("lingbot_v2", "evoke"), co
                         if videos:
                             k = seed
                             if k not in vid_cache:
-                                _video(d / "video.mp4", k)
+                                _video(d / "video.mp4")
                                 vid_cache[k] = (d / "video.mp4").read_bytes()
                             else:
                                 (d / "video.mp4").write_bytes(vid_cache[k])
@@ -91,6 +133,8 @@ def make_run(root: Path, name: str = "synth", models=("lingbot_v2", "evoke"), co
                                 "metric": "dynamic.overall", "backbone": "Qwen/Qwen3.8-27B", "backbone_kind": "judge",
                                 "status": "computed", "started": started,
                                 "value": (0.75 if model == "evoke" else 0.5) if started else 0.0}
+                        if extras and traj != "lrud":
+                            _extras(metrics, ctx, traj, c, seed, c >= cases)
                         res = {"schema_version": 1, "item": item,
                                "case_family": "environment" if c < cases else "dynamic",
                                "num_revisits": K, "phases": PHASES[traj], "metrics": metrics,

@@ -37,3 +37,11 @@ def test_numbering_stops_at_the_first_gap():
     phases = {"V": (0, 4), "D1": (4, 8), "R1": (8, 12), "R3": (12, 16), "H": (16, 20)}
     assert numbered(phases, PhaseKind.RETURN) == [(8, 12)] and count(phases, PhaseKind.DEPART) == 1
     assert Phase.parse("R3") > Phase.parse("R1") and str(Phase(PhaseKind.DEPART, 2)) == "D2"
+
+
+def test_phase_at_uses_half_open_ranges():
+    from trajectories.phases import phase_at
+
+    phases = {"V": (0, 4), "D1": (4, 8), "R1": (8, 12), "H": (12, 16)}
+    assert [phase_at(phases, t) for t in (0, 3, 4, 7, 8, 11, 12, 15)] == ["V", "V", "D1", "D1", "R1", "R1", "H", "H"]
+    assert phase_at(phases, 16) is None and phase_at(phases, -1) is None

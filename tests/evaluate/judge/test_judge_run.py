@@ -145,3 +145,53 @@ def test_faults_complete_the_run_and_a_rerun_retries_only_them(generated, tmp_pa
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name.endswith(".attempts.jsonl") for p in files) and any(p.name == "config.yaml" for p in files)
     assert [p for p in files if KEY.encode() in p.read_bytes()] == []
+
+
+def test_a_refused_response_format_falls_back_visibly_to_the_prompt_only_contract(generated, tmp_path):
+    """A server without ``response_format`` (422, in the words of transformers serve's request validation): the
+    client drops the field for the rest of the run, asks again, and records the fallback in every item's judge
+    settings; the configured setting (json_schema=true) is left as it was. (A 400 naming the field falls back
+    alike: test_only_a_refusal_naming_an_optional_field_falls_back.)"""
+    status = 422
+    run_dir = tmp_path / "run"
+    shutil.copytree(generated, run_dir)
+    table = ground_truth_table(run_dir)
+    with FakeJudgeServer(answer_from(table), require_key=KEY, refuse_fields=("response_format",),
+                         refuse_status=status) as srv:
+        r = evaluate(tmp_path, run_dir, srv.base_url)
+        assert r.returncode == 0, r.stderr
+        chats = srv.chat_requests()
+    with_rf = [q for q in chats if "response_format" in q["fields"]]
+    without = [q for q in chats if "response_format" not in q["fields"]]
+    # learned once per run: at most the requests already in flight (concurrency 3) carried the field
+    assert 1 <= len(with_rf) <= JUDGE["concurrency"]
+    assert sorted(q["digest"] for q in without) == sorted(table)  # then one request per item, without it
+    assert r.stderr.count("refused response_format") == 1  # said once, in the log
+    for t in table.values():
+        m = json.loads((t["dir"] / "metrics.json").read_text())["metrics"]["dynamic.overall[Qwen/Qwen3.8-27B]"]
+        assert m["status"] == "computed" and m["answers"] == t["answers"]
+        s = m["judge"]["settings"]
+        assert s["json_schema"] is True and list(s["fallbacks"]) == ["response_format"]
+        why = s["fallbacks"]["response_format"]
+        assert f"HTTP {status}" in why and "Unused fields" in why and "prompt-only" in why
+        request = json.loads(next((t["dir"] / "judge").glob("*.request.json")).read_text())
+        assert "response_format" not in request["body"] and list(request["fallbacks"]) == ["response_format"]
+    # a rerun reuses the answers (nothing sent) and still says how they were obtained
+    with FakeJudgeServer(answer_from(table), require_key=KEY) as srv:
+        r2 = evaluate(tmp_path, run_dir, srv.base_url)
+        assert r2.returncode == 0 and srv.chat_requests() == []
+    m = json.loads((next(iter(table.values()))["dir"] / "metrics.json").read_text())["metrics"]
+    assert list(m["dynamic.overall[Qwen/Qwen3.8-27B]"]["judge"]["settings"]["fallbacks"]) == ["response_format"]
+
+
+def test_only_a_refusal_naming_an_optional_field_falls_back():
+    from evaluate.judge import JudgeError, JudgeSession, JudgeSettings
+
+    s = JudgeSession(JudgeSettings.from_dict({"base_url": "http://x/v1"}))
+    body = {"model": "m", "messages": [], "response_format": {"type": "json_schema"}}
+    assert s._refused_field(JudgeError("HTTP 422", status=422, detail="Unused fields: {'response_format'}"), body) \
+        == "response_format"
+    assert s._refused_field(JudgeError("HTTP 422", status=422, detail="Field required: stream"), body) is None
+    assert s._refused_field(JudgeError("HTTP 500", status=500, detail="response_format broke"), body) is None
+    no_rf = {k: v for k, v in body.items() if k != "response_format"}
+    assert s._refused_field(JudgeError("HTTP 400", status=400, detail="response_format unknown"), no_rf) is None

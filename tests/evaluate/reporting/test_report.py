@@ -1,4 +1,5 @@
-"""The study report (evaluate/reporting): tables, provenance, oracle exclusion, paper numbers, plots, CLI."""
+"""The study report (evaluate/reporting): the verdict, tables (the paper's Table 2 apart from the variants, folded
+n/c columns), provenance, oracle and dynamic-case exclusion, paper numbers, figures and strips, CLI."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from evaluate.reporting import build_report
 from evaluate.reporting.cells import unit_value
 from tests.support import ROOT
-from tests.support.report_data import LATENCY, make_run, per_revisit
+from tests.support.report_data import DEPARTURE, DYNAMIC_PSNR, LATENCY, make_run, per_revisit
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def _row(rows: list[dict], **key) -> dict:
 
 def test_main_table_means_match_an_independent_computation(report):
     _, out, _ = report
-    rows = _csv(out, "main")
+    rows = _csv(out, "variants")  # pixel-thumb16 is a diagnostic: a variant, not a Table 2 column
     for model in ("evoke", "lingbot_v2"):
         r = _row(rows, model=model, context="fullkv")
         want = [np.mean(per_revisit(model, "fullkv", t, c, s)) for t in ("lrlr", "lrud", "lrlrlr") for c in (0, 1)
@@ -78,8 +79,8 @@ def test_every_table_cell_traces_back_to_metrics_json(report):
                 checked += 1
     assert checked > 100
     # the CSV numbers are the sources' numbers
-    main = src["tables"]["main"]["rows"]
-    for r in _csv(out, "main"):
+    main = src["tables"]["variants"]["rows"]
+    for r in _csv(out, "variants"):
         cell = next(x for x in main if x["key"] == [r["model"], r["context"]])["cells"]["camera.rpe_rot[classical-opencv]"]
         assert float(r["camera.rpe_rot[classical-opencv]"]) == pytest.approx(cell["mean"], rel=1e-5)
 
@@ -95,26 +96,44 @@ def test_oracle_entries_never_reach_tables_sources_or_page(report):
 
 def test_not_computed_cells_say_why_and_are_never_zero(report):
     _, out, _ = report
-    r = _row(_csv(out, "main"), model="evoke", context="fullkv")
+    r = _row(_csv(out, "main"), model="evoke", context="fullkv")  # the CSV keeps every column, with the reason
     assert r["environment.visible[dinov2]"] == "" and "not available" in r["environment.visible[dinov2]:note"]
-    md = (out / "tables" / "main.md").read_text()
-    line = next(x for x in md.splitlines() if x.startswith("| evoke"))
-    assert "n/c[1]" in line
-    assert "[1] environment.visible[dinov2]: not computed: backbone 'dinov2' is not available" in md
-    tex = (out / "tables" / "main.tex").read_text()
-    assert r"n/c$^{1}$" in tex
+    # a cell without a value in some rows only: n/c with a footnote (LRLR has no third window)
+    md = (out / "tables" / "multi_revisit.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| evoke | fullkv | lrlr | environment.visible"))
+    k = line.split("n/c[")[1].split("]")[0]
+    assert f"[{k}] environment.visible[pixel-thumb16] has 2 windows on lrlr" in md
+    tex = (out / "tables" / "multi_revisit.tex").read_text()
+    assert rf"n/c$^{{{k}}}$" in tex
 
 
 def test_best_and_second_best_follow_each_metric_direction(report):
     _, out, _ = report
-    md = (out / "tables" / "main.md").read_text()
-    evoke = next(x for x in md.splitlines() if x.startswith("| evoke"))
-    lingbot = next(x for x in md.splitlines() if x.startswith("| lingbot_v2"))
-    # evoke: higher visible (↑) and lower RPE (↓) -> best on both
-    assert evoke.count("**") == 2 * 3 and lingbot.count("**") == 0  # visible, dynamic, rpe
-    assert "↓" in md.splitlines()[4] and "camera.rpe_rot[classical-opencv] ↓" in md
-    tex = (out / "tables" / "main.tex").read_text()
+    for tid, marked in (("main", 1), ("variants", 2)):  # main: dynamic; variants: visible (↑) and RPE (↓)
+        md = (out / "tables" / f"{tid}.md").read_text()
+        evoke = next(x for x in md.splitlines() if x.startswith("| evoke"))
+        lingbot = next(x for x in md.splitlines() if x.startswith("| lingbot_v2"))
+        assert evoke.count("**") == 2 * marked and lingbot.count("**") == 0, tid
+    assert "camera.rpe_rot[classical-opencv] ↓" in md
+    tex = (out / "tables" / "variants.tex").read_text()
     assert r"\textbf{0.771}" in tex and r"\underline{0.571}" in tex
+
+
+def test_main_table_has_the_paper_metrics_only_and_folds_what_no_row_has(report):
+    from evaluate.catalog import TABLE2_ORDER, is_table2_key
+
+    _, out, _ = report
+    head = next(csv.reader((out / "tables" / "main.csv").open()))
+    cols = [c for c in head if ":" not in c and c not in ("model", "context", "videos")]
+    assert len(cols) == len(TABLE2_ORDER) and all(is_table2_key(c) for c in cols)  # one column per metric
+    variants = next(csv.reader((out / "tables" / "variants.csv").open()))
+    assert "environment.visible[pixel-thumb16]" in variants and not any(is_table2_key(c) for c in variants)
+    md = (out / "tables" / "main.md").read_text()
+    header = next(x for x in md.splitlines() if x.startswith("| model"))
+    assert header.count("[") == 1 and "dynamic.overall[Qwen/Qwen3.8-27B]" in header  # the one computed column
+    fold = next(x for x in md.splitlines() if "environment.visible[dinov2]" in x)
+    assert fold.startswith("- Not computed in any row:") and "backbone 'dinov2' is not available" in fold
+    assert "n/c" not in md  # every n/c column is folded, none is printed cell by cell
 
 
 def test_context_table_latency_and_speedup(report):
@@ -126,7 +145,7 @@ def test_context_table_latency_and_speedup(report):
         assert float(r["latency_s"]) == pytest.approx(per[ctx])
         assert float(r["speedup"]) == pytest.approx(per["fullkv"] / per[ctx], rel=1e-5)
         assert int(r["videos"]) == 18
-    paired = _row(_csv(out, "context_paired"), model="evoke", context="fov")
+    paired = _row(_csv(out, "context_paired"), model="evoke", context="fov", vs="fullkv")
     assert float(paired["environment.visible[pixel-thumb16]"]) == pytest.approx(0.02, abs=1e-6)
 
 
@@ -136,7 +155,7 @@ def test_multi_revisit_cross_axis_and_qualified_subsets(report):
               metric="environment.visible[pixel-thumb16]")
     assert float(mr["decay"]) == pytest.approx(0.1) and int(mr["decay:n"]) == 4
     assert int(mr["decay_q:n"]) == 2  # only case 0 returns within 30 deg at every revisit
-    assert float(mr["R3"]) < float(mr["R2"]) < float(mr["R1"])
+    assert float(mr["w3"]) < float(mr["w2"]) < float(mr["w1"]) and mr["windows"] == "R1, R2, R3"
     ca = _row(_csv(out, "cross_axis"), model="evoke", context="fullkv", metric="environment.visible[pixel-thumb16]")
     assert float(ca["delta"]) == pytest.approx(0.05) and int(ca["delta:n"]) == 4 and int(ca["delta_q:n"]) == 2
     cov = _row(_csv(out, "coverage"), model="evoke", context="fullkv", trajectory="lrlrlr")
@@ -225,7 +244,7 @@ def test_figures_and_strips_are_written(tmp_path):
                    seeds=(1,))
     out = build_report([run])
     figs = out["figures"]
-    for name in ("Per-revisit decay", "Model profile", "Latency vs memory per context policy"):
+    for name in ("Per-window decay", "Model profile", "Latency vs memory on the metrics that separate the policies"):
         assert {Path(p).suffix for p in figs[name]} == {".png", ".svg"}, name
         assert all(Path(p).stat().st_size > 1000 for p in figs[name])
     strips = sorted((Path(out["out_dir"]) / "strips").glob("*.png"))
@@ -268,3 +287,149 @@ def test_an_item_in_two_runs_counts_once(tmp_path):
     r = _row(_csv(Path(out["out_dir"]), "main"), model="evoke", context="fullkv")
     assert int(r["videos"]) == 2
     assert "2 already in an earlier run" in (Path(out["out_dir"]) / "index.html").read_text()
+
+
+# -- the verdict, windows, colours, strips, dynamic cases, chance -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """One model under FullKV, Sliding and FoV with the departure metrics (Sliding forgets the away view)."""
+    run = make_run(tmp_path_factory.mktemp("study"), models=("evoke",), contexts=("fullkv", "sliding", "fov"),
+                   trajectories=("lrlr", "lrlrlr"), cases=2, seeds=(1, 2), extras=True)
+    out = build_report([run], figures=True, strips=False)
+    return run, Path(out["out_dir"]), out
+
+
+def test_the_page_opens_with_the_verdict(study):
+    from evaluate.catalog import chance_level
+
+    _, out, rep = study
+    page = (out / "index.html").read_text()
+    assert page.index("id='verdict'") < page.index("id='t-main'") < page.index("id='cases'")
+    v = rep["analyses"].verdict
+    lines = {x.key: x for x in v.lines}
+    rv = lines["departure.return_visible[pixel-thumb16]"]
+    # FoV is 0.005 below FullKV on every video: a real difference, below the metric's resolution (a tie)
+    assert rv.ranking == ["fullkv", "fov", "sliding"] and rv.relations() == ["≈", "≫"]
+    fs = rv.metric.diff("fov", "sliding")
+    assert fs.mean == pytest.approx(DEPARTURE["fov"] - DEPARTURE["sliding"]) and fs.lo > 0 and fs.n == 8
+    # the most separating metrics come first; Environment Visible separates FoV from the rest by 0.02 only
+    assert v.metrics.index("departure.return_visible[pixel-thumb16]") < v.metrics.index(
+        "environment.visible[pixel-thumb16]")
+    env = lines["environment.visible[pixel-thumb16]"]
+    assert env.best == "fov" and env.relations() == [">", "≈"]
+    assert "data-metric='departure.return_visible[pixel-thumb16]' data-best='fullkv'" in page
+    assert "fov − sliding +0.575" in page  # FoV - Sliding, with its interval, at the top of the page
+    md = (out / "report.md").read_text()
+    assert md.index("## Verdict") < md.index("### Main results")
+    mean = {p: DEPARTURE[p] + 0.004 * 0.5 + 0.002 * 1.5 for p in DEPARTURE}  # over cases 0, 1 and seeds 1, 2
+    chance = chance_level("departure.return_visible[pixel-thumb16]").value
+    assert (f"departure.return_visible[pixel-thumb16] ↑ (chance ≈ {chance:.2f}) [variant]: "
+            f"fullkv {mean['fullkv']:.3f} ≈ fov {mean['fov']:.3f} ≫ sliding {mean['sliding']:.3f}") in md
+
+
+def test_windows_are_named_after_the_trajectory(study):
+    _, out, _ = study
+    rows = _csv(out, "multi_revisit")
+    sweep = {r["trajectory"]: r for r in rows if r["metric"] == "departure.sweep_visible[pixel-thumb16]"
+             and r["context"] == "fullkv"}
+    assert sweep["lrlr"]["windows"] == "R1, D2, R2" and sweep["lrlrlr"]["windows"] == "R1, D2, R2, D3, R3"
+    assert sweep["lrlr"]["w4"] == "" and "3 windows on lrlr" in sweep["lrlr"]["w4:note"]
+    env = next(r for r in rows if r["metric"] == "environment.visible[pixel-thumb16]" and r["trajectory"] == "lrlr")
+    assert env["windows"] == "R1, R2"
+    figs = json.loads((out / "figures" / "figures.json").read_text())
+    panel = next(p for p in figs["figures"]["decay"] if p["metric"] == "departure.sweep_visible[pixel-thumb16]"
+                 and p["trajectory"] == "lrlr")
+    assert panel["windows"] == ["R1", "D2", "R2"]
+
+
+def test_one_colour_per_policy_in_every_panel(study):
+    _, out, rep = study
+    figs = json.loads((out / "figures" / "figures.json").read_text())
+    colours = figs["colours"]
+    assert sorted(colours) == ["fov", "fullkv", "sliding"] and len(set(colours.values())) == 3
+    seen = 0
+    for fid, panels in figs["figures"].items():
+        for p in panels:
+            for s in p["series"]:
+                assert s["colour"] == colours[s["name"]], (fid, p.get("metric"), s)
+                seen += 1
+    assert seen > 20
+    page = (out / "index.html").read_text()
+    for name, colour in colours.items():  # the page's colour key is the figures' mapping
+        assert f"data-name='{name}' data-colour='{colour}'" in page
+    # latency vs memory plots the metrics that separate the policies, the verdict's, most telling first
+    lat = figs["figures"]["latency_vs_memory"]
+    assert [p["metric"] for p in lat] == rep["analyses"].verdict.metrics[:4] and all(p["separates"] for p in lat)
+
+
+def test_strips_show_each_metrics_own_frames(tmp_path):
+    """Frame i of the synthetic videos is a solid colour of its own: a strip panel shows the frame it claims."""
+    from PIL import Image
+
+    from evaluate.reporting.strips import strip_rows
+    from tests.support.report_data import departure_windows, frame_colour
+
+    run = make_run(tmp_path, models=("evoke",), contexts=("sliding",), trajectories=("lrlr",), cases=1, seeds=(1,),
+                   extras=True)
+    rep = build_report([run], figures=False)
+    out = Path(rep["out_dir"])
+    (it,) = [i for i in rep["analyses"].study.items if i.case_id == "env_0"]
+    rows = {tuple(r.scores): r for r in strip_rows(it)}
+    away, returns, sweep = departure_windows("lrlr")
+    env = next(r for k, r in rows.items() if "environment.visible[pixel-thumb16]" in k)
+    assert (env.reference, env.frames, env.labels) == (0, it.entry("environment.visible[pixel-thumb16]").get(
+        "return_frames"), ["R1", "R2"])
+    dep = rows[("departure.return_visible[pixel-thumb16]",)]
+    assert (dep.reference, dep.frames, dep.labels) == (away, returns, ["D2"])  # the away view, not frame 0
+    sw = rows[("departure.sweep_visible[pixel-thumb16]",)]
+    assert sw.frames == [w[len(w) // 2] for w in sweep] and sw.labels == ["R1", "D2", "R2"]
+    png = out / "strips" / "synth__evoke__sliding__seed-1__lrlr__env_0.png"
+    img = np.asarray(Image.open(png).convert("RGB")).astype(int)
+
+    def pixels(i: int) -> int:
+        return int((np.abs(img - np.array(frame_colour(i))).max(axis=2) <= 12).sum())
+
+    shown = {0, away, *returns, *env.frames, *sw.frames, sw.reference}
+    assert all(pixels(i) > 2000 for i in shown), {i: pixels(i) for i in shown}
+    assert all(pixels(i) < 200 for i in set(range(12)) - shown - {4, 8}), "a frame no metric scored is shown"
+    page = (out / "index.html").read_text()
+    assert "data-strip='" in page and "&quot;reference&quot;: 3" in page
+
+
+def test_dynamic_cases_stay_out_of_static_metrics(study):
+    run, out, _ = study
+    m = json.loads((run / "evoke/sliding/seed-1/lrlr/dynamic_0/metrics.json").read_text())["metrics"]
+    assert m["diagnostic.revisit_psnr[pixels]"]["value"] == DYNAMIC_PSNR  # recorded for the video ...
+    for f in [*(out / "tables").iterdir(), out / "report.md", out / "index.html"]:
+        assert "revisit_psnr" not in f.read_text(), f  # ... and in no table: the cat moves on purpose
+
+
+def test_fewer_than_three_units_print_no_interval():
+    from evaluate.reporting.cells import Unit, fmt, mean_cell
+
+    two = mean_cell([Unit(0.008, []), Unit(0.008, [])], {"n": 200, "seed": 0})
+    assert fmt(two) == "0.008 (n=2)"
+    three = mean_cell([Unit(x, []) for x in (0.1, 0.2, 0.3)], {"n": 200, "seed": 0})
+    assert fmt(three).startswith("0.200 [") and fmt(three).endswith("n=3")
+
+
+def test_paper_comparison_folds_away_when_nothing_is_comparable(tmp_path, report):
+    import yaml
+
+    from evaluate.reporting.paper import PAPER_FILE
+
+    _, out, _ = report
+    md = (out / "report.md").read_text()
+    part = md[md.index("### Ours vs paper"):]
+    assert "Nothing comparable with the paper" in part and "| Table 12(a)" not in part
+    assert (out / "tables" / "paper.md").read_text().count("| Table 12(a)") > 10  # the full table stays
+    # a published number computed with the paper's backbone keeps the table open
+    data = yaml.safe_load(PAPER_FILE.read_text())
+    data["metrics"]["Environment Visible"]["backbone"] = "pixel-thumb16"
+    p = tmp_path / "paper.yaml"
+    p.write_text(yaml.safe_dump(data))
+    run = make_run(tmp_path, models=("evoke",), trajectories=("lrlrlr",), videos=False)
+    md = Path(build_report([run], tmp_path / "rep", strips=False, figures=False, paper_numbers=p)["markdown"])
+    assert "Nothing comparable" not in md.read_text()

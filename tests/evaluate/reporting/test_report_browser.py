@@ -1,21 +1,73 @@
 """The HTML report in a real headless Chromium: videos load with durations, tables render and sort, no console
-error; a screenshot is saved (pytest tmp dir, copied to outputs/test-artifacts/report_screenshot.png).
+error; the layout (the verdict first), the revisit strips' frames and the colour key are checked; screenshots are
+saved (pytest tmp dir, copied to outputs/test-artifacts/: report_screenshot.png of a synthetic two-model run,
+report_default.png of the default run and report_context_study.png of the context-policy study, both small).
 
 Skips cleanly without playwright or a Chromium executable (.ci/run installs both)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from evaluate.reporting.browser import find_chromium
-from tests.support import ROOT
+from tests.support import ROOT, run_cli
 
 pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
                                                    reason="no Chromium executable (apt-get install chromium)")]
+
+ARTIFACTS = ROOT / "outputs" / "test-artifacts"
+SMALL = ["model.height=96", "model.width=160", "model.num_frames=193", "progress=false"]
+
+
+def _keep(shot: Path, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, ARTIFACTS / name)
+
+
+def _top(info: dict, section: str) -> float:
+    return next(s["top"] for s in info["sections"] if s["id"] == section)
+
+
+def _check_strips(page: Path, info: dict) -> int:
+    """Every strip row shows what its metrics recorded: the return frames and the reference frame of return
+    metrics, a frame of each window of window metrics. Returns the number of rows checked."""
+    from evaluate.results import ItemResult
+
+    checked = 0
+    for s in info["strips"]:
+        res = ItemResult.from_dict(json.loads((page.parent / s["item"]).read_text()))
+        for row in s["rows"]:
+            for key in row["metrics"]:
+                m = res.metrics[key]
+                if m.get("return_frames"):
+                    assert row["frames"] == m.get("return_frames"), (s["item"], key, row)
+                    assert row["reference"] == (m.get("reference_frames") or [0])[-1], (s["item"], key, row)
+                else:
+                    assert all(f in w for f, w in zip(row["frames"], m.get("revisit_frames"))), (s["item"], key)
+                    assert row["reference"] in m.get("reference_frames"), (s["item"], key, row)
+                checked += 1
+    return checked
+
+
+def _check_colours(page: Path, info: dict) -> dict[str, str]:
+    """The page's colour key is the figures' mapping, and every panel of every figure uses it."""
+    figs = json.loads((page.parent / "figures" / "figures.json").read_text())
+    colours = figs["colours"]
+
+    def rgb(hex_: str) -> str:
+        return "rgb({}, {}, {})".format(*(int(hex_[i:i + 2], 16) for i in (1, 3, 5)))
+
+    assert {s["name"]: s["colour"] for s in info["swatches"]} == {n: rgb(c) for n, c in colours.items()}
+    assert len(set(colours.values())) == len(colours)
+    for panels in figs["figures"].values():
+        for p in panels:
+            assert all(x["colour"] == colours[x["name"]] for x in p["series"]), p
+    return colours
 
 
 def test_report_page_in_headless_chromium(tmp_path):
@@ -24,7 +76,7 @@ def test_report_page_in_headless_chromium(tmp_path):
     from tests.support.report_data import make_run
 
     run = make_run(tmp_path, models=("evoke", "lingbot_v2"), contexts=("fullkv", "fov"),
-                   trajectories=("lrlr", "lrlrlr"), cases=1, seeds=(1,))
+                   trajectories=("lrlr", "lrlrlr"), cases=1, seeds=(1,), extras=True)
     out = build_report([run])
     shot = tmp_path / "report_screenshot.png"
     info = check_page(Path(out["html"]), shot)
@@ -36,7 +88,45 @@ def test_report_page_in_headless_chromium(tmp_path):
     srt = info["sort"]
     assert srt is not None and srt["asc"] == sorted(srt["asc"]) and srt["desc"] == sorted(srt["desc"], reverse=True)
     assert any(i["src"].startswith("strips/") for i in info["images"])
+    assert _top(info, "verdict") < _top(info, "t-main") < _top(info, "figures") < _top(info, "cases")
+    assert _check_strips(Path(out["html"]), info) >= 8
+    assert sorted(_check_colours(Path(out["html"]), info)) == ["evoke/fov", "evoke/fullkv", "lingbot_v2/fov",
+                                                               "lingbot_v2/fullkv"]
     assert shot.stat().st_size > 10_000
-    keep = ROOT / "outputs" / "test-artifacts" / "report_screenshot.png"
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(shot, keep)
+    _keep(shot, "report_screenshot.png")
+
+
+def test_default_run_and_context_study_pages(tmp_path):
+    """The two pages the issue reads, from real (small) runs: the default run (one model, one policy, five demo
+    cases) and the context-policy study (FullKV, Sliding, FoV)."""
+    from evaluate.reporting.browser import check_page, problems
+
+    r = run_cli(["run=default", *SMALL], tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = tmp_path / "outputs" / "default" / "eval" / "report" / "index.html"
+    shot = tmp_path / "report_default.png"
+    info = check_page(page, shot)
+    assert problems(info) == []
+    assert _top(info, "verdict") < 400  # the first thing on the page
+    assert info["verdict"] == []  # one policy: nothing to compare, said in words
+    main = next(t for t in info["tables"] if t["id"] == "main")
+    # the paper's Table 2 at the paper's backbones: none has weights here, so no n/c column, one list of reasons
+    assert main["cols"] == 3 and next(f for f in info["folded"] if f["table"] == "main")["items"] >= 5
+    assert _check_strips(page, info) >= 5
+    _check_colours(page, info)
+    _keep(shot, "report_default.png")
+
+    r = run_cli(["-m", "experiment=context_study", *SMALL], tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = tmp_path / "outputs" / "context_study" / "eval" / "report" / "index.html"
+    shot = tmp_path / "report_context_study.png"
+    info = check_page(page, shot)
+    assert problems(info) == []
+    # the answer on top: FullKV ≈ FoV ≫ Sliding on the departure metrics
+    assert _top(info, "verdict") < 400 and info["verdict"]
+    first = info["verdict"][0]
+    assert first["metric"].startswith("departure.") and first["best"] in ("fullkv", "fov"), first
+    assert "≫ sliding" in first["text"] and "fov − sliding +" in first["text"], first
+    assert _check_strips(page, info) >= 30
+    assert sorted(_check_colours(page, info)) == ["fov", "fullkv", "sliding"]
+    _keep(shot, "report_context_study.png")

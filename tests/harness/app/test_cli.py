@@ -50,6 +50,9 @@ def test_run_writes_a_self_describing_directory(tmp_path):
     assert len(lines) == 2 and all(json.loads(x)["status"] == "done" for x in lines)
     assert "done" in r.stdout and "2" in r.stdout
     assert list((run_dir / ".hydra").glob("*/.hydra/config.yaml"))  # Hydra's resolved config
+    # the console says where the run's page is and gives its verdict (one policy: nothing to compare)
+    assert f"report: {run_dir / 'eval' / 'report' / 'index.html'}" in r.stdout
+    assert "verdict:\n  Nothing to compare: reference under fov (2 videos)" in r.stdout
 
 
 @pytest.mark.slow
@@ -215,8 +218,10 @@ def test_user_errors_exit_2_and_write_nothing(tmp_path, args, needle):
 
 @pytest.mark.slow
 def test_slurm_launcher_off_a_cluster_says_so(tmp_path):
+    nobin = tmp_path / "bin"  # a PATH without sbatch/srun, also on a machine that has a cluster (CI has one)
+    nobin.mkdir()
     r = run_cli(["-m", "launcher=slurm", "context=fullkv,sliding", "run=sl", *SMALL], tmp_path,
-                env={"PATH": "/usr/bin:/bin"})
+                env={"PATH": str(nobin)})
     assert r.returncode == 2
     assert "launcher=slurm needs a Slurm cluster" in r.stderr and "launcher=submitit_local" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "outputs").exists()
@@ -465,7 +470,7 @@ def test_help_is_the_apps_own(harness_main, flag):
     code, out, err = harness_main(flag)
     assert code == 0, err
     for needle in ("Usage:", "python -m harness -m", "run ", "list ", "validate ", "preview ", "report ",
-                   "verify ", "weights ", "judge check", "dry_run=true", "stage=evaluate", "model=", "context=",
+                   "verify ", "weights ", "judge check", "human ", "dry_run=true", "stage=evaluate", "model=", "context=",
                    "trajectories=", "cases=", "seed=", "launcher=", "debug=", "evaluate=", "output_root=", "run=",
                    "progress=false", "verbosity=", "docs/configuration.md", "--hydra-help", "Exit codes"):
         assert needle in out, needle

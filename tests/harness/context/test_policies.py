@@ -121,27 +121,29 @@ def test_departure_revisits_test_memory_beyond_the_sink(frames, cycles, K832):
             assert observers.isdisjoint(sel["sliding"].select(k).sink)
 
 
-def test_context_analysis_pairs_the_bounded_policies_against_sliding():
-    """``eval/analyses``: paired differences vs FullKV and, with Sliding in the run, FoV vs Sliding (same items)."""
-    from evaluate.analyses import analyses_markdown, context_policies
+def test_context_analysis_pairs_the_bounded_policies_against_sliding(tmp_path):
+    """The run's analyses: paired differences vs FullKV and, with Sliding in the run, FoV vs Sliding (same items)."""
+    from evaluate.reporting.analyses import Analyses
+    from evaluate.reporting.collect import items_of
+    from evaluate.reporting.run_tables import analyses_markdown
+    from evaluate.reporting.study import Study
+    from evaluate.results import ItemResult
 
     rng = np.random.default_rng(0)
     base = {"fullkv": 0.99, "fov": 0.98, "sliding": 0.1}
     results = []
     for case in range(8):
         for pol, v in base.items():
-            results.append({"item": {"model": "m", "context": pol, "trajectory": "lrlr", "case_id": f"c{case}",
-                                     "seed": 1},
-                            "timings_generation": {"generate_s": 1.0},
-                            "metrics": {"x": {"status": "computed", "value": v + rng.normal(0, 0.01)}}})
-    (e,) = context_policies(results, {"n": 500, "seed": 0})
-    row = e["metrics"]["x"]
-    assert set(row["paired_vs_fullkv"]) == {"fov", "sliding"} and set(row["paired_vs_sliding"]) == {"fov"}
-    d = row["paired_vs_sliding"]["fov"]
-    assert d["lo"] > 0.8 and d["diff"] == pytest.approx(np.mean([r["metrics"]["x"]["value"] for r in results
-                                                                 if r["item"]["context"] == "fov"])
-                                                         - np.mean([r["metrics"]["x"]["value"] for r in results
-                                                                    if r["item"]["context"] == "sliding"]))
-    md = analyses_markdown({"context_policies": [e], "multi_revisit": [], "cross_axis": [], "sources": {},
-                            "qualification": [], "tolerance_sensitivity": {}})
-    assert "| fov - fullkv | sliding - fullkv | fov - sliding |" in md
+            results.append((tmp_path / pol / f"c{case}", ItemResult.from_dict({
+                "item": {"model": "m", "context": pol, "trajectory": "lrlr", "case_id": f"c{case}", "seed": 1},
+                "timings_generation": {"generate_s": 1.0},
+                "metrics": {"x": {"metric": "x", "status": "computed", "value": v + rng.normal(0, 0.01)}}})))
+    items = items_of(tmp_path, results)
+    an = Analyses(Study(items, {"n": 500, "seed": 0}, str))
+    (c,) = an.comparisons
+    assert c.pairs == [("sliding", "fullkv"), ("fov", "fullkv"), ("fov", "sliding")]
+    d = c.metrics["x"].diffs[("fov", "sliding")]
+    value = {p: [r.value("x") for _, r in results if r.item["context"] == p] for p in base}
+    assert d.lo > 0.8 and d.mean == pytest.approx(np.mean(value["fov"]) - np.mean(value["sliding"]))
+    md = analyses_markdown(an)
+    assert "| sliding - fullkv | fov - fullkv | fov - sliding |" in md

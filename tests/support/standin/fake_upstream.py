@@ -4,7 +4,11 @@ It parses its command line with the model's recorded flags (``adapters/contracts
 ambiguous or missing flags, bad choices and types fail as upstream's argparse would), calls every function a
 harness shim replaces exactly the way upstream's call site does (same arguments, same unpacking), records what it
 saw, and writes a video where the contract says upstream writes it (a file flag, or a folder plus upstream's file
-name rule), with the frame count, fps and frame size it is told to.
+name rule), with the frame count, fps and frame size it is told to. The frames are the conditioning image (the
+file upstream reads it from), shifted a pixel per frame like a slow pan; overlays are drawn the way the contract
+says upstream draws them unless they are switched off (Evoke's ``JOYSTICK_HUD``), and Matrix-Game 3's frames go
+through ``utils.visualize.process_video`` as at its call site, so a shim that does not replace it leaves key boxes
+in the video. ``FAKE_NO_WRITE`` makes it exit 0 without writing; ``FAKE_LOG`` is printed to the log.
 """
 
 import importlib
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root
 from adapters import contracts  # noqa: E402
 
 
@@ -34,6 +38,7 @@ def call_sites(model: str, ns, seen: dict) -> None:
         num_frames = 57 + (ns.num_iterations - 1) * 40
         height, width = (int(x) for x in ns.size.split("*"))
         pil = Image.new("RGB", (width, height))
+        # the pin's call site passes no key_strength (inference_pipeline.py:394@20e033e3)
         current_image, extrinsics_all, keyboard_condition_all, mouse_condition_all = uu.get_data(
             num_frames, height, width, pil, device="cpu", dtype=torch.float32)
         seen["get_data"] = {"image": list(current_image.shape), "extrinsics": list(np.asarray(extrinsics_all).shape),
@@ -91,6 +96,55 @@ def output_path(contract, ns, env: dict) -> str:
     raise SystemExit(f"stand-in: no output rule for {model}")
 
 
+def image_path(contract, ns, env: dict) -> str:
+    """The conditioning image upstream reads (each entry script's own input)."""
+    model = contract.model
+    if model == "evoke":
+        return json.loads(open(env["JSONL"]).readline())["image_path"]
+    if model == "dreamx":
+        return json.load(open(ns.data_path))[0]["image_path"]
+    if model == "yume":
+        return os.path.join(ns.jpg_dir, sorted(os.listdir(ns.jpg_dir))[0])
+    return getattr(ns, "image_path", None) or ns.image
+
+
+def frames_from(image: str, n: int, h: int, w: int) -> list:
+    import cv2
+
+    img = cv2.cvtColor(cv2.imread(image), cv2.COLOR_BGR2RGB)
+    img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
+    return [np.roll(img, i, axis=1) for i in range(n)]
+
+
+def draw_hud(frame):
+    """An overlay like the ones the contracts record: boxes with letters, at a fixed place."""
+    import cv2
+
+    f = np.ascontiguousarray(frame.copy())
+    h, w = f.shape[:2]
+    for k in range(3):
+        x = 4 + k * (w // 4)
+        cv2.rectangle(f, (x, h // 2), (x + w // 5, h - 4), (255, 255, 255), 2)
+        cv2.putText(f, "WAS"[k], (x + 3, h - 8), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 255, 0), 2)
+    return f
+
+
+def write_mp4(out: str, frames: list, fps: float) -> None:
+    import av
+
+    h, w = frames[0].shape[:2]
+    c = av.open(out, "w")
+    s = c.add_stream("libx264", rate=int(round(fps)))
+    s.width, s.height, s.pix_fmt = w, h, "yuv420p"
+    s.options = {"crf": "12"}
+    for f in frames:
+        for p in s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")):
+            c.mux(p)
+    for p in s.encode():
+        c.mux(p)
+    c.close()
+
+
 def main():
     model = os.environ["FAKE_MODEL"]
     contract = contracts.load(model)
@@ -115,20 +169,24 @@ def main():
     out = output_path(contract, ns, env)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     json.dump(seen, open(os.environ["FAKE_RECORD"], "w"))
-    import av
-
+    if contract.writer.skip_if_exists and os.path.exists(out):  # DreamX, Evoke: an existing output is "done"
+        return
+    if os.environ.get("FAKE_LOG"):
+        print(os.environ["FAKE_LOG"])
+    if os.environ.get("FAKE_NO_WRITE"):  # like LingBot's save_video, which swallows its errors and exits 0
+        return
     n, fps = int(os.environ["FAKE_FRAMES"]), float(os.environ["FAKE_FPS"])
     h, w = (int(x) for x in os.environ.get("FAKE_HW", "48x64").split("x"))
-    c = av.open(out, "w")
-    s = c.add_stream("libx264", rate=int(fps))
-    s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-    for i in range(n):
-        img = np.full((h, w, 3), (i * 5) % 255, np.uint8)
-        for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-            c.mux(p)
-    for p in s.encode():
-        c.mux(p)
-    c.close()
+    frames = frames_from(image_path(contract, ns, env), n, h, w)
+    if model == "matrix_game3":  # rank 0's writer: process_video draws the HUD and writes (inference_pipeline.py:733)
+        vis = importlib.import_module("utils.visualize")
+        vis.process_video(np.stack(frames), out, (np.zeros((n, 6)), np.zeros((n, 2))), "assets/images/mouse.png",
+                          mouse_scale=0.2, default_frame_res=(h, w))
+        return
+    for ov in contract.writer.overlays:  # drawn unless upstream's own switch is off
+        if ov.default == "on" and ov.switch and ov.switch.env and env.get(ov.switch.env) != ov.switch.off:
+            frames = [draw_hud(f) for f in frames]
+    write_mp4(out, frames, fps)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,225 @@
+"""A study's votes joined with its hidden key: the agreement results (Tables 6 and 7 of the paper) and the raw
+vote export.
+
+Static studies, per metric and over all metrics: pairwise agreement with the decisive human majority (with its
+bootstrap interval, majority ties, splits and metric ties counted apart), per arm the human and automatic win rates
+and their Spearman rho across arms, and Fleiss' kappa of the A / Tie / B votes over the pairs.
+
+Dynamic studies: per instance the human label of each checklist item (the majority of the annotators' gated
+scores), the human and judge satisfaction fractions, their Spearman rho and PLCC overall and per aspect (with
+bootstrap intervals over instances), Fleiss' kappa of the gate (per instance) and of the gated items (per item),
+and how often the judge's gate and items match the human labels.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from harness.cases import ASPECTS
+
+from . import stats
+from .common import ANNOTATORS_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
+from .store import read_votes
+
+ALL = "all metrics"
+
+
+def load(study_dir: Path) -> tuple[dict, dict, list[dict], list[str]]:
+    """(study.json, key.json, votes, annotator ids) of a study folder."""
+    from harness.io import read_json
+
+    study_dir = Path(study_dir)
+    for f in (STUDY_FILE, KEY_FILE, ANNOTATORS_FILE):
+        if not (study_dir / f).is_file():
+            raise StudyError(f"{study_dir}: {f} is missing; this is not a complete study folder (plan it again)")
+    study, key = read_json(study_dir / STUDY_FILE), read_json(study_dir / KEY_FILE)
+    ann = [a["id"] for a in read_json(study_dir / ANNOTATORS_FILE)["annotators"]]
+    known = {i["id"] for i in key["items"]}
+    votes = [v for v in read_votes(study_dir) if v["item"] in known]
+    return study, key, votes, ann
+
+
+def _by_item(votes: Sequence[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for v in votes:
+        out.setdefault(v["item"], []).append(v)
+    return out
+
+
+def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[float, float, int]:
+    """Percentile bootstrap interval of a correlation over instances; resamples where it is undefined (constant)
+    are dropped and their number returned."""
+    if len(x) < 3:
+        return float("nan"), float("nan"), 0
+    rng = np.random.default_rng(seed)
+    vals, dropped = [], 0
+    for _ in range(n_boot):
+        i = rng.integers(0, len(x), len(x))
+        c = fn(x[i], y[i])
+        if c.ok():
+            vals.append(c.value)
+        else:
+            dropped += 1
+    if not vals:
+        return float("nan"), float("nan"), dropped
+    return float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975)), dropped
+
+
+# ------------------------------------------------------------------------------------------------------ static
+def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
+                   boot_seed: int = 0) -> dict[str, Any]:
+    by = _by_item(votes)
+    groups: dict[str, list[dict]] = {}
+    for it in key["items"]:
+        groups.setdefault(it["metric"], []).append(it)
+    planned = list((key["design"].get("counts") or {}))
+    order = [m for m in planned if m in groups] + [m for m in groups if m not in planned] + [ALL]
+    out: dict[str, Any] = {"kind": STATIC, "metrics": {}, "votes": len(votes), "annotators": list(annotators),
+                           "items": len(key["items"])}
+    for m in order:
+        its = key["items"] if m == ALL else groups[m]
+        rows = []
+        for it in its:
+            pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+            choices = [v["choice"] for v in by.get(it["id"], [])]
+            rows.append((it, choices, pref))
+        agr = stats.pairwise_agreement([(c, p) for _, c, p in rows], n_boot, boot_seed)
+        # win rates per arm; over all metrics an arm is scored per metric and the rates pooled over its pairs
+        wr = stats.win_rates([(it["A"]["arm"], it["B"]["arm"], c, p) for it, c, p in rows])
+        arms = sorted(wr)
+        rho = stats.spearman([wr[a]["human"] for a in arms], [wr[a]["auto"] for a in arms],
+                             "arms (models or policies) with votes")
+        counts = stats.count_matrix([c for _, c, _ in rows], stats.CHOICES)
+        out["metrics"][m] = {
+            **agr, "win_rates": wr, "spearman": rho.value, "spearman_n": rho.n, "spearman_reason": rho.reason,
+            "fleiss_kappa": stats.fleiss_kappa(counts),
+            "complete": int(sum(len(c) >= len(annotators) for _, c, _ in rows)),
+            "metric_id": m.split("[")[0] if m != ALL else ALL}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- dynamic
+def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
+                    boot_seed: int = 0) -> dict[str, Any]:
+    by = _by_item(votes)
+    inst, gate_ratings, item_ratings = [], [], []
+    gate_match, item_match, item_n, tied = 0, 0, 0, 0
+    for it in key["items"]:
+        vs = by.get(it["id"], [])
+        if not vs:
+            continue
+        refs = it["references"]
+        per_ann = [stats.gated_items(bool(v["started"]), v["answers"], refs) for v in vs]
+        labels = [stats.majority_label([p[q] for p in per_ann]) for q in range(8)]
+        tied += sum(lab is None for lab in labels)
+        gate = stats.majority_label([int(bool(v["started"])) for v in vs])
+        gate_ratings.append(["yes" if v["started"] else "no" for v in vs])
+        item_ratings += [[p[q] for p in per_ann] for q in range(8)]
+        h = stats.aspect_scores(labels, it["aspects"])
+        vlm = it.get("vlm")
+        j = stats.aspect_scores(vlm["items"], it["aspects"]) if vlm else None
+        if vlm:
+            gate_match += int(gate is not None and gate == int(vlm["started"]))
+            for q in range(8):
+                if labels[q] is not None:
+                    item_n += 1
+                    item_match += int(labels[q] == vlm["items"][q])
+        inst.append({"id": it["id"], "arm": it["arm"]["arm"], "votes": len(vs), "human": h, "vlm": j,
+                     "human_gate": gate, "vlm_gate": None if not vlm else bool(vlm["started"])})
+    judged = [r for r in inst if r["vlm"] is not None]
+    dims = ["overall", *ASPECTS]
+    corr = {}
+    for d in dims:
+        x = np.asarray([r["human"][d] for r in judged], dtype=np.float64)
+        y = np.asarray([r["vlm"][d] for r in judged], dtype=np.float64)
+        ok = np.isfinite(x) & np.isfinite(y)
+        rho, pl = stats.spearman(x, y, "instances"), stats.plcc(x, y, "instances")
+        rlo, rhi, rdrop = _corr_ci(x[ok], y[ok], stats.spearman, n_boot, boot_seed)
+        plo, phi, pdrop = _corr_ci(x[ok], y[ok], stats.plcc, n_boot, boot_seed)
+        corr[d] = {"n": int(ok.sum()), "spearman": rho.value, "spearman_reason": rho.reason, "spearman_lo": rlo,
+                   "spearman_hi": rhi, "plcc": pl.value, "plcc_reason": pl.reason, "plcc_lo": plo, "plcc_hi": phi,
+                   "boot_dropped": max(rdrop, pdrop), "human_mean": float(np.nanmean(x)) if len(x) else float("nan"),
+                   "vlm_mean": float(np.nanmean(y)) if len(y) else float("nan")}
+    return {"kind": DYNAMIC, "votes": len(votes), "annotators": list(annotators), "items": len(key["items"]),
+            "instances_voted": len(inst), "instances_judged": len(judged), "dimensions": corr,
+            "tied_labels": tied, "complete": int(sum(r["votes"] >= len(annotators) for r in inst)),
+            "fleiss_kappa_gate": stats.fleiss_kappa(stats.count_matrix(gate_ratings, ("yes", "no"))),
+            "fleiss_kappa_items": stats.fleiss_kappa(stats.count_matrix(item_ratings, (0, 1))),
+            "gate_agreement": gate_match / len(judged) if judged else float("nan"),
+            "item_agreement": item_match / item_n if item_n else float("nan"), "instances": inst,
+            "judge": key["design"].get("counts", {}).get("dynamic", {}).get("judge")}
+
+
+def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0) -> dict[str, Any]:
+    """The agreement results of a study folder (see the module docstring); bootstrap: ``n_boot`` resamples,
+    ``boot_seed``, percentile 95 %."""
+    _, key, votes, ann = load(study_dir)
+    fn = dynamic_results if key["kind"] == DYNAMIC else static_results
+    res = fn(key, votes, ann, n_boot, boot_seed)
+    res["bootstrap"] = {"n": n_boot, "seed": boot_seed, "interval": "percentile 95 %"}
+    return res
+
+
+# ------------------------------------------------------------------------------------------------------ export
+EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",
+                  "created_utc", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "arm",
+                  "gated_items"]
+
+
+def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[dict]:
+    """One row per raw vote: what was clicked (``choice`` A/T/B, or ``started`` and the eight ``answers``) and,
+    with ``unblind``, what it means (the metric, the arms on each side and the preferred arm; a dynamic vote's
+    arm and its eight gated scores)."""
+    items = {i["id"]: i for i in key["items"]}
+    rows = []
+    for v in votes:
+        it = items[v["item"]]
+        r = {"vote_id": v["id"], "annotator": v["annotator"], "item": v["item"], "kind": v["kind"],
+             "choice": v["choice"], "started": v["started"], "answers": v["answers"], "client_id": v["client_id"],
+             "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"]}
+        if unblind:
+            if v["kind"] == STATIC:
+                r.update(metric=it["metric"], trajectory=it["task"]["trajectory"], case_id=it["task"]["case_id"],
+                         arm_A=it["A"]["arm"], arm_B=it["B"]["arm"],
+                         preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[v["choice"]])
+            else:
+                r.update(metric="dynamic", trajectory=it["arm"]["trajectory"], case_id=it["arm"]["case_id"],
+                         arm=it["arm"]["arm"],
+                         gated_items=stats.gated_items(bool(v["started"]), v["answers"], it["references"]))
+        rows.append(r)
+    return rows
+
+
+def _csv_cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list):
+        return ";".join(str(x) for x in v)
+    return str(v)
+
+
+def export_votes(study_dir: Path, out_dir: Optional[Path] = None, unblind: bool = True) -> dict[str, str]:
+    """Write every raw vote to ``votes.csv`` and ``votes.jsonl`` (atomically) in ``out_dir`` (default
+    ``<study>/exports``). CSV lists join with ``;``; booleans are yes / no."""
+    from harness.io import write_text
+
+    _, key, votes, _ = load(study_dir)
+    rows = export_rows(key, votes, unblind)
+    out = Path(out_dir) if out_dir else Path(study_dir) / EXPORT_DIR
+    cols = EXPORT_COLUMNS if unblind else EXPORT_COLUMNS[:10]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: _csv_cell(r.get(c)) for c in cols})
+    write_text(out / "votes.csv", buf.getvalue())
+    write_text(out / "votes.jsonl", "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
+    return {"csv": str(out / "votes.csv"), "jsonl": str(out / "votes.jsonl"), "votes": str(len(rows))}

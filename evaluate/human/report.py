@@ -1,0 +1,259 @@
+"""The agreement tables of a human study, with the paper's Table 6 and 7 numbers beside ours.
+
+``human report study=...`` writes ``<study>/report/agreement.{md,json}`` and ``tables/<id>.{md,csv,tex}``; the
+study report (``python -m harness report run=... human_study=...``) includes the same tables. They are
+:class:`evaluate.reporting.tables.Table` objects, so Markdown, CSV, LaTeX and the HTML page render them like every
+other table.
+
+The paper's numbers come from ``evaluate/paper_numbers.yaml``: entries of Tables 6 and 7 carry ``human:
+{measure, metric | dimension}`` naming our counterpart (``metric: min`` / ``max`` = the lowest / highest of our
+metrics). A paper number is compared with ours only where our metric is the same metric; whether it was computed
+with the paper's backbone is said in its own column, since a weight-free diagnostic backbone makes the comparison
+no reproduction check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from harness.cases import ASPECTS
+
+from .analysis import ALL, analyse
+from .common import DYNAMIC, REPORT_DIR
+
+#: our dynamic dimension -> the paper's Table 7 row name
+DIMENSIONS = {"overall": "Overall", "return_progress": "Return Progress", "persistence_reset": "Persistence/Reset",
+              "final_state": "Final State", "causal_physical": "Causal/Physics"}
+
+
+def _f(v: Optional[float], digits: int = 3) -> str:
+    return "n/c" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _pct(r: dict) -> str:
+    if not np.isfinite(r["agreement"]):
+        return "n/c (no decisive pair)"
+    return f"{100 * r['agreement']:.1f} [{100 * r['lo']:.1f}, {100 * r['hi']:.1f}]"
+
+
+def _paper(data: Optional[dict] = None) -> tuple[list[dict], dict[str, dict]]:
+    """(Table 6/7 entries with a ``human`` spec, metric id -> {name, backbone})."""
+    if data is None:
+        from evaluate.reporting.paper import load_paper_numbers
+
+        data = load_paper_numbers()
+    by_id = {v["id"]: {"name": k, "backbone": v["backbone"]} for k, v in (data.get("metrics") or {}).items()}
+    return [e for e in data["numbers"] if e.get("human")], by_id
+
+
+def _paper_value(entries: list[dict], measure: str, name: str) -> str:
+    for e in entries:
+        h = e["human"]
+        if h.get("measure") == measure and (h.get("metric") == name or h.get("dimension") == name):
+            return f"{e['value']:g}"
+    return ""
+
+
+def _backbone_is_paper(key: str, by_id: dict) -> str:
+    mid = key.split("[")[0]
+    if mid not in by_id or "[" not in key:
+        return ""
+    ours, paper = key.split("[", 1)[1].rstrip("]").split("+"), by_id[mid]["backbone"].split("+")
+    same = len(ours) == len(paper) and all(a.startswith(b) for a, b in zip(ours, paper))
+    return "yes" if same else f"no (paper: {by_id[mid]['backbone']})"
+
+
+def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
+    from evaluate.reporting.tables import Column, Table
+
+    entries, by_id = _paper(paper)
+    t = Table(f"human_static{suffix}", "Human evaluation: static memory (blinded A/B pairs; paper Table 6)",
+              f"{res['items']} pairs, {res['votes']} votes by {len(res['annotators'])} annotators. Agreement = share "
+              "of the pairs with a decisive human majority (more than half of the votes for A or for B) whose "
+              "majority side is the side the metric scores higher, with a 95 % percentile bootstrap interval over "
+              "those pairs (" + f"{res['bootstrap']['n']} resamples, seed {res['bootstrap']['seed']}). Majority "
+              "ties and splits (three-way A / Tie / B with three annotators) are not in the denominator; metric "
+              "ties = decisive pairs the metric scored equal (never an agreement). Spearman rho: human vs automatic "
+              "win rates (Win / Tie / Loss = 1 / 0.5 / 0; human from every raw vote) across the arms. Fleiss' "
+              "kappa of the A / Tie / B votes over the pairs.",
+              ["metric"], [Column("pairs", "pairs"), Column("complete", "fully voted"),
+                           Column("decisive", "decisive"), Column("agree", "agree"),
+                           Column("agreement", "agreement [%] [95% CI]"), Column("majority_ties", "majority ties"),
+                           Column("splits", "splits"), Column("metric_ties", "metric ties"),
+                           Column("arms", "arms"), Column("spearman", "Spearman rho (arms)"),
+                           Column("kappa", "Fleiss kappa"), Column("paper_agreement", "paper agreement [%]"),
+                           Column("paper_rho", "paper rho"), Column("backbone", "paper's backbone")])
+    for m, r in res["metrics"].items():
+        name = by_id.get(r["metric_id"], {}).get("name", "")
+        t.rows.append(((m,), {
+            "pairs": r["pairs"], "complete": r["complete"], "decisive": r["decisive"], "agree": r["agree"],
+            "agreement": _pct(r), "majority_ties": r["majority_ties"], "splits": r["splits"],
+            "metric_ties": r["metric_ties"], "arms": len(r["win_rates"]),
+            "spearman": _f(r["spearman"]) if np.isfinite(r["spearman"]) else f"n/c ({r['spearman_reason']})",
+            "kappa": _f(r["fleiss_kappa"]), "paper_agreement": _paper_value(entries, "agreement_pct", name),
+            "paper_rho": _paper_value(entries, "rho", name),
+            "backbone": _backbone_is_paper(m, by_id) if m != ALL else ""}))
+    w = Table(f"human_winrates{suffix}", "Human evaluation: win rates per arm",
+              "Per metric and arm (model / context policy): the human win rate over every raw vote of its pairs and "
+              "the automatic win rate over the same pairs (Win / Tie / Loss = 1 / 0.5 / 0).",
+              ["metric", "arm"], [Column("human", "human win rate"), Column("auto", "automatic win rate"),
+                                  Column("votes", "votes"), Column("pairs", "pairs")])
+    for m, r in res["metrics"].items():
+        for arm, x in sorted(r["win_rates"].items()):
+            w.rows.append(((m, arm), {"human": _f(x["human"]), "auto": _f(x["auto"]), "votes": x["votes"],
+                                      "pairs": x["pairs"]}))
+    return [t, w]
+
+
+def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
+    from evaluate.reporting.tables import Column, Table
+
+    entries, _ = _paper(paper)
+    t = Table(f"human_dynamic{suffix}", "Human evaluation: dynamic memory checklist (paper Table 7)",
+              f"{res['instances_voted']} of {res['items']} instances voted ({res['votes']} votes by "
+              f"{len(res['annotators'])} annotators), {res['instances_judged']} with the judge's verdict "
+              f"({res['judge']}). Each annotator's item scores are gated like the judge's (no event start in the "
+              "initial hold: all eight 0; else 1 where the answer matches the reference); the per-item majority is "
+              "the human label; human and judge scores are the satisfied fractions per instance (per aspect: its "
+              "two items). Spearman rho and PLCC across instances, 95 % percentile bootstrap intervals over "
+              "instances (resamples where a correlation is undefined are dropped).",
+              ["dimension"], [Column("n", "instances"), Column("human_mean", "human mean"),
+                              Column("vlm_mean", "judge mean"), Column("spearman", "Spearman rho [95% CI]"),
+                              Column("plcc", "PLCC [95% CI]"), Column("paper_rho", "paper rho"),
+                              Column("paper_plcc", "paper PLCC")])
+    for d in ["overall", *ASPECTS]:
+        r = res["dimensions"][d]
+        rho = f"{r['spearman']:.3f} [{_f(r['spearman_lo'])}, {_f(r['spearman_hi'])}]" if np.isfinite(r["spearman"]) \
+            else f"n/c ({r['spearman_reason']})"
+        pl = f"{r['plcc']:.3f} [{_f(r['plcc_lo'])}, {_f(r['plcc_hi'])}]" if np.isfinite(r["plcc"]) \
+            else f"n/c ({r['plcc_reason']})"
+        name = DIMENSIONS[d]
+        t.rows.append(((name,), {"n": r["n"], "human_mean": _f(r["human_mean"]), "vlm_mean": _f(r["vlm_mean"]),
+                                 "spearman": rho, "plcc": pl, "paper_rho": _paper_value(entries, "rho", name),
+                                 "paper_plcc": _paper_value(entries, "plcc", name)}))
+    a = Table(f"human_dynamic_agreement{suffix}", "Human evaluation: dynamic memory, annotator agreement",
+              "Fleiss' kappa of the annotators' gate decisions (per instance) and of their gated item scores (per "
+              "checklist item); how often the judge's gate and gated items equal the human majority; labels left "
+              "undecided by an even split of votes.",
+              ["measure"], [Column("value", "value")])
+    for k, lab in (("fleiss_kappa_gate", "Fleiss kappa, event gate"), ("fleiss_kappa_items", "Fleiss kappa, items"),
+                   ("gate_agreement", "judge gate = human majority"), ("item_agreement", "judge item = human label")):
+        a.rows.append(((lab,), {"value": _f(res[k])}))
+    a.rows.append((("undecided item labels",), {"value": res["tied_labels"]}))
+    a.rows.append((("fully voted instances",), {"value": res["complete"]}))
+    return [t, a]
+
+
+def paper_table(res: dict, suffix: str = "", paper: Optional[dict] = None):
+    """Every Table 6 / 7 number of the paper beside our counterpart (where we have the same metric)."""
+    from evaluate.reporting.tables import Column, Table
+
+    entries, by_id = _paper(paper)
+    name_to_key = {}
+    if res["kind"] != DYNAMIC:
+        for m, r in res["metrics"].items():
+            if m != ALL and r["metric_id"] in by_id:
+                name_to_key[by_id[r["metric_id"]]["name"]] = m
+    t = Table(f"human_paper{suffix}", "Human evaluation: ours vs the paper (Tables 6, 7)",
+              "Each number of Tables 6 and 7 stated in the paper's text, with ours where this study has the same "
+              "quantity (the paper: 504 pairs over six metrics and 50 dynamic instances, three annotators, nine "
+              "models). 'paper's backbone' says whether our metric used the paper's backbone.",
+              ["paper table", "row", "column"],
+              [Column("paper", "paper"), Column("ours", "ours"), Column("metric", "our metric"),
+               Column("backbone", "paper's backbone")])
+    for e in entries:
+        h = e["human"]
+        if (e["table"] == "Table 7") != (res["kind"] == DYNAMIC):
+            continue
+        paper_val = f"{e['value']:g}" + (f" of {e['of']}" if "of" in e else "")
+        ours, key = _ours(res, h, name_to_key)
+        t.rows.append(((e["table"], e["row"], e["column"]), {
+            "paper": paper_val, "ours": ours, "metric": key or "",
+            "backbone": _backbone_is_paper(key, by_id) if key and key in res.get("metrics", {}) else ""}))
+    return t
+
+
+def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
+    measure = h["measure"]
+    if res["kind"] == DYNAMIC:
+        dim = h.get("dimension")
+        if measure in ("rho", "plcc"):
+            col = "spearman" if measure == "rho" else "plcc"
+            if dim in ("min", "max"):
+                vals = [(res["dimensions"][d][col], d) for d in ASPECTS if np.isfinite(res["dimensions"][d][col])]
+                if not vals:
+                    return "n/c", None
+                v, d = (min if dim == "min" else max)(vals)
+                return f"{v:.3f}", f"dynamic.{d}"
+            d = {v: k for k, v in DIMENSIONS.items()}.get(dim)
+            if d is None:
+                return "", None
+            return _f(res["dimensions"][d][col]), f"dynamic.{d}"
+        if measure == "instances":
+            return str(res["instances_voted"]), None
+        if measure == "items":
+            return str(8 * res["instances_voted"]), None
+        if measure == "judgements":
+            return str(8 * res["votes"]), None
+        return "", None
+    m = h.get("metric")
+    if measure in ("pairs", "judgements", "tasks", "judgements_per_metric"):  # per metric: the mean over metrics
+        allr = res["metrics"][ALL]
+        n_metrics = max(1, len(res["metrics"]) - 1)
+        return str({"pairs": allr["pairs"], "judgements": res["votes"], "tasks": allr["pairs"] // n_metrics,
+                    "judgements_per_metric": res["votes"] // n_metrics}[measure]), None
+    if m in ("min", "max"):  # over the paper's six metrics only (a protocol extension is not one of them)
+        from .design import PAPER_STATIC
+
+        vals = [(r["agreement"], k) for k, r in res["metrics"].items()
+                if r["metric_id"] in PAPER_STATIC and np.isfinite(r["agreement"])]
+        if not vals or measure != "agreement_pct":
+            return "n/c (no metric of the paper's six has a decisive pair here)", None
+        v, k = (min if m == "min" else max)(vals)
+        return f"{100 * v:.1f}", k
+    key = name_to_key.get(m)
+    if key is None:
+        return "", None  # not in this study
+    r = res["metrics"][key]
+    if measure == "agreement_pct":
+        return (f"{100 * r['agreement']:.1f}" if np.isfinite(r["agreement"]) else "n/c"), key
+    if measure == "agreements":
+        return f"{r['agree']} of {r['decisive']}", key
+    if measure == "majority_ties":
+        return str(r["majority_ties"]), key
+    if measure == "splits":
+        return str(r["splits"]), key
+    if measure == "rho":
+        return (_f(r["spearman"]) if np.isfinite(r["spearman"]) else f"n/c ({r['spearman_reason']})"), key
+    return "", key
+
+
+def study_tables(study_dir: Path, suffix: str = "", res: Optional[dict] = None) -> list:
+    """The tables of one study (for ``human report`` and the study report)."""
+    res = res or analyse(study_dir)
+    main = dynamic_tables(res, suffix) if res["kind"] == DYNAMIC else static_tables(res, suffix)
+    return [*main, paper_table(res, suffix)]
+
+
+def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000) -> dict[str, Any]:
+    """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
+    ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
+    from evaluate.reporting import render
+    from harness.io import write_json, write_text
+
+    study_dir = Path(study_dir)
+    res = analyse(study_dir, n_boot=n_boot)
+    tables = study_tables(study_dir, res=res)
+    out = Path(out_dir) if out_dir else study_dir / REPORT_DIR
+    for t in tables:
+        write_text(out / "tables" / f"{t.id}.md", render.markdown(t))
+        write_text(out / "tables" / f"{t.id}.csv", render.to_csv(t))
+        write_text(out / "tables" / f"{t.id}.tex", render.latex(t))
+    md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", ""] + [render.markdown(t) for t in tables])
+    write_text(out / "agreement.md", md)
+    write_json(out / "agreement.json", res)
+    return {"out_dir": str(out), "markdown": str(out / "agreement.md"), "json": str(out / "agreement.json"),
+            "tables": [t.id for t in tables], "results": res, "text": md}

@@ -1,0 +1,190 @@
+"""The vote store of a study: one SQLite database (``votes.sqlite``) in WAL mode.
+
+Why it cannot lose or double-count a judgement:
+
+* every vote is one ``INSERT`` in its own transaction, committed (``synchronous=FULL``: the WAL is fsynced at each
+  commit) before the server answers, so a vote the page saw acknowledged survives a ``kill -9`` of the server
+  (and a power cut); the WAL is replayed when the database is next opened;
+* ``UNIQUE(annotator, item)`` with ``ON CONFLICT DO NOTHING``: a double submit, a retry after a lost reply, or a
+  second tab answering the same item leaves the first vote as it was and reports ``duplicate`` (idempotent);
+* the database records the sha256 of the ``study.json`` it belongs to and refuses another one, so votes never
+  attach to items of a re-planned study.
+
+Sessions (one random id per login, stored as its sha256) live in the same database. Keep the study folder on a
+local disk: SQLite's WAL needs shared memory, which network filesystems do not provide reliably.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Optional
+
+from .common import CHOICES_STATIC, DYNAMIC, STATIC, StudyError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS votes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  annotator TEXT NOT NULL,
+  item TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('static', 'dynamic')),
+  choice TEXT CHECK (choice IS NULL OR choice IN ('A', 'T', 'B')),
+  started INTEGER CHECK (started IS NULL OR started IN (0, 1)),
+  answers TEXT,
+  client_id TEXT,
+  elapsed_ms INTEGER,
+  created_utc TEXT NOT NULL,
+  UNIQUE (annotator, item)
+);
+CREATE TABLE IF NOT EXISTS sessions (
+  sid_sha256 TEXT PRIMARY KEY,
+  annotator TEXT NOT NULL,
+  created_utc TEXT NOT NULL
+);
+"""
+YES_NO = ("yes", "no")
+
+
+class VoteError(ValueError):
+    """A submitted vote that is malformed (the message names the field); the server answers 400."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def study_hash(study_file: Path) -> str:
+    return hashlib.sha256(Path(study_file).read_bytes()).hexdigest()
+
+
+def normalise_vote(kind: str, payload: dict) -> dict[str, Any]:
+    """The stored fields of a vote: static ``{"choice": "A"|"T"|"B"}``; dynamic ``{"started": 0|1, "answers":
+    None (not started: the questions are not asked) or 8 x "yes"|"no"}``. Raises :class:`VoteError`."""
+    if kind == STATIC:
+        c = payload.get("choice")
+        if c not in CHOICES_STATIC:
+            raise VoteError(f"choice={c!r}: must be one of {', '.join(CHOICES_STATIC)} (A better, tie, B better)")
+        return {"choice": c, "started": None, "answers": None}
+    if kind == DYNAMIC:
+        st = payload.get("started")
+        if not isinstance(st, bool):
+            raise VoteError(f"started={st!r}: must be true or false (did the event visibly start in the initial hold?)")
+        ans = payload.get("answers")
+        if not st:
+            if ans not in (None, []):
+                raise VoteError("answers: must be empty when the event did not start (every item scores 0)")
+            return {"choice": None, "started": 0, "answers": None}
+        if not isinstance(ans, list) or len(ans) != 8 or any(a not in YES_NO for a in ans):
+            raise VoteError("answers: a started event needs all eight answers, each 'yes' or 'no'")
+        return {"choice": None, "started": 1, "answers": list(ans)}
+    raise VoteError(f"kind={kind!r}")
+
+
+class VoteStore:
+    """Votes and sessions of one study (``<study>/votes.sqlite``). Every method opens its own connection, so one
+    store may be used from the server's worker threads."""
+
+    def __init__(self, path: Path, study_sha256: str):
+        self.path = Path(path)
+        self.study_sha256 = study_sha256
+        with closing(self._connect()) as c:
+            c.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
+            c.executescript(SCHEMA)
+            row = c.execute("SELECT value FROM meta WHERE key='study_sha256'").fetchone()
+            if row is None:
+                c.execute("INSERT INTO meta(key, value) VALUES ('study_sha256', ?)", (study_sha256,))
+            elif row[0] != study_sha256:
+                raise StudyError(f"{self.path}: these votes belong to another version of study.json (sha256 "
+                                 f"{row[0][:12]}..., now {study_sha256[:12]}...); the study was re-planned over its "
+                                 "votes. Restore the old study.json or plan a new study under another name")
+
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(self.path, timeout=30, isolation_level=None)  # autocommit; explicit transactions
+        c.execute("PRAGMA synchronous=FULL")
+        c.execute("PRAGMA busy_timeout=30000")
+        c.execute("PRAGMA foreign_keys=ON")
+        return c
+
+    # -- votes ---------------------------------------------------------------------------------------------------
+    def record(self, annotator: str, item: str, kind: str, payload: dict, client_id: Optional[str] = None,
+               elapsed_ms: Optional[int] = None) -> tuple[str, dict]:
+        """Store a vote unless this annotator already voted on this item. Returns ``("recorded" | "duplicate",
+        the stored vote)``; the first vote always stays."""
+        v = normalise_vote(kind, payload)
+        if client_id is not None and (not isinstance(client_id, str) or len(client_id) > 64):
+            raise VoteError("client_id: a string of at most 64 characters")
+        if elapsed_ms is not None and (not isinstance(elapsed_ms, int) or isinstance(elapsed_ms, bool)
+                                       or elapsed_ms < 0):
+            raise VoteError("elapsed_ms: a non-negative integer")
+        with closing(self._connect()) as c:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                cur = c.execute(
+                    "INSERT INTO votes(annotator, item, kind, choice, started, answers, client_id, elapsed_ms, "
+                    "created_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(annotator, item) DO NOTHING",
+                    (annotator, item, kind, v["choice"], v["started"],
+                     None if v["answers"] is None else json.dumps(v["answers"]), client_id, elapsed_ms, _now()))
+                status = "recorded" if cur.rowcount == 1 else "duplicate"
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            row = c.execute("SELECT * FROM votes WHERE annotator=? AND item=?", (annotator, item)).fetchone()
+            cols = [d[0] for d in c.execute("SELECT * FROM votes LIMIT 0").description]
+        return status, _row(dict(zip(cols, row)))
+
+    def votes(self) -> list[dict]:
+        """Every vote, in the order stored."""
+        with closing(self._connect()) as c:
+            cur = c.execute("SELECT * FROM votes ORDER BY id")
+            cols = [d[0] for d in cur.description]
+            return [_row(dict(zip(cols, r))) for r in cur.fetchall()]
+
+    def done(self, annotator: str) -> set[str]:
+        with closing(self._connect()) as c:
+            return {r[0] for r in c.execute("SELECT item FROM votes WHERE annotator=?", (annotator,))}
+
+    # -- sessions ------------------------------------------------------------------------------------------------
+    def new_session(self, annotator: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        with closing(self._connect()) as c:
+            c.execute("INSERT INTO sessions(sid_sha256, annotator, created_utc) VALUES (?, ?, ?)",
+                      (hashlib.sha256(sid.encode()).hexdigest(), annotator, _now()))
+        return sid
+
+    def session(self, sid: Optional[str]) -> Optional[str]:
+        """The annotator of a session id, or None."""
+        if not sid or len(sid) > 128:
+            return None
+        with closing(self._connect()) as c:
+            r = c.execute("SELECT annotator FROM sessions WHERE sid_sha256=?",
+                          (hashlib.sha256(sid.encode()).hexdigest(),)).fetchone()
+        return r[0] if r else None
+
+    def end_session(self, sid: Optional[str]) -> None:
+        if sid:
+            with closing(self._connect()) as c:
+                c.execute("DELETE FROM sessions WHERE sid_sha256=?", (hashlib.sha256(sid.encode()).hexdigest(),))
+
+
+def _row(r: dict) -> dict:
+    r["answers"] = None if r.get("answers") is None else json.loads(r["answers"])
+    r["started"] = None if r.get("started") is None else bool(r["started"])
+    return r
+
+
+def read_votes(study_dir: Path) -> list[dict]:
+    """The votes of a study (an empty list before anyone voted). Readable while the server runs (WAL)."""
+    from .common import DB_FILE, STUDY_FILE
+
+    db = Path(study_dir) / DB_FILE
+    if not db.exists():
+        return []
+    return VoteStore(db, study_hash(Path(study_dir) / STUDY_FILE)).votes()
+

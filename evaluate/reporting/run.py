@@ -1,0 +1,59 @@
+"""A run's ``eval/`` folder, written once its videos are evaluated (the end of :func:`evaluate.stage.evaluate_run`).
+
+From the results the evaluation just produced (no ``metrics.json`` is read back) it builds one
+:class:`~evaluate.reporting.analyses.Analyses`, and everything reads that: the study report of the run
+(``eval/report/``, its page is the run's page), the run tables (``summary.*``, ``per_item.csv``, ``dynamic.*``),
+``analyses.{md,json}``, ``validity.{md,json}`` and the verdict the console prints. ``eval/index.html`` only
+redirects to ``report/index.html``, so an old link or bookmark still opens the run's page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..results import ItemResult
+
+_REDIRECT = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>WorldMem run</title>"
+             "<meta http-equiv='refresh' content='0; url=report/index.html'></head><body><p>The run's page is the "
+             "study report: <a href='report/index.html'>report/index.html</a>.</p></body></html>\n")
+
+
+def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]], ecfg: Any) -> dict[str, Any]:
+    """Write ``run_dir/eval/`` from ``(item folder, result)`` pairs. Returns ``{tables: {per_item, summary,
+    dynamic}, analyses, validity, html, report, verdict: [lines], report_s}`` (paths as strings; ``report_s``:
+    seconds spent on the study report, its strips and figures)."""
+    import time
+
+    from harness.io import write_json, write_text
+
+    from ..validity import validity_table
+    from . import ReportError, build_report
+    from .collect import items_of
+    from .run_tables import write_analyses, write_dynamic_table, write_tables
+    from .verdict import verdict_lines
+
+    run_dir = Path(run_dir)
+    ev = run_dir / "eval"
+    items = items_of(run_dir, results)
+    tables = write_tables(ev, items, ecfg)
+    tables["dynamic"] = write_dynamic_table(ev, items)
+    done = [r for _, r in results]
+    vrows, vmd = validity_table(done)
+    write_json(ev / "validity.json", {"rows": vrows, "items": [{"item": r.item, "validity": r.validity}
+                                                               for r in done if r.validity]})
+    write_text(ev / "validity.md", vmd)
+    out: dict[str, Any] = {"tables": tables, "validity": str(ev / "validity.md"), "report": None, "verdict": [],
+                           "analyses": {"analyses": str(ev / "analyses.md")}, "html": None, "report_s": 0.0}
+    t0 = time.perf_counter()
+    try:
+        rep = build_report([run_dir], ev / "report", items=items)
+    except ReportError:  # nothing evaluated (every item failed before scoring): the run tables say why
+        write_text(ev / "analyses.md", "# Analyses\n\nNo evaluated video.\n")
+        return out
+    out["report_s"] = time.perf_counter() - t0
+    an = rep["analyses"]
+    out["analyses"] = write_analyses(ev, an, ecfg)
+    write_text(ev / "index.html", _REDIRECT)
+    out.update(html=str(ev / "index.html"), report=rep["html"], verdict=verdict_lines(an))
+    return out

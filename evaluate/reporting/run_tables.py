@@ -1,0 +1,290 @@
+"""A run's own tables in ``<run>/eval/``: ``per_item.csv``, ``summary.{csv,json,md}`` (per model, context and
+trajectory, mean with a 95 % bootstrap interval over cases), ``dynamic.{json,md}`` (p_start, S_cond, S_gated,
+M-score) and ``analyses.{json,md}`` (the verdict, multi-revisit decay, cross-axis Δ_axis, coverage, the policy
+comparison), all from :func:`~evaluate.reporting.collect.scored` items; the analyses are the report's own
+(:class:`~evaluate.reporting.analyses.Analyses`), rendered here as files, not computed again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from ..aggregate import bootstrap_ci
+from ..catalog import METRICS, higher_is_better
+from ..dynamic import dynamic_summary
+from .analyses import Analyses, Comparison
+from .cells import MIN_UNITS_FOR_INTERVAL, Cell, fmt, mean_cell
+from .collect import Item
+from .verdict import line_data, verdict_markdown
+
+
+def _group(it: Item) -> tuple[str, str, str]:
+    return it.model, it.context, it.trajectory
+
+
+def _fmt(ci: dict) -> str:
+    if not np.isfinite(ci["mean"]):
+        return "n/a"
+    if ci["n"] < MIN_UNITS_FOR_INTERVAL:  # an interval over one or two cases reads as certainty
+        return f"{ci['mean']:.3f} (n={ci['n']})"
+    return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}] (n={ci['n']})"
+
+
+def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict], dict[str, str]]:
+    """Aggregate rows (one per group and computed metric) and the not-computed reasons per metric key."""
+    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    reasons: dict[str, str] = {}
+    for it in items:
+        model, ctx, traj = _group(it)
+        for k, m in it.metrics.items():
+            if not m.is_computed:
+                reasons.setdefault(k, m.reason or "")
+                continue
+            for g in ((model, ctx, traj), (model, ctx, "all")):
+                groups[g][k].append(float(m.value))
+    rows = []
+    for (model, ctx, traj), metrics in sorted(groups.items()):
+        for k, vals in sorted(metrics.items()):
+            ci = bootstrap_ci(vals, n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+            rows.append({"model": model, "context": ctx, "trajectory": traj, "metric": k,
+                         "higher_is_better": higher_is_better(k), **ci})
+    return rows, reasons
+
+
+def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
+    """``per_item.csv`` and ``summary.{csv,json,md}`` of a run."""
+    from harness.io import write_json, write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["model", "context", "seed", "trajectory", "case", "case_family", "metric", "status", "value"])
+    for it in items:
+        for k, m in sorted(it.metrics.items()):
+            w.writerow([it.model, it.context, it.seed, it.trajectory, it.case_id, it.case_family, k, m.status.value,
+                        "" if m.value is None else m.value])
+    write_text(out_dir / "per_item.csv", buf.getvalue())
+    rows, reasons = summarise(items, ecfg.bootstrap)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
+                                        "hi", "n"])
+    w.writeheader()
+    w.writerows(rows)
+    write_text(out_dir / "summary.csv", buf.getvalue())
+    # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
+    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": ecfg.__dict__})
+    write_text(out_dir / "summary.md", markdown(rows, reasons))
+    return {"per_item": str(out_dir / "per_item.csv"), "summary": str(out_dir / "summary.md")}
+
+
+def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
+    lines = ["# Evaluation summary", "",
+             "Mean over cases with a 95 % bootstrap interval (none below 3 cases) and the number of cases. "
+             "`[backbone]` names what computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and "
+             "`pixels` are weight-free diagnostics of this harness; `dlib-resnet` and `brisque` are diagnostics on "
+             "real pretrained weights shipped inside packages, not the paper's ArcFace / MUSIQ-SPAQ. Oracle entries "
+             "(the reference model's own geometry) are left out, and dynamic cases from the static-content metrics "
+             "(diagnostic.*, departure.*). The study report (the verdict, paper-shaped tables, plots, HTML) is in "
+             "`report/`.", ""]
+    by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
+    trajs: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        mc = (r["model"], r["context"])
+        by_mc[mc][r["metric"]][r["trajectory"]] = r
+        if r["trajectory"] not in trajs[mc]:
+            trajs[mc].append(r["trajectory"])
+    for mc, metrics in sorted(by_mc.items()):
+        cols = sorted(t for t in trajs[mc] if t != "all") + ["all"]
+        lines += [f"## model={mc[0]} context={mc[1]}", "", "| metric | " + " | ".join(cols) + " |",
+                  "| --- |" + " --- |" * len(cols)]
+        for k in sorted(metrics):
+            arrow = "↑" if higher_is_better(k) else "↓"
+            cells = [_fmt(metrics[k][c]) if c in metrics[k] else "" for c in cols]
+            lines.append(f"| {k} {arrow} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if reasons:
+        lines += ["## Not computed", "", "| metric [backbone] | reason |", "| --- | --- |"]
+        lines += [f"| {k} | {v} |" for k, v in sorted(reasons.items())]
+        lines.append("")
+    known = ", ".join(sorted(METRICS))
+    lines += [f"Metric ids: {known}.", ""]
+    return "\n".join(lines)
+
+
+def dynamic_rows(items: list[Item]) -> list[dict]:
+    """One row per (judge, model, context, trajectory) and per (judge, model, context, "all"); videos whose judge
+    column has no value (no server, a failed request) are counted apart (``without_answer``)."""
+    groups: dict[tuple, list] = defaultdict(list)
+    missing: dict[tuple, int] = defaultdict(int)
+    for it in items:
+        for m in it.metrics.values():
+            if m.metric != "dynamic.overall":
+                continue
+            for traj in (it.trajectory, "all"):
+                g = (m.backbone, it.model, it.context, traj)
+                if m.is_computed:
+                    groups[g].append({"started": bool(m.get("started")), "overall": float(m.value)})
+                else:
+                    missing[g] += 1
+    rows = []
+    for g in sorted(set(groups) | set(missing), key=lambda x: tuple(str(v) for v in x)):
+        s = dynamic_summary(groups.get(g, []))
+        rows.append({"judge": g[0], "model": g[1], "context": g[2], "trajectory": g[3], **s,
+                     "without_answer": missing.get(g, 0)})
+    return rows
+
+
+def _f(x: float) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def write_dynamic_table(out_dir: Path, items: list[Item]) -> Optional[str]:
+    """``dynamic.{json,md}`` in ``out_dir`` (only when the run has dynamic items). Returns the Markdown path."""
+    from harness.io import write_json, write_text
+
+    rows = dynamic_rows(items)
+    if not rows:
+        return None
+    out_dir = Path(out_dir)
+    write_json(out_dir / "dynamic.json", {"rows": rows})
+    lines = ["# Dynamic memory", "",
+             "p_start: fraction of videos whose event the judge saw start in the initial hold; S_cond: mean checklist "
+             "score of those; S_gated = p_start x S_cond (the paper's Overall); M: MBench's harmonic mean of "
+             "p_start and S_cond. `without answer`: videos without a judge answer (see their metrics.json).", "",
+             "| judge | model | context | trajectory | n | started | p_start | S_cond | S_gated | M | without answer |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['judge']} | {r['model']} | {r['context']} | {r['trajectory']} | {r['n']} | {r['started']} "
+                     f"| {_f(r['p_start'])} | {_f(r['S_cond'])} | {_f(r['S_gated'])} | {_f(r['M_score'])} "
+                     f"| {r['without_answer']} |")
+    write_text(out_dir / "dynamic.md", "\n".join(lines) + "\n")
+    return str(out_dir / "dynamic.md")
+
+
+# -- analyses.{json,md}: the report's analyses as files --------------------------------------------------------------
+
+
+def _ci(c: Cell, name: str = "mean") -> dict[str, float]:
+    return {name: float(c.mean), "lo": float(c.lo), "hi": float(c.hi), "n": int(c.n)}
+
+
+def _comparison_json(c: Comparison) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for key, m in c.metrics.items():
+        row: dict[str, Any] = {p: _ci(m.means[p]) for p in c.contenders}
+        for base in ("fullkv", "sliding"):  # the pairs the paper and the issue read: X - FullKV, FoV - Sliding
+            got = {a: _ci(m.diffs[(a, b)], "diff") for a, b in c.pairs if b == base}
+            if got:
+                row[f"paired_vs_{base}"] = got
+        row["paired"] = [{"a": a, "b": b, **_ci(m.diffs[(a, b)], "diff")} for a, b in c.pairs]
+        metrics[key] = row
+    out = {"kind": c.kind, "model": c.model, "matched_items": c.matched_videos, "policies": list(c.contenders),
+           "latency_s": {p: _ci(x) for p, x in c.latency.items()}, "metrics": metrics}
+    if c.speedup:
+        out["speedup_vs_fullkv"] = {p: float(x.mean) for p, x in c.speedup.items()}
+    return out
+
+
+def analyses_json(an: Analyses, tolerances: list[float]) -> dict[str, Any]:
+    """The analyses as JSON: the same numbers as the report's tables (cells: mean, lo, hi, n)."""
+    boot = an.study.boot
+
+    def mr(a: Analyses) -> list[dict]:
+        return [{"model": x.model, "context": x.context, "trajectory": x.trajectory, "metric": x.key,
+                 "windows": x.labels, "per_revisit_mean": [float(mean_cell(u, boot).mean) for u in x.per_window],
+                 "decay_R1_minus_RK": _ci(mean_cell(x.decay, boot)), "qualified_n": len(x.decay_q),
+                 "qualified_decay": _ci(mean_cell(x.decay_q, boot)) if x.decay_q else None}
+                for x in a.multi_revisit]
+
+    def ca(a: Analyses) -> list[dict]:
+        return [{"model": x.model, "context": x.context, "metric": x.key, "pairs": [list(p) for p in x.pairs],
+                 "cases": sorted({c for c, _ in x.pairs}), "d_lrlr": float(np.mean([u.value for u in x.d_lrlr])),
+                 "d_lrud": float(np.mean([u.value for u in x.d_lrud])),
+                 "delta_axis": _ci(mean_cell(x.delta, boot), "diff"),
+                 "qualified_cases": sorted({c for c, _ in x.qualified_pairs}),
+                 "qualified_delta_axis": _ci(mean_cell(x.delta_q, boot), "diff") if x.delta_q else None}
+                for x in a.cross_axis]
+
+    cov = []
+    for x in an.coverage:
+        row: dict[str, Any] = {"model": x.model, "context": x.context, "trajectory": x.trajectory,
+                               "pose_source": ", ".join(x.pose_sources) or "-"}
+        for k, us in x.slots.items():
+            row["departure" if k == "D" else k] = {"rate": float(np.mean([u.value for u in us])), "n": len(us)}
+        cov.append(row)
+    return {"verdict": [line_data(x) for x in an.verdict.lines],
+            "multi_revisit": mr(an), "cross_axis": ca(an), "qualification": cov,
+            "tolerance_sensitivity": {f"{t:g}": {"multi_revisit": mr(an.at_tolerance(t)),
+                                                 "cross_axis": ca(an.at_tolerance(t))} for t in tolerances},
+            "context_policies": [_comparison_json(c) for c in an.comparisons if c.kind == "policies"],
+            "model_comparison": next((_comparison_json(c) for c in an.comparisons if c.kind == "models"), None),
+            "sources": an.sources}
+
+
+def analyses_markdown(an: Analyses) -> str:
+    """The analyses in Markdown, the verdict first (the report's tables hold the same numbers with provenance)."""
+    s = an.study
+    L = ["# Analyses", "", verdict_markdown(an)]
+    if an.sources:
+        L += ["## Sources (pose / depth / mask source of every metric used below; ground truth never scores)", "",
+              "'-': none (frames only; windows come from the prescribed path).", "",
+              "| metric | poses | depth | masks |", "| --- | --- | --- | --- |"]
+        for k, d in an.sources.items():
+            L.append(f"| {k} | {', '.join(d.get('pose', [])) or '-'} | {', '.join(d.get('depth', [])) or '-'} | "
+                     f"{', '.join(d.get('mask', [])) or '-'} |")
+        L.append("")
+    for c in an.comparisons:
+        pols = c.contenders
+        L += [f"## Comparison: {c.title} ({c.matched_videos} matched items; paired differences)", "",
+              "| metric | " + " | ".join(pols) + "".join(f" | {a} - {b}" for a, b in c.pairs) + " |",
+              "| --- |" + " --- |" * (len(pols) + len(c.pairs))]
+        for key, m in c.metrics.items():
+            L.append(f"| {key} | " + " | ".join(fmt(m.means[p]) for p in pols)
+                     + "".join(f" | {fmt(m.diffs[p])}" for p in c.pairs) + " |")
+        L.append("| latency [s] | " + " | ".join(fmt(c.latency[p]) for p in pols) + " |")
+        if c.speedup:
+            L.append("| speedup vs FullKV | " + " | ".join(fmt(c.speedup[p]) for p in pols) + " |")
+        L.append("")
+    if an.multi_revisit:
+        L += ["## Multi-revisit decay (first - last window; qualified = every window pose-qualified or "
+              "tracking-supported)", "",
+              "| model | context | trajectory | metric | per window | first - last | qualified n | qualified |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for x in an.multi_revisit:
+            pr = ", ".join(f"{lab} {mean_cell(u, s.boot).mean:.3f}" for lab, u in zip(x.labels, x.per_window))
+            L.append(f"| {x.model} | {x.context} | {x.trajectory} | {x.key} | {pr} | {fmt(mean_cell(x.decay, s.boot))} "
+                     f"| {len(x.decay_q)} | {fmt(mean_cell(x.decay_q, s.boot)) if x.decay_q else 'n/a'} |")
+        L.append("")
+    if an.cross_axis:
+        L += ["## Cross-axis excess degradation Δ_axis = d_LRUD - d_LRLR (d = R1 - R2, matched case and seed)", "",
+              "| model | context | metric | d_LRLR | d_LRUD | Δ_axis | qualified n | qualified Δ_axis |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for x in an.cross_axis:
+            L.append(f"| {x.model} | {x.context} | {x.key} | {fmt(mean_cell(x.d_lrlr, s.boot))} | "
+                     f"{fmt(mean_cell(x.d_lrud, s.boot))} | {fmt(mean_cell(x.delta, s.boot))} | {len(x.delta_q)} | "
+                     f"{fmt(mean_cell(x.delta_q, s.boot)) if x.delta_q else 'n/a'} |")
+        L.append("")
+    if an.coverage:
+        L += ["## Departure / return coverage (appendix G.1)", ""]
+        for x in an.coverage:
+            rest = ", ".join(f"{'departure' if k == 'D' else k}: {np.mean([u.value for u in us]):.0%} of {len(us)}"
+                             for k, us in x.slots.items())
+            L.append(f"- {x.model} / {x.context} / {x.trajectory} (poses: {', '.join(x.pose_sources) or '-'}): "
+                     f"{rest or 'no revisit slot'}")
+        L.append("")
+    return "\n".join(L)
+
+
+def write_analyses(out_dir: Path, an: Analyses, ecfg: Any) -> dict[str, str]:
+    """``analyses.{json,md}`` of a run."""
+    from harness.io import write_json, write_text
+
+    write_json(out_dir / "analyses.json", analyses_json(an, [float(t) for t in ecfg.return_tolerances_deg[1:]]))
+    write_text(out_dir / "analyses.md", analyses_markdown(an))
+    return {"analyses": str(out_dir / "analyses.md")}

@@ -1,0 +1,300 @@
+"""The annotation web app of a human study (Starlette on uvicorn; ``python -m harness human serve study=...``).
+
+Pages: ``/`` (log in with an annotator token), ``/annotate`` (one item at a time: a static A/B pair or a dynamic
+checklist, rendered by ``static/app.js``). JSON API: ``POST /api/login``, ``POST /api/logout``, ``GET /api/next``
+(progress and the annotator's next unanswered item, in their seeded order), ``POST /api/vote``. Files:
+``/media/<name>`` (only the names study.json lists, from the study's ``media/``), ``/static/app.{js,css}``.
+
+What keeps the study blind and the host safe:
+
+* nothing but ``study.json``'s public records, the listed media files and the two static files is ever served:
+  there is no route that takes a path, names are checked against a fixed set, and the hidden key, tokens, votes
+  and runs are never read by a request (the key is not even loaded);
+* the token is sent once in a POST body and exchanged for a random session id (HttpOnly, SameSite=Strict cookie;
+  only its sha256 is stored); no token or session id is logged, and uvicorn's access log is off;
+* bound to 127.0.0.1 by default, and then only ``Host: 127.0.0.1 / localhost`` is accepted (no DNS rebinding);
+  every response carries a strict Content-Security-Policy (no inline script, nothing from other origins).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from evaluate.human.common import ANNOTATORS_FILE, DB_FILE, MEDIA_DIR, MEDIA_NAME, STUDY_FILE, StudyError
+from evaluate.human.store import VoteError, VoteStore, study_hash
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+COOKIE = "hs_session"
+MAX_BODY = 64 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                               "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="stylesheet" href="/static/app.css">
+</head><body data-page="{page}"><header><h1>{title}</h1><div id="status"></div></header><main id="main">{body}</main>
+<script src="/static/app.js"></script></body></html>"""
+_LOGIN = """<form id="login" autocomplete="off"><p>Enter the token you were given.</p>
+<label for="token">Token</label> <input id="token" name="token" type="password" autofocus required>
+<button id="login-button" type="submit">Start</button><p id="login-error" class="error" role="alert"></p></form>"""
+
+
+class Study:
+    """The public side of a study folder: items, media names, annotators (token hashes and orders)."""
+
+    def __init__(self, study_dir: Path):
+        from harness.io import read_json
+
+        self.dir = Path(study_dir).resolve()
+        for f in (STUDY_FILE, ANNOTATORS_FILE):
+            if not (self.dir / f).is_file():
+                raise StudyError(f"{self.dir}: {f} is missing; plan the study first (python -m harness human plan)")
+        self.public = read_json(self.dir / STUDY_FILE)
+        self.items = {i["id"]: i for i in self.public["items"]}
+        self.kind = self.public["kind"]
+        ann = read_json(self.dir / ANNOTATORS_FILE)["annotators"]
+        self.hashes = {a["id"]: a["token_sha256"] for a in ann}
+        self.orders = {a["id"]: list(a["order"]) for a in ann}
+        self.media: set[str] = set()
+        for it in self.public["items"]:
+            names = [it["clip"]] if it["kind"] == "dynamic" else [*it["clips"].values(), *it["first_view"]]
+            for n in names:
+                if not MEDIA_NAME.match(n) or not (self.dir / MEDIA_DIR / n).is_file():
+                    raise StudyError(f"{self.dir}: media file {n!r} of item {it['id']} is missing or misnamed; plan "
+                                     "the study again")
+                self.media.add(n)
+        self.store = VoteStore(self.dir / DB_FILE, study_hash(self.dir / STUDY_FILE))
+
+    def annotator_for(self, token: str) -> Optional[str]:
+        """The annotator whose token this is (every hash compared in constant time), else None."""
+        h = hashlib.sha256(token.encode()).hexdigest()
+        found = None
+        for aid, want in self.hashes.items():
+            if hmac.compare_digest(h, want):
+                found = aid
+        return found
+
+    def payload(self, item_id: str) -> dict[str, Any]:
+        """What the page gets for an item: its public record with media names as URLs."""
+        it = json.loads(json.dumps(self.items[item_id]))
+        if it["kind"] == "dynamic":
+            it["clip"] = f"/media/{it['clip']}"
+        else:
+            it["clips"] = {k: f"/media/{v}" for k, v in it["clips"].items()}
+            it["first_view"] = [f"/media/{v}" for v in it["first_view"]]
+        return it
+
+    def next_for(self, annotator: str) -> tuple[int, int, Optional[str]]:
+        """(done, total, next unanswered item in this annotator's order or None)."""
+        done = self.store.done(annotator)
+        order = self.orders[annotator]
+        nxt = next((i for i in order if i not in done), None)
+        return sum(i in done for i in order), len(order), nxt
+
+
+def create_app(study_dir: Path, host: str = "127.0.0.1"):
+    """The Starlette application serving ``study_dir``."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import (
+        FileResponse,
+        HTMLResponse,
+        JSONResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+    )
+    from starlette.routing import Route
+
+    study = Study(study_dir)
+    title = "Memory study" if study.kind == "static" else "Event study"
+
+    def who(request: Request) -> Optional[str]:
+        aid = study.store.session(request.cookies.get(COOKIE))
+        return aid if aid in study.orders else None
+
+    def page(name: str, body: str) -> HTMLResponse:
+        return HTMLResponse(_PAGE.format(title=title, page=name, body=body), headers={"Cache-Control": "no-store"})
+
+    def err(status: int, msg: str) -> JSONResponse:
+        return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
+
+    async def body_json(request: Request) -> Any:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise VoteError("send application/json")
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise VoteError("request too large")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise VoteError("not valid JSON") from None
+
+    # endpoints that only read the session database are plain functions: Starlette runs them in its worker pool,
+    # so no SQLite call blocks the event loop
+    def index(request: Request):
+        if who(request):
+            return RedirectResponse("/annotate", status_code=303)
+        return page("login", _LOGIN)
+
+    def annotate(request: Request):
+        if not who(request):
+            return RedirectResponse("/", status_code=303)
+        return page("annotate", "<p class='loading'>Loading...</p>")
+
+    def login_sync(token: str):
+        aid = study.annotator_for(token)
+        if aid is None:
+            time.sleep(0.25)  # slows guessing; runs in the worker pool, the event loop stays free
+        return aid
+
+    async def login(request: Request):
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            data = await body_json(request)
+        except VoteError as exc:
+            return err(400, str(exc))
+        token = data.get("token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not 0 < len(token) <= 256:
+            return err(400, "token: give your token")
+        aid = await run_in_threadpool(login_sync, token)
+        if aid is None:
+            return err(401, "unknown token")
+        sid = await run_in_threadpool(study.store.new_session, aid)
+        r = JSONResponse({"annotator": aid})
+        r.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=30 * 86400)
+        return r
+
+    def logout(request: Request):
+        study.store.end_session(request.cookies.get(COOKIE))
+        r = JSONResponse({"ok": True})
+        r.delete_cookie(COOKIE, path="/")
+        return r
+
+    def state(aid: str) -> dict:
+        done, total, nxt = study.next_for(aid)
+        return {"annotator": aid, "done": done, "total": total, "kind": study.kind,
+                "instructions": study.public.get("instructions", ""),
+                "item": study.payload(nxt) if nxt else None}
+
+    async def next_item(request: Request):
+        from starlette.concurrency import run_in_threadpool
+
+        aid = who(request)
+        if not aid:
+            return err(401, "log in first")
+        return JSONResponse(await run_in_threadpool(state, aid), headers={"Cache-Control": "no-store"})
+
+    async def vote(request: Request):
+        from starlette.concurrency import run_in_threadpool
+
+        aid = who(request)
+        if not aid:
+            return err(401, "log in first")
+        try:
+            data = await body_json(request)
+            if not isinstance(data, dict):
+                raise VoteError("send a JSON object")
+            item = data.get("item")
+            if item not in study.items or item not in study.orders[aid]:
+                return err(403, "item: not one of your items")
+            status, _ = await run_in_threadpool(study.store.record, aid, item, study.items[item]["kind"], data,
+                                                     data.get("client_id"), data.get("elapsed_ms"))
+        except VoteError as exc:
+            return err(400, str(exc))
+        done, total, _ = await run_in_threadpool(study.next_for, aid)
+        return JSONResponse({"status": status, "item": item, "done": done, "total": total},
+                            headers={"Cache-Control": "no-store"})
+
+    def media(request: Request):
+        name = request.path_params["name"]
+        if not who(request):
+            return err(401, "log in first")
+        if name not in study.media:  # a fixed set of plain names: no path ever reaches the filesystem
+            return err(404, "no such file")
+        return FileResponse(study.dir / MEDIA_DIR / name, headers={"Cache-Control": "private, max-age=3600"})
+
+    async def static(request: Request):
+        name = request.path_params["name"]
+        if name not in STATIC_FILES:
+            return err(404, "no such file")
+        return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name], headers={"Cache-Control": "no-cache"})
+
+    async def health(request: Request):
+        return PlainTextResponse("ok")
+
+    async def favicon(request: Request):  # browsers ask for one; an empty answer keeps their consoles clean
+        return Response(status_code=204)
+
+    routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
+              Route("/api/logout", logout, methods=["POST"]), Route("/api/next", next_item),
+              Route("/api/vote", vote, methods=["POST"]), Route("/media/{name}", media),
+              Route("/static/{name}", static), Route("/healthz", health),
+              Route("/favicon.ico", favicon)]
+    middleware = [Middleware(_SecurityHeaders)]
+    if host in LOOPBACK:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"]))
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.study = study
+    return app
+
+
+class _SecurityHeaders:
+    """ASGI middleware: the headers of :data:`HEADERS` on every response."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [
+                    (k.lower().encode(), v.encode()) for k, v in HEADERS.items() if k.lower().encode() not in have]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def serve(study_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce=print) -> None:
+    """Run the app until interrupted. ``port=0`` picks a free port; the URL is announced once it listens."""
+    import socket
+
+    import uvicorn
+
+    app = create_app(study_dir, host)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart after kill -9 gets the same port
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StudyError(f"port={port}: cannot listen on {host}:{port} ({exc.strerror}); choose another port= "
+                         "(port=0 picks a free one)") from None
+    sock.listen(128)
+    real = sock.getsockname()[1]
+    study = app.state.study
+    shown = f"[{host}]" if ":" in host else host
+    announce(f"serving study {study.dir.name} ({len(study.items)} {study.kind} items, {len(study.orders)} annotators) "
+             f"at http://{shown}:{real}/  (tokens: {study.dir / 'tokens.txt'}; Ctrl-C stops)")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])

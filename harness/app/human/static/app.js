@@ -1,0 +1,308 @@
+// The annotation pages of a human study (harness/app/human/server.py). No framework, no network resources.
+// Static items: the first view, then clips A and B side by side playing in sync; answer A / Tie / B.
+// Dynamic items: the clip with its phase timeline and the event; the start gate first, then eight yes/no questions.
+"use strict";
+
+const $ = (sel, el = document) => el.querySelector(sel);
+const $$ = (sel, el = document) => Array.from(el.querySelectorAll(sel));
+const el = (tag, attrs = {}, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") e.textContent = v; else if (k === "dataset") Object.assign(e.dataset, v); else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+};
+
+let current = null;   // the item shown
+let answer = null;    // static: "A" | "T" | "B"; dynamic: {gate: "yes"|"no"|null, answers: [8 x "yes"|"no"|null], focus}
+let shownAt = 0;
+let clientId = "";
+let busy = false;
+let syncTimer = null;
+
+function randomId() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return Array.from(b, x => x.toString(16).padStart(2, "0")).join("");
+}
+
+async function api(path, body) {
+  const opt = body === undefined ? {} : {method: "POST", headers: {"Content-Type": "application/json"},
+                                         body: JSON.stringify(body)};
+  const r = await fetch(path, {credentials: "same-origin", cache: "no-store", ...opt});
+  let data = {};
+  try { data = await r.json(); } catch (e) { /* not JSON */ }
+  if (r.status === 401 && path !== "/api/login") { location.href = "/"; throw new Error("log in first"); }
+  if (!r.ok) throw new Error(data.error || ("HTTP " + r.status));
+  return data;
+}
+
+function status(text, cls = "") {
+  const s = $("#status");
+  s.textContent = text;
+  s.className = cls;
+}
+
+// ------------------------------------------------------------------------------------------------------ login
+function initLogin() {
+  const f = $("#login");
+  f.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    $("#login-error").textContent = "";
+    try {
+      await api("/api/login", {token: $("#token").value.trim()});
+      location.href = "/annotate";
+    } catch (e) {
+      $("#login-error").textContent = e.message === "unknown token" ? "This token is not valid." : e.message;
+    }
+  });
+}
+
+// -------------------------------------------------------------------------------------------------- annotate
+async function loadNext() {
+  stopSync();
+  const s = await api("/api/next");
+  const main = $("#main");
+  main.replaceChildren();
+  const prog = el("div", {id: "progress", "aria-live": "polite"},
+                  el("progress", {id: "progressbar", max: String(s.total), value: String(s.done)}),
+                  el("span", {id: "progress-text", text: `${s.done} / ${s.total} done`}));
+  const who = el("div", {id: "who"}, el("span", {text: `Annotator ${s.annotator}`}), " ",
+                 el("button", {id: "logout", type: "button", text: "Log out"}));
+  main.append(el("div", {id: "bar"}, prog, who));
+  $("#logout").addEventListener("click", async () => { await api("/api/logout", {}); location.href = "/"; });
+  if (!s.item) {
+    current = null;
+    main.append(el("section", {id: "finished"}, el("h2", {text: "All done. Thank you!"}),
+                   el("p", {text: "Every item is answered; you can close this page."})));
+    return;
+  }
+  main.append(el("p", {id: "instructions", text: s.instructions}));
+  current = s.item;
+  shownAt = performance.now();
+  clientId = randomId();
+  if (current.kind === "static") renderStatic(current, main); else renderDynamic(current, main);
+}
+
+function submitButton() {
+  const b = el("button", {id: "submit", type: "button", disabled: "", text: "Submit (Enter)"});
+  b.addEventListener("click", submit);
+  return b;
+}
+
+// ------------------------------------------------------------------------------------------------------ static
+function renderStatic(it, main) {
+  answer = null;
+  const sec = el("section", {id: "item", dataset: {item: it.id, kind: "static"}});
+  sec.append(el("p", {class: "question", id: "question", text: it.question}));
+  const views = el("div", {class: "first-view"});
+  it.first_view.forEach((src, i) => {
+    const cap = it.first_view_per_side ? `First view of ${i === 0 ? "A" : "B"}` : "First view";
+    views.append(el("figure", {}, el("img", {src: src, alt: cap}), el("figcaption", {text: cap})));
+  });
+  sec.append(views);
+  const clips = el("div", {class: "clips"});
+  for (const side of ["A", "B"]) {
+    const v = el("video", {id: "clip" + side, src: it.clips[side], muted: "", playsinline: "", loop: "",
+                           preload: "auto", autoplay: ""});
+    v.muted = true;
+    clips.append(el("figure", {}, v, el("figcaption", {class: "side", text: side})));
+  }
+  sec.append(clips);
+  const segs = el("div", {id: "segments", class: "timeline"});
+  const total = it.segments.length ? it.segments[it.segments.length - 1].end : 1;
+  for (const s of it.segments) {
+    const d = el("div", {class: "seg", title: `${s.label}: ${s.start.toFixed(2)}-${s.end.toFixed(2)} s`,
+                         dataset: {start: String(s.start)}, text: s.label});
+    d.style.flexGrow = String(s.end - s.start);
+    d.addEventListener("click", () => seekBoth(s.start + 0.001));
+    segs.append(d);
+  }
+  segs.append(el("div", {id: "playhead", class: "playhead"}));
+  sec.append(segs);
+  const ctl = el("div", {class: "controls"},
+                 el("button", {id: "play", type: "button", text: "Play / pause (Space)"}),
+                 el("button", {id: "restart", type: "button", text: "Restart (R)"}));
+  sec.append(ctl);
+  const ans = el("div", {class: "answers", role: "radiogroup", "aria-label": "answer"});
+  for (const [c, label] of [["A", "A is better (A)"], ["T", "Tie (T)"], ["B", "B is better (B)"]]) {
+    const b = el("button", {type: "button", class: "choice", role: "radio", "aria-checked": "false",
+                            dataset: {choice: c}, text: label});
+    b.addEventListener("click", () => chooseStatic(c));
+    ans.append(b);
+  }
+  sec.append(ans, submitButton());
+  main.append(sec);
+  $("#play").addEventListener("click", togglePlay);
+  $("#restart").addEventListener("click", () => seekBoth(0));
+  startSync(total);
+}
+
+function chooseStatic(c) {
+  answer = c;
+  $$(".choice").forEach(b => {
+    const on = b.dataset.choice === c;
+    b.classList.toggle("selected", on);
+    b.setAttribute("aria-checked", String(on));
+  });
+  $("#submit").disabled = false;
+}
+
+function seekBoth(t) {
+  const a = $("#clipA"), b = $("#clipB");
+  if (!a || !b) return;
+  a.currentTime = t;
+  b.currentTime = t;
+}
+
+function togglePlay() {
+  const vids = $$("video");
+  const a = vids[0];
+  if (!a) return;
+  if (a.paused) vids.forEach(v => v.play().catch(() => {})); else vids.forEach(v => v.pause());
+}
+
+// Keep B on A's clock (one frame of tolerance) and move the playhead; A is the master.
+function startSync(total) {
+  const a = $("#clipA"), b = $("#clipB"), head = $("#playhead");
+  const tol = 1 / Math.max(1, current.fps || 16);
+  a.addEventListener("play", () => { b.currentTime = a.currentTime; b.play().catch(() => {}); });
+  a.addEventListener("pause", () => b.pause());
+  a.addEventListener("seeked", () => { b.currentTime = a.currentTime; });
+  syncTimer = setInterval(() => {
+    if (!a.paused && Math.abs(b.currentTime - a.currentTime) > tol) b.currentTime = a.currentTime;
+    if (!a.paused && b.paused) b.play().catch(() => {});
+    head.style.left = `${Math.min(100, 100 * a.currentTime / total)}%`;
+  }, 50);
+}
+
+function stopSync() {
+  if (syncTimer) clearInterval(syncTimer);
+  syncTimer = null;
+}
+
+// ----------------------------------------------------------------------------------------------------- dynamic
+function renderDynamic(it, main) {
+  answer = {gate: null, answers: Array(it.questions.length).fill(null), focus: 0};
+  const sec = el("section", {id: "item", dataset: {item: it.id, kind: "dynamic"}});
+  const ev = el("dl", {class: "event"},
+                el("dt", {text: "Initial state"}), el("dd", {text: it.event.initial_state}),
+                el("dt", {text: "Action"}), el("dd", {text: it.event.action}),
+                el("dt", {text: "Expected next state"}), el("dd", {text: it.event.expected_next_state}));
+  sec.append(el("h2", {text: "The event"}), ev);
+  const v = el("video", {id: "clip", src: it.clip, muted: "", playsinline: "", controls: "", preload: "auto",
+                         autoplay: ""});
+  v.muted = true;
+  sec.append(el("div", {class: "player"}, v));
+  const tl = el("div", {id: "timeline", class: "timeline"});
+  const names = {V: "initial hold", D: "departure", R: "revisit", H: "final hold"};
+  for (const p of it.phases) {
+    const d = el("div", {class: "seg phase-" + p.name[0], dataset: {phase: p.name},
+                         title: `${p.name} (${names[p.name[0]] || p.name}): frames ${p.start}-${p.end - 1}`,
+                         text: p.name});
+    d.style.flexGrow = String(p.end - p.start);
+    d.addEventListener("click", () => { v.currentTime = p.start / it.fps + 0.001; });
+    tl.append(d);
+  }
+  tl.append(el("div", {id: "playhead", class: "playhead"}));
+  sec.append(tl, el("p", {class: "legend", text: "V initial hold · D departure (camera turned away) · R revisit · H final hold"}));
+  const gate = el("fieldset", {id: "gate"}, el("legend", {text: "1. Does the event visibly start during the initial hold (V)?"}));
+  for (const [g, label] of [["yes", "Yes, it starts in V (Y)"], ["no", "No (N)"]]) {
+    const b = el("button", {type: "button", class: "gate", dataset: {gate: g}, text: label});
+    b.addEventListener("click", () => setGate(g));
+    gate.append(b);
+  }
+  sec.append(gate);
+  const qs = el("fieldset", {id: "questions", hidden: ""}, el("legend", {text: "2. Answer each question from the video."}));
+  const ol = el("ol", {class: "questions"});
+  it.questions.forEach((q, i) => {
+    const li = el("li", {class: "q", dataset: {q: String(i)}}, el("span", {class: "qnum", text: `${i + 1}.`}),
+                  el("span", {class: "qtext", text: q.text}));
+    for (const a of ["yes", "no"]) {
+      const b = el("button", {type: "button", class: "ans", dataset: {a: a}, text: a === "yes" ? "Yes" : "No"});
+      b.addEventListener("click", () => answerQuestion(i, a));
+      li.append(b);
+    }
+    li.addEventListener("click", () => focusQuestion(i));
+    ol.append(li);
+  });
+  qs.append(ol);
+  sec.append(qs, submitButton());
+  main.append(sec);
+  const total = it.frames / it.fps;
+  syncTimer = setInterval(() => { $("#playhead").style.left = `${Math.min(100, 100 * v.currentTime / total)}%`; }, 50);
+}
+
+function setGate(g) {
+  answer.gate = g;
+  $$(".gate").forEach(b => b.classList.toggle("selected", b.dataset.gate === g));
+  $("#questions").hidden = g !== "yes";
+  if (g === "yes") focusQuestion(answer.answers.findIndex(a => a === null) >= 0 ? answer.answers.findIndex(a => a === null) : 0);
+  updateDynamicSubmit();
+}
+
+function focusQuestion(i) {
+  answer.focus = i;
+  $$(".q").forEach(li => li.classList.toggle("focus", Number(li.dataset.q) === i));
+}
+
+function answerQuestion(i, a) {
+  answer.answers[i] = a;
+  const li = $(`.q[data-q="${i}"]`);
+  $$(".ans", li).forEach(b => b.classList.toggle("selected", b.dataset.a === a));
+  li.classList.add("answered");
+  const next = answer.answers.findIndex((x, j) => x === null && j > i);
+  const any = answer.answers.findIndex(x => x === null);
+  focusQuestion(next >= 0 ? next : (any >= 0 ? any : i));
+  updateDynamicSubmit();
+}
+
+function updateDynamicSubmit() {
+  const ok = answer.gate === "no" || (answer.gate === "yes" && answer.answers.every(a => a !== null));
+  $("#submit").disabled = !ok;
+}
+
+// ------------------------------------------------------------------------------------------------------ submit
+async function submit() {
+  if (busy || !current || $("#submit").disabled) return;
+  busy = true;
+  const body = {item: current.id, client_id: clientId, elapsed_ms: Math.round(performance.now() - shownAt)};
+  if (current.kind === "static") body.choice = answer;
+  else { body.started = answer.gate === "yes"; body.answers = body.started ? answer.answers : null; }
+  try {
+    const r = await api("/api/vote", body);
+    status(r.status === "duplicate" ? "Already answered (in another tab?): kept the first answer." : "Saved.",
+           r.status === "duplicate" ? "warn" : "ok");
+    await loadNext();
+  } catch (e) {
+    status("Not saved: " + e.message + ". Press Enter to try again.", "error");  // same client_id: a retry is safe
+  } finally {
+    busy = false;
+  }
+}
+
+document.addEventListener("keydown", ev => {
+  if (document.body.dataset.page !== "annotate" || !current || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const k = ev.key.toLowerCase();
+  if (k === "enter") { ev.preventDefault(); submit(); return; }
+  if (k === " ") { ev.preventDefault(); togglePlay(); return; }
+  if (current.kind === "static") {
+    const map = {a: "A", "1": "A", arrowleft: "A", t: "T", "2": "T", arrowdown: "T", b: "B", "3": "B", arrowright: "B"};
+    if (k in map) { ev.preventDefault(); chooseStatic(map[k]); }
+    else if (k === "r") { ev.preventDefault(); seekBoth(0); }
+    return;
+  }
+  if (k === "y" || k === "n") {
+    ev.preventDefault();
+    const a = k === "y" ? "yes" : "no";
+    if (answer.gate !== "yes") setGate(a); else answerQuestion(answer.focus, a);
+  } else if (k === "arrowup" && answer.gate === "yes") {
+    ev.preventDefault(); focusQuestion(Math.max(0, answer.focus - 1));
+  } else if (k === "arrowdown" && answer.gate === "yes") {
+    ev.preventDefault(); focusQuestion(Math.min(answer.answers.length - 1, answer.focus + 1));
+  }
+});
+
+if (document.body.dataset.page === "login") initLogin();
+else loadNext().catch(e => status("Could not load: " + e.message, "error"));

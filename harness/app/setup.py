@@ -1,0 +1,588 @@
+"""``python -m harness setup model=NAME``: checkout, environment, weights and readiness of one upstream model.
+
+Everything comes from the model's contract (``adapters/contracts/<model>.yaml``):
+
+1. **checkout**: clone ``https://github.com/<repo>`` and check out the pinned commit (fetching it explicitly when
+   it is only on a pull-request ref), or verify an existing ``model.upstream_dir`` (a git checkout at that commit);
+2. **environment**: a virtual environment with the contract's Python, built by the recipe's ordered steps (torch
+   from its index first, requirements files without flash-attn, flash-attn after torch with
+   ``--no-build-isolation``, editable installs, forks, upstream's own scripts), then a check that torch is the
+   recipe's build (another package's requirement can replace it);
+3. **weights**: every listed weight with ``huggingface_hub`` at the contract's revision (``main`` resolved to a
+   commit and recorded when the contract pins none), resumable (files already present with the right checksum
+   are kept), checksummed against the hub's sha256 (LFS files) or git blob id; a gated repository says how to get
+   access (``hf auth login`` / ``huggingface-cli login`` or ``HF_TOKEN``);
+4. **readiness**: the adapter's own planning-time checks (:meth:`adapters.upstream.UpstreamAdapter.readiness`) with
+   the paths setup used.
+
+``print=true`` prints the exact shell script instead (the same commands, the weights as ``hf download`` lines).
+Paths the model config leaves unset go under ``setup.root`` (``repos/``, ``envs/``, ``weights/<model>/``); the end
+prints the ``conf/local/default.yaml`` block with every path. The hub client is injectable (:class:`Hub`; the real
+one is :class:`HfHub`), so tests run offline against local stand-ins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol
+
+from harness.errors import ConfigError, MissingDependencyError, UserError
+
+STEPS = ("checkout", "environment", "weights", "readiness")
+RECORD = ".harness-weights.json"
+
+
+class SetupError(UserError):
+    """A setup step cannot proceed (the message names what to do); exit code 2."""
+
+
+# -- the hub ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file of a hub repository at a resolved commit: size and checksums as the hub reports them (``sha256``
+    for LFS files, ``blob_id`` the git blob sha1 of the others)."""
+
+    path: str
+    size: Optional[int] = None
+    sha256: Optional[str] = None
+    blob_id: Optional[str] = None
+
+
+class GatedError(SetupError):
+    pass
+
+
+class Hub(Protocol):
+    def files(self, repo: str, revision: str) -> tuple[str, list[RemoteFile]]:
+        """(resolved commit, every file of the repository at it)."""
+
+    def download(self, repo: str, commit: str, path: str, local_dir: Path) -> Path:
+        """Download ``path`` into ``local_dir / path`` (resuming a partial download); the file."""
+
+    def snapshot(self, repo: str, commit: str, patterns: list[str], cache_dir: Path) -> Path:
+        """Fill the Hugging Face cache ``cache_dir`` with the matching files; the snapshot folder."""
+
+
+def gated_message(repo: str, model: str) -> str:
+    return (f"{repo} is gated on Hugging Face: request access at https://huggingface.co/{repo}, then log in "
+            f"(hf auth login, or huggingface-cli login with older clients) or export HF_TOKEN=<read token>, and rerun "
+            f"python -m harness setup model={model}")
+
+
+class HfHub:
+    """:class:`Hub` on ``huggingface_hub`` (``HfApi.model_info`` with file metadata, ``hf_hub_download``,
+    ``snapshot_download``)."""
+
+    def __init__(self, endpoint: Optional[str] = None, token: Optional[str] = None, model: str = "?"):
+        self.endpoint, self.token, self.model = endpoint, token, model
+
+    def _errors(self, repo: str, exc: Exception) -> Exception:
+        from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+        if isinstance(exc, GatedRepoError):
+            return GatedError(gated_message(repo, self.model))
+        if isinstance(exc, RevisionNotFoundError):
+            return SetupError(f"{repo}: the revision is not on the hub ({exc})")
+        if isinstance(exc, RepositoryNotFoundError):
+            return GatedError(f"{repo} is not reachable (not found, private or gated). " + gated_message(repo, self.model))
+        return exc
+
+    def files(self, repo: str, revision: str) -> tuple[str, list[RemoteFile]]:
+        from huggingface_hub import HfApi
+
+        try:
+            info = HfApi(endpoint=self.endpoint, token=self.token).model_info(repo, revision=revision,
+                                                                                files_metadata=True)
+        except Exception as exc:  # translated into what the user does about it
+            raise self._errors(repo, exc) from exc
+        out = []
+        for s in info.siblings or []:
+            lfs = getattr(s, "lfs", None)
+            sha = (lfs.get("sha256") if isinstance(lfs, dict) else getattr(lfs, "sha256", None)) if lfs else None
+            out.append(RemoteFile(s.rfilename, getattr(s, "size", None), sha, None if sha else getattr(s, "blob_id", None)))
+        return str(info.sha), out
+
+    def download(self, repo: str, commit: str, path: str, local_dir: Path) -> Path:
+        from huggingface_hub import hf_hub_download
+
+        try:
+            return Path(hf_hub_download(repo_id=repo, filename=path, revision=commit, local_dir=str(local_dir),
+                                        token=self.token, endpoint=self.endpoint))
+        except Exception as exc:
+            raise self._errors(repo, exc) from exc
+
+    def snapshot(self, repo: str, commit: str, patterns: list[str], cache_dir: Path) -> Path:
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(repo_id=repo, revision=commit, allow_patterns=patterns,
+                                          cache_dir=str(cache_dir), token=self.token, endpoint=self.endpoint))
+        except Exception as exc:
+            raise self._errors(repo, exc) from exc
+
+
+def git_blob_sha1(path: Path) -> str:
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def matches(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """``fnmatch`` as ``huggingface_hub``'s ``allow_patterns`` (a trailing ``/`` means the folder's files)."""
+    from fnmatch import fnmatch
+
+    return any(fnmatch(path, p + "*" if p.endswith("/") else p) or path == p for p in patterns)
+
+
+# -- the plan ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WeightJob:
+    """One weight of the contract with where it goes: ``local_dir`` (the download folder; repository paths land
+    under it) and ``patterns``; ``hf_cache`` weights go into the Hugging Face cache; ``checkout`` ones are checked."""
+
+    weight: Any
+    local_dir: Optional[Path]
+    patterns: list[str]
+    revision: str
+
+
+@dataclass
+class SetupPlan:
+    model: str
+    contract: Any
+    config: dict[str, Any]
+    root: Path
+    checkout: Path
+    clone_url: str
+    env_dir: Optional[Path]
+    python: str
+    python_bin: str
+    paths: dict[str, str]
+    jobs: list[WeightJob]
+    forks: dict[str, str]
+    optional_steps: bool
+    hf_cache: Path
+    steps: tuple[str, ...] = STEPS
+    notes: list[str] = field(default_factory=list)
+
+    def local_block(self) -> str:
+        lines = ["# conf/local/default.yaml (git-ignored): the paths setup used", "models:", f"  {self.model}:"]
+        lines += [f"    {k}: {v}" for k, v in sorted(self.paths.items())]
+        lines.append(f"    python: {self.python}")
+        return "\n".join(lines)
+
+
+def _repo_name(repo: str) -> str:
+    return repo.rstrip("/").split("/")[-1]
+
+
+def _default_root(cfg: dict[str, Any]) -> Path:
+    root = (cfg.get("setup") or {}).get("root") or os.environ.get("WORLDMEM_MODELS") or "~/worldmem-models"
+    return Path(os.path.expanduser(str(root))).resolve()
+
+
+def make_plan(cfg: dict[str, Any]) -> SetupPlan:
+    """Resolve every path setup uses from the model config (with this machine's local block) and the contract;
+    a user error (exit 2) names the key when something cannot work."""
+    from adapters import contracts
+    from harness.config_groups import model_config_with_local
+
+    mcfg = model_config_with_local(cfg)
+    name = str(mcfg.get("name"))
+    try:
+        contract = contracts.load(name)
+    except FileNotFoundError:
+        raise ConfigError(f"model={name}: setup is for upstream models with a contract (adapters/contracts/); "
+                          f"{name} runs in the harness's own environment") from None
+    s = cfg.get("setup") or {}
+    steps = tuple(s.get("steps") or STEPS)
+    for st in steps:
+        if st not in STEPS:
+            raise ConfigError(f"setup.steps: {st!r} is not a step; use some of {list(STEPS)}")
+    root = _default_root(cfg)
+    checkout = Path(os.path.expanduser(mcfg.get("upstream_dir") or root / "repos" / _repo_name(contract.repo)))
+    clone_url = s.get("clone_url") or f"https://github.com/{contract.repo}.git"
+    env_dir = None if mcfg.get("python") else root / "envs" / name
+    python = str(mcfg.get("python") or env_dir / "bin" / "python")  # type: ignore[operator]
+    version = contract.environment.python
+    python_bin = s.get("python_bin") or (f"python{version}" if version else "python3")
+    paths: dict[str, str] = {"upstream_dir": str(checkout)}
+    revisions = dict(s.get("revisions") or {})
+    jobs: list[WeightJob] = []
+    notes: list[str] = []
+    env_for_cache = {**os.environ, **(mcfg.get("env") or {})}
+    from adapters.upstream import hf_cache_dir
+
+    hf_cache = hf_cache_dir(env_for_cache)
+    # config key -> path: the configured one, else derived from the first weight that lands under the key
+    for w in contract.weights:
+        if w.when and not mcfg.get(w.when):
+            continue
+        if not w.required:
+            continue
+        revision = revisions.get(w.name) or w.revision or "main"
+        if w.hf_cache:
+            jobs.append(WeightJob(w, None, list(w.files), revision))
+            continue
+        key = str(w.key)
+        configured = paths.get(key) or mcfg.get(key)
+        if key == "upstream_dir":
+            base = checkout
+        elif configured:
+            base = Path(os.path.expanduser(str(configured)))
+        elif w.file:
+            base = root / "weights" / name / w.name / w.file
+        elif w.prefix:
+            base = root / "weights" / name / w.name / w.prefix
+        else:
+            base = root / "weights" / name / key
+        paths[key] = str(base)
+        if w.hub == "checkout":
+            jobs.append(WeightJob(w, base, list(w.files), revision))
+            continue
+        if w.file:
+            if base.name != Path(w.file).name and not base.exists():
+                raise ConfigError(f"model.{key}={base}: setup downloads {w.repo}'s {w.file} as {Path(w.file).name}; "
+                                  f"leave model.{key} unset or point it at a path ending in {Path(w.file).name}")
+            local = base.parent
+            for _ in Path(w.file).parent.parts:
+                local = local.parent
+            jobs.append(WeightJob(w, local, [w.file], revision))
+        elif w.prefix:
+            parts = Path(w.prefix).parts
+            if tuple(base.parts[-len(parts):]) != parts:
+                raise ConfigError(f"model.{key}={base}: {w.repo} keeps it in {w.prefix}/; leave model.{key} unset or "
+                                  f"point it at a folder ending in {w.prefix}")
+            jobs.append(WeightJob(w, Path(*base.parts[:-len(parts)]), list(w.files), revision))
+        else:
+            jobs.append(WeightJob(w, base / w.into if w.into else base, list(w.files), revision))
+        note = (f"{w.repo}: the contract pins no revision; setup resolves main and records the commit in {RECORD} "
+                f"(pin it with setup.revisions.<weight>=<commit>)")
+        if w.revision is None and w.name not in revisions and w.hub == "huggingface" and note not in notes:
+            notes.append(note)
+    for e in contract.checkpoint:  # keys with no weight (a folder the user provides) stay as configured
+        if e.key not in paths and mcfg.get(e.key):
+            paths[e.key] = str(mcfg[e.key])
+    forks = {str(k): str(v) for k, v in (s.get("forks") or {}).items()}
+    return SetupPlan(model=name, contract=contract, config=mcfg, root=root, checkout=checkout, clone_url=clone_url,
+                     env_dir=env_dir, python=python, python_bin=python_bin, paths=paths, jobs=jobs, forks=forks,
+                     optional_steps=bool(s.get("optional_steps")), hf_cache=hf_cache, steps=steps, notes=notes)
+
+
+# -- shell commands (printed, and run as printed) ------------------------------------------------------------------
+
+
+def _q(x: Any) -> str:
+    return shlex.quote(str(x))
+
+
+def checkout_commands(plan: SetupPlan) -> list[str]:
+    c = plan.contract
+    d = _q(plan.checkout)
+    refs = (c.raw.get("provenance") or {}).get("fetch_refs") or []
+    # a commit on no branch (only on a pull-request ref) is fetched explicitly; a failed fetch is not fatal, the
+    # checkout below says whether the commit arrived
+    out = [f"test -d {d}/.git || git clone --no-checkout {_q(plan.clone_url)} {d}",
+           f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {c.commit} || true"]
+    out += [f"git -C {d} cat-file -e {c.commit}^{{commit}} 2>/dev/null || git -C {d} fetch origin {_q(r)} || true"
+            for r in refs]
+    out.append(f"git -C {d} checkout --detach {c.commit}")
+    return out
+
+
+def _torch_line(spec: Any) -> str:
+    pkgs = [f"torch=={spec.version}" if spec.version else "torch"]
+    pkgs += [f"{k}=={v}" if v else k for k, v in spec.companions.items()]
+    idx = f" --index-url {_q(spec.index_url)}" if spec.index_url else ""
+    return "install " + " ".join(_q(p) for p in pkgs) + idx
+
+
+def fork_spec(plan: SetupPlan, fork: Any) -> Optional[str]:
+    if fork.package in plan.forks:
+        return plan.forks[fork.package]
+    if fork.url:
+        return f"git+{fork.url}" + (f"@{fork.ref}" if fork.ref and not re.fullmatch(r"\d[\w.]*", fork.ref) else "")
+    return None
+
+
+def environment_commands(plan: SetupPlan) -> list[tuple[str, str]]:
+    """(comment, command) of every environment step, run with the environment's bin first on PATH."""
+    env = plan.contract.environment
+    pip = f"{_q(plan.python)} -m pip"
+    out: list[tuple[str, str]] = []
+    if plan.env_dir is not None:
+        src = plan.contract.raw.get("environment", {}).get("python_source", "")
+        out.append((f"a virtual environment with Python {env.python or '3'}" + (f" ({src})" if src else ""),
+                    f"test -x {_q(plan.python)} || {_q(plan.python_bin)} -m venv {_q(plan.env_dir)}"))
+    forks = {f.package: f for f in env.forks}
+    for i, st in enumerate(env.steps):
+        why = f"step {i + 1}: {st.source}"
+        if st.optional and not plan.optional_steps:
+            out.append((f"{why} (optional, skipped: {st.note or 'setup.optional_steps=true runs it'})", ":"))
+            continue
+        cd = f"cd {_q(plan.checkout / st.cwd)} && "
+        if st.torch:
+            cmd = f"{pip} {_torch_line(env.torch)}"
+        elif st.pip:
+            cmd = f"{pip} install {st.pip}"
+        elif st.requirements:
+            filtered = plan.env_dir / f"requirements-step{i + 1}.txt" if plan.env_dir else Path(f"/tmp/requirements-step{i + 1}.txt")
+            drop = "|".join(re.escape(x) for x in st.exclude)
+            cmd = (f"{{ grep -viE '^[[:space:]]*({drop})([^A-Za-z0-9_.-]|$)' {_q(st.requirements)} || true; }} > "
+                   f"{_q(filtered)} && {pip} install -r {_q(filtered)}" if st.exclude else
+                   f"{pip} install -r {_q(st.requirements)}")
+        elif st.editable:
+            cmd = f"{pip} install{' --no-deps' if st.no_deps else ''} -e {_q(plan.checkout / st.editable)}"
+        elif st.fork:
+            spec = fork_spec(plan, forks[st.fork])
+            target = _q(spec) if spec else f'"${{HARNESS_FORK_{st.fork.upper()}:?{st.fork}: upstream names no source for it ({forks[st.fork].source}); give setup.forks.{st.fork}=<pip spec or path>}}"'
+            cmd = f"{pip} install{' --no-deps' if st.no_deps else ''} {target}"
+        else:
+            cmd = str(st.run)
+        out.append((why + (f"; {st.note}" if st.note and len(st.note) < 160 else ""), cd + cmd))
+    t = env.torch
+    cuda = re.search(r"/cu(\d+)(\d)$", t.index_url or "")
+    checks = []
+    if t.version:
+        checks.append(f'torch.__version__.split("+")[0] == "{t.version}"')
+    if cuda:
+        checks.append(f'torch.version.cuda == "{cuda.group(1)}.{cuda.group(2)}"')
+    if checks:
+        code = ("import sys, torch; ok = " + " and ".join(checks) + "; print(torch.__version__, torch.version.cuda); "
+                'sys.exit(0 if ok else "torch is not the recipe build (another requirement replaced it): reinstall it")')
+        out.append((f"torch is still the recipe's build ({t.source})", f"{_q(plan.python)} -c {_q(code)}"))
+    return out
+
+
+def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for job in plan.jobs:
+        w = job.weight
+        rev = "" if job.revision == "main" else f" --revision {_q(job.revision)}"
+        gate = f"; gated: {gated_message(w.repo, plan.model)}" if w.gated else ""
+        size = f"; about {w.size_gb:g} GB" if w.size_gb else ""
+        why = f"{w.name}: {w.repo} ({w.source}){size}{gate}"
+        if w.hub == "checkout":
+            out.append((why, " && ".join(f"test -e {_q(job.local_dir / f)}" for f in job.patterns)))
+        elif w.hub == "modelscope":
+            code = (f"from modelscope import snapshot_download; snapshot_download({json.dumps(w.repo)}, "
+                    f"local_dir={json.dumps(str(job.local_dir))}, allow_patterns={json.dumps(job.patterns)})")
+            out.append((why + " (ModelScope, from the model's environment)", f"{_q(plan.python)} -c {_q(code)}"))
+        elif w.hf_cache:
+            out.append((why + " (into the Hugging Face cache: upstream reads it there with HF_HUB_OFFLINE=1)",
+                        f"HF_HUB_CACHE={_q(plan.hf_cache)} hf download {_q(w.repo)}{rev} --include "
+                        + " ".join(_q(p) for p in job.patterns)))
+        else:
+            out.append((why, f"hf download {_q(w.repo)}{rev} --include " + " ".join(_q(p) for p in job.patterns)
+                        + f" --local-dir {_q(job.local_dir)}"))
+    return out
+
+
+def script(plan: SetupPlan) -> str:
+    """The whole setup as a bash script (``print=true``)."""
+    c = plan.contract
+    lines = ["#!/usr/bin/env bash",
+             f"# python -m harness setup model={plan.model}: {c.repo}@{c.commit[:12]} "
+             f"(adapters/contracts/{plan.model}.yaml)", "set -euo pipefail"]
+    if "checkout" in plan.steps:
+        lines += ["", f"# -- checkout at the pinned commit ({c.commit})", *checkout_commands(plan)]
+    if "environment" in plan.steps:
+        lines += ["", f"# -- environment: the recipe of adapters/contracts/{plan.model}.yaml, in order"]
+        if plan.env_dir is not None:
+            lines.append(f"export VIRTUAL_ENV={_q(plan.env_dir)} PATH={_q(plan.env_dir / 'bin')}:\"$PATH\"")
+        for why, cmd in environment_commands(plan):
+            lines += [f"# {why}", cmd]
+    if "weights" in plan.steps:
+        lines += ["", "# -- weights (huggingface_hub: resumable; checksums verified by the harness below)"]
+        for note in plan.notes:
+            lines.append(f"# note: {note}")
+        for why, cmd in weight_commands(plan):
+            lines += [f"# {why}", cmd]
+    if "readiness" in plan.steps or "weights" in plan.steps:
+        lines += ["", "# -- checksums and the planning-time checks, with these paths (conf/local/default.yaml):"]
+        lines += [f"#   {x}" for x in plan.local_block().splitlines()]
+        over = " ".join(_q(f"++local.models.{plan.model}.{k}={v}") for k, v in
+                        sorted({**plan.paths, "python": plan.python}.items()))
+        lines.append(f"python -m harness setup model={plan.model} 'setup.steps=[weights,readiness]' {over}")
+    return "\n".join(lines) + "\n"
+
+
+# -- running ---------------------------------------------------------------------------------------------------
+
+
+def _run_shell(cmd: str, plan: SetupPlan, log: Callable[[str], None]) -> None:
+    env = dict(os.environ)
+    if plan.env_dir is not None:
+        env.update(VIRTUAL_ENV=str(plan.env_dir), PATH=f"{plan.env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    log(f"$ {cmd}")
+    r = subprocess.run(["bash", "-c", f"set -euo pipefail; {cmd}"], env=env, text=True, capture_output=True)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip()[-1500:]
+        raise SetupError(f"setup of {plan.model} stopped at: {cmd}\n{tail}")
+
+
+def run_checkout(plan: SetupPlan, log: Callable[[str], None]) -> None:
+    c = plan.contract
+    d = plan.checkout
+    if d.exists() and any(d.iterdir()) and not (d / ".git").exists():
+        raise SetupError(f"model.upstream_dir={d} exists and is not a git checkout of {c.repo}; point it at one or "
+                         "at an empty folder")
+    if (d / ".git").exists() and plan.config.get("upstream_dir"):  # the user's own checkout: verified, not moved
+        head = subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        if head != c.commit:
+            raise SetupError(f"model.upstream_dir={d} is at {head[:12] or '(no commit)'}, the contract was read at "
+                             f"{c.commit[:12]}: git -C {d} checkout {c.commit} (setup does not move your checkout)")
+        log(f"checkout {d} is at {c.commit[:12]}")
+        return
+    for cmd in checkout_commands(plan):
+        _run_shell(cmd, plan, log)
+
+
+def run_environment(plan: SetupPlan, log: Callable[[str], None]) -> None:
+    env = plan.contract.environment
+    for st in env.steps:
+        if st.fork and not (st.optional and not plan.optional_steps):
+            fork = next(f for f in env.forks if f.package == st.fork)
+            if fork_spec(plan, fork) is None:
+                raise SetupError(f"{plan.model} needs {fork.package} {fork.ref or ''} from a fork that upstream names "
+                                 f"no source for ({fork.source}): give setup.forks.{fork.package}=<pip spec or path>")
+    if plan.env_dir is None and not Path(plan.python).exists():
+        raise SetupError(f"model.python={plan.python} does not exist; unset it to let setup create the environment")
+    for _, cmd in environment_commands(plan):
+        _run_shell(cmd, plan, log)
+
+
+def _read_record(d: Path) -> dict[str, Any]:
+    try:
+        return json.loads((d / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _verify(path: Path, rf: RemoteFile) -> Optional[str]:
+    """None when ``path`` matches the hub's checksum (or size when the hub gives no checksum), else the problem."""
+    if not path.is_file():
+        return "missing"
+    if rf.size is not None and path.stat().st_size != rf.size:
+        return f"size {path.stat().st_size}, the hub says {rf.size}"
+    if rf.sha256:
+        got = sha256(path)
+        return None if got == rf.sha256 else f"sha256 {got[:12]}, the hub says {rf.sha256[:12]}"
+    if rf.blob_id:
+        got = git_blob_sha1(path)
+        return None if got == rf.blob_id else f"git blob {got[:12]}, the hub says {rf.blob_id[:12]}"
+    return None
+
+
+def fetch_weight(plan: SetupPlan, job: WeightJob, hub: Hub, log: Callable[[str], None]) -> dict[str, Any]:
+    """Download one weight (resumable, checksummed); returns what was recorded."""
+    w = job.weight
+    if w.hub == "checkout":
+        missing = [p for p in job.patterns if not (job.local_dir / p).exists()]  # type: ignore[operator]
+        if missing:
+            raise SetupError(f"{w.name}: the checkout {plan.checkout} lacks {', '.join(missing)} ({w.source})")
+        return {}
+    if w.hub == "modelscope":
+        for _, cmd in [c for c in weight_commands(plan) if w.repo in c[1]]:
+            _run_shell(cmd, plan, log)
+        return {}
+    commit, remote = hub.files(w.repo, job.revision)
+    wanted = [rf for rf in remote if matches(rf.path, job.patterns)]
+    if not wanted:
+        raise SetupError(f"{w.name}: nothing in {w.repo}@{commit[:12]} matches {job.patterns} ({w.source})")
+    if w.hf_cache:
+        snap = hub.snapshot(w.repo, commit, job.patterns, plan.hf_cache)
+        bad = [f"{rf.path}: {p}" for rf in wanted if (p := _verify(Path(snap) / rf.path, rf))]
+        if bad:
+            raise SetupError(f"{w.repo}: checksum mismatch in the cache: {'; '.join(bad)}")
+        log(f"{w.repo}@{commit[:12]} in the Hugging Face cache {plan.hf_cache} ({len(wanted)} files, checked)")
+        return {"repo": w.repo, "commit": commit}
+    d = Path(job.local_dir)  # type: ignore[arg-type]
+    d.mkdir(parents=True, exist_ok=True)
+    record = _read_record(d)
+    done = record.setdefault("files", {})  # "<repo>@<commit>/<path>" -> the checksum it was verified against
+    for rf in wanted:
+        target = d / rf.path
+        key, check = f"{w.repo}@{commit}/{rf.path}", rf.sha256 or rf.blob_id or str(rf.size)
+        if done.get(key) == check and target.is_file() and (rf.size is None or target.stat().st_size == rf.size):
+            continue  # downloaded and checked by an earlier setup
+        if _verify(target, rf) is not None:
+            hub.download(w.repo, commit, rf.path, d)
+            problem = _verify(target, rf)
+            if problem:
+                target.unlink(missing_ok=True)
+                raise SetupError(f"{w.repo}/{rf.path}: {problem} after download; removed, rerun setup")
+        done[key] = check
+        (d / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
+    log(f"{w.name}: {w.repo}@{commit[:12]} -> {d} ({len(wanted)} files, checksums ok)")
+    return {"repo": w.repo, "commit": commit}
+
+
+def run_weights(plan: SetupPlan, hub: Hub, log: Callable[[str], None]) -> None:
+    for note in plan.notes:
+        log(f"note: {note}")
+    for job in plan.jobs:
+        fetch_weight(plan, job, hub, log)
+
+
+def run_readiness(plan: SetupPlan, log: Callable[[str], None]) -> list[Any]:
+    from adapters.base import build_adapter
+
+    cfg = {**plan.config, **plan.paths, "python": plan.python}
+    adapter = build_adapter(cfg)
+    findings = adapter.readiness(probe=True)
+    for f in findings:
+        log(f"readiness {f.level}: {f}")
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise SetupError(f"{plan.model} is set up but not ready:\n" + "\n".join(f"  - {e}" for e in errors))
+    return findings
+
+
+def run_setup(cfg: dict[str, Any], hub: Optional[Hub] = None, log: Callable[[str], None] = print) -> SetupPlan:
+    """Run the steps of ``setup.steps`` for ``cfg``'s model (or print the script with ``print=true``)."""
+    plan = make_plan(cfg)
+    if cfg.get("print"):
+        sys.stdout.write(script(plan))
+        return plan
+    if "weights" in plan.steps and hub is None:
+        try:
+            import huggingface_hub  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError("setup downloads weights with huggingface_hub: pip install huggingface_hub "
+                                         "(or pass print=true for the script)") from None
+        endpoint = (cfg.get("setup") or {}).get("endpoint") or os.environ.get("HF_ENDPOINT")
+        hub = HfHub(endpoint=endpoint, token=os.environ.get("HF_TOKEN"), model=plan.model)
+    if "checkout" in plan.steps:
+        run_checkout(plan, log)
+    if "environment" in plan.steps:
+        run_environment(plan, log)
+    if "weights" in plan.steps:
+        run_weights(plan, hub, log)  # type: ignore[arg-type]
+    if "readiness" in plan.steps:
+        run_readiness(plan, log)
+        log(f"{plan.model} is ready")
+    log(plan.local_block())
+    return plan

@@ -1,0 +1,179 @@
+"""Votes joined with the hidden key: the agreement results against a hand computation on a planned study, the
+dynamic checklist alignment under the event gate, the raw-vote export, and the report's tables with the paper's
+Table 6 and 7 numbers beside ours."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluate.human import analysis
+from evaluate.human.design import PlanRequest, plan_study
+from evaluate.human.store import VoteStore, study_hash
+from tests.support.human_data import make_runs
+
+ARMS3 = ("alpha/fullkv", "beta/fullkv", "gamma/fullkv")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return make_runs(tmp_path_factory.mktemp("runs"), arms=ARMS3)
+
+
+def vote_all(d: Path, fn) -> list[dict]:
+    """Every annotator votes on every item with ``fn(annotator, key item) -> payload``."""
+    key = json.loads((d / "key.json").read_text())
+    store = VoteStore(d / "votes.sqlite", study_hash(d / "study.json"))
+    ann = json.loads((d / "annotators.json").read_text())["annotators"]
+    cast = []
+    for a in ann:
+        items = {i["id"]: i for i in key["items"]}
+        for iid in a["order"]:
+            p = fn(a["id"], items[iid])
+            store.record(a["id"], iid, key["kind"], p)
+            cast.append({"annotator": a["id"], "item": iid, **p})
+    return cast
+
+
+def test_static_results_equal_a_hand_computation(runs, tmp_path):
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=3), tmp_path / "s")["dir"])
+    rng = np.random.default_rng(0)
+    cast = vote_all(d, lambda a, it: {"choice": str(rng.choice(["A", "T", "B"], p=[0.5, 0.2, 0.3]))})
+    res = analysis.analyse(d)
+    key = json.loads((d / "key.json").read_text())
+    by = {}
+    for c in cast:
+        by.setdefault(c["item"], []).append(c["choice"])
+    for metric in {it["metric"] for it in key["items"]} | {analysis.ALL}:
+        its = [it for it in key["items"] if metric == analysis.ALL or it["metric"] == metric]
+        decisive = agree = ties = splits = 0
+        human: dict = {}
+        auto: dict = {}
+        for it in its:
+            v = by[it["id"]]
+            pref = "A" if it["A"]["value"] > it["B"]["value"] else "B" if it["B"]["value"] > it["A"]["value"] else "T"
+            top = max("ATB", key=v.count)
+            if v.count(top) >= 2 and top != "T":
+                decisive += 1
+                agree += top == pref
+            elif v.count(top) >= 2:
+                ties += 1
+            else:
+                splits += 1
+            for side, other in (("A", "B"), ("B", "A")):
+                arm = it[side]["arm"]
+                human.setdefault(arm, []).extend(1.0 if x == side else 0.5 if x == "T" else 0.0 for x in v)
+                auto.setdefault(arm, []).append(1.0 if pref == side else 0.5 if pref == "T" else 0.0)
+        r = res["metrics"][metric]
+        assert (r["decisive"], r["agree"], r["majority_ties"], r["splits"]) == (decisive, agree, ties, splits)
+        assert r["agreement"] == pytest.approx(agree / decisive) if decisive else np.isnan(r["agreement"])
+        for arm in human:
+            assert r["win_rates"][arm]["human"] == pytest.approx(np.mean(human[arm]))
+            assert r["win_rates"][arm]["auto"] == pytest.approx(np.mean(auto[arm]))
+        from scipy.stats import spearmanr
+
+        arms = sorted(human)
+        want = spearmanr([np.mean(human[a]) for a in arms], [np.mean(auto[a]) for a in arms]).statistic
+        assert r["spearman"] == pytest.approx(want, nan_ok=True)
+    assert res["votes"] == len(cast) == 3 * len(key["items"])
+
+
+def test_dynamic_results_gate_then_majority_by_hand(runs, tmp_path):
+    d = Path(plan_study(PlanRequest(runs, ["dynamic"], seed=0), tmp_path / "d")["dir"])
+    key = json.loads((d / "key.json").read_text())
+    rng = np.random.default_rng(1)
+
+    def fn(a, it):
+        if rng.random() < 0.3:
+            return {"started": False, "answers": None}
+        return {"started": True, "answers": [str(x) for x in rng.choice(["yes", "no"], 8)]}
+
+    cast = vote_all(d, fn)
+    res = analysis.analyse(d)
+    human, vlm = [], []
+    aspects = ["return_progress", "persistence_reset", "final_state", "causal_physical"]
+    per_aspect_h = {a: [] for a in aspects}
+    per_aspect_v = {a: [] for a in aspects}
+    for it in key["items"]:
+        votes = [c for c in cast if c["item"] == it["id"]]
+        scores = [[0] * 8 if not v["started"] else [int(x == r) for x, r in zip(v["answers"], it["references"])]
+                  for v in votes]
+        labels = [int(sum(s[q] for s in scores) >= 2) for q in range(8)]  # three annotators: a strict majority
+        human.append(np.mean(labels))
+        vlm.append(np.mean(it["vlm"]["items"]))
+        for k, a in enumerate(aspects):
+            per_aspect_h[a].append(np.mean(labels[2 * k: 2 * k + 2]))
+            per_aspect_v[a].append(np.mean(it["vlm"]["items"][2 * k: 2 * k + 2]))
+    from scipy.stats import pearsonr, spearmanr
+
+    o = res["dimensions"]["overall"]
+    assert o["n"] == len(key["items"]) == 12  # 3 arms x 2 dynamic cases x 2 trajectories
+    assert o["spearman"] == pytest.approx(spearmanr(human, vlm).statistic)
+    assert o["plcc"] == pytest.approx(pearsonr(human, vlm).statistic)
+    assert o["spearman_lo"] <= o["spearman"] <= o["spearman_hi"]
+    for a in aspects:
+        x, y = per_aspect_h[a], per_aspect_v[a]
+        got = res["dimensions"][a]["spearman"]
+        if np.ptp(x) and np.ptp(y):
+            assert got == pytest.approx(spearmanr(x, y).statistic)
+        else:
+            assert np.isnan(got) and "same" in res["dimensions"][a]["spearman_reason"]
+    assert -1 <= res["fleiss_kappa_items"] <= 1 and -1 <= res["fleiss_kappa_gate"] <= 1
+
+
+def test_export_holds_every_raw_vote(runs, tmp_path):
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    cast = vote_all(d, lambda a, it: {"choice": "A" if a == "a1" else "T" if a == "a2" else "B"})
+    out = analysis.export_votes(d)
+    rows = list(csv.DictReader(open(out["csv"])))
+    jl = [json.loads(x) for x in open(out["jsonl"])]
+    assert [(r["annotator"], r["item"], r["choice"]) for r in rows] == \
+        [(c["annotator"], c["item"], c["choice"]) for c in cast]
+    assert [(r["annotator"], r["item"], r["choice"]) for r in jl] == [(r["annotator"], r["item"], r["choice"])
+                                                                    for r in rows]
+    key = {i["id"]: i for i in json.loads((d / "key.json").read_text())["items"]}
+    for r in rows:
+        it = key[r["item"]]
+        want = {"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[r["choice"]]
+        assert r["preferred_arm"] == want and r["metric"] == "environment.visible[pixel-thumb16]"
+    blind = analysis.export_votes(d, tmp_path / "blind", unblind=False)
+    text = Path(blind["csv"]).read_text() + Path(blind["jsonl"]).read_text()
+    assert "alpha" not in text and "preferred_arm" not in text
+
+
+def test_report_tables_put_the_papers_numbers_beside_ours(runs, tmp_path):
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
+    out = write_report(d)
+    res = out["results"]
+    assert res["metrics"][analysis.ALL]["agreement"] == 1.0  # every annotator sides with the metric
+    assert res["metrics"][analysis.ALL]["spearman"] == pytest.approx(1.0)
+    md = Path(out["markdown"]).read_text()
+    assert "| Table 6 | Human Identity | pairwise agreement [%] | 85.5 |" in md
+    assert "| Table 6 | highest of six metrics | pairwise agreement [%] | 92.5 | 100.0 |" in md
+    assert "| Table 6 | Environment Visible | Spearman rho | 0.988 | 1.000 | environment.visible[pixel-thumb16] | " \
+           "no (paper: dinov2) |" in md
+    rows = list(csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_static.csv")))
+    assert [r["metric"] for r in rows] == ["object.geometry[template-ncc]", "environment.visible[pixel-thumb16]",
+                                           analysis.ALL]
+    assert json.loads(Path(out["json"]).read_text())["kind"] == "static"
+
+
+def test_the_study_report_includes_a_human_study(runs, tmp_path):
+    from evaluate.reporting import build_report
+    from evaluate.reporting.cli import merge_run_args
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "A"})
+    out = build_report(runs, tmp_path / "report", strips=False, figures=False, human_studies=[d])
+    md = Path(out["markdown"]).read_text()
+    assert "### Human evaluation: static memory" in md and "### Human evaluation: ours vs the paper" in md
+    assert "human_static" in out["tables"] and "t-human_static" in Path(out["html"]).read_text()
+    argv = merge_run_args(["harness", "report", "run=a", "human_study=x,y", "human_study=z"])
+    assert argv[-1] == "+human_study=['x','y','z']" and "run=a" in argv

@@ -1,0 +1,191 @@
+"""Trust nothing on disk: a finished item is done only while its files match the hashes its meta.json recorded
+(video, camera.npz, controls/; ``harness.outputs.item_problems``, used by the rerun, ``verify`` and evaluation),
+and every file read back that is broken gives one clear error naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.hostile.conftest import ITEM, SMALL
+
+
+def _meta(item):
+    return json.loads((item / "meta.json").read_text())
+
+
+def test_meta_records_the_hashes_of_camera_and_controls(run_copy):
+    from harness.io import sha256_file
+
+    meta = _meta(run_copy)
+    assert meta["camera"]["sha256"] == sha256_file(run_copy / "camera.npz")
+    assert meta["video"]["size"] == (run_copy / "video.mp4").stat().st_size
+    files = meta["controls"]["sha256"]
+    assert files and all(files[n] == sha256_file(run_copy / "controls" / n) for n in files)
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("truncate_video", "video.mp4 is 1000 bytes"),
+    ("delete_video", "video.mp4 is missing"),
+    ("swap_video", "replaced"),
+    ("delete_camera", "camera.npz is missing"),
+    ("truncate_camera", "camera.npz sha256 differs"),
+    ("edit_controls", "controls/"),
+])
+def test_a_damaged_finished_item_is_redone_and_the_rerun_says_why(harness, run_copy, tmp_path, damage, why):
+    """Before: "skipped (already done)", exit 0, the damaged file kept. After: redone (same bytes as before), with
+    the reason in the log and the summary; then verify passes."""
+    video_sha = _meta(run_copy)["video"]["sha256"]
+    if damage == "truncate_video":
+        os.truncate(run_copy / "video.mp4", 1000)
+    elif damage == "delete_video":
+        (run_copy / "video.mp4").unlink()
+    elif damage == "swap_video":  # another valid video of the same size class
+        r = harness("run=other", "seed=7", *SMALL)
+        assert r.code == 0, r.err
+        shutil.copyfile(tmp_path / "outputs" / "other" / "reference" / "fov" / "seed-7" / "lrlr" / "environment_rocket"
+                        / "video.mp4", run_copy / "video.mp4")
+    elif damage == "delete_camera":
+        (run_copy / "camera.npz").unlink()
+    elif damage == "truncate_camera":
+        os.truncate(run_copy / "camera.npz", 100)
+    elif damage == "edit_controls":
+        name = sorted(_meta(run_copy)["controls"]["sha256"])[0]
+        with open(run_copy / "controls" / name, "ab") as f:
+            f.write(b"x")
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 1 and "FAIL" in r.out and why in r.out, r.out
+    r = harness("run=h", *SMALL)
+    assert r.code == 0, r.err
+    assert "skipped (already done)  0" in r.out and "done                    1" in r.out, r.out
+    assert "redoing it" in r.err and why in r.err and why in r.out
+    assert _meta(run_copy)["video"]["sha256"] == video_sha  # the same bytes as the first run
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 0 and "1/1 item(s) deliverable" in r.out, r.out
+
+
+def test_an_intact_item_is_still_skipped(harness, run_copy):
+    """The check can pass: nothing changed, nothing redone, nothing rewritten."""
+    stamp = (run_copy / "meta.json").stat().st_mtime_ns
+    r = harness("run=h", *SMALL)
+    assert r.code == 0 and "skipped (already done)  1" in r.out and "redoing" not in r.err
+    assert (run_copy / "meta.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("key, value", [("video", []), ("camera", "x"), ("video", None), ("controls", 3)])
+def test_verify_survives_a_meta_json_of_the_wrong_shape(harness, run_copy, key, value):
+    meta = _meta(run_copy)
+    meta[key] = value
+    (run_copy / "meta.json").write_text(json.dumps(meta))
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert "FAIL" in r.out
+
+
+def test_verify_reports_what_a_killed_run_leaves(harness, run_copy):
+    """A dead owner's lock and a partial video on an unfinished item are named (before: only "status: running")."""
+    from harness.io import temp_tag
+    from harness.locks import lock_name
+
+    meta = _meta(run_copy)
+    meta["status"] = "running"
+    (run_copy / "meta.json").write_text(json.dumps(meta))
+    partial = run_copy / f".video.{temp_tag()}.deadbeef.partial.mp4"
+    partial.write_bytes(b"\0" * 10)
+    lock = run_copy.parents[4] / ".locks" / lock_name(ITEM.as_posix())
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"host": "h", "pid": 1, "pid_start": None, "token": "t", "started": 0}))
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 1
+    assert "status: running" in r.out and partial.name in r.out and "(a partial video)" in r.out
+    assert str(lock) in r.out and "a lock" in r.out
+
+
+def test_verify_of_a_run_that_does_not_exist_is_a_user_error(harness, tmp_path):
+    r = harness("verify", "run=missing", *SMALL)
+    assert r.code == 2 and "no run at" in r.err and "run='missing'" in r.err
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("video", "video.mp4 sha256 differs from meta.json"),
+    ("camera", "camera.npz sha256 differs from meta.json"),
+])
+def test_a_swapped_file_is_not_evaluated(harness, run_copy, damage, why):
+    """Before: a swapped video was scored without a warning; a truncated camera.npz failed with ``BadZipFile`` and
+    no path. After: that item fails with the reason naming the file; exit 1."""
+    if damage == "video":
+        with open(run_copy / "video.mp4", "r+b") as f:
+            f.seek(2000)
+            f.write(b"\x00\x01\x02\x03")
+    else:
+        os.truncate(run_copy / "camera.npz", 200)
+    r = harness("stage=evaluate", "run=h", "evaluate.encoders=[pixel]", "evaluate.trackers=[template]",
+                "evaluate.pose_estimators=[classical]", "evaluate.return_frame_poses=[classical]",
+                "evaluate.depth=[]", "evaluate.face=[]", "evaluate.imaging=[]", "evaluate.aesthetic=[]",
+                "evaluate.rpe_trans_estimators=[classical]", "evaluate.rpe_rot_estimator=classical", "progress=false")
+    assert r.code == 1, r.err
+    assert why in r.err and "not evaluated" in r.err and "Traceback" not in r.err
+    res = json.loads((run_copy / "metrics.json").read_text())
+    assert res["status"] == "failed" and why in res["reason"]
+
+
+def test_an_unreadable_camera_file_is_named(tmp_path):
+    """Before: ``BadZipFile`` with no path. After: the error names the file and the fix."""
+    from trajectories import TrajectoryError, load_path
+
+    p = tmp_path / "camera.npz"
+    p.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(TrajectoryError, match=r"camera.npz: not a readable camera file .*rerun the item"):
+        load_path(p)
+    with pytest.raises(TrajectoryError, match="camera file missing"):
+        load_path(tmp_path / "nope.npz")
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"item": {"model"', "not JSON"),
+    ("", "not JSON"),
+    ("[]", "expected a JSON dict"),
+    ('{"item": 1, "metrics": {}}', "not an evaluation result"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+])
+def test_report_on_a_broken_metrics_json_names_the_file(harness, run_copy, content, needle):
+    (run_copy / "metrics.json").write_bytes(content.encode() if isinstance(content, str) else content)
+    r = harness("report", "run=h")
+    assert r.code == 2, r.err
+    assert "metrics.json" in r.err and needle in r.err and "stage=evaluate" in r.err and "Traceback" not in r.err
+
+
+def _dinov2_folder(root):
+    d = root / "dinov2"
+    d.mkdir(parents=True)
+    header = json.dumps({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    (d / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 8)
+    (d / "config.json").write_text('{"model_type": "dinov2"}')
+    return d
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("truncate", "truncated"), ("empty", "empty file"), ("config", "config.json: not JSON"),
+])
+def test_weights_verify_refuses_truncated_or_malformed_files(harness, tmp_path, damage, needle):
+    from evaluate.backbones import spec, status
+
+    root = tmp_path / "w"
+    d = _dinov2_folder(root)
+    if status(spec("dinov2"), root).state.value == "unknown":
+        pytest.skip("transformers is not installed: dinov2's file list is unknown")
+    r = harness("weights", "verify", "dinov2", "--root", str(root))
+    assert r.code == 0 and "unpinned" in r.out, r.out + r.err  # the intact folder passes (the check can pass)
+    if damage == "truncate":
+        os.truncate(d / "model.safetensors", (d / "model.safetensors").stat().st_size - 4)
+    elif damage == "empty":
+        (d / "model.safetensors").write_bytes(b"")
+    else:
+        (d / "config.json").write_text("{not json")
+    r = harness("weights", "verify", "dinov2", "--root", str(root))
+    assert r.code == 1 and needle in r.err and "weights fetch dinov2" in r.err, r.out + r.err
+    assert "corrupt:" in r.out

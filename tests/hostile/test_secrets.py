@@ -1,0 +1,227 @@
+"""Secrets by value and by shape, not only by name: no configured secret, URL password, bearer token or value of a
+secret-looking variable reaches a file, a log line or the console (``harness.secrets.scrub``, applied by
+``harness.io`` to every text written, by ``RedactFilter`` to every log record, by ``ScrubbedStream`` to the console
+and by ``run_logged`` to ``upstream.log``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests.hostile.conftest import SMALL
+
+VALUES = {"DB_PASS": "dbpass-5e1f9a7c", "AUTH_BEARER": "bearer-77a1c3e9", "GITHUB_PAT": "ghpat-0d4b8f21",
+          "MY_PWD": "pwd-9c2e4a6b", "HF_TOKEN": "hf_abcdefghijklmnopqrstuv"}
+
+
+def _leaks(root, needles) -> list[str]:
+    return [f"{p}: {n}" for p in root.rglob("*") if p.is_file() for n in needles if n.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("name", [*VALUES, "apiKey", "dbPass", "session_cookie", "OAUTH_CLIENT_SECRET", "X_PW"])
+def test_names_that_look_secret(name):
+    from harness.secrets import is_secret_name
+
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["PATH", "PWD", "OLDPWD", "key", "max_tokens", "api_key_env", "HF_TOKEN_FILE",
+                                  "MODE", "SEED", "CUDA_VISIBLE_DEVICES", "keyframes", "author", "KEYRING"])
+def test_names_that_do_not(name):
+    from harness.secrets import is_secret_name
+
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("GET http://bob:hunter2pass@127.0.0.1:8000/v1/models", "hunter2pass"),
+    ("Authorization: Bearer abc.def-123456789", "abc.def-123456789"),
+    ("token=hf_ABCDEFGHIJKLMNOP1234 printed by upstream", "hf_ABCDEFGHIJKLMNOP1234"),
+    ("export DB_PASS=s3cr3t-value and more", "s3cr3t-value"),
+    ('{"GITHUB_PAT": "ghx-1234"}', "ghx-1234"),
+    ("MY_PWD: pw-value-9", "pw-value-9"),
+    ("clone https://ghp_abcdefghijklmnopqrstuvwx@github.com/x", "ghp_abcdefghijklmnopqrstuvwx"),
+])
+def test_scrub_removes_credentials_by_shape(text, secret):
+    """The check can fail: each text holds the secret before scrubbing and not after."""
+    from harness.secrets import scrub
+
+    assert secret in text and secret not in scrub(text)
+
+
+def test_scrub_keeps_ordinary_text_and_references():
+    from harness.secrets import scrub
+
+    for text in ('export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in your environment}"', "PATH=/usr/bin:/bin",
+                 '{"key": "reference/fov/seed-1/lrlr/x", "owner_token": "abc"}', "launcher=basic settings",
+                 "max_tokens: 4096", "http://127.0.0.1:8000/v1", "api_key_env: OPENAI_API_KEY"):
+        assert scrub(text) == text, text
+
+
+def test_registered_values_are_scrubbed_from_every_file_written(tmp_path):
+    from harness import secrets
+    from harness.io import write_json, write_text
+
+    secrets.clear_registry()
+    try:
+        secrets.register({"zz-my-secret-zz": "API_SECRET"})
+        write_json(tmp_path / "a.json", {"msg": "failed with zz-my-secret-zz", "q": 'he said "zz-my-secret-zz"'})
+        write_text(tmp_path / "b.txt", "zz-my-secret-zz\n")
+        assert not _leaks(tmp_path, ["zz-my-secret-zz"])
+        assert json.loads((tmp_path / "a.json").read_text())["msg"] == "failed with <redacted:API_SECRET>"
+    finally:
+        secrets.clear_registry()
+
+
+def test_environment_secrets_are_known_without_being_configured(monkeypatch):
+    from harness import secrets
+
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-1234567890abcdef")
+    secrets.clear_registry()
+    try:
+        assert "tok-1234567890abcdef" not in secrets.scrub("the value tok-1234567890abcdef leaked")
+    finally:
+        secrets.clear_registry()
+
+
+def test_secret_named_env_vars_never_reach_command_meta_or_hydra_dumps(harness, tmp_path):
+    """``DB_PASS``, ``AUTH_BEARER``, ``GITHUB_PAT``, ``MY_PWD`` were written in plain text (the name list was too
+    narrow)."""
+    env = ", ".join(f"{k}: {v}" for k, v in VALUES.items())
+    r = harness("model=sana_wm", "context=fullkv", "dry_run=true", "run=sec", "evaluate=off",
+                "cases.include=[environment_rocket]", f"+model.env={{{env}, MY_MODE: plain}}", "progress=false")
+    assert r.code == 0, r.err
+    assert not [v for v in VALUES.values() if v in r.text]
+    out = tmp_path / "outputs" / "sec"
+    assert not _leaks(out, VALUES.values())
+    cmd = next(out.rglob("command.sh")).read_text()
+    for k in VALUES:
+        assert f'export {k}="${{{k}:?' in cmd, k
+    assert "export MY_MODE=plain" in cmd
+    meta = json.loads(next(out.rglob("meta.json")).read_text())
+    assert meta["model"]["env"]["DB_PASS"] == "<redacted>" and meta["model"]["env"]["MY_MODE"] == "plain"
+    assert list((out / ".hydra").rglob("config.yaml")) and list((out / ".hydra").rglob("overrides.yaml"))
+
+
+def test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines(harness, tmp_path):
+    r = harness("-m", "context=fullkv,sliding", "model=sana_wm", "dry_run=true", "run=sw", "evaluate=off",
+                "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}}}",
+                "progress=false")
+    assert r.code == 0, r.err
+    assert VALUES["DB_PASS"] not in r.text and "Launching 2 jobs" in r.err  # Hydra's lines: stderr, scrubbed
+    assert "Launching" not in r.out
+    assert list((tmp_path / "outputs" / "sw").rglob("multirun.yaml"))
+    assert not _leaks(tmp_path / "outputs", [VALUES["DB_PASS"]])
+
+
+def test_cfg_job_prints_no_secret_of_the_local_config(harness, tmp_path):
+    """``--cfg job`` printed the secrets of ``conf/local`` (here: a config dir with ``local/default.yaml``)."""
+    local = tmp_path / "extra" / "local"
+    local.mkdir(parents=True)
+    (local / "default.yaml").write_text("models:\n  sana_wm:\n    env: {HF_TOKEN: hf_localsecret0123456789, "
+                                        "my_api_key: localkey-abcdef}\n")
+    r = harness("--config-dir", str(tmp_path / "extra"), "model=sana_wm", "--cfg", "job")
+    assert r.code == 0, r.err
+    assert "models:" in r.out and "sana_wm" in r.out  # the local file was composed
+    assert "hf_localsecret0123456789" not in r.text and "localkey-abcdef" not in r.text
+
+
+def test_upstream_log_is_scrubbed(tmp_path):
+    """``upstream.log`` kept upstream's output verbatim, including a token it printed."""
+    from harness.secrets import run_logged
+
+    script = tmp_path / "up.py"
+    script.write_text("import os\nprint('loading with', os.environ['MY_DB_PASS'])\n"
+                      "print('hub token hf_zyxwvutsrqponmlkjihg12', flush=True)\n"
+                      "print('fetch https://user:pa55word@example.org/x')\n")
+    log = tmp_path / "upstream.log"
+    import os
+
+    code = run_logged([sys.executable, str(script)], log, env={**os.environ, "MY_DB_PASS": "db-pass-value-42"})
+    text = log.read_text()
+    assert code == 0 and "loading with" in text and "hub token" in text
+    for secret in ("db-pass-value-42", "hf_zyxwvutsrqponmlkjihg12", "pa55word"):
+        assert secret not in text
+
+
+def test_the_upstream_adapter_writes_its_log_through_the_scrubber(tmp_path, monkeypatch):
+    """The adapter's launch goes through ``run_logged``: a token the upstream script prints never lands on disk."""
+    from adapters.base import build_adapter
+    from adapters.upstream import LaunchSpec, UpstreamRunError
+    from harness.config_groups import group_yaml
+
+    script = tmp_path / "generate.py"
+    script.write_text("import os\nprint('token', os.environ['HF_TOKEN'])\n")
+    adapter = build_adapter({**group_yaml("model", "lingbot_v2"), "upstream_dir": str(tmp_path),
+                             "checkpoint": str(tmp_path), "python": sys.executable})
+    monkeypatch.setenv("HF_TOKEN", "hf_uptoken0123456789abcd")
+    monkeypatch.setattr(adapter, "launch", lambda req, controls: LaunchSpec(
+        script=str(script), args=[], interpreter=[sys.executable], out_dir=str(tmp_path / "out")))
+    item = tmp_path / "item"
+    item.mkdir()
+    req = SimpleNamespace(item_dir=item, path=SimpleNamespace(num_frames=5))
+    with pytest.raises(UpstreamRunError):
+        adapter.generate(req, None, lambda f: None)
+    text = (item / "upstream.log").read_text()
+    assert "token" in text and "hf_uptoken0123456789abcd" not in text
+
+
+def test_library_log_records_are_scrubbed(capsys):
+    """httpx logs the request URL (with its password) at INFO through the root handlers: the filter scrubs it."""
+    from harness.secrets import RedactFilter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactFilter())
+    lg = logging.getLogger("httpx.test-hostile")
+    lg.addHandler(handler)
+    lg.propagate = False
+    lg.setLevel(logging.INFO)
+    try:
+        lg.info('HTTP Request: POST %s "HTTP/1.1 200 OK"', "http://judge:s3cretpw@127.0.0.1:9/v1/chat/completions")
+    finally:
+        lg.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "HTTP Request: POST http://judge:<redacted>@127.0.0.1:9/v1" in err and "s3cretpw" not in err
+
+
+def test_a_password_in_the_judge_url_reaches_no_file(tmp_path, monkeypatch):
+    """``evaluate.judge.base_url=http://user:pw@host`` reached metrics.json, the judge files and summary.json."""
+    from evaluate.judge import JudgeSession, JudgeSettings, score_item
+    from evaluate.stage import EvalConfig
+    from harness.io import write_json
+    from tests.evaluate.judge.test_judge import make_input, truth
+    from tests.support import stored
+    from tests.support.fake_judge import FakeJudgeServer
+
+    with FakeJudgeServer(truth(), script=["500"]) as srv:
+        url = srv.base_url.replace("http://", "http://judge:pw-in-url-77@")
+        s = JudgeSettings.from_dict({"base_url": url, "timeout": 1.0, "max_retries": 2, "backoff_s": 0.01})
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
+    write_json(tmp_path / "metrics.json", {"metrics": out, "settings": EvalConfig.from_dict(
+        {"judge": {"base_url": url}}).__dict__})
+    assert list((tmp_path / "judge").rglob("*.json")) and not _leaks(tmp_path, ["pw-in-url-77"])
+
+
+def test_status_lines_of_a_sweep_go_to_stderr(harness, tmp_path):
+    r = harness("-m", "context=fullkv,sliding", "dry_run=true", "run=st", *SMALL)
+    assert r.code == 0, r.err
+    assert "Launching 2 jobs locally" in r.err and "#1 : context=sliding" in r.err
+    assert "Launching" not in r.out and "#0 :" not in r.out
+
+
+def test_judge_check_prints_its_findings_on_stdout_and_no_password_anywhere(harness):
+    """httpx's request lines went to stdout (Hydra's job logging) and printed the URL's password twice."""
+    from tests.evaluate.judge.test_judge import truth
+    from tests.support.fake_judge import FakeJudgeServer
+
+    with FakeJudgeServer(truth()) as srv:
+        url = srv.base_url.replace("http://", "http://judge:pw-in-url-99@")
+        r = harness("judge", "check", f"evaluate.judge.base_url={url}")
+    assert r.code == 0, r.err
+    assert "ready" in r.out and "judge server: http://judge:<redacted>@" in r.out
+    assert "HTTP Request" not in r.out  # library status lines: stderr
+    assert "pw-in-url-99" not in r.text

@@ -1,0 +1,224 @@
+"""Validate the whole sweep and every setting before anything is written: settings against their types and
+ranges, unknown ``+keys`` with a did-you-mean, every job of a sweep before job 0, what the model's native format
+refuses (compiled once at planning), masks and depth against their image, external manifests against their
+videos. Each failure: exit 2, one line naming the field and the fix, nothing on disk."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.hostile.conftest import ITEM, OBJECT_CASE, SMALL, write_case_folder
+
+
+def _nothing_written(tmp_path) -> bool:
+    return not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["+overwite=true"], "overwite: unknown setting"),
+    (["+overwite=true"], "Did you mean 'overwrite'?"),
+    (["+foo=1"], "foo: unknown setting"),
+    (["+cases.inclde=[x]"], "Did you mean 'include'?"),
+    (["+paths.weigths=/x"], "Did you mean 'weights'?"),
+    (["+evaluate.memory_strid=2", "evaluate=default"], "did you mean 'memory_stride'?"),
+    (["dry_run=yes"], "dry_run='yes': use true or false"),
+    (["overwrite=1"], "overwrite=1: use true or false"),
+    (["stage=gen"], "stage='gen'"),
+    (["trajectories=lrlr"], "trajectories='lrlr'"),
+    (["cases.families=[objects]"], "cases.families: unknown family 'objects'"),
+])
+def test_settings_are_checked_before_anything_is_written(harness, tmp_path, args, needle):
+    r = harness("run=v", *SMALL, *args)
+    assert r.code == 2 and needle in r.err and "Traceback" not in r.err, r.err
+    assert _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("arg, needle", [
+    ("evaluate.bootstrap.n=-5", "evaluate.bootstrap.n=-5: must be an integer >= 1"),
+    ("evaluate.memory_stride=0", "evaluate.memory_stride=0: must be an integer >= 1"),
+    ("evaluate.revisit_tolerance_deg=abc", "evaluate.revisit_tolerance_deg='abc': must be a number"),
+    ("evaluate.tracker_threshold=2", "evaluate.tracker_threshold=2"),
+    ("evaluate.return_tolerances_deg=[30,-1]", "evaluate.return_tolerances_deg"),
+    ("evaluate.validity=maybe", "evaluate.validity='maybe': use true or false"),
+])
+def test_evaluation_settings_fail_before_generation(harness, tmp_path, arg, needle):
+    """``bootstrap.n=-5`` crashed only after evaluating everything; ``memory_stride=0`` and
+    ``revisit_tolerance_deg=abc`` became per-item Python errors."""
+    args = [a for a in SMALL if a != "evaluate=off"]
+    r = harness("run=v", *args, arg)
+    assert r.code == 2 and needle in r.err and "Traceback" not in r.err, r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_stage_evaluate_checks_its_settings_before_touching_the_run(harness, run_copy):
+    before = sorted(p.name for p in run_copy.iterdir())
+    r = harness("stage=evaluate", "run=h", "evaluate.bootstrap.n=-5")
+    assert r.code == 2 and "evaluate.bootstrap.n=-5" in r.err
+    assert sorted(p.name for p in run_copy.iterdir()) == before and not (run_copy.parents[4] / "eval").exists()
+
+
+def test_a_sweep_is_validated_whole_before_job_0_writes(harness, tmp_path):
+    """``-m context=fov,native`` wrote job 0, then exited 2."""
+    r = harness("-m", "context=fov,native", "run=sw", *SMALL)
+    assert r.code == 2 and "sweep job #1" in r.err and "context=native" in r.err and "no job was started" in r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_a_sweep_from_an_experiment_file_is_validated_too(harness, tmp_path):
+    """Sweep parameters from the config (``hydra.sweeper.params``) are expanded like Hydra does."""
+    from harness.app.settings import sweep_jobs
+
+    jobs = sweep_jobs(["experiment=context_study", "seed=1,2"])
+    assert len(jobs) == 6 and all(any(o.startswith("context=") for o in j) for j in jobs)
+    r = harness("-m", "experiment=context_study", "model.name=../x", *SMALL)
+    assert r.code == 2 and "sweep job #0" in r.err and "model.name" in r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_what_the_native_format_refuses_fails_at_planning(harness, tmp_path):
+    """``model=lingbot_v2 debug=default dry_run=true`` failed every item and left camera.npz and controls/."""
+    r = harness("model=lingbot_v2", "debug=default", "dry_run=true")
+    assert r.code == 2 and "time-warps the trajectory" in r.err and "at planning" in r.err, r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_a_dry_run_never_downgrades_finished_items(harness, run_copy):
+    """``dry_run=true overwrite=true`` turned done items into "compiled" and orphaned their videos."""
+    before = (run_copy / "meta.json").read_bytes()
+    r = harness("run=h", *SMALL, "dry_run=true", "overwrite=true")
+    assert r.code == 2 and "dry_run=true overwrite=true" in r.err and "Drop overwrite=true" in r.err
+    assert (run_copy / "meta.json").read_bytes() == before
+    r = harness("run=h", *SMALL, "dry_run=true")  # without overwrite: the done item is left alone
+    assert r.code == 0 and "skipped (already done)  1" in r.out
+    assert json.loads((run_copy / "meta.json").read_text())["status"] == "done"
+
+
+# -- case files ------------------------------------------------------------------------------------------------------
+def _mask(path, w, h):
+    from PIL import Image
+
+    Image.fromarray(np.full((h, w), 255, np.uint8)).save(path)
+
+
+def _validate(harness, folder):
+    return harness("validate", "cases=folder", f"cases.source={folder}")
+
+
+def _run(harness, folder):
+    return harness("run=c", "cases=folder", f"cases.source={folder}", *[a for a in SMALL if "include" not in a])
+
+
+def test_a_mask_of_another_size_is_refused_not_stretched(harness, tmp_path):
+    folder = write_case_folder(tmp_path / "cases", OBJECT_CASE)
+    _mask(folder / "mask.png", 10, 10)
+    for r in (_validate(harness, folder), _run(harness, folder)):
+        assert r.code == 2 and "targets.objects[a].mask" in r.err and "10x10, the image is 96x64" in r.err, r.err
+        assert "case.yaml" in r.err
+    assert _nothing_written(tmp_path)
+    _mask(folder / "mask.png", 96, 64)  # the check can pass
+    assert _validate(harness, folder).code == 0
+
+
+@pytest.mark.parametrize("depth, needle", [
+    (lambda p: np.save(p, np.ones((10, 10), np.float32)), "is 10x10, the image is 96x64"),
+    (lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True), "pickled objects are never loaded"),
+    (lambda p: p.write_text("not an array"), "is not a .npy file"),
+    (lambda p: np.save(p, np.ones((64, 96, 3), np.float32)), "a depth map is (H, W)"),
+])
+def test_a_depth_map_is_checked_against_its_image(harness, tmp_path, depth, needle):
+    folder = write_case_folder(tmp_path / "cases", "id: env1\nfamily: environment\nimage: img.png\nprompt: p\n"
+                                                   "depth: d.npy\ntrajectories: [lrlr]\n")
+    depth(folder / "d.npy")
+    for r in (_validate(harness, folder), _run(harness, folder)):
+        assert r.code == 2 and "depth" in r.err and needle in r.err and "case.yaml" in r.err, r.err
+        assert "Traceback" not in r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_a_case_file_that_is_not_utf8(harness, tmp_path):
+    folder = write_case_folder(tmp_path / "cases", "")
+    (folder / "case.yaml").write_bytes(b"id: caf\xe9\nfamily: environment\n")
+    r = _validate(harness, folder)
+    assert r.code == 2 and "case.yaml: not UTF-8" in r.err and "Traceback" not in r.err
+
+
+def test_image_errors_name_the_case_file_and_the_field(harness, tmp_path):
+    folder = write_case_folder(tmp_path / "cases", "id: env1\nfamily: environment\nimage: img.png\nprompt: p\n"
+                                                   "trajectories: [lrlr]\n")
+    (folder / "img.png").write_bytes(b"not a png at all")
+    for r in (_validate(harness, folder), _run(harness, folder)):
+        assert r.code == 2 and "case.yaml: image:" in r.err and "cannot be read" in r.err, r.err
+
+
+def test_jsonl_case_errors_name_the_line(harness, tmp_path):
+    folder = tmp_path / "cases"
+    write_case_folder(folder, "")
+    (folder / "case.yaml").unlink()
+    good = json.dumps({"id": "a", "family": "environment", "image": "img.png", "prompt": "p"})
+    (folder / "cases.jsonl").write_text(f"{good}\n{good.replace('a', 'b', 1)}\n{{broken\n")
+    r = _validate(harness, folder)
+    assert r.code == 2 and "cases.jsonl: line 3" in r.err
+
+
+# -- external videos ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def videos(tmp_path, finished_run):
+    d = tmp_path / "videos"
+    d.mkdir()
+    shutil.copyfile(finished_run / "outputs" / "h" / ITEM / "video.mp4", d / "a.mp4")
+    shutil.copyfile(finished_run / "outputs" / "h" / ITEM / "video.mp4", d / "b.mp4")
+    (d / "notavideo.mp4").write_bytes(b"\0" * 1000)
+    return d
+
+
+ENTRY = {"video": "a.mp4", "case_id": "environment_rocket", "trajectory": "lrlr", "num_frames": 65, "fps": 16}
+
+
+@pytest.mark.parametrize("entries, needle", [
+    ([{**ENTRY, "fps": 25}], "is 16 fps, the manifest says fps=25"),
+    ([{**ENTRY, "fps": 0}], "fps=0: give the video's frame rate as a number > 0"),
+    ([{**ENTRY, "fps": "16"}], "fps='16'"),
+    ([{**ENTRY, "num_frames": "65"}], "num_frames='65'"),
+    ([{**ENTRY, "num_frames": 64}], "65 frames decoded, the manifest says num_frames=64"),
+    ([{**ENTRY, "hfov_deg": 0}], "hfov_deg=0"),
+    ([{**ENTRY, "video": "notavideo.mp4"}], "does not decode"),
+    ([ENTRY, {**ENTRY, "video": "b.mp4"}], "entry 1: external/native/seed-0/lrlr/environment_rocket is also entry 0"),
+    ([{**ENTRY, "case_id": "x"}], "case_id 'x' is not in the case set"),
+    ([{**ENTRY, "case_id": "x"}], "cases=folder cases.source="),
+    ([{**ENTRY, "extra": 1}], "unknown key 'extra'"),
+    ([{**ENTRY, "seed": 1.5}], "seed=1.5"),
+    ({"videos": 3}, "expected a list of entries"),
+])
+def test_an_external_manifest_is_checked_against_its_videos(harness, tmp_path, videos, entries, needle):
+    (videos / "manifest.json").write_text(json.dumps(entries))
+    r = harness("stage=evaluate", f"videos={videos}", "run=ext")
+    assert r.code == 2 and needle in r.err and "Traceback" not in r.err, r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_a_jsonl_manifest_error_names_its_line(harness, tmp_path, videos):
+    """A JSONL error on line 3 was reported as line 1."""
+    m = videos / "manifest.jsonl"
+    m.write_text(json.dumps(ENTRY) + "\n" + json.dumps({**ENTRY, "video": "b.mp4", "seed": 1}) + "\n{oops\n")
+    r = harness("stage=evaluate", f"videos={videos}", f"videos_manifest={m}", "run=ext")
+    assert r.code == 2 and "manifest.jsonl:3" in r.err, r.err
+    m.write_text(json.dumps(ENTRY) + "\n\n" + json.dumps({**ENTRY, "fps": 0}) + "\n")
+    r = harness("stage=evaluate", f"videos={videos}", f"videos_manifest={m}", "run=ext")
+    assert r.code == 2 and "line 3: fps=0" in r.err, r.err
+    assert _nothing_written(tmp_path)
+
+
+def test_a_valid_manifest_plans_one_item_per_entry(tmp_path, videos):
+    from evaluate.external import check_import
+    from tests.support import compose
+
+    (videos / "manifest.json").write_text(json.dumps([ENTRY, {**ENTRY, "video": "b.mp4", "context": "fullkv"}]))
+    cfg = compose(["run=ext"])
+    planned = check_import(videos, videos / "manifest.json", cfg)
+    assert [p.item.key for p in planned] == ["external/native/seed-0/lrlr/environment_rocket",
+                                             "external/fullkv/seed-0/lrlr/environment_rocket"]
+    assert not (tmp_path / "outputs").exists()
