@@ -4,7 +4,7 @@ estimator, and the oracle pose / depth of the reference model. Each is determini
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -117,84 +117,70 @@ class ClassicalPoseEstimator:
     480x832: about 10x lower rotation RPE than ORB matching, at a fraction of its cost); :meth:`angles_to`, which
     compares frames far apart, uses ORB descriptors.
 
-    Speed (docs/evaluation.md, "Evaluation speed"): corners are detected on every ``redetect``-th frame only; the
-    pair in between tracks the points the previous pair tracked into its first frame (one step, so no drift
-    accumulates; corner detection was half of a step's cost, and every frame's fresh detection measured no better:
-    RPE_rot within the spread of the corner-count and window-size settings on every reference item). Pairs run on
-    ``threads`` threads in blocks that start at a detection, so the result does not depend on the thread count.
+    Speed (docs/evaluation.md, "Performance"): every step depends on its two frames only, so steps run on
+    ``threads`` threads (OpenCV releases the GIL) in contiguous blocks, each frame converted to grey once per
+    block; the poses are chained in order afterwards, the same bytes for any thread count.
     """
 
     name = "classical-opencv"
     frame_views = True  # reads one frame at a time: perceive passes views, not copies
 
-    def __init__(self, features: int = 1500, min_inliers: int = 20, corners: int = 800, flow_window: int = 15,
-                 orb_min_side: int = 240, redetect: int = 2, threads: Optional[int] = None):
+    def __init__(self, features: int = 3000, min_inliers: int = 20, corners: int = 800, flow_window: int = 15,
+                 orb_min_side: int = 240, threads: Optional[int] = None):
         self.features, self.min_inliers = features, min_inliers
         self.corners, self.flow_window = corners, flow_window
         self.orb_min_side = orb_min_side
-        self.redetect = redetect
         # execution only (not a setting: results are identical for any count), hence private: not in the cache key
         self._threads = default_threads() if threads is None else max(1, int(threads))
         self.angle_fit = "kabsch-on-homography-inliers/fast-threshold-20-over-scale"  # recorded (and in the cache key) with the settings
         self.position_fit = "orb-parallax-median/kabsch-refit-3x-median"  # likewise, for translating returns
 
-    def _step(self, g0: np.ndarray, g1: np.ndarray, Kc: np.ndarray, Kinv: np.ndarray, mode: str,
-              p0: Optional[np.ndarray] = None):
-        """(prev -> cur motion 4x4 in the prev camera frame, ok, inliers, the tracked points in ``g1`` (M, 1, 2)
-        float32 or None). ``p0``: points of ``g0`` to track (default: Shi-Tomasi corners detected in ``g0``)."""
+    def _step(self, g0: np.ndarray, g1: np.ndarray, Kc: np.ndarray, Kinv: np.ndarray, mode: str):
+        """(prev -> cur motion 4x4 in the prev camera frame, ok, inliers) of two (H, W) uint8 grey frames."""
         import cv2
 
         T = np.eye(4)
-        if p0 is None:
-            p0 = cv2.goodFeaturesToTrack(g0, self.corners, 0.01, 7)
+        p0 = cv2.goodFeaturesToTrack(g0, self.corners, 0.01, 7)
         if p0 is None or len(p0) < self.min_inliers:
-            return T, False, 0, None
+            return T, False, 0
         p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None, winSize=(self.flow_window, self.flow_window),
                                              maxLevel=3)
         good = st.reshape(-1) == 1
-        h, w = g1.shape[:2]
-        q = p1[good]
-        inside = (q[:, 0, 0] >= 0) & (q[:, 0, 1] >= 0) & (q[:, 0, 0] <= w - 1) & (q[:, 0, 1] <= h - 1)
-        tracked = q[inside]
         a = p0.reshape(-1, 2)[good].astype(np.float64)
         b = p1.reshape(-1, 2)[good].astype(np.float64)
         if len(a) < self.min_inliers:
-            return T, False, 0, tracked
+            return T, False, 0
         if np.median(np.linalg.norm(b - a, axis=1)) < 0.25:
-            return T, True, len(a), tracked  # a static step
+            return T, True, len(a)  # a static step
         if mode == "rotation":
             Hm, mask = cv2.findHomography(a, b, cv2.RANSAC, 2.0)
             if Hm is None or int(mask.sum()) < self.min_inliers:
-                return T, False, 0, tracked
+                return T, False, 0
             M = Kinv @ Hm @ Kc  # ∝ R_cur^T R_prev
             U, _, Vt = np.linalg.svd(M / np.cbrt(np.linalg.det(M)))
             T[:3, :3] = (U @ np.diag([1, 1, np.linalg.det(U @ Vt)]) @ Vt).T
-            return T, True, int(mask.sum()), tracked
+            return T, True, int(mask.sum())
         E, mask = cv2.findEssentialMat(a, b, Kc, cv2.RANSAC, 0.999, 1.0)
         if E is None or E.shape != (3, 3) or int(mask.sum()) < self.min_inliers:
-            return T, False, 0, tracked
+            return T, False, 0
         n, R, t, _ = cv2.recoverPose(E, a, b, Kc, mask=mask)
         T = np.linalg.inv(np.block([[R, t.reshape(3, 1)], [np.zeros((1, 3)), np.ones((1, 1))]]))
-        return T, True, int(n), tracked
+        return T, True, int(n)
 
-    def _steps(self, frames: np.ndarray, first: int, last: int, Kc: np.ndarray, Kinv: np.ndarray, mode: str):
-        """Steps ``first .. last - 1`` (step i: frame i -> i + 1) as ``[(T, ok, inliers)]``. ``first`` is a detection
-        step (a multiple of ``redetect``); each later step of a ``redetect`` group tracks the previous step's points,
-        unless fewer than ``min_inliers`` were tracked (then it detects)."""
+    def _steps(self, frames: Any, first: int, last: int, Kc: np.ndarray, Kinv: np.ndarray, mode: str) -> list:
+        """Steps ``first .. last - 1`` (step i: frame i -> i + 1) as ``[(T, ok, inliers)]``, each frame converted to
+        grey once."""
         import cv2
 
         out = []
         g0 = cv2.cvtColor(frames[first], cv2.COLOR_RGB2GRAY)
-        carry = None
         for i in range(first, last):
             g1 = cv2.cvtColor(frames[i + 1], cv2.COLOR_RGB2GRAY)
-            reuse = (i % self.redetect) != 0 and carry is not None and len(carry) >= self.min_inliers
-            T, ok, n, carry = self._step(g0, g1, Kc, Kinv, mode, carry if reuse else None)
-            out.append((T, ok, n))
+            out.append(self._step(g0, g1, Kc, Kinv, mode))
             g0 = g1
         return out
 
-    def estimate(self, frames: np.ndarray, indices: list[int], K: np.ndarray, mode: str) -> PoseEstimate:
+    def estimate(self, frames: Any, indices: list[int], K: np.ndarray, mode: str) -> PoseEstimate:
         """Poses of ``frames`` (N, H, W, 3) uint8 RGB, chained over adjacent pairs: (N, 4, 4) OpenCV c2w float64,
         frame 0 = identity, and (N,) valid (False where a step had too few inliers). ``K``: (3, 3) pixels, +0.5
         centres. ``mode``: ``rotation`` (homography) or ``general`` (essential matrix)."""
@@ -208,7 +194,7 @@ class ClassicalPoseEstimator:
         c2w = np.tile(np.eye(4), (N, 1, 1))
         valid = np.ones(N, bool)
         inliers = [0] * N
-        block = 16 * max(1, int(self.redetect))  # blocks start at detection steps: any split gives the same steps
+        block = 16  # steps per task: a block's first frame is converted twice, once per block that reads it
         spans = [(a, min(a + block, N - 1)) for a in range(0, max(N - 1, 0), block)]
         steps = [s for part in _map(lambda ab: self._steps(frames, ab[0], ab[1], Kc, Kinv, mode), spans,
                                     self._threads) for s in part]
@@ -218,8 +204,8 @@ class ClassicalPoseEstimator:
         return PoseEstimate(c2w, valid, {"inliers": inliers, "mode": mode})
 
     def _orb_setup(self, ref: np.ndarray, K: np.ndarray):
-        """ORB at the working size (see :meth:`angles_to`): (detector, matcher, to-gray function, K^-1 at the working
-        size on OpenCV's integer-centre grid, scale)."""
+        """ORB at the working size (see :meth:`angles_to`): (detector, to-gray function, K^-1 at the working size on
+        OpenCV's integer-centre grid, scale)."""
         import cv2
 
         cv2.setRNGSeed(0)
@@ -227,7 +213,6 @@ class ClassicalPoseEstimator:
         # FAST compares intensities on a 3-px circle: upsampling by s shrinks those differences about s-fold, so the
         # corner threshold (OpenCV's default 20) shrinks with it (else smooth synthesised walls give no corners).
         orb = cv2.ORB_create(self.features, fastThreshold=max(5, int(round(20 / s))))
-        bf = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
 
         def gray(img: np.ndarray) -> np.ndarray:
             g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
@@ -236,14 +221,14 @@ class ClassicalPoseEstimator:
         Kc = np.asarray(K, np.float64).copy()
         Kc[:2] *= s  # pixel units at the working size (+0.5 centres), then OpenCV's integer-centre grid
         Kc[:2, 2] -= 0.5
-        return orb, bf, gray, np.linalg.inv(Kc), s
+        return orb, gray, np.linalg.inv(Kc), s
 
     def _orb_fits(self, ref: np.ndarray, frames, K: np.ndarray, fit) -> np.ndarray:
         """(N,) ``fit(ref points (M, 2), frame points (M, 2), K^-1, scale)`` per frame with at least ``min_inliers``
         cross-checked ORB matches to ``ref`` (points at the working size, see :meth:`_orb_setup`), ``inf`` for the
         others and where ``fit`` returns None. Frames are matched and fitted on ``threads`` threads (each frame on
         its own: the same values for any thread count)."""
-        orb, _, gray, Kinv, s = self._orb_setup(ref, K)
+        orb, gray, Kinv, s = self._orb_setup(ref, K)
         kp0, d0 = orb.detectAndCompute(gray(ref), None)
         out = np.full(len(frames), np.inf)
         if d0 is None:
@@ -295,10 +280,7 @@ class ClassicalPoseEstimator:
 
         ORB runs at a working size whose shorter side is at least ``orb_min_side`` pixels (frames are upsampled
         bicubically, ``K`` scaled with them; never downsampled): its 31-pixel border and patch leave too little of a
-        small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away).
-        At most ``features`` ORB features per frame (1500: cross-checked matching costs their square; against the
-        3000 used before, the angles to the true path on every window frame of the reference items measured
-        median / p95 / max error 0.0024 / 0.0155 / 0.036 deg instead of 0.0024 / 0.0149 / 0.036 deg)."""
+        small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
         import cv2
 
         def fit(p0, p1, Kinv, s) -> Optional[float]:
