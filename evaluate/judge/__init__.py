@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Self, Sequence
 
 from ..results import BackboneKind, Entries, MetricEntry, entries
 from .client import JudgeError, JudgeSession, Verdict, session_for
@@ -173,10 +173,10 @@ class RunJudge:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> "RunJudge":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
