@@ -4,8 +4,8 @@ Conventions: OpenCV camera-to-world 4x4 float64 (+x right, +y down, +z forward),
 positive yaw turns the view right, positive pitch turns it up. See :mod:`trajectories.conventions`.
 """
 
-from .builders import Timing, TrajectoryError, TrajectorySpec, build_path
-from .path import CameraPath, Segment, load_path
+from .builders import Timing, TrajectorySpec, build_path
+from .path import CameraPath, Segment, TrajectoryError, load_path
 from .resample import (
     first_of_group_anchors,
     latent_anchor_frames,

@@ -17,17 +17,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.errors import ConfigError
-
 from .conventions import fov_from_intrinsics, rotmat_from_yaw_pitch, se3
 from .fields import check_fields
-from .path import CameraPath, Segment
+from .path import CameraPath, Segment, TrajectoryError
 from .phases import HOLD, VIEW, departure, revisit
-
-
-class TrajectoryError(ConfigError):
-    """Impossible or inconsistent trajectory parameters (the message names the field and the fix)."""
-
 
 #: Direction name -> (axis, sign of the angle while departing). L/R/U/D as in the paper.
 DIRECTIONS = {"left": ("yaw", -1.0), "right": ("yaw", 1.0), "up": ("pitch", 1.0), "down": ("pitch", -1.0)}

@@ -15,8 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import ConfigError
+
 from .conventions import CONVENTION_TAG, yaw_pitch_from_rotmat
 from .phases import PhaseKind, count, numbered
+
+
+class TrajectoryError(ConfigError):
+    """Impossible or inconsistent trajectory parameters, or an unreadable camera file (the message names the field
+    or the file, and the fix)."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,6 @@ def atomic_target(path: Path):
 def load_path(path: str | Path) -> CameraPath:
     """Read a :class:`CameraPath` written by :meth:`CameraPath.save` (no pickle). A missing, truncated or foreign
     file is a :class:`~trajectories.TrajectoryError` naming it."""
-    from .builders import TrajectoryError
 
     try:
         return _load_path(Path(path))

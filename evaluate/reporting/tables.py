@@ -231,10 +231,14 @@ class Builder:
         return t
 
     # -- comparisons ------------------------------------------------------------------------------------------------
+    def _policy_comparisons(self) -> tuple[list, list[str]]:
+        """The comparisons of context policies, and the metric keys (in the study's order) any of them has."""
+        pols = [c for c in self.an.comparisons if c.kind == "policies"]
+        return pols, [k for k in self.study.keys if any(k in c.metrics for c in pols)]
+
     def context_table(self) -> Table:
         s = self.study
-        pols = [c for c in self.an.comparisons if c.kind == "policies"]
-        keys = [k for k in s.keys if any(k in c.metrics for c in pols)]
+        pols, keys = self._policy_comparisons()
         t = Table("context", "Context policies with latency and speedup (paper Table 3)",
                   "Per model run under several KV-context policies, on the matched items (same trajectory, case and "
                   "seed under every policy): mean with a 95 % bootstrap interval over matched videos and n. Latency: "
@@ -258,8 +262,7 @@ class Builder:
 
     def context_paired(self) -> Table:
         s = self.study
-        pols = [c for c in self.an.comparisons if c.kind == "policies"]
-        keys = [k for k in s.keys if any(k in c.metrics for c in pols)]
+        pols, keys = self._policy_comparisons()
         t = Table("context_paired", "Paired policy differences (policy - FullKV, bounded policy - Sliding)",
                   "context - vs per matched item (same trajectory, case, seed), mean with a 95 % bootstrap interval "
                   "over matched items and n (no interval below 3 pairs). For ↓ metrics a negative difference is an "

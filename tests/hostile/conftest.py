@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import logging
 import shutil
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import harness.app.cli as cli
 from tests.support import run_cli
+from tests.support.cli import in_process_cli
 
 #: the tiny run of the hostile probes (tests/harness/app/test_cli.py's SMALL, one case, no evaluation)
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.include=[environment_rocket]",
@@ -20,49 +17,13 @@ SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.inc
 ITEM = Path("reference/fov/seed-1/lrlr/environment_rocket")
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def text(self) -> str:
-        return self.out + self.err
-
-
 @pytest.fixture
 def harness(monkeypatch, tmp_path, capsys):
     """``harness(*args)`` runs ``python -m harness <args>`` in this process, in ``tmp_path``, and returns a
-    :class:`Result` (exit code, stdout, stderr)."""
+    :class:`tests.support.cli.Result` (exit code, stdout, stderr)."""
     from harness import secrets
 
-    monkeypatch.chdir(tmp_path)
-    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", None):
-        log = logging.getLogger(pkg)
-        monkeypatch.setattr(log, "handlers", list(log.handlers))
-        monkeypatch.setattr(log, "level", log.level)
-        monkeypatch.setattr(log, "propagate", log.propagate)
-
-    def run(*args: str) -> Result:
-        monkeypatch.setattr(sys, "argv", ["harness", *args])
-        monkeypatch.setattr(cli, "_DISPATCHED", False)
-        monkeypatch.setattr(cli, "_SECRETS", {})
-        secrets.clear_registry()
-        capsys.readouterr()
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        secrets.clear_registry()
-        return Result(code, out.out, out.err)
-
-    yield run
+    yield in_process_cli(monkeypatch, tmp_path, capsys)
     secrets.clear_registry()
 
 

@@ -179,13 +179,12 @@ def test_two_evaluations_of_one_run_both_finish(run_copy):
 
 def test_figures_drawn_at_once_never_share_a_temporary_file(tmp_path):
     """``<stem>.tmp.png`` was a fixed name: two writers renamed each other's file (and a .svg got PNG bytes)."""
+    from harness.config_groups import group_yaml
     from harness.io import temp_owner
     from trajectories import TrajectorySpec, build_path
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.path import atomic_target
     from trajectories.preview import preview_path
-
-    from harness.config_groups import group_yaml
 
     path = build_path(TrajectorySpec.from_dict(group_yaml("trajectory", "lrlr")), 65, 16.0,
                       intrinsics_from_fov(60, 160, 96), 96, 160)

@@ -21,6 +21,7 @@ import pytest
 import harness.app.cli as cli
 from harness.app.cli import _short_table
 from tests.support import ROOT, run_cli
+from tests.support.cli import in_process_cli
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "progress=false"]
 
@@ -255,31 +256,13 @@ SMALL_NO_EVAL = ["model.height=96", "model.width=160", "model.num_frames=65", "c
 def harness_main(monkeypatch, tmp_path, capsys):
     """``harness_main(*args)`` runs ``python -m harness <args>`` in this process (in ``tmp_path``) and returns
     ``(exit code, stdout, stderr)``."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress=false sets them: restored afterwards
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    # the CLI (and Hydra's job logging) reconfigure these loggers: restored afterwards
-    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", None):
-        log = logging.getLogger(pkg)
-        monkeypatch.setattr(log, "handlers", list(log.handlers))
-        monkeypatch.setattr(log, "level", log.level)
-        monkeypatch.setattr(log, "propagate", log.propagate)
+    run = in_process_cli(monkeypatch, tmp_path, capsys)
 
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["harness", *args])
-        monkeypatch.setattr(cli, "_DISPATCHED", False)
-        monkeypatch.setattr(cli, "_SECRETS", {})
-        capsys.readouterr()
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return code, out.out, out.err
+    def result(*args: str) -> tuple[int, str, str]:
+        r = run(*args)
+        return r.code, r.out, r.err
 
-    return run
+    return result
 
 
 # -- exit codes: a user error is one clean line (2); anything else is a bug with its traceback (1) -----------------
@@ -325,12 +308,12 @@ def test_every_domain_error_is_a_user_error():
     from adapters.base import ModelConfigError, UnsupportedContextError
     from harness.app.runner import FingerprintMismatch
     from harness.cases import CaseError
+    from harness.config_groups import UnknownChoiceError
     from harness.context import ContextConfigError
     from harness.errors import MissingDependencyError, UserError
     from harness.gpu_pool import DeviceConfigError
     from harness.io import JsonLinesError
     from harness.outputs import PlanError
-    from harness.config_groups import UnknownChoiceError
     from trajectories import TrajectoryError
 
     classes = (CaseError, ModelConfigError, UnsupportedContextError, ContextConfigError, UnknownChoiceError,
@@ -356,8 +339,8 @@ def test_domain_errors_that_subclass_value_error_still_work():
 def test_adapter_reference_errors(tmp_path, monkeypatch):
     """A module that needs a package that is not installed is a missing dependency (naming the extra); a reference
     to a module or class that does not exist is a config error; a missing module of our own is a bug."""
-    from harness.errors import ConfigError, MissingDependencyError
     from harness.config_groups import load_object
+    from harness.errors import ConfigError, MissingDependencyError
 
     (tmp_path / "needs_missing_pkg.py").write_text("import surely_not_installed_pkg_xyz\nclass A: pass\n")
     (tmp_path / "broken_own_import.py").write_text("import harness.surely_not_a_module_xyz\nclass A: pass\n")
