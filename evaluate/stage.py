@@ -36,8 +36,9 @@ from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
-# Bump when a metric rule changes: every family is recomputed on re-runs (3: departure.sweep_visible, parallax returns).
-SCHEMA_VERSION = 3
+# Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
+# parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step).
+SCHEMA_VERSION = 4
 FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
 
 
