@@ -152,7 +152,7 @@ class TimedBackbone:
     """A loaded backbone whose forward calls (encode / embed / track / depth / estimate / score / judge) are timed,
     so the benchmark can compare backbone time with the whole evaluation."""
 
-    FORWARDS = ("encode", "embed", "track", "depth", "estimate", "score", "judge", "angles_to")
+    FORWARDS = ("encode", "embed", "track", "depth", "estimate", "score", "judge", "angles_to", "parallax_to")
 
     def __init__(self, inner: Any, spec_: BackboneSpec, provenance: dict, clock: dict):
         self._inner, self.spec, self.provenance, self._clock = inner, spec_, provenance, clock

@@ -3,10 +3,16 @@ case and, for the built-in reference model only, its ground-truth geometry.
 
 Frames are (T, H, W, 3) uint8 RGB, every frame of the video in order (decoded once, with PyAV). Poses are OpenCV
 camera-to-world 4x4 float64 with world = camera frame of frame 0 (:mod:`trajectories.conventions`).
+
+An evaluation reads each video's bytes once (:func:`read_source`): they are hashed (the sha256 that decides every
+reuse) and, when something must be recomputed, decoded from the same bytes, so the frames scored are always those
+of the hash recorded.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -39,6 +45,79 @@ class OracleGeometry:
         return OracleGeometry({k: float(v) for k, v in od["room"].items()}, np.asarray(c2w, np.float64))
 
 
+class Decoding:
+    """How far a video is decoded into its frame array: the thread that prepares an item fills the frames in order
+    and advances this; readers wait for the frames they need (so scoring can start while the tail decodes).
+    ``waited_s``: total seconds readers spent waiting (summed over threads)."""
+
+    def __init__(self) -> None:
+        self._n, self._error, self._done = 0, None, False
+        self._cond = threading.Condition()
+        self.waited_s = 0.0
+
+    def advance(self, n: int) -> None:
+        with self._cond:
+            self._n = n
+            self._cond.notify_all()
+
+    def finish(self, error: Optional[BaseException] = None) -> None:
+        with self._cond:
+            self._error, self._done = error, True
+            self._cond.notify_all()
+
+    def wait(self, count: Optional[int] = None) -> None:
+        """Return once the first ``count`` frames (None: the whole decode) are there; raise the decode's error
+        (``ValueError`` naming the video) when they never will be."""
+        with self._cond:
+            if not (self._done if count is None else self._n >= count):
+                t0 = time.perf_counter()
+                while not self._done and (count is None or self._n < count):
+                    self._cond.wait()
+                self.waited_s += time.perf_counter() - t0
+            there = self._error is None if count is None else self._n >= count
+        if not there:
+            raise self._error
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """The decode's error once it finished (None while it runs or when it succeeded)."""
+        return self._error
+
+
+class FrameView:
+    """Frames ``idx`` of a decoded video, not copied: ``len``, iteration, integer indexing, ``shape`` and ``dtype``
+    as an (N, H, W, 3) uint8 array would have them; ``np.asarray(view)`` stacks the copy. Handed to backbones that
+    declare ``frame_views = True`` (they only read one frame at a time), so a request for 180 frames of a 480 x 832
+    video does not first copy 215 MB. While the video is still being decoded, reading a frame waits for it."""
+
+    def __init__(self, frames: np.ndarray, idx: list[int], decoding: Optional[Decoding] = None):
+        self._frames, self._idx, self._decoding = frames, [int(i) for i in idx], decoding
+        self.shape = (len(self._idx), *frames.shape[1:])
+        self.dtype, self.ndim = frames.dtype, frames.ndim
+
+    def _frame(self, i: int) -> np.ndarray:
+        if self._decoding is not None:
+            self._decoding.wait(i + 1)
+        return self._frames[i]
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return FrameView(self._frames, self._idx[i], self._decoding)
+        return self._frame(self._idx[i])
+
+    def __iter__(self):
+        return (self._frame(i) for i in self._idx)
+
+    def __array__(self, dtype=None, copy=None):
+        if self._decoding is not None and self._idx:
+            self._decoding.wait(max(self._idx) + 1)
+        out = self._frames[self._idx]
+        return out if dtype is None else out.astype(dtype)
+
+
 @dataclass
 class EvalItem:
     """Everything one item's metrics read. Built by :func:`load_item`; the metric families never open files.
@@ -46,7 +125,9 @@ class EvalItem:
     Attributes:
         dir: the item directory. item: the work item (model, context, seed, trajectory, case_id).
         video_sha: sha256 of ``video.mp4`` as it is now (re-hashed on every evaluation, never read from meta).
-        frames: (T, H, W, 3) uint8, all frames. intrinsics: (3, 3) pixels.
+        frames: (T, H, W, 3) uint8, all frames (reading it waits for the whole decode; :meth:`frames_view` waits only
+            for the frames it returns). buffer: the same array, possibly still being filled (``decoding``).
+        intrinsics: (3, 3) pixels.
         c2w: (T, 4, 4) the prescribed (target) path. phases: name -> [start, end) frames.
         windows: the prescribed revisit windows R1..RK; num_revisits = K of Eq. 1.
         ref_idx: sampled frames of V (the reference set). rev_idx: sampled frames of each R_k.
@@ -62,7 +143,7 @@ class EvalItem:
     case: Any
     video: Path
     video_sha: str
-    frames: np.ndarray
+    buffer: np.ndarray
     intrinsics: np.ndarray
     c2w: np.ndarray
     phases: dict[str, tuple[int, int]]
@@ -76,10 +157,27 @@ class EvalItem:
     oracle: Optional[OracleGeometry] = None
     fps: float = 0.0  # frames per second of the path (camera.npz); the judge labels frames with their time
     memo: dict[str, Any] = field(default_factory=dict)
+    decoding: Optional[Decoding] = None  # set while the frames are decoded in the background
+
+    @property
+    def frames(self) -> np.ndarray:
+        if self.decoding is not None:
+            self.decoding.wait()
+        return self.buffer
+
+    def decode_error(self) -> Optional[BaseException]:
+        """Wait for the decode to end; its error (the video is corrupt or shorter than its path) or None."""
+        if self.decoding is None:
+            return None
+        try:
+            self.decoding.wait()
+        except Exception as exc:
+            return exc
+        return None
 
     @property
     def num_frames(self) -> int:
-        return int(self.frames.shape[0])
+        return int(self.buffer.shape[0])
 
     @property
     def num_revisits(self) -> int:
@@ -87,11 +185,11 @@ class EvalItem:
 
     @property
     def height(self) -> int:
-        return int(self.frames.shape[1])
+        return int(self.buffer.shape[1])
 
     @property
     def width(self) -> int:
-        return int(self.frames.shape[2])
+        return int(self.buffer.shape[2])
 
     @property
     def family(self) -> str:
@@ -103,7 +201,90 @@ class EvalItem:
         return "general" if self.translates else "rotation"
 
     def frames_at(self, idx: list[int]) -> np.ndarray:
+        """(N, H, W, 3) uint8 copy of frames ``idx``."""
         return self.frames[list(idx)]
+
+    def frames_view(self, idx: list[int]) -> FrameView:
+        """Frames ``idx`` without a copy (:class:`FrameView`)."""
+        return FrameView(self.buffer, list(idx), self.decoding)
+
+
+@dataclass(frozen=True)
+class ItemSource:
+    """An item's inputs as read once at the start of its evaluation.
+
+    Attributes:
+        dir: the item directory. meta: ``meta.json``. video: path of ``video.mp4``.
+        data: the video file's bytes (what is decoded). sha256: their sha256 (hex), what reuse is decided on.
+    """
+
+    dir: Path
+    meta: dict[str, Any]
+    video: Path
+    data: bytes
+    sha256: str
+
+
+def read_source(item_dir: Path) -> ItemSource:
+    """Read ``meta.json`` and the bytes of ``video.mp4`` once and hash them (a replaced or truncated video gets a
+    new sha256 on every evaluation). Raises ``OSError`` / ``ValueError`` for a missing or unreadable file."""
+    import hashlib
+
+    from harness.io import read_json
+
+    item_dir = Path(item_dir)
+    meta = read_json(item_dir / "meta.json")
+    video = item_dir / "video.mp4"
+    data = video.read_bytes()
+    return ItemSource(item_dir, meta, video, data, hashlib.sha256(data).hexdigest())
+
+
+def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started: Any = None) -> np.ndarray:
+    """The first ``num_frames`` frames of an encoded video (its file's bytes) as (T, H, W, 3) uint8 RGB.
+
+    Decoded straight into one preallocated array (peak memory: the frames once), with the decoder's own threads
+    (FFmpeg's frame threading: bit-exact, H.264 decoding is deterministic). Raises ``ValueError`` naming ``name``
+    for a video that cannot be decoded or has fewer frames.
+
+    ``started(frames, decoding)``: called once the array exists (after the first frame), with a :class:`Decoding`
+    that then follows the rest; the decode goes on in this thread, and an error after that point is recorded in
+    ``decoding`` (and raised here too).
+    """
+    import io
+
+    import av
+
+    frames, n, decoding = None, 0, None
+    try:
+        try:
+            with av.open(io.BytesIO(data)) as c:
+                stream = c.streams.video[0]
+                stream.thread_type = "AUTO"
+                for f in c.decode(stream):
+                    if n >= num_frames:
+                        break
+                    a = f.to_ndarray(format="rgb24")  # what harness.video.iter_frames gives, byte for byte
+                    if frames is None:
+                        frames = np.empty((num_frames, *a.shape), np.uint8)
+                    frames[n] = a
+                    n += 1
+                    if decoding is not None:
+                        decoding.advance(n)
+                    elif started is not None:
+                        decoding = Decoding()
+                        decoding.advance(n)
+                        started(frames, decoding)
+        except Exception as exc:  # PyAV raises its own error types for corrupt containers
+            raise ValueError(f"{name}: cannot decode ({type(exc).__name__}: {exc})") from exc
+        if frames is None or n < num_frames:
+            raise ValueError(f"{name}: decoded {n} frames, camera.npz has {num_frames} (truncated or corrupt video)")
+    except ValueError as exc:
+        if decoding is not None:
+            decoding.finish(exc)
+        raise
+    if decoding is not None:
+        decoding.finish()
+    return frames
 
 
 def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
@@ -112,35 +293,24 @@ def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_trans
     return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
-def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> EvalItem:
-    """Read ``meta.json`` + ``camera.npz`` and decode every frame of ``video.mp4`` once.
+def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, publish: Any = None) -> EvalItem:
+    """The item of ``item_dir``: ``meta.json`` + ``camera.npz``, and every frame of ``video.mp4`` decoded once.
 
+    ``source``: what :func:`read_source` read (the video's bytes and their sha256); read here when not given.
     Raises ``ValueError`` naming the file for a video that cannot be decoded or is shorter than its path.
+
+    ``publish(item)``: hand the item out as soon as its first frame is decoded (its ``decoding`` follows the rest,
+    which this call goes on decoding); a decode error after that point is then in ``item.decode_error()``, not
+    raised. Without it, the item is returned fully decoded.
     """
     from harness.cases import Case
-    from harness.io import read_json, sha256_file
-    from harness.video import iter_frames
     from trajectories import load_path
 
     item_dir = Path(item_dir)
-    meta = read_json(item_dir / "meta.json")
+    src = source or read_source(item_dir)
+    meta = src.meta
     path = load_path(item_dir / "camera.npz")
-    video = item_dir / "video.mp4"
-    sha = video_sha or sha256_file(video)
     T = path.num_frames
-    frames, n = None, 0
-    try:  # straight into one preallocated array: peak memory = the video once, not twice
-        for i, f in iter_frames(video):
-            if i >= T:
-                break
-            if frames is None:
-                frames = np.empty((T, *f.shape), np.uint8)
-            frames[i] = f
-            n = i + 1
-    except Exception as exc:  # PyAV raises its own error types for corrupt containers
-        raise ValueError(f"{video}: cannot decode ({type(exc).__name__}: {exc})") from exc
-    if frames is None or n < T:
-        raise ValueError(f"{video}: decoded {n} frames, camera.npz has {T} (truncated or corrupt video)")
     windows = revisit_windows(path.phases)
     V = path.phases[VIEW]
     idx = set(sample_every(ecfg.memory_stride, 0, T)) | {0, T - 1}
@@ -150,12 +320,30 @@ def load_item(item_dir: Path, ecfg: Any, video_sha: Optional[str] = None) -> Eva
     rev_idx = [window_frames(w, ecfg.memory_stride) for w in windows]
     c2w = np.asarray(path.c2w, np.float64)
     kind = str(path.params.get("kind", "rotation"))
-    return EvalItem(
-        dir=item_dir, meta=meta, item=meta.get("item") or {}, case=Case(**meta["case"]), video=video, video_sha=sha,
-        frames=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
-        phases={k: (int(a), int(b)) for k, (a, b) in path.phases.items()}, windows=windows,
-        ref_idx=window_frames(V, ecfg.memory_stride), rev_idx=rev_idx,
-        rev_idx_arrived=[arrived_frames(c2w, w, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation)
-                         for w in rev_idx],
-        sample_idx=sorted(idx), translates=bool(np.ptp(c2w[:, :3, 3], axis=0).max() > 1e-12), trajectory_kind=kind,
-        oracle=OracleGeometry.from_meta(meta, c2w), fps=float(path.fps))
+    case = Case(**meta["case"])
+
+    def item(frames: np.ndarray, decoding: Optional[Decoding] = None) -> EvalItem:
+        return EvalItem(
+            dir=item_dir, meta=meta, item=meta.get("item") or {}, case=case, video=src.video,
+            video_sha=src.sha256, buffer=frames, intrinsics=np.asarray(path.K, np.float64), c2w=c2w,
+            phases={k: (int(a), int(b)) for k, (a, b) in path.phases.items()}, windows=windows,
+            ref_idx=window_frames(V, ecfg.memory_stride), rev_idx=rev_idx,
+            rev_idx_arrived=[arrived_frames(c2w, w, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation)
+                             for w in rev_idx],
+            sample_idx=sorted(idx), translates=bool(np.ptp(c2w[:, :3, 3], axis=0).max() > 1e-12), trajectory_kind=kind,
+            oracle=OracleGeometry.from_meta(meta, c2w), fps=float(path.fps), decoding=decoding)
+
+    if publish is None:
+        return item(decode_frames(src.data, T, src.video))
+    out: list[EvalItem] = []
+
+    def started(frames: np.ndarray, decoding: Decoding) -> None:
+        out.append(item(frames, decoding))
+        publish(out[0])
+
+    try:
+        decode_frames(src.data, T, src.video, started)
+    except ValueError:
+        if not out:  # nothing was handed out: the caller sees the error
+            raise
+    return out[0]

@@ -33,8 +33,10 @@ def _key(obj: Any) -> str:
 
 
 def _settings_of(inner: Any) -> dict:
-    """A weight-free backbone's own scalar settings (thresholds, sizes): part of its cache key."""
-    return {k: v for k, v in sorted(vars(inner).items()) if isinstance(v, (int, float, str, bool))}
+    """A weight-free backbone's own scalar settings (thresholds, sizes): part of its cache key. Private attributes
+    are execution knobs that never change a result (e.g. thread counts), so they are left out."""
+    return {k: v for k, v in sorted(vars(inner).items())
+            if isinstance(v, (int, float, str, bool)) and not k.startswith("_")}
 
 
 class ItemPerception:
@@ -63,6 +65,14 @@ class ItemPerception:
                 self._memo[mk] = bb.inner.bind(self.ctx)
             return self._memo[mk]
         return bb
+
+    def _frames(self, bb: Any, idx: list[int]) -> Any:
+        """Frames ``idx`` for backbone ``bb``: a view when it reads frames one at a time (``frame_views``), else the
+        (N, H, W, 3) uint8 array a batched backbone needs."""
+        idx = list(idx)
+        if getattr(bb, "frame_views", False):
+            return self.ctx.frames_view(idx)
+        return self.ctx.frames if idx == list(range(self.ctx.num_frames)) else self.ctx.frames_at(idx)
 
     def label(self, name: str, role: str) -> str:
         return str(getattr(self.backbone(name, role), "name", name))
@@ -104,8 +114,9 @@ class ItemPerception:
         if self.kind(name) == "oracle":
             pe = est.estimate(ctx.frames, list(range(ctx.num_frames)), ctx.intrinsics, ctx.pose_mode)
         else:
-            def run():
-                pe = est.estimate(ctx.frames, list(range(ctx.num_frames)), ctx.intrinsics, ctx.pose_mode)
+            def run():  # a frame_views estimator starts on the first frames while the rest decode
+                pe = est.estimate(self._frames(est, range(ctx.num_frames)), list(range(ctx.num_frames)),
+                                  ctx.intrinsics, ctx.pose_mode)
                 return {"c2w": np.asarray(pe.c2w, np.float64), "valid": np.asarray(pe.valid, bool)}
 
             z = self._cached(name, "poses", {"mode": ctx.pose_mode, "K": ctx.intrinsics.round(6).tolist()}, run)
@@ -120,13 +131,12 @@ class ItemPerception:
 
     def depth(self, name: str, frames: list[int]) -> tuple[str, np.ndarray]:
         """(label, (N, H, W) float z-depth at ``frames``), one batched call."""
-        ctx = self.ctx
         dep = self.backbone(name, "depth")
         if self.kind(name) == "oracle":
-            d = dep.depth(ctx.frames_at(frames), list(frames))
+            d = dep.depth(self._frames(dep, frames), list(frames))
         else:
-            d = self._cached(name, "depth", {"frames": list(frames)},
-                             lambda: {"d": np.asarray(dep.depth(ctx.frames_at(frames), list(frames)), np.float32)})["d"]
+            d = self._cached(name, "depth", {"frames": list(frames)}, lambda: {
+                "d": np.asarray(dep.depth(self._frames(dep, frames), list(frames)), np.float32)})["d"]
         return str(getattr(dep, "name", name)), np.asarray(d)
 
     def track(self, name: str, target: str, init_mask: np.ndarray, frames: list[int]) -> tuple[str, dict]:
@@ -137,7 +147,7 @@ class ItemPerception:
         mkey = hashlib.sha256(np.packbits(init_mask).tobytes()).hexdigest()[:16]
 
         def run():
-            masks, valid = tr.track(ctx.frames_at(frames), init_mask)
+            masks, valid = tr.track(self._frames(tr, frames), init_mask)
             return {"masks": np.packbits(np.asarray(masks, bool), axis=-1), "valid": np.asarray(valid, bool)}
 
         z = self._cached(name, "track", {"target": target, "mask": mkey, "frames": list(frames)}, run)
@@ -147,25 +157,23 @@ class ItemPerception:
     def encode(self, name: str, frames: list[int], masks: Optional[np.ndarray] = None,
                role: str = "encoder") -> np.ndarray:
         """(N, D) features of ``frames`` (inside ``masks`` when given), one batched call."""
-        ctx = self.ctx
         enc = self.backbone(name, role)
         mkey = hashlib.sha256(np.packbits(masks).tobytes()).hexdigest()[:16] if masks is not None else None
         if role == "face":
             def run():
-                faces = enc.embed(ctx.frames_at(frames), masks)  # a FaceEmbedding (evaluate/perception/base.py)
+                faces = enc.embed(self._frames(enc, frames), masks)  # a FaceEmbedding (evaluate/perception/base.py)
                 return {"f": np.asarray(faces.embeddings, np.float32), "valid": np.asarray(faces.valid, bool)}
         else:
             def run():
-                return {"f": np.asarray(enc.encode(ctx.frames_at(frames), masks))}
+                return {"f": np.asarray(enc.encode(self._frames(enc, frames), masks))}
         z = self._cached(name, role, {"frames": list(frames), "masks": mkey}, run)
         return (z["f"], z["valid"]) if role == "face" else z["f"]
 
     def score(self, name: str, role: str, frames: list[int]) -> np.ndarray:
         """(N,) per-frame quality in [0, 1] (imaging / aesthetic), one batched call."""
-        ctx = self.ctx
         q = self.backbone(name, role)
         return self._cached(name, role, {"frames": list(frames)},
-                            lambda: {"s": np.asarray(q.score(ctx.frames_at(frames)), np.float64)})["s"]
+                            lambda: {"s": np.asarray(q.score(self._frames(q, frames)), np.float64)})["s"]
 
     # -- shared protocol decisions ---------------------------------------------------------------------------------
     def frames_closest_to(self, pose_sources: tuple[str, ...], ref: int, windows: list[list[int]]) -> dict:
@@ -204,8 +212,9 @@ class ItemPerception:
         ctx = self.ctx
         direct = getattr(self.backbone(name, "pose"), "angles_to", None)
         if direct is not None:
+            view = self._frames(self.backbone(name, "pose"), window)
             ang = self._cached(name, f"angles_to_{int(ref)}", {"frames": list(window)}, lambda: {"a": np.asarray(
-                direct(ctx.frames_at([ref])[0], ctx.frames_at(window), ctx.intrinsics), np.float64)})["a"]
+                direct(ctx.frames[int(ref)], view, ctx.intrinsics), np.float64)})["a"]
             if np.isfinite(ang).any():
                 return int(window[int(np.argmin(ang))]), float(np.min(ang))
         j = mem.select_return_frame(window, est, est[ref])
@@ -219,8 +228,9 @@ class ItemPerception:
         ctx = self.ctx
         direct = getattr(self.backbone(name, "pose"), "parallax_to", None)
         if direct is not None:
+            view = self._frames(self.backbone(name, "pose"), window)
             px = self._cached(name, "parallax_to_0", {"frames": list(window)}, lambda: {"p": np.asarray(
-                direct(ctx.frames_at([0])[0], ctx.frames_at(window), ctx.intrinsics), np.float64)})["p"]
+                direct(ctx.frames[0], view, ctx.intrinsics), np.float64)})["p"]
             if np.isfinite(px).any():
                 return int(window[int(np.argmin(px))])
         return int(min(window, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - est[0][:3, 3]))))

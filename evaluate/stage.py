@@ -36,8 +36,9 @@ from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
-# Bump when a metric rule changes: every family is recomputed on re-runs (3: departure.sweep_visible, parallax returns).
-SCHEMA_VERSION = 3
+# Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
+# parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step).
+SCHEMA_VERSION = 4
 FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
 
 
@@ -228,15 +229,24 @@ def _packaged_state(name: str) -> Any:
         return f"unavailable: {exc}"
 
 
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path) -> dict[str, str]:
-    """Per family (and for the validity section): the hash whose change recomputes it."""
+def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None) -> dict[str, str]:
+    """Per family (and for the validity section): the hash whose change recomputes it.
+
+    ``weights_memo``: a run's dict of family -> weights fingerprint, filled on first use, so a run lists each
+    weights folder once rather than once per item (the run loads every backbone once, from what it saw then)."""
     from .validity import VALIDITY_VERSION
 
-    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, _weights_state(f, ecfg, root)])
+    memo = {} if weights_memo is None else weights_memo
+
+    def weights(f: Family) -> dict:
+        if f.name not in memo:
+            memo[f.name] = _weights_state(f, ecfg, root)
+        return memo[f.name]
+
+    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, weights(f)])
            for f in all_families()}
     vf = Family("validity", ("pose_estimators", "depth", "return_frame_poses", "memory_stride", "validity"))
-    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION,
-                             _weights_state(vf, ecfg, root)])
+    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION, weights(vf)])
     return out
 
 
@@ -310,64 +320,162 @@ def _all_reused(prev: Optional[ItemResult], hashes: dict[str, str], video_sha: s
     return all(have.get(f) == hashes[f] for f in (*FAMILIES, "validity"))
 
 
-def _reusable(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool) -> bool:
-    """Whether :func:`evaluate_item` would reuse the item's ``metrics.json`` (then nothing needs decoding)."""
-    from harness.io import sha256_file
+@dataclass
+class _Prepared:
+    """One item before scoring: read once (``meta.json``, the video's bytes, hashed once), the reuse decided, and,
+    when something is recomputed, decoded once. Built by :func:`_prepare` (the run does it on a background thread
+    for the next item while the current one is scored)."""
 
-    if force:
-        return False
-    prev = _read_result(item_dir / "metrics.json")
+    dir: Path
+    meta: Optional[dict] = None
+    video_sha: Optional[str] = None
+    hashes: dict[str, str] = field(default_factory=dict)
+    prev: Optional[ItemResult] = None
+    reused: bool = False
+    ctx: Any = None  # the decoded EvalItem (None when reused or failed)
+    error: Optional[BaseException] = None  # unreadable metadata or video, undecodable video
+    broken: Optional[str] = None  # why its files are not the ones meta.json recorded (then nothing is decoded)
+
+
+def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
+             publish: Any = None, check: bool = False) -> _Prepared:
+    """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
+    is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
+    not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
+
+    ``publish(prepared)``: called once, as soon as the item can be scored: for a decoded item when its first frame
+    is in (the decode goes on here; readers of the frames wait for what they need, see
+    :class:`evaluate.item.Decoding`), otherwise at the end.
+
+    ``check``: first compare the item's files with the hashes its ``meta.json`` recorded
+    (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
+    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
+    p = _Prepared(Path(item_dir))
+    published = []
+
+    def ready(ctx: Any = None) -> None:
+        if publish is not None and not published:
+            published.append(True)
+            p.ctx = ctx if ctx is not None else p.ctx
+            publish(p)
+
     try:
-        sha = sha256_file(item_dir / "video.mp4")
-    except OSError:
-        return False
-    return _all_reused(prev, family_hashes(ecfg, sha, root), sha)
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check)
+    finally:
+        ready()
+    return p
 
 
-def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
-                  use_cache: bool = True, preloaded: Any = None) -> ItemResult:
-    """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
+def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
+                     publish: Any, check: bool) -> None:
+    from .item import load_item, read_source
 
-    ``preloaded``: an optional future of :func:`evaluate.item.load_item` for this item (the run decodes the next
-    video while the current one is scored). Never raises for a broken item: a corrupt video or unreadable metadata
-    gives a ``status: failed`` result (also written), with the reason.
-    """
-    from harness.io import read_json, sha256_file, write_json
+    try:
+        src = read_source(p.dir)
+    except Exception as exc:
+        p.meta = _meta_or_none(p.dir)  # the failed result still names the item and its case when it is readable
+        p.broken = _integrity(p.dir, p.meta) if check else None
+        p.error = exc
+        return
+    p.meta, p.video_sha = src.meta, src.sha256
+    p.broken = _integrity(p.dir, src.meta, (len(src.data), src.sha256)) if check else None
+    if p.broken is not None:
+        return
+    p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo)
+    p.prev = None if force else _read_result(p.dir / "metrics.json")
+    p.reused = _all_reused(p.prev, p.hashes, src.sha256)
+    if not p.reused:
+        try:
+            ctx = load_item(p.dir, ecfg, source=src, publish=publish)
+            if publish is None:  # else the scorer got it already (and may have let go of it)
+                p.ctx = ctx
+        except Exception as exc:
+            p.error = exc
 
-    from .item import load_item
+
+@dataclass
+class _Pending:
+    """An item whose metrics are computed except the judge's (the run's judge pool answers later): finished by
+    :meth:`finish`, which writes ``metrics.json`` once. Holds no frames."""
+
+    futures: list
+    finish_fn: Any
+
+    def ready(self) -> bool:
+        return all(f.done() for f in self.futures)
+
+    def finish(self) -> ItemResult:
+        return self.finish_fn()
+
+
+def _judge_entries(fam: Family, future: Any) -> Entries:
+    """The judge family's entries from its future, failures isolated as :func:`compute_family` does."""
+    out: Entries = {}
+    for metric in fam.metrics:
+        try:
+            out.update(future.result())
+        except Exception as exc:
+            for mid in metric.ids:
+                out.update(missing(mid, "", _failure(exc), status=Status.FAILED))
+    return out
+
+
+def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
+                prepared: Optional[_Prepared], judge: Any = None) -> ItemResult | _Pending:
+    """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
+    a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
+    already decoded, and the other families are computed while it is in flight."""
+    from harness.io import write_json
+
+    from .families.dynamic import judge_input
     from .perceive import ItemPerception
     from .validity import item_validity
 
     item_dir = Path(item_dir)
-    backbones = backbones or BackboneSet(ecfg)
     out_path = item_dir / "metrics.json"
-    meta = None
-    try:
-        meta = read_json(item_dir / "meta.json")
-        video_sha = sha256_file(item_dir / "video.mp4")  # re-hashed: a replaced or truncated video is never reused
-    except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc))
+    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force)
+    if p.broken is not None:  # trust nothing on disk: a swapped or truncated file is never scored
+        res = _failed_result(item_dir, p.meta, p.broken)
         write_json(out_path, res.to_dict())
         return res
-    hashes = family_hashes(ecfg, video_sha, backbones.root)
-    prev = None if force else _read_result(out_path)
-    if _all_reused(prev, hashes, video_sha):
+    if p.error is not None:
+        res = _failed_result(item_dir, p.meta, _failure(p.error))
+        write_json(out_path, res.to_dict())
+        return res
+    meta, video_sha, hashes, prev = p.meta, p.video_sha, p.hashes, p.prev
+    if p.reused:
         prev.extra["reused"] = True
         return prev
     kept = _current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
     t_item = time.perf_counter()
-    try:
-        ctx = preloaded.result() if preloaded is not None else None
-        if ctx is None or ctx.video_sha != video_sha:  # changed while it was being decoded: read it again
-            ctx = load_item(item_dir, ecfg, video_sha=video_sha)
-    except Exception as exc:
-        res = _failed_result(item_dir, meta, _failure(exc))
-        write_json(out_path, res.to_dict())
-        return res
+    ctx = p.ctx
+    p.ctx = None  # the caller's handle no longer keeps the frames alive
     perc = ItemPerception(ctx, backbones, use_cache=use_cache)
     metrics: Entries = {}
     timings: dict = {}
-    for fam in all_families():
+    families = all_families()
+    deferred: dict[str, Any] = {}  # family -> future of its entries (the judge)
+    to_defer = [f for f in families if judge is not None and f.name == "dynamic"
+                and kept.get(f.name) != hashes[f.name] and all(m.applies(ctx, ecfg) for m in f.metrics)]
+
+    def submit_deferred(ctx: Any) -> None:
+        for fam in to_defer:
+            t0 = time.perf_counter()
+            try:
+                deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
+            except Exception as exc:  # a malformed input (or video) fails this family only, as in compute_family
+                from concurrent.futures import Future
+
+                deferred[fam.name] = Future()
+                deferred[fam.name].set_exception(exc)
+            timings[fam.name] = time.perf_counter() - t0
+        to_defer.clear()
+
+    for n, fam in enumerate(families):
+        if n == 1:  # the judge's request needs the last frame: sent once the first family (which may start on a
+            submit_deferred(ctx)  # video still decoding) is done, then in flight while the others are scored
+        if fam.name in deferred or any(f.name == fam.name for f in to_defer):
+            continue
         if kept.get(fam.name) == hashes[fam.name]:
             metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
             continue
@@ -377,22 +485,72 @@ def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbon
             v.settings_hash = hashes[fam.name]
             metrics[k] = v
         timings[fam.name] = time.perf_counter() - t0
+    submit_deferred(ctx)
     if kept.get("validity") == hashes["validity"]:
         validity = prev.validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
-    failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
-    result = ItemResult(
-        item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
-        reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
-                if failed else None),
-        case_family=ctx.family, video_sha256=video_sha, num_revisits=ctx.num_revisits,
-        phases={k: list(v) for k, v in ctx.phases.items()}, metrics=metrics, schema_version=SCHEMA_VERSION,
-        extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
-               "validity": validity, "timings": {**timings, "item_s": time.perf_counter() - t_item},
-               "timings_generation": meta.get("timings", {})})
-    write_json(out_path, result.to_dict())
-    return result
+    bad = ctx.decode_error()  # a video that turned out corrupt or short while it was scored fails as a whole
+    if bad is not None:
+        for f in deferred.values():
+            f.cancel()
+        res = _failed_result(item_dir, meta, _failure(bad))
+        write_json(out_path, res.to_dict())
+        return res
+    head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
+            "phases": {k: list(v) for k, v in ctx.phases.items()}}
+    busy = time.perf_counter() - t_item
+    del ctx, perc  # a pending item keeps its metrics, not its frames
+
+    def finish() -> ItemResult:
+        t1 = time.perf_counter()
+        for fam in families:  # the deferred family is the last one, so metrics.json keeps the family order
+            if fam.name in deferred:
+                for k, v in _judge_entries(fam, deferred[fam.name]).items():
+                    v.family = fam.name
+                    v.settings_hash = hashes[fam.name]
+                    metrics[k] = v
+                timings[fam.name] += time.perf_counter() - t1
+        failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
+        result = ItemResult(
+            item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
+            reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
+                    if failed else None),
+            video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, **head,
+            extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
+                   "validity": validity, "timings": {**timings, "item_s": busy + time.perf_counter() - t1},
+                   "timings_generation": meta.get("timings", {})})
+        write_json(out_path, result.to_dict())
+        return result
+
+    return _Pending(list(deferred.values()), finish) if deferred else finish()
+
+
+def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
+                  use_cache: bool = True, prepared: Optional[_Prepared] = None, judge: Any = None) -> ItemResult:
+    """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
+
+    The item is read once (:func:`_prepare`: meta, the video's bytes hashed once, decoded once when something is
+    recomputed); ``prepared`` passes that in (the run prepares the next item while the current one is scored).
+    ``judge``: a run's :class:`evaluate.judge.RunJudge` (default: the checklist judge is asked here, in turn).
+    Never raises for a broken item: a corrupt video or unreadable metadata gives a ``status: failed`` result (also
+    written), with the reason.
+    """
+    backbones = backbones or BackboneSet(ecfg)
+    out = _start_item(item_dir, ecfg, force, backbones, use_cache, prepared, judge)
+    return out.finish() if isinstance(out, _Pending) else out
+
+
+def _warm_up() -> None:
+    """Import what the per-item loop and the run tables will need (the metric families, the formulas, matplotlib
+    with the Agg backend the reports use), on the decode thread while the first item is scored: these one-off
+    seconds (about 1 s of matplotlib) then overlap the backbones instead of adding to the run tables."""
+    from . import perceive, validity  # noqa: F401
+    from .families import all_families
+    from .reporting.plots import _plt
+
+    all_families()
+    _plt()
 
 
 def _meta_or_none(item_dir: Path) -> Optional[dict]:
@@ -401,22 +559,25 @@ def _meta_or_none(item_dir: Path) -> Optional[dict]:
     return item_meta(item_dir)
 
 
-def _broken_items(dirs: list[Path]) -> dict[Path, str]:
-    """The items whose files no longer match their ``meta.json`` (:func:`harness.outputs.item_problems`: video,
-    ``camera.npz``, ``controls/``, section types), with why; each is logged once."""
+def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[int, str]] = None) -> Optional[str]:
+    """Why the item's files no longer match its ``meta.json`` (:func:`harness.outputs.item_problems`: video,
+    ``camera.npz``, ``controls/``, section types), logged once; None when they match. ``video_read``: (size, sha256)
+    of the ``video.mp4`` bytes already read (the video is then not read or hashed again)."""
     import logging
 
-    from harness.outputs import item_problems
+    from harness.outputs import _section, item_problems
 
-    out = {}
-    for d in dirs:
-        meta = _meta_or_none(d)
-        problems = item_problems(d, meta) if meta is not None else ["meta.json is missing or not JSON"]
-        if problems:
-            out[d] = ("; ".join(problems) + ": not evaluated (its files are not the ones generated); rerun the run's "
-                      "command to regenerate it, or re-import the video")
-            logging.getLogger(__name__).warning("%s: %s", d, out[d])
-    return out
+    if meta is None:
+        problems = ["meta.json is missing or not JSON"]
+    else:
+        named = str(_section(meta, "video").get("file") or "video.mp4")
+        problems = item_problems(item_dir, meta, video_read if named == "video.mp4" else None)
+    if not problems:
+        return None
+    why = ("; ".join(problems) + ": not evaluated (its files are not the ones generated); rerun the run's command to "
+           "regenerate it, or re-import the video")
+    logging.getLogger(__name__).warning("%s: %s", item_dir, why)
+    return why
 
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
@@ -435,48 +596,67 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     if not run.manifest.exists():
         raise FileNotFoundError(f"{run.manifest} not found: evaluate a run directory made by the harness "
                                 "(or use the videos= mode for videos made elsewhere)")
-    from harness.io import write_json
-
     rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
     done = [r for r in rows if r.done]
     backbones = BackboneSet(ecfg, weights_root)
-    results = []
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .item import load_item
-
-    # Decode the next video on a background thread while the current one is scored (PyAV releases the GIL);
-    # items whose metrics will be reused are not decoded at all.
-    dirs = [run.item_dir(r.dir) for r in done]
-    broken = _broken_items(dirs)  # trust nothing on disk: a swapped or truncated file is never scored
-    for d, why in broken.items():
-        res = _failed_result(d, _meta_or_none(d), why)
-        write_json(d / "metrics.json", res.to_dict())
-        results.append(res)
-    dirs = [d for d in dirs if d not in broken]
-    from .judge import prefetch as judge_prefetch
-
-    # the run's judge requests, evaluate.judge.concurrency at a time (items whose answers are stored send nothing);
-    # the per-item loop then reads the stored answers or the recorded failures
-    judge_prefetch([d for d in dirs if force or not _reusable(d, ecfg, backbones.root, False)], ecfg.judge,
-                   ecfg.judge_stride)
-    it = dirs
+    it = done
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(dirs, desc="evaluate", unit="video")
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
-        def prefetch(i: int):
-            if i < len(dirs) and not _reusable(dirs[i], ecfg, backbones.root, force):
-                return pool.submit(load_item, dirs[i], ecfg)
-            return None
+        it = tqdm(done, desc="evaluate", unit="video")
+    from concurrent.futures import Future, ThreadPoolExecutor
 
-        nxt = prefetch(0)
+    from .judge import RunJudge
+
+    # Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
+    # (trust nothing on disk), decide reuse, decode once (only when something is recomputed), on a background thread for the next item while the current one is scored (PyAV
+    # releases the GIL). A dynamic item's judge request is built from those frames and sent at once, up to
+    # evaluate.judge.concurrency in flight across the run (one request per item; stored answers are reused); the
+    # item is finished (metrics.json written) when its answer is in, and the run goes on meanwhile.
+    dirs = [run.item_dir(r.dir) for r in done]
+    weights_memo: dict = {}
+    pending: dict[int, _Pending] = {}
+    slots: list[Optional[ItemResult]] = [None] * len(dirs)
+
+    def finish_ready(block: bool) -> None:
+        for j in sorted(pending):
+            if block or pending[j].ready():
+                slots[j] = pending.pop(j).finish()
+
+    with RunJudge(ecfg.judge) as judge, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
+        def prepare(i: int):
+            """A future that holds item ``i`` as soon as it can be scored (its first frame decoded)."""
+            if i >= len(dirs):
+                return None
+            ready: Future = Future()
+
+            def task() -> None:
+                try:
+                    _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
+                             check=True)
+                except BaseException as exc:  # never leave the scorer waiting
+                    if not ready.done():
+                        ready.set_exception(exc)
+                    raise
+
+            pool.submit(task)
+            return ready
+
+        nxt = prepare(0)
+        warm = pool.submit(_warm_up)  # after the first decode, before the second: off the main thread's clock
         for i, _ in enumerate(it):
-            cur, nxt = nxt, prefetch(i + 1)
-            results.append(evaluate_item(dirs[i], ecfg, force=force, backbones=backbones, use_cache=use_cache,
-                                         preloaded=cur))
+            cur, nxt = nxt, prepare(i + 1)
+            out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge)
             cur = None  # drop this video's frames now: at most two videos are in memory at once
+            if isinstance(out, _Pending):
+                pending[i] = out
+            else:
+                slots[i] = out
+            finish_ready(block=False)
+        finish_ready(block=True)
+        warm.result()
+    results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     t_tables = time.perf_counter()
     from .reporting.run import write_run_outputs

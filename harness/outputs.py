@@ -213,10 +213,13 @@ def controls_hashes(controls_dir: Path) -> dict[str, str]:
             if p.is_file() and not p.name.startswith(".")}
 
 
-def item_problems(item_dir: Path, meta: Any) -> list[str]:
+def item_problems(item_dir: Path, meta: Any, video_read: Optional[tuple[int, str]] = None) -> list[str]:
     """Why a finished item's files no longer match its ``meta.json`` (empty when they do): the types of its
     sections, ``video.mp4`` (present, size, sha256), ``camera.npz`` (sha256, or readable when no hash was recorded)
-    and every recorded file of ``controls/``. Each problem names the file and what differs."""
+    and every recorded file of ``controls/``. Each problem names the file and what differs.
+
+    ``video_read``: (size in bytes, sha256 hex) of the video's bytes when the caller has read them already (the
+    evaluation checks the very bytes it decodes, hashed once), instead of reading the file again."""
     from .io import sha256_file
 
     d = Path(item_dir)
@@ -232,13 +235,13 @@ def item_problems(item_dir: Path, meta: Any) -> list[str]:
         want = video.get("sha256")
         if not isinstance(want, str):
             out.append("meta.json: video.sha256 is missing")
-        elif not vp.is_file():
+        elif video_read is None and not vp.is_file():
             out.append(f"{vp.name} is missing")
         else:
-            size = vp.stat().st_size
+            size = vp.stat().st_size if video_read is None else video_read[0]
             if isinstance(video.get("size"), int) and size != video["size"]:
                 out.append(f"{vp.name} is {size} bytes, meta.json recorded {video['size']} (truncated or replaced)")
-            elif sha256_file(vp) != want:
+            elif (sha256_file(vp) if video_read is None else video_read[1]) != want:
                 out.append(f"{vp.name} sha256 differs from meta.json (replaced or edited after it was written)")
     cp = d / "camera.npz"
     if not cp.is_file():

@@ -283,8 +283,11 @@ def iter_frames(path: str | Path, stride: int = 1, indices: list[int] | None = N
     import av
 
     wanted = set(indices) if indices is not None else None
+    last = max(wanted, default=-1) if wanted is not None else None
     with av.open(str(path)) as c:
         for i, f in enumerate(c.decode(video=0)):
+            if last is not None and i > last:
+                break  # nothing wanted after this: the rest is not decoded
             if (wanted is None and i % stride == 0) or (wanted is not None and i in wanted):
                 yield i, f.to_ndarray(format="rgb24")
 

@@ -6,7 +6,8 @@ Entry points:
   entries ``dynamic.*[<model>]`` in ``metrics.json`` form, computed or "not computed" with the reason;
 * :func:`judge_item` reads an item folder (``meta.json``, ``camera.npz``, ``video.mp4``) and calls it, turning any
   bad input into "not computed" so one item never stops the evaluation of the others;
-* :func:`prefetch` sends a run's requests ``concurrency`` at a time before the per-item loop;
+* :class:`RunJudge` is an evaluation run's judge: one fresh session, requests built from the frames the run decoded
+  (once, for every metric family) and sent ``concurrency`` at a time while the run goes on;
 * :func:`check_server` is ``python -m harness judge check``.
 
 See ``docs/judge.md``.
@@ -14,8 +15,9 @@ See ``docs/judge.md``.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Mapping, Optional, Self, Sequence
 
 from ..results import BackboneKind, Entries, MetricEntry, entries
 from .client import JudgeError, JudgeSession, Verdict, session_for
@@ -25,7 +27,7 @@ from .settings import DEFAULT_MODEL, JudgeSettings, JudgeSettingsError
 
 __all__ = ["JudgeInput", "JudgeInputError", "JudgeSettings", "JudgeSettingsError", "JudgeSession", "JudgeError",
            "Verdict", "ParseFailure", "DEFAULT_MODEL", "build_request", "images_digest", "parse_reply", "score_item",
-           "judge_item", "load_item_input", "prefetch", "check_server", "session_for", "METRICS"]
+           "judge_item", "load_item_input", "RunJudge", "check_server", "session_for", "METRICS"]
 
 #: Metric ids this module writes (per item; run tables average them: mean of ``started`` = p_start, of
 #: ``overall`` = S_gated, of ``conditional`` (started items only) = S_cond).
@@ -65,21 +67,25 @@ def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
         ``{"dynamic.<metric>[<model>]": entry}`` for :data:`METRICS`; not started -> every gated score 0 and
         ``conditional`` not computed (S_cond averages started videos only).
     """
-    from evaluate.dynamic import ASPECTS, score_checklist
-
     session = session or session_for(settings)
     try:
         inp.validate()
     except JudgeInputError as exc:
         return not_computed(settings, f"cannot judge this item: {exc}", retryable=False)
-    v = session.judge(inp, Path(item_dir))
+    return _scored(session.judge(inp, Path(item_dir)), inp.frame_indices, inp.event, settings)
+
+
+def _scored(v: Verdict, frame_indices: Sequence[int], event: Mapping[str, Any], settings: JudgeSettings) -> Entries:
+    """The entries of :func:`score_item` from the server's verdict on one item."""
+    from evaluate.dynamic import ASPECTS, score_checklist
+
     if not v.ok:
         return not_computed(settings, v.reason, v.retryable, v.fallbacks)
-    refs = list(inp.event["questions"])
+    refs = list(event["questions"])
     sc = score_checklist(v.started, v.answers, refs)
     record = {"settings": recorded_settings(settings, v.fallbacks), "server_model": v.server_model,
               "request_key": v.key,
-              "cached": v.cached, "repaired": v.repaired, "frames": [int(t) for t in inp.frame_indices]}
+              "cached": v.cached, "repaired": v.repaired, "frames": [int(t) for t in frame_indices]}
     common = {"started": v.started, "answers": v.answers, "references": [q["answer"] for q in refs],
               "items": sc["items"], "judge": record}
     label = settings.model
@@ -131,27 +137,47 @@ def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional
     return score_item(inp, settings, item_dir, session)
 
 
-def _is_dynamic(item_dir: Path) -> bool:
-    from harness.io import read_json
+class RunJudge:
+    """An evaluation run's judge: a fresh session (budget, pre-flight) and ``concurrency`` worker threads.
 
-    try:
-        return (read_json(Path(item_dir) / "meta.json").get("case") or {}).get("family") == "dynamic"
-    except (OSError, ValueError):
-        return False
+    :meth:`submit` takes a dynamic item's input built from the frames the run already decoded for every other
+    family (nothing is read or decoded again); the request body (the JPEG frames) is built in the caller's thread, so
+    a queued request holds a few MB of JPEG, not the frames; the exchange with the server runs on the pool, so up to
+    ``concurrency`` requests are in flight while the run scores other items. One request per item: the session
+    reuses stored answers and never re-sends a request key within the run. Use as a context manager (the pool is
+    shut down, waiting for what is in flight, on exit).
+    """
 
+    def __init__(self, settings: Any):
+        from concurrent.futures import ThreadPoolExecutor
 
-def prefetch(item_dirs: Iterable[Path], settings: Any, stride: int = 8) -> JudgeSession:
-    """Start a run: a fresh session (budget, pre-flight), then judge every dynamic item ``concurrency`` at a time.
-    The per-item evaluation afterwards finds the answers stored (or the recorded failures) in the session."""
-    from concurrent.futures import ThreadPoolExecutor
+        self.settings = JudgeSettings.from_dict(settings)
+        self.session = session_for(self.settings, fresh=True)
+        self._pool = ThreadPoolExecutor(max_workers=int(self.settings.concurrency), thread_name_prefix="judge")
 
-    settings = JudgeSettings.from_dict(settings)
-    session = session_for(settings, fresh=True)
-    items = [Path(d) for d in item_dirs if _is_dynamic(Path(d))]
-    if items:
-        with ThreadPoolExecutor(max_workers=int(settings.concurrency)) as pool:
-            list(pool.map(lambda d: judge_item(d, settings, stride, session), items))
-    return session
+    def submit(self, inp: JudgeInput, item_dir: Path) -> "Future[Entries]":
+        """The item's ``dynamic.*`` entries (as :func:`score_item` returns them), as a future."""
+        from concurrent.futures import Future
+
+        try:
+            inp.validate()
+            request = build_request(inp, self.settings)
+        except JudgeInputError as exc:
+            done: Future = Future()
+            done.set_result(not_computed(self.settings, f"cannot judge this item: {exc}", retryable=False))
+            return done
+        indices, event = list(inp.frame_indices), dict(inp.event)  # the worker keeps these, not the frames
+        return self._pool.submit(lambda: _scored(self.session.judge(None, Path(item_dir), request), indices, event,
+                                                 self.settings))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_server(settings: Any, out=print) -> int:

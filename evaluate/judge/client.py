@@ -250,9 +250,11 @@ class JudgeSession:
         return self._with_retries("chat", call, key, log)
 
     # -- one item --------------------------------------------------------------------------------------------------
-    def judge(self, inp: JudgeInput, item_dir: Path) -> Verdict:
-        """Judge one item, reusing a stored answer when the request key matches (see the module docstring)."""
-        body, ident = build_request(inp, self.settings)
+    def judge(self, inp: Optional[JudgeInput], item_dir: Path,
+              request: Optional[tuple[dict, dict]] = None) -> Verdict:
+        """Judge one item, reusing a stored answer when the request key matches (see the module docstring).
+        ``request``: ``build_request(inp, settings)`` when the caller built it already (then ``inp`` is not read)."""
+        body, ident = request or build_request(inp, self.settings)
         key = ident["key"]
         with self._lock:
             if key in self._verdicts:

@@ -140,9 +140,12 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
 def draw_strips(items: list[Item], folder: Path) -> dict[tuple, Optional[tuple[Path, list]]]:
     """Each video's revisit strip (:mod:`evaluate.reporting.strips`), reused while newer than the video and its
     metrics. Returns (run, *item key) -> (png, rows) or None (no video, or no metric recorded its frames)."""
-    from .strips import MAX_ROWS, frame_strip, strip_rows
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .strips import MAX_ROWS, frame_strip, strip_frames, strip_rows
 
     out: dict[tuple, Optional[tuple[Path, list]]] = {}
+    todo: list[tuple[Item, Path]] = []
     for it in items:
         p = folder / ("__".join([it.run, it.model, it.context, f"seed-{it.seed}", it.trajectory, it.case_id])
                       + ".png")
@@ -155,5 +158,11 @@ def draw_strips(items: list[Item], folder: Path) -> dict[tuple, Optional[tuple[P
             rows = [r.as_dict() for r in strip_rows(it)[:MAX_ROWS]]
             out[(it.run,) + it.key] = (p, rows) if rows else None
         else:
-            out[(it.run,) + it.key] = frame_strip(it, p)
+            todo.append((it, p))
+    # the next video's frames are read (PyAV releases the GIL) while this one's strip is drawn
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="strip-frames") as pool:
+        nxt = pool.submit(strip_frames, todo[0][0]) if todo else None
+        for i, (it, p) in enumerate(todo):
+            cur, nxt = nxt, (pool.submit(strip_frames, todo[i + 1][0]) if i + 1 < len(todo) else None)
+            out[(it.run,) + it.key] = frame_strip(it, p, frames=cur)
     return out

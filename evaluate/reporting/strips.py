@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -98,18 +98,30 @@ def strip_rows(it: Item) -> list[StripRow]:
     return list(rows.values())
 
 
-def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: int = 3) -> Optional[tuple[Path, list]]:
-    """Draw ``it``'s strip (at most ``max_rows`` rows, ``max_metrics`` scores a row) to ``out_png``. Returns the
-    path and the rows drawn (:meth:`StripRow.as_dict`), None when no metric records its frames."""
+def strip_frames(it: Item, max_rows: int = MAX_ROWS) -> Optional[tuple[list[int], np.ndarray]]:
+    """(frame indices, (N, H, W, 3) uint8 frames) that ``it``'s strip shows, read from its video; None when no
+    metric records its frames."""
     rows = strip_rows(it)[:max_rows]
     if not rows:
         return None
     from harness.video import read_frames
 
+    idx, frames = read_frames(it.item_dir / "video.mp4",
+                              indices=sorted({f for r in rows for f in [r.reference, *r.frames]}))
+    return list(idx), frames
+
+
+def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: int = 3,
+                frames: Any = None) -> Optional[tuple[Path, list]]:
+    """Draw ``it``'s strip (at most ``max_rows`` rows, ``max_metrics`` scores a row) to ``out_png``. Returns the
+    path and the rows drawn (:meth:`StripRow.as_dict`), None when no metric records its frames. ``frames``: a
+    future of :func:`strip_frames` (the caller reads the next video while this one is drawn); read here if None."""
+    rows = strip_rows(it)[:max_rows]
+    if not rows:
+        return None
     from .plots import _plt, _save
 
-    want = sorted({f for r in rows for f in [r.reference, *r.frames]})
-    idx, frames = read_frames(it.item_dir / "video.mp4", indices=want)
+    idx, frames = frames.result() if frames is not None else strip_frames(it, max_rows)
     pos = {int(f): i for i, f in enumerate(idx)}
     ncol = 1 + max(len(r.frames) for r in rows)
     plt = _plt()

@@ -38,7 +38,7 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300, env: dict | None =
 
 def edited_item_copy(src: Path, dst: Path, edit) -> Path:
     """A copy of a finished item whose video went through ``edit(frames (T, H, W, 3) uint8, path: CameraPath)``,
-    re-encoded, with its ``meta.json`` video hash updated and no ``metrics.json``."""
+    re-encoded, with its ``meta.json`` video hash and size updated and no ``metrics.json``."""
     import shutil
 
     from harness.io import read_json, sha256_file, write_json
@@ -56,6 +56,7 @@ def edited_item_copy(src: Path, dst: Path, edit) -> Path:
     w.close()
     meta = read_json(dst / "meta.json")
     meta["video"]["sha256"] = sha256_file(dst / "video.mp4")
+    meta["video"]["size"] = (dst / "video.mp4").stat().st_size  # the integrity check compares both
     write_json(dst / "meta.json", meta)
     return dst
 

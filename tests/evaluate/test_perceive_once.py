@@ -1,0 +1,202 @@
+"""Perceive once (docs/evaluation.md, "Performance"): the streaming decode and its frame views, the box-filter
+SSIM, the threaded weight-free backbones (the same bytes as one thread), and one read and hash of each video per
+evaluation."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluate.item import Decoding, FrameView, decode_frames
+
+
+def _video_bytes(tmp_path: Path, n: int = 12, h: int = 48, w: int = 80) -> tuple[bytes, np.ndarray]:
+    """An H.264 video of ``n`` random-walk frames, its bytes, and the frames decoded the plain way."""
+    from harness.video import VideoWriter, iter_frames
+
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 255, (h, w, 3), np.uint8)
+    path = tmp_path / "v.mp4"
+    wr = VideoWriter(path, 16)
+    for i in range(n):
+        wr.write(np.roll(base, i, axis=1))
+    wr.close()
+    return path.read_bytes(), np.stack([f for _, f in iter_frames(path)])
+
+
+def test_decode_frames_equals_the_plain_decode_and_streams(tmp_path):
+    data, plain = _video_bytes(tmp_path)
+    assert np.array_equal(decode_frames(data, len(plain)), plain)
+    seen: list = []
+
+    def started(frames, decoding):
+        seen.append((frames, decoding))
+
+    out = decode_frames(data, len(plain), "v.mp4", started)
+    frames, decoding = seen[0]
+    assert frames is out and np.array_equal(out, plain)
+    decoding.wait()  # finished: returns at once
+    assert decoding.error is None
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_truncated_video_raises_naming_the_file(tmp_path, streaming):
+    data, plain = _video_bytes(tmp_path, n=30)
+    seen: list = []
+
+    def started(frames, decoding):
+        seen.append(decoding)
+
+    cb = started if streaming else None
+    with pytest.raises(ValueError, match="clip.mp4"):
+        decode_frames(data[: len(data) // 2], len(plain), "clip.mp4", cb)
+    with pytest.raises(ValueError, match="clip.mp4: decoded 30 frames, camera.npz has 35"):
+        decode_frames(data, len(plain) + 5, "clip.mp4", cb)  # shorter than its path
+    if streaming:  # handed out at the first frame: readers of the frames that never came see the same error
+        with pytest.raises(ValueError, match="clip.mp4: decoded 30 frames"):
+            seen[-1].wait()
+        with pytest.raises(ValueError, match="clip.mp4"):
+            seen[-1].wait(31)
+        seen[-1].wait(30)  # those did come
+    with pytest.raises(ValueError, match="clip.mp4"):
+        decode_frames(b"not a video", 3, "clip.mp4")
+
+
+def test_frame_view_reads_as_the_array(tmp_path):
+    frames = np.random.default_rng(1).integers(0, 255, (9, 6, 10, 3), np.uint8)
+    idx = [4, 0, 8, 8, 2]
+    v = FrameView(frames, idx)
+    want = frames[idx]
+    assert len(v) == 5 and v.shape == want.shape and v.dtype == want.dtype and v.ndim == 4
+    assert all(np.array_equal(v[i], want[i]) for i in range(-5, 5))
+    assert np.array_equal(np.asarray(v), want) and np.array_equal(np.stack(list(v)), want)
+    assert np.array_equal(np.asarray(v[1:4]), want[1:4])
+    assert np.asarray(v, dtype=np.float32).dtype == np.float32
+
+
+def test_frame_view_waits_for_frames_still_decoding():
+    frames = np.zeros((4, 2, 2, 3), np.uint8)
+    d = Decoding()
+    d.advance(1)
+    v = FrameView(frames, [0, 3], d)
+    assert v[0] is not None  # frame 0 is there: no wait
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(v[1].copy()))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()  # frame 3 is not decoded yet
+    frames[3] = 7
+    d.advance(4)
+    t.join(5)
+    assert not t.is_alive() and int(got[0].max()) == 7
+    d.finish(ValueError("v.mp4: decoded 4 frames"))
+    with pytest.raises(ValueError, match="v.mp4"):
+        d.wait()
+
+
+@pytest.mark.parametrize("shape", [(37, 53, 3), (64, 29, 3), (7, 7, 3)])
+def test_box_filter_ssim_equals_skimage(shape):
+    from skimage.metrics import structural_similarity
+
+    from evaluate.families.diagnostic import ssim
+
+    rng = np.random.default_rng(sum(shape))
+    a = rng.integers(0, 256, shape, np.uint8)
+    for b in (a, np.clip(a.astype(int) + rng.integers(-30, 30, shape), 0, 255).astype(np.uint8),
+              rng.integers(0, 256, shape, np.uint8)):
+        want = structural_similarity(a, b, channel_axis=2, data_range=255)
+        assert abs(ssim(a, b) - want) < 1e-12, (ssim(a, b), want)
+
+
+def _rendered(kind: str, n: int = 14) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 96, 160, 3) frames of the reference renderer along a turn (``rotation``) or a sideways walk."""
+    import cv2
+    from skimage import data
+
+    from adapters.reference.model import ReferenceRenderer, Texture, stable_seed
+    from trajectories.conventions import intrinsics_from_fov, rot_y, se3
+
+    img = cv2.resize(data.rocket(), (160, 96), interpolation=cv2.INTER_AREA)
+    K = intrinsics_from_fov(60.0, 160, 96)
+    r = ReferenceRenderer(K, 96, 160)
+    src = [(0, np.eye(4), np.dstack([img, np.full((96, 160), 255, np.uint8)]))]
+    tex = Texture(stable_seed(1, kind), img.reshape(-1, 3).mean(0))
+    poses = [se3(rot_y(np.deg2rad(0.7 * i))) if kind == "rotation" else se3(np.eye(3), [0.01 * i, 0.0, 0.0])
+             for i in range(n)]
+    return np.stack([r.render(c2w, src, tex)[..., :3] for c2w in poses]), K
+
+
+@pytest.mark.parametrize("mode", ["rotation", "general"])
+def test_classical_estimator_threads_give_the_sequential_bytes(mode):
+    """Pairs run on threads in blocks; the chained poses equal a plain loop over the pairs (every step detecting,
+    ``redetect=1``), and the default's (corners reused every other step) are the same for any thread count; the
+    reuse leaves the per-step rotation error about where it was."""
+    import cv2
+
+    from evaluate.perception.weightfree import ClassicalPoseEstimator
+
+    fr, K = _rendered(mode, n=70)  # more than two blocks of 32 steps
+    idx = list(range(len(fr)))
+    one = ClassicalPoseEstimator(redetect=1, threads=1)
+    Kc = np.asarray(K, np.float64).copy()
+    Kc[:2, 2] -= 0.5
+    gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in fr]
+    want = [np.eye(4)]
+    for i in range(1, len(fr)):
+        want.append(want[-1] @ one._step(gray[i - 1], gray[i], Kc, np.linalg.inv(Kc), mode)[0])
+    for threads in (1, 3):
+        pe = ClassicalPoseEstimator(redetect=1, threads=threads).estimate(FrameView(fr, idx), idx, K, mode)
+        assert np.array_equal(pe.c2w, np.stack(want)) and pe.valid.all()
+    default = [ClassicalPoseEstimator(threads=t).estimate(fr, idx, K, mode) for t in (1, 3)]
+    assert np.array_equal(default[0].c2w, default[1].c2w) and default[0].valid.all()
+    if mode == "rotation":  # the true relative turn is 0.7 deg a step about y
+        from trajectories.conventions import geodesic_angle
+
+        def err(c2w):
+            return np.mean([abs(np.degrees(geodesic_angle(c2w[i, :3, :3], c2w[i + 1, :3, :3])) - 0.7)
+                            for i in range(len(c2w) - 1)])
+
+        assert err(np.stack(want)) < 0.15 and err(default[0].c2w) < 0.15  # 0.092 / 0.106 deg at 96 x 160
+    a1 = ClassicalPoseEstimator(threads=1).angles_to(fr[0], fr, K)
+    p1 = ClassicalPoseEstimator(threads=1).parallax_to(fr[0], fr, K)
+    assert np.array_equal(a1, ClassicalPoseEstimator(threads=3).angles_to(fr[0], FrameView(fr, idx), K))
+    assert np.array_equal(p1, ClassicalPoseEstimator(threads=3).parallax_to(fr[0], fr, K))
+
+
+def test_threads_are_not_part_of_the_cache_key():
+    from evaluate.perceive import _settings_of
+    from evaluate.perception.weightfree import ClassicalPoseEstimator, PixelEncoder, TemplateTracker
+
+    for cls in (ClassicalPoseEstimator, PixelEncoder, TemplateTracker):
+        assert _settings_of(cls(threads=1)) == _settings_of(cls(threads=4))
+
+
+def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
+    """The integrity check, the reuse decision and the decode share one read of video.mp4 (and one sha256)."""
+    import harness.io
+    from evaluate import item as item_mod
+    from evaluate.stage import EvalConfig, evaluate_run
+    from tests.support import run_cli
+
+    r = run_cli(["run=once", "cases.include=[environment_rocket]", "model.height=96", "model.width=160",
+                 "model.num_frames=97", "progress=false", "evaluate=off"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "outputs" / "once"
+    reads, hashed = [], []
+    real_read, real_hash = item_mod.read_source, harness.io.sha256_file
+    monkeypatch.setattr(item_mod, "read_source", lambda d: reads.append(d) or real_read(d))
+
+    def counted(p):
+        hashed.append(Path(p).name)
+        return real_hash(p)
+
+    monkeypatch.setattr(harness.io, "sha256_file", counted)
+    ecfg = EvalConfig(encoders=("pixel",), trackers=("template",), pose_estimators=("classical",),
+                      return_frame_poses=("classical",), depth=(), face=(), imaging=(), aesthetic=(),
+                      rpe_trans_estimators=("classical",), rpe_rot_estimator="classical", bootstrap={"n": 50, "seed": 0})
+    out = evaluate_run(run, ecfg, force=True)
+    assert out["evaluated"] == 1 and not out["failed"], out["failed"]
+    assert len(reads) == 1 and "video.mp4" not in hashed, (reads, hashed)
