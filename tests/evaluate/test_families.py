@@ -45,7 +45,7 @@ def make_item(name: str = "lrlr", frames: int = 97, family: str = "environment",
         idx |= set(window_frames(w, ECFG.memory_stride))
     return EvalItem(
         dir=Path("."), meta=meta or {}, item={}, case=SimpleNamespace(family=family), video=Path("video.mp4"),
-        video_sha="0", frames=np.full((frames, H, W, 3), 128, np.uint8), intrinsics=K, c2w=c2w,
+        video_sha="0", buffer=np.full((frames, H, W, 3), 128, np.uint8), intrinsics=K, c2w=c2w,
         phases=dict(path.phases), windows=windows, ref_idx=window_frames(path.phases["V"], ECFG.memory_stride),
         rev_idx=rev_idx, rev_idx_arrived=[arrived_frames(c2w, w, 5.0, 0.05) for w in rev_idx],
         sample_idx=sorted(idx), translates=kind == "square", trajectory_kind=kind, fps=16.0)
@@ -724,7 +724,7 @@ def _cut_item() -> EvalItem:
     phases = {"V": (0, 8), "D1": (8, 26), "R1": (26, 44), "D2": (44, 45), "R2": (45, 62)}
     windows = revisit_windows(phases)
     ctx.c2w, ctx.phases, ctx.windows = c2w, phases, windows
-    ctx.frames = np.full((len(yaws), H, W, 3), 128, np.uint8)
+    ctx.buffer = np.full((len(yaws), H, W, 3), 128, np.uint8)
     ctx.rev_idx = [window_frames(w, 4) for w in windows]
     return ctx
 
