@@ -9,6 +9,19 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+try:  # property-based tests (tests/**/test_*properties.py): the same examples on every run and machine
+    from hypothesis import HealthCheck, settings
+
+    # "ci" (the default): derandomized (examples derived from each test, no database), so a failure reproduces
+    # everywhere and the fast tier stays fast; each test bounds its own max_examples. "explore": a random search
+    # with many more examples, to run by hand (HYPOTHESIS_PROFILE=explore pytest -k properties -n 0).
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("explore", max_examples=500, deadline=None, derandomize=False)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # the test extra brings hypothesis; without it only the property tests fail to import
+    pass
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` run only where CUDA is available, ``slurm`` only where a Slurm cluster answers,

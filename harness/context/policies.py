@@ -168,8 +168,9 @@ class ContextSelector:
         # fov: whole chunks strictly between the sink and the recent window are candidates
         lo, hi = len(sink), recent[0] if recent else start
         cands = [j for j in range(self.num_chunks) if j * p.chunk >= lo and (j + 1) * p.chunk <= hi]
-        if not cands:
-            return Selection(k, current, sink=sink, recent=recent, retrieved=tuple(range(lo, hi)))
+        if not cands:  # no whole chunk fits between the sink and the recent window: nothing to retrieve (a partial
+            # gap, possible only when sink or recent is not a multiple of the chunk, would break the budget)
+            return Selection(k, current, sink=sink, recent=recent)
         assert self._fov is not None
         cur_poses = self.latent_c2w[list(current)]
         cand_latents = [list(self.chunk_latents(j)) for j in cands]

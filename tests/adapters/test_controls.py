@@ -168,7 +168,7 @@ def test_mg3_yaw_right_and_pitch_sign_choice():
     lat = se3(rot_y(np.deg2rad(np.linspace(0, 30, 21))))
     for choice in ("code", "label"):
         p = keys.MG3Params(mouse_pitch=choice)
-        kb, ms = keys.mg3_encode(lat, p)
+        _kb, ms = keys.mg3_encode(lat, p)
         assert (ms[:-1, 1] > 0).all() and np.abs(ms[:, 0]).max() == 0  # yaw right = positive mouse yaw
     up = se3(rot_x(np.deg2rad(np.linspace(0, 20, 11))))
     code = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="code"))[1]
@@ -195,3 +195,37 @@ def test_evoke_counts():
 
     c = EvokeConfig(name="e", adapter="x", seed=1, height=384, width=640, fps=24, num_frames=501)
     assert c.chunks(501) == 14 and 36 * 14 - 3 == 501
+
+
+@pytest.mark.parametrize("deg, label", [(0.06, 1), (0.04, 0), (-0.06, 2), (-0.04, 0)])
+def test_hy_rotation_threshold_is_005_degrees_per_axis(deg, label):
+    """Upstream's rule: y > 0.05 deg right, y < -0.05 left, x > 0.05 up, x < -0.05 down (generate.py)."""
+    assert keys.hy_action_label(se3(rot_y(np.deg2rad(deg)))) == label
+    up = {1: 3, 2: 4, 0: 0}[label]
+    assert keys.hy_action_label(se3(rot_x(np.deg2rad(deg)))) == up
+
+
+@pytest.mark.parametrize("dist, label", [(2e-4, 9), (5e-5, 0), (-2e-4, 18)])
+def test_hy_translation_threshold_is_1e4(dist, label):
+    assert keys.hy_action_label(se3(np.eye(3), [0, 0, dist])) == label
+    assert keys.hy_action_labels(np.stack([np.eye(4), se3(np.eye(3), [0, 0, dist])]), 1e-3)[1] == 0  # loader's
+
+
+def test_hy_translation_directions_use_60_and_120_degree_cones():
+    assert keys.hy_action_label(se3(np.eye(3), [np.sin(np.radians(59)), 0, np.cos(np.radians(59))])) == 5 * 9  # fwd+right
+    assert keys.hy_action_label(se3(np.eye(3), [np.sin(np.radians(61)), 0, np.cos(np.radians(61))])) == 3 * 9  # right
+    assert keys.hy_action_label(se3(np.eye(3), [0, 0.1, 0])) == 0  # straight down: HY has no key for it
+
+
+def test_yume_speed_of_every_stage_is_per_frame_of_its_29_steps():
+    """Stage s moves from pose 29 s to pose 29 (s+1), the final stage too (29 k + 1 poses): a camera moving at a
+    constant 1.5 speed units per frame reads 1.5 in every line and decodes back to itself."""
+    p = keys.YumeParams()
+    step = 1.5 * p.units_per_speed_unit  # speed value 1.5
+    T = 2 * p.frames_per_stage + 1
+    c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), step * np.arange(T)], 1))
+    lines = keys.yume_captions(c2w, "")
+    assert [keys.yume_parse_speeds(x)[0] for x in lines] == [1.5, 1.5]
+    assert np.allclose(keys.yume_decode(lines), c2w)
+    with pytest.raises(ValueError, match="29 k \\+ 1 poses"):
+        keys.yume_captions(c2w[:-1], "")

@@ -305,3 +305,91 @@ def test_tiny_dit_cuda_bf16_matches_cpu_and_is_deterministic(image):
     f32 = generate(TinyCausalDiT(CFG).to("cuda"), image, lat, K, pol, seed=5, device="cuda").latents.cpu()
     assert (f32 - cpu).abs().max() < 1e-3
     assert (a - f32).abs().max() < 0.25
+
+
+def _kv(value, frames=1, S=2):
+    return torch.full((1, frames * S, 1, 2), float(value)), torch.full((1, frames * S, 1, 2), -float(value))
+
+
+def test_full_cache_slots_are_frame_indices_and_stats_count_layer_0_only():
+    from harness.context.kv_cache import KVCache
+
+    with pytest.raises(ValueError, match="mode"):
+        KVCache(1, 2, 1, 2, capacity=2, mode="lru")
+    c = KVCache(2, 2, 1, 2, capacity=4)
+    assert c.nbytes() == 2 * 2 * 4 * 2 * 1 * 2 * 4  # layers x (k, v) x slots x S x H x D x float32
+    c.write(0, 1, *_kv(5, frames=2))  # two frames in one call: 1 and 2
+    c.write(1, 1, *_kv(7, frames=2))
+    assert c.slot_of == {1: 1, 2: 2} and c.frames == [1, 2] and c.stats.writes == 2 and c.stats.peak_frames == 2
+    k, v = c.gather(1, [1, 2])
+    assert k[0, :, 0, 0].tolist() == [7.0] * 4 and v[0, :, 0, 0].tolist() == [-7.0] * 4
+    assert c.gather(0, [1, 2])[0][0, :, 0, 0].tolist() == [5.0] * 4 and c.stats.gathers == 1
+    assert c.stats.contiguous_gathers == 1
+    k, _ = c.gather(0, [])
+    assert k.shape == (1, 0, 1, 2) and c.stats.gathers == 2
+    c.write(0, 0, *_kv(1))
+    k, _ = c.gather(0, [2, 0])  # not contiguous: an index_select in the given order
+    assert k[0, :, 0, 0].tolist() == [5.0, 5.0, 1.0, 1.0] and c.stats.contiguous_gathers == 1
+    assert c.token_index([2, 0]).tolist() == [4, 5, 0, 1]
+    with pytest.raises(IndexError, match="capacity"):
+        c.write(0, 4, *_kv(0))
+
+
+def test_bounded_cache_reuses_the_lowest_free_slot_after_eviction():
+    from harness.context.kv_cache import KVCache
+
+    c = KVCache(1, 2, 1, 2, capacity=3, mode="bounded")
+    for f in (10, 11, 12):
+        c.write(0, f, *_kv(f))
+    assert c.evict([11]) == [10, 12] and c.stats.evicted == 2 and c._free == [0, 2]
+    c.write(0, 13, *_kv(13))
+    assert c.slot_of[13] == 0 and c.stats.peak_frames == 3
+    c.write(0, 13, *_kv(14))  # rewriting a held frame keeps its slot
+    assert c.slot_of[13] == 0 and c.gather(0, [13])[0][0, 0, 0, 0].item() == 14.0
+    assert c.evict([11, 13]) == [] and c.stats.evicted == 2
+
+
+def test_rope_positions_per_mode_and_the_attention_timer():
+    from harness.context.kv_cache import AttentionTimer, RopeMode
+
+    ctx = [0, 1, 8, 9, 20, 21]
+    assert RopeMode().positions(ctx, [8, 9], [20, 21]) == {f: f for f in ctx}
+    assert RopeMode("rebase").positions(ctx, [], [20, 21]) == {f: f for f in ctx}
+    assert RopeMode("rebase").positions([0, 1, 8, 9], [9, 8], []) == {0: 0, 1: 1, 8: 8, 9: 9}  # just after the end
+    assert RopeMode("rebase").positions([0, 4, 5], [4, 5], []) == {0: 0, 4: 4, 5: 5}
+    assert RopeMode("rebase").positions([0, 2, 3, 9], [2, 3], [9]) == {0: 0, 2: 7, 3: 8, 9: 9}
+    t = AttentionTimer()
+    t.add(0.5)
+    t.add(0.25)
+    t.next_chunk()
+    t.next_chunk()
+    assert t.per_chunk == [0.75, 0.0] and t.current == 0.0
+
+
+def test_cache_dtype_stats_of_layer_0_with_unequal_layers_and_sorted_free_slots():
+    """Stats count layer 0's calls only: layer 1 here writes and gathers a different number of frames and times
+    than layer 0, so counting any other layer shows. Freed slots are reused lowest first even when they were
+    freed in another order; the buffers take the dtype asked for."""
+    from harness.context.kv_cache import KVCache
+
+    assert KVCache(1, 2, 1, 2, capacity=1, dtype=torch.float64).k[0].dtype == torch.float64
+    fresh = KVCache(1, 2, 1, 2, capacity=1)
+    assert fresh.v[0].dtype == torch.float32 and fresh.stats.peak_frames == 0 and fresh.stats.writes == 0
+    c = KVCache(2, 2, 1, 2, capacity=4)
+    c.write(0, 0, *_kv(1, frames=3))
+    c.write(1, 0, *_kv(2, frames=1))
+    assert c.stats.writes == 3
+    c.gather(0, [0, 1])
+    c.gather(0, [2, 0])
+    c.gather(1, [1, 2])
+    c.gather(1, [0])
+    c.gather(1, [0])
+    assert c.stats.gathers == 2 and c.stats.contiguous_gathers == 1
+    b = KVCache(1, 2, 1, 2, capacity=3, mode="bounded")
+    for f in (10, 11, 12):
+        b.write(0, f, *_kv(f))
+    b.evict([10, 11])  # frees slot 2
+    b.evict([11])  # then slot 0
+    assert b._free == [0, 2]
+    b.write(0, 20, *_kv(20))
+    assert b.slot_of[20] == 0

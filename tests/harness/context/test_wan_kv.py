@@ -177,3 +177,110 @@ def test_context_benchmark_runs_on_the_wan_path(capsys):
     out = capsys.readouterr().out
     assert "min / median over repeats" in out
     assert out.count("of bound; per-chunk slope") == 2  # sliding and fov verdicts
+
+
+# -- edges the mutation run found unpinned --------------------------------------------------------------------------
+
+def test_rollout_defaults_timer_capacity_and_the_clean_first_latent():
+    """No capture by default; a timer passed in is the one filled (small per-chunk durations, not clock
+    readings); a bounded policy's cache holds sink + recent + chunk frames only; the conditioning latent is
+    denoised at t = 0 in every step; frame 0 of the output is the conditioning latent."""
+    from harness.context.kv_cache import AttentionTimer
+
+    lat, K, first, text = _setup(33)
+    wan = WanKV(tiny_wan(), LATENT_HW)
+    sliding = ContextPolicy(name="sliding", sink=1, recent=2)
+    timer = AttentionTimer()
+    ro = wan_generate(wan, first, lat, K, (H, W), sliding, seed=1, text=text, timer=timer)
+    assert ro.steps == [] and len(timer.per_chunk) == len(ro.trace) == 3
+    assert ro.attention_per_chunk is timer.per_chunk and all(0 < s < 60 for s in timer.per_chunk)
+    per_frame = 2 * 2 * wan.S * 2 * 12 * 4  # layers x (k, v) x tokens x heads x head_dim x float32
+    assert ro.cache_bytes == (1 + 2 + 4) * per_frame  # capacity sink + recent + chunk, not all 9 latents
+    cap = wan_generate(wan, first, lat, K, (H, W), sliding, seed=1, text=text, capture=True)
+    assert [float(s["t"][0]) for s in cap.steps if s["chunk"] == 0] == [0.0, 0.0]
+    assert torch.equal(cap.latents[0, :, 0], first)
+
+
+def test_euler_steps_follow_the_schedule_of_any_length():
+    """x_{i+1} = x_i + (t_{i+1} - t_i) v_i with t after the last step 0: three steps (1.0, 0.6, 0.3), where the
+    next time is not the previous one."""
+    lat, K, first, text = _setup(21)
+    wan = WanKV(tiny_wan(), LATENT_HW)
+    steps = (1.0, 0.6, 0.3)
+    ro = wan_generate(wan, first, lat, K, (H, W), POLICIES["fullkv"], seed=2, text=text, steps=steps, capture=True)
+    for chunk in range(len(ro.trace)):
+        log = [s for s in ro.steps if s["chunk"] == chunk]
+        assert [round(float(s["t"][-1]), 6) for s in log] == list(steps)
+        for i in range(len(steps) - 1):
+            want = log[i]["x"] + (steps[i + 1] - steps[i]) * log[i]["v"]
+            assert torch.allclose(log[i + 1]["x"][:, :, 1:], want[:, :, 1:], atol=1e-6)
+
+
+def test_forward_chunk_writes_only_when_asked_and_rebases_by_the_position_difference():
+    """The default pass attends without storing; ``context_positions`` moves each cached key by its position
+    minus its frame (a key at frame 1 shown at position 5 is rotated by +4, as if computed at 5)."""
+    from harness.context.wan_kv import shift_temporal
+
+    m = tiny_wan(layers=1)
+    wan = WanKV(m, LATENT_HW)
+    cache = KVCache(1, wan.S, 2, 12, capacity=8)
+    x, text = torch.randn(1, 4, 2, *LATENT_HW), torch.randn(1, 5, 16)
+    t = torch.zeros(2)
+    wan.forward_chunk(x, t, text, [0, 1], cache, [])
+    assert cache.frames == []
+    wan.forward_chunk(x, t, text, [0, 1], cache, [], True)
+    assert cache.frames == [0, 1]
+    seen = []
+    orig = shift_temporal
+
+    def spy(k, shifts, rope, S):
+        seen.append(list(shifts))
+        return orig(k, shifts, rope, S)
+
+    import harness.context.wan_kv as wk
+
+    wk.shift_temporal, prev = spy, wk.shift_temporal
+    try:
+        wan.forward_chunk(x[:, :, :1], t[:1], text, [6], cache, [0, 1], context_positions={0: 0, 1: 5})
+    finally:
+        wk.shift_temporal = prev
+    assert seen == [[0, 4]]
+
+
+def test_temporal_shift_on_a_wider_rope():
+    """Head size 24 (8 temporal channels, 4 pairs): the shift still equals computing the keys at the new
+    positions, which holds only if exactly one angle per pair is taken from the tables."""
+    from harness.context.wan_kv import _rotate_pairs, shift_temporal
+
+    m = tiny_wan(heads=1, head_dim=24)
+    assert m.rope.t_dim == 8
+    k = torch.randn(1, 2 * 6, 1, 24)
+    cos, sin = rope_at(m.rope, [10, 11], 2, 3)
+    moved = shift_temporal(_rotate_pairs(k, cos[..., 0::2], sin[..., 0::2]), [-3, 2], m.rope, 6)
+    cos2, sin2 = rope_at(m.rope, [7, 13], 2, 3)
+    assert torch.allclose(moved, _rotate_pairs(k, cos2[..., 0::2], sin2[..., 0::2]), atol=1e-5)
+
+
+def test_tiny_wan_dtype_and_chunk_noise_of_large_seeds():
+    """tiny_wan casts to the dtype asked for; chunk noise folds seed * 1_000_003 + chunk into [0, 2^63 - 1), so a
+    seed beyond 2^63 still gives the documented stream."""
+    from harness.context.wan_kv import chunk_noise
+
+    assert next(tiny_wan(layers=1, dtype=torch.float64).parameters()).dtype == torch.float64
+    seed = 2**62 + 12345
+    want = torch.randn(5, generator=torch.Generator().manual_seed((seed * 1_000_003 + 3) % (2**63 - 1)))
+    assert torch.equal(chunk_noise(seed, 3, (5,)), want)
+    assert not torch.equal(chunk_noise(seed, 4, (5,)), want)
+
+
+def test_the_stock_processor_check_reports_the_largest_difference(monkeypatch):
+    """The check returns the max |stock - ours|: one output element off by 0.5 reads 0.5."""
+    orig = WanKV.forward_masked
+
+    def off(self, x, t, text, mask):
+        out = orig(self, x, t, text, mask).clone()
+        out.view(-1)[7] += 0.5
+        return out
+
+    monkeypatch.setattr(WanKV, "forward_masked", off)
+    assert abs(check_matches_stock_processor(tiny_wan(layers=1), LATENT_HW) - 0.5) < 1e-4

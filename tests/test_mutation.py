@@ -1,0 +1,200 @@
+"""The mutation-testing tool (tests/mutation): its operators, stable ids, the code swap that runs a mutant without
+rewriting files, the per-mutant test selection, the configuration, and (slow) one small run end to end."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.mutation import mutants as mt
+from tests.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_targets, score
+from tests.support import ROOT
+
+SOURCE = textwrap.dedent('''
+    """Module docstring: never mutated."""
+    import os
+
+    LIMIT = 3
+
+
+    def f(a, b=2):
+        """Docstring."""
+        if a < LIMIT and b:
+            return a + b * 2
+        if os.sep:
+            print(f"{a} is big")
+        x = [a, b][0]
+        assert a, "message"
+        log.info("never")
+        cleanup(a)
+        return max(a, -b) if a & b else x
+
+
+    class C:
+        def m(self, x: int = 0) -> int:
+            raise ValueError(f"bad {x}")
+
+
+    def g():
+        def inner(y):
+            return y - 1
+        return inner
+''')
+
+
+def _ids():
+    return {m.id: m for m in mt.generate("demo.py", SOURCE)}
+
+
+def test_every_operator_and_nothing_in_strings_raises_asserts_or_logging():
+    ids = _ids()
+    expected = [
+        "f: a < LIMIT -> a <= LIMIT",                        # compare
+        "f: a < LIMIT and b -> a < LIMIT or b",              # bool
+        "f: a < LIMIT and b -> b",                           # bool: an operand dropped
+        "f: a + b * 2 -> a - b * 2",                         # arith
+        "f: b * 2 -> b / 2",
+        "f: b * 2 -> b * 3",                                 # number
+        "f: os.sep -> not os.sep",                           # negate
+        "f: [a, b][0] -> [a, b][-1]",                        # index
+        "f: cleanup(a) -> pass",                             # statement
+        "f: max(a, -b) -> min(a, -b)",                       # call
+        "f: -b -> b",                                        # sign
+        "f: a & b -> a | b", "f: a & b -> a", "f: a & b -> b",  # mask
+        "<module>: LIMIT = 3 -> LIMIT = 4",
+        "f: 2 -> 3",                                         # a default argument
+        "C.m: 0 -> 1",
+        "g.inner: y - 1 -> y + 1",
+    ]
+    missing = [e for e in expected if e not in ids]
+    assert not missing, (missing, sorted(ids))
+    text = " ".join(ids)
+    assert "message" not in text and "never" not in text and "is big" not in text and "bad" not in text
+    assert "int" not in text  # annotations are not edited
+    assert ids["f: a < LIMIT -> a <= LIMIT"].function == ("f",)
+    assert ids["C.m: 0 -> 1"].function == ("C", "m") and ids["g.inner: y - 1 -> y + 1"].function == ("g",)
+    assert ids["<module>: LIMIT = 3 -> LIMIT = 4"].function is None
+
+
+def test_ids_do_not_depend_on_line_numbers_and_repeats_are_numbered():
+    shifted = mt.generate("demo.py", "\n\n# a comment\n\n" + SOURCE.replace('"""Module docstring: never mutated."""', ""))
+    assert {m.id for m in shifted} == set(_ids())
+    rep = mt.generate("r.py", "def h(x):\n    return x + 1 + (x + 1)\n")
+    assert [m.id for m in rep if m.operator == "arith"][:3] == ["h: x + 1 + (x + 1) -> x + 1 - (x + 1)",
+                                                                 "h: x + 1 -> x - 1", "h: x + 1 -> x - 1 #2"]
+
+
+def test_a_mutant_is_the_edited_module_and_compiles():
+    m = _ids()["f: a < LIMIT -> a <= LIMIT"]
+    tree = m.module_ast(ast.parse(SOURCE))
+    assert "if a <= LIMIT and b:" in ast.unparse(tree) and "if a < LIMIT and b:" in SOURCE
+    for mutant in mt.generate("demo.py", SOURCE):
+        mt.mutated_code(mutant, SOURCE, "demo.py")  # every mutant compiles
+
+
+def test_the_code_swap_changes_the_function_everywhere_it_is_referenced(tmp_path, monkeypatch):
+    """The real module keeps its objects; the function holding the edit, and every closure a factory made from it
+    before the swap, runs the mutated code."""
+    from tests.mutation.runner import swap_in
+
+    src = textwrap.dedent('''
+        def add(a, b=1):
+            return a + b
+
+
+        def make(k):
+            def scaled(x):
+                return x * k
+            return scaled
+
+
+        TWICE = make(2)
+    ''')
+    (tmp_path / "mutdemo_swap.py").write_text(src)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("mutdemo_swap")
+    from mutdemo_swap import add  # a reference taken before the swap
+
+    ms = {m.id: m for m in mt.generate("mutdemo_swap.py", src)}
+    swap_in(ms["add: a + b -> a - b"], src, tmp_path)
+    assert add(5) == 4 and mod.add(5, 2) == 3
+    swap_in(ms["add: 1 -> 2"], src, tmp_path)
+    assert add(5) == 7  # the default argument too
+    swap_in(ms["make.scaled: x * k -> x / k"], src, tmp_path)
+    assert mod.TWICE(8) == 4.0  # made at import, before the swap
+    with pytest.raises(LookupError):
+        swap_in(ms["<module>: make(2) -> make(3)"], src, tmp_path)  # module level: the import hook's job
+    sys.modules.pop("mutdemo_swap", None)
+
+
+def test_covering_tests_selects_by_line_and_falls_back_to_everything():
+    data = {"lines": {"<import>": {"m.py": [1, 2]}, "t.py::a": {"m.py": [5, 6]}, "t.py::b": {"m.py": [6, 9]}},
+            "setup": {"u.py::c": {"m.py": [12]}},
+            "durations": {"t.py::a": 1.0, "t.py::b": 1.0, "u.py::c": 1.0, "u.py::d": 1.0}}
+    assert covering_tests(data, "m.py", 6, 6) == {"t.py::a", "t.py::b"}
+    assert covering_tests(data, "m.py", 9, 10) == {"t.py::b"}
+    assert covering_tests(data, "m.py", 12, 12) == {"u.py::c", "u.py::d"}  # a fixture's line: its whole file
+    assert covering_tests(data, "m.py", 2, 3) is None  # runs at import: every test
+    assert covering_tests(data, "m.py", 30, 30) is None  # nothing recorded: every test
+    assert score([{"status": s} for s in ("killed", "timeout", "survived", "equivalent")])[3] == pytest.approx(200 / 3)
+
+
+def test_the_targets_cover_the_modules_the_score_is_promised_for_and_name_existing_tests():
+    targets = load_targets()
+    mods = {t["module"] for t in targets}
+    for f in ("evaluate/camera.py", "evaluate/memory.py", "evaluate/aggregate.py", "evaluate/dynamic.py",
+              "evaluate/protocol.py", "evaluate/judge/parse.py", "evaluate/judge/prompt.py", "harness/locks.py",
+              "harness/io.py", "harness/fingerprint.py", "trajectories/builders.py", "trajectories/conventions.py",
+              "harness/context/fov.py", "harness/context/policies.py", "adapters/controls/keys.py"):
+        assert f in mods, f
+    assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "evaluate" / "families").glob("*.py")} <= mods
+    for t in targets:
+        assert (ROOT / t["module"]).is_file()
+        for test in t["tests"]:
+            assert (ROOT / test).is_file(), test
+
+
+def test_every_known_equivalent_has_a_reason_and_still_exists():
+    eq = load_equivalents()
+    for file, entries in eq.items():
+        ids = {m.id for m in mt.generate(file, (ROOT / file).read_text())}
+        stale = [k for k in entries if k not in ids]
+        assert not stale, f"{EQUIVALENT.name}: {file}: no such mutant any more: {stale}"
+        assert all(isinstance(v, str) and len(v.strip()) > 10 for v in entries.values())
+
+
+def test_the_tool_kills_a_tested_mutant_and_reports_an_untested_one(tmp_path):
+    """The smoke run CI can afford (fast tier): the demo module of tests/mutation/demo, whose ``clamp`` is tested and
+    whose ``shift`` deliberately is not. ``min -> max`` in ``clamp`` is killed, both mutants of ``shift`` survive
+    and are printed with file and line, the listed equivalent is not run, and the score (1 of 3) is below the
+    default --fail-under, so the exit status is 1."""
+    out = tmp_path / "report.json"
+    demo = "tests/mutation/demo"
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "--targets", f"{demo}/targets.toml",
+                        "--equivalents", f"{demo}/equivalent.yaml", "--no-preload", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    status = {m["id"]: m["status"] for m in json.loads(out.read_text())["mutants"]}
+    assert status == {"clamp: min(x, hi) -> max(x, hi)": "killed", "clamp: x < lo -> x <= lo": "equivalent",
+                      "shift: x + 1 -> x - 1": "survived", "shift: x + 1 -> x + 2": "survived"}
+    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1" in r.stdout
+    assert "group demo" in r.stdout and "score 33.3% (below --fail-under 90% per group)" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_small_mutation_run_reports_its_score_and_survivors(tmp_path):
+    out = tmp_path / "report.json"
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "-m", "trajectories/phases.py", "--sample", "6",
+                        "--jobs", "2", "--json", str(out), "--fail-under", "0"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=900, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads(out.read_text())["mutants"]
+    assert len(rows) == 6 and {x["status"] for x in rows} <= {"killed", "timeout", "survived", "equivalent"}
+    assert sum(x["status"] in ("killed", "timeout") for x in rows) >= 3
+    assert "trajectories/phases.py" in r.stdout and "score " in r.stdout and "group trajectories" in r.stdout
