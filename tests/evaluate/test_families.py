@@ -327,29 +327,30 @@ def test_identity_ignores_reference_frames_without_a_valid_face():
     assert e.value == pytest.approx(0.5)
 
 
-def test_identity_scores_zero_for_a_revisit_without_a_valid_face_and_keeps_it_in_k():
-    ctx = _entity_item()
+def _identity_of_a_tracked_target(ctx, face_valid):
+    """Human Identity of one target tracked on every frame, whose face embedding is the same unit vector on every
+    frame and valid where ``face_valid(frame)``."""
     frames = entity._track_frames(ctx, ECFG)
-    mask = _box(5, 15, 10, 20)
-    tracks = {"t": {f: (mask, True) for f in frames}}
-    faces = {f: (np.array([1.0, 0.0]), True) for f in frames}
-    for f in ctx.rev_idx_arrived[1]:
-        faces[f] = (np.array([1.0, 0.0]), False)  # no face found in the second revisit
+    tracks = {"t": {f: (_box(5, 15, 10, 20), True) for f in frames}}
+    faces = {f: (np.array([1.0, 0.0]), face_valid(f)) for f in frames}
     perc = FakePerception(ctx, tracks=tracks, faces=faces)
     (e,) = entity.identity(ctx, perc, ECFG, {"face": "face", "tracker": "trk"}).values()
+    return e
+
+
+def test_identity_scores_zero_for_a_revisit_without_a_valid_face_and_keeps_it_in_k():
+    ctx = _entity_item()
+    e = _identity_of_a_tracked_target(ctx, lambda f: f not in ctx.rev_idx_arrived[1])  # no face in the 2nd revisit
     assert e.details["per_target"]["t"] == pytest.approx([1.0, 0.0])
     assert e.value == pytest.approx(0.5)
 
 
 def test_identity_without_any_valid_reference_face_scores_zero_and_a_partial_revisit_uses_its_valid_faces():
     ctx = _entity_item()
-    frames = entity._track_frames(ctx, ECFG)
-    mask = _box(5, 15, 10, 20)
-    tracks = {"t": {f: (mask, True) for f in frames}}
-    faces = {f: (np.array([1.0, 0.0]), f not in ctx.ref_idx) for f in frames}  # no face in V
-    perc = FakePerception(ctx, tracks=tracks, faces=faces)
-    (e,) = entity.identity(ctx, perc, ECFG, {"face": "face", "tracker": "trk"}).values()
+    e = _identity_of_a_tracked_target(ctx, lambda f: f not in ctx.ref_idx)  # no face in V
     assert e.details["per_target"]["t"] == [0.0, 0.0] and e.value == 0.0
+    frames = entity._track_frames(ctx, ECFG)
+    tracks = {"t": {f: (_box(5, 15, 10, 20), True) for f in frames}}
     faces = {f: (np.array([1.0, 0.0]), True) for f in frames}
     w = ctx.rev_idx_arrived[0]
     faces[w[0]] = (np.array([0.0, 1.0]), False)  # one revisit frame without a face: left out, not scored 0
