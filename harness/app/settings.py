@@ -29,13 +29,19 @@ STAGES = ("generate", "evaluate", "all")
 
 @functools.lru_cache(maxsize=1)
 def top_level_keys() -> list[str]:
-    """The keys of ``conf/config.yaml`` (without ``defaults`` and ``hydra``), the group sections and report keys."""
+    """The keys of ``conf/config.yaml`` (without ``defaults`` and ``hydra``), the group sections, the report keys,
+    and the top-level keys that group files in the global package add (``launcher=slurm`` adds ``slurm``)."""
     import yaml
 
     import conf
 
-    data = yaml.safe_load((Path(conf.__file__).parent / "config.yaml").read_text())
-    return sorted({k for k in data if k not in ("defaults", "hydra")} | set(SECTIONS) | set(REPORT_KEYS))
+    root = Path(conf.__file__).parent
+    keys = set(yaml.safe_load((root / "config.yaml").read_text()))
+    for group_file in root.glob("*/*.yaml"):
+        text = group_file.read_text()
+        if "@package _global_" in text:
+            keys |= set(yaml.safe_load(text) or {})
+    return sorted((keys - {"defaults", "hydra"}) | set(SECTIONS) | set(REPORT_KEYS))
 
 
 def _unknown(where: str, key: str, allowed: list[str]) -> ConfigError:

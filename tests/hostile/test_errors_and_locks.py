@@ -24,10 +24,16 @@ FAST_EVAL = ["evaluate.encoders=[pixel]", "evaluate.trackers=[template]", "evalu
              "evaluate.rpe_rot_estimator=classical", "evaluate.validity=false", "evaluate.bootstrap.n=20"]
 
 
+def _default_sigint() -> None:
+    # a shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT: give the child the
+    # terminal's default, as a user pressing Ctrl-C has it, however the tests were launched
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(args, cwd):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
 @pytest.mark.slow
@@ -40,6 +46,7 @@ def test_sigint_ends_with_one_line_that_says_how_to_resume(tmp_path):
     while time.time() < deadline and not list((tmp_path / "outputs" / "k").glob("*/*/seed-*/*/*/meta.json")):
         time.sleep(0.2)
     time.sleep(0.5)
+    assert p.poll() is None, "the run ended before it could be interrupted"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err

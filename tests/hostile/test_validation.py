@@ -222,3 +222,16 @@ def test_a_valid_manifest_plans_one_item_per_entry(tmp_path, videos):
     assert [p.item.key for p in planned] == ["external/native/seed-0/lrlr/environment_rocket",
                                              "external/fullkv/seed-0/lrlr/environment_rocket"]
     assert not (tmp_path / "outputs").exists()
+
+
+def test_keys_a_launcher_adds_are_known_and_a_typo_of_them_is_not():
+    """``launcher=slurm`` adds a top-level ``slurm`` section (its file is in the global package): the settings check
+    must know it, or every Slurm sweep is refused before job 0."""
+    from harness.app.settings import check_settings
+    from harness.errors import ConfigError
+    from tests.support import compose
+
+    cfg = compose(["launcher=slurm", "slurm.cpus_per_task=1"])
+    check_settings(cfg)
+    with pytest.raises(ConfigError, match="slurmm: unknown setting.*Did you mean 'slurm'"):
+        check_settings({**cfg, "slurmm": {}})
