@@ -185,7 +185,7 @@ def test_json_text_keeps_the_order_of_the_keys():
 def test_append_text_makes_the_folder_appends_and_scrubs(tmp_path):
     from harness import secrets
 
-    log = tmp_path / "new" / "log.jsonl"
+    log = tmp_path / "new" / "deeper" / "log.jsonl"
     hio.append_text(log, '{"a": 1}\n')
     hio.append_text(log, '{"url": "https://me:hunter2@example.org"}\n')
     text = log.read_text()

@@ -110,17 +110,19 @@ def test_squeue_answers_are_cached_for_ten_seconds_per_job(squeue, monkeypatch):
     squeue("echo RUNNING")
     assert locks.slurm_job_alive("9") is True
     squeue("echo COMPLETED")  # the job ends
-    clock[0] += 9.9
+    clock[0] = 1009.5
     assert locks.slurm_job_alive("9") is True  # cached: the job's new state is not asked yet
-    assert locks.slurm_job_alive("10") is False  # another job is asked
-    clock[0] += 0.2  # 10.1 s after the first answer
+    assert locks.slurm_job_alive("10") is False  # another job is asked (at 1009.5)
+    clock[0] = 1010.0  # exactly 10 s after the first answer: too old
     assert locks.slurm_job_alive("9") is False
     assert squeue.seen() == ["-h -j 9 -o %T", "-h -j 10 -o %T", "-h -j 9 -o %T"]
-    clock[0] += 5.0
+    clock[0] = 1015.0
     assert locks.slurm_job_alive("9", max_age_s=1.0) is False and len(squeue.seen()) == 4
-    clock[0] += 0.5
-    assert locks.slurm_job_alive("9", max_age_s=10.0) is False and len(squeue.seen()) == 4  # the default age is 10 s
-    clock[0] += 10.5
+    clock[0] = 1015.5
+    assert locks.slurm_job_alive("9", max_age_s=10.0) is False and len(squeue.seen()) == 4
+    clock[0] = 1024.5  # 9.5 s after the last answer: the default age (10 s) still serves it
+    assert locks.slurm_job_alive("9") is False and len(squeue.seen()) == 4
+    clock[0] = 1025.5
     assert locks.slurm_job_alive("9") is False and len(squeue.seen()) == 5
 
 
