@@ -43,10 +43,8 @@ def hy_action_label(T_rel: np.ndarray, trans_threshold: float = 1e-4, rot_thresh
     x, y, _ = Rotation.from_matrix(T_rel[:3, :3]).as_euler("xyz", degrees=True)
     rb = [int(y > rot_threshold_deg), int(y < -rot_threshold_deg), int(x > rot_threshold_deg),
           int(x < -rot_threshold_deg)]
-    tk, rk = "".join(map(str, tb)), "".join(map(str, rb))
-    if tk not in _HY_INDEX or rk not in _HY_INDEX:
-        raise ValueError(f"HY-WorldPlay has no label for translation {tk} / rotation {rk}")
-    return _HY_INDEX[tk] * 9 + _HY_INDEX[rk]
+    # fwd/back and right/left (up/down) exclude each other, so every one-hot pair is in upstream's table
+    return _HY_INDEX["".join(map(str, tb))] * 9 + _HY_INDEX["".join(map(str, rb))]
 
 
 @memo
@@ -127,7 +125,8 @@ def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
     else nothing (upstream drops a sub-threshold value for good, nothing accumulates). At the end of every move (a
     run of frames whose target changes) the lag left over, under 0.3 deg, is folded into the move's last emitted
     value of the same sign, which stays above the dead zone, so the state lands on the target when the move ends:
-    returns come back to the start orientation exactly, not 0.3 deg short.
+    returns come back to the start orientation exactly, not 0.3 deg short. (A move that emitted nothing of the
+    remainder's sign keeps it: under the dead zone, it cannot be sent.)
     """
     T = len(target)
     m = np.zeros(T)
@@ -142,17 +141,14 @@ def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
         if abs(v) >= dz:
             m[t - 1] = v
             state += p.deg_per_unit * v
-        end_of_move = moving[t] and (t == T - 1 or not moving[t + 1])
-        if end_of_move and run_start is not None:
+        if moving[t] and (t == T - 1 or not moving[t + 1]):  # the end of a move (run_start was set at its start)
             r = (target[t] - state) / p.deg_per_unit
             if abs(r) > 1e-12:
                 run = np.arange(run_start, t)
+                # |r| < dz here (a lag that clears the dead zone was emitted above), so it only ever joins a value
                 same = [j for j in run[::-1] if m[j] != 0 and np.sign(m[j]) == np.sign(r)]
-                j = same[0] if same else None
-                if j is None and abs(r) >= dz:
-                    j = t - 1
-                if j is not None:  # never below the dead zone: the remainder has the value's sign
-                    m[j] += r
+                if same:  # never below the dead zone: the remainder has the value's sign
+                    m[same[0]] += r
                     state += p.deg_per_unit * r
             run_start = None
     return m

@@ -100,10 +100,21 @@ def test_mg3_the_remainder_goes_to_the_last_value_of_its_sign():
     assert mb[1] == pytest.approx(0.4) and not mb[2:].any() and _integrate(mb)[3] == pytest.approx(6.0)
 
 
-def test_mg3_a_remainder_with_no_value_of_its_sign_is_emitted_on_the_last_step_when_it_clears_the_dead_zone():
-    target = np.array([0.0, 0.0, 0.25, 0.5, 0.5])  # 0.25 deg steps: the first is dropped, the second folds in
+def test_mg3_a_remainder_goes_to_the_latest_value_of_its_sign_even_a_whole_unit():
+    target = np.array([0.0, 0.0, 6.0, 12.0, 12.1, 12.1])  # two emitted values of the sign, then 0.1 deg left
     m = keys._mg3_axis(target, P)
-    assert m[0] == 0 and m[1] == 0 and m[2] == pytest.approx(0.5 / 15) and _integrate(m)[3] == pytest.approx(0.5)
+    assert m[1] == pytest.approx(0.4) and m[2] == pytest.approx(6.1 / 15) and m[3] == 0.0  # the latest one
+    unit = keys._mg3_axis(np.array([0.0, 0.0, 15.0, 15.1, 15.1]), P)  # a value of exactly 1.0 takes it too
+    assert unit[1] == pytest.approx(15.1 / 15) and _integrate(unit)[3] == pytest.approx(15.1)
+
+
+def test_mg3_a_lag_just_under_the_margin_is_not_emitted():
+    """Emitted values clear the dead zone with a margin (0.02 x 1.0005): a lag of 0.02 units exactly is kept back
+    (float32 rounding could put it under upstream's 0.02), one over the margin is sent."""
+    under = keys._mg3_axis(np.array([0.0, 0.02 * 15, 0.02 * 15]), P)
+    assert not under.any()
+    over = keys._mg3_axis(np.array([0.0, 0.02 * 1.001 * 15, 0.02 * 1.001 * 15]), P)
+    assert over[0] == pytest.approx(0.02 * 1.001)
 
 
 def test_mg3_states_wrap_the_yaw_at_180_and_move_along_the_average_yaw():
@@ -299,3 +310,192 @@ def test_od_rays_go_through_pixel_centres_and_fold_refuses_a_ragged_map():
     with pytest.raises(ValueError, match="not divisible by the fold block 8"):
         rays.fold(np.zeros((1, 12, 16, 6)), 8)
     assert rays.fold(np.zeros((1, 16, 24, 6)), 8).shape == (1, 384, 2, 3)
+
+
+@pytest.mark.parametrize("t, trans_index", [([0, 0, 1], 1), ([0, 0, -1], 2), ([1, 0, 0], 3), ([-1, 0, 0], 4),
+                                            ([1, 0, 1], 5), ([-1, 0, 1], 6), ([1, 0, -1], 7), ([-1, 0, -1], 8)])
+def test_hy_translation_combinations_use_upstreams_index(t, trans_index):
+    """Upstream's one-hot -> index table (generate.py): fwd 1, back 2, right 3, left 4, fwd+right 5, fwd+left 6,
+    back+right 7, back+left 8; the label is 9 * translation index + rotation index."""
+    step = 0.01 * np.array(t, float) / np.linalg.norm(t)
+    assert keys.hy_action_label(se3(np.eye(3), step)) == 9 * trans_index
+
+
+@pytest.mark.parametrize("yaw, pitch, rot_index", [(1, 0, 1), (-1, 0, 2), (0, 1, 3), (0, -1, 4), (1, 1, 5),
+                                                   (1, -1, 6), (-1, 1, 7), (-1, -1, 8)])
+def test_hy_rotation_combinations_use_upstreams_index(yaw, pitch, rot_index):
+    """Rotation one-hot [right, left, up, down] -> right 1, left 2, up 3, down 4, right+up 5, right+down 6,
+    left+up 7, left+down 8 (SciPy 'xyz' Euler angles: y is the pan, x the tilt)."""
+    R = rot_y(np.radians(yaw)) @ rot_x(np.radians(pitch))
+    assert keys.hy_action_label(se3(R)) == rot_index
+
+
+# -- boundaries and the cases the tests above leave out -----------------------------------------------------------
+
+
+def test_hy_thresholds_are_strict_where_a_float_can_sit_on_them():
+    assert keys.hy_action_label(se3(np.eye(3), [0, 0, 1e-4])) == 0  # exactly 1e-4: not a move (> 1e-4)
+    x005 = 0.0008726646259971647  # rot_x of this angle reads exactly 0.05 deg in SciPy's 'xyz' angles
+    assert keys.hy_action_label(se3(rot_x(x005))) == 0 and keys.hy_action_label(se3(rot_x(-x005))) == 0
+    assert keys.hy_action_label(se3(rot_x(np.nextafter(x005, 1)))) == 3  # up, one ulp above
+
+
+@pytest.mark.parametrize("deg, fwd", [(60.5, False), (59.5, True), (120.5, True), (119.5, False)])
+def test_hy_cones_end_at_60_and_120_degrees(deg, fwd):
+    """Forward within 60 deg of +z, back beyond 120; right / left likewise about +x (a step in the x-z plane)."""
+    a = np.radians(deg)
+    label = keys.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.sin(a), 0, np.cos(a)])))
+    trans = label // 9
+    assert (trans in (1, 5, 6)) is (fwd and deg < 90)
+    assert (trans in (2, 7, 8)) is (fwd and deg > 90)
+    side = keys.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.cos(a), 0, np.sin(a)]))) // 9
+    assert (side in (3, 5, 7)) is (fwd and deg < 90) and (side in (4, 6, 8)) is (fwd and deg > 90)
+
+
+def test_mg3_states_wrap_just_past_180_either_way():
+    kb, ms = np.zeros((3, 6), np.float32), np.zeros((3, 2), np.float32)
+    ms[0, 1], ms[1, 1] = 12.0, 0.0334  # 180 deg, then half a degree more
+    st = keys.mg3_states(kb, ms, P)
+    assert st[1, 4] == 180.0 and st[2, 4] == pytest.approx(-179.499, abs=1e-3)
+    ms[0, 1], ms[1, 1] = -12.0, -0.0334
+    assert keys.mg3_states(kb, ms, P)[2, 4] == pytest.approx(179.499, abs=1e-3)
+
+
+def test_mg3_states_strafe_along_the_average_yaw():
+    """At yaw psi upstream's forward is (cos psi, sin psi) and its right (-sin psi, cos psi) in world X-Y."""
+    kb, ms = np.zeros((3, 6), np.float32), np.zeros((3, 2), np.float32)
+    ms[0, 1] = 2.0  # turn 30 deg first
+    kb[1, 3] = 1  # then D
+    x, y = keys.mg3_states(kb, ms, P)[2, :2]
+    psi = np.radians(30)
+    assert (x, y) == pytest.approx((-12.35 * np.sin(psi), 12.35 * np.cos(psi)))
+    kb[1] = [0, 0, 1, 0, 0, 0]  # A
+    x, y = keys.mg3_states(kb, ms, P)[2, :2]
+    assert (x, y) == pytest.approx((12.35 * np.sin(psi), -12.35 * np.cos(psi)))
+
+
+def test_mg3_a_key_at_exactly_half_is_not_pressed():
+    kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
+    kb[0, 0] = 0.5
+    assert keys.mg3_states(kb, ms, P)[1, 0] == 0.0
+
+
+def test_mg3_decode_keeps_the_homogeneous_row():
+    kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
+    kb[0, 0] = 1
+    rel = keys.mg3_decode(kb, ms, keys.MG3Params(metres_per_unit=2.0))
+    assert np.array_equal(rel[:, 3], np.tile([0.0, 0, 0, 1], (2, 1)))
+
+
+def _greedy_ok(c2w: np.ndarray, p: keys.MG3Params) -> None:
+    """Each keyboard row is the combination that brings the integrated position (mg3_states, upstream's integrator)
+    closest to the requested one, given the rows before it (an independent check of the encoder's greedy rule)."""
+    kb, ms = keys.mg3_encode(c2w, p)
+    R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    want = (c2w[:, :3, 3] * p.metres_per_unit) @ R_init.T * 100  # OpenCV (right, down, fwd) -> MG world cm
+    combos, _ = keys._key_moves(p)
+    for t in range(1, len(c2w)):
+        errs = []
+        for k in combos:
+            trial = kb.copy()
+            trial[t - 1, :4] = k
+            trial[t:] = 0
+            errs.append(np.linalg.norm(keys.mg3_states(trial, ms, p)[t, :2] - want[t, :2]))
+        assert errs[[tuple(k) for k in combos.tolist()].index(tuple(kb[t - 1, :4].tolist()))] <= min(errs) + 1e-9, t
+
+
+def test_mg3_encode_is_greedy_against_upstreams_integrator_while_turning():
+    T = 16
+    yaw = np.radians(np.r_[0.0, np.cumsum(np.full(T - 1, 9.0))])  # 9 deg per frame to the right
+    pos = np.zeros((T, 3))
+    for t in range(1, T):  # forward, then along the camera's right, at about one key step per frame
+        d = np.array([np.sin(yaw[t]), 0, np.cos(yaw[t])]) if t < 8 else np.array([np.cos(yaw[t]), 0, -np.sin(yaw[t])])
+        pos[t] = pos[t - 1] + 0.12 * d
+    c2w = se3(np.stack([rot_y(a) for a in yaw]), pos)
+    _greedy_ok(c2w, P)
+    kb, _ = keys.mg3_encode(c2w, P)
+    assert kb[0, 0] == 1  # the first action already moves (row 0 carries frame 0 -> 1)
+    assert (kb[8:T - 1, 3] == 1).all()  # D while moving along the camera's right
+
+
+def test_yume_keys_are_strict_at_their_snaps():
+    th = keys.YumeParams().translation_snap
+    for t in ([0, 0, th], [0, 0, -th], [th, 0, 0], [-th, 0, 0]):
+        assert keys.yume_keys(se3(np.eye(3), t)) == ("None", "·")
+    tilt = 0.008726646259971648  # rot_x of this angle reads exactly 0.5 deg (in radians) in SciPy's 'xyz' angles
+    assert keys.yume_keys(se3(rot_x(tilt))) == ("None", "·") and keys.yume_keys(se3(rot_x(-tilt))) == ("None", "·")
+    assert keys.yume_keys(se3(rot_x(np.nextafter(tilt, 1))))[1] == "↑"
+
+
+def test_yume_rotation_speed_of_two_poses_and_of_an_uneven_stage():
+    c2w = se3(np.stack([rot_y(np.radians(a)) for a in (0.0, 2.0)]))
+    assert keys.yume_rotation_speed(c2w) == pytest.approx(2.0)
+    p = keys.YumeParams()
+    n = p.frames_per_stage
+    angles = np.r_[np.zeros(1), np.cumsum(np.r_[np.full(n - 2, 1.0), [4.0, 4.0]])]  # faster over the last two steps
+    line = keys.yume_captions(se3(np.stack([rot_y(np.radians(a)) for a in angles])), "")[0]
+    want = round((n - 2 + 8.0) / n, 1)  # the mean over all 29 steps of the stage, its last two included
+    assert keys.yume_parse_speeds(line)[1] == pytest.approx(want) and want != round(1.0, 1)
+
+
+def test_yume_speeds_print_whole_numbers_without_a_decimal():
+    p = keys.YumeParams()
+    T = p.frames_per_stage + 1
+    c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), 2.96 * p.units_per_speed_unit *
+                                                         np.arange(T)], 1))
+    assert "Actual distance moved:3 at" in keys.yume_captions(c2w, "")[0]  # rounded to 3.0 first, printed "3"
+
+
+def test_yume_speed_calibration_applies_both_ways():
+    p = keys.YumeParams(deg_per_speed_unit=2.0)
+    n = p.frames_per_stage
+    c2w = se3(np.stack([rot_y(np.radians(3.0 * i)) for i in range(n + 1)]))  # 3 deg per frame
+    line = keys.yume_captions(c2w, "", p)[0]
+    assert keys.yume_parse_speeds(line)[1] == 1.5  # 3 deg / 2 deg per unit
+    back = keys.yume_decode([line], p)
+    assert np.degrees(yaw_pitch_from_rotmat(back[-1, :3, :3])[0]) == pytest.approx(3.0 * n)
+
+
+def test_yume_decode_of_a_tilt_alone_does_not_pan():
+    line = ("First-person perspective. " + keys.YUME_MOVE["None"] + " " + keys.YUME_ROT["↑"] +
+            " Actual distance moved:0 at 100 meters per second. Angular change rate (turn speed):1. View rotation "
+            "speed:1.")
+    out = keys.yume_decode([line])
+    yaw, pitch = (np.degrees(x) for x in yaw_pitch_from_rotmat(out[-1, :3, :3]))
+    assert yaw == pytest.approx(0.0, abs=1e-9) and pitch == pytest.approx(29.0)
+
+
+def test_integrate_framewise_leaves_its_input_alone():
+    f = se3(np.tile(np.eye(3), (2, 1, 1)), [[0, 0, 0], [0, 0, 1.0]])
+    poses.integrate_framewise(f, 3.0)
+    assert f[1, 2, 3] == 1.0
+
+
+def test_fold_defaults_to_lingbots_8_and_checks_both_sides():
+    assert rays.fold(np.zeros((1, 16, 24, 6))).shape == (1, 384, 2, 3)
+    with pytest.raises(ValueError, match="16x20"):
+        rays.fold(np.zeros((1, 16, 20, 6)), 8)  # the height divides, the width does not
+
+
+def test_yume_speed_unit_is_the_recorded_0_0032_scene_units_per_frame():
+    """The harness's translation calibration (:class:`YumeParams`, a recorded choice): 0.0032 scene units per
+    frame read as speed 1, so 0.0064 per frame is printed as 2."""
+    p = keys.YumeParams()
+    T = p.frames_per_stage + 1
+    c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), 0.0064 * np.arange(T)], 1))
+    assert keys.yume_parse_speeds(keys.yume_captions(c2w, "")[0])[0] == 2.0
+
+
+def test_yume_a_half_turn_between_two_frames_reads_180_degrees():
+    """Consecutive optical axes exactly opposite: the cosine rounds just below -1 and is clipped (not NaN)."""
+    R = rot_y(np.radians(1)) @ rot_x(np.radians(2))
+    c2w = se3(np.stack([R, R @ rot_y(np.pi)]))
+    z = c2w[:, :3, 2]
+    assert np.einsum("ij,ij->i", z[:-1], z[1:])[0] / np.prod(np.linalg.norm(z, axis=1)) < -1.0  # rounds below -1
+    assert keys.yume_rotation_speed(c2w) == 180.0
+
+
+def test_yume_turn_speeds_print_whole_numbers_without_a_decimal():
+    n = keys.YumeParams().frames_per_stage
+    c2w = se3(np.stack([rot_y(np.radians(2.96 * i)) for i in range(n + 1)]))
+    assert "View rotation speed:3." in keys.yume_captions(c2w, "")[0]

@@ -138,7 +138,8 @@ def test_an_owner_describes_its_process_and_its_slurm_job():
     t = time.mktime((2026, 12, 1, 9, 5, 7, 0, 0, -1))
     plain = LockOwner("node-3", 41, None, "t", t)
     assert plain.describe() == "pid 41 on node-3 since 09:05:07"
-    assert LockOwner("node-3", 41, None, "t", t, slurm_job="7_2").describe() == "pid 41 on node-3 (Slurm job 7_2) since 09:05:07"
+    job = LockOwner("node-3", 41, None, "t", t, slurm_job="7_2")
+    assert job.describe() == "pid 41 on node-3 (Slurm job 7_2) since 09:05:07"
 
 
 @pytest.mark.parametrize("age, taken", [(10.0, True), (10.5, True), (9.99, False)])

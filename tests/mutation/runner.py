@@ -193,6 +193,9 @@ class _Trace:
 
     def pytest_runtest_setup(self, item):
         self.current, self.phase = item.nodeid, "setup"
+        # a memo hit would hide the lines a test runs (an earlier test computed the same call): each test of the
+        # traced run starts with empty caches, so it is chosen for every line it depends on
+        _clear_caches()
 
     def pytest_runtest_call(self, item):
         self.phase = "call"
