@@ -23,9 +23,10 @@ import hashlib
 import itertools
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from harness.errors import ConfigError
 
@@ -421,10 +422,13 @@ def _judge_entries(fam: Family, future: Any) -> Entries:
 
 
 def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
-                prepared: Optional[_Prepared], judge: Any = None) -> ItemResult | _Pending:
+                prepared: Optional[_Prepared], judge: Any = None,
+                strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None) -> ItemResult | _Pending:
     """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
     a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
-    already decoded, and the other families are computed while it is in flight."""
+    already decoded, and the other families are computed while it is in flight. ``strip_frames``: where a scored
+    item leaves copies of the few frames its revisit strip may show (``strip_frames[item_dir] = (indices,
+    frames)``)."""
     from harness.io import write_json
 
     from .families.dynamic import judge_input
@@ -500,7 +504,13 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
             "phases": {k: list(v) for k, v in ctx.phases.items()}}
     busy = time.perf_counter() - t_item
-    del ctx, perc  # a pending item keeps its metrics, not its frames
+    if strip_frames is not None:
+        from .reporting.strips import strip_frame_candidates
+
+        shown = strip_frame_candidates(metrics.values())
+        if shown:
+            strip_frames[item_dir] = (shown, ctx.frames_at(shown))
+    del ctx, perc  # a pending item keeps its metrics, not its frames (only its strip's few, in strip_frames)
 
     def finish() -> ItemResult:
         t1 = time.perf_counter()
@@ -553,6 +563,25 @@ def _warm_up() -> None:
     _plt()
 
 
+@contextmanager
+def _opencv_single_threaded() -> Iterator[None]:
+    """OpenCV's own thread pool off while the block runs (restored after): the weight-free backbones already run
+    their frames on threads of their own (:func:`evaluate.perception.weightfree.default_threads`), and OpenCV's
+    pool on top of them only adds workers that wait and spin for the same cores. Results do not depend on it (the
+    same bytes either way: tests/evaluate/test_perceive_once.py)."""
+    try:
+        import cv2
+    except ImportError:  # no OpenCV: nothing to set
+        yield
+        return
+    old = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(old)
+
+
 def _meta_or_none(item_dir: Path) -> Optional[dict]:
     from harness.outputs import item_meta
 
@@ -581,9 +610,11 @@ def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[
 
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
-                 weights_root: Optional[Path] = None, use_cache: bool = True) -> dict:
+                 weights_root: Optional[Path] = None, use_cache: bool = True, strips_ahead: bool = True) -> dict:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
-    tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`).
+    tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`). ``strips_ahead``: draw each item's revisit
+    strip as soon as it is scored (:class:`evaluate.reporting.strips.StripsAhead`); off, the report draws them all
+    at the end (``python -m harness.bench eval`` times the evaluation without the report's work).
 
     Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, results, tables, analyses, validity, html,
     report, verdict, timings}``.
@@ -618,13 +649,25 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     pending: dict[int, _Pending] = {}
     slots: list[Optional[ItemResult]] = [None] * len(dirs)
 
+    from .reporting import default_out_dir
+    from .reporting.strips import StripsAhead, strips_dir
+
+    shown: dict[Path, tuple[list[int], Any]] = {}  # item -> the frames its strip may show, until it is drawn
+
+    def final(j: int, res: ItemResult) -> None:
+        slots[j] = res
+        kept = shown.pop(dirs[j], None)
+        if strips_ahead:
+            strips.submit(dirs[j], res, kept)
+
     def finish_ready(block: bool) -> None:
         for j in sorted(pending):
             if block or pending[j].ready():
-                slots[j] = pending.pop(j).finish()
+                final(j, pending.pop(j).finish())
 
-    with RunJudge(ecfg.judge) as judge, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool:
+    # the strips are drawn while the next videos are scored (the report then finds them fresh)
+    with RunJudge(ecfg.judge) as judge, StripsAhead(run_dir, strips_dir(default_out_dir([run_dir]))) as strips, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool, _opencv_single_threaded():
         def prepare(i: int):
             """A future that holds item ``i`` as soon as it can be scored (its first frame decoded)."""
             if i >= len(dirs):
@@ -647,12 +690,13 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         warm = pool.submit(_warm_up)  # after the first decode, before the second: off the main thread's clock
         for i, _ in enumerate(it):
             cur, nxt = nxt, prepare(i + 1)
-            out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge)
+            out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge,
+                              shown if strips_ahead else None)
             cur = None  # drop this video's frames now: at most two videos are in memory at once
             if isinstance(out, _Pending):
                 pending[i] = out
             else:
-                slots[i] = out
+                final(i, out)
             finish_ready(block=False)
         finish_ready(block=True)
         warm.result()

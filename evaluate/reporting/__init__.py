@@ -129,7 +129,9 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
         previews = plots.trajectory_previews(items, fdir)
     strip_out: dict[tuple, Optional[tuple[Path, list]]] = {}
     if strips:
-        strip_out = draw_strips(items, out / "strips")
+        from .strips import strips_dir
+
+        strip_out = draw_strips(items, strips_dir(out))
     html = write_page(out, an, tables, figs, previews, strip_out, runs, skipped,
                       {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()}, pal)
     return {"out_dir": str(out), "html": str(html), "markdown": str(out / "report.md"),
@@ -142,13 +144,12 @@ def draw_strips(items: list[Item], folder: Path) -> dict[tuple, Optional[tuple[P
     metrics. Returns (run, *item key) -> (png, rows) or None (no video, or no metric recorded its frames)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .strips import MAX_ROWS, frame_strip, strip_frames, strip_rows
+    from .strips import MAX_ROWS, frame_strip, strip_frames, strip_path, strip_rows
 
     out: dict[tuple, Optional[tuple[Path, list]]] = {}
     todo: list[tuple[Item, Path]] = []
     for it in items:
-        p = folder / ("__".join([it.run, it.model, it.context, f"seed-{it.seed}", it.trajectory, it.case_id])
-                      + ".png")
+        p = strip_path(folder, it)
         video = it.item_dir / "video.mp4"
         if not video.exists():
             out[(it.run,) + it.key] = None

@@ -16,16 +16,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ..results import Status
 from .analyses import window_labels
 from .collect import Item
 from .study import metric_order
 
 #: rows of one strip (one per distinct set of frames; metrics that share frames share a row)
 MAX_ROWS = 4
+
+
+def strips_dir(report_dir: Path) -> Path:
+    """The folder of a report's strips."""
+    return Path(report_dir) / "strips"
+
+
+def strip_path(folder: Path, it: Item) -> Path:
+    """``it``'s strip in ``folder``: one flat name per (run, item)."""
+    return Path(folder) / ("__".join([it.run, it.model, it.context, f"seed-{it.seed}", it.trajectory, it.case_id])
+                           + ".png")
 
 
 _SHORT = {"environment": "env", "departure": "dep", "diagnostic": "diag"}
@@ -70,27 +82,37 @@ def _closest(refs: list[int], to: int, rot: Optional[np.ndarray]) -> int:
     return int(min(refs, key=lambda r: (float(geodesic_angle(rot[r], rot[to])), r)))
 
 
+def _row_frames(m: Any) -> Optional[tuple[list[int], list[int], bool]]:
+    """(frames shown per window, candidate reference frames, whether they are return frames) of one metric entry,
+    None when it records no frames per revisit (see the module doc)."""
+    pr = m.per_revisit
+    if not pr:
+        return None
+    rf, windows = m.get("return_frames"), m.get("revisit_frames")
+    refs = [int(x) for x in (m.get("reference_frames") or [0])]
+    if rf and len(rf) == len(pr) and all(isinstance(f, int) for f in rf):
+        return [int(f) for f in rf], refs, True
+    if windows and len(windows) == len(pr) and all(windows):
+        return [int(w[len(w) // 2]) for w in windows], refs, False
+    return None
+
+
 def strip_rows(it: Item) -> list[StripRow]:
     """The rows of ``it``'s strip, in metric order (see the module doc for the frames of each row)."""
     rot = None
     rows: dict[tuple, StripRow] = {}
     for key, m in sorted(it.computed().items(), key=lambda kv: metric_order(kv[0])):
-        pr = m.per_revisit
-        if not pr:
+        got = _row_frames(m)
+        if got is None:
             continue
-        rf, windows = m.get("return_frames"), m.get("revisit_frames")
-        if rf and len(rf) == len(pr) and all(isinstance(f, int) for f in rf):
-            frames = [int(f) for f in rf]
-            refs = [int(x) for x in (m.get("reference_frames") or [0])]
+        frames, refs, returns = got
+        if returns:
             ref = refs[-1]  # return metrics record one reference frame (0, or the away view's last frame)
-        elif windows and len(windows) == len(pr) and all(windows):
-            frames = [int(w[len(w) // 2]) for w in windows]
-            refs = [int(x) for x in (m.get("reference_frames") or [0])]
+        else:
             if rot is None:
                 rot = _orientations(it)
             ref = _closest(refs, frames[0], rot)
-        else:
-            continue
+        pr = m.per_revisit
         sig = (ref, tuple(frames))
         if sig not in rows:
             rows[sig] = StripRow(ref, frames, window_labels(it, m))
@@ -98,30 +120,52 @@ def strip_rows(it: Item) -> list[StripRow]:
     return list(rows.values())
 
 
-def strip_frames(it: Item, max_rows: int = MAX_ROWS) -> Optional[tuple[list[int], np.ndarray]]:
-    """(frame indices, (N, H, W, 3) uint8 frames) that ``it``'s strip shows, read from its video; None when no
-    metric records its frames."""
+def strip_frame_candidates(entries: Iterable[Any]) -> list[int]:
+    """Every frame a strip could show for these metric entries (:class:`evaluate.results.MetricEntry`): the
+    frames and reference candidates of each computed entry that records frames per revisit. A superset of what
+    :func:`strip_rows` picks, so the evaluation can keep just these frames of a video it has decoded."""
+    out: set[int] = set()
+    for m in entries:
+        got = _row_frames(m) if m.status is Status.COMPUTED else None
+        if got is not None:
+            out.update(got[0])
+            out.update(got[1])
+    return sorted(out)
+
+
+def strip_frames(it: Item, max_rows: int = MAX_ROWS,
+                 kept: Optional[tuple[list[int], np.ndarray]] = None) -> Optional[tuple[list[int], np.ndarray]]:
+    """(frame indices, (N, H, W, 3) uint8 frames) that ``it``'s strip shows; None when no metric records its frames.
+    Taken from ``kept`` ((indices, frames) the evaluation kept of the decoded video) when it holds them all, else
+    read from the video (the same frames: the evaluation decodes as :func:`harness.video.read_frames` does)."""
     rows = strip_rows(it)[:max_rows]
     if not rows:
         return None
+    want = sorted({f for r in rows for f in [r.reference, *r.frames]})
+    if kept is not None:
+        pos = {int(f): i for i, f in enumerate(kept[0])}
+        if all(f in pos for f in want):
+            return want, kept[1][[pos[f] for f in want]]
     from harness.video import read_frames
 
-    idx, frames = read_frames(it.item_dir / "video.mp4",
-                              indices=sorted({f for r in rows for f in [r.reference, *r.frames]}))
+    idx, frames = read_frames(it.item_dir / "video.mp4", indices=want)
     return list(idx), frames
 
 
 def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: int = 3,
                 frames: Any = None) -> Optional[tuple[Path, list]]:
     """Draw ``it``'s strip (at most ``max_rows`` rows, ``max_metrics`` scores a row) to ``out_png``. Returns the
-    path and the rows drawn (:meth:`StripRow.as_dict`), None when no metric records its frames. ``frames``: a
-    future of :func:`strip_frames` (the caller reads the next video while this one is drawn); read here if None."""
+    path and the rows drawn (:meth:`StripRow.as_dict`), None when no metric records its frames. ``frames``: what
+    :func:`strip_frames` returns, or a future of it (the caller reads the next video while this one is drawn);
+    read here if None."""
     rows = strip_rows(it)[:max_rows]
     if not rows:
         return None
     from .plots import _plt, _save
 
-    idx, frames = frames.result() if frames is not None else strip_frames(it, max_rows)
+    if frames is None:
+        frames = strip_frames(it, max_rows)
+    idx, frames = frames.result() if hasattr(frames, "result") else frames
     pos = {int(f): i for i, f in enumerate(idx)}
     ncol = 1 + max(len(r.frames) for r in rows)
     plt = _plt()
@@ -150,3 +194,55 @@ def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: 
     p = _save(fig, out_png, svg=False)[0]
     plt.close(fig)
     return p, [r.as_dict() for r in rows]
+
+
+class StripsAhead:
+    """Draws a run's strips while the run is evaluated: each item's strip as soon as its ``metrics.json`` is
+    written, on one background thread, from the frames the evaluation kept of the video it had decoded anyway
+    (:func:`strip_frame_candidates`), into the folder the run's report reads, which then finds them fresh
+    (:func:`evaluate.reporting.draw_strips`). So the drawing overlaps the scoring of the next videos instead of
+    following the last one, and no video is decoded a second time for its strip; the PNGs are the ones the report
+    would draw. At most ``max_waiting`` items wait with their frames (then :meth:`submit` waits); a strip that
+    fails here is only logged: the report draws it again."""
+
+    def __init__(self, run_dir: Path, folder: Path, max_waiting: int = 2):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.run_dir, self.folder, self.max_waiting = Path(run_dir), Path(folder), max(1, int(max_waiting))
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strips-ahead")
+        self._waiting: list = []
+        self.drawn: list[Path] = []
+
+    def _draw(self, item_dir: Path, result: Any, kept: tuple[list[int], np.ndarray]) -> None:
+        import logging
+
+        from .collect import items_of
+
+        try:
+            for it in items_of(self.run_dir, [(item_dir, result)]):
+                got = frame_strip(it, strip_path(self.folder, it), frames=strip_frames(it, kept=kept))
+                if got is not None:
+                    self.drawn.append(got[0])
+        except Exception as exc:  # noqa: BLE001 - the report draws it again
+            logging.getLogger(__name__).warning("strip of %s not drawn ahead (%s); the report draws it", item_dir,
+                                                exc)
+
+    def submit(self, item_dir: Path, result: Any, kept: Optional[tuple[list[int], np.ndarray]]) -> None:
+        """Draw the strip of the finished item ``item_dir`` (``result``: its :class:`evaluate.results.ItemResult`,
+        already written) from ``kept`` = (frame indices, (N, H, W, 3) uint8 frames); nothing without frames."""
+        if kept is None or result is None:
+            return
+        self._waiting = [f for f in self._waiting if not f.done()]
+        while len(self._waiting) >= self.max_waiting:
+            self._waiting.pop(0).result()
+        self._waiting.append(self._pool.submit(self._draw, Path(item_dir), result, kept))
+
+    def close(self) -> None:
+        """Wait for every strip submitted."""
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "StripsAhead":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -174,11 +174,21 @@ def test_threads_are_not_part_of_the_cache_key():
         assert _settings_of(cls(threads=1)) == _settings_of(cls(threads=4))
 
 
+def _weight_free(trackers=("template",)):
+    """The weight-free evaluation settings these tests run (pixel encoder, classical poses, a fast bootstrap)."""
+    from evaluate.stage import EvalConfig
+
+    return EvalConfig(encoders=("pixel",), trackers=trackers, pose_estimators=("classical",),
+                      return_frame_poses=("classical",), depth=(), face=(), imaging=(), aesthetic=(),
+                      rpe_trans_estimators=("classical",), rpe_rot_estimator="classical",
+                      bootstrap={"n": 50, "seed": 0})
+
+
 def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
     """The integrity check, the reuse decision and the decode share one read of video.mp4 (and one sha256)."""
     import harness.io
     from evaluate import item as item_mod
-    from evaluate.stage import EvalConfig, evaluate_run
+    from evaluate.stage import evaluate_run
     from tests.support import run_cli
 
     r = run_cli(["run=once", "cases.include=[environment_rocket]", "model.height=96", "model.width=160",
@@ -194,9 +204,96 @@ def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
         return real_hash(p)
 
     monkeypatch.setattr(harness.io, "sha256_file", counted)
-    ecfg = EvalConfig(encoders=("pixel",), trackers=("template",), pose_estimators=("classical",),
-                      return_frame_poses=("classical",), depth=(), face=(), imaging=(), aesthetic=(),
-                      rpe_trans_estimators=("classical",), rpe_rot_estimator="classical", bootstrap={"n": 50, "seed": 0})
+    ecfg = _weight_free()
     out = evaluate_run(run, ecfg, force=True)
     assert out["evaluated"] == 1 and not out["failed"], out["failed"]
     assert len(reads) == 1 and "video.mp4" not in hashed, (reads, hashed)
+
+
+def test_strips_are_drawn_during_the_evaluation_from_its_frames(tmp_path, monkeypatch):
+    """Each strip is drawn while the run is evaluated, from the frames the evaluation decoded (no second decode),
+    and it is byte for byte the strip the report draws from the video; the report reuses it."""
+    import harness.video
+    from evaluate.reporting import build_report
+    from evaluate.reporting.strips import strip_frames
+    from evaluate.stage import evaluate_run
+    from tests.support import run_cli
+
+    r = run_cli(["run=ahead", "cases.include=[environment_rocket,object_coffee]", "model.height=96",
+                 "model.width=160", "model.num_frames=97", "progress=false", "evaluate=off"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "outputs" / "ahead"
+    reads = []
+    real = harness.video.read_frames
+    monkeypatch.setattr(harness.video, "read_frames", lambda *a, **kw: reads.append(a[0]) or real(*a, **kw))
+    ecfg = _weight_free()
+    out = evaluate_run(run, ecfg, force=True)
+    assert out["evaluated"] == 2 and not out["failed"], out["failed"]
+    strips = sorted((run / "eval" / "report" / "strips").glob("*.png"))
+    assert len(strips) == 2 and reads == []  # drawn ahead, and the report found them fresh
+    ahead = {p.name: p.read_bytes() for p in strips}
+    for p in strips:
+        p.unlink()
+    rep = build_report([run], run / "eval" / "report", figures=False)
+    assert len(reads) == 2  # drawn again by the report, from the videos
+    assert {p.name: p.read_bytes() for p in (run / "eval" / "report" / "strips").glob("*.png")} == ahead
+    (it,) = [i for i in rep["analyses"].study.items if i.case_id == "environment_rocket"]
+    idx, frames = strip_frames(it)
+    part = (idx[:-1], frames[:-1])  # kept frames that miss one the strip shows: read from the video instead
+    again = strip_frames(it, kept=part)
+    assert again[0] == idx and np.array_equal(again[1], frames) and len(reads) == 4
+    assert np.array_equal(strip_frames(it, kept=(idx, frames))[1], frames) and len(reads) == 4  # all kept
+    for p in (run / "eval" / "report" / "strips").glob("*.png"):
+        p.unlink()
+    evaluate_run(run, ecfg, force=True, strips_ahead=False)  # off (the benchmark): the report draws them
+    redrawn = {p.name: p.read_bytes() for p in (run / "eval" / "report" / "strips").glob("*.png")}
+    assert len(reads) == 6 and redrawn == ahead
+
+
+def test_a_strip_that_fails_ahead_is_drawn_by_the_report(tmp_path, monkeypatch, caplog):
+    from evaluate.reporting import strips as strips_mod
+    from evaluate.stage import evaluate_run
+    from tests.support import run_cli
+
+    r = run_cli(["run=fails", "cases.include=[environment_rocket]", "model.height=96", "model.width=160",
+                 "model.num_frames=97", "progress=false", "evaluate=off"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "outputs" / "fails"
+    real = strips_mod.frame_strip
+    calls = []
+
+    def flaky(it, png, **kw):
+        calls.append(kw.get("frames"))
+        if len(calls) == 1:
+            raise RuntimeError("no font")
+        return real(it, png, **kw)
+
+    monkeypatch.setattr(strips_mod, "frame_strip", flaky)
+    ecfg = _weight_free(trackers=())
+    with caplog.at_level("WARNING"):
+        out = evaluate_run(run, ecfg, force=True)
+    assert not out["failed"] and "not drawn ahead (no font)" in caplog.text
+    assert len(calls) == 2 and len(list((run / "eval" / "report" / "strips").glob("*.png"))) == 1
+
+
+def test_opencv_runs_single_threaded_during_an_evaluation_and_is_restored():
+    """The backbones parallelise frames themselves; OpenCV's own pool is off while a run is evaluated (and the
+    results are the same bytes for any OpenCV thread count)."""
+    import cv2
+
+    from evaluate.perception.weightfree import ClassicalPoseEstimator
+    from evaluate.stage import _opencv_single_threaded
+
+    before = cv2.getNumThreads()
+    with _opencv_single_threaded():
+        assert cv2.getNumThreads() == 1
+        fr, K = _rendered("rotation")
+        idx = list(range(len(fr)))
+        one = ClassicalPoseEstimator(threads=2).estimate(fr, idx, K, "rotation")
+    assert cv2.getNumThreads() == before
+    cv2.setNumThreads(2)
+    try:
+        two = ClassicalPoseEstimator(threads=2).estimate(fr, idx, K, "rotation")
+    finally:
+        cv2.setNumThreads(before)
+    assert np.array_equal(one.c2w, two.c2w) and np.array_equal(one.valid, two.valid)
