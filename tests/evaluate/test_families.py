@@ -553,7 +553,9 @@ def test_revisit_psnr_is_capped_and_ssim_is_one_for_an_exact_return():
     rng = np.random.default_rng(0)
     ctx.frames[:] = rng.integers(0, 256, ctx.frames.shape[1:], dtype=np.uint8)[None]
     ctx.frames[1] = 255 - ctx.frames[0]  # the reference is frame 0, not the next one
+    ctx.frames[-1] = 255 - ctx.frames[0]  # nor the last (the final hold)
     returns = [w[-1] for w in ctx.rev_idx]
+    assert ctx.num_frames - 1 not in returns
     noisy = np.clip(ctx.frames[0].astype(int) + rng.normal(0, 20, ctx.frames[0].shape).round(), 0, 255)
     ctx.frames[returns[1]] = noisy.astype(np.uint8)
     perc = FakePerception(ctx, returns=returns)
