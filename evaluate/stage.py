@@ -695,6 +695,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             cur = None  # drop this video's frames now: at most two videos are in memory at once
             if isinstance(out, _Pending):
                 pending[i] = out
+                shown.pop(dirs[i], None)  # waiting on the judge: its strip is left to the report (memory stays bound)
             else:
                 final(i, out)
             finish_ready(block=False)

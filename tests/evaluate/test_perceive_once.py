@@ -210,6 +210,7 @@ def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
     assert len(reads) == 1 and "video.mp4" not in hashed, (reads, hashed)
 
 
+@pytest.mark.slow  # a whole generation and evaluation (the full suite and CI run it)
 def test_strips_are_drawn_during_the_evaluation_from_its_frames(tmp_path, monkeypatch):
     """Each strip is drawn while the run is evaluated, from the frames the evaluation decoded (no second decode),
     and it is byte for byte the strip the report draws from the video; the report reuses it."""
@@ -250,6 +251,7 @@ def test_strips_are_drawn_during_the_evaluation_from_its_frames(tmp_path, monkey
     assert len(reads) == 6 and redrawn == ahead
 
 
+@pytest.mark.slow  # a whole generation and evaluation (the full suite and CI run it)
 def test_a_strip_that_fails_ahead_is_drawn_by_the_report(tmp_path, monkeypatch, caplog):
     from evaluate.reporting import strips as strips_mod
     from evaluate.stage import evaluate_run

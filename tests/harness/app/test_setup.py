@@ -100,6 +100,7 @@ def _cfg(world, *extra: str) -> dict:
                     "model.gpus_per_job=0", *extra])
 
 
+@pytest.mark.slow  # builds a real virtual environment (about 8 s); test_setup_through_the_cli stays fast
 def test_setup_end_to_end_offline(world, capsys):
     from harness.app.setup import run_setup
 
@@ -182,6 +183,7 @@ def test_an_existing_checkout_is_verified_not_moved(world):
     assert _git(mine, "rev-parse", "HEAD") == world["pinned"]
 
 
+@pytest.mark.slow  # builds a real virtual environment (about 8 s); test_setup_through_the_cli stays fast
 def test_the_printed_script_does_what_setup_does(world):
     """The checkout and environment sections of print=true, run with bash, give the same result as running."""
     from harness.app.setup import make_plan, script
