@@ -423,12 +423,12 @@ def _judge_entries(fam: Family, future: Any) -> Entries:
 
 def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
                 prepared: Optional[_Prepared], judge: Any = None,
-                strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None) -> ItemResult | _Pending:
+                keep_strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None) -> ItemResult | _Pending:
     """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
     a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
-    already decoded, and the other families are computed while it is in flight. ``strip_frames``: where a scored
-    item leaves copies of the few frames its revisit strip may show (``strip_frames[item_dir] = (indices,
-    frames)``)."""
+    already decoded, and the other families are computed while it is in flight. ``keep_strip_frames``: where an
+    item finished here leaves copies of the few frames its revisit strip may show (``[item_dir] = (indices,
+    frames)``); an item left waiting on the judge keeps none (the report draws its strip)."""
     from harness.io import write_json
 
     from .families.dynamic import judge_input
@@ -504,13 +504,13 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
             "phases": {k: list(v) for k, v in ctx.phases.items()}}
     busy = time.perf_counter() - t_item
-    if strip_frames is not None:
+    if keep_strip_frames is not None and not deferred:
         from .reporting.strips import strip_frame_candidates
 
         shown = strip_frame_candidates(metrics.values())
         if shown:
-            strip_frames[item_dir] = (shown, ctx.frames_at(shown))
-    del ctx, perc  # a pending item keeps its metrics, not its frames (only its strip's few, in strip_frames)
+            keep_strip_frames[item_dir] = (shown, ctx.frames_at(shown))
+    del ctx, perc  # a pending item keeps its metrics, not its frames
 
     def finish() -> ItemResult:
         t1 = time.perf_counter()
@@ -695,7 +695,6 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             cur = None  # drop this video's frames now: at most two videos are in memory at once
             if isinstance(out, _Pending):
                 pending[i] = out
-                shown.pop(dirs[i], None)  # waiting on the judge: its strip is left to the report (memory stays bound)
             else:
                 final(i, out)
             finish_ready(block=False)
