@@ -28,8 +28,10 @@ def preview_path(
     out_png: str | Path,
     overlays: Sequence[tuple[str, np.ndarray]] = (),
     title: str | None = None,
+    also: Sequence[str] = (),
 ) -> Path:
-    """Plot ``path`` (and optional ``overlays``: (label, c2w (T,4,4)) decoded from native controls) to PNG."""
+    """Plot ``path`` (and optional ``overlays``: (label, c2w (T,4,4)) decoded from native controls) to PNG; ``also``:
+    more suffixes (``".svg"``) the same figure is written to beside it, drawn once."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,7 +76,8 @@ def preview_path(
 
     # a unique temporary name with the output's own suffix (savefig picks the format from it): two processes
     # drawing the same figure never share a file, and a .svg is an SVG
-    with atomic_target(out_png) as tmp, np.errstate(divide="ignore", invalid="ignore"):  # quiver's 0/0 autoscale
-        fig.savefig(tmp, dpi=80, format=(out_png.suffix.lstrip(".") or "png"))
+    for out in [out_png] + [out_png.with_suffix(ext) for ext in also]:
+        with atomic_target(out) as tmp, np.errstate(divide="ignore", invalid="ignore"):  # quiver's 0/0 autoscale
+            fig.savefig(tmp, dpi=80, format=(out.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return out_png

@@ -3,8 +3,8 @@ Geometry (Eq. 5 normalised silhouettes) and human Identity (Eq. 4 with face embe
 over the K prescribed revisits (a revisit without a valid observation scores 0 and still counts).
 
 Targets: persons by their frame-0 boxes, objects by their frame-0 masks, both mapped to the video canvas. Tracks are
-computed once per (tracker, target) on the sampled frames (every ``memory_stride``-th frame plus V and R_k) and
-shared by every metric of the item.
+computed once per (tracker, target) on the frames the metrics read (V, the departures every ``memory_stride``-th
+frame, each R_k once arrived: :func:`_track_frames`) and shared by every metric of the item.
 """
 
 from __future__ import annotations
@@ -46,8 +46,18 @@ def targets(ctx) -> list[tuple[str, np.ndarray]]:
 
 
 def _track_frames(ctx, ecfg) -> list[int]:
-    return sorted(set(sample_every(ecfg.memory_stride, 0, ctx.num_frames)) | set(ctx.ref_idx)
-                  | {f for w in ctx.rev_idx for f in w})
+    """The frames the entity metrics read, starting at frame 0 (the tracker's template): V's reference frames, each
+    revisit's arrived frames, and each departure's frames on the every-``memory_stride``-th grid (the tracking
+    evidence: was the target lost while the camera was away). A frame is tracked on its own, so leaving out the
+    frames no metric reads (the hold, a revisit before it arrives: half of them on LRLR) changes no value."""
+    grid = set(sample_every(ecfg.memory_stride, 0, ctx.num_frames)) | set(ctx.ref_idx) | {f for w in ctx.rev_idx
+                                                                                          for f in w}
+    away = set()
+    for k in range(ctx.num_revisits):
+        d = ctx.phases.get(departure(k + 1))
+        if d:
+            away |= {f for f in grid if d[0] <= f < d[1]}
+    return sorted({0} | set(ctx.ref_idx) | {f for w in ctx.rev_idx_arrived for f in w} | away)
 
 
 def tracks(ctx, perc, ecfg, tracker: str) -> tuple[str, dict]:

@@ -24,7 +24,8 @@ def load_paper_numbers(path: Path = PAPER_FILE) -> dict[str, Any]:
     """The YAML as a dict; checks that every number has table, row, column and a numeric value."""
     import yaml
 
-    data = yaml.safe_load(Path(path).read_text())
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where installed: the same data, 10x faster
+    data = yaml.load(Path(path).read_text(), Loader=loader)
     for i, e in enumerate(data["numbers"]):
         for k in ("table", "row", "column", "value"):
             if k not in e:

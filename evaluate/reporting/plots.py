@@ -299,6 +299,7 @@ def trajectory_previews(items: list[Item], out_dir: Path) -> dict[str, list[Path
             continue
         seen.add(key)
         stem = out_dir / f"trajectory_{it.trajectory}_{it.model}"
-        out[f"{it.trajectory} ({it.model})"] = [preview_path(path, stem.with_suffix(ext), title=f"{it.trajectory} "
-                                                             f"as run by {it.model}") for ext in (".png", ".svg")]
+        png = preview_path(path, stem.with_suffix(".png"), title=f"{it.trajectory} as run by {it.model}",
+                           also=(".svg",))
+        out[f"{it.trajectory} ({it.model})"] = [png, png.with_suffix(".svg")]
     return out

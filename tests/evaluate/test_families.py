@@ -473,10 +473,10 @@ def test_tracking_evidence_departed_means_lost_on_some_departure_frame():
 
 def test_tracking_evidence_uses_half_open_departure_ranges():
     ctx = _entity_item()
-    frames = entity._track_frames(ctx, ECFG)
-    mask = _box(5, 15, 10, 20)
     a, b = ctx.phases["D1"]
-    assert a in frames and b in frames
+    assert a in entity._track_frames(ctx, ECFG)
+    frames = sorted(set(entity._track_frames(ctx, ECFG)) | {b})  # R1's first frame too, as if it were tracked
+    mask = _box(5, 15, 10, 20)
     first = {f: (mask, f != a) for f in frames}  # lost on D1's first frame only
     after = {f: (mask, f != b) for f in frames}  # lost on the frame after D1 (R1's first) only
     assert entity.evidence(ctx, {"t": first})["t"][0]["departed"] is True
@@ -486,14 +486,51 @@ def test_tracking_evidence_uses_half_open_departure_ranges():
 
 
 def test_entity_targets_and_frames():
+    """The tracked frames are those the metrics read: from frame 0 (the template), V, each departure on the stride
+    grid, each revisit once arrived; not the hold, not a revisit's frames before it arrives."""
     ctx = _entity_item()
     frames = entity._track_frames(ctx, ECFG)
-    assert set(sample_every(ECFG.memory_stride, 0, ctx.num_frames)) <= set(frames)
-    assert set(ctx.ref_idx) <= set(frames) and all(set(w) <= set(frames) for w in ctx.rev_idx)
-    assert frames == sorted(set(frames))
+    grid = sample_every(ECFG.memory_stride, 0, ctx.num_frames)
+    assert frames[0] == 0 and frames == sorted(set(frames))
+    assert set(ctx.ref_idx) <= set(frames) and all(set(w) <= set(frames) for w in ctx.rev_idx_arrived)
+    for k in (1, 2):
+        a, b = ctx.phases[f"D{k}"]
+        assert {f for f in grid if a <= f < b} <= set(frames)
+    h = ctx.phases["H"]
+    assert not any(h[0] <= f < h[1] for f in frames)
+    early = {f for w, arr in zip(ctx.rev_idx, ctx.rev_idx_arrived) for f in w if f not in arr}
+    assert early and not early & set(frames)
     assert entity._has("human")(ctx, ECFG) and not entity._has("object")(ctx, ECFG)
     ctx.memo["targets"] = []
     assert not entity._has("human")(ctx, ECFG)
+
+
+@pytest.mark.parametrize("family", ["human", "object"])
+def test_tracking_only_the_frames_read_changes_no_entity_value(monkeypatch, family):
+    """Every entity metric gives the same entry on the tracked frames as on all the frames tracked before (the
+    every-``memory_stride``-th grid, V and whole revisit windows), for random masks and validity: the tracker runs
+    each frame on its own, so only which frames exist in the track can matter, and none read is left out."""
+    ctx = _entity_item(family)
+    old = sorted(set(sample_every(ECFG.memory_stride, 0, ctx.num_frames)) | set(ctx.ref_idx)
+                 | {f for w in ctx.rev_idx for f in w})
+    assert set(entity._track_frames(ctx, ECFG)) < set(old)
+    rng = np.random.default_rng(5)
+    for seed in range(6):
+        tracks = {"t": {f: (rng.random((H, W)) < 0.3, bool(rng.random() < 0.7) or f == 0)
+                        for f in range(ctx.num_frames)}}
+        faces = {f: (rng.normal(size=4), bool(rng.random() < 0.8)) for f in range(ctx.num_frames)}
+        feats = {f: rng.normal(size=8) for f in range(ctx.num_frames)}
+        bb = {"tracker": "trk", "encoder": "enc", "face": "face"}
+        metrics = [entity.appearance] + ([entity.identity] if family == "human" else [entity.geometry])
+
+        def entries(perc):
+            return [{k: (v.value, v.details) for k, v in m(ctx, perc, ECFG, bb).items()} for m in metrics]
+
+        now = entries(FakePerception(ctx, tracks=tracks, faces=faces, feats=feats))
+        with monkeypatch.context() as mp:
+            mp.setattr(entity, "_track_frames", lambda c, e: old)
+            before = entries(FakePerception(ctx, tracks=tracks, faces=faces, feats=feats))
+        assert repr(now) == repr(before), seed
 
 
 def test_entity_targets_map_person_boxes_and_object_masks_to_the_canvas():

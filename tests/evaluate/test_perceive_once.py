@@ -111,6 +111,35 @@ def test_box_filter_ssim_equals_skimage(shape):
         assert abs(ssim(a, b) - want) < 1e-12, (ssim(a, b), want)
 
 
+def test_ssim_in_place_is_the_textbook_expression_to_the_last_bit():
+    """The buffered SSIM (:func:`evaluate.families.diagnostic._ssim_to`) evaluates the same operations in the same
+    order as the plain expression: bit-identical values, so no stored metric moved."""
+    import cv2
+
+    from evaluate.families.diagnostic import _ssim_stats, _ssim_to
+
+    def textbook(a, b, win=7, data_range=255.0):
+        def box(z):
+            return cv2.boxFilter(z, cv2.CV_64F, (win, win), normalize=True, borderType=cv2.BORDER_REFLECT)
+
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        ux, uy = box(x), box(y)
+        vx, vy, vxy = box(x * x) - ux * ux, box(y * y) - uy * uy, box(x * y) - ux * uy
+        cov = win * win / (win * win - 1)
+        c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+        s = ((2 * ux * uy + c1) * (2 * (cov * vxy) + c2)) / ((ux * ux + uy * uy + c1) * ((cov * vx) + (cov * vy) + c2))
+        p = (win - 1) // 2
+        return float(s[p:-p, p:-p].reshape(-1, 3).mean(axis=0).mean())
+
+    rng = np.random.default_rng(4)
+    for t in range(24):
+        h, w = (int(v) for v in rng.integers(8, 90, 2))
+        a = rng.integers(0, 256, (h, w, 3), np.uint8)
+        noisy = np.clip(a.astype(int) + rng.integers(-30, 30, (h, w, 3)), 0, 255).astype(np.uint8)
+        for b in (a, noisy, rng.integers(0, 256, (h, w, 3), np.uint8)):
+            assert _ssim_to(_ssim_stats(a), b) == textbook(a, b), (h, w)
+
+
 def _rendered(kind: str, n: int = 14) -> tuple[np.ndarray, np.ndarray]:
     """(n, 96, 160, 3) frames of the reference renderer along a turn (``rotation``) or a sideways walk."""
     import cv2
