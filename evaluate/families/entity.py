@@ -50,8 +50,7 @@ def _track_frames(ctx, ecfg) -> list[int]:
     revisit's arrived frames, and each departure's frames on the every-``memory_stride``-th grid (the tracking
     evidence: was the target lost while the camera was away). A frame is tracked on its own, so leaving out the
     frames no metric reads (the hold, a revisit before it arrives: half of them on LRLR) changes no value."""
-    grid = set(sample_every(ecfg.memory_stride, 0, ctx.num_frames)) | set(ctx.ref_idx) | {f for w in ctx.rev_idx
-                                                                                          for f in w}
+    grid = sample_every(ecfg.memory_stride, 0, ctx.num_frames)  # V's and R_k's own frames never lie in a D_k
     away = set()
     for k in range(ctx.num_revisits):
         d = ctx.phases.get(departure(k + 1))

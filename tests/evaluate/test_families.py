@@ -500,6 +500,12 @@ def test_entity_targets_and_frames():
     assert not any(h[0] <= f < h[1] for f in frames)
     early = {f for w, arr in zip(ctx.rev_idx, ctx.rev_idx_arrived) for f in w if f not in arr}
     assert early and not early & set(frames)
+    longer = make_item(frames=101, family="human")  # both departures end on the grid: R_k's first frame is on it
+    frames = entity._track_frames(longer, ECFG)
+    for k in (1, 2):
+        b = longer.phases[f"D{k}"][1]
+        assert b in sample_every(ECFG.memory_stride, 0, longer.num_frames) and b not in longer.rev_idx_arrived[k - 1]
+        assert b not in frames  # the departure is half-open
     assert entity._has("human")(ctx, ECFG) and not entity._has("object")(ctx, ECFG)
     ctx.memo["targets"] = []
     assert not entity._has("human")(ctx, ECFG)

@@ -138,6 +138,34 @@ def test_ssim_in_place_is_the_textbook_expression_to_the_last_bit():
         noisy = np.clip(a.astype(int) + rng.integers(-30, 30, (h, w, 3)), 0, 255).astype(np.uint8)
         for b in (a, noisy, rng.integers(0, 256, (h, w, 3), np.uint8)):
             assert _ssim_to(_ssim_stats(a), b) == textbook(a, b), (h, w)
+        # float images (fractional values) take the float64 box filter, alone or against an 8-bit one
+        fa, fb = a + rng.random(a.shape), noisy + rng.random(a.shape)
+        assert _ssim_to(_ssim_stats(fa), fb) == textbook(fa, fb)
+        assert _ssim_to(_ssim_stats(a), fb) == textbook(a, fb)
+        assert _ssim_to(_ssim_stats(fa), noisy) == textbook(fa, noisy)
+
+
+def test_window_mean_sums_integers_exactly_and_floats_as_opencv():
+    """8-bit values and their products (uint16) are summed in int32 and scaled once: OpenCV's float64 box filter,
+    bit for bit; a window whose int32 sums could overflow (65535 x 183^2 > 2^31), and float images, take the float64
+    filter itself."""
+    import cv2
+
+    from evaluate.families.diagnostic import _window_mean
+
+    def reference(z, win):
+        return cv2.boxFilter(z.astype(np.float64), cv2.CV_64F, (win, win), normalize=True,
+                             borderType=cv2.BORDER_REFLECT)
+
+    rng = np.random.default_rng(9)
+    u8 = rng.integers(0, 256, (41, 67, 3)).astype(np.uint16)
+    for z in (u8, u8 * u8, rng.random((41, 67, 3)) * 255):
+        for win in (3, 7, 11):
+            assert np.array_equal(_window_mean(z, win), reference(z, win))
+    full = np.full((190, 190, 3), 65535, np.uint16)
+    assert np.array_equal(_window_mean(full, 183), reference(full, 183))
+    out = np.empty((41, 67, 3))
+    assert _window_mean(u8, 7, out) is out and np.array_equal(out, reference(u8, 7))
 
 
 def _rendered(kind: str, n: int = 14) -> tuple[np.ndarray, np.ndarray]:
