@@ -151,7 +151,7 @@ class ItemPerception:
             return {"masks": np.packbits(np.asarray(masks, bool), axis=-1), "valid": np.asarray(valid, bool)}
 
         z = self._cached(name, "track", {"target": target, "mask": mkey, "frames": list(frames)}, run)
-        masks = np.unpackbits(z["masks"], axis=-1, count=ctx.width).view(bool)  # 0/1 bytes: a view, not a 15x slower copy
+        masks = np.unpackbits(z["masks"], axis=-1, count=ctx.width).view(bool)  # 0/1 bytes: a view, not a copy
         return str(getattr(tr, "name", name)), {f: (masks[i], bool(z["valid"][i])) for i, f in enumerate(frames)}
 
     def encode(self, name: str, frames: list[int], masks: Optional[np.ndarray] = None,

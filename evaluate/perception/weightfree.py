@@ -62,7 +62,7 @@ class PixelEncoder:
 
     def encode(self, frames: np.ndarray, masks: Optional[np.ndarray] = None) -> np.ndarray:
         return np.stack(thread_map(lambda i: self._one(frames[i], None if masks is None else masks[i]),
-                             list(range(len(frames))), self._threads))
+                                   list(range(len(frames))), self._threads))
 
 
 class TemplateTracker:
@@ -214,7 +214,7 @@ class ClassicalPoseEstimator:
         block = 16 * self.redetect  # blocks start at detection steps: any split gives the same steps
         spans = [(a, min(a + block, N - 1)) for a in range(0, max(N - 1, 0), block)]
         steps = [s for part in thread_map(lambda ab: self._steps(frames, ab[0], ab[1], Kc, Kinv, mode), spans,
-                                    self._threads) for s in part]
+                                          self._threads) for s in part]
         for i, (T, ok, n) in enumerate(steps, start=1):
             valid[i], inliers[i] = ok, n
             c2w[i] = c2w[i - 1] @ T
@@ -320,9 +320,9 @@ def hamming_cross_check(d0: np.ndarray, d1: np.ndarray) -> tuple[np.ndarray, np.
     nearest to ``d1[t]``, the lower index winning a tie, ordered by ``q`` (intp arrays).
 
     The same pairs in the same order as OpenCV's ``BFMatcher(NORM_HAMMING, crossCheck=True).match(d0, d1)``
-    (tests/evaluate/test_weightfree_matching.py), which measures every distance twice, once per direction: here each
-    is measured once, 64 bits at a time, on blocks of ``d0``'s rows, and both directions are read off the same block
-    (about 3x faster on 3000-feature frames)."""
+    (tests/evaluate/perception/test_hamming_matching.py), which measures every distance twice, once per direction:
+    here each is measured once, 64 bits at a time, on blocks of ``d0``'s rows, and both directions are read off the
+    same block (about 3x faster on 3000-feature frames)."""
     d0, d1 = np.ascontiguousarray(d0, np.uint8), np.ascontiguousarray(d1, np.uint8)
     n0, n1 = len(d0), len(d1)
     if n0 == 0 or n1 == 0:
@@ -359,7 +359,7 @@ def hamming_cross_check(d0: np.ndarray, d1: np.ndarray) -> tuple[np.ndarray, np.
     return q, fwd[q]
 
 
-_BYTE_BITS = np.array([bin(v).count("1") for v in range(256)], np.uint8)
+_BYTE_BITS = np.array([v.bit_count() for v in range(256)], np.uint8)
 
 
 def _popcount(x: np.ndarray, out: np.ndarray) -> None:

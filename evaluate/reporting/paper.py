@@ -24,7 +24,7 @@ def load_paper_numbers(path: Path = PAPER_FILE) -> dict[str, Any]:
     """The YAML as a dict; checks that every number has table, row, column and a numeric value."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where installed: the same data, 10x faster
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where installed: the same data, faster
     data = yaml.load(Path(path).read_text(), Loader=loader)
     for i, e in enumerate(data["numbers"]):
         for k in ("table", "row", "column", "value"):

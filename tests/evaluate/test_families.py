@@ -520,18 +520,18 @@ def test_tracking_only_the_frames_read_changes_no_entity_value(monkeypatch, fami
     old = sorted(set(sample_every(ECFG.memory_stride, 0, ctx.num_frames)) | set(ctx.ref_idx)
                  | {f for w in ctx.rev_idx for f in w})
     assert set(entity._track_frames(ctx, ECFG)) < set(old)
+    bb = {"tracker": "trk", "encoder": "enc", "face": "face"}
+    metrics = [entity.appearance] + ([entity.identity] if family == "human" else [entity.geometry])
+
+    def entries(perc):
+        return [{k: (v.value, v.details) for k, v in m(ctx, perc, ECFG, bb).items()} for m in metrics]
+
     rng = np.random.default_rng(5)
     for seed in range(6):
         tracks = {"t": {f: (rng.random((H, W)) < 0.3, bool(rng.random() < 0.7) or f == 0)
                         for f in range(ctx.num_frames)}}
         faces = {f: (rng.normal(size=4), bool(rng.random() < 0.8)) for f in range(ctx.num_frames)}
         feats = {f: rng.normal(size=8) for f in range(ctx.num_frames)}
-        bb = {"tracker": "trk", "encoder": "enc", "face": "face"}
-        metrics = [entity.appearance] + ([entity.identity] if family == "human" else [entity.geometry])
-
-        def entries(perc):
-            return [{k: (v.value, v.details) for k, v in m(ctx, perc, ECFG, bb).items()} for m in metrics]
-
         now = entries(FakePerception(ctx, tracks=tracks, faces=faces, feats=feats))
         with monkeypatch.context() as mp:
             mp.setattr(entity, "_track_frames", lambda c, e: old)

@@ -6,7 +6,7 @@ import pytest
 
 cv2 = pytest.importorskip("cv2")
 
-from evaluate.perception.weightfree import hamming_cross_check  # noqa: E402
+from evaluate.perception.weightfree import hamming_cross_check
 
 
 def opencv_pairs(d0: np.ndarray, d1: np.ndarray) -> list[tuple[int, int]]:
