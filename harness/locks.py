@@ -167,6 +167,21 @@ class ItemLocks:
             return None
         return owner if (owner.host == "?" or owner.alive()) else None
 
+    def clear_stale(self, key: str) -> bool:
+        """Remove ``key``'s lock when its owner is dead: a process killed after it finished the item and before it
+        released the lock leaves one that nobody would take over, since the item is done. True when one was
+        removed; a live owner's lock, one from another host and this process's own are left alone."""
+        owner = self.read_owner(key)
+        if owner is None or owner.alive():  # our own lock, an unwritten young one, another host's: all alive
+            return False
+        with self._takeover_guard():
+            again = self.read_owner(key)
+            if again is None or again.token != owner.token:
+                return False  # taken over (or released) meanwhile
+            with contextlib.suppress(FileNotFoundError):
+                self.path(key).unlink()
+        return True
+
     def release(self, key: str) -> None:
         if key not in self.held:
             return

@@ -455,6 +455,7 @@ def run_items(
     def attempt(item: WorkItem) -> bool:
         why = ex.finished_ok(item)
         if why is not None:
+            ex.locks.clear_stale(_key(item))  # a dead owner's lock on a finished item: nobody else removes it
             ex._record(summary, why, _key(item))
             return True
         return ex.run_locked(item, summary, pool, gpus)

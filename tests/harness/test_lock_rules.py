@@ -250,3 +250,51 @@ def test_file_lock_makes_its_folder_and_leaves_no_descriptor_open(tmp_path):
              "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')")
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "free"  # released after the block
+
+
+def test_clear_stale_removes_only_a_dead_owners_lock(tmp_path, monkeypatch):
+    """A process killed after finishing an item and before releasing it leaves a lock nobody takes over (the item
+    is done): ``clear_stale`` removes it. A live owner's, another host's, an unwritten young one and our own stay;
+    a lock taken over between the two looks stays too."""
+    mine = ItemLocks(tmp_path)
+    mine.dir.mkdir()
+    dead = LockOwner(socket.gethostname(), 2**22 + 7, None, "dead-token", 0.0)
+    alive = LockOwner(socket.gethostname(), os.getpid(), None, "live-token", time.time())
+    other = LockOwner("other-node", 5, None, "their-token", time.time())
+    for key, owner in (("dead", dead), ("alive", alive), ("other", other)):
+        mine.path(key).write_text(json.dumps(owner.__dict__))
+    mine.path("young").write_text("")  # created, not yet written: an owner between open and write
+    assert mine.clear_stale("free") is False
+    assert mine.clear_stale("dead") is True and not mine.path("dead").exists()
+    for key in ("alive", "other", "young"):
+        assert mine.clear_stale(key) is False and mine.path(key).exists(), key
+    assert mine.try_acquire("own") and mine.clear_stale("own") is False and mine.path("own").exists()
+
+    mine.path("raced").write_text(json.dumps(dead.__dict__))
+    theirs = LockOwner(socket.gethostname(), os.getpid(), None, "new-token", time.time())
+    looks = iter([dead, theirs])
+    monkeypatch.setattr(mine, "read_owner", lambda key: next(looks))
+    assert mine.clear_stale("raced") is False and mine.path("raced").exists()
+    gone = iter([dead, None])
+    monkeypatch.setattr(mine, "read_owner", lambda key: next(gone))
+    assert mine.clear_stale("raced") is False  # released meanwhile: nothing to remove
+
+
+def test_a_rerun_removes_the_lock_a_killed_owner_left_on_a_finished_item(monkeypatch, tmp_path, capsys):
+    """Killed between writing the item's meta.json ("done") and releasing its lock, a run leaves the lock behind;
+    the next run skips the item as done and removes that lock (tests/harness/test_kill_faults.py hit this window)."""
+    from tests.support.cli import in_process_cli
+
+    run = in_process_cli(monkeypatch, tmp_path, capsys)
+    args = ("run=t", "evaluate=off", "progress=false", "model.height=48", "model.width=80", "model.num_frames=33",
+            "trajectories=[lrlr]", "cases.include=[environment_rocket]")
+    assert run(*args).code == 0
+    run_dir = tmp_path / "outputs" / "t"
+    (row,) = [json.loads(x) for x in (run_dir / "manifest.jsonl").read_text().splitlines()]
+    locks_ = ItemLocks(run_dir)
+    dead = LockOwner(socket.gethostname(), 2**22 + 7, None, "dead-token", 0.0)
+    locks_.dir.mkdir(exist_ok=True)
+    locks_.path(row["key"]).write_text(json.dumps(dead.__dict__))
+    again = run(*args)
+    assert again.code == 0 and "skipped (already done)" in again.text
+    assert not locks_.path(row["key"]).exists()
