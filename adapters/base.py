@@ -367,12 +367,22 @@ class Adapter(ABC):
         return cached_path(key, lambda: self._build_path(spec, K, name))
 
     def _build_path(self, spec: Any, K: np.ndarray, name: str) -> Any:
-        from trajectories import build_path
+        from trajectories import TrajectoryError, build_path
         from trajectories.path import CameraPath, Segment
 
         c = self.config
         total = c.frames_for(name)
         hold = int(c.trailing_hold_frames)
+        if getattr(spec, "frame_layout", False):
+            # A fixed-speed preset's final hold already takes the frames its sweeps leave: the model's trailing
+            # static poses (Evoke's 21) must fall inside it, counting the last sweep's end frame.
+            path = build_path(spec, total, c.fps, K, c.height, c.width)
+            still = total - spec.min_frames() + 1
+            if still < hold:
+                raise TrajectoryError(f"trajectory {name!r} at {total} frames ends with {still} static poses; "
+                                      f"model.trailing_hold_frames needs {hold}: raise "
+                                      f"model.frames_per_trajectory.{name}")
+            return path
         path = build_path(spec, total - hold, c.fps, K, c.height, c.width)
         if hold == 0:
             return path

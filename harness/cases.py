@@ -10,6 +10,8 @@ Boxes are ``[x0, y0, x1, y1]`` in pixels of the conditioning image (x right, y d
 
 from __future__ import annotations
 
+import functools
+
 import json
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -124,7 +126,20 @@ class Case(_Strict):
     targets: Targets = Field(default_factory=Targets)
     trajectories: list[str] = Field(default_factory=lambda: list(KNOWN_TRAJECTORIES))
     event: Optional[Event] = None
+    # A case imported without the annotations its family needs (the official release ships no person boxes,
+    # object masks or dynamic events): the family's rules are waived and the metrics that need them are not
+    # computed, with the reason (docs/release.md). Set by `release import`, never needed in a case written by hand.
+    unannotated: bool = False
     source: Optional[str] = None
+
+    def runs_on(self, trajectory: str) -> bool:
+        """Whether this case runs on ``trajectory``: listed by name, or a variant of a listed one for this case's
+        family (a static case that lists ``lrlr`` runs the release's ``lrlr_sym_0p75dpf``, a dynamic one its LR-Hold
+        ``lr_hold_sym_0p5dpf``; docs/trajectories.md, "Release presets")."""
+        if trajectory in self.trajectories:
+            return True
+        of, families = trajectory_variant_of(trajectory)
+        return of in self.trajectories and (families is None or self.family in families)
 
     @field_validator("trajectories")
     @classmethod
@@ -141,6 +156,8 @@ class Case(_Strict):
 
     @model_validator(mode="after")
     def _family_rules(self) -> "Case":
+        if self.unannotated:
+            return self
         if self.family == "dynamic" and self.event is None:
             raise ValueError("a dynamic case needs 'event' (initial_state, action, expected_next_state, questions)")
         if self.family == "human" and not self.targets.persons:
@@ -208,6 +225,21 @@ class Case(_Strict):
         if self.intrinsics is not None:
             return self.intrinsics.matrix()
         return intrinsics_from_fov(self.hfov_deg or default_hfov_deg, width, height)
+
+
+@functools.lru_cache(maxsize=None)
+def trajectory_variant_of(name: str) -> tuple[str | None, tuple[str, ...] | None]:
+    """What trajectory ``name`` stands in for: its ``variant_of`` and ``families`` keys in
+    ``conf/trajectory/<name>.yaml`` (the release presets name the harness trajectory they replace, and the case
+    families they replace it for), or (None, None)."""
+    try:
+        from .config_groups import group_yaml
+
+        d = group_yaml("trajectory", name)
+    except Exception:  # not a group option (a stripped install, an unknown name): no variant
+        return None, None
+    fams = d.get("families")
+    return d.get("variant_of"), (tuple(fams) if fams else None)
 
 
 def known_trajectories() -> list[str]:

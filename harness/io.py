@@ -235,6 +235,29 @@ def write_text(path: str | Path, text: str, scrubbed: bool = False) -> None:
         tmp.write_text(clean)
 
 
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (contained, like every write here)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def link_file(src: str | Path, path: str | Path) -> str:
+    """Place the existing file ``src`` at ``path`` without copying its bytes, atomically: a hard link when both are
+    on one file system, else a symbolic link to ``src``'s absolute path (``path`` must be contained; ``src`` may be
+    anywhere, it is only read through the link). Returns ``"hardlink"`` or ``"symlink"``."""
+    src = Path(src).resolve(strict=True)
+    with atomic_path(path) as tmp:
+        tmp.unlink()
+        try:
+            os.link(src, tmp)
+            kind = "hardlink"
+        except OSError:  # another file system (or links not allowed there)
+            os.symlink(src, tmp)
+            kind = "symlink"
+    return kind
+
+
 def append_text(path: str | Path, text: str) -> None:
     """Append ``text`` (a whole record, e.g. one JSON line) to a log file, scrubbed of secrets and confined like
     every write of this module; appends are not atomic, so readers of such logs skip a torn last line."""

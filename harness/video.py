@@ -278,6 +278,21 @@ def probe_video(path: str | Path) -> dict:
         return {"num_frames": n, "fps": fps, "width": s.width, "height": s.height, "codec": s.codec_context.name}
 
 
+def probe_header(path: str | Path) -> dict:
+    """``{num_frames, fps, width, height, codec}`` from the container's header (no decode) when it records the frame
+    count (MP4 does), else by decoding (:func:`probe_video`). The first frame is decoded either way, so a file
+    that is not a video, or whose codec cannot be read, raises here."""
+    import av
+
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        n = int(s.frames or 0)
+        next(c.decode(s))
+        fps = float(s.average_rate) if s.average_rate else float("nan")
+        info = {"num_frames": n, "fps": fps, "width": s.width, "height": s.height, "codec": s.codec_context.name}
+    return info if n > 0 else probe_video(path)
+
+
 def iter_frames(path: str | Path, stride: int = 1, indices: list[int] | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(index, frame)`` as (H, W, 3) uint8 RGB for every ``stride``-th frame (or the given indices)."""
     import av

@@ -1,8 +1,16 @@
-"""Trajectory builders: LRLR, LRLRLR, LRUD (rotation in place) and the square translation loop.
+"""Trajectory builders: LRLR, LRLRLR, LRUD, LR-Hold (rotation in place) and the square translation loop.
 
-A trajectory is defined on normalised time ``tau in [0, 1]`` as a sequence of segments with relative durations
-(weights), then sampled at ``tau_i = i / (N - 1)`` for a model's native frame count ``N``. Frame 0 and frame
-``N - 1`` therefore hit the first and last poses exactly, and every revisit ends exactly at the start pose.
+Two layouts:
+
+- **Normalised time** (``lrlr``, ``lrlrlr``, ``lrud``, ``square``, ``translate_square``): a sequence of segments
+  with relative durations (weights) on ``tau in [0, 1]``, sampled at ``tau_i = i / (N - 1)`` for a model's native
+  frame count ``N``. Frame 0 and frame ``N - 1`` hit the first and last poses exactly, and every revisit ends
+  exactly at the start pose; the speed scales with ``N``.
+- **Frames at a fixed angular speed** (the release presets ``lrlr_sym_0p75dpf``, ``lrud_sym_0p75dpf``,
+  ``lrlrlr_sym_1dpf``, ``lr_hold_sym_0p5dpf``; ``deg_per_frame`` set): every sweep takes
+  ``amplitude / deg_per_frame`` frames whatever ``N`` is, holds are given in frames, and the final hold takes the
+  frames that are left. Frame 0 is the initial view; the first sweep moves from frame 0 to frame 1. See
+  docs/trajectories.md ("Release presets") for what is inferred about these names.
 
 Conventions (see :mod:`trajectories.conventions`): OpenCV camera-to-world, +x right / +y down / +z forward,
 world = camera frame of frame 0; positive yaw turns the view right, positive pitch turns it up. ``L`` is a yaw to
@@ -44,13 +52,33 @@ class Timing:
     final_hold: float = 0.10
 
 
+#: Sweep profiles of the frame layout. ``constant``: the angle changes by exactly ``deg_per_frame`` every frame
+#: (the most probable reading of the release names "<n>dpf"); ``cosine``: a symmetric ease-in/out with the same
+#: mean speed (the other reading of "sym"), peaking at pi/2 x ``deg_per_frame``.
+PROFILES = ("constant", "cosine")
+
+
+@dataclass(frozen=True)
+class HoldFrames:
+    """Holds of the frame layout, in frames (``deg_per_frame`` set). initial: frames held after frame 0 before the
+    first sweep (the ``V`` phase is frame 0 plus these). away: at the far end of each departure. revisit: at the
+    start pose after each return. The final hold ``H`` takes every frame left up to the model's count."""
+
+    initial: int = 0
+    away: int = 0
+    revisit: int = 0
+
+
 @dataclass(frozen=True)
 class TrajectorySpec:
     """Parameters of one trajectory (what ``conf/trajectory/<name>.yaml`` holds).
 
     kind: ``rotation`` or ``square``. cycles: for rotations, the departure direction of each away-and-back
     cycle (``left``/``right``/``up``/``down``). yaw_deg / pitch_deg: departure amplitudes. side: square side
-    length in scene units (see docs/conventions.md for the scale policy).
+    length in scene units (see docs/conventions.md for the scale policy). deg_per_frame: angular speed of every
+    sweep in degrees per frame; set, the path is laid out in frames (``hold_frames``, ``profile``) instead of on
+    normalised time (``timing``). release: the trajectory's name in the official WorldMemBench release, when it
+    has one (``lrlr_sym_0p75dpf``, ...).
     """
 
     name: str
@@ -60,27 +88,55 @@ class TrajectorySpec:
     pitch_deg: float = 60.0
     side: float = 1.0
     timing: Timing = field(default_factory=Timing)
+    deg_per_frame: float | None = None
+    profile: str = "constant"
+    hold_frames: HoldFrames = field(default_factory=HoldFrames)
+    release: str | None = None
+
+    @property
+    def frame_layout(self) -> bool:
+        """True for the fixed-speed layout in frames (``deg_per_frame`` set)."""
+        return self.deg_per_frame is not None
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "TrajectorySpec":
         d = dict(d)
         check_fields("trajectory", d, {"name", "kind", "cycles", "yaw_deg", "pitch_deg", "side", "timing",
-                                       "description"}, TrajectoryError)
-        d.pop("description", None)
+                                       "description", "deg_per_frame", "profile", "hold_frames", "release", "variant_of",
+                                       "families"}, TrajectoryError)
+        for key in ("description", "variant_of", "families"):  # read by the case filter (harness.cases), not here
+            d.pop(key, None)
         timing = d.pop("timing", None) or {}
         bad = set(timing) - set(Timing.__dataclass_fields__)
         if bad:
             raise TrajectoryError(
                 f"trajectory.timing: unknown field(s) {sorted(bad)}; allowed: {sorted(Timing.__dataclass_fields__)}"
             )
+        holds = d.pop("hold_frames", None) or {}
+        check_fields("trajectory.hold_frames", holds, HoldFrames.__dataclass_fields__, TrajectoryError)
+        for key, v in holds.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise TrajectoryError(f"trajectory.hold_frames.{key}={v!r}: give a whole number of frames >= 0")
         if "cycles" in d:
             d["cycles"] = tuple(d["cycles"])
-        return TrajectorySpec(timing=Timing(**timing), **d)
+        return TrajectorySpec(timing=Timing(**timing), hold_frames=HoldFrames(**holds), **d)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["cycles"] = list(self.cycles)
+        if not self.frame_layout:  # the normalised-time spec keeps its historical dict (and its compile-cache keys)
+            for key in ("deg_per_frame", "profile", "hold_frames", "release"):
+                out.pop(key)
+        elif self.release is None:
+            out.pop("release")
         return out
+
+    def min_frames(self) -> int:
+        """The fewest frames this spec can be laid out in (frame layout: frame 0, the holds and every sweep at
+        ``deg_per_frame``, with an empty final hold; normalised time: two frames a segment)."""
+        if not self.frame_layout:
+            return 2 * len(_segments(self))
+        return 1 + sum(n for _, _, _, n, _ in _frame_segments(self))
 
 
 def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: float | None) -> None:
@@ -105,8 +161,8 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
                     f"trajectory.{axis}={amp}: a departure must be >= {MIN_DEPARTURE_DEG} deg (the paper's "
                     "qualification rule) and < 180 deg"
                 )
-            if axis == "pitch_deg" and amp >= 90.0:
-                raise TrajectoryError(f"trajectory.pitch_deg={amp}: must be < 90 deg (the view would flip over)")
+            if axis == "pitch_deg" and amp > 90.0:
+                raise TrajectoryError(f"trajectory.pitch_deg={amp}: must be <= 90 deg (the view would flip over)")
             if fov is not None and amp <= fov / 2.0:
                 raise TrajectoryError(
                     f"trajectory.{axis}={amp} keeps the initial view's centre in frame (half field of view "
@@ -117,6 +173,9 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
             raise TrajectoryError(f"trajectory.side={spec.side}: the square's side must be > 0 scene units")
     else:
         raise TrajectoryError(f"trajectory.kind={spec.kind!r}: use 'rotation' or 'square'")
+    if spec.frame_layout:
+        _check_frame_layout(spec, num_frames)
+        return
     n_seg = len(_segments(spec))
     if num_frames < 2 * n_seg:
         raise TrajectoryError(
@@ -125,8 +184,57 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
         )
 
 
+def _check_frame_layout(spec: TrajectorySpec, num_frames: int) -> None:
+    dpf = spec.deg_per_frame
+    if spec.kind != "rotation":
+        raise TrajectoryError(f"trajectory.deg_per_frame={dpf}: an angular speed applies to rotations only; remove "
+                              f"it from {spec.name!r} (kind {spec.kind!r}) or use kind: rotation")
+    if isinstance(dpf, bool) or not isinstance(dpf, (int, float)) or not np.isfinite(dpf) or dpf <= 0:
+        raise TrajectoryError(f"trajectory.deg_per_frame={dpf!r}: give an angular speed in degrees per frame > 0")
+    if spec.profile not in PROFILES:
+        raise TrajectoryError(f"trajectory.profile={spec.profile!r}: use one of {list(PROFILES)}")
+    need = spec.min_frames()
+    if num_frames < need:
+        raise TrajectoryError(
+            f"num_frames={num_frames} is too short for trajectory {spec.name!r}: its sweeps at {dpf:g} deg per frame "
+            f"and holds take {need} frames; give the model at least {need} frames for it "
+            f"(model.frames_per_trajectory.{spec.name}: {need} or more) or lower trajectory.deg_per_frame"
+        )
+
+
 # A segment on normalised time: (phase, label, kind, weight, pose function of s in [0, 1] -> (yaw, pitch, t)).
 _Seg = tuple[str, str, str, float, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]]
+
+
+def _sweep_frames(spec: TrajectorySpec, amplitude_deg: float) -> int:
+    """Frames one sweep of ``amplitude_deg`` takes at ``spec.deg_per_frame`` (rounded to whole frames; the speed
+    achieved is recorded in the path's params)."""
+    return max(1, int(round(amplitude_deg / float(spec.deg_per_frame))))
+
+
+def _frame_segments(spec: TrajectorySpec) -> list[_Seg]:
+    """The frame layout's segments after frame 0, each with its length in frames (final hold excluded): the
+    initial hold, then per cycle the sweep away, the away hold, the sweep back and the revisit hold."""
+    h = spec.hold_frames
+    shape = _ease if spec.profile == "cosine" else (lambda s: s)
+    zero = np.zeros(3)
+    segs: list[_Seg] = [(VIEW, "hold", "hold", h.initial, _const(0.0, 0.0, zero))]
+    for k, direction in enumerate(spec.cycles, start=1):
+        axis, sign = DIRECTIONS[direction]
+        amp_deg = spec.yaw_deg if axis == "yaw" else spec.pitch_deg
+        amp = np.deg2rad(amp_deg) * sign
+        away = (amp, 0.0) if axis == "yaw" else (0.0, amp)
+        out_lbl = _LABELS[direction]
+        n = _sweep_frames(spec, amp_deg)
+        segs.append((departure(k), out_lbl, "move", n, _rot_move(axis, 0.0, amp, shape)))
+        segs.append((departure(k), "hold", "hold", h.away, _const(*away, zero)))
+        segs.append((revisit(k), _BACK[out_lbl], "move", n, _rot_move(axis, amp, 0.0, shape)))
+        segs.append((revisit(k), "hold", "hold", h.revisit, _const(0.0, 0.0, zero)))
+    return segs
+
+
+_LABELS = {"left": "L", "right": "R", "up": "U", "down": "D"}
+_BACK = {"L": "R", "R": "L", "U": "D", "D": "U"}
 
 
 def _ease(s: np.ndarray) -> np.ndarray:
@@ -142,9 +250,9 @@ def _const(yaw: float, pitch: float, t: np.ndarray) -> Callable:
     return f
 
 
-def _rot_move(axis: str, a0: float, a1: float) -> Callable:
+def _rot_move(axis: str, a0: float, a1: float, shape: Callable[[np.ndarray], np.ndarray] = _ease) -> Callable:
     def f(s: np.ndarray):
-        ang = a0 + (a1 - a0) * _ease(s)
+        ang = a0 + (a1 - a0) * shape(s)
         z = np.zeros_like(s)
         yaw, pitch = (ang, z) if axis == "yaw" else (z, ang)
         return yaw, pitch, np.zeros((len(s), 3))
@@ -170,8 +278,8 @@ def _segments(spec: TrajectorySpec) -> list[_Seg]:
             axis, sign = DIRECTIONS[direction]
             amp = np.deg2rad(spec.yaw_deg if axis == "yaw" else spec.pitch_deg) * sign
             away = (amp, 0.0) if axis == "yaw" else (0.0, amp)
-            out_lbl = {"left": "L", "right": "R", "up": "U", "down": "D"}[direction]
-            back_lbl = {"L": "R", "R": "L", "U": "D", "D": "U"}[out_lbl]
+            out_lbl = _LABELS[direction]
+            back_lbl = _BACK[out_lbl]
             segs.append((departure(k), out_lbl, "move", t.move, _rot_move(axis, 0.0, amp)))
             segs.append((departure(k), "hold", "hold", t.away_hold, _const(*away, zero)))
             segs.append((revisit(k), back_lbl, "move", t.move, _rot_move(axis, amp, 0.0)))
@@ -185,6 +293,36 @@ def _segments(spec: TrajectorySpec) -> list[_Seg]:
         segs.append((revisit(1), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
     segs.append((HOLD, "hold", "hold", t.final_hold, _const(0.0, 0.0, zero)))
     return [sg for sg in segs if sg[3] > 0]
+
+
+def _time_layout(spec: TrajectorySpec, num_frames: int) -> tuple[list[_Seg], np.ndarray, np.ndarray]:
+    """Segments on normalised time: (segments, segment index of each frame, position s in [0, 1] inside it)."""
+    segs = _segments(spec)
+    w = np.array([s[3] for s in segs], dtype=np.float64)
+    bounds = np.concatenate([[0.0], np.cumsum(w) / w.sum()])
+    bounds[-1] = 1.0
+    tau = np.arange(num_frames, dtype=np.float64) / (num_frames - 1)
+    # Segment of each frame: half-open [b_j, b_{j+1}); the last frame belongs to the last segment.
+    seg_idx = np.clip(np.searchsorted(bounds, tau, side="right") - 1, 0, len(segs) - 1)
+    s_of = (tau - bounds[seg_idx]) / (bounds[seg_idx + 1] - bounds[seg_idx])
+    return segs, seg_idx, s_of
+
+
+def _frame_layout(spec: TrajectorySpec, num_frames: int) -> tuple[list[_Seg], np.ndarray, np.ndarray]:
+    """Segments in whole frames (same return as :func:`_time_layout`). Frame 0 opens ``V``; a segment of ``n``
+    frames covers the next ``n`` frames, a move reaching position ``k / n`` on its k-th frame (so every frame of a
+    constant sweep turns by exactly the sweep's speed); the final hold takes the rest (possibly none)."""
+    segs = _frame_segments(spec)
+    segs.append((HOLD, "hold", "hold", num_frames - spec.min_frames(), _const(0.0, 0.0, np.zeros(3))))
+    seg_idx = np.zeros(num_frames, dtype=np.int64)
+    s_of = np.zeros(num_frames)
+    start = 1  # frame 0 belongs to V (segment 0) at s = 0
+    for j, (_, _, _, n, _) in enumerate(segs):
+        n = int(n)
+        seg_idx[start:start + n] = j
+        s_of[start:start + n] = np.arange(1, n + 1) / max(n, 1)
+        start += n
+    return segs, seg_idx, s_of
 
 
 def build_path(
@@ -214,13 +352,7 @@ def build_path(
     K = np.asarray(K, dtype=np.float64)
     hfov, vfov = fov_from_intrinsics(K, width, height) if check_fov else (None, None)
     _check(spec, num_frames, hfov, vfov)
-    segs = _segments(spec)
-    w = np.array([s[3] for s in segs], dtype=np.float64)
-    bounds = np.concatenate([[0.0], np.cumsum(w) / w.sum()])
-    bounds[-1] = 1.0
-    tau = np.arange(num_frames, dtype=np.float64) / (num_frames - 1)
-    # Segment of each frame: half-open [b_j, b_{j+1}); the last frame belongs to the last segment.
-    seg_idx = np.clip(np.searchsorted(bounds, tau, side="right") - 1, 0, len(segs) - 1)
+    segs, seg_idx, s_of = _frame_layout(spec, num_frames) if spec.frame_layout else _time_layout(spec, num_frames)
     yaw = np.zeros(num_frames)
     pitch = np.zeros(num_frames)
     trans = np.zeros((num_frames, 3))
@@ -228,8 +360,7 @@ def build_path(
         m = seg_idx == j
         if not m.any():
             continue
-        s = (tau[m] - bounds[j]) / (bounds[j + 1] - bounds[j])
-        y, p, tr = fn(np.clip(s, 0.0, 1.0))
+        y, p, tr = fn(np.clip(s_of[m], 0.0, 1.0))
         yaw[m], pitch[m], trans[m] = y, p, tr
     c2w = se3(rotmat_from_yaw_pitch(yaw, pitch), trans)
     c2w[0] = np.eye(4)  # exact, whatever the float path
@@ -239,6 +370,8 @@ def build_path(
     for j, (phase, label, kind, _, _) in enumerate(segs):
         idx = np.nonzero(seg_idx == j)[0]
         if len(idx) == 0:
+            if spec.frame_layout:  # a hold of 0 frames (the final hold when the sweeps fill the model's count)
+                continue
             raise TrajectoryError(
                 f"num_frames={num_frames} leaves segment {phase}/{label} of {spec.name!r} without frames; raise "
                 "the frame count or that segment's timing weight"
@@ -249,6 +382,11 @@ def build_path(
         phases[phase] = (min(lo, a), max(hi, b))
     params = spec.to_dict()
     params.update({"num_frames": num_frames, "hfov_deg": hfov, "vfov_deg": vfov})
+    if spec.frame_layout:  # what the rounding to whole frames achieved, per axis (== deg_per_frame when exact)
+        params["achieved_deg_per_frame"] = {
+            axis: (spec.yaw_deg if axis == "yaw" else spec.pitch_deg) / _sweep_frames(
+                spec, spec.yaw_deg if axis == "yaw" else spec.pitch_deg)
+            for axis in sorted({DIRECTIONS[c][0] for c in spec.cycles})}
     return CameraPath(
         name=spec.name,
         c2w=c2w,

@@ -60,22 +60,30 @@ class MatrixGame35Adapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
+    def blocks_for(self, N: int) -> int:
+        """Blocks of 84 poses for ``N`` frames (``1 + 84 * blocks``): the released config's six for 505 frames,
+        seven for the release preset ``lrlrlr_sym_1dpf`` (589; the runner shim patches ``num_blocks``)."""
+        blocks, r = divmod(N - 1, 84)
+        if r or blocks < 1:
+            raise ModelConfigError(f"Matrix-Game 3.5 makes 1 + 84 * blocks frames ({1 + 84 * self.config.num_blocks} "
+                                   f"with the released {self.config.num_blocks} blocks); {N} is not one "
+                                   "(model.num_frames / model.frames_per_trajectory)")
+        return blocks
+
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames
-        if N != 1 + 84 * c.num_blocks:
-            raise ModelConfigError(f"Matrix-Game 3.5 with {c.num_blocks} blocks needs {1 + 84 * c.num_blocks} frames; "
-                                   f"got {N} (model.num_frames)")
+        blocks = self.blocks_for(N)
         ext = req.path.c2w.copy()
         ext[:, :3, 3] *= self.scene_scale()
         kv = np.tile([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], (N, 1))
         d = req.controls_dir
         with atomic_path(d / "camera.npz", suffix=".npz") as tmp:
             np.savez(tmp, extrinsics_c2w=ext, intrinsics=kv)
-        caption = {"detailed": {str(s): {"start": "", "dynamic": req.case.prompt} for s in caption_starts(c.num_blocks)}}
+        caption = {"detailed": {str(s): {"start": "", "dynamic": req.case.prompt} for s in caption_starts(blocks)}}
         write_json(d / "caption.json", caption)
         return NativeControls(files={"camera.npz": str(d / "camera.npz"), "caption.json": str(d / "caption.json")},
-                              meta={"blocks": c.num_blocks, "seeds": {"validation_seed": req.seed,
+                              meta={"blocks": blocks, "seeds": {"validation_seed": req.seed,
                                                                        "pipeline_seed": c.pipeline_seed}})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
@@ -93,6 +101,9 @@ class MatrixGame35Adapter(UpstreamAdapter):
                 "--wan-dir", c.wan_dir or "<model.wan_dir>", "--tokenizer-dir", c.tokenizer() or "<model.tokenizer_dir>",
                 "--da3-dir", c.da3_dir or "<model.da3_dir>"]
         shim = ["--seed", str(req.seed), "--config-in", c.config_file, "--config-out", str(patched)]
+        blocks = self.blocks_for(req.path.num_frames)
+        if blocks != c.num_blocks:  # a longer preset: the shim sets the config's block count
+            shim += ["--num-blocks", str(blocks)]
         # only 'true' keeps diffsynth off ModelScope (diffsynth/core/loader/config.py:50-60)
         return LaunchSpec(script="infer_distilled.py", args=args, output=str(out), wrapper=self.shim_path(__file__),
                           wrapper_args=shim, env={"DIFFSYNTH_SKIP_DOWNLOAD": "true"})

@@ -1,7 +1,8 @@
 """Matrix-Game 3.5 runner shim (runs inside the model's environment; targets Matrix-Game-3.5@fa6d2b6).
 
 The rollout seed is a key of the upstream config (``seed: 3407``), not a flag. This shim writes a copy of the
-config with ``seed`` (and ``validation_seed`` when present) set to the harness seed, then runs upstream with it.
+config with ``seed`` (and ``validation_seed`` when present) set to the harness seed (and ``num_blocks`` when the
+trajectory needs more than the released six blocks), then runs upstream with it.
 
 Usage: ``python runner.py --seed S --config-in configs/x.yaml --config-out out.yaml -- infer_distilled.py <args>``.
 """
@@ -21,6 +22,8 @@ def patch(opts):
     cfg["seed"] = int(opts.seed)
     if "validation_seed" in cfg:
         cfg["validation_seed"] = int(opts.seed)
+    if opts.num_blocks is not None:  # a preset longer than the released six blocks (84 poses each)
+        cfg["num_blocks"] = int(opts.num_blocks)
     with open(opts.config_out, "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
@@ -30,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--config-in", required=True)
     ap.add_argument("--config-out", required=True)
+    ap.add_argument("--num-blocks", type=int, default=None)
     return ap
 
 

@@ -403,8 +403,25 @@ def _cmd_judge_check(cfg: dict[str, Any]) -> None:
         sys.exit(code)
 
 
+def _cmd_release_import(cfg: dict[str, Any]) -> None:
+    """``release import source=<dir> run=<name>``: the official release as a run, then evaluated
+    (:mod:`harness.app.release`)."""
+    from harness.app.release import release_import
+
+    if not release_import(cfg, _evaluate):
+        sys.exit(1)
+
+
+def _cmd_release_check(cfg: dict[str, Any]) -> None:
+    """``release check run=<name>``: each video's measured camera path against its preset."""
+    from harness.app.release import release_check
+
+    release_check(cfg)
+
+
 HANDLERS = {"run": _cmd_run, "list": _cmd_list, "validate": _cmd_validate, "preview": _cmd_preview,
-            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check, "setup": _cmd_setup}
+            "verify": _cmd_verify, "report": _cmd_report, "judge_check": _cmd_judge_check, "setup": _cmd_setup,
+            "release_import": _cmd_release_import, "release_check": _cmd_release_check}
 
 
 def _dispatch(cfg_omega: Any) -> None:
@@ -589,6 +606,8 @@ def main() -> None:
             sys.exit(human_main(sys.argv[2:]))
         if sys.argv[1:3] == ["judge", "check"]:  # `python -m harness judge check [overrides]`
             sys.argv[1:3] = ["cmd=judge_check"]
+        if len(sys.argv) > 2 and sys.argv[1] == "release" and sys.argv[2] in ("import", "check"):
+            sys.argv[1:3] = [f"cmd=release_{sys.argv[2]}"]  # `python -m harness release import|check [overrides]`
         from evaluate.reporting.cli import merge_run_args
 
         sys.argv = _precheck_argv(merge_run_args(sys.argv))

@@ -36,7 +36,7 @@ def make_plan(
 ) -> list[WorkItem]:
     """All items in a stable order (trajectory, case id), then every n-th for shard ``i/n``."""
     items = sorted(
-        WorkItem(model, context, int(seed), t, c.id) for t in trajectories for c in cases if t in c.trajectories
+        WorkItem(model, context, int(seed), t, c.id) for t in trajectories for c in cases if c.runs_on(t)
     )
     i, n = parse_shard(shard)
     return items[i::n]

@@ -25,6 +25,7 @@ REPORT_KEYS = ("report_runs", "report_out", "main_context", "report_strips", "re
 CASE_KEYS = ("name", "source", "include", "families", "description")
 FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
+RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate")
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,6 +119,16 @@ def check_settings(cfg: dict[str, Any]) -> None:
     local = cfg.get("local")
     if local is not None:
         _check("local", local, lambda v: isinstance(v, dict), "conf/local/default.yaml must hold a mapping")
+    release = cfg.get("release")
+    if release is not None:
+        _check("release", release, lambda v: isinstance(v, dict), "a mapping, e.g. release.limit=100")
+        for k in release:
+            if k not in RELEASE_KEYS:
+                raise _unknown("release.", str(k), list(RELEASE_KEYS))
+        if "evaluate" in release:
+            _check("release.evaluate", release["evaluate"], _is_bool, "use true or false")
+    if cfg.get("source") is not None:
+        _check("source", cfg["source"], lambda v: isinstance(v, str) and bool(v.strip()), "give a folder (or null)")
 
 
 # -- sweeps ------------------------------------------------------------------------------------------------------

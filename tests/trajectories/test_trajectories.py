@@ -128,7 +128,7 @@ CENTRE_IN_FRAME = "keeps the initial view's centre in frame"
         (TrajectorySpec(name="x", yaw_deg=29.9), "yaw_deg", QUALIFICATION),
         (TrajectorySpec(name="x", yaw_deg=180.0), "yaw_deg", QUALIFICATION),  # < 180 deg
         (TrajectorySpec(name="x", cycles=("up",), pitch_deg=95.0), "pitch_deg", "view would flip over"),
-        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=90.0), "pitch_deg", "view would flip over"),
+        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=90.5), "pitch_deg", "view would flip over"),
         (TrajectorySpec(name="x", cycles=("sideways",)), "cycles", "unknown direction"),
         (TrajectorySpec(name="x", cycles=()), "cycles", "empty"),
         (TrajectorySpec(name="x", kind="square", side=0.0), "side", "must be > 0"),

@@ -1,0 +1,166 @@
+"""The official release's trajectory presets (docs/trajectories.md, "Release presets").
+
+What is a fact: the five names of rescuerz/WorldMemBench's ``trajectory`` column and the paper's frame counts.
+What is inferred (and so pinned here only as the harness's reading): "dpf" = degrees per frame at a constant speed,
+90-degree sweeps, no holds between sweeps, the rest of the model's frames held at the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from adapters.base import build_adapter
+from harness.config_groups import group_yaml, list_group
+from trajectories import TrajectoryError, TrajectorySpec, build_path
+from trajectories.conventions import geodesic_angle
+
+PRESETS = ["lrlr_sym_0p75dpf", "lrud_sym_0p75dpf", "lrlrlr_sym_1dpf", "lr_hold_sym_0p5dpf", "translate_square"]
+K = np.array([[480.0, 0, 416], [0, 480.0, 240], [0, 0, 1]])
+
+
+def _spec(name: str, **over) -> TrajectorySpec:
+    return TrajectorySpec.from_dict({**group_yaml("trajectory", name), **over})
+
+
+def _step_deg(c2w: np.ndarray) -> np.ndarray:
+    """Rotation between consecutive frames, degrees."""
+    return np.degrees(geodesic_angle(c2w[:-1, :3, :3], c2w[1:, :3, :3]))
+
+
+def test_presets_are_group_options_named_as_the_release():
+    assert set(PRESETS) <= set(list_group("trajectory"))
+    for name in PRESETS:
+        assert _spec(name).release == name
+
+
+@pytest.mark.parametrize("name,dpf,motion,held", [
+    ("lrlr_sym_0p75dpf", 0.75, 480, 13),   # 4 x 90 / 0.75 = 480, +13 held = 493 (the paper's count)
+    ("lrud_sym_0p75dpf", 0.75, 480, 13),
+    ("lr_hold_sym_0p5dpf", 0.5, 360, 133),  # 2 x 90 / 0.5 = 360, +133 held = 493
+])
+def test_constant_speed_and_the_papers_counts(name, dpf, motion, held):
+    path = build_path(_spec(name), 493, 16, K, 480, 832)
+    steps = _step_deg(path.c2w)
+    moving = steps > 1e-9
+    assert moving.sum() == motion
+    np.testing.assert_allclose(steps[moving], dpf, atol=1e-9)
+    assert not moving[motion:].any()  # the motion is one block from frame 0 ...
+    still = path.c2w[motion:]
+    assert len(still) == held and np.allclose(still, np.eye(4), atol=1e-12)  # ... and the rest is held at start
+
+
+def test_lrlrlr_needs_541_frames_and_yume_makes_551():
+    spec = _spec("lrlrlr_sym_1dpf")
+    assert spec.min_frames() == 541
+    with pytest.raises(TrajectoryError, match=r"frames_per_trajectory.lrlrlr_sym_1dpf: 541 or more"):
+        build_path(spec, 493, 16, K, 480, 832)
+    path = build_path(spec, 551, 16, K, 480, 832)
+    assert np.allclose(path.c2w[540:], np.eye(4), atol=1e-12) and len(path.c2w[540:]) == 11  # 540 + 11 = 551
+    assert path.num_revisits == 3
+
+
+def test_phases_follow_the_sweeps():
+    path = build_path(_spec("lrlr_sym_0p75dpf"), 493, 16, K, 480, 832)
+    assert path.phases == {"V": (0, 1), "D1": (1, 121), "R1": (121, 241), "D2": (241, 361), "R2": (361, 481),
+                           "H": (481, 493)}
+    yaw, _ = path.yaw_pitch_deg()
+    assert yaw[120] == pytest.approx(-90.0) and yaw[240] == pytest.approx(0.0, abs=1e-9)
+    # the sweeps fill the count: no final hold, no empty H phase
+    assert "H" not in build_path(_spec("lrlr_sym_0p75dpf"), 481, 16, K, 480, 832).phases
+
+
+def test_lrud_pitches_up_ninety_degrees():
+    path = build_path(_spec("lrud_sym_0p75dpf"), 493, 16, K, 480, 832)
+    _, pitch = path.yaw_pitch_deg()
+    assert pitch[360] == pytest.approx(90.0, abs=1e-6) and pitch[241] == pytest.approx(0.75)
+
+
+def test_the_other_reading_of_sym_keeps_the_counts_with_a_cosine_ease():
+    const = build_path(_spec("lrlr_sym_0p75dpf"), 493, 16, K, 480, 832)
+    cos = build_path(_spec("lrlr_sym_0p75dpf", profile="cosine"), 493, 16, K, 480, 832)
+    assert cos.phases == const.phases
+    steps = _step_deg(cos.c2w)
+    assert steps[:120].mean() == pytest.approx(0.75, rel=1e-9)  # same mean speed ...
+    assert steps.max() == pytest.approx(0.75 * np.pi / 2, rel=2e-3)  # ... peaking at pi/2 times it
+    with pytest.raises(TrajectoryError, match="trajectory.profile='linear'"):
+        build_path(_spec("lrlr_sym_0p75dpf", profile="linear"), 493, 16, K, 480, 832)
+
+
+def test_holds_in_frames_and_rounding_to_whole_frames():
+    spec = _spec("lr_hold_sym_0p5dpf", hold_frames={"initial": 8, "away": 4, "revisit": 2})
+    path = build_path(spec, 493, 16, K, 480, 832)
+    assert path.phases["V"] == (0, 9) and path.phases["D1"] == (9, 193) and path.phases["R1"] == (193, 375)
+    odd = build_path(_spec("lrlr_sym_0p75dpf", deg_per_frame=0.8), 493, 16, K, 480, 832)
+    assert odd.params["achieved_deg_per_frame"] == {"yaw": pytest.approx(90 / 112)}  # 112.5 frames -> 112
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"hold_frames": {"initial": -1}}, r"trajectory.hold_frames.initial=-1"),
+    ({"hold_frames": {"start": 1}}, r"trajectory.hold_frames.start: unknown field"),
+    ({"deg_per_frame": 0}, r"trajectory.deg_per_frame=0"),
+    ({"pitch_deg": 91.0}, r"trajectory.pitch_deg=91.0: must be <= 90"),
+])
+def test_bad_preset_fields_are_named(over, match):
+    name = "lrud_sym_0p75dpf"
+    with pytest.raises(TrajectoryError, match=match):
+        build_path(_spec(name, **over), 493, 16, K, 480, 832)
+
+
+def test_a_speed_on_the_square_is_refused():
+    with pytest.raises(TrajectoryError, match="deg_per_frame=1.0: an angular speed applies to rotations only"):
+        build_path(_spec("translate_square", deg_per_frame=1.0), 493, 16, K, 480, 832)
+
+
+def test_translate_square_is_the_square_under_the_release_name():
+    a = build_path(_spec("square"), 493, 16, K, 480, 832)
+    b = build_path(_spec("translate_square"), 493, 16, K, 480, 832)
+    assert np.array_equal(a.c2w, b.c2w) and a.phases == b.phases
+
+
+def test_our_four_are_unchanged_variants():
+    """The harness's normalised-time trajectories keep their dicts (compile-cache keys, fingerprints)."""
+    d = _spec("lrlr").to_dict()
+    assert "deg_per_frame" not in d and "hold_frames" not in d
+
+
+def test_cases_listing_a_trajectory_run_its_release_variant():
+    from harness.cases import load_case_set
+
+    cases = {c.id: c for c in load_case_set("builtin:demo")}
+    rocket, cat = cases["environment_rocket"], cases["dynamic_cat"]
+    assert rocket.runs_on("lrlr_sym_0p75dpf") and rocket.runs_on("translate_square")
+    assert not rocket.runs_on("lr_hold_sym_0p5dpf")  # LR-Hold is the dynamic cases' trajectory ...
+    assert cat.runs_on("lr_hold_sym_0p5dpf") and not cat.runs_on("lrlr_sym_0p75dpf")  # ... instead of LRLR
+    assert cat.runs_on("lrlr")  # listed by name: the harness's own variant still runs
+
+
+@lru_cache(maxsize=None)
+def _adapter(model: str):
+    return build_adapter(group_yaml("model", model))
+
+
+@pytest.mark.parametrize("model,preset", list(itertools.product(list_group("model"), PRESETS)))
+def test_every_model_compiles_every_preset(model, preset, tmp_path):
+    """Dry-run compile of every (model, preset) under the model's paper policy: native files are written, and the
+    path keeps the preset's speed at the model's frame count for it."""
+    from adapters.base import ItemRequest
+    from harness.app.runner import resolve_context
+    from harness.cases import load_case_set
+
+    a = _adapter(model)
+    policy = resolve_context(group_yaml("context", a.config.paper_context), a)
+    case = {c.id: c for c in load_case_set("builtin:demo")}["environment_rocket"]
+    _, K_canvas = a.canvas_image_and_K(case)
+    spec = _spec(preset)
+    path = a.path_for(spec, K_canvas, preset)
+    assert path.num_frames == a.config.frames_for(preset) >= spec.min_frames()
+    if spec.frame_layout:
+        moving = _step_deg(path.c2w) > 1e-9
+        np.testing.assert_allclose(_step_deg(path.c2w)[moving], spec.deg_per_frame, atol=1e-9)
+    controls = a.compile(ItemRequest(case=case, path=path, context=policy, seed=a.config.seed,
+                                     item_dir=tmp_path / "item"))
+    assert controls.files and all((tmp_path / "item" / "controls" / n).exists() for n in controls.files)
