@@ -104,6 +104,7 @@ class ImportSummary:
     unchanged: int = 0
     camera_rows: int = 0
     problems: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(dict))
+    seconds: list[float] = field(default_factory=list)  # wall time of each video's import, in import order
 
     def add(self, kind: str, subject: str, where: str) -> None:
         self.problems[kind].setdefault(subject, []).append(where)
@@ -318,9 +319,13 @@ def import_release(opts: ReleaseOptions, run_path: Path, progress: bool = True) 
     cases = write_cases(opts, videos, rel_dir / "cases", summary)
     from tqdm import tqdm
 
+    import time
+
     for v in tqdm(sorted(videos.values(), key=lambda v: v.relpath), desc="release import", unit="video",
                   disable=not progress):
+        t0 = time.perf_counter()
         _import_video(v, cases[v.case_key], run, opts, summary)
+        summary.seconds.append(time.perf_counter() - t0)
     run.rebuild_manifest()
     write_json(rel_dir / "import.json", {"source": str(opts.source.resolve()), **summary.to_dict()})
     return summary

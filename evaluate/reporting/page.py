@@ -20,6 +20,7 @@ from .analyses import Analyses
 from .cells import Cell
 from .collect import Item
 from .plots import Palette
+from .release import release_html
 from .render import cell_text
 from .tables import Table
 from .verdict import headline, latency_text, line_data
@@ -194,7 +195,7 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
          "metrics.json through <a href='sources.json'>sources.json</a>.</p>",
          "<nav><a href='#verdict'>verdict</a>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in upfront)
          + "<a href='#figures'>figures</a><a href='#more'>more tables</a><a href='#cases'>cases</a></nav>",
-         verdict_html(an)]
+         verdict_html(an), release_html(runs)]
     for t in upfront:
         P.append(table_html(t, downloads.get(t.id, {})))
     P.append("<section id='figures'><h2>Figures</h2><p class='cap' id='colour-key'>Colours (the same in every "

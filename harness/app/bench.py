@@ -4,6 +4,9 @@
 (generation only, and generation + H.264 encoding with the encoder thread overlapped on a second core, or on the
 same core with ``--encoder-core same``), per context policy and trajectory, min and median over ``--repeats``, with
 one verdict line per target (>= 60 frames/s of generation; end to end keeps >= 0.5 of it).
+``python -m harness.bench release``: the official release's scale (import and evaluation cost per video at the start
+and the end of a 1,200-row miniature, peak memory as rows grow, the report of 21,800 item results;
+:mod:`harness.app.benchmarks.release`).
 ``python -m harness.bench context``: the tensor-level KV-context benchmark on the tiny causal DiT and on diffusers'
 WanTransformer3DModel through the harness KV cache (needs torch; ``--model wan`` needs diffusers).
 ``python -m harness.bench eval``: total evaluation time of a run against the time of the backbone forwards alone
@@ -371,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="then time the default run (python -m harness) this many times (0: skip it)")
     e.set_defaults(fn=bench_eval)
     __import__("harness.app.benchmarks.plan", fromlist=["add_parser"]).add_parser(sub)  # `plan`: study dry-run time
+    __import__("harness.app.benchmarks.release", fromlist=["add_parser"]).add_parser(sub)  # `release`: its scale
     args = ap.parse_args(argv)
     from harness.logs import setup_logging
 

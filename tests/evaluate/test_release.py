@@ -213,3 +213,61 @@ def test_bad_release_settings_exit_2_with_the_field(tmp_path):
     r = run_cli(["release", "import", f"source={tmp_path}", "release.limt=3", "run=rel"], tmp_path)
     assert r.returncode == 2 and "release.limt" in r.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> Path:
+    """Reference-model videos of the four rotation presets and of the harness's own (cosine) LRLR, small."""
+    d = tmp_path_factory.mktemp("refrun")
+    r = run_cli(["model=reference", "trajectories=[lrlr_sym_0p75dpf,lrud_sym_0p75dpf,lrlrlr_sym_1dpf,"
+                 "lr_hold_sym_0p5dpf,lrlr]", "cases.include=[environment_rocket,dynamic_cat]", "model.height=192",
+                 "model.width=320", "stage=generate", "run=ref", "progress=false"], d, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d / "outputs" / "ref"
+
+
+@pytest.mark.slow
+def test_check_recovers_each_presets_speed_and_amplitude(reference_run):
+    from evaluate.release.check import check_run
+
+    result = check_run(reference_run, progress=False)
+    by = {(v["trajectory"], v["key"].split("/")[-1]): v for v in result["videos"]}
+    presets = {"lrlr_sym_0p75dpf": 0.75, "lrud_sym_0p75dpf": 0.75, "lrlrlr_sym_1dpf": 1.0, "lr_hold_sym_0p5dpf": 0.5}
+    for (traj, case), v in by.items():
+        if traj not in presets:
+            continue
+        assert v["matches"], v
+        for phase, s in v["speeds"].items():
+            assert abs(s - presets[traj]) <= 0.05 * presets[traj], (traj, phase, s)
+        assert all(abs(a - 90.0) <= 3.0 for a in v["amplitudes"]), v
+        assert v["final_hold"] == v["preset_final_hold"]
+    assert {t for t, _ in by} >= set(presets)
+    assert (reference_run / "release" / "check.md").is_file()
+
+
+@pytest.mark.slow
+def test_check_flags_a_video_made_with_another_preset(reference_run, tmp_path):
+    """The harness's cosine LRLR published under the release's name: the check says it differs."""
+    from evaluate.release.check import check_run
+
+    made = next(reference_run.rglob("lrlr/environment_rocket/video.mp4"))
+    right = next(reference_run.rglob("lrlr_sym_0p75dpf/environment_rocket/video.mp4"))
+    src = tmp_path / "release"
+    img = png_bytes(np.zeros((192, 320, 3), np.uint8))
+    rows = []
+    for case, video in (("case_000", right), ("case_001", made)):
+        rel = video_path("environment", "evoke", "lrlr_sym_0p75dpf", case)
+        (src / rel).parent.mkdir(parents=True)
+        (src / rel).write_bytes(video.read_bytes())
+        rows.append(MiniRow("evoke", "environment", "lrlr_sym_0p75dpf", case, rel, img))
+    write_rows(src, rows)
+    import_release(ReleaseOptions(src), tmp_path / "run", progress=False)
+    result = check_run(tmp_path / "run", progress=False)
+    by = {v["key"].split("/")[-1]: v for v in result["videos"]}
+    assert by["environment_case_000"]["matches"]
+    bad = by["environment_case_001"]
+    assert not bad["matches"] and any("speed" in p for p in bad["problems"])
+    assert any("final hold" in p for p in bad["problems"])
+    from evaluate.release.check import verdict_lines
+
+    assert any("1 of 2 video(s) differ" in line for line in verdict_lines(result))
