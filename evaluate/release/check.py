@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class VideoCheck:
     model: str
     trajectory: str
     frames: int
-    preset_speed: Optional[float]
+    preset_speed: float | None
     preset_amplitudes: list[float]
     preset_final_hold: int
     speeds: dict[str, float] = field(default_factory=dict)
@@ -48,6 +48,8 @@ class VideoCheck:
     final_hold: int = 0
     return_error: float = float("nan")
     invalid_steps: int = 0
+    hfov_deg: float = float("nan")
+    hfov_estimated: bool = False
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -68,6 +70,57 @@ def _from_start(c2w: np.ndarray) -> np.ndarray:
     from trajectories.conventions import geodesic_angle
 
     return np.degrees(geodesic_angle(np.broadcast_to(c2w[0, :3, :3], c2w[:, :3, :3].shape), c2w[:, :3, :3]))
+
+
+def estimate_hfov(frames: np.ndarray, K: np.ndarray, step: int = 4, pairs: int = 40) -> Optional[float]:
+    """The horizontal field of view (degrees) that makes the video's frame-to-frame homographies rotations.
+
+    For a camera that only rotates, ``H = K R K^-1``: with the right focal length ``K^-1 H K`` is a rotation (its
+    singular values are 1), with a wrong one it is not. Homographies between frames ``step`` apart (sparse optical
+    flow + RANSAC, up to ``pairs`` of them, where the image moved by more than 2 px) are scored for focal lengths of
+    20..150 degrees of horizontal field of view (principal point from ``K``); the best is refined on a finer grid.
+    None when too few frame pairs move (a still video)."""
+    import cv2
+
+    h, w = frames.shape[1:3]
+    cx, cy = float(K[0, 2]) - 0.5, float(K[1, 2]) - 0.5
+    Hs = []
+    idx = list(range(0, len(frames) - step, max(1, (len(frames) - step) // (pairs * 2) or 1)))
+    for i in idx:
+        g0 = cv2.cvtColor(frames[i], cv2.COLOR_RGB2GRAY)
+        g1 = cv2.cvtColor(frames[i + step], cv2.COLOR_RGB2GRAY)
+        p0 = cv2.goodFeaturesToTrack(g0, 400, 0.01, 7)
+        if p0 is None or len(p0) < 20:
+            continue
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None, winSize=(15, 15), maxLevel=3)
+        good = st.reshape(-1) == 1
+        a, b = p0.reshape(-1, 2)[good].astype(np.float64), p1.reshape(-1, 2)[good].astype(np.float64)
+        if len(a) < 20 or np.median(np.linalg.norm(b - a, axis=1)) < 2.0:
+            continue
+        H, mask = cv2.findHomography(a, b, cv2.RANSAC, 1.5)
+        if H is not None and int(mask.sum()) >= 20:
+            Hs.append(H)
+        if len(Hs) >= pairs:
+            break
+    if len(Hs) < 3:
+        return None
+
+    def cost(hfov_deg: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(hfov_deg))
+        for j, hf in enumerate(hfov_deg):
+            f = (w / 2.0) / np.tan(np.radians(hf) / 2.0)
+            Kc = np.array([[f, 0, cx], [0, f, cy], [0, 0, 1.0]])
+            Ki = np.linalg.inv(Kc)
+            for H in Hs:
+                M = Ki @ H @ Kc
+                sv = np.linalg.svd(M / np.cbrt(np.linalg.det(M)), compute_uv=False)
+                out[j] += float(((sv - 1.0) ** 2).sum())
+        return out
+
+    grid = np.arange(20.0, 150.0, 1.0)
+    best = float(grid[int(np.argmin(cost(grid)))])
+    fine = np.arange(best - 1.0, best + 1.0, 0.05)
+    return float(fine[int(np.argmin(cost(fine)))])
 
 
 def _still_runs(steps: np.ndarray, threshold: float) -> tuple[int, int]:
@@ -149,9 +202,11 @@ def _frames_small(video: Path, n: int, width: int) -> np.ndarray:
     return out
 
 
-def check_run(run_path: Path, progress: bool = True, width: int = ANALYSIS_WIDTH) -> dict[str, Any]:
+def check_run(run_path: Path, progress: bool = True, width: int = ANALYSIS_WIDTH,
+              fov: str = "estimate") -> dict[str, Any]:
     """Measure every finished rotation item of the run; returns ``{"videos": [...], "groups": [...]}`` and writes
-    ``<run>/release/check.{json,md}``."""
+    ``<run>/release/check.{json,md}``. ``fov``: ``estimate`` (each video's field of view from its own
+    homographies, :func:`estimate_hfov`; the release publishes none) or ``path`` (the intrinsics in camera.npz)."""
     from tqdm import tqdm
 
     from harness.io import read_json, write_json, write_text
@@ -176,7 +231,13 @@ def check_run(run_path: Path, progress: bool = True, width: int = ANALYSIS_WIDTH
         scale = frames.shape[2] / path.width
         K = np.asarray(path.K, np.float64).copy()
         K[:2] *= scale
-        checks.append(measure(row.key, meta, path, frames, K))
+        hfov = estimate_hfov(frames, K) if fov == "estimate" else None
+        if hfov is not None:
+            K[0, 0] = K[1, 1] = (frames.shape[2] / 2.0) / np.tan(np.radians(hfov) / 2.0)
+        c = measure(row.key, meta, path, frames, K)
+        c.hfov_deg = hfov if hfov is not None else _hfov_of(K, frames.shape[2])
+        c.hfov_estimated = hfov is not None
+        checks.append(c)
     groups = _groups(checks)
     result = {"videos": [c.to_dict() for c in checks], "groups": groups, "skipped": skipped,
               "tolerances": {"speed_relative": SPEED_TOLERANCE, "amplitude_deg": AMPLITUDE_TOLERANCE_DEG,
@@ -184,6 +245,10 @@ def check_run(run_path: Path, progress: bool = True, width: int = ANALYSIS_WIDTH
     write_json(run.path / "release" / "check.json", result)
     write_text(run.path / "release" / "check.md", "\n".join(table_lines(result)) + "\n")
     return result
+
+
+def _hfov_of(K: np.ndarray, width: int) -> float:
+    return float(np.degrees(2 * np.arctan((width / 2.0) / float(K[0, 0]))))
 
 
 def _groups(checks: list[VideoCheck]) -> list[dict[str, Any]]:
@@ -203,6 +268,7 @@ def _groups(checks: list[VideoCheck]) -> list[dict[str, Any]]:
                     "final_hold_median": float(np.median([c.final_hold for c in cs])),
                     "preset_final_hold": cs[0].preset_final_hold,
                     "return_error_median": float(np.median([c.return_error for c in cs])),
+                    "hfov_median": float(np.median([c.hfov_deg for c in cs])),
                     "flags": sorted({p.split(" ")[0] + " " + p.split(" ")[1] for c in cs for p in c.problems})})
     return out
 
@@ -213,13 +279,13 @@ def table_lines(result: dict[str, Any]) -> list[str]:
         return "n/a" if v is None else format(v, fmt)
 
     lines = ["| trajectory | model | videos | match | speed (preset) deg/frame | amplitude (preset) deg | "
-             "initial hold | final hold (preset) | return error deg |", "|" + " --- |" * 9]
+             "initial hold | final hold (preset) | return error deg | hfov deg |", "|" + " --- |" * 10]
     for g in result["groups"]:
         lines.append(f"| {g['trajectory']} | {g['model']} | {g['videos']} | {g['matching']} | "
                      f"{f(g['speed_median'], '.3f')} ({f(g['preset_speed'], 'g')}) | "
                      f"{f(g['amplitude_median'], '.1f')} ({f(g['preset_amplitude'], 'g')}) | "
                      f"{g['initial_hold_median']:g} | {g['final_hold_median']:g} ({g['preset_final_hold']}) | "
-                     f"{g['return_error_median']:.2f} |")
+                     f"{g['return_error_median']:.2f} | {g['hfov_median']:.1f} |")
     lines += ["", *verdict_lines(result)]
     return lines
 

@@ -20,15 +20,28 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from harness.errors import ConfigError
 
-from .layout import (CAMERA_CATEGORIES, CATEGORY_FAMILY, ReleaseError, ReleaseRow, check_schema, harness_model,
-                     iter_rows, local_video, parquet_files, parse_video_ref, release_case_id, valid_case_id,
-                     video_relpath)
+from .layout import (
+    CAMERA_CATEGORIES,
+    CATEGORY_FAMILY,
+    ReleaseError,
+    ReleaseRow,
+    check_schema,
+    harness_model,
+    iter_rows,
+    local_video,
+    parquet_files,
+    parse_video_ref,
+    release_case_id,
+    valid_case_id,
+    video_relpath,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +62,12 @@ class ReleaseOptions:
 
     source: Path
     models: dict[str, str] = field(default_factory=dict)
-    overlay: Optional[Path] = None
+    overlay: Path | None = None
     hfov_deg: float = 60.0
-    limit: Optional[int] = None
+    limit: int | None = None
 
     @staticmethod
-    def from_config(cfg: dict[str, Any]) -> "ReleaseOptions":
+    def from_config(cfg: dict[str, Any]) -> ReleaseOptions:
         rel = cfg.get("release") or {}
         source = cfg.get("source") or rel.get("source")
         if not source:
@@ -118,7 +131,7 @@ class ImportSummary:
                f"{self.unchanged} unchanged; {self.camera_rows} camera-following row(s) scored on their "
                f"static-memory video; {self.skipped_rows()} row(s) skipped"]
         for kind, subjects in sorted(self.problems.items()):
-            for subject, wheres in list(sorted(subjects.items()))[:shown]:
+            for subject, wheres in sorted(subjects.items())[:shown]:
                 out.append(f"  {kind}: {subject} ({len(wheres)} row(s), first {wheres[0]})")
             if len(subjects) > shown:
                 out.append(f"  {kind}: ... and {len(subjects) - shown} more (release/import.json lists all)")
@@ -171,7 +184,7 @@ def plan_release(opts: ReleaseOptions, summary: ImportSummary) -> dict[str, Vide
     return videos
 
 
-def _limited(rows: Iterable[ReleaseRow], limit: Optional[int]) -> Iterable[ReleaseRow]:
+def _limited(rows: Iterable[ReleaseRow], limit: int | None) -> Iterable[ReleaseRow]:
     for i, r in enumerate(rows):
         if limit is not None and i >= limit:
             return
@@ -179,7 +192,7 @@ def _limited(rows: Iterable[ReleaseRow], limit: Optional[int]) -> Iterable[Relea
 
 
 def _plan_row(row: ReleaseRow, opts: ReleaseOptions, presets: dict[str, str], known: list[str],
-              summary: ImportSummary) -> Optional[VideoPlan]:
+              summary: ImportSummary) -> VideoPlan | None:
     empty = [k for k in ("model_id", "category", "trajectory", "case_id", "video_url") if not getattr(row, k)]
     if empty:
         summary.add("incomplete row", f"empty {', '.join(empty)}", row.where)
@@ -221,14 +234,14 @@ def write_cases(opts: ReleaseOptions, videos: dict[str, VideoPlan], cases_dir: P
     """One case file per case key with its ``first_frame`` image (second pass over the rows, images included, one
     batch in memory at a time). Returns case key -> :class:`harness.cases.Case`. A case whose image is missing from
     every row is a problem of its videos."""
+    import yaml
+
     from harness.cases import load_case_set
     from harness.io import write_bytes, write_text
 
-    import yaml
-
     need: dict[str, tuple[str, set[str]]] = {}  # case key -> (family, the presets its videos use)
     for v in videos.values():
-        fam, presets = need.setdefault(v.case_key, (v.family, set()))
+        _, presets = need.setdefault(v.case_key, (v.family, set()))
         presets.add(v.preset)
     overlay = {c.id: c for c in load_case_set(opts.overlay)} if opts.overlay else {}
     image_of: dict[str, tuple[str, bool]] = {}  # case key -> (image file name, from a row of the video's category)
@@ -294,7 +307,7 @@ def _merged(rec: dict[str, Any], over: Any) -> dict[str, Any]:
     return {**rec, **o}
 
 
-def _image_suffix(data: bytes, name: Optional[str]) -> str:
+def _image_suffix(data: bytes, name: str | None) -> str:
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return ".png"
     if data[:3] == b"\xff\xd8\xff":
@@ -317,9 +330,9 @@ def import_release(opts: ReleaseOptions, run_path: Path, progress: bool = True) 
     run = RunDir(run_path)
     rel_dir = run.path / RELEASE_DIR
     cases = write_cases(opts, videos, rel_dir / "cases", summary)
-    from tqdm import tqdm
-
     import time
+
+    from tqdm import tqdm
 
     for v in tqdm(sorted(videos.values(), key=lambda v: v.relpath), desc="release import", unit="video",
                   disable=not progress):
@@ -387,7 +400,7 @@ def _import_video(v: VideoPlan, case: Any, run: Any, opts: ReleaseOptions, summa
     summary.imported += 1
 
 
-def load_summary(run_path: Path) -> Optional[dict[str, Any]]:
+def load_summary(run_path: Path) -> dict[str, Any] | None:
     """``<run>/release/import.json`` of an imported run (None for a run that is not one)."""
     p = Path(run_path) / RELEASE_DIR / "import.json"
     if not p.is_file():
@@ -398,5 +411,12 @@ def load_summary(run_path: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-__all__ = ["ReleaseError", "ReleaseOptions", "ImportSummary", "import_release", "plan_release", "release_presets",
-           "load_summary"]
+__all__ = [
+    "ImportSummary",
+    "ReleaseError",
+    "ReleaseOptions",
+    "import_release",
+    "load_summary",
+    "plan_release",
+    "release_presets",
+]

@@ -21,9 +21,10 @@ Inferences (labelled where used): the sixth category is ``object``; the six mode
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from harness.errors import ConfigError, MissingDependencyError
 
@@ -71,8 +72,8 @@ class ReleaseRow:
     case_id: str
     video_url: str
     item_id: str
-    image: Optional[bytes] = None
-    image_name: Optional[str] = None
+    image: bytes | None = None
+    image_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def video_relpath(url: str) -> str:
     return m["path"] if m else url.lstrip("/")
 
 
-def parse_video_ref(relpath: str) -> Optional[VideoRef]:
+def parse_video_ref(relpath: str) -> VideoRef | None:
     """``[data/]<category>/<model>/<trajectory>/<case>/video.mp4`` -> :class:`VideoRef` (None for another shape)."""
     parts = Path(relpath).parts
     if parts and parts[0] == "data":
@@ -103,7 +104,7 @@ def parse_video_ref(relpath: str) -> Optional[VideoRef]:
     return VideoRef(relpath, parts[0], parts[1], parts[2], parts[3])
 
 
-def local_video(source: Path, relpath: str) -> Optional[Path]:
+def local_video(source: Path, relpath: str) -> Path | None:
     """The local file of a release video: ``<source>/<path>``, with or without the examples' ``data/`` prefix
     (``source`` may be the repository's root or its ``data/`` folder). Never outside ``source``."""
     rel = Path(relpath)
@@ -122,7 +123,7 @@ def local_video(source: Path, relpath: str) -> Optional[Path]:
     return None
 
 
-def harness_model(model_id: str, extra: dict[str, str], known: list[str]) -> Optional[str]:
+def harness_model(model_id: str, extra: dict[str, str], known: list[str]) -> str | None:
     """The harness model of a release model id: ``extra`` (the user's ``release.models``) first, then the ids seen in
     the release, then the inferred ones, then the id with hyphens as underscores when that is a harness model."""
     for table in (extra, SEEN_MODEL_IDS, INFERRED_MODEL_IDS):
@@ -192,6 +193,6 @@ def iter_rows(files: list[Path], batch_rows: int = 256, images: bool = True) -> 
                 yield ReleaseRow(
                     where=f"{f.name}:{n}",
                     **{k: rec[k] if isinstance(rec.get(k), str) else "" for k in COLUMNS if k != "first_frame"},
-                    image=data if isinstance(data, (bytes, bytearray)) else None,
+                    image=bytes(data) if isinstance(data, (bytes, bytearray)) else None,
                     image_name=name if isinstance(name, str) else None)
                 n += 1

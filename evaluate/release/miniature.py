@@ -9,9 +9,9 @@ prefix); the parquet files store ``first_frame`` as Hugging Face ``datasets`` st
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 from .layout import COLUMNS
 
@@ -97,7 +97,7 @@ def first_frame(video: Path) -> bytes:
 
 
 def miniature(root: Path, videos: dict[str, Path], models: Sequence[str] = ("dreamx-world",),
-              cases: int = 2, examples: bool = False, unknown_model: Optional[str] = "mystery-model",
+              cases: int = 2, examples: bool = False, unknown_model: str | None = "mystery-model",
               missing: bool = True, shards: int = 1, repo: str = "WorldMemBench") -> list[MiniRow]:
     """A small release under ``root``: for each model and case, an ``environment`` row per rotation preset in
     ``videos`` (preset -> a video file made with it), a ``camera_rotation`` row per preset pointing at that

@@ -10,10 +10,10 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
-def _read(path: Path) -> Optional[dict[str, Any]]:
+def _read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from evaluate.release.importer import ImportSummary, ReleaseOptions, import_release, plan_release
-from evaluate.release.layout import (ReleaseError, harness_model, local_video, parse_video_ref, video_relpath)
+from evaluate.release.layout import ReleaseError, harness_model, local_video, parse_video_ref, video_relpath
 from evaluate.release.miniature import MiniRow, miniature, png_bytes, video_path, write_rows
 from tests.support import run_cli
 
@@ -243,6 +243,13 @@ def test_check_recovers_each_presets_speed_and_amplitude(reference_run):
         assert v["final_hold"] == v["preset_final_hold"]
     assert {t for t, _ in by} >= set(presets)
     assert (reference_run / "release" / "check.md").is_file()
+    # the field of view comes from the videos themselves (the release publishes none): the true one within 1 deg
+    from trajectories import load_path
+
+    for v in result["videos"]:
+        path = load_path(reference_run / v["key"] / "camera.npz")
+        true = np.degrees(2 * np.arctan(path.width / 2 / path.K[0, 0]))
+        assert v["hfov_estimated"] and abs(v["hfov_deg"] - true) < 1.0, (v["key"], v["hfov_deg"], true)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ What is inferred (and so pinned here only as the harness's reading): "dpf" = deg
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -138,7 +138,7 @@ def test_cases_listing_a_trajectory_run_its_release_variant():
     assert cat.runs_on("lrlr")  # listed by name: the harness's own variant still runs
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adapter(model: str):
     return build_adapter(group_yaml("model", model))
 
