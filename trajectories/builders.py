@@ -136,7 +136,7 @@ class TrajectorySpec:
         ``deg_per_frame``, with an empty final hold; normalised time: two frames a segment)."""
         if not self.frame_layout:
             return 2 * len(_segments(self))
-        return 1 + sum(n for _, _, _, n, _ in _frame_segments(self))
+        return 1 + sum(int(n) for _, _, _, n, _ in _frame_segments(self))
 
 
 def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: float | None) -> None:
@@ -209,6 +209,7 @@ _Seg = tuple[str, str, str, float, Callable[[np.ndarray], tuple[np.ndarray, np.n
 def _sweep_frames(spec: TrajectorySpec, amplitude_deg: float) -> int:
     """Frames one sweep of ``amplitude_deg`` takes at ``spec.deg_per_frame`` (rounded to whole frames; the speed
     achieved is recorded in the path's params)."""
+    assert spec.deg_per_frame is not None  # only the frame layout sweeps at a speed
     return max(1, int(round(amplitude_deg / float(spec.deg_per_frame))))
 
 
@@ -227,7 +228,7 @@ def _frame_segments(spec: TrajectorySpec) -> list[_Seg]:
         out_lbl = _LABELS[direction]
         n = _sweep_frames(spec, amp_deg)
         segs.append((departure(k), out_lbl, "move", n, _rot_move(axis, 0.0, amp, shape)))
-        segs.append((departure(k), "hold", "hold", h.away, _const(*away, zero)))
+        segs.append((departure(k), "hold", "hold", h.away, _const(away[0], away[1], zero)))
         segs.append((revisit(k), _BACK[out_lbl], "move", n, _rot_move(axis, amp, 0.0, shape)))
         segs.append((revisit(k), "hold", "hold", h.revisit, _const(0.0, 0.0, zero)))
     return segs

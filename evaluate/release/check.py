@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -92,7 +92,7 @@ def estimate_hfov(frames: np.ndarray, K: np.ndarray, step: int = 4, pairs: int =
         p0 = cv2.goodFeaturesToTrack(g0, 400, 0.01, 7)
         if p0 is None or len(p0) < 20:
             continue
-        p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None, winSize=(15, 15), maxLevel=3)
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None, winSize=(15, 15), maxLevel=3)  # type: ignore[call-overload]
         good = st.reshape(-1) == 1
         a, b = p0.reshape(-1, 2)[good].astype(np.float64), p1.reshape(-1, 2)[good].astype(np.float64)
         if len(a) < 20 or np.median(np.linalg.norm(b - a, axis=1)) < 2.0:

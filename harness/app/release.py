@@ -3,14 +3,14 @@ and check the harness's reading of its trajectory names against its videos."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def release_import(cfg: dict[str, Any], evaluate: Callable[[Any, dict[str, Any]], bool]) -> bool:
     """Import (resumable), print the summary, then evaluate the run unless ``release.evaluate=false``. False when
     an item or metric failed in the evaluation (rows that could not be imported are listed, not failures)."""
     from evaluate.release.importer import ReleaseOptions, import_release
-
     from harness.io import confine
     from harness.outputs import RunDir
 
@@ -29,7 +29,6 @@ def release_import(cfg: dict[str, Any], evaluate: Callable[[Any, dict[str, Any]]
 def release_check(cfg: dict[str, Any]) -> None:
     """Measure every rotation video of ``run`` against its preset and print the table and the verdict."""
     from evaluate.release.check import check_run, table_lines
-
     from harness.io import confine
     from harness.outputs import RunDir
 

@@ -85,8 +85,9 @@ def _release(root: Path, videos: dict[str, Path], rows: int) -> int:
 
 
 def _tenths(xs: list[float]) -> tuple[float, float]:
+    """Median cost over the first and over the last tenth (medians: the first video also pays lazy imports)."""
     k = max(1, len(xs) // 10)
-    return float(np.mean(xs[:k])), float(np.mean(xs[-k:]))
+    return float(np.median(xs[:k])), float(np.median(xs[-k:]))
 
 
 def _import(work: Path, videos: dict[str, Path], rows: int, tag: str) -> tuple[dict[str, Any], Path]:
