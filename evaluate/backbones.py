@@ -190,11 +190,13 @@ def weights_fingerprint(name: str, root: Path, pack: Optional[WeightsPack] = Non
     except PackLinkError as exc:
         return f"refused: {exc}"
     d = st.dir
-    if not d.is_dir() or st.state is FolderState.MISSING:
-        return "missing"
+    if not d.is_dir():
+        return "missing" if not st.pack_env else ["missing", sorted(st.pack_env.items())]
     paths = [d / f for f in st.contract.files] if st.source == "pack" else [p for p in d.rglob("*") if p.is_file()]
-    return [st.source, sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns) for p in paths),
-            sorted(st.pack_env.items())]
+    files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+    if st.source == "own" and not st.pack_env:
+        return files  # the same value as before the pack existed: no recomputation for runs without one
+    return [st.source, files, sorted(st.pack_env.items())]
 
 
 class TimedBackbone:

@@ -173,6 +173,24 @@ def test_our_own_layout_wins_and_verify_checks_the_pack_files(tmp_path, env, cap
     assert "error: sam2:" in err and "sam2.1-hiera-large/model.safetensors: truncated" in err
 
 
+def test_replacing_a_pack_file_recomputes_and_a_run_without_pack_keeps_its_hashes(tmp_path, env):
+    """The evaluation's weights fingerprint follows the files a backbone loads: a changed file in the pack changes
+    it; our own folder's fingerprint is the per-file (name, size, mtime) list it was before packs existed, so runs
+    made without a pack are not recomputed."""
+    pack = placeholder_pack(tmp_path / "pack")
+    p = WeightsPack(pack)
+    own = tmp_path / "own"
+    before = bbs.weights_fingerprint("sam2", own, p)
+    assert before[0] == "pack" and [f[0] for f in before[1]] == ["config.json", "model.safetensors"]
+    _safetensors(pack / "models/sam2.1-hiera-large/model.safetensors", {"replaced": "yes"})
+    assert bbs.weights_fingerprint("sam2", own, p) != before
+    (own / "sam2").mkdir(parents=True)
+    (own / "sam2/config.json").write_text("{}")
+    st = (own / "sam2/config.json").stat()
+    assert bbs.weights_fingerprint("sam2", own, None) == [("config.json", st.st_size, st.st_mtime_ns)]
+    assert bbs.weights_fingerprint("da3", own, None) == "missing"
+
+
 def test_a_link_out_of_the_pack_is_refused(tmp_path, env, capsys):
     pack = placeholder_pack(tmp_path / "pack")
     outside = tmp_path / "elsewhere" / "buffalo_l"
