@@ -11,7 +11,8 @@ inferences, and the lookup is tolerant: it tries the table's ``metrics/<metric>/
 folders first, then any folder under ``metrics/`` and ``models/`` that holds the backbone's files.
 
 The pack root is ``paths.weights`` when that folder is laid out like a pack (a ``models/`` folder beside
-``metrics/``, or holding one of the table's upstream names), else ``$WORLDMEMBENCH_DATASETS_DIR``. Links are
+``metrics/``, or holding one of the table's upstream names), else ``$WORLDMEMBENCH_DATASETS_DIR`` (or the one folder
+just below it laid out so: whether the downloader nests the pack inside the datasets folder is not public). Links are
 followed only while they stay inside the pack root: a link that leads out of it is refused with
 :class:`PackLinkError` (a user error) where a backbone would use it, and never followed while searching. Nothing here
 downloads or writes anything.
@@ -166,9 +167,19 @@ def discover(configured: Optional[Path] = None) -> tuple[Optional[Path], str]:
     p = Path(os.path.expanduser(env))
     if not p.is_dir():
         return None, f"{PACK_ENV}={env}: no such folder (ignored)"
-    if not looks_like_pack(p, table if table is not None else load_table()):
-        return None, f"{PACK_ENV}={env}: holds no weights pack (no models/ folder of the release; ignored)"
-    return p, PACK_ENV
+    table = table if table is not None else load_table()
+    if looks_like_pack(p, table):
+        return p, PACK_ENV
+    # Inference: the variable names the authors' *datasets* folder (`--datasets-dir`); whether the downloader puts
+    # models/ and metrics/ at its top or in a sub-folder is not public, so one folder below is accepted when exactly
+    # one holds the pack's layout.
+    subs = sorted(c for c in p.iterdir() if c.is_dir() and looks_like_pack(c, table))
+    if len(subs) == 1:
+        return subs[0], f"{PACK_ENV} (its {subs[0].name}/ folder)"
+    if len(subs) > 1:
+        return None, (f"{PACK_ENV}={env}: several folders are laid out like the weights pack "
+                      f"({', '.join(c.name for c in subs)}); point it at one (ignored)")
+    return None, f"{PACK_ENV}={env}: holds no weights pack (no models/ folder of the release; ignored)"
 
 
 class WeightsPack:

@@ -92,10 +92,18 @@ def test_pack_found_from_the_environment_or_paths_weights(tmp_path, env):
     assert discover(None) == (None, "")
     env.setenv(PACK_ENV, str(tmp_path / "nowhere"))
     assert discover(None)[0] is None and "no such folder" in discover(None)[1]
-    env.setenv(PACK_ENV, str(tmp_path))  # a datasets folder without the pack's models/: not a pack
+    (tmp_path / "plain" / "videos").mkdir(parents=True)
+    env.setenv(PACK_ENV, str(tmp_path / "plain"))  # a datasets folder without the pack's models/: not a pack
     assert discover(None)[0] is None and "holds no weights pack" in discover(None)[1]
     env.setenv(PACK_ENV, str(pack))
     assert discover(None) == (pack, PACK_ENV)
+    (tmp_path / "datasets").mkdir()  # the datasets folder holding the pack one level down (an inferred layout)
+    os.symlink(pack, tmp_path / "datasets" / "weights")
+    (tmp_path / "datasets" / "videos").mkdir()
+    env.setenv(PACK_ENV, str(tmp_path / "datasets"))
+    assert discover(None) == (tmp_path / "datasets" / "weights", f"{PACK_ENV} (its weights/ folder)")
+    os.symlink(pack, tmp_path / "datasets" / "weights2")
+    assert discover(None)[0] is None and "several folders are laid out like the weights pack" in discover(None)[1]
     env.delenv(PACK_ENV)
     assert discover(pack) == (pack, "paths.weights")  # paths.weights pointing at a pack root
     # what `hf download` gives: models/ only, no metrics/ links: still a pack (it holds a known upstream name)
