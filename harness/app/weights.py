@@ -67,14 +67,15 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     selected = _select(names, shipped=True)
     pack_root, why = discover(root)
     pack = WeightsPack(pack_root, found_by=why) if pack_root is not None else None
-    rows, refused = [], []
+    rows: list = []  # a status, or (name, PackLinkError) for a backbone the pack's links refuse, in registry order
     for s in selected:
         if not s.learned:
             continue
         try:
             rows.append(status(s, root, hash_files=verify, pack=pack))
         except PackLinkError as exc:
-            refused.append((s.name, exc))
+            rows.append((s.name, exc))
+    refused = [r for r in rows if isinstance(r, tuple)]
     print(f"weights root: {root}")
     if pack is not None:
         print(f"weights pack: {pack.root} (from {pack.found_by}; our folders win where both hold a backbone)")
@@ -83,6 +84,10 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
     bad = 0
     for r in rows:
+        if isinstance(r, tuple):
+            print(f"{r[0]:<12} {'-':<48} {'refused':<8}  (a link out of the weights pack: see the error below)")
+            print(f"error: {r[0]}: {r[1]}", file=sys.stderr)
+            continue
         rev = f"{r.contract.hf_repo or '-'}@{(r.contract.revision or '-')[:12]}"
         print(f"{r.name:<12} {rev:<48} {r.state.value:<8} {_human(r.size):>10}  {r.checksum_text}"
               + (f"  missing: {', '.join(r.missing)}" if r.state is FolderState.MISSING and r.missing else "")
@@ -102,10 +107,7 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
             bad += 1
         if verify and r.state is FolderState.MISSING:
             bad += 1
-    for name, exc in refused:
-        print(f"{name:<12} {'-':<48} {'refused':<8}")
-        print(f"error: {name}: {exc}", file=sys.stderr)
-    if pack is None and any(r.state is FolderState.MISSING for r in rows):
+    if pack is None and any(r.state is FolderState.MISSING for r in rows if not isinstance(r, tuple)):
         print(f"missing weights: `python -m harness weights fetch <name>`, {HOW_TO_GET}")
     shipped = [shipped_status(s, hash_files=verify) for s in selected if s.packaged]
     if shipped:

@@ -199,6 +199,20 @@ def test_replacing_a_pack_file_recomputes_and_a_run_without_pack_keeps_its_hashe
     assert bbs.weights_fingerprint("da3", own, None) == "missing"
 
 
+def test_missing_weights_say_how_to_get_the_pack_or_what_it_lacks(tmp_path, env):
+    from evaluate.perception.base import BackboneUnavailable
+
+    with pytest.raises(BackboneUnavailable) as exc:  # no pack: the fetch command, and how to get the pack
+        bbs.BackboneSet(types_ns(device="cpu"), tmp_path / "own").get("da3", "depth")
+    msg = str(exc.value)
+    assert "python -m harness weights fetch da3" in msg and "hf download rescuerz/WorldMemBench-weights" in msg
+    assert f"export {PACK_ENV}=DIR" in msg
+    pack = placeholder_pack(tmp_path / "pack")
+    with pytest.raises(BackboneUnavailable) as exc:  # a pack without it: what the pack lacks
+        bbs.BackboneSet(types_ns(device="cpu"), tmp_path / "own", pack=WeightsPack(pack)).get("da3", "depth")
+    assert f"weights pack {pack}: the pack does not hold config.json, model.safetensors" in str(exc.value)
+
+
 def test_a_link_out_of_the_pack_is_refused(tmp_path, env, capsys):
     pack = placeholder_pack(tmp_path / "pack")
     outside = tmp_path / "elsewhere" / "buffalo_l"
