@@ -17,7 +17,8 @@ Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
 
 Learned backbones follow one contract (class attributes ``name``, ``kind``, ``hf_repo``, ``revision``, ``files``,
 ``library``, ``recipe`` and ``load(weights_dir, device)``); their weights live at ``<weights_root>/<name>/`` in the
-library's own save format (:mod:`evaluate.weights`, which knows nothing of this registry).
+library's own save format (:mod:`evaluate.weights`, which knows nothing of this registry), or where the release's
+weights pack holds them (:mod:`evaluate.weights_pack`; ours wins when both do).
 """
 
 from __future__ import annotations
@@ -161,9 +162,12 @@ def status(s: BackboneSpec, root: Path, hash_files: bool = False, pack: Optional
     cache_note = (f"the pack holds its Hugging Face cache {cache.snapshots[0]} (handed to it as "
                   f"{', '.join(f'{k}={v}' for k, v in cache.env.items())})" if cache else "")
     if own.state is FolderState.PRESENT and contract.files:
-        m = pack.locate(s.name, contract.files, contract.revision)
-        own.pack_note = "; ".join(x for x in ([f"ours wins over the pack's {m.dir.relative_to(pack.root)}/"]
-                                               if m else []) + [cache_note] if x)
+        try:  # ours wins: the pack is only looked at for the note, and a bad link there does not matter
+            m = pack.locate(s.name, contract.files, contract.revision)
+            won = [f"ours wins over the pack's {m.dir.relative_to(pack.root)}/"] if m else []
+        except PackLinkError:
+            won = ["ours wins over the pack (whose folder for it has a link out of the pack)"]
+        own.pack_note = "; ".join(x for x in won + [cache_note] if x)
         own.pack_env = cache.env if cache else {}
         return own
     m = pack.locate(s.name, contract.files, contract.revision) if contract.files else None

@@ -233,6 +233,11 @@ def test_a_link_out_of_the_pack_is_refused(tmp_path, env, capsys):
     with pytest.raises(PackLinkError, match="outside the pack root"):
         bbs.BackboneSet(None, tmp_path / "own", pack=p).check_pack(["dinov2", "arcface"])
     bbs.BackboneSet(None, tmp_path / "own", pack=p).check_pack(["dinov2", "pixel"])  # not using it: fine
+    (tmp_path / "own/arcface").mkdir(parents=True)  # our own folder wins: the pack's bad link is not read
+    for f in ("det_10g.onnx", "w600k_r50.onnx"):
+        (tmp_path / "own/arcface" / f).write_bytes(b"onnx")
+    st = bbs.status(bbs.spec("arcface"), tmp_path / "own", pack=p)
+    assert st.source == "own" and "link out of the pack" in st.pack_note
     # the open search never follows the link out either (the files it holds are not "found")
     assert p.locate("some-other", ("det_10g.onnx", "w600k_r50.onnx")) is None
 
