@@ -207,11 +207,14 @@ class WeightsPack:
                    for r in (self.real, Path(os.path.abspath(self.root))))
 
     def inside(self, p: Path) -> bool:
-        """``p`` with every link resolved stays inside the pack root, and, when ``p`` is a link, its own target is
-        inside too (a link that leaves the pack and comes back through an outside link is still a way out)."""
-        if os.path.islink(p):
-            hop = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(p)), os.readlink(p)))
-            if not self._within(hop):
+        """``p`` with every link resolved stays inside the pack root, and so does every hop when ``p`` is a chain of
+        links (a link that leaves the pack and comes back through an outside link is still a way out)."""
+        cur = os.path.abspath(p)
+        for _ in range(40):  # each hop of a chain of links (the kernel's own limit is 40)
+            if not os.path.islink(cur):
+                break
+            cur = os.path.normpath(os.path.join(os.path.dirname(cur), os.readlink(cur)))
+            if not self._within(cur):
                 return False
         real = os.path.realpath(p)
         return real == str(self.real) or real.startswith(str(self.real) + os.sep)

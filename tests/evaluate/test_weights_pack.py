@@ -238,6 +238,12 @@ def test_a_link_out_of_the_pack_is_refused(tmp_path, env, capsys):
         (tmp_path / "own/arcface" / f).write_bytes(b"onnx")
     st = bbs.status(bbs.spec("arcface"), tmp_path / "own", pack=p)
     assert st.source == "own" and "link out of the pack" in st.pack_note
+    # a chain of links that leaves the pack and comes back is refused too (each hop must stay inside)
+    os.symlink(pack / "models/dinov2-base", tmp_path / "elsewhere" / "back-in")
+    os.symlink(tmp_path / "elsewhere" / "back-in", pack / "models/hop")
+    _link(pack / "metrics/environment_visible/via-hop", "../../models/hop")
+    assert not p.inside(pack / "metrics/environment_visible/via-hop")
+    assert p.inside(pack / "metrics/environment_visible/dinov2-base")
     # the open search never follows the link out either (the files it holds are not "found")
     assert p.locate("some-other", ("det_10g.onnx", "w600k_r50.onnx")) is None
 
