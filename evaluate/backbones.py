@@ -17,12 +17,14 @@ Kinds (:data:`KINDS`) decide where a backbone's numbers may appear:
 
 Learned backbones follow one contract (class attributes ``name``, ``kind``, ``hf_repo``, ``revision``, ``files``,
 ``library``, ``recipe`` and ``load(weights_dir, device)``); their weights live at ``<weights_root>/<name>/`` in the
-library's own save format (:mod:`evaluate.weights`, which knows nothing of this registry).
+library's own save format (:mod:`evaluate.weights`, which knows nothing of this registry), or where the release's
+weights pack holds them (:mod:`evaluate.weights_pack`; ours wins when both do).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
 from .weights import BackboneStatus, FolderState, WeightsContract, fetch_command, folder_status
 from .weights import weights_root as default_weights_root
+from .weights_pack import HOW_TO_GET, PackLinkError, WeightsPack
 
 KINDS = ("paper", "estimator", "diagnostic", "oracle")
 
@@ -137,15 +140,67 @@ def import_class(s: BackboneSpec) -> type:
     return cls
 
 
-def status(s: BackboneSpec, root: Path, hash_files: bool = False) -> BackboneStatus:
-    """The offline status of backbone ``s``'s weights folder under ``root`` (its class imported for its file list;
-    a class that cannot be imported is reported with the reason, its files unknown)."""
+def status(s: BackboneSpec, root: Path, hash_files: bool = False, pack: Optional[WeightsPack] = None
+           ) -> BackboneStatus:
+    """The offline status of backbone ``s``'s weights under ``root`` (its class imported for its file list; a class
+    that cannot be imported is reported with the reason, its files unknown).
+
+    With ``pack`` (the release's weights pack, :mod:`evaluate.weights_pack`): our own ``<root>/<name>/`` wins when it
+    holds every file; otherwise the pack's folder holding them is used (``source == "pack"``, ``pack_files`` their
+    paths inside the pack), and when neither does, ``pack_note`` says what the pack holds. A link out of the pack
+    where the backbone would read raises :class:`evaluate.weights_pack.PackLinkError`."""
     try:
         cls = import_class(s)
     except BackboneUnavailable as exc:
         return folder_status(s.name, root, None, hash_files, import_error=f"module {s.ref.split(':')[0]} not "
                              f"installed ({exc})")
-    return folder_status(s.name, root, WeightsContract.of(cls), hash_files)
+    contract = WeightsContract.of(cls)
+    own = folder_status(s.name, root, contract, hash_files)
+    if pack is None:
+        return own
+    cache = pack.cache(s.name)
+    cache_note = (f"the pack holds its Hugging Face cache {cache.snapshots[0]} (handed to it as "
+                  f"{', '.join(f'{k}={v}' for k, v in cache.env.items())})" if cache else "")
+    if own.state is FolderState.PRESENT and contract.files:
+        try:  # ours wins: the pack is only looked at for the note, and a bad link there does not matter
+            m = pack.locate(s.name, contract.files, contract.revision)
+            won = [f"ours wins over the pack's {m.dir.relative_to(pack.root)}/"] if m else []
+        except PackLinkError:
+            won = ["ours wins over the pack (whose folder for it has a link out of the pack)"]
+        own.pack_note = "; ".join(x for x in won + [cache_note] if x)
+        own.pack_env = cache.env if cache else {}
+        return own
+    m = pack.locate(s.name, contract.files, contract.revision) if contract.files else None
+    if m is None:
+        part = pack.partial(s.name, contract.files)
+        own.pack_note = "; ".join(x for x in [
+            cache_note, "the pack does not hold " + ", ".join(contract.files)
+            + (f" (partly: {'; '.join(part)})" if part else "")] if x)
+        own.pack_env = cache.env if cache else {}
+        return own
+    st = folder_status(s.name, root, contract, hash_files, folder=m.dir)
+    st.source, st.pack_files, st.pack_note = "pack", m.files, f"found via {m.via}"
+    st.size = sum((m.dir / f).stat().st_size for f in contract.files if (m.dir / f).is_file())
+    st.pack_env = cache.env if cache else {}
+    return st
+
+
+def weights_fingerprint(name: str, root: Path, pack: Optional[WeightsPack] = None) -> Any:
+    """Cheap fingerprint of the files backbone ``name`` would load (relative name, size, mtime), wherever they are
+    (our folder or the pack), so replacing or fetching them recomputes the families that use them."""
+    s = spec(name)
+    try:
+        st = status(s, root, pack=pack)
+    except PackLinkError as exc:
+        return f"refused: {exc}"
+    d = st.dir
+    if not d.is_dir():
+        return "missing" if not st.pack_env else ["missing", sorted(st.pack_env.items())]
+    paths = [d / f for f in st.contract.files] if st.source == "pack" else [p for p in d.rglob("*") if p.is_file()]
+    files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+    if st.source == "own" and not st.pack_env:
+        return files  # the same value as before the pack existed: no recomputation for runs without one
+    return [st.source, files, sorted(st.pack_env.items())]
 
 
 class TimedBackbone:
@@ -182,12 +237,25 @@ class BackboneSet:
     (an error, not "not computed").
     """
 
-    def __init__(self, ecfg: Any, weights_root: Optional[Path] = None):
+    def __init__(self, ecfg: Any, weights_root: Optional[Path] = None, pack: Optional[WeightsPack] = None):
         self.ecfg = ecfg
         self.root = Path(weights_root) if weights_root else default_weights_root()
+        #: the release's weights pack (``paths.weights`` laid out like it, or $WORLDMEMBENCH_DATASETS_DIR), or None
+        self.pack = pack if pack is not None else WeightsPack.discover(self.root)
         self.clock: dict[str, float] = {"backbone_s": 0.0, "load_s": 0.0}
         self._loaded: dict[str, Any] = {}
         self._errors: dict[str, BaseException] = {}
+
+    def check_pack(self, names: Any) -> None:
+        """Before any work: look up every learned backbone of ``names`` in the weights pack, so that a link out of
+        the pack is refused (:class:`evaluate.weights_pack.PackLinkError`, exit code 2) before anything is
+        written, rather than failing each metric that would use it."""
+        if self.pack is None:
+            return
+        for n in dict.fromkeys(names):
+            s = BACKBONES.get(n)
+            if s is not None and s.learned:
+                status(s, self.root, pack=self.pack)
 
     def get(self, name: str, role: str) -> TimedBackbone:
         s = spec(name)
@@ -201,7 +269,8 @@ class BackboneSet:
             except (BackboneUnavailable, ValueError, FileNotFoundError) as exc:
                 if isinstance(exc, FileNotFoundError):
                     exc = BackboneUnavailable(f"backbone {name!r}: {exc}; fetch it with: "
-                                              f"{fetch_command(name, self.root)}")
+                                              f"{fetch_command(name, self.root)}"
+                                              + ("" if self.pack else f" ({HOW_TO_GET})"))
                 self._errors[name] = exc
                 raise exc
         return self._loaded[name]
@@ -209,15 +278,19 @@ class BackboneSet:
     def _load(self, s: BackboneSpec) -> TimedBackbone:
         cls = None
         if s.learned:
-            st = status(s, self.root)
+            st = status(s, self.root, pack=self.pack)
             if st.state is FolderState.MISSING:
+                where = (f"; weights pack {self.pack.root}: {st.pack_note}" if self.pack
+                         else f"; {HOW_TO_GET}")
                 raise BackboneUnavailable(
                     f"backbone {s.name!r} ({s.description}): weights not found at {st.dir} "
                     f"(missing {', '.join(st.missing[:3])}); fetch them with: {fetch_command(s.name, self.root)} "
-                    "(nothing is downloaded during a run)")
+                    f"(nothing is downloaded during a run){where}")
             cls = import_class(s)
             t0 = time.perf_counter()
             opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
+            if st.pack_env and "pack_env" in inspect.signature(cls.load).parameters:
+                opts["pack_env"] = dict(st.pack_env)  # e.g. the pack's Hugging Face cache for ViPE's own runs
             try:
                 inst = cls.load(st.dir, resolve_device(getattr(self.ecfg, "device", "auto")), **opts)
             except TypeError as exc:
@@ -226,7 +299,7 @@ class BackboneSet:
                 raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the load options of "
                                  f"{s.ref})") from None
             self.clock["load_s"] += time.perf_counter() - t0
-            prov = provenance(s, cls, self.root)
+            prov = provenance(s, cls, self.root, st)
         else:
             cls = import_class(s)
             inst = cls.from_settings(self.ecfg) if hasattr(cls, "from_settings") else cls()
@@ -240,9 +313,18 @@ class BackboneSet:
         return {n: b.provenance for n, b in sorted(self._loaded.items())}
 
 
-def provenance(s: BackboneSpec, cls: type, root: Path) -> dict:
-    st = folder_status(s.name, root, WeightsContract.of(cls), hash_files=True)
-    return {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(cls, "name", s.name),
-            "library": getattr(cls, "library", None), "hf_repo": getattr(cls, "hf_repo", None),
-            "revision": getattr(cls, "revision", None), "recipe": getattr(cls, "recipe", None),
-            "weights_dir": str(st.dir), "files": st.sha256}
+def provenance(s: BackboneSpec, cls: type, root: Path, located: Optional[BackboneStatus] = None) -> dict:
+    """What ``metrics.json`` records of a loaded learned backbone: class, library, pinned source, recipe, the folder
+    its files came from with their sha256, and, from the release's weights pack, the pack root and each file's path
+    inside it."""
+    folder = located.dir if located is not None else None
+    st = folder_status(s.name, root, WeightsContract.of(cls), hash_files=True, folder=folder)
+    out = {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(cls, "name", s.name),
+           "library": getattr(cls, "library", None), "hf_repo": getattr(cls, "hf_repo", None),
+           "revision": getattr(cls, "revision", None), "recipe": getattr(cls, "recipe", None),
+           "weights_dir": str(st.dir), "files": st.sha256}
+    if located is not None and located.source == "pack":
+        out.update(source="pack", pack_files=dict(located.pack_files))
+    if located is not None and located.pack_env:
+        out["pack_env"] = dict(located.pack_env)
+    return out

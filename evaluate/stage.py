@@ -202,18 +202,18 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _weights_state(fam: Family, ecfg: EvalConfig, root: Path) -> dict:
-    """Cheap fingerprint of the weights of the learned backbones a family may use (presence, sizes, mtimes), so
-    fetching or replacing weights recomputes the family; file sha256s are recorded when a backbone is loaded."""
+def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: Any = None) -> dict:
+    """Cheap fingerprint of the weights of the learned backbones a family may use (presence, sizes, mtimes; in our
+    folder or in the release's weights pack ``pack``), so fetching or replacing weights recomputes the family; file
+    sha256s are recorded when a backbone is loaded."""
+    from .backbones import weights_fingerprint
+
     out = {}
     for setting in fam.settings:
         v = getattr(ecfg, setting)
         for n in (v if isinstance(v, tuple) else (v,)):
             if isinstance(n, str) and n in BACKBONES and BACKBONES[n].learned:
-                d = root / n
-                files = sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns)
-                               for p in d.rglob("*") if p.is_file()) if d.is_dir() else "missing"
-                out[n] = [files, (ecfg.backbone_options or {}).get(n, {})]
+                out[n] = [weights_fingerprint(n, root, pack), (ecfg.backbone_options or {}).get(n, {})]
             elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
                 out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
     return out
@@ -230,18 +230,23 @@ def _packaged_state(name: str) -> Any:
         return f"unavailable: {exc}"
 
 
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None) -> dict[str, str]:
+def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None,
+                  pack: Any = None) -> dict[str, str]:
     """Per family (and for the validity section): the hash whose change recomputes it.
 
     ``weights_memo``: a run's dict of family -> weights fingerprint, filled on first use, so a run lists each
-    weights folder once rather than once per item (the run loads every backbone once, from what it saw then)."""
+    weights folder once rather than once per item (the run loads every backbone once, from what it saw then).
+    ``pack``: the release's weights pack the run's backbones use (None: found from ``root`` and the environment)."""
     from .validity import VALIDITY_VERSION
+    from .weights_pack import WeightsPack
 
     memo = {} if weights_memo is None else weights_memo
 
     def weights(f: Family) -> dict:
+        nonlocal pack
         if f.name not in memo:
-            memo[f.name] = _weights_state(f, ecfg, root)
+            pack = pack if pack is not None else WeightsPack.discover(root)
+            memo[f.name] = _weights_state(f, ecfg, root, pack)
         return memo[f.name]
 
     out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, weights(f)])
@@ -339,7 +344,7 @@ class _Prepared:
 
 
 def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
-             publish: Any = None, check: bool = False) -> _Prepared:
+             publish: Any = None, check: bool = False, pack: Any = None) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
     not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
@@ -361,14 +366,14 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
             publish(p)
 
     try:
-        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check)
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack)
     finally:
         ready()
     return p
 
 
 def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
-                     publish: Any, check: bool) -> None:
+                     publish: Any, check: bool, pack: Any = None) -> None:
     from .item import load_item, read_source
 
     try:
@@ -382,7 +387,7 @@ def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, we
     p.broken = _integrity(p.dir, src.meta, (len(src.data), src.sha256)) if check else None
     if p.broken is not None:
         return
-    p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo)
+    p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo, pack)
     p.prev = None if force else _read_result(p.dir / "metrics.json")
     p.reused = _all_reused(p.prev, p.hashes, src.sha256)
     if not p.reused:
@@ -437,7 +442,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
 
     item_dir = Path(item_dir)
     out_path = item_dir / "metrics.json"
-    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force)
+    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force, pack=backbones.pack)
     if p.broken is not None:  # trust nothing on disk: a swapped or truncated file is never scored
         res = _failed_result(item_dir, p.meta, p.broken)
         write_json(out_path, res.to_dict())
@@ -630,6 +635,8 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
     done = [r for r in rows if r.done]
     backbones = BackboneSet(ecfg, weights_root)
+    # a link out of the release's weights pack is refused here, before anything is written (exit code 2)
+    backbones.check_pack(n for setting in ROLE_SETTINGS.values() for n in getattr(ecfg, setting))
     it = done
     if progress:
         from tqdm import tqdm
@@ -677,7 +684,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             def task() -> None:
                 try:
                     _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
-                             check=True)
+                             check=True, pack=backbones.pack)
                 except BaseException as exc:  # never leave the scorer waiting
                     if not ready.done():
                         ready.set_exception(exc)

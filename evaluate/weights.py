@@ -3,7 +3,9 @@
 Layout: ``<weights_root>/<backbone name>/`` holds the files the backbone's library saves (for DINOv2 under
 transformers: a ``save_pretrained`` folder, ``config.json`` + ``model.safetensors``). The root is, in order:
 ``paths.weights`` (config / ``--root``), the environment variable ``WORLDMEM_WEIGHTS``, or
-``$XDG_CACHE_HOME/worldmem/weights`` (default ``~/.cache/worldmem/weights``).
+``$XDG_CACHE_HOME/worldmem/weights`` (default ``~/.cache/worldmem/weights``). A backbone missing there is looked up
+in the release's weights pack when there is one (:mod:`evaluate.weights_pack`: ``paths.weights`` laid out like the
+pack, or ``$WORLDMEMBENCH_DATASETS_DIR``); our own layout wins when both hold it.
 
 Checksums: a backbone class may pin ``sha256 = {file: hex}``; a download also records the sha256 of every file it
 fetched in ``<dir>/.worldmem-weights.json`` (with the repository and revision), and a verification compares the
@@ -104,6 +106,14 @@ class BackboneStatus:
     checksum: Checksum = Checksum.UNCHECKED
     mismatch_file: Optional[str] = None
     note: str = ""
+    #: where the files come from: "own" (``<root>/<name>/``) or "pack" (the release's weights pack)
+    source: str = "own"
+    #: with ``source == "pack"``: each file -> its path relative to the pack root (`` -> target`` for a link)
+    pack_files: dict[str, str] = field(default_factory=dict)
+    #: what the pack says about this backbone (not held, partly held, a cache it holds, also held but ours wins)
+    pack_note: str = ""
+    #: environment the backbone's runner gets from the pack (e.g. ``HF_HOME`` of a Hugging Face cache it holds)
+    pack_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def checksum_text(self) -> str:
@@ -114,10 +124,11 @@ class BackboneStatus:
 
 
 def folder_status(name: str, root: Path, contract: Optional[WeightsContract], hash_files: bool = False,
-                  import_error: Optional[str] = None) -> BackboneStatus:
-    """The status of ``<root>/<name>/`` against ``contract`` (None with ``import_error``: the class could not be
-    imported, so only the folder's presence is known)."""
-    d = Path(root) / name
+                  import_error: Optional[str] = None, folder: Optional[Path] = None) -> BackboneStatus:
+    """The status of ``<root>/<name>/`` (or of ``folder``, e.g. a folder of the release's weights pack) against
+    ``contract`` (None with ``import_error``: the class could not be imported, so only the folder's presence is
+    known)."""
+    d = Path(folder) if folder is not None else Path(root) / name
     c = contract or WeightsContract()
     if not c.files:
         exists = d.is_dir() and any(d.iterdir())

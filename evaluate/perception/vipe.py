@@ -2,7 +2,8 @@
 model: a subprocess with a file contract and a readiness check; poses come back in the harness convention.
 
 ViPE (``nv-tlabs/vipe``) needs CUDA extensions and its own conda environment, so it is never imported here.
-``<weights_root>/vipe/vipe.json`` says how to run it::
+``<weights_root>/vipe/vipe.json`` says how to run it (the release's weights pack holds ViPE's models as a Hugging
+Face cache, not the command: with the pack, its cache becomes ``HF_HOME`` of the run unless ``env`` sets one)::
 
     {"command": ["/opt/envs/vipe/bin/vipe"],   # the `vipe` CLI of that environment (a list, or one string)
      "pipeline": "default",                     # optional, `vipe infer --pipeline`
@@ -61,8 +62,11 @@ class VipePoses:
         return {"backbone": self.name, "command": self.command, "pipeline": self.pipeline, "fps": self.fps}
 
     @classmethod
-    def load(cls, weights_dir: Path, device: str = "cpu") -> "VipePoses":
-        """Read ``vipe.json`` and run the readiness check (the command exists and is executable)."""
+    def load(cls, weights_dir: Path, device: str = "cpu", pack_env: Optional[dict] = None) -> "VipePoses":
+        """Read ``vipe.json`` and run the readiness check (the command exists and is executable).
+
+        ``pack_env``: environment from the release's weights pack, which ships ViPE's models as a Hugging Face cache
+        (``HF_HOME`` pointing at it, offline); ``vipe.json``'s own ``env`` wins over it."""
         (cfg_path,) = require_files(cls.name, Path(weights_dir), cls.files)
         try:
             cfg = json.loads(cfg_path.read_text())
@@ -78,7 +82,11 @@ class VipePoses:
             raise FileNotFoundError(f"backbone 'vipe': {cfg_path} names command {exe!r}, which is not an executable "
                                     "here; install ViPE in its own environment (github.com/nv-tlabs/vipe) and point "
                                     "`command` at its `vipe` entry point")
-        return cls(cmd, device, pipeline=str(cfg.get("pipeline", "default")), env=cfg.get("env") or {},
+        own_env = cfg.get("env") or {}
+        if not isinstance(own_env, dict):
+            raise corrupt(cls.name, cfg_path, '"env" must be a mapping, e.g. {"HF_HOME": "/shared/hf"}')
+        env = {**(pack_env or {}), **own_env}
+        return cls(cmd, device, pipeline=str(cfg.get("pipeline", "default")), env=env,
                    timeout_s=float(cfg.get("timeout_s", 3600.0)))
 
     def _env(self) -> dict:

@@ -1,7 +1,9 @@
 """``python -m harness weights list|fetch|verify [names] [--root DIR]``: the weights of the learned backbones.
 
-``list`` is offline (present / missing, size, pinned revision); ``verify`` also hashes each folder against the
-pinned sha256 (or the record a download wrote); ``fetch`` downloads the pinned revisions (resumable, checksummed).
+``list`` is offline (present / missing, size, pinned revision, and for the release's weights pack which file of the
+pack each backbone uses); ``verify`` also hashes each backbone's files against the pinned sha256 (or the record a
+download wrote); ``fetch`` downloads the pinned revisions (resumable, checksummed). The pack is ``paths.weights``
+laid out like it, or ``$WORLDMEMBENCH_DATASETS_DIR``; nothing is ever downloaded into it.
 The store itself is :mod:`evaluate.weights`; the backbone registry is :mod:`evaluate.backbones`.
 """
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from evaluate.backbones import BACKBONES, BackboneSpec, import_class, spec, status
 from evaluate.weights import Checksum, FolderState, WeightsContract, download, fetch_command, weights_root
+from evaluate.weights_pack import HOW_TO_GET, PackLinkError, WeightsPack, discover
 from harness.errors import ConfigError
 
 
@@ -58,17 +61,42 @@ def _human(n: float) -> str:
 
 
 def cmd_list(root: Path, names: list[str], verify: bool) -> int:
-    """Print name, repository@revision, present/missing, size and checksum state; non-zero when verify fails."""
+    """Print name, repository@revision, present/missing, size and checksum state, and where each backbone's files
+    are (our folder, or their paths inside the release's weights pack); non-zero when verify fails, 2 when the pack
+    has a link out of its root where a backbone would read."""
     selected = _select(names, shipped=True)
-    rows = [status(s, root, hash_files=verify) for s in selected if s.learned]
+    pack_root, why = discover(root)
+    pack = WeightsPack(pack_root, found_by=why) if pack_root is not None else None
+    rows: list = []  # a status, or (name, PackLinkError) for a backbone the pack's links refuse, in registry order
+    for s in selected:
+        if not s.learned:
+            continue
+        try:
+            rows.append(status(s, root, hash_files=verify, pack=pack))
+        except PackLinkError as exc:
+            rows.append((s.name, exc))
+    refused = [r for r in rows if isinstance(r, tuple)]
     print(f"weights root: {root}")
+    if pack is not None:
+        print(f"weights pack: {pack.root} (from {pack.found_by}; our folders win where both hold a backbone)")
+    elif why:
+        print(f"weights pack: none ({why})")
     print(f"{'backbone':<12} {'repository@revision':<48} {'state':<8} {'size':>10}  sha256")
     bad = 0
     for r in rows:
+        if isinstance(r, tuple):
+            print(f"{r[0]:<12} {'-':<48} {'refused':<8}  (a link out of the weights pack: see the error below)")
+            print(f"error: {r[0]}: {r[1]}", file=sys.stderr)
+            continue
         rev = f"{r.contract.hf_repo or '-'}@{(r.contract.revision or '-')[:12]}"
         print(f"{r.name:<12} {rev:<48} {r.state.value:<8} {_human(r.size):>10}  {r.checksum_text}"
               + (f"  missing: {', '.join(r.missing)}" if r.state is FolderState.MISSING and r.missing else "")
               + (f"  ({r.note})" if r.note else ""))
+        if r.source == "pack":
+            for where in r.pack_files.values():
+                print(f"    from the pack: {where}")
+        if pack is not None and r.pack_note:
+            print(f"    pack: {r.pack_note}")
         if verify and r.state is FolderState.PRESENT and r.checksum is Checksum.CORRUPT:
             print(f"error: {r.name}: {r.dir}/{r.note}; re-fetch with: {fetch_command(r.name, root)}",
                   file=sys.stderr)
@@ -79,6 +107,8 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
             bad += 1
         if verify and r.state is FolderState.MISSING:
             bad += 1
+    if pack is None and any(r.state is FolderState.MISSING for r in rows if not isinstance(r, tuple)):
+        print(f"missing weights: `python -m harness weights fetch <name>`, {HOW_TO_GET}")
     shipped = [shipped_status(s, hash_files=verify) for s in selected if s.packaged]
     if shipped:
         print("shipped inside installed packages (real weights, diagnostic backbones; nothing to fetch):")
@@ -89,6 +119,8 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
                  if r["state"] == "missing" else ""))
         if verify and r["state"] == "missing":
             bad += 1
+    if refused:
+        return 2
     return 1 if bad else 0
 
 
