@@ -135,12 +135,18 @@ class Study:
         return out
 
     def matched_models(self) -> Optional[tuple[list[str], dict[str, dict[MatchKey, Item]]]]:
-        """With >= 2 models: the models and, per model, its main-context items on the keys every model has."""
+        """With >= 2 models: the models and, per model, its main-context items on the keys every model has (case,
+        trajectory and seed; case and trajectory alone when each model ran at one seed of its own)."""
         main = self.main_items()
         if len(main) < 2:
             return None
         per = {m: {(it.trajectory, it.case_id, it.seed): it for it in its} for m, (_, its) in main.items()}
         common = set.intersection(*[set(v) for v in per.values()])
+        if not common and all(len({it.seed for it in its}) == 1 for _, its in main.values()):
+            # each model at its own frozen seed (the paper's nine-model study, an imported release): the same case
+            # and trajectory are the matched videos; the key's seed is then -1, "each model's own"
+            per = {m: {(it.trajectory, it.case_id, -1): it for it in its} for m, (_, its) in main.items()}
+            common = set.intersection(*[set(v) for v in per.values()])
         if not common:
             return None
         return sorted(per), {m: {k: v[k] for k in sorted(common)} for m, v in per.items()}

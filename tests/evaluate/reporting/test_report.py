@@ -289,6 +289,30 @@ def test_an_item_in_two_runs_counts_once(tmp_path):
     assert "2 already in an earlier run" in (Path(out["out_dir"]) / "index.html").read_text()
 
 
+def test_models_each_at_their_own_seed_are_compared_on_the_same_cases(tmp_path):
+    """The nine-model study and an imported release run every model at its own frozen seed: the models are then
+    matched on case and trajectory (with a shared seed they are matched on it, as before)."""
+    from evaluate.reporting.study import Study
+
+    a = make_run(tmp_path, "a", models=("evoke",), contexts=("fullkv",), trajectories=("lrlr",), cases=2, seeds=(44,),
+                 videos=False)
+    b = make_run(tmp_path, "b", models=("lingbot_v2",), contexts=("fullkv",), trajectories=("lrlr",), cases=2,
+                 seeds=(1,), videos=False)
+    from evaluate.reporting.collect import load_items
+
+    items, _ = load_items([a, b])
+    models, per = Study(items, {"n": 10, "seed": 0}, str, main_context="fullkv").matched_models()
+    assert models == ["evoke", "lingbot_v2"]
+    assert sorted(per["evoke"]) == sorted(per["lingbot_v2"]) == [("lrlr", "dynamic_0", -1), ("lrlr", "env_0", -1),
+                                                                 ("lrlr", "env_1", -1)]
+    assert {it.seed for it in per["evoke"].values()} == {44}
+    c = make_run(tmp_path, "c", models=("lingbot_v2",), contexts=("fullkv",), trajectories=("lrlr",), cases=2,
+                 seeds=(1, 44), videos=False)
+    items, _ = load_items([a, c])
+    _, per = Study(items, {"n": 10, "seed": 0}, str, main_context="fullkv").matched_models()
+    assert sorted(per["evoke"]) == [("lrlr", "dynamic_0", 44), ("lrlr", "env_0", 44), ("lrlr", "env_1", 44)]
+
+
 # -- the verdict, windows, colours, strips, dynamic cases, chance -------------------------------------------------
 
 
