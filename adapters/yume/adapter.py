@@ -55,6 +55,8 @@ class YumeConfig(UpstreamConfig):
 
 class YumeAdapter(UpstreamAdapter):
     contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    same_launch = {"fullkv": ("native", "upstream re-feeds every earlier frame at every caption stage "
+                                        "(sample_5b.py); its own memory is FullKV, so both labels are one launch")}
     unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
                            "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
@@ -105,3 +107,6 @@ class YumeAdapter(UpstreamAdapter):
 
     def checkpoint_paths(self) -> dict[str, Optional[str]]:
         return {**super().checkpoint_paths(), "captioner": self.config.captioner}
+
+    def told_upstream(self, policy) -> dict:
+        return {"passed": "nothing: upstream's defaults", "window": "every earlier frame, re-fed each 29-frame stage"}
