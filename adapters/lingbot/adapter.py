@@ -20,9 +20,11 @@ Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from types import MappingProxyType
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -95,8 +97,9 @@ class LingBotAdapter(UpstreamAdapter):
         "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
 
     #: generate.py's defaults are local_attn_size -1, sink_size 0 (v2 generate.py:163, :168@2648877): FullKV
-    same_launch = {"native": ("fullkv", "upstream's own default window is unbounded (--local_attn_size -1, "
-                                        "generate.py:163@2648877), i.e. FullKV; both labels pass no window flag")}
+    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"native": (
+        "fullkv", ("upstream's own default window is unbounded (--local_attn_size -1, generate.py:163@2648877), "
+                   "i.e. FullKV; both labels pass no window flag"))})
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 

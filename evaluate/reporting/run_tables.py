@@ -106,7 +106,7 @@ def describe_ran(rec: dict) -> str:
     return told
 
 
-def markdown(rows: list[dict], reasons: dict[str, str], ran: Optional[dict[tuple[str, str], dict]] = None) -> str:
+def markdown(rows: list[dict], reasons: dict[str, str], ran: dict[tuple[str, str], dict] | None = None) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval (none below 3 cases) and the number of cases. "
              "`[backbone]` names what computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and "
