@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.keys import MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
+from adapters.controls.keys import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
 
@@ -79,8 +79,9 @@ class MatrixGame3Adapter(UpstreamAdapter):
             meta={"iterations": iters, "mouse_pitch": c.mouse_pitch, "action_rule": "action i moves frame i to i+1",
                   "keys_pressed_fraction": float(pressed.mean()),
                   "key_run_mean_frames": float(runs.mean()) if len(runs) else 0.0,
+                  "hold_frames": c.params().hold_frames,
                   "caveats": ["translation quantised to 12.35 cm key steps, horizontal only",
-                              "mouse pitch sign is a recorded choice (model.mouse_pitch)"]},
+                              "mouse pitch sign is a recorded choice (model.mouse_pitch)", *MG3_CAVEATS]},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
