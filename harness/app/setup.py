@@ -15,7 +15,8 @@ Everything comes from the model's contract (``adapters/contracts/<model>.yaml``)
 4. **readiness**: the adapter's own planning-time checks (:meth:`adapters.upstream.UpstreamAdapter.readiness`) with
    the paths setup used.
 
-``print=true`` prints the exact shell script instead (the same commands, the weights as ``hf download`` lines).
+``print=true`` prints the exact shell script instead (the same commands, the weights as ``snapshot_download``
+calls of the harness's own Python, ``HARNESS_PY``).
 Paths the model config leaves unset go under ``setup.root`` (``repos/``, ``envs/``, ``weights/<model>/``); the end
 prints the ``conf/local/default.yaml`` block with every path. The hub client is injectable (:class:`Hub`; the real
 one is :class:`HfHub`), so tests run offline against local stand-ins.
