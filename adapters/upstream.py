@@ -705,7 +705,9 @@ class UpstreamAdapter(Adapter):
         for lf in (c.writer.log_failures if c else ()):
             m = re.search(lf.pattern, text, re.M)
             if m:
-                line = text[m.start():text.find("\n", m.start()) if "\n" in text[m.start():] else len(text)]
+                start = text.rfind("\n", 0, m.start()) + 1  # the whole line (a key name before the match too)
+                end = text.find("\n", m.start())
+                line = text[start:end if end >= 0 else len(text)]
                 raise UpstreamRunError(f"{self.config.name}: upstream exited 0 but its log says {line[:200]!r}: "
                                        f"{lf.means} ({lf.source}; full log: {log})", root_cause=line[:200])
 
