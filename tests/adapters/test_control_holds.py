@@ -16,7 +16,7 @@ import pytest
 from adapters.controls import keys
 from harness.config_groups import group_yaml, list_group
 
-TRAJECTORIES = [t for t in list_group("trajectory")]
+TRAJECTORIES = list(list_group("trajectory"))
 HOLD = 12  # upstream's hold (utils/conditions.py:12@71c3cd7f7413), read independently of the encoder's parameter
 
 

@@ -10,7 +10,7 @@ under ``controls.context``).
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ UPSTREAM = [m for m in list_group("model")
 VARIANTS = {"lingbot_causal": ("lingbot", {"causal": True})}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _case():
     from harness.cases import load_case_set
 
