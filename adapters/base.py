@@ -176,6 +176,18 @@ def _required(f: dataclasses.Field) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
 
 
+def policy_budget(policy: ContextPolicy) -> dict[str, Any]:
+    """The harness policy's budget in latents (``docs/context.md``): what a launch must realise for its label."""
+    if policy.name == "fullkv":
+        return {"unit": "latent", "history": "all"}
+    if policy.name == "sliding":
+        return {"unit": "latent", "sink": policy.sink, "recent": policy.recent, "current": policy.chunk}
+    if policy.name == "fov":
+        return {"unit": "latent", "sink": policy.sink, "recent": policy.recent,
+                "retrieved": f"{policy.retrieved_chunks} x {policy.chunk}", "current": policy.chunk}
+    return {"memory": "the model's own"}
+
+
 @dataclass(frozen=True)
 class ItemRequest:
     """Everything an adapter needs for one work item.
@@ -259,6 +271,10 @@ class Adapter(ABC):
     #: Why each policy outside :attr:`contexts` is not supported (shown in the planning error).
     unsupported_reasons: ClassVar[Mapping[str, str]] = {
         "native": "no built-in memory mode; pick fullkv, sliding or fov"}
+    #: Policies whose launch is, by design, the launch of another policy: ``{policy: (other policy, why)}``. A label
+    #: is a claim about what ran, so two policies may compile to one launch (command.sh and controls/ bytes) only
+    #: when declared here (``tests/adapters/test_policy_launches.py`` fails on an undeclared or a stale one).
+    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init__(self, config: ModelConfig):
         self.config = config
@@ -283,6 +299,20 @@ class Adapter(ABC):
                 f"model={self.config.name} does not support context={policy.name}: {why}. "
                 f"Supported: {', '.join(supported)}"
             )
+
+    def context_told(self, policy: ContextPolicy) -> dict[str, Any]:
+        """What the model is told for ``policy``, in the model's own units: recorded as ``controls.context`` in the
+        item's ``meta.json`` (``policy`` the label, ``told`` the knobs, ``same_launch_as`` a declared identity).
+        In-process models apply the harness's own selection (:class:`harness.context.ContextSelector`)."""
+        told = {"applied_by": "harness.context.ContextSelector (in process)", **policy_budget(policy)}
+        return self._context_record(policy, told)
+
+    def _context_record(self, policy: ContextPolicy, told: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"policy": policy.name, "told": told}
+        if policy.name in self.same_launch:
+            other, why = self.same_launch[policy.name]
+            out["same_launch_as"] = {"policy": other, "why": why}
+        return out
 
     def scene_scale(self) -> float:
         """Model translation units per scene unit (``model.translation_scale.per_scene_unit``)."""

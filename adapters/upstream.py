@@ -222,6 +222,18 @@ class UpstreamAdapter(Adapter):
                 f"(adapters/contracts/{self.config.name}.yaml writer.fps; {src.split(';')[0].strip()}); set "
                 f"fps: {contract.writer.fps:g} in conf/model/{self.config.name}.yaml")
 
+    # -- context ----------------------------------------------------------------------------------------------
+    def told_upstream(self, policy: Any) -> dict[str, Any]:
+        """The knobs the launch gives upstream for ``policy``, in upstream's own units (flags, config keys, the shim's
+        selection), with the budget they amount to. Adapters that run more than ``native`` override this."""
+        if policy.name != "native":
+            raise ModelConfigError(f"{type(self).__name__} declares context={policy.name} but does not say what "
+                                   "upstream is told for it (override told_upstream)")
+        return {"passed": "nothing: upstream's own memory at its defaults"}
+
+    def context_told(self, policy: Any) -> dict[str, Any]:
+        return self._context_record(policy, self.told_upstream(policy))
+
     # -- compile ----------------------------------------------------------------------------------------------
     @abstractmethod
     def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
@@ -277,6 +289,7 @@ class UpstreamAdapter(Adapter):
 
         os.chmod(d / "command.sh", file_mode(executable=True))
         controls.files["command.sh"] = str(d / "command.sh")
+        controls.meta["context"] = self.context_told(req.context)
         controls.meta.setdefault("translation_scale", self.config.translation_scale.to_dict())
         controls.meta.setdefault("upstream", {"repo": self.config.upstream_repo, "commit": self.config.upstream_commit})
         self._record_contract_facts(controls, K)
@@ -692,7 +705,9 @@ class UpstreamAdapter(Adapter):
         for lf in (c.writer.log_failures if c else ()):
             m = re.search(lf.pattern, text, re.M)
             if m:
-                line = text[m.start():text.find("\n", m.start()) if "\n" in text[m.start():] else len(text)]
+                start = text.rfind("\n", 0, m.start()) + 1  # the whole line (a key name before the match too)
+                end = text.find("\n", m.start())
+                line = text[start:end if end >= 0 else len(text)]
                 raise UpstreamRunError(f"{self.config.name}: upstream exited 0 but its log says {line[:200]!r}: "
                                        f"{lf.means} ({lf.source}; full log: {log})", root_cause=line[:200])
 

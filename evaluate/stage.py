@@ -298,7 +298,9 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemRes
     return ItemResult(item=item, status=ITEM_FAILED, reason=reason, case_family=fam, metrics=metrics,
                       schema_version=SCHEMA_VERSION,
                       extra={"family_hashes": {}, "validity": {}, "timings": {},
-                             "timings_generation": meta.get("timings", {})})
+                             "timings_generation": meta.get("timings", {}),
+                   # what the model was told for the item's context label (adapters: controls.context)
+                   "context_ran": (meta.get("controls") or {}).get("context")})
 
 
 def _read_result(path: Path) -> Optional[ItemResult]:

@@ -9,6 +9,7 @@ positive pitch turns up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -71,6 +72,9 @@ class MG3Params:
     translation-scale policy (scene units -> metres). mouse_pitch: ``code`` = mouse[0] > 0 tilts **down** (what
     the integration code does) or ``label`` = mouse[0] > 0 tilts **up** (what key ``i`` is called); upstream's
     sign is unverified (the key label and the integration code disagree), so it is an explicit, recorded choice.
+    hold_frames: the fewest frames a key combination is held (12: upstream's own condition generator holds each
+    action for 12 frames, ``combine_data``'s ``selections = [12]``, Matrix-Game-3/utils/conditions.py:12, :27-32
+    @71c3cd7f7413).
     """
 
     deg_per_unit: float = 15.0
@@ -79,6 +83,7 @@ class MG3Params:
     diag_cm: float = 8.73
     metres_per_unit: float = 1.0
     mouse_pitch: str = "code"
+    hold_frames: int = 12
 
     def pitch_sign(self) -> float:
         """MG pitch (positive = down in the code) per unit of mouse[0]."""
@@ -87,12 +92,23 @@ class MG3Params:
         return 1.0 if self.mouse_pitch == "code" else -1.0
 
 
-#: Keyboard one-hots [W, S, A, D, 0, 0] and the (forward, right) displacement in steps of each combination.
+#: Keyboard one-hots [W, S, A, D, 0, 0] and the (forward, right) displacement in steps of each combination: the
+#: vocabulary of upstream's condition generator (none, forward, left, right, forward_left, forward_right;
+#: Matrix-Game-3/utils/conditions.py:41-52@71c3cd7f7413, with "back", "back_left" and "back_right" commented out
+#: there) plus S alone. S is a key of upstream's action space ("back": 1, conditions.py:74; the integrator moves
+#: 12.35 cm backwards for it, utils/utils.py compute_next_pose_from_action) that its generator never produces; the
+#: square's backward leg needs it because the square keeps the orientation fixed (turning round and pressing W
+#: would change the view the trajectory tests). A recorded deviation (``MG3_CAVEATS``); S+A and S+D are not used.
 _MG3_KEYS = [
     ((0, 0, 0, 0), (0.0, 0.0)), ((1, 0, 0, 0), (1.0, 0.0)), ((0, 1, 0, 0), (-1.0, 0.0)),
     ((0, 0, 1, 0), (0.0, -1.0)), ((0, 0, 0, 1), (0.0, 1.0)), ((1, 0, 1, 0), ("d", "-d")),
-    ((1, 0, 0, 1), ("d", "d")), ((0, 1, 1, 0), ("-d", "-d")), ((0, 1, 0, 1), ("-d", "d")),
+    ((1, 0, 0, 1), ("d", "d")),
 ]
+#: what the item's meta.json says about the keyboard encoding
+MG3_CAVEATS = (("keys held in runs of at least 12 frames, changed only at 12-frame boundaries as upstream's condition "
+                "generator does (utils/conditions.py:12, :27-32@71c3cd7f7413)"),
+               ("the backward leg presses S, which upstream's generator never produces (back is commented out, "
+                "utils/conditions.py:43@71c3cd7f7413); S+A and S+D are never used"))
 
 
 def _key_moves(p: MG3Params) -> tuple[np.ndarray, np.ndarray]:
@@ -154,14 +170,56 @@ def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
     return m
 
 
+def _mg3_no_taps(m: np.ndarray, p: MG3Params) -> np.ndarray:
+    """``m`` (one mouse axis, from :func:`_mg3_axis`) without the single-frame taps error diffusion leaves where a
+    move speeds up or slows down through the dead zone (value, nothing, value...): upstream's generator sends a
+    camera value held for 12 frames, never an isolated one (utils/conditions.py:27-32@71c3cd7f7413).
+
+    A gap shorter than ``p.hold_frames`` between two values of one sign, each at most 3 dead zones (the small values
+    of a slow ease), is closed: the values from the one before
+    the gap to the one after it are spread evenly over those frames when each share clears the dead zone (with the
+    encoder's margin), else the shorter side's values join the nearest value across the gap. The sum is kept, so
+    the orientation reached at the end of the move is unchanged; in between it moves by at most 3 dead zones.
+    """
+    m = m.copy()
+    dz = p.dead_zone * _DEAD_MARGIN
+    H = max(1, int(p.hold_frames))
+    changed = True
+    while changed:
+        changed = False
+        nz = np.flatnonzero(m)
+        for i, j in pairwise(nz):
+            if (j - i < 2 or j - i - 1 >= H or np.sign(m[i]) != np.sign(m[j])
+                    or max(abs(m[i]), abs(m[j])) > 3 * dz):  # only the small values of a slow ease
+                continue
+            share = (m[i] + m[j]) / (j - i + 1)
+            if abs(share) >= dz:
+                m[i:j + 1] = share
+            else:  # fold the shorter run (counted outwards from the gap) into the value across the gap
+                left = i - (np.flatnonzero(m[:i + 1][::-1] == 0)[:1].tolist() or [i + 1])[0] + 1
+                right_zero = np.flatnonzero(m[j:] == 0)
+                right = int(right_zero[0]) if len(right_zero) else len(m) - j
+                if left <= right:
+                    m[j] += m[i]
+                    m[i] = 0.0
+                else:
+                    m[i] += m[j]
+                    m[j] = 0.0
+            changed = True
+            break
+    return m
+
+
 @memo
 def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
     """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
 
     Rotation: per axis, error diffusion with the end-of-move fold of :func:`_mg3_axis` (every emitted value clears
     upstream's 0.02 dead zone in float32, and the integrated orientation meets the request at the end of every
-    move). Translation: each action picks the key combination that brings the *integrated* position closest to the
-    requested one, moving along the step's average yaw as upstream does. Vertical motion cannot be expressed
+    move). Translation: keys change only at block boundaries every ``p.hold_frames`` (12) actions, as upstream's
+    own condition generator holds each action (``MG3_CAVEATS``); each block takes the key combination whose
+    *integrated* positions are closest (sum of squares over the block's frames) to the requested ones, moving along
+    the step's average yaw as upstream does. The error this costs is bounded by one block of key steps. Vertical motion cannot be expressed
     (translation is horizontal only) and shows up in the residual. Upstream's integrator applies action ``i`` to go
     from frame ``i`` to frame ``i + 1`` (``compute_all_poses_from_actions``), so row ``t - 1`` carries the motion
     into frame ``t`` and the last row moves nothing (it is zero).
@@ -171,21 +229,23 @@ def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray,
     pos_t = c2w[:, :3, 3] * p.metres_per_unit
     keys_tab, moves = _key_moves(p)
     T = len(c2w)
-    m_yaw, m_pitch = _mg3_axis(yaw_t, p), _mg3_axis(pitch_t, p)
+    m_yaw, m_pitch = _mg3_no_taps(_mg3_axis(yaw_t, p), p), _mg3_no_taps(_mg3_axis(pitch_t, p), p)
     mouse = np.stack([p.pitch_sign() * m_pitch, m_yaw], axis=1).astype(np.float32)
     keyboard = np.zeros((T, 6), np.float32)
     states = mg3_states(keyboard, mouse, p)  # the yaw upstream integrates (keys do not change it)
+    psi = np.radians(0.5 * (states[:-1, 4] + states[1:, 4]))  # action t-1 moves along the step's average yaw
+    fwd = np.stack([np.sin(psi), np.zeros_like(psi), np.cos(psi)], axis=1)
+    right = np.stack([np.cos(psi), np.zeros_like(psi), -np.sin(psi)], axis=1)
+    H = max(1, int(p.hold_frames))
     pos = np.zeros(3)
-    for t in range(1, T):
-        yaw, new_yaw = states[t - 1, 4], states[t, 4]
-        psi = np.radians(0.5 * (yaw + new_yaw))
-        fwd = np.array([np.sin(psi), 0.0, np.cos(psi)])
-        right = np.array([np.cos(psi), 0.0, -np.sin(psi)])
-        want = pos_t[t] - pos
-        want_fr = np.array([want @ fwd, want @ right])
-        best = int(np.argmin(np.linalg.norm(moves - want_fr[None], axis=1)))
-        keyboard[t - 1, :4] = keys_tab[best]
-        pos = pos + moves[best, 0] * fwd + moves[best, 1] * right
+    for a in range(0, T - 1, H):  # one key combination per block of H actions (rows a..b-1 move frames a..b)
+        b = min(a + H, T - 1)
+        steps = moves[:, 0, None, None] * fwd[None, a:b] + moves[:, 1, None, None] * right[None, a:b]  # (K, n, 3)
+        reached = pos[None, None] + np.cumsum(steps, axis=1)
+        cost = ((reached - pos_t[None, a + 1:b + 1]) ** 2).sum(axis=(1, 2))  # squared error over the block's frames
+        best = int(np.argmin(cost))
+        keyboard[a:b, :4] = keys_tab[best]
+        pos = reached[best, -1]
     return keyboard, mouse
 
 

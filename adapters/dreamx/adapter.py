@@ -120,3 +120,10 @@ class DreamXAdapter(UpstreamAdapter):
         out = out_dir / f"0_{d.name}_image.mp4"
         return LaunchSpec(script="inference_ar_forcing.py", args=args, out_dir=str(out_dir), output=str(out),
                           wrapper=self.shim_path(__file__), wrapper_args=shim)
+
+    def told_upstream(self, policy) -> dict:
+        if policy.name == "fullkv":
+            return {"local_attn_size": -1, "shim": "runner.py --full-kv: cache literals resized to 126 x 880",
+                    "window": "every earlier latent"}
+        return {"local_attn_size": 12, "sink_size": 3, "passed": "nothing: configs/dreamx-ar/config.json:15-16",
+                "window": "3 sink + 6 recent + 3 current latents (upstream's own)"}

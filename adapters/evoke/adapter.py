@@ -98,3 +98,6 @@ class EvokeAdapter(UpstreamAdapter):
             env["EVOKE_PYTHON_BIN"] = str(Path(c.python).parent)
         return LaunchSpec(script=c.script, args=[], env=env, out_dir=str(out_dir),
                           output=str(out_dir / name / "geo_pred.mp4"), interpreter=["bash"])
+
+    def told_upstream(self, policy) -> dict:
+        return {**super().told_upstream(policy), "window": "no KV cache: history latents + a warp bank"}

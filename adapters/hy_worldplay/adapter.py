@@ -115,3 +115,12 @@ class HYWorldPlayAdapter(UpstreamAdapter):
             shim_args += ["--selection", str(d / "context_selection.json")]
         return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out_dir / "gen.mp4"), out_dir=str(out_dir),
                           wrapper=self.shim_path(__file__), wrapper_args=shim_args)
+
+    def told_upstream(self, policy) -> dict:
+        if policy.name == "native":
+            return {**super().told_upstream(policy), "window": "upstream's own FoV retrieval "
+                    "(select_aligned_memory_frames)"}
+        from adapters.base import policy_budget
+
+        return {"shim": "runner.py replaces select_aligned_memory_frames with controls/context_selection.json",
+                **policy_budget(policy)}

@@ -20,9 +20,11 @@ Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from types import MappingProxyType
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -94,7 +96,24 @@ class LingBotAdapter(UpstreamAdapter):
         "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
         "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
 
+    #: generate.py's defaults are local_attn_size -1, sink_size 0 (v2 generate.py:163, :168@2648877): FullKV
+    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"native": (
+        "fullkv", ("upstream's own default window is unbounded (--local_attn_size -1, generate.py:163@2648877), "
+                   "i.e. FullKV; both labels pass no window flag"))})
+
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
+
+    def told_upstream(self, policy) -> dict:
+        if not self.config.causal:
+            return {"passed": "nothing: the pinned generate.py is bidirectional", "window": "the whole clip"}
+        if policy.name in ("native", "fullkv"):
+            return {"--local_attn_size": -1, "--sink_size": 0, "passed": "nothing (generate.py defaults)",
+                    "window": "every earlier latent"}
+        if policy.name == "sliding":
+            return {"--local_attn_size": self.config.sliding_local_attn_size,
+                    "--sink_size": self.config.sliding_sink_size,
+                    "window": f"{policy.sink} sink + {policy.recent} recent + {policy.chunk} current latents"}
+        return super().told_upstream(policy)
 
     def supported_contexts(self) -> tuple[str, ...]:
         return self.contexts if self.config.causal else ("native",)  # bidirectional: the clip attends to itself

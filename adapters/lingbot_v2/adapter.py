@@ -36,3 +36,9 @@ class LingBotV2Adapter(LingBotAdapter):
         S = self.frame_seqlen()
         return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]
 
+    def told_upstream(self, policy) -> dict:
+        if policy.name != "fov":
+            return super().told_upstream(policy)
+        from adapters.base import policy_budget
+
+        return {"shim": "fov_runner.py gathers controls/context_selection.json per chunk", **policy_budget(policy)}

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.keys import MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
+from adapters.controls.keys import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
 
@@ -50,10 +50,13 @@ class MG3Config(UpstreamConfig):
 
 
 class MatrixGame3Adapter(UpstreamAdapter):
-    contexts = ("native", "fov")  # the model's own memory is FoV-retrieved latents
+    contexts = ("native",)  # the model's own memory: 4 overlap latents + 5 memory latents it retrieves itself
     unsupported_reasons = {"fullkv": "no KV cache; each clip sees 4 overlap + 5 memory latents, a longer context "
                                      "than the model was built for",
-                           "sliding": "only the memory-slot selection could change; not implemented"}
+                           "sliding": "only the memory-slot selection could change; not implemented",
+                           "fov": "the model retrieves its own 5 memory latents by its own camera rule; nothing "
+                                  "passes the harness's FoV budget (4 sink + 4 recent + 2 x 4 retrieved latents) and "
+                                  "the launch was the native one; run context=native"}
     config_class = MG3Config
     config: MG3Config
     always_shimmed = True
@@ -76,8 +79,9 @@ class MatrixGame3Adapter(UpstreamAdapter):
             meta={"iterations": iters, "mouse_pitch": c.mouse_pitch, "action_rule": "action i moves frame i to i+1",
                   "keys_pressed_fraction": float(pressed.mean()),
                   "key_run_mean_frames": float(runs.mean()) if len(runs) else 0.0,
+                  "hold_frames": c.params().hold_frames,
                   "caveats": ["translation quantised to 12.35 cm key steps, horizontal only",
-                              "mouse pitch sign is a recorded choice (model.mouse_pitch)"]},
+                              "mouse pitch sign is a recorded choice (model.mouse_pitch)", *MG3_CAVEATS]},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
@@ -104,3 +108,7 @@ class MatrixGame3Adapter(UpstreamAdapter):
                 str(d / "mouse_condition.npy"), "--fps", f"{self.contract().writer.fps:g}"]
         return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), output=str(out_dir / "video.mp4"),
                           wrapper=self.shim_path(__file__), wrapper_args=shim, replaces=REPLACES)
+
+    def told_upstream(self, policy) -> dict:
+        return {**super().told_upstream(policy),
+                "window": "each clip: 4 overlap latents + 5 memory latents retrieved by upstream"}

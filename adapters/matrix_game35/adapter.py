@@ -51,8 +51,13 @@ def caption_starts(num_blocks: int) -> list[int]:
 
 
 class MatrixGame35Adapter(UpstreamAdapter):
-    contexts = ("native", "sliding")  # the model's own memory is a sliding KV window (+ retrieval and mosaic)
+    contexts = ("native",)  # the model's own memory: a KV window of context chunks + pose retrieval + mosaic
     unsupported_reasons = {"fullkv": "no upstream switch for a FullKV rollout",
+                           "sliding": "upstream's context counts chunks of 3 latents (chunk_size 3, context_chunks 7, "
+                                      "configs/infer_distilled_6blocks.yaml:13-14@fa6d2b6) chosen by pose "
+                                      "(dynamic_context, :19-20) beside a projected mosaic memory; no setting gives "
+                                      "the harness's 4 sink + 12 recent + 4 current latents, and the launch used to "
+                                      "be the native one; run context=native",
                            "fov": "no FoV switch; the model has its own pose-proximity and projection-IoU retrieval"}
     config_class = MG35Config
     config: MG35Config
@@ -111,3 +116,8 @@ class MatrixGame35Adapter(UpstreamAdapter):
     def checkpoint_paths(self) -> dict[str, Optional[str]]:
         c = self.config
         return {**super().checkpoint_paths(), "wan_dir": c.wan_dir, "tokenizer_dir": c.tokenizer(), "da3_dir": c.da3_dir}
+
+    def told_upstream(self, policy) -> dict:
+        return {**super().told_upstream(policy), "config": self.config.config_file,
+                "window": "chunk_size 3 latents, context_chunks 7 (dynamic, pose-near oldest), memory_mode "
+                          "c0_plus_generated + projection-IoU mosaic (configs/infer_distilled_6blocks.yaml:11-20)"}

@@ -8,9 +8,10 @@ streaming pipeline drops the anchor frame (480 written, frame i = pose i + 1: W:
 the harness puts the conditioning canvas in front (``writer.first_pose``). The inference YAML comes from the
 checkout (``--config``: it is not in the weights bundle), the refiner is seeded like stage 1 (``--refiner_seed``),
 and the stage-1 text encoder (gemma-2-2b-it) is read from the Hugging Face cache with ``HF_HUB_OFFLINE=1`` (the
-contract's ``hub_fetches``). Context: FullKV = ``--num_cached_blocks -1``,
-Sliding = a positive ``--num_cached_blocks`` with the sink token; the linear-attention layers always summarise all
-history (a caveat recorded with every run). Poses follow :mod:`trajectories.conventions`.
+contract's ``hub_fetches``). Context: FullKV = ``--num_cached_blocks -1``; native = upstream's default
+``--num_cached_blocks 2`` (S:212: 2 blocks of 3 latents) with the sink token; ``sliding`` is refused: upstream's
+units are 3-latent blocks and one on/off sink token, which cannot express the harness's 4 sink + 12 recent +
+4 current latents. The linear-attention layers always summarise all history (a caveat recorded with every run). Poses follow :mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
@@ -28,19 +29,28 @@ from harness.io import save_npy
 @dataclass(frozen=True, kw_only=True)
 class SanaConfig(UpstreamConfig):
     """SANA-WM settings. script: the streaming entry point. config_file: the inference YAML in the checkout
-    (``--config``). sliding_cached_blocks: ``--num_cached_blocks`` used for the sliding policy. output_name:
-    upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""
+    (``--config``). output_name: upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""
 
     script: str = "inference_video_scripts/wm/inference_sana_wm_streaming.py"
     config_file: str = "configs/sana_wm/sana_wm_streaming_1600m_720p.yaml"
     denoising_step_list: str = "1000,960,889,727,0"
-    sliding_cached_blocks: int = 2
     output_name: str = "video"
 
 
+#: upstream's stage-1 window: ``--num_cached_blocks`` default 2 (inference_sana_wm_streaming.py:212@af849ea1), in
+#: blocks of ``--num_frame_per_block`` 3 latents (:196), plus the sink token (``--no_sink_token`` unset, :210)
+UPSTREAM_CACHED_BLOCKS = 2
+UPSTREAM_BLOCK_LATENTS = 3
+
+
 class SanaWMAdapter(UpstreamAdapter):
-    contexts = ("native", "fullkv", "sliding")  # --num_cached_blocks: -1 or the sliding window (see launch)
-    unsupported_reasons = {"fov": "would need a custom block selection in the softmax layers"}
+    contexts = ("native", "fullkv")  # --num_cached_blocks: upstream's 2, or -1 (all past blocks)
+    unsupported_reasons = {
+        "fov": "would need a custom block selection in the softmax layers",
+        "sliding": "upstream's stage-1 window counts blocks of 3 latents (--num_cached_blocks, --num_frame_per_block "
+                   "3, inference_sana_wm_streaming.py:196, :212@af849ea1) behind one on/off sink token (:210), so "
+                   "no setting gives the harness's 4 sink + 12 recent + 4 current latents; upstream's own window "
+                   "(2 blocks = 6 latents + the sink token) runs as context=native"}
     config_class = SanaConfig
     config: SanaConfig
 
@@ -67,7 +77,7 @@ class SanaWMAdapter(UpstreamAdapter):
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c, d = self.config, req.controls_dir
         out_dir = req.item_dir / "upstream_out"
-        blocks = {"fullkv": "-1", "sliding": str(c.sliding_cached_blocks), "native": str(c.sliding_cached_blocks)}
+        blocks = {"fullkv": "-1", "native": str(UPSTREAM_CACHED_BLOCKS)}
         args = ["--camera", str(d / "camera.npy"), "--intrinsics", str(d / "intrinsics.npy"), "--image",
                 str(d / "image.png"), "--prompt", str(d / "prompt.txt"), "--num_frames", str(req.path.num_frames),
                 "--seed", str(req.seed), "--refiner_seed", str(req.seed), "--denoising_step_list",
@@ -76,3 +86,10 @@ class SanaWMAdapter(UpstreamAdapter):
                 c.output_name]
         return LaunchSpec(script=c.script, args=args, output=str(out_dir / f"{c.output_name}_streaming.mp4"),
                           out_dir=str(out_dir))
+
+    def told_upstream(self, policy) -> dict:
+        if policy.name == "fullkv":
+            return {"--num_cached_blocks": -1, "sink_token": True, "window": "every past block"}
+        return {"--num_cached_blocks": UPSTREAM_CACHED_BLOCKS, "sink_token": True,
+                "window": f"{UPSTREAM_CACHED_BLOCKS} blocks x {UPSTREAM_BLOCK_LATENTS} latents + the sink token "
+                          "+ the current block (upstream's default)"}

@@ -22,9 +22,11 @@ Poses follow :mod:`trajectories.conventions`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from types import MappingProxyType
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -55,6 +57,9 @@ class YumeConfig(UpstreamConfig):
 
 class YumeAdapter(UpstreamAdapter):
     contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"fullkv": (
+        "native", ("upstream re-feeds every earlier frame at every caption stage (sample_5b.py@111c3fa); its own "
+                   "memory is FullKV, so both labels are one launch"))})
     unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
                            "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig
@@ -105,3 +110,6 @@ class YumeAdapter(UpstreamAdapter):
 
     def checkpoint_paths(self) -> dict[str, Optional[str]]:
         return {**super().checkpoint_paths(), "captioner": self.config.captioner}
+
+    def told_upstream(self, policy) -> dict:
+        return {"passed": "nothing: upstream's defaults", "window": "every earlier frame, re-fed each 29-frame stage"}

@@ -78,12 +78,35 @@ def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
     w.writerows(rows)
     write_text(out_dir / "summary.csv", buf.getvalue())
     # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
-    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": ecfg.__dict__})
-    write_text(out_dir / "summary.md", markdown(rows, reasons))
+    ran = context_ran(items)
+    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": ecfg.__dict__,
+                                          "context_ran": [{"model": m, "context": c, "ran": r}
+                                                          for (m, c), r in sorted(ran.items())]})
+    write_text(out_dir / "summary.md", markdown(rows, reasons, ran))
     return {"per_item": str(out_dir / "per_item.csv"), "summary": str(out_dir / "summary.md")}
 
 
-def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
+def context_ran(items: list[Item]) -> dict[tuple[str, str], dict]:
+    """(model, context label) -> what the model was told (``meta.json`` ``controls.context``, recorded by the
+    adapter at compile time), for the items that recorded it."""
+    out: dict[tuple[str, str], dict] = {}
+    for it in items:
+        rec = it.result.extra.get("context_ran")
+        if isinstance(rec, dict) and rec.get("told"):
+            out.setdefault((it.model, it.context), rec)
+    return out
+
+
+def describe_ran(rec: dict) -> str:
+    """One line: the knobs the model was told, and the declared identity with another label's launch."""
+    told = "; ".join(f"{k} {v}" for k, v in rec["told"].items())
+    same = rec.get("same_launch_as")
+    if same:
+        told += f". The same launch as context={same['policy']}: {same['why']}"
+    return told
+
+
+def markdown(rows: list[dict], reasons: dict[str, str], ran: dict[tuple[str, str], dict] | None = None) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval (none below 3 cases) and the number of cases. "
              "`[backbone]` names what computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and "
@@ -101,8 +124,10 @@ def markdown(rows: list[dict], reasons: dict[str, str]) -> str:
             trajs[mc].append(r["trajectory"])
     for mc, metrics in sorted(by_mc.items()):
         cols = sorted(t for t in trajs[mc] if t != "all") + ["all"]
-        lines += [f"## model={mc[0]} context={mc[1]}", "", "| metric | " + " | ".join(cols) + " |",
-                  "| --- |" + " --- |" * len(cols)]
+        lines += [f"## model={mc[0]} context={mc[1]}", ""]
+        if ran and mc in ran:  # the label is a claim: say what the launch told the model
+            lines += [f"What ran: {describe_ran(ran[mc])}.", ""]
+        lines += ["| metric | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
         for k in sorted(metrics):
             arrow = "↑" if higher_is_better(k) else "↓"
             cells = [_fmt(metrics[k][c]) if c in metrics[k] else "" for c in cols]

@@ -15,7 +15,8 @@ Everything comes from the model's contract (``adapters/contracts/<model>.yaml``)
 4. **readiness**: the adapter's own planning-time checks (:meth:`adapters.upstream.UpstreamAdapter.readiness`) with
    the paths setup used.
 
-``print=true`` prints the exact shell script instead (the same commands, the weights as ``hf download`` lines).
+``print=true`` prints the exact shell script instead (the same commands, the weights as ``snapshot_download``
+calls of the harness's own Python, ``HARNESS_PY``).
 Paths the model config leaves unset go under ``setup.root`` (``repos/``, ``envs/``, ``weights/<model>/``); the end
 prints the ``conf/local/default.yaml`` block with every path. The hub client is injectable (:class:`Hub`; the real
 one is :class:`HfHub`), so tests run offline against local stand-ins.
@@ -186,11 +187,18 @@ class SetupPlan:
     hf_cache: Path
     steps: tuple[str, ...] = STEPS
     notes: list[str] = field(default_factory=list)
+    #: the harness's own interpreter (absolute): the harness steps and the weight downloads of the printed script run
+    #: under it, never under the model's environment (which has no harness and may pin an old huggingface_hub)
+    harness_python: str = sys.executable
+    #: the harness's checkout (where ``python -m harness`` finds its package and ``conf/``)
+    harness_root: Path = Path(__file__).resolve().parents[2]
 
     def local_block(self) -> str:
+        """The ``conf/local/default.yaml`` block; every value a quoted YAML string (JSON's quoting is YAML's), so a
+        path with ``#``, ``: `` or a leading ``*`` reads back as itself."""
         lines = ["# conf/local/default.yaml (git-ignored): the paths setup used", "models:", f"  {self.model}:"]
-        lines += [f"    {k}: {v}" for k, v in sorted(self.paths.items())]
-        lines.append(f"    python: {self.python}")
+        lines += [f"    {k}: {json.dumps(str(v))}" for k, v in sorted(self.paths.items())]
+        lines.append(f"    python: {json.dumps(str(self.python))}")
         return "\n".join(lines)
 
 
@@ -286,9 +294,14 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
         if e.key not in paths and mcfg.get(e.key):
             paths[e.key] = str(mcfg[e.key])
     forks = {str(k): str(v) for k, v in (s.get("forks") or {}).items()}
+    harness_python = str(s.get("harness_python") or sys.executable)
+    if not os.path.isabs(harness_python):
+        raise ConfigError(f"setup.harness_python={harness_python!r}: give an absolute path (the script changes PATH "
+                          "to the model's environment, so a bare name would find the model's Python)")
     return SetupPlan(model=name, contract=contract, config=mcfg, root=root, checkout=checkout, clone_url=clone_url,
                      env_dir=env_dir, python=python, python_bin=python_bin, paths=paths, jobs=jobs, forks=forks,
-                     optional_steps=bool(s.get("optional_steps")), hf_cache=hf_cache, steps=steps, notes=notes)
+                     optional_steps=bool(s.get("optional_steps")), hf_cache=hf_cache, steps=steps, notes=notes,
+                     harness_python=harness_python)
 
 
 # -- shell commands (printed, and run as printed) ------------------------------------------------------------------
@@ -296,6 +309,16 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
 
 def _q(x: Any) -> str:
     return shlex.quote(str(x))
+
+
+def hydra_value(v: Any) -> str:
+    """``v`` as a quoted Hydra override value: commas (a sweep), spaces, ``#``, ``=`` and ``$(`` stay literal (Hydra's
+    override grammar: a single-quoted string, ``\\'`` for a quote and backslashes doubled before one)."""
+    s = str(v)
+    if "${" in s:
+        raise ConfigError(f"{s!r}: a path with '${{' would be read by Hydra as an interpolation; use another folder")
+    s = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", s)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, s) + "'"
 
 
 def checkout_commands(plan: SetupPlan) -> list[str]:
@@ -343,16 +366,25 @@ def environment_commands(plan: SetupPlan) -> list[tuple[str, str]]:
             out.append((f"{why} (optional, skipped: {st.note or 'setup.optional_steps=true runs it'})", ":"))
             continue
         cd = f"cd {_q(plan.checkout / st.cwd)} && "
+        pre: list[tuple[str, str]] = []
         if st.torch:
             cmd = f"{pip} {_torch_line(env.torch)}"
         elif st.pip:
             cmd = f"{pip} install {st.pip}"
+            pre = flash_attn_preflight(plan, st.pip)
+            if pre and pre[0][1] == "":  # a version with wheels for the recipe's torch, where upstream leaves it open
+                cmd = f"{pip} install {pre[0][0]}"
+                pre = []
         elif st.requirements:
             filtered = plan.env_dir / f"requirements-step{i + 1}.txt" if plan.env_dir else Path(f"/tmp/requirements-step{i + 1}.txt")
             drop = "|".join(re.escape(x) for x in st.exclude)
-            cmd = (f"{{ grep -viE '^[[:space:]]*({drop})([^A-Za-z0-9_.-]|$)' {_q(st.requirements)} || true; }} > "
-                   f"{_q(filtered)} && {pip} install -r {_q(filtered)}" if st.exclude else
-                   f"{pip} install -r {_q(st.requirements)}")
+            req = _q(st.requirements)
+            # a missing file stops the script with its name (grep would only print an error, and `|| true` hid it)
+            where = f"{plan.checkout / st.cwd / st.requirements} (step {i + 1}: {st.source})"
+            check = f"{{ test -f {req} || {{ echo {_q('setup: missing requirements file ' + where)} >&2; exit 1; }}; }} && "
+            cmd = check + (f"{{ grep -viE '^[[:space:]]*({drop})([^A-Za-z0-9_.-]|$)' {req} || test $? -eq 1; }} > "
+                           f"{_q(filtered)} && {pip} install -r {_q(filtered)}" if st.exclude else
+                           f"{pip} install -r {req}")
         elif st.editable:
             cmd = f"{pip} install{' --no-deps' if st.no_deps else ''} -e {_q(plan.checkout / st.editable)}"
         elif st.fork:
@@ -361,7 +393,9 @@ def environment_commands(plan: SetupPlan) -> list[tuple[str, str]]:
             cmd = f"{pip} install{' --no-deps' if st.no_deps else ''} {target}"
         else:
             cmd = str(st.run)
-        out.append((why + (f"; {st.note}" if st.note and len(st.note) < 160 else ""), cd + cmd))
+        out += pre
+        # each step in a subshell: its cd does not move the steps after it (nor the harness's last line)
+        out.append((why + (f"; {st.note}" if st.note and len(st.note) < 160 else ""), f"( {cd}{cmd} )"))
     t = env.torch
     cuda = re.search(r"/cu(\d+)(\d)$", t.index_url or "")
     checks = []
@@ -376,11 +410,53 @@ def environment_commands(plan: SetupPlan) -> list[tuple[str, str]]:
     return out
 
 
+#: torch minor versions flash-attn 2.8.3 ships prebuilt wheels for (its setup.py downloads one instead of compiling);
+#: none for torch 2.9 or 2.10 (Dao-AILab/flash-attention#1967 "Prebuilt wheels for PyTorch 2.9", open; #2299 "no
+#: official pre-built wheel for PyTorch 2.10")
+FLASH_ATTN_WHEEL_VERSION = "2.8.3"
+FLASH_ATTN_WHEEL_TORCH = ("2.4", "2.5", "2.6", "2.7", "2.8")
+_FLASH = re.compile(r"(?<![\w.-])'?flash[-_]attn([<>=!~][^\s']*)?'?(?=\s|$)")
+
+
+def flash_attn_preflight(plan: SetupPlan, pip_args: str) -> list[tuple[str, str]]:
+    """What to do before a ``pip install`` step that installs flash-attn.
+
+    Upstream leaves the version open and flash-attn has wheels for the recipe's torch: ``[(new pip args, "")]`` (the
+    wheel's version, pinned). No wheel for the recipe's torch (or its version is unknown): the (comment, command) lines
+    that say, before the build starts, that pip compiles it (tens of minutes to hours) and needs nvcc and ninja,
+    and that stop when nvcc is missing (pip would fail after minutes of work). Else nothing."""
+    m = _FLASH.search(pip_args)
+    if not m:
+        return []
+    tv = plan.contract.environment.torch.version
+    minor = ".".join(str(tv).split(".")[:2]) if tv else None
+    if minor in FLASH_ATTN_WHEEL_TORCH:
+        if m.group(1) is None:  # unpinned upstream: the version with a wheel for this torch
+            return [(pip_args[:m.start()] + f"flash-attn=={FLASH_ATTN_WHEEL_VERSION}" + pip_args[m.end():], "")]
+        return []
+    why = (f"flash-attn has no prebuilt wheel for torch {tv or '(unpinned)'} (flash-attn {FLASH_ATTN_WHEEL_VERSION} "
+           f"ships them for torch {FLASH_ATTN_WHEEL_TORCH[0]}-{FLASH_ATTN_WHEEL_TORCH[-1]}; Dao-AILab/flash-attention"
+           "#1967, #2299), so pip compiles it: about 30 min to 2 h, needs nvcc (the CUDA toolkit of torch's CUDA) and "
+           "ninja; MAX_JOBS limits its memory (about 4 GB a job)")
+    pip = f"{_q(plan.python)} -m pip"
+    no_nvcc = _q("setup: nvcc not found: install the CUDA toolkit (nvcc) before flash-attn is compiled, or put it on PATH")
+    return [(why, f"echo {_q('setup: ' + why)} >&2"),
+            ("nvcc must be on PATH before the build starts",
+             f"command -v nvcc >/dev/null || {{ echo {no_nvcc} >&2; exit 1; }}"),
+            ("ninja makes the build parallel (without it, hours)", f"{pip} install ninja")]
+
+
+def _download_code(repo: str, revision: str, patterns: list[str], **where: str) -> str:
+    args = ", ".join(f"{k}={json.dumps(v)}" for k, v in where.items())
+    rev = f", revision={json.dumps(revision)}" if revision != "main" else ""
+    return (f"from huggingface_hub import snapshot_download; snapshot_download(repo_id={json.dumps(repo)}{rev}, "
+            f"allow_patterns={json.dumps(patterns)}, {args})")
+
+
 def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for job in plan.jobs:
         w = job.weight
-        rev = "" if job.revision == "main" else f" --revision {_q(job.revision)}"
         gate = f"; gated: {gated_message(w.repo, plan.model)}" if w.gated else ""
         size = f"; about {w.size_gb:g} GB" if w.size_gb else ""
         why = f"{w.name}: {w.repo} ({w.source}){size}{gate}"
@@ -390,13 +466,13 @@ def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
             code = (f"from modelscope import snapshot_download; snapshot_download({json.dumps(w.repo)}, "
                     f"local_dir={json.dumps(str(job.local_dir))}, allow_patterns={json.dumps(job.patterns)})")
             out.append((why + " (ModelScope, from the model's environment)", f"{_q(plan.python)} -c {_q(code)}"))
-        elif w.hf_cache:
+        elif w.hf_cache:  # huggingface_hub of the harness's Python (the model's may predate `hf` or lack it)
+            code = _download_code(w.repo, job.revision, job.patterns, cache_dir=str(plan.hf_cache))
             out.append((why + " (into the Hugging Face cache: upstream reads it there with HF_HUB_OFFLINE=1)",
-                        f"HF_HUB_CACHE={_q(plan.hf_cache)} hf download {_q(w.repo)}{rev} --include "
-                        + " ".join(_q(p) for p in job.patterns)))
+                        f'"$HARNESS_PY" -c {_q(code)}'))
         else:
-            out.append((why, f"hf download {_q(w.repo)}{rev} --include " + " ".join(_q(p) for p in job.patterns)
-                        + f" --local-dir {_q(job.local_dir)}"))
+            code = _download_code(w.repo, job.revision, job.patterns, local_dir=str(job.local_dir))
+            out.append((why, f'"$HARNESS_PY" -c {_q(code)}'))
     return out
 
 
@@ -405,7 +481,9 @@ def script(plan: SetupPlan) -> str:
     c = plan.contract
     lines = ["#!/usr/bin/env bash",
              f"# python -m harness setup model={plan.model}: {c.repo}@{c.commit[:12]} "
-             f"(adapters/contracts/{plan.model}.yaml)", "set -euo pipefail"]
+             f"(adapters/contracts/{plan.model}.yaml)", "set -euo pipefail",
+             "# the harness's own Python: its steps and the weight downloads run under it, not the model's",
+             f"HARNESS_PY={_q(plan.harness_python)}"]
     if "checkout" in plan.steps:
         lines += ["", f"# -- checkout at the pinned commit ({c.commit})", *checkout_commands(plan)]
     if "environment" in plan.steps:
@@ -415,7 +493,7 @@ def script(plan: SetupPlan) -> str:
         for why, cmd in environment_commands(plan):
             lines += [f"# {why}", cmd]
     if "weights" in plan.steps:
-        lines += ["", "# -- weights (huggingface_hub: resumable; checksums verified by the harness below)"]
+        lines += ["", "# -- weights (the harness's huggingface_hub: resumable; checksums verified by the harness below)"]
         for note in plan.notes:
             lines.append(f"# note: {note}")
         for why, cmd in weight_commands(plan):
@@ -423,9 +501,10 @@ def script(plan: SetupPlan) -> str:
     if "readiness" in plan.steps or "weights" in plan.steps:
         lines += ["", "# -- checksums and the planning-time checks, with these paths (conf/local/default.yaml):"]
         lines += [f"#   {x}" for x in plan.local_block().splitlines()]
-        over = " ".join(_q(f"++local.models.{plan.model}.{k}={v}") for k, v in
+        over = " ".join(_q(f"++local.models.{plan.model}.{k}={hydra_value(v)}") for k, v in
                         sorted({**plan.paths, "python": plan.python}.items()))
-        lines.append(f"python -m harness setup model={plan.model} 'setup.steps=[weights,readiness]' {over}")
+        lines.append(f"( cd {_q(plan.harness_root)} && \"$HARNESS_PY\" -m harness setup model={plan.model} "
+                     f"'setup.steps=[weights,readiness]' {over} )")
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,10 @@ from tests.support import STANDIN, run_cli
 #: key steps, YUME's stage captions (one direction and speed per 29 frames: up to ~12 deg), LingBot's lost translation scale (fitted).
 TOL = {
     "hy_worldplay": (0.5, 0.01), "lingbot": (0.5, 0.02), "lingbot_v2": (0.5, 0.02), "dreamx": (0.5, 0.01),
-    "matrix_game35": (1e-9, 1e-9), "sana_wm": (1e-9, 1e-9), "evoke": (1e-9, 1e-9), "matrix_game3": (0.35, 0.07),
+    "matrix_game35": (1e-9, 1e-9), "sana_wm": (1e-9, 1e-9), "evoke": (1e-9, 1e-9),
+    # MG-3 holds keys 12 frames as upstream's generator does (a square leg's position lags up to 0.86 m = 0.123 units
+    # mid-leg, and lands exactly) and closes mouse taps (up to 3 dead zones moved across a gap: 0.51 deg measured)
+    "matrix_game3": (0.6, 0.13),
     # rotation speed is YUME's own measure (mean per-frame optical-axis angle), so a stage that turns and turns back
     # reads faster than its net motion: up to 18.5 deg on LRLRLR (text control is lossy; the residual says so)
     "yume": (20.0, 0.2),

@@ -34,9 +34,9 @@ def test_key_moves_are_one_step_straight_and_one_diagonal_step_per_axis():
     tab, moves = keys._key_moves(P)
     got = {tuple(int(x) for x in k): tuple(np.round(m, 6)) for k, m in zip(tab, moves)}
     s, d = P.step_cm / 100, P.diag_cm / 100
+    # S+A and S+D are not in upstream's generator (back_left / back_right commented out, conditions.py:50-51)
     assert got == {(0, 0, 0, 0): (0, 0), (1, 0, 0, 0): (s, 0), (0, 1, 0, 0): (-s, 0), (0, 0, 1, 0): (0, -s),
-                   (0, 0, 0, 1): (0, s), (1, 0, 1, 0): (d, -d), (1, 0, 0, 1): (d, d), (0, 1, 1, 0): (-d, -d),
-                   (0, 1, 0, 1): (-d, d)}
+                   (0, 0, 0, 1): (0, s), (1, 0, 1, 0): (d, -d), (1, 0, 0, 1): (d, d)}
 
 
 def _integrate(m: np.ndarray) -> np.ndarray:
@@ -169,7 +169,9 @@ def test_mg3_decode_divides_by_the_translation_scale():
 
 
 def test_mg3_encode_picks_the_key_that_lands_closest_along_the_current_yaw():
-    """After a 90 deg right turn, moving along the original +x (the camera's new forward) is W, not D."""
+    """After a 90 deg right turn, moving along the original +x (the camera's new forward) is W, not D (a hold of
+    one frame, so each action is its own block)."""
+    P = keys.MG3Params(hold_frames=1)
     T = 12
     yaw = np.r_[np.linspace(0, 90, 7), np.full(T - 7, 90.0)]
     pos = np.zeros((T, 3))
@@ -405,6 +407,8 @@ def _greedy_ok(c2w: np.ndarray, p: keys.MG3Params) -> None:
 
 
 def test_mg3_encode_is_greedy_against_upstreams_integrator_while_turning():
+    """With a hold of one frame every action is its own block, so each row is the per-frame best."""
+    P = keys.MG3Params(hold_frames=1)
     T = 16
     yaw = np.radians(np.r_[0.0, np.cumsum(np.full(T - 1, 9.0))])  # 9 deg per frame to the right
     pos = np.zeros((T, 3))
@@ -499,3 +503,41 @@ def test_yume_turn_speeds_print_whole_numbers_without_a_decimal():
     n = keys.YumeParams().frames_per_stage
     c2w = se3(np.stack([rot_y(np.radians(2.96 * i)) for i in range(n + 1)]))
     assert "View rotation speed:3." in keys.yume_captions(c2w, "")[0]
+
+
+def test_mg3_keys_change_only_at_hold_boundaries_and_land_on_the_target():
+    """Upstream's generator holds an action 12 frames (utils/conditions.py:12@71c3cd7f7413): a path that moves
+    forward 24 key steps from frame 12 and 12 steps right from frame 36 gets W for rows 12..35 and D for 36..47,
+    nothing before, and the integrated position lands on the request; the request's 1-frame wiggle at frame 5 (a
+    tenth of a step) is not sent as a tap."""
+    T = 61
+    pos = np.zeros((T, 3))
+    for t in range(1, T):
+        step = [0.0, 0.0, 0.1235] if 12 < t <= 36 else [0.1235, 0.0, 0.0] if 36 < t <= 48 else [0.0, 0.0, 0.0]
+        pos[t] = pos[t - 1] + step
+    pos[5, 2] += 0.012
+    kb, _ = keys.mg3_encode(se3(np.tile(np.eye(3), (T, 1, 1)), pos), P)
+    assert not kb[:12].any() and (kb[12:36, 0] == 1).all() and not kb[12:36, 1:4].any()
+    assert (kb[36:48, 3] == 1).all() and not kb[36:48, :3].any() and not kb[48:].any()
+    back = keys.mg3_decode(kb, np.zeros((T, 2), np.float32), P)
+    assert np.allclose(back[-1, :3, 3], pos[-1], atol=1e-6)
+
+
+def test_mg3_mouse_taps_are_closed_keeping_the_sum():
+    """value, gap, value of one sign (what error diffusion leaves in a slow ease) becomes one run; the sum, and so
+    the orientation reached, is kept; values of opposite signs or across a gap of a whole hold are left alone."""
+    m = np.zeros(40)
+    m[[3, 5, 6, 7]] = [-0.024, -0.045, -0.031, -0.036]
+    out = keys._mg3_no_taps(m, P)
+    assert out.sum() == pytest.approx(m.sum()) and (out[3:8] < 0).all() and not out[:3].any()
+    assert (np.abs(out[out != 0]) >= 0.02).all()
+    tiny = np.zeros(40)
+    tiny[[3, 10]] = [0.021, 0.021]  # spread over 8 frames each share is under the dead zone: the tap joins the other
+    out = keys._mg3_no_taps(tiny, P)
+    assert np.count_nonzero(out) == 1 and out.sum() == pytest.approx(0.042)
+    apart = np.zeros(40)
+    apart[[3, 3 + P.hold_frames + 1]] = [0.05, 0.05]
+    assert np.array_equal(keys._mg3_no_taps(apart, P), apart)
+    opposite = np.zeros(40)
+    opposite[[3, 5]] = [0.05, -0.05]
+    assert np.array_equal(keys._mg3_no_taps(opposite, P), opposite)

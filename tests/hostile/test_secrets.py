@@ -108,7 +108,7 @@ def test_secret_named_env_vars_never_reach_command_meta_or_hydra_dumps(harness, 
 
 
 def test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines(harness, tmp_path):
-    r = harness("-m", "context=fullkv,sliding", "model=sana_wm", "dry_run=true", "run=sw", "evaluate=off",
+    r = harness("-m", "context=fullkv,native", "model=sana_wm", "dry_run=true", "run=sw", "evaluate=off",
                 "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}}}",
                 "progress=false")
     assert r.code == 0, r.err
