@@ -205,3 +205,25 @@ def test_an_init_the_engine_refuses_is_a_clear_failure(engine, cli, tmp_path):
             "+backend.models.lingbot_v2.init_extra={max_chunks: 0}")
     assert r.code == 1 and "invalid generate request" in r.text, r.text
     assert not (tmp_path / ITEM / "video.mp4").exists()
+
+
+def test_our_key_kinematics_are_the_engines(sg):
+    """Random key scripts integrate to the poses SGLang's own functions give: LingBot's ``_actions_to_c2ws`` and
+    SANA-WM's ``sana_wm_action_to_camera_to_world_array`` at the realtime translation speed (0.04)."""
+    import numpy as np
+    import yaml
+
+    from adapters.served.keys import COMBOS, KeyKinematics, decode
+    from harness.config_groups import conf_dir
+    from sglang.multimodal_gen.configs.pipeline_configs.lingbot_world import _actions_to_c2ws
+    from sglang.multimodal_gen.runtime.pipelines_core.stages.model_specific_stages.sana_wm.base import (
+        sana_wm_action_to_camera_to_world_array)
+
+    models = yaml.safe_load((conf_dir() / "backend" / "sglang.yaml").read_text())["models"]
+    lingbot, sana = (KeyKinematics.from_dict(models[m]["kinematics"]) for m in ("lingbot_v2", "sana_wm"))
+    rng = np.random.default_rng(3)
+    script = [list(COMBOS[i]) for i in rng.integers(0, len(COMBOS), 60)] + [["i"]] * 30  # also hits the pitch limit
+    np.testing.assert_allclose(decode(lingbot, script), np.stack(_actions_to_c2ws(script)), atol=1e-12)
+    dsl = ",".join(f"{''.join(k) or 'none'}-1" for k in script)
+    theirs = sana_wm_action_to_camera_to_world_array(dsl, translation_speed=0.04)
+    np.testing.assert_allclose(decode(sana, [sorted(k) for k in script]), theirs, atol=2e-5)  # float32 there
