@@ -103,24 +103,46 @@ def decode(kin: KeyKinematics, script: list[list[str]]) -> np.ndarray:
     return np.stack(out)
 
 
+def _combo_table(kin: KeyKinematics) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per combination of :data:`COMBOS`: pitch delta, yaw delta (radians), forward and right move signs."""
+    r_pitch, r_yaw = np.deg2rad(kin.pitch_deg), np.deg2rad(kin.yaw_deg)
+    dp = np.array([(("i" in k) - ("k" in k)) * r_pitch for k in COMBOS])
+    dy = np.array([(("l" in k) - ("j" in k)) * r_yaw + kin.strafe_yaw_coupling * (("d" in k) - ("a" in k)) * r_yaw
+                   for k in COMBOS])
+    fwd = np.array([("w" in k) - ("s" in k) for k in COMBOS], dtype=np.float64)
+    right = np.array([("d" in k) - ("a" in k) for k in COMBOS], dtype=np.float64)
+    return dp, dy, fwd, right
+
+
 def encode(kin: KeyKinematics, targets: np.ndarray) -> list[list[str]]:
     """Greedy key script whose integration follows ``targets`` ((S + 1, 4, 4) OpenCV c2w in engine units, world =
     target 0): key set ``t`` is the combination whose step from the achieved pose ``t`` lands closest to target
     ``t + 1``, by rotation error in degrees plus translation error in steps of ``move`` times ``yaw_deg`` (one
-    missed move costs as much as one missed yaw step). Ties go to the fewest keys (the order of :data:`COMBOS`)."""
+    missed move costs as much as one missed yaw step). Ties go to the fewest keys (the order of :data:`COMBOS`).
+    All 81 combinations of a step are evaluated at once (:func:`_step` is the one-step rule they vectorise)."""
     targets = np.asarray(targets, dtype=np.float64)
+    dp_all, dy_all, fwd_sign, right_sign = _combo_table(kin)
+    limit = np.deg2rad(kin.pitch_limit_deg)
+    Rx, Ry = rot_x(dp_all), rot_y(dy_all)  # (81, 3, 3); a clamped pitch uses the identity instead of Rx
+    eye = np.broadcast_to(np.eye(3), Rx.shape)
     c2w, pitch = np.eye(4), 0.0
     script: list[list[str]] = []
     for t in range(1, len(targets)):
-        best = None
-        for keys in COMBOS:
-            cand, p = _step(kin, c2w, pitch, keys)
-            rot = float(np.rad2deg(geodesic_angle(cand[:3, :3], targets[t][:3, :3])))
-            tr = float(np.linalg.norm(cand[:3, 3] - targets[t][:3, 3])) / kin.move * kin.yaw_deg
-            cost = rot + tr
-            if best is None or cost < best[0] - 1e-12:
-                best = (cost, keys, cand, p)
-        assert best is not None
-        script.append(list(best[1]))
-        c2w, pitch = best[2], best[3]
+        ok = np.abs(pitch + dp_all) <= limit
+        R = Ry @ c2w[:3, :3] @ np.where(ok[:, None, None], Rx, eye)
+        fwd, right = R[:, :, 2].copy(), R[:, :, 0].copy()
+        fwd[:, 1] = right[:, 1] = 0.0
+        nf = np.linalg.norm(fwd, axis=1, keepdims=True)
+        nr = np.linalg.norm(right, axis=1, keepdims=True)
+        fwd = np.where(nf > 0, fwd / (nf + 1e-6), fwd)
+        right = np.where(nr > 0, right / (nr + 1e-6), right)
+        T = c2w[:3, 3] + fwd * (kin.move * fwd_sign)[:, None] + right * (kin.move * right_sign)[:, None]
+        rot = np.rad2deg(geodesic_angle(R, targets[t][:3, :3]))
+        tr = np.linalg.norm(T - targets[t][:3, 3], axis=1) / kin.move * kin.yaw_deg
+        cost = rot + tr
+        best = int(np.flatnonzero(cost < cost.min() + 1e-12)[0])  # the first (fewest keys) of the cheapest
+        script.append(list(COMBOS[best]))
+        c2w = np.eye(4)
+        c2w[:3, :3], c2w[:3, 3] = R[best], T[best]
+        pitch = pitch + dp_all[best] if ok[best] else pitch
     return script

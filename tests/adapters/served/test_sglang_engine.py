@@ -212,12 +212,13 @@ def test_our_key_kinematics_are_the_engines(sg):
     SANA-WM's ``sana_wm_action_to_camera_to_world_array`` at the realtime translation speed (0.04)."""
     import numpy as np
     import yaml
+    from sglang.multimodal_gen.configs.pipeline_configs.lingbot_world import _actions_to_c2ws
+    from sglang.multimodal_gen.runtime.pipelines_core.stages.model_specific_stages.sana_wm.base import (
+        sana_wm_action_to_camera_to_world_array,
+    )
 
     from adapters.served.keys import COMBOS, KeyKinematics, decode
     from harness.config_groups import conf_dir
-    from sglang.multimodal_gen.configs.pipeline_configs.lingbot_world import _actions_to_c2ws
-    from sglang.multimodal_gen.runtime.pipelines_core.stages.model_specific_stages.sana_wm.base import (
-        sana_wm_action_to_camera_to_world_array)
 
     models = yaml.safe_load((conf_dir() / "backend" / "sglang.yaml").read_text())["models"]
     lingbot, sana = (KeyKinematics.from_dict(models[m]["kinematics"]) for m in ("lingbot_v2", "sana_wm"))
