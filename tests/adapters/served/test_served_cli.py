@@ -220,6 +220,19 @@ def test_vllm_omni_faults_fail_the_item(cli, tmp_path, fault, kind):
         r = cli("model=lingbot_v2", "backend=vllm_omni", f"endpoint={srv.endpoint}", "context=native", *SMALL)
     assert r.code == 1 and kind in _meta(tmp_path, item)["root_cause"]
     assert not (tmp_path / item / "video.mp4").exists()
+    with VllmCameraStandIn() as good:
+        r2 = cli("model=lingbot_v2", "backend=vllm_omni", f"endpoint={good.endpoint}", "context=native", *SMALL)
+    assert r2.code == 0 and _meta(tmp_path, item)["video"]["frames_sha256"] == frames_sha256(good.sent_frames)
+
+
+def test_small_batches_come_inline_and_are_read_the_same(cli, tmp_path):
+    # two 64x112 frames (43 KiB) fit under SGLang's 64 KiB limit: each batch is one frame_batch map with its payload
+    with SGLangStandIn(frames_per_message=2) as srv:
+        r = cli(*_sglang(srv.endpoint))
+    assert r.code == 0, r.text
+    assert _meta(tmp_path)["video"]["frames_sha256"] == frames_sha256(srv.sent_frames)
+    trace = json.loads((tmp_path / ITEM / "context_trace.json").read_text())
+    assert [c["served"]["server"]["num_batches"] for c in trace["chunks"]] == [7, 8, 8, 8]
 
 
 def test_sana_wm_on_sglang_sends_a_per_frame_key_script(cli, tmp_path):
