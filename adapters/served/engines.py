@@ -172,7 +172,7 @@ def run_sglang(conn: Connection, init: dict[str, Any], *, height: int, width: in
         try:
             data, t = conn.recv()
         except ServedError as exc:
-            if exc.kind == "closed mid-stream" and s.frames == total_frames and "1000" in str(exc):
+            if exc.kind == "closed mid-stream" and s.frames == total_frames and exc.close_code == 1000:
                 s.closed_by_server = "1000 after every frame (some chunk_stats missing)"
                 break
             exc.meta = {"session": s.to_dict()}

@@ -18,9 +18,10 @@ class ServedError(RuntimeError):
     timeout, an engine ``error`` message). ``root_cause``: the one-line cause the run summary prints; ``meta``: what
     was measured before the failure (frames received, chunk latencies), recorded in the item's ``meta.json``."""
 
-    def __init__(self, message: str, kind: str, meta: dict | None = None):
+    def __init__(self, message: str, kind: str, meta: dict | None = None, close_code: int | None = None):
         super().__init__(message)
         self.kind = kind
+        self.close_code = close_code  # the server's WebSocket close code, when it closed the connection
         self.root_cause = f"served backend ({kind}): {message}"
         self.meta = meta
 
@@ -100,10 +101,11 @@ class Connection:
         code = getattr(rcvd, "code", None)
         reason = getattr(rcvd, "reason", "") or ""
         if code == 1008:
-            return ServedError(f"the server refused the session (close 1008 {reason!r})", "admission refused")
+            return ServedError(f"the server refused the session (close 1008 {reason!r})", "admission refused",
+                               close_code=code)
         how = f"close code {code} {reason!r}" if code is not None else "no close frame"
         return ServedError(f"the server closed the connection mid-stream after {self.received} message(s) ({how})",
-                           "closed mid-stream")
+                           "closed mid-stream", close_code=code)
 
     def close(self) -> None:
         import contextlib

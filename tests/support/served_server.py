@@ -11,7 +11,8 @@
 Frames are a deterministic function of (seed, frame index), so a test knows exactly what was streamed. ``fault``
 plants one failure: ``close_mid`` (the connection drops after chunk 0, no close frame), ``busy`` (admission
 refused), ``wrong_size`` (a batch whose payload is short by one row), ``slow`` (stalls before chunk 1),
-``error`` (an engine error message).
+``error`` (an engine error message), ``no_last_stats`` (every frame, then a normal close without the last
+``chunk_stats``: not a fault).
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ class SGLangStandIn(_Base):
                      "ws_write_ms": 0, "chunk_total_ms": 120 + 10 * k + int((time.perf_counter() - t0) * 1000),
                      "num_batches": len(batches), "num_frames": n, "raw_bytes": n * W * H * 3,
                      "ws_payload_bytes": n * W * H * 3, "content_type": "application/x-raw-rgb"}
+            if self.fault == "no_last_stats" and k == chunks - 1:
+                continue  # every frame sent, the last chunk_stats lost, then a normal close
             self.sent_stats.append(stats)
             ws.send(msgpack.packb(stats))
         ws.close(code=1000, reason="generation complete")

@@ -225,6 +225,18 @@ def test_vllm_omni_faults_fail_the_item(cli, tmp_path, fault, kind):
     assert r2.code == 0 and _meta(tmp_path, item)["video"]["frames_sha256"] == frames_sha256(good.sent_frames)
 
 
+def test_a_normal_close_after_every_frame_completes_the_item(cli, tmp_path):
+    # the last chunk_stats never came, but every frame did and the server closed with 1000: the item is complete,
+    # the missing statistics are said
+    with SGLangStandIn(fault="no_last_stats") as srv:
+        r = cli(*_sglang(srv.endpoint))
+    assert r.code == 0, r.text
+    meta = _meta(tmp_path)
+    assert meta["video"]["frames_sha256"] == frames_sha256(srv.sent_frames)
+    assert "some chunk_stats missing" in meta["generation"]["served"]["closed_by_server"]
+    assert len(meta["generation"]["served"]["latency"]["server_chunk_total_ms"]) == 3
+
+
 def test_small_batches_come_inline_and_are_read_the_same(cli, tmp_path):
     # two 64x112 frames (43 KiB) fit under SGLang's 64 KiB limit: each batch is one frame_batch map with its payload
     with SGLangStandIn(frames_per_message=2) as srv:
