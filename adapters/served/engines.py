@@ -1,7 +1,7 @@
 """Engine clients of the served backend: one realtime session per item, frames handed on as they arrive.
 
-**SGLang** (checked against sglang 0.5.23 from PyPI, the code of sgl-project/sglang
-``python/sglang/multimodal_gen/runtime/entrypoints/openai/``): route ``/v1/realtime_video/generate``
+**SGLang** (checked against sgl-project/sglang@v0.5.23: the PyPI wheel sglang==0.5.23, whose files were read; the
+wheel records no commit id; ``python/sglang/multimodal_gen/runtime/entrypoints/openai/``): route ``/v1/realtime_video/generate``
 (``realtime/realtime_video_api.py``: ``router`` prefix ``/v1/realtime_video``, ``@router.websocket("/generate")``).
 Every message is a msgpack map. The client sends ``init`` first (``protocol.py::RealtimeVideoGenerationsRequest``:
 ``type``, ``prompt``, ``first_frame`` (bytes), ``size`` ``"WxH"``, ``num_frames``, ``fps``, ``seed``,
