@@ -107,9 +107,16 @@ def test_fov_is_refused_at_planning_with_the_reason(cli, tmp_path):
     (["backend=sglang", "endpoint=ws://127.0.0.1:9", "+backend.tokn_env=X"], "backend.tokn_env"),
     (["backend=sglang", "endpoint=ws://127.0.0.1:9", "backend.chunk_timeout_s=0"], "backend.chunk_timeout_s"),
     (["backend=sglang", "endpoint=ws://127.0.0.1:9", "backend.token_env=not-a-name!"], "backend.token_env"),
+    (["backend=sglang", "endpoint=ws://127.0.0.1:9", "+backend.models.lingbot_v2.bogus=1"],
+     "backend.models.lingbot_v2.bogus"),
+    (["backend=sglang", "endpoint=ws://127.0.0.1:9", "backend.models.lingbot_v2.controls=rays"],
+     "backend.models.lingbot_v2.controls"),
+    (["backend=sglang", "endpoint=ws://127.0.0.1:9", "backend.models.lingbot_v2.kinematics.per=chunk"],
+     "backend.models.lingbot_v2.kinematics"),
+    (["backend=sglang", "endpoint=ws://127.0.0.1:9", "model.num_frames=65"], "model.num_frames"),  # 17 latents
 ])
 def test_bad_backend_settings_are_refused_before_writing(cli, tmp_path, args, needle):
-    r = cli("model=lingbot_v2", "context=sliding", *args, *SMALL)
+    r = cli("model=lingbot_v2", "context=sliding", *SMALL, *args)
     assert r.code == 2, r.text
     assert needle in r.err and "Traceback" not in r.err
     assert not (tmp_path / "outputs").exists()
