@@ -12,7 +12,7 @@ Frames are a deterministic function of (seed, frame index), so a test knows exac
 plants one failure: ``close_mid`` (the connection drops after chunk 0, no close frame), ``busy`` (admission
 refused), ``wrong_size`` (a batch whose payload is short by one row), ``slow`` (stalls before chunk 1),
 ``error`` (an engine error message), ``no_last_stats`` (every frame, then a normal close without the last
-``chunk_stats``: not a fault).
+``chunk_stats``: not a fault), ``http503`` / ``http401`` (the handshake answered with that status).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class _Base:
     def __enter__(self):
         from websockets.sync.server import serve
 
-        self._server = serve(self._handle, "127.0.0.1", 0, max_size=None, ping_interval=None)
+        self._server = serve(self._handle, "127.0.0.1", 0, max_size=None, ping_interval=None,
+                             process_request=self._gate)
         self.port = self._server.socket.getsockname()[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -59,6 +60,17 @@ class _Base:
     def __exit__(self, *exc):
         self._server.shutdown()
         self._thread.join(5)
+
+    def _gate(self, connection, request):
+        """HTTP answers before the upgrade: 503 (a gateway's busy), 401 (a token the gateway does not take)."""
+        from http import HTTPStatus
+
+        self.headers.append({k.lower(): v for k, v in request.headers.raw_items()})
+        if self.fault == "http503":
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "busy\n")
+        if self.fault == "http401":
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "bad token\n")
+        return None
 
     @property
     def endpoint(self) -> str:
@@ -78,7 +90,6 @@ class SGLangStandIn(_Base):
         self.chunk, self.frames_per_message, self.chunk_sizes = chunk, frames_per_message, chunk_sizes
 
     def _handle(self, ws) -> None:
-        self.headers.append({k.lower(): v for k, v in ws.request.headers.raw_items()})
         init = msgpack.unpackb(ws.recv(), raw=False)
         assert init["type"] == "init"
         self.requests.append(init)
@@ -141,7 +152,6 @@ class VllmCameraStandIn(_Base):
     def _handle(self, ws) -> None:
         from adapters.served.engines import pack_numpy, unpack_numpy
 
-        self.headers.append({k.lower(): v for k, v in ws.request.headers.raw_items()})
         ws.send(pack_numpy({"model": "lingbot-world-fast", "num_frames_per_block": 4}))
         req = unpack_numpy(ws.recv())
         self.requests.append(req)

@@ -144,6 +144,7 @@ def _failed_cleanly(tmp_path: Path, kind: str) -> dict:
     ("wrong_size", "wrong frame size", []),
     ("slow", "timeout", ["backend.chunk_timeout_s=0.5"]),
     ("error", "engine error", []),
+    ("http503", "admission refused", []),  # a gateway's busy answer to the handshake
 ])
 def test_each_fault_fails_the_item_and_the_next_run_completes_it(cli, tmp_path, fault, kind, extra):
     with SGLangStandIn(fault=fault, slow_s=2.0) as bad:
@@ -185,6 +186,14 @@ def test_the_token_goes_in_the_header_and_never_into_a_file_or_log(cli, tmp_path
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert files and not [p for p in files if token.encode() in p.read_bytes()]
     assert _meta(tmp_path)["model"]["backend_connection"]["token_env"] == "WM_SERVED_TOKEN"
+
+
+def test_a_token_the_gateway_refuses_says_so(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("WM_SERVED_TOKEN", "wrong-token-value-123")
+    with SGLangStandIn(fault="http401") as srv:
+        r = cli(*_sglang(srv.endpoint, "backend.token_env=WM_SERVED_TOKEN"))
+    assert r.code == 1 and "HTTP 401" in r.text and "backend.token_env" in r.text
+    assert "wrong-token-value-123" not in r.text
 
 
 def test_an_unset_token_variable_fails_the_item_naming_it(cli, tmp_path, monkeypatch):
