@@ -277,3 +277,16 @@ def test_sana_wm_on_sglang_sends_a_per_frame_key_script(cli, tmp_path):
     assert init["realtime_causal_sink_size"] == 0 and init["realtime_causal_kv_cache_num_frames"] == 7
     assert json.loads((tmp_path / item / "controls" / "camera_actions.json").read_text()) == script
     assert _meta(tmp_path, item)["video"]["frames_sha256"] == frames_sha256(srv.sent_frames)
+
+
+def test_the_context_study_runs_on_the_servers_cache(cli, tmp_path):
+    """``-m context=fullkv,sliding``: one session per policy, each told its own sink and window."""
+    with SGLangStandIn() as srv:
+        r = cli("-m", "model=lingbot_v2", "backend=sglang", f"endpoint={srv.endpoint}", "context=fullkv,sliding",
+                *SMALL)
+    assert r.code == 0, r.text
+    told = sorted((q["realtime_causal_sink_size"], q["realtime_causal_kv_cache_num_frames"]) for q in srv.requests)
+    assert told == [(0, 16), (4, 20)]
+    for policy in ("fullkv", "sliding"):
+        meta = _meta(tmp_path, Path(str(ITEM).replace("sliding", policy)))
+        assert meta["status"] == "done" and meta["context"]["name"] == policy
