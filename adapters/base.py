@@ -226,13 +226,16 @@ class NativeControls:
 
 @dataclass
 class GeneratedVideo:
-    """What ``generate`` produced: the frame count and fps of the written video, the context trace and timings."""
+    """What ``generate`` produced: the frame count and fps of the written video, the context trace and timings.
+    ``context_info``: extra top-level entries of ``context_trace.json`` (a served model: what the server was told
+    and reported), beside ``policy`` and ``chunks``."""
 
     num_frames: int
     fps: float
     context_trace: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    context_info: dict[str, Any] = field(default_factory=dict)
 
 
 FrameSink = Callable[[np.ndarray], None]

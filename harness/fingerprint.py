@@ -23,6 +23,7 @@ from .io import sha256_file
 NON_SEMANTIC_MODEL_FIELDS = frozenset({
     "description", "weights_hint", "timeout_s", "devices", "python", "upstream_dir", "checkpoint", "env",
     "gpu_layout", "unsupported_reasons", "supported_contexts", "paper_context", "fps_tolerance", "launch",
+    "backend_connection",  # a served model's endpoint and timeouts: where it ran, not what it generated
     "seed",  # the item seed is hashed on its own (a `seed=` override and the default give one fingerprint)
 })
 

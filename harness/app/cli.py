@@ -23,7 +23,8 @@ from harness.errors import ConfigError, UserError
 log = logging.getLogger(__name__)
 
 COMMANDS = ("run", "list", "validate", "preview", "report", "verify", "setup")
-_CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate")
+_CHECKED_GROUPS = ("model", "context", "trajectory", "cases", "launcher", "experiment", "debug", "evaluate",
+                   "backend")
 
 
 # errno values of environment problems a user fixes (a read-only or full disk, a path too long, no permission)
@@ -97,7 +98,7 @@ def _check_slurm(args: list[str]) -> None:
 def _cmd_list(cfg: dict[str, Any]) -> None:
     from harness.config_groups import group_description, list_group
 
-    for group in ("model", "context", "trajectory", "cases", "launcher", "experiment"):
+    for group in ("model", "backend", "context", "trajectory", "cases", "launcher", "experiment"):
         print(f"{group}:")
         for name in list_group(group):
             print(f"  {name:<18}{group_description(group, name)}".rstrip())

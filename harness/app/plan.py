@@ -179,6 +179,9 @@ def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
     if seed is not None:
         check_seed(seed)
     adapter = build_adapter(model_config_with_local(cfg))
+    from adapters.served import for_backend
+
+    adapter = for_backend(adapter, cfg.get("backend"), cfg.get("endpoint"))  # served engines wrap the model's adapter
     check_name("model.name", adapter.config.name)
     check_seed(adapter.config.seed, "model.seed")
     policy = resolve_context(cfg["context"], adapter)

@@ -275,7 +275,9 @@ class _Executor:
                 writer.close()
                 if writer.num_frames != gen.num_frames:
                     raise RuntimeError(f"the model reported {gen.num_frames} frames but {writer.num_frames} were written")
-                write_json(item_dir / "context_trace.json", {"policy": self.context.to_dict(), "chunks": gen.context_trace})
+                write_json(item_dir / "context_trace.json", {"policy": self.context.to_dict(),
+                                                             **redact(gen.context_info, self.secrets),
+                                                             "chunks": gen.context_trace})
                 meta.update(
                     status="done",
                     video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,

@@ -20,9 +20,13 @@ from harness.errors import ConfigError
 
 #: keys a config may hold besides those of conf/config.yaml: the sections of the groups that have a package, and
 #: the report command's options (added by ``evaluate.reporting.cli.merge_run_args`` as ``+key``)
-SECTIONS = ("model", "context", "trajectory", "cases", "evaluate", "local")
+SECTIONS = ("model", "context", "trajectory", "cases", "evaluate", "local", "backend")
 REPORT_KEYS = ("report_runs", "report_out", "main_context", "report_strips", "report_figures")
 CASE_KEYS = ("name", "source", "include", "families", "description")
+#: keys of ``conf/backend/*.yaml`` (the served backend, docs/served.md); ``backend.models.<m>`` is checked by
+#: :class:`adapters.served.config.ServedModel` at planning
+BACKEND_KEYS = ("name", "engine", "route", "token_env", "connect_timeout_s", "chunk_timeout_s", "output_format",
+                "num_inference_steps", "engine_version", "models", "description")
 FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
 RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate")
@@ -116,6 +120,7 @@ def check_settings(cfg: dict[str, Any]) -> None:
         bad = [f for f in cases.get("families") or [] if f not in FAMILIES]
         if bad:
             raise ConfigError(f"cases.families: unknown family {bad[0]!r}; use {', '.join(FAMILIES)}")
+    check_backend(cfg)
     local = cfg.get("local")
     if local is not None:
         _check("local", local, lambda v: isinstance(v, dict), "conf/local/default.yaml must hold a mapping")
@@ -129,6 +134,37 @@ def check_settings(cfg: dict[str, Any]) -> None:
             _check("release.evaluate", release["evaluate"], _is_bool, "use true or false")
     if cfg.get("source") is not None:
         _check("source", cfg["source"], lambda v: isinstance(v, str) and bool(v.strip()), "give a folder (or null)")
+
+
+def check_backend(cfg: dict[str, Any]) -> None:
+    """``backend`` holds only known keys, ``endpoint`` is a WebSocket address exactly when a served backend is
+    chosen, and ``backend.token_env`` names a variable (never holds a token)."""
+    backend = cfg.get("backend")
+    endpoint = cfg.get("endpoint")
+    if backend is None:
+        if endpoint is not None:
+            raise ConfigError("endpoint: set, but no backend is chosen; add backend=sglang or backend=vllm_omni")
+        return
+    _check("backend", backend, lambda v: isinstance(v, dict), "choose a backend: backend=upstream|sglang|vllm_omni")
+    for k in backend:
+        if k not in BACKEND_KEYS:
+            raise _unknown("backend.", str(k), list(BACKEND_KEYS))
+    name = backend.get("name", "upstream")
+    if name == "upstream":
+        if endpoint is not None:
+            raise ConfigError(f"endpoint={endpoint!r}: backend=upstream runs the model's own adapter; choose "
+                              "backend=sglang or backend=vllm_omni to use a served model (or drop endpoint)")
+        return
+    _check("endpoint", endpoint, lambda v: isinstance(v, str) and v.startswith(("ws://", "wss://")),
+           f"backend={name} needs the server's WebSocket address, e.g. endpoint=ws://127.0.0.1:30000")
+    tok = backend.get("token_env")
+    if tok is not None:
+        _check("backend.token_env", tok, lambda v: isinstance(v, str) and v.replace("_", "").isalnum(),
+               "give the NAME of an environment variable (e.g. WORLDMEM_ENDPOINT_TOKEN), never the token itself")
+    for k in ("connect_timeout_s", "chunk_timeout_s"):
+        if k in backend:
+            _check(f"backend.{k}", backend[k], lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and v > 0, "a number of seconds > 0")
 
 
 # -- sweeps ------------------------------------------------------------------------------------------------------
