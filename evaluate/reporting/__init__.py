@@ -15,6 +15,7 @@ run's summary / per-item / dynamic / analyses files), ``run`` (a run's ``eval/``
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -73,6 +74,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
                           "(python -m harness stage=evaluate run=<name>)")
     s = settings_of(items)
 
+    @functools.lru_cache(maxsize=None)  # every cell's provenance names its metrics.json: one relpath per file
     def rel(p: Path) -> str:
         return Path(os.path.relpath(p, out)).as_posix()
 
@@ -109,8 +111,9 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
                    [render.markdown(t) for t in tables])
     write_text(out / "report.md", md)
     write_text(out / "tables.tex", "\n".join(render.latex(t) for t in tables))
+    # compact: a study of thousands of videos has millions of provenance terms (indenting is Python's slow encoder)
     write_json(out / "sources.json", {"runs": [str(r) for r in runs], "base": ".", "files": list(paths_index),
-                                      "tables": sources})
+                                      "tables": sources}, compact=True)
     fdir = out / "figures"
     by_id = {t.id: t for t in tables}
     pal = plots.Palette(items)

@@ -10,6 +10,7 @@ this module sees either.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -43,7 +44,7 @@ class Item:
     item_dir: Path
     result: ItemResult
 
-    @property
+    @functools.cached_property  # read for every provenance term of every cell (millions in a release-size report)
     def metrics_path(self) -> Path:
         return self.item_dir / "metrics.json"
 

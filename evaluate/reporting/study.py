@@ -54,7 +54,8 @@ class Study:
         self.dep = float(departure_deg)
         self.tol = float(tolerance_deg)
         self.keys = sorted({k for it in items for k in it.metrics}, key=metric_order)
-        self.computed_keys = [k for k in self.keys if any(k in it.computed() for it in items)]
+        computed = {k for it in items for k in it.computed()}  # once per item, not once per item and key
+        self.computed_keys = [k for k in self.keys if k in computed]
 
     def with_tolerance(self, tolerance_deg: float) -> "Study":
         """The same items qualified with another return tolerance (the sensitivity analysis)."""

@@ -75,12 +75,12 @@ def _videos(d: Path) -> dict[str, Path]:
     return out
 
 
-def _release(root: Path, videos: dict[str, Path], rows: int) -> int:
+def _release(root: Path, videos: dict[str, Path], rows: int, models: tuple[str, ...] = MODEL_IDS) -> int:
     from evaluate.release.miniature import miniature
 
-    per_case = len(MODEL_IDS) * (len(PRESETS) + 3)  # + the camera rows of the three environment presets
+    per_case = len(models) * (len(PRESETS) + 3)  # + the camera rows of the three environment presets
     cases = max(1, -(-rows // per_case))
-    written = miniature(root, videos, models=MODEL_IDS, cases=cases, shards=4)
+    written = miniature(root, videos, models=models, cases=cases, shards=4)
     return len(written)
 
 
@@ -90,9 +90,10 @@ def _tenths(xs: list[float]) -> tuple[float, float]:
     return float(np.median(xs[:k])), float(np.median(xs[-k:]))
 
 
-def _import(work: Path, videos: dict[str, Path], rows: int, tag: str) -> tuple[dict[str, Any], Path]:
+def _import(work: Path, videos: dict[str, Path], rows: int, tag: str,
+            models: tuple[str, ...] = MODEL_IDS) -> tuple[dict[str, Any], Path]:
     src = work / f"release-{tag}"
-    n = _release(src, videos, rows)
+    n = _release(src, videos, rows, models)
     wall, peak, _ = _child(["release", "import", f"source={src}", f"run=rel-{tag}", "release.evaluate=false",
                             "progress=false", f"output_root={work / 'out'}"], work)
     run = work / "out" / f"rel-{tag}"
@@ -109,7 +110,8 @@ def _per_video_import(run: Path) -> list[float]:
 def _eval(work: Path, videos: dict[str, Path], count: int) -> dict[str, Any]:
     """Import a miniature of about ``count`` videos and evaluate it (a child process, as a user runs it)."""
     rows = max(1, count * (len(PRESETS) + 3) // len(PRESETS))
-    _, run = _import(work, videos, rows, "eval")
+    models = MODEL_IDS[:max(1, min(len(MODEL_IDS), count // len(PRESETS)))]  # a few videos: a few models
+    _, run = _import(work, videos, rows, "eval", models)
     wall, peak, _ = _child(["stage=evaluate", f"run={run.name}", "progress=false", f"output_root={work / 'out'}"],
                            work)
     times = sorted(p.stat().st_mtime for p in run.rglob("metrics.json"))
