@@ -257,7 +257,10 @@ class UpstreamAdapter(Adapter):
         d = req.controls_dir
         d.mkdir(parents=True, exist_ok=True)
         self.write_canvas(d / "image.png", req.case)
-        (d / "prompt.txt").write_text(req.case.prompt + "\n")
+        from harness.io import write_text
+
+        # the model's input, byte for byte (a case's prompt is not a credential): contained, a symlink replaced
+        write_text(d / "prompt.txt", req.case.prompt + "\n", scrubbed=True)
         controls = self.write_native(req, image, K)
         controls.files.setdefault("image.png", str(d / "image.png"))
         controls.files.setdefault("prompt.txt", str(d / "prompt.txt"))
@@ -633,7 +636,9 @@ class UpstreamAdapter(Adapter):
         self.check_log(log_text, log)
         video = self.find_output(spec, out_dir, t0)
         kept = req.item_dir / "upstream_video.mp4"
-        shutil.copyfile(video, kept)
+        from harness.io import copy_file
+
+        copy_file(video, kept)
         N, fp = req.path.num_frames, self.first_pose()
         canvas = self.canvas_image_and_K(req.case)[0]
         c = self.contract()

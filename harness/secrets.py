@@ -291,7 +291,9 @@ def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env
     extra = dict(values or {})
     if env:
         extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
-    with open(log_path, "w", encoding="utf-8", errors="replace") as lf:
+    from .io import open_stream
+
+    with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
 

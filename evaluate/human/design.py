@@ -438,11 +438,9 @@ def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str]) -
 
 def _write_tokens(path: Path, tokens: dict[str, str]) -> None:
     """``<id>\\t<token>`` lines, created with mode 0600 (only the owner may read them)."""
-    from harness.io import atomic_path
+    from harness.io import write_text
 
-    with atomic_path(path) as tmp:
-        os.chmod(tmp, 0o600)
-        tmp.write_text("".join(f"{a}\t{t}\n" for a, t in tokens.items()))
+    write_text(path, "".join(f"{a}\t{t}\n" for a, t in tokens.items()), scrubbed=True, mode=0o600)
 
 
 def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
@@ -473,7 +471,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file"}``. Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
-    from harness.io import temp_tag, write_json
+    from harness.io import replace, temp_tag, write_json
 
     out_dir = Path(out_dir).resolve()
     if out_dir.exists():
@@ -522,7 +520,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
             "items": hidden})
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
         _write_tokens(tmp / TOKENS_FILE, tokens)
-        os.rename(tmp, out_dir)  # the whole folder appears at once
+        replace(tmp, out_dir)  # the whole folder appears at once
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -535,7 +535,9 @@ def fetch_weight(plan: SetupPlan, job: WeightJob, hub: Hub, log: Callable[[str],
                 target.unlink(missing_ok=True)
                 raise SetupError(f"{w.repo}/{rf.path}: {problem} after download; removed, rerun setup")
         done[key] = check
-        (d / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
+        from harness.io import write_text
+
+        write_text(d / RECORD, json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
     log(f"{w.name}: {w.repo}@{commit[:12]} -> {d} ({len(wanted)} files, checksums ok)")
     return {"repo": w.repo, "commit": commit}
 
