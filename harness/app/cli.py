@@ -126,14 +126,25 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
 
     from harness.config_groups import model_config_with_local
 
+    from harness.io import check_contained, confine
+    from harness.outputs import check_name
+
+    # the names become a file name: the one name rule, before anything is built or written
+    check_name("model.name", (cfg.get("model") or {}).get("name"))
+    check_name("trajectory.name", (cfg.get("trajectory") or {}).get("name"))
     adapter = build_adapter(model_config_with_local(cfg))
     mc = adapter.config
     spec = TrajectorySpec.from_dict(cfg["trajectory"])
     K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
     path = adapter.path_for(spec, K)
-    out = Path(cfg["output_root"]) / "previews" / f"{spec.name}_{mc.name}.png"
-    preview_path(path, out)
-    path.save(out.with_suffix(".npz"))
+    folder = Path(cfg["output_root"]) / "previews"
+    out = folder / f"{check_name('trajectory.name', spec.name)}_{check_name('model.name', mc.name)}.png"
+    folder.mkdir(parents=True, exist_ok=True)
+    with confine(folder):  # the trajectories layer writes these: checked here, above it
+        for p in (out, out.with_suffix(".npz")):
+            check_contained(p)
+        preview_path(path, out)
+        path.save(out.with_suffix(".npz"))
     print(f"wrote {out} and {out.with_suffix('.npz')}")
     print("phases:", ", ".join(f"{k}=[{a},{b})" for k, (a, b) in path.phases.items()))
 

@@ -209,8 +209,10 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
     from adapters import contracts
     from harness.config_groups import model_config_with_local
 
+    from harness.outputs import check_name
+
     mcfg = model_config_with_local(cfg)
-    name = str(mcfg.get("name"))
+    name = check_name("model.name", mcfg.get("name"), "setup names its folders after it")  # envs/<name>, ...
     try:
         contract = contracts.load(name)
     except FileNotFoundError:
