@@ -112,6 +112,7 @@ class UpstreamConfig(ModelConfig):
     launch: str = "torchrun"
     devices: Optional[str] = None
     env: dict[str, str] = field(default_factory=dict)
+    env_plain: tuple[str, ...] = ()  # names of ``env`` that are plain settings; every other value is a secret
     timeout_s: float = 4 * 3600.0
     weights_hint: str = ""
     sampling_steps: int = 4
@@ -384,9 +385,11 @@ class UpstreamAdapter(Adapter):
             "set -euo pipefail",
             f"cd {shlex.quote(str(cwd))}",
         ]
-        from harness.secrets import shell_export
+        from harness.secrets import env_is_secret, shell_export
 
-        lines += [shell_export(k, v) for k, v in sorted(env.items())]  # secrets stay ${NAME} references
+        # secrets stay ${NAME} references: model.env's values unless plain (model.env_plain), any secret-named one
+        secret = {k for k in self.config.env if env_is_secret(k, self.config.env_plain)}
+        lines += [shell_export(k, v, k in secret) for k, v in sorted(env.items())]
         # one line per flag with its values, so a reader can diff two items' commands
         groups: list[list[str]] = []
         for a in argv:

@@ -483,8 +483,10 @@ def _argv_secrets(argv: list[str]) -> dict[str, str]:
     """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``)."""
     import re
 
-    from harness.secrets import is_secret_name
+    from harness.secrets import PLAIN_KEY, env_is_secret
 
+    plain = [n for arg in argv if arg.lstrip("+~").split("=", 1)[0].endswith(f".{PLAIN_KEY}")
+             for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.split("=", 1)[-1])]
     found: dict[str, str] = {}
     for arg in argv:
         if "=" not in arg:
@@ -492,11 +494,11 @@ def _argv_secrets(argv: list[str]) -> dict[str, str]:
         key, val = arg.split("=", 1)
         key = key.lstrip("+~")
         parts = key.split(".")
-        if "env" in parts[:-1] and is_secret_name(parts[-1]) and val:
+        if "env" in parts[:-1] and env_is_secret(parts[-1], plain) and val:
             found[val.strip("'\"")] = parts[-1]
         elif parts[-1] == "env":
             for name, v in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^,}]+)", val):
-                if is_secret_name(name) and v.strip():
+                if env_is_secret(name, plain) and v.strip():
                     found[v.strip().strip("'\"")] = name
     return found
 

@@ -15,7 +15,8 @@ def test_secret_names():
 
 
 def test_redaction_keeps_ordinary_keys_and_scrubs_values():
-    cfg = {"model": {"env": {"HF_TOKEN": "hf_abcdef123", "MODE": "x"}}, "manifest": {"key": "a/b"},
+    cfg = {"model": {"env": {"HF_TOKEN": "hf_abcdef123", "MODE": "x"}, "env_plain": ["MODE"]},
+           "manifest": {"key": "a/b"},
            "argv": ["+model.env={HF_TOKEN: hf_abcdef123}"], "error": "auth failed for hf_abcdef123"}
     values = secret_values(cfg)
     assert values == {"hf_abcdef123": "HF_TOKEN"}
@@ -40,5 +41,8 @@ def test_argv_secrets_are_found():
     from harness.app.cli import _argv_secrets
 
     found = _argv_secrets(["h", "+model.env={HF_TOKEN: hf_x1y2z3, MODE: plain}", "model.env.WANDB_API_KEY=k3y999",
-                           "seed=1"])
+                           "seed=1", "+model.env_plain=[MODE]"])
     assert found == {"hf_x1y2z3": "HF_TOKEN", "k3y999": "WANDB_API_KEY"}
+    # not listed as plain: every env value is a secret, whatever its name
+    assert _argv_secrets(["h", "+model.env={MODE: plain}", "model.env.MY_CREDS=c-1"]) == {"plain": "MODE",
+                                                                                          "c-1": "MY_CREDS"}
