@@ -227,6 +227,38 @@ def write_json(path: str | Path, data: Any) -> None:
     write_text(path, json_text(data))
 
 
+SEAL = "content_sha256"  # the key of a sealed JSON file that holds the sha256 of the rest of it
+
+
+def seal_digest(data: dict) -> str:
+    """sha256 hex of ``data`` without its :data:`SEAL` key, as canonical JSON (sorted keys, compact)."""
+    body = {k: v for k, v in data.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=_default,
+                                     allow_nan=True).encode()).hexdigest()
+
+
+def write_sealed_json(path: str | Path, data: dict) -> dict:
+    """``data`` as :func:`write_json` writes it (secrets scrubbed), plus :data:`SEAL`: the sha256 of what was
+    written, so a reader finds a hand edit (:func:`seal_problem`). Returns the sealed mapping as written."""
+    from .secrets import scrub
+
+    clean = json.loads(scrub(json.dumps(data, default=_default)))
+    clean.pop(SEAL, None)
+    sealed = {**clean, SEAL: seal_digest(clean)}
+    write_text(path, json_text(sealed), scrubbed=True)
+    return sealed
+
+
+def seal_problem(data: Any) -> str | None:
+    """Why a mapping read from a sealed file cannot be trusted (no seal, or its content no longer matches it),
+    None when it matches."""
+    if not isinstance(data, dict) or not isinstance(data.get(SEAL), str):
+        return f"no {SEAL} (written by an older version, or edited)"
+    if data[SEAL] != seal_digest(data):
+        return f"its content no longer matches its {SEAL} (edited after it was written)"
+    return None
+
+
 def write_text(path: str | Path, text: str, scrubbed: bool = False, mode: int | None = None) -> None:
     """``text`` atomically, secrets scrubbed (:func:`harness.secrets.scrub`: every file the harness writes).
     ``scrubbed=True``: the caller has scrubbed every part of ``text`` already (a big file assembled from parts
