@@ -179,11 +179,37 @@ def file_problem(path: Path) -> Optional[str]:
             return f"not JSON ({exc})"
         return None
     if suffix in (".bin", ".pt", ".pth", ".ckpt"):
-        with open(path, "rb") as f:
-            magic = f.read(2)
-        if not (zipfile.is_zipfile(path) or magic[:1] == b"\x80"):
-            return "neither a zip archive nor a pickle (truncated?)"
+        return _checkpoint_problem(path)
     return None
+
+
+def _checkpoint_problem(path: Path) -> Optional[str]:
+    """A PyTorch checkpoint is a zip archive holding ``<name>/data.pkl`` (``torch.save``'s format since 1.6) or a
+    legacy stream of pickles; the first pickle of the latter must parse to its STOP opcode within the file
+    (:mod:`pickletools`: read, never executed). A few stray bytes starting like a pickle are refused."""
+    import pickletools
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+        except (zipfile.BadZipFile, OSError) as exc:
+            return f"a damaged zip archive ({exc})"
+        if not any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return "a zip archive without data.pkl: not a torch.save checkpoint"
+        return None
+    with open(path, "rb") as f:
+        if f.read(1) != b"\x80":
+            return "neither a zip archive nor a pickle (truncated?)"
+        f.seek(0)
+        try:
+            for op, _, _ in pickletools.genops(f):
+                if op.name == "STOP":
+                    return None
+        except Exception as exc:  # genops raises ValueError / struct errors on a cut stream
+            return f"a pickle cut short or damaged ({type(exc).__name__}: truncated?)"
+    return "a pickle without its end (truncated?)"
 
 
 def _size(d: Path) -> int:

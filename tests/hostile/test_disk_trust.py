@@ -266,3 +266,31 @@ def test_the_seal_of_a_json_file_finds_any_edit(tmp_path):
     assert "no longer matches" in seal_problem({**back, "a": 1.6})
     assert "no longer matches" in seal_problem({**back, "extra": 1})
     assert "no content_sha256" in seal_problem({k: v for k, v in back.items() if k != SEAL})
+
+
+def test_weights_verify_refuses_an_implausible_checkpoint(tmp_path):
+    """A 10-byte ``.pth`` passed ``weights verify`` ("present unpinned"): only its first byte was looked at."""
+    import pickle
+
+    from evaluate.weights import file_problem
+
+    cases = {"ten.pth": b"\x80\x02" + b"\x00" * 8, "cut.pth": pickle.dumps({"w": list(range(100))})[:40],
+             "text.pt": b"hello world", "zip.bin": None}
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "zip.bin", "w") as z:
+        z.writestr("readme.txt", "not a checkpoint")
+    for name, data in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        assert file_problem(tmp_path / name), name
+    # the check can pass: a whole pickle, and torch.save's both formats when torch is here
+    (tmp_path / "ok.ckpt").write_bytes(pickle.dumps({"w": list(range(100))}))
+    assert file_problem(tmp_path / "ok.ckpt") is None
+    torch = pytest.importorskip("torch")
+    torch.save({"w": torch.zeros(3)}, tmp_path / "new.pth")
+    torch.save({"w": torch.zeros(3)}, tmp_path / "old.pth", _use_new_zipfile_serialization=False)
+    assert file_problem(tmp_path / "new.pth") is None and file_problem(tmp_path / "old.pth") is None
+    data = (tmp_path / "new.pth").read_bytes()
+    (tmp_path / "new.pth").write_bytes(data[: len(data) // 2])
+    assert file_problem(tmp_path / "new.pth")
