@@ -527,6 +527,10 @@ def _validate_job(cfg: dict[str, Any]) -> None:
     from harness.app.settings import check_settings
 
     check_settings(cfg)
+    if isinstance(cfg.get("slurm"), dict):  # launcher=slurm: its settings before Hydra writes the sweep folder
+        from harness.app.slurm import check_settings as check_slurm
+
+        check_slurm(cfg["slurm"], cfg.get("model") or {})
     if cfg.get("cmd", "run") == "run":
         plan = prepare_run(cfg, report=False)
         if plan is not None:
