@@ -516,6 +516,10 @@ def _announce_wait(locks: ItemLocks, pending: Sequence[WorkItem]) -> None:
         if h is not None:
             holders.add(h.describe())
             files.append((h, locks.path(_key(i))))
+    if not files:  # every lock went (or went stale) between the try and this look: nothing to name
+        log.info("waiting for %d item(s) whose lock was released or went stale a moment ago; trying them again",
+                 len(pending))
+        return
     log.info("waiting for %d item(s) held by another process (%s); lock file(s): %s%s", len(pending),
              "; ".join(sorted(holders)) or "?", ", ".join(str(p) for _, p in files[:3]),
              f" (+{len(files) - 3} more)" if len(files) > 3 else "")

@@ -266,3 +266,17 @@ def test_slurm_setting_values_are_parsed_not_coerced():
     for k, v in (("mem_gb", "abc"), ("mem_gb", True), ("cpus_per_task", 1.5), ("array_parallelism", "x")):
         with pytest.raises(SlurmSettingError, match=f"slurm.{k}="):
             executor_parameters({**base, k: v}, {})
+
+
+def test_the_documented_report_human_study_key_is_accepted(harness, run_copy):
+    """``report run=A human_study=mystudy`` (docs/human-study.md) was refused by the unknown-key check."""
+    r = harness("report", "run=h", "human_study=nosuch")
+    assert r.code == 2 and "unknown setting" not in r.err and "nosuch" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_every_report_option_is_a_known_setting():
+    """The report's plain options (evaluate.reporting.cli) and the unknown-key check (harness.app.settings) agree."""
+    from evaluate.reporting.cli import REPORT_KEYS as OPTIONS
+    from harness.app.settings import REPORT_KEYS
+
+    assert set(OPTIONS) <= set(REPORT_KEYS)
