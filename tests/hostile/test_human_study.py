@@ -193,3 +193,15 @@ def test_login_with_a_malformed_body_is_a_400(app_study, raw):
 
     st, _ = _asgi_post(create_app(app_study), "/api/login", [raw], {"content-type": "application/json"})
     assert st == 400
+
+
+@pytest.mark.parametrize("name", ["..", "a..b", "../x", "a/b", ".hidden"])
+def test_a_study_name_passes_the_one_name_rule(runs, tmp_path, monkeypatch, capsys, name):
+    """``human plan name=`` becomes a folder: the rule of every configured name (``harness.outputs.check_name``)."""
+    from harness.app.human import main as human_main
+
+    monkeypatch.chdir(tmp_path)
+    code = human_main(["plan", *[f"run={r}" for r in runs], f"name={name}", "pairs=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "name=" in err and "Traceback" not in err, err
+    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("study.json"))

@@ -314,3 +314,15 @@ def test_env_values_of_any_name_never_reach_command_meta_or_hydra_dumps(harness,
     assert "export MY_MODE=plain" in cmd
     meta = json.loads(next(out.rglob("meta.json")).read_text())
     assert meta["model"]["env"]["MY_CREDS"] == "<redacted>" and meta["model"]["env"]["MY_MODE"] == "plain"
+
+
+def test_an_env_value_of_any_name_given_on_the_command_line_is_never_echoed(harness, tmp_path):
+    """The dot form (``+model.env.MY_CREDS=...``): ``--cfg job`` prints the config, and a failing command its error
+    line; neither shows the value (secret by default whatever its name), a plain-listed one stays readable."""
+    r = harness("model=sana_wm", "+model.env.MY_CREDS=creds-echo-5521", "+model.env.MY_MODE=plain-mode-1",
+                "+model.env_plain=[MY_MODE]", "--cfg", "job")
+    assert r.code == 0 and "MY_CREDS" in r.out and "plain-mode-1" in r.out, r.err
+    assert "creds-echo-5521" not in r.text
+    r = harness("run=x", *SMALL, "+model.env.MY_CREDS=creds-echo-5521", "+overwite=true")
+    assert r.code == 2 and "overwite" in r.err, r.err
+    assert "creds-echo-5521" not in r.text and not (tmp_path / "outputs").exists()

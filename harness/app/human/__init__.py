@@ -106,6 +106,12 @@ def cmd_plan(args: dict) -> int:
         out = Path(args["out"])
     else:
         name = args.get("name") or f"{req.kind}-{'+'.join(r.name for r in runs)}-seed{seed}"
+        from harness.outputs import PlanError, check_name
+
+        try:  # the one name rule of every name that becomes a folder (harness.outputs.check_name)
+            check_name("name", name, "it becomes the study's folder under output_root/studies/")
+        except PlanError as exc:
+            raise HumanArgError(str(exc)) from None
         if not STUDY_NAME.match(name):
             raise HumanArgError(f"name={name}: use letters, digits and _ . + = - (up to 100 characters)")
         out = Path(root) / "studies" / name
