@@ -369,7 +369,7 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
     try:
         _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check)
-    except Exception as exc:  # an unexpected error fails this item (never a scorer handed no frames and no error)
+    except Exception as exc:  # noqa: BLE001 - an unexpected error fails this item, never a scorer left without frames
         if p.error is None and p.broken is None and p.ctx is None:
             p.error = exc
     finally:

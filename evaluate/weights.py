@@ -146,9 +146,9 @@ def folder_status(name: str, root: Path, contract: Optional[WeightsContract], ha
 def file_problem(path: Path) -> Optional[str]:
     """Why a weights file cannot be what its name says (None when it can): empty; a ``.safetensors`` whose header
     does not parse or whose tensors need more bytes than the file has (truncated); a ``.json`` that is not JSON; a
-    ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a zip archive nor a pickle. Reads headers only."""
+    ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a ``torch.save`` zip archive holding ``data.pkl`` nor a
+    pickle that parses to its end (:func:`_checkpoint_problem`). Reads headers (and a legacy pickle's opcodes) only."""
     import struct
-    import zipfile
 
     size = path.stat().st_size
     if size == 0:
@@ -183,7 +183,7 @@ def file_problem(path: Path) -> Optional[str]:
     return None
 
 
-def _checkpoint_problem(path: Path) -> Optional[str]:
+def _checkpoint_problem(path: Path) -> str | None:
     """A PyTorch checkpoint is a zip archive holding ``<name>/data.pkl`` (``torch.save``'s format since 1.6) or a
     legacy stream of pickles; the first pickle of the latter must parse to its STOP opcode within the file
     (:mod:`pickletools`: read, never executed). A few stray bytes starting like a pickle are refused."""
@@ -207,7 +207,7 @@ def _checkpoint_problem(path: Path) -> Optional[str]:
             for op, _, _ in pickletools.genops(f):
                 if op.name == "STOP":
                     return None
-        except Exception as exc:  # genops raises ValueError / struct errors on a cut stream
+        except Exception as exc:  # noqa: BLE001 - genops raises ValueError / struct errors on a cut stream
             return f"a pickle cut short or damaged ({type(exc).__name__}: truncated?)"
     return "a pickle without its end (truncated?)"
 

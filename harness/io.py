@@ -311,7 +311,7 @@ def open_stream(path: str | Path, append: bool = False, binary: bool = False, **
     flags |= os.O_APPEND if append else os.O_TRUNC
     try:
         fd = os.open(p, flags, 0o666)
-    except OSError as exc:
+    except OSError:
         if p.is_symlink():
             raise ContainmentError(f"refusing to write {p}: it is a symlink (to {os.readlink(p)}); a file the "
                                    "harness writes is never followed out of its folder (remove the link)") from None

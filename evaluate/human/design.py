@@ -29,7 +29,6 @@ Transcoding (not copying) leaves no container metadata of the source in the serv
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import secrets
 import shutil
@@ -117,7 +116,7 @@ class PlanRequest:
     #: the study's own secret, mixed into every seeded choice and recorded only in ``key.json`` (mode 0600): without
     #: it the blinding (which arm is A, the pair ids, the orders) cannot be regenerated from the runs and the seed.
     #: None: a fresh random one (:func:`plan_study`); give the recorded one to rebuild a study byte for byte.
-    secret: Optional[str] = None
+    secret: str | None = None
 
     def stream(self, *parts: object) -> int:
         """The seed of one random choice: the study seed, the study secret and the purpose (:func:`sub_seed`)."""
@@ -427,12 +426,12 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
 SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 
 
-def _secret_part(secret: Optional[str]) -> list[str]:
+def _secret_part(secret: str | None) -> list[str]:
     """The study secret as a part of :func:`sub_seed` (nothing for a study planned before secrets existed)."""
     return [f"secret={secret}"] if secret else []
 
 
-def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], secret: Optional[str] = None) -> list[str]:
+def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], secret: str | None = None) -> list[str]:
     """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator); ``secret``: the
     study's (:attr:`PlanRequest.secret`)."""
     rng = np.random.default_rng(sub_seed(seed, *_secret_part(secret), "order", annotator))
@@ -451,7 +450,7 @@ def check_annotator_ids(ids: Sequence[str]) -> list[str]:
 
 
 def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str],
-                       secret: Optional[str] = None) -> tuple[list[dict], dict[str, str]]:
+                       secret: str | None = None) -> tuple[list[dict], dict[str, str]]:
     tokens = {a: secrets.token_urlsafe(24) for a in ids}  # secrets, not from the seed: a token must not be guessable
     recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids, secret)}
             for a in ids]

@@ -36,7 +36,7 @@ from harness.cases import Case
 from harness.dist import Rank, current_rank, split
 from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from harness.gpu_pool import GPUPool, current_devices
-from harness.io import atomic_path, json_text, sha256_file, write_bytes, write_json, write_text
+from harness.io import json_text, sha256_file, write_bytes, write_json, write_text
 from harness.locks import ItemLocks
 from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, controls_hashes,  # noqa: F401
                              git_state, item_meta, item_problems, item_status, remove_stale_temps, versions)

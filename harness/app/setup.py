@@ -208,7 +208,6 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
     a user error (exit 2) names the key when something cannot work."""
     from adapters import contracts
     from harness.config_groups import model_config_with_local
-
     from harness.outputs import check_name
 
     mcfg = model_config_with_local(cfg)

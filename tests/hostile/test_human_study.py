@@ -81,7 +81,7 @@ def test_a_video_replaced_after_its_evaluation_never_reaches_a_study(runs, tmp_p
         shutil.copytree(r, tmp_path / r.name)
         copies.append(tmp_path / r.name)
     videos = sorted(copies[0].rglob("video.mp4"))
-    other = sorted(copies[1].rglob("video.mp4"))[0]
+    other = min(copies[1].rglob("video.mp4"))
     for v in videos:
         shutil.copyfile(other, v)  # a valid video, not the one that was evaluated
     with pytest.raises(UserError, match="video.mp4 sha256 differs") as exc:
@@ -96,7 +96,7 @@ def test_an_edited_metrics_json_never_picks_a_study_item(runs, tmp_path):
     for r in runs:
         shutil.copytree(r, tmp_path / r.name)
         copies.append(tmp_path / r.name)
-    m = sorted(copies[0].rglob("metrics.json"))[0]
+    m = min(copies[0].rglob("metrics.json"))
     data = json.loads(m.read_text())
     key = next(iter(data["metrics"]))
     data["metrics"][key]["value"] = 0.999
