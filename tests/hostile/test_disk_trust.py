@@ -220,7 +220,7 @@ def test_a_manifest_row_pointing_at_another_items_folder_is_refused(harness, run
     assert len(manifest.read_text().splitlines()) == 1
 
 
-@pytest.mark.parametrize("edit", ["key", "dir", "duplicate"])
+@pytest.mark.parametrize("edit", ["key", "dir", "duplicate", "seed"])
 def test_manifest_rows_must_agree_with_their_folders(tmp_path, edit):
     from harness.errors import UserError
     from harness.outputs import RunDir
@@ -230,7 +230,7 @@ def test_manifest_rows_must_agree_with_their_folders(tmp_path, edit):
            "status": "done"}
     run = RunDir(tmp_path)
     rows = {"key": [{**row, "key": "m/fov/seed-1/lrlr/d"}], "dir": [{**row, "dir": "m/fov/seed-2/lrlr/c"}],
-            "duplicate": [row, row]}[edit]
+            "duplicate": [row, row], "seed": [{**row, "seed": "one"}]}[edit]
     run.manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(UserError, match="manifest.jsonl"):
         run.rows()

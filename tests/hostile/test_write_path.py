@@ -169,3 +169,23 @@ def test_upstreams_log_is_never_opened_through_a_symlink(tmp_path):
         run_logged([sys.executable, "-c", "print('hi')"], log)
     assert victim.read_text() == "precious"
     assert Path(log).is_symlink()
+
+
+def test_a_rerun_replaces_planted_links_in_an_item_folder_and_writes_nothing_outside(harness, run_copy, tmp_path):
+    """Links at ``meta.json``, ``video.mp4`` and ``camera.npz`` of a finished item (an own probe of the class): the
+    redo replaces each link by the item's own file; the files the links pointed at keep their bytes."""
+    from tests.hostile.conftest import SMALL
+
+    victims = {}
+    for name in ("meta.json", "video.mp4", "camera.npz"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_bytes(b"precious")
+        (run_copy / name).unlink()
+        (run_copy / name).symlink_to(victim)
+        victims[name] = victim
+    r = harness("run=h", *SMALL)
+    assert r.code == 0, r.err
+    for name, victim in victims.items():
+        assert victim.read_bytes() == b"precious", name
+        assert not (run_copy / name).is_symlink() and (run_copy / name).stat().st_size > 8, name
+    assert harness("verify", "run=h", *SMALL).code == 0
