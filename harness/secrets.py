@@ -125,10 +125,22 @@ _LOCK = threading.Lock()
 _ENV_LOADED = False
 
 
+_LITERAL = re.compile(r"^(?:true|false|null|none|yes|no|on|off|[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)$", re.IGNORECASE)
+
+
+def scrubbable(value: str) -> bool:
+    """Whether ``value`` can be removed from text by value: long enough, and not a literal that ordinary text and
+    JSON are full of (``true``, ``null``, ``1024``): replacing those would corrupt every file. Such a value of a
+    secret variable is still redacted by name (config dumps, ``meta.json``, ``command.sh``)."""
+    v = str(value)
+    return len(v) >= MIN_VALUE_LEN and not _LITERAL.fullmatch(v.strip())
+
+
 def register(values: Mapping[str, str]) -> None:
-    """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process."""
+    """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process (those
+    :func:`scrubbable`)."""
     with _LOCK:
-        _REGISTRY.update({str(v): str(n) for v, n in values.items() if len(str(v)) >= MIN_VALUE_LEN})
+        _REGISTRY.update({str(v): str(n) for v, n in values.items() if scrubbable(v)})
 
 
 def registered() -> dict[str, str]:
@@ -224,7 +236,7 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
     if values:
         known.update({str(v): str(n) for v, n in values.items()})
     for v, name in sorted(known.items(), key=lambda kv: -len(kv[0])):
-        if len(v) < MIN_VALUE_LEN:
+        if not scrubbable(v):
             continue
         for form in _escaped_forms(v):  # the escaped forms first: the raw value may be a part of one
             if form in text:

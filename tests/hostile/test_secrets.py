@@ -326,3 +326,20 @@ def test_an_env_value_of_any_name_given_on_the_command_line_is_never_echoed(harn
     r = harness("run=x", *SMALL, "+model.env.MY_CREDS=creds-echo-5521", "+overwite=true")
     assert r.code == 2 and "overwite" in r.err, r.err
     assert "creds-echo-5521" not in r.text and not (tmp_path / "outputs").exists()
+
+
+def test_a_literal_env_value_is_redacted_by_name_but_never_scrubbed_from_every_text():
+    """Every env value is secret by default: a value like ``true`` or ``1024`` must not be cut out of every file (a
+    JSON ``true`` replaced would corrupt it); the variable itself still shows ``<redacted>``."""
+    from harness import secrets
+
+    cfg = {"model": {"env": {"USE_FAST": "true", "CHUNK": "1024", "MY_CREDS": "creds-77aa"}}}
+    secrets.clear_registry()
+    try:
+        secrets.register(secrets.secret_values(cfg))
+        text = secrets.scrub('{"dry_run": true, "frames": 1024, "c": "creds-77aa"}')
+        assert text == '{"dry_run": true, "frames": 1024, "c": "<redacted:MY_CREDS>"}'
+        assert secrets.redact(cfg)["model"]["env"] == {"USE_FAST": "<redacted>", "CHUNK": "<redacted>",
+                                                       "MY_CREDS": "<redacted>"}
+    finally:
+        secrets.clear_registry()
