@@ -289,7 +289,7 @@ def copy_file(src: str | Path, dst: str | Path) -> Path:
 
     dst = Path(dst)
     with atomic_path(dst) as tmp, open(src, "rb") as fi, open(tmp, "r+b") as fo:
-        shutil.copyfileobj(fi, fo, 1 << 20)
+        shutil.copyfileobj(fi, fo)
     return dst
 
 
@@ -307,8 +307,8 @@ def open_stream(path: str | Path, append: bool = False, binary: bool = False, **
     atomic; callers scrub what they write. ``kw`` goes to :func:`open` (``encoding``, ``errors``)."""
     p = check_contained(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    flags |= os.O_APPEND if append else os.O_TRUNC
+    # (the descriptor is not inherited by children: Python's default, PEP 446)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     try:
         fd = os.open(p, flags, 0o666)
     except OSError:
@@ -316,7 +316,7 @@ def open_stream(path: str | Path, append: bool = False, binary: bool = False, **
             raise ContainmentError(f"refusing to write {p}: it is a symlink (to {os.readlink(p)}); a file the "
                                    "harness writes is never followed out of its folder (remove the link)") from None
         raise
-    return os.fdopen(fd, ("a" if append else "w") + ("b" if binary else ""), **kw)
+    return os.fdopen(fd, "wb" if binary else "w", **kw)  # O_APPEND (not the mode letter) makes writes append
 
 
 def append_text(path: str | Path, text: str) -> None:
