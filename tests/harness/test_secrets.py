@@ -46,3 +46,13 @@ def test_argv_secrets_are_found():
     # not listed as plain: every env value is a secret, whatever its name
     assert _argv_secrets(["h", "+model.env={MODE: plain}", "model.env.MY_CREDS=c-1"]) == {"plain": "MODE",
                                                                                           "c-1": "MY_CREDS"}
+
+
+def test_only_scalar_non_empty_env_values_are_secret_values():
+    """Every env value is secret by default, but an empty one is nothing to scrub and a nested mapping or list is
+    walked (its own secret-named keys count), never registered or redacted whole."""
+    cfg = {"env": {"EMPTY": "", "LIST": ["a-long-item"], "NESTED": {"inner": "plain-value"}, "NUM": 12345}}
+    assert secret_values(cfg) == {"12345": "NUM"}
+    out = redact(cfg)["env"]
+    assert out == {"EMPTY": "<redacted>", "LIST": ["a-long-item"], "NESTED": {"inner": "plain-value"},
+                   "NUM": "<redacted>"}
