@@ -56,3 +56,26 @@ def test_only_scalar_non_empty_env_values_are_secret_values():
     out = redact(cfg)["env"]
     assert out == {"EMPTY": "<redacted>", "LIST": ["a-long-item"], "NESTED": {"inner": "plain-value"},
                    "NUM": "<redacted>"}
+
+
+def test_escaped_forms_of_a_value_go_whole_longest_first():
+    """A value as JSON writes it (quote and backslash escaped) and as a shell script quotes it is removed whole,
+    quotes included; a 3-character value and a literal are never scrubbed by value."""
+    import json
+
+    from harness.secrets import clear_registry, register, scrub, scrubbable
+
+    clear_registry()
+    try:
+        register({'pw"q\\x-1': "JSON_PW", "p@ss w0rd": "SHELL_PW"})
+        assert scrub(json.dumps({"k": 'pw"q\\x-1'})) == '{"k": "<redacted:JSON_PW>"}'
+        assert scrub("export X='p@ss w0rd'; echo") == "export X=<redacted:SHELL_PW>; echo"
+    finally:
+        clear_registry()
+    assert not scrubbable("abc") and scrubbable("abcd") and not scrubbable("true") and not scrubbable("-1.5e3")
+
+
+def test_a_secret_name_is_a_reference_even_when_the_caller_says_plain():
+    assert shell_export("HF_TOKEN", "x", False).startswith('export HF_TOKEN="${HF_TOKEN:?')
+    assert shell_export("MY_CREDS", "v", True).startswith('export MY_CREDS="${MY_CREDS:?')
+    assert shell_export("MY_MODE", "fast", False) == "export MY_MODE=fast"
