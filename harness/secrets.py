@@ -98,7 +98,7 @@ def secret_values(cfg: Any) -> dict[str, str]:
         if isinstance(node, dict):
             for k, v in node.items():
                 if k in ENV_KEYS and isinstance(v, dict):
-                    plain = node.get(PLAIN_KEY) or ()
+                    plain = node.get(PLAIN_KEY)  # None or not a list: nothing is plain
                     found.update({str(val): str(name) for name, val in v.items()
                                   if _is_scalar(val) and str(val) and env_is_secret(name, plain)})
                 elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:
@@ -281,7 +281,7 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
             out = {}
             for k, v in node.items():
                 if k in ENV_KEYS and isinstance(v, dict):
-                    plain = node.get(PLAIN_KEY) or ()
+                    plain = node.get(PLAIN_KEY)  # None or not a list: nothing is plain
                     out[k] = {n: (REDACTED if env_is_secret(n, plain) and _is_scalar(x) else walk(x))
                               for n, x in v.items()}
                 elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:

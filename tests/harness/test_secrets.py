@@ -79,3 +79,21 @@ def test_a_secret_name_is_a_reference_even_when_the_caller_says_plain():
     assert shell_export("HF_TOKEN", "x", False).startswith('export HF_TOKEN="${HF_TOKEN:?')
     assert shell_export("MY_CREDS", "v", True).startswith('export MY_CREDS="${MY_CREDS:?')
     assert shell_export("MY_MODE", "fast", False) == "export MY_MODE=fast"
+
+
+def test_scrub_finds_each_shape_on_its_own():
+    """Each shape's quick pre-check lets its own text through (no other shape in the text to mask it)."""
+    from harness.secrets import clear_registry, register, scrub
+
+    for text, secret in (("a=1&token=qs-secret-7", "qs-secret-7"), ("x-access-token: tok-abcdef1", "tok-abcdef1"),
+                         ("sent Bearer abc.def-123456789 on", "abc.def-123456789"),
+                         ("sent Basic dXNlcjpwYXNzd29yZA== on", "dXNlcjpwYXNzd29yZA==")):
+        assert secret not in scrub(text), text
+    clear_registry()
+    try:  # overlapping values: the longest goes first, whole
+        register({"abcd-1234": "SHORT", "abcd-1234-5678": "LONG"})
+        assert scrub("v=abcd-1234-5678 w=abcd-1234") == "v=<redacted:LONG> w=<redacted:SHORT>"
+    finally:
+        clear_registry()
+    assert secret_values({"env": ["not", "a", "mapping"], "model": {"env": {"A_B": "val-1"}, "env_plain": None}}) \
+        == {"val-1": "A_B"}
