@@ -97,3 +97,5 @@ def test_scrub_finds_each_shape_on_its_own():
         clear_registry()
     assert secret_values({"env": ["not", "a", "mapping"], "model": {"env": {"A_B": "val-1"}, "env_plain": None}}) \
         == {"val-1": "A_B"}
+    assert redact({"env": ["not", "a", "mapping"]}) == {"env": ["not", "a", "mapping"]}
+    assert redact({"api_key": "abcd", "other_key": "abc"}) == {"api_key": "<redacted>", "other_key": "abc"}
