@@ -113,10 +113,11 @@ def app_study(runs, tmp_path_factory):
     return _plan(runs, tmp_path_factory.mktemp("app") / "s")
 
 
-def _asgi_post(app, path: str, chunks, headers: dict) -> tuple[int, int]:
-    """POST ``chunks`` to the ASGI ``app`` directly; returns (status, number of chunks the app pulled)."""
-    pulled, status = [0], [0]
-    chunks = list(chunks)
+def _asgi(app, method: str, path: str, chunks, headers: dict) -> tuple[int, int, dict, bytes]:
+    """One request to the ASGI ``app`` in this process (no HTTP client library): ``chunks`` of the body are handed
+    over only as the app asks for them. Returns (status, chunks the app pulled, response headers, response body)."""
+    pulled, status, out_headers, body = [0], [0], {}, bytearray()
+    chunks = list(chunks) or [b""]
 
     async def receive():
         if pulled[0] < len(chunks):
@@ -127,13 +128,22 @@ def _asgi_post(app, path: str, chunks, headers: dict) -> tuple[int, int]:
     async def send(msg):
         if msg["type"] == "http.response.start":
             status[0] = msg["status"]
+            out_headers.update({k.decode().lower(): v.decode() for k, v in msg.get("headers", [])})
+        elif msg["type"] == "http.response.body":
+            body.extend(msg.get("body", b""))
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
              "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
              "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1", **headers}.items()],
              "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80)}
     asyncio.run(app(scope, receive, send))
-    return status[0], pulled[0]
+    return status[0], pulled[0], out_headers, bytes(body)
+
+
+def _asgi_post(app, path: str, chunks, headers: dict) -> tuple[int, int]:
+    """POST ``chunks`` to ``app``; returns (status, number of chunks the app pulled)."""
+    st, pulled, _, _ = _asgi(app, "POST", path, chunks, headers)
+    return st, pulled
 
 
 def test_a_huge_body_is_refused_before_it_is_read(app_study):
@@ -154,16 +164,29 @@ def test_a_huge_body_is_refused_before_it_is_read(app_study):
     assert st == 401
 
 
+class _Client:
+    """A logged-in annotator talking JSON to the app in this process (cookie kept)."""
+
+    def __init__(self, app, token: str):
+        self.app, self.cookie = app, ""
+        st, _, h, _ = _asgi(app, "POST", "/api/login", [json.dumps({"token": token}).encode()],
+                            {"content-type": "application/json"})
+        assert st == 200
+        self.cookie = h["set-cookie"].split(";")[0]
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        raw = [] if body is None else [json.dumps(body).encode()]
+        st, _, _, out = _asgi(self.app, method, path, raw, {"content-type": "application/json",
+                                                            "cookie": self.cookie})
+        return st, json.loads(out)
+
+
 @pytest.fixture
 def client(app_study):
-    from starlette.testclient import TestClient
-
     from harness.app.human.server import create_app
 
     tok = dict(line.split("\t") for line in (app_study / "tokens.txt").read_text().splitlines())["a1"]
-    with TestClient(create_app(app_study), base_url="http://127.0.0.1") as c:
-        assert c.post("/api/login", json={"token": tok}).status_code == 200
-        yield c
+    return _Client(create_app(app_study), tok)
 
 
 @pytest.mark.parametrize("body, needle", [
@@ -175,16 +198,16 @@ def client(app_study):
 ])
 def test_malformed_votes_get_a_4xx_never_a_500(client, app_study, body, needle):
     """``/api/vote`` with a list or dict as ``item``, or a huge ``elapsed_ms``, answered 500."""
-    first = client.get("/api/next").json()["item"]["id"]
+    first = client.call("GET", "/api/next")[1]["item"]["id"]
     if body == "FIRST":
         for huge in (10 ** 30, 2 ** 63, -1):
-            r = client.post("/api/vote", json={"item": first, "choice": "A", "elapsed_ms": huge})
-            assert r.status_code == 400 and needle in r.json()["error"], r.text
-        r = client.post("/api/vote", json={"item": first, "choice": "A", "elapsed_ms": 1500})
-        assert r.status_code == 200 and r.json()["status"] == "recorded"  # the check can pass
+            st, out = client.call("POST", "/api/vote", {"item": first, "choice": "A", "elapsed_ms": huge})
+            assert st == 400 and needle in out["error"], out
+        st, out = client.call("POST", "/api/vote", {"item": first, "choice": "A", "elapsed_ms": 1500})
+        assert st == 200 and out["status"] == "recorded"  # the check can pass
         return
-    r = client.post("/api/vote", json=body)
-    assert 400 <= r.status_code < 500 and needle in r.json()["error"], r.text
+    st, out = client.call("POST", "/api/vote", body)
+    assert 400 <= st < 500 and needle in out["error"], out
 
 
 @pytest.mark.parametrize("raw", [b"\xff\xfe", b"[1, 2", b'"just a string"', b"1e999999"])
