@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.io import write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "tests" / "goldens" / "controls"
 MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke",
@@ -83,7 +85,7 @@ def regen(models=MODELS, trajectories=TRAJECTORIES) -> None:
                 for rel, text in texts.items():
                     p = dest / "text" / f"{rel}.golden"
                     p.parent.mkdir(parents=True, exist_ok=True)
-                    p.write_text(text)
+                    write_text(p, text, scrubbed=True)  # the golden is what the harness wrote
                 print(f"wrote {dest.relative_to(ROOT)} ({len(arrays)} arrays, {len(texts)} text files)")
 
 

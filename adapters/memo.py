@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import shutil
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -163,6 +162,8 @@ def write_canvas_file(dst: str | Path, identity: Hashable, canvas: Callable[[], 
     """
     import cv2
 
+    from harness.io import atomic_path, copy_file
+
     dst = Path(dst)
     key = (identity, dst.suffix.lower(), tuple(params)) if _ENABLED and identity is not None else None
     if key is not None:
@@ -173,12 +174,13 @@ def write_canvas_file(dst: str | Path, identity: Hashable, canvas: Callable[[], 
             try:
                 st = os.stat(path)
                 if (st.st_size, st.st_mtime_ns) == (size, mtime) and os.path.abspath(path) != os.path.abspath(dst):
-                    shutil.copyfile(path, dst)
+                    copy_file(path, dst)
                     return
             except OSError:
                 pass
-    if not cv2.imwrite(str(dst), canvas()[..., ::-1], list(params)):
-        raise OSError(f"cannot write {dst}")
+    with atomic_path(dst) as tmp:  # the suffix is kept: imwrite picks the format from it
+        if not cv2.imwrite(str(tmp), canvas()[..., ::-1], list(params)):
+            raise OSError(f"cannot write {dst}")
     if key is not None:
         st = os.stat(dst)
         with _LOCK:

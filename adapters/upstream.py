@@ -112,6 +112,7 @@ class UpstreamConfig(ModelConfig):
     launch: str = "torchrun"
     devices: Optional[str] = None
     env: dict[str, str] = field(default_factory=dict)
+    env_plain: tuple[str, ...] = ()  # names of ``env`` that are plain settings; every other value is a secret
     timeout_s: float = 4 * 3600.0
     weights_hint: str = ""
     sampling_steps: int = 4
@@ -269,7 +270,10 @@ class UpstreamAdapter(Adapter):
         d = req.controls_dir
         d.mkdir(parents=True, exist_ok=True)
         self.write_canvas(d / "image.png", req.case)
-        (d / "prompt.txt").write_text(req.case.prompt + "\n")
+        from harness.io import write_text
+
+        # the model's input, byte for byte (a case's prompt is not a credential): contained, a symlink replaced
+        write_text(d / "prompt.txt", req.case.prompt + "\n", scrubbed=True)
         controls = self.write_native(req, image, K)
         controls.files.setdefault("image.png", str(d / "image.png"))
         controls.files.setdefault("prompt.txt", str(d / "prompt.txt"))
@@ -394,9 +398,11 @@ class UpstreamAdapter(Adapter):
             "set -euo pipefail",
             f"cd {shlex.quote(str(cwd))}",
         ]
-        from harness.secrets import shell_export
+        from harness.secrets import env_is_secret, shell_export
 
-        lines += [shell_export(k, v) for k, v in sorted(env.items())]  # secrets stay ${NAME} references
+        # secrets stay ${NAME} references: model.env's values unless plain (model.env_plain), any secret-named one
+        secret = {k for k in self.config.env if env_is_secret(k, self.config.env_plain)}
+        lines += [shell_export(k, v, k in secret) for k, v in sorted(env.items())]
         # one line per flag with its values, so a reader can diff two items' commands
         groups: list[list[str]] = []
         for a in argv:
@@ -646,7 +652,9 @@ class UpstreamAdapter(Adapter):
         self.check_log(log_text, log)
         video = self.find_output(spec, out_dir, t0)
         kept = req.item_dir / "upstream_video.mp4"
-        shutil.copyfile(video, kept)
+        from harness.io import copy_file
+
+        copy_file(video, kept)
         N, fp = req.path.num_frames, self.first_pose()
         canvas = self.canvas_image_and_K(req.case)[0]
         c = self.contract()

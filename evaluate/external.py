@@ -193,9 +193,7 @@ def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Plan
 def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: list[Planned] | None = None) -> Path:
     """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
     checked before anything is written (:func:`check_import`, or its result ``planned``)."""
-    import shutil
-
-    from harness.io import atomic_path, sha256_file, write_json
+    from harness.io import atomic_path, copy_file, sha256_file, write_json
     from harness.outputs import RunDir, controls_hashes
 
     run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing lands outside output_root
@@ -205,8 +203,7 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: li
         d.mkdir(parents=True, exist_ok=True)
         with atomic_path(d / "camera.npz") as tmp:
             p.path.save_to(tmp)
-        with atomic_path(d / "video.mp4") as tmp:
-            shutil.copyfile(p.src, tmp)
+        copy_file(p.src, d / "video.mp4")
         meta = {"status": "done", "item": p.item.to_dict(), "case": p.case.model_dump(),
                 "model": {"name": p.item.model}, "seed": p.item.seed,
                 "source": {"video": str(p.src), "manifest": str(manifest)},

@@ -101,8 +101,7 @@ class ItemPerception:
             from harness.io import atomic_path
 
             with atomic_path(path, suffix=".npz") as tmp:
-                with open(tmp, "wb") as f:
-                    np.savez(f, **out)
+                np.savez(str(tmp), **out)  # the name ends in .npz: numpy adds nothing
         self._memo[mk] = out
         return out
 

@@ -256,5 +256,5 @@ class ItemResult:
                    num_revisits=int(d.get("num_revisits") or 0),
                    phases={k: list(v) for k, v in (d.get("phases") or {}).items()},
                    metrics={k: MetricEntry.from_dict(m) for k, m in (d.get("metrics") or {}).items()},
-                   extra={k: v for k, v in d.items() if k not in (*cls._HEAD, "metrics")},
+                   extra={k: v for k, v in d.items() if k not in (*cls._HEAD, "metrics", "content_sha256")},
                    schema_version=int(d.get("schema_version") or 0))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -304,12 +305,18 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemRes
 
 
 def _read_result(path: Path) -> Optional[ItemResult]:
-    """The stored result at ``path``, None when absent, unreadable or failed (a failed item is always redone)."""
-    from harness.io import read_json
+    """The stored result at ``path``, None when absent, unreadable, failed (a failed item is always redone) or not
+    matching its seal (:func:`harness.io.seal_problem`: edited by hand, so recomputed, never reused)."""
+    from harness.io import read_json, seal_problem
 
     try:
-        prev = ItemResult.from_dict(read_json(path))
+        data = read_json(path)
+        prev = ItemResult.from_dict(data)
     except Exception:  # missing, truncated or from an incompatible writer: recomputed
+        return None
+    problem = seal_problem(data)
+    if problem is not None:
+        logging.getLogger(__name__).warning("%s: %s; recomputing it", path, problem)
         return None
     return None if prev.failed else prev
 
@@ -369,6 +376,9 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
     try:
         _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack)
+    except Exception as exc:  # noqa: BLE001 - an unexpected error fails this item, never a scorer left without frames
+        if p.error is None and p.broken is None and p.ctx is None:
+            p.error = exc
     finally:
         ready()
     return p
@@ -436,7 +446,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     already decoded, and the other families are computed while it is in flight. ``keep_strip_frames``: where an
     item finished here leaves copies of the few frames its revisit strip may show (``[item_dir] = (indices,
     frames)``); an item left waiting on the judge keeps none (the report draws its strip)."""
-    from harness.io import write_json
+    from harness.io import write_sealed_json
 
     from .families.dynamic import judge_input
     from .perceive import ItemPerception
@@ -447,11 +457,11 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force, pack=backbones.pack)
     if p.broken is not None:  # trust nothing on disk: a swapped or truncated file is never scored
         res = _failed_result(item_dir, p.meta, p.broken)
-        write_json(out_path, res.to_dict())
+        write_sealed_json(out_path, res.to_dict())
         return res
     if p.error is not None:
         res = _failed_result(item_dir, p.meta, _failure(p.error))
-        write_json(out_path, res.to_dict())
+        write_sealed_json(out_path, res.to_dict())
         return res
     meta, video_sha, hashes, prev = p.meta, p.video_sha, p.hashes, p.prev
     if p.reused:
@@ -506,7 +516,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         for f in deferred.values():
             f.cancel()
         res = _failed_result(item_dir, meta, _failure(bad))
-        write_json(out_path, res.to_dict())
+        write_sealed_json(out_path, res.to_dict())
         return res
     head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
             "phases": {k: list(v) for k, v in ctx.phases.items()}}
@@ -537,7 +547,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
             extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
                    "validity": validity, "timings": {**timings, "item_s": busy + time.perf_counter() - t1},
                    "timings_generation": meta.get("timings", {})})
-        write_json(out_path, result.to_dict())
+        write_sealed_json(out_path, result.to_dict())
         return result
 
     return _Pending(list(deferred.values()), finish) if deferred else finish()

@@ -157,9 +157,9 @@ def folder_status(name: str, root: Path, contract: Optional[WeightsContract], ha
 def file_problem(path: Path) -> Optional[str]:
     """Why a weights file cannot be what its name says (None when it can): empty; a ``.safetensors`` whose header
     does not parse or whose tensors need more bytes than the file has (truncated); a ``.json`` that is not JSON; a
-    ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a zip archive nor a pickle. Reads headers only."""
+    ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a ``torch.save`` zip archive holding ``data.pkl`` nor a
+    pickle that parses to its end (:func:`_checkpoint_problem`). Reads headers (and a legacy pickle's opcodes) only."""
     import struct
-    import zipfile
 
     size = path.stat().st_size
     if size == 0:
@@ -190,11 +190,37 @@ def file_problem(path: Path) -> Optional[str]:
             return f"not JSON ({exc})"
         return None
     if suffix in (".bin", ".pt", ".pth", ".ckpt"):
-        with open(path, "rb") as f:
-            magic = f.read(2)
-        if not (zipfile.is_zipfile(path) or magic[:1] == b"\x80"):
-            return "neither a zip archive nor a pickle (truncated?)"
+        return _checkpoint_problem(path)
     return None
+
+
+def _checkpoint_problem(path: Path) -> str | None:
+    """A PyTorch checkpoint is a zip archive holding ``<name>/data.pkl`` (``torch.save``'s format since 1.6) or a
+    legacy stream of pickles; the first pickle of the latter must parse to its STOP opcode within the file
+    (:mod:`pickletools`: read, never executed). A few stray bytes starting like a pickle are refused."""
+    import pickletools
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+        except (zipfile.BadZipFile, OSError) as exc:
+            return f"a damaged zip archive ({exc})"
+        if not any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return "a zip archive without data.pkl: not a torch.save checkpoint"
+        return None
+    with open(path, "rb") as f:
+        if f.read(1) != b"\x80":
+            return "neither a zip archive nor a pickle (truncated?)"
+        f.seek(0)
+        try:
+            for op, _, _ in pickletools.genops(f):
+                if op.name == "STOP":
+                    return None
+        except Exception as exc:  # noqa: BLE001 - genops raises ValueError / struct errors on a cut stream
+            return f"a pickle cut short or damaged ({type(exc).__name__}: truncated?)"
+    return "a pickle without its end (truncated?)"
 
 
 def _size(d: Path) -> int:

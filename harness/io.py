@@ -47,8 +47,11 @@ def confine(*roots: str | Path) -> Iterator[None]:
 
 
 def check_contained(path: str | Path) -> Path:
-    """``path`` resolved; :class:`ContainmentError` when writes are confined and it lies outside every root."""
-    p = Path(path).expanduser().resolve()
+    """``path`` with its folder resolved and its last part kept as named (a symlink there is never followed: the
+    writers of this module replace it, :func:`open_stream` refuses it); :class:`ContainmentError` when writes are
+    confined and it lies outside every root. A symlinked folder that leads out of the run is refused."""
+    raw = Path(path).expanduser()
+    p = raw.parent.resolve() / raw.name if raw.name not in ("", ".", "..") else raw.resolve()
     if _CONFINED and not any(p == r or p.is_relative_to(r) for r in _CONFINED):
         raise ContainmentError(f"refusing to write {p}: outside the run directory "
                                f"({', '.join(str(r) for r in _CONFINED)}); a name in the config or a manifest "
@@ -204,7 +207,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.replace(tmp_path, path)
+        os.replace(tmp_path, path)  # renames onto the name: a symlink there is replaced, never written through
     except OSError as exc:
         if exc.filename is None and exc.errno is not None:
             raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
@@ -227,22 +230,96 @@ def write_json(path: str | Path, data: Any, compact: bool = False) -> None:
     write_text(path, json_text(data, compact))
 
 
-def write_text(path: str | Path, text: str, scrubbed: bool = False) -> None:
+SEAL = "content_sha256"  # the key of a sealed JSON file that holds the sha256 of the rest of it
+
+
+def seal_digest(data: dict) -> str:
+    """sha256 hex of ``data`` without its :data:`SEAL` key, as canonical JSON (sorted keys, compact)."""
+    body = {k: v for k, v in data.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=_default,
+                                     allow_nan=True).encode()).hexdigest()
+
+
+def write_sealed_json(path: str | Path, data: dict) -> dict:
+    """``data`` as :func:`write_json` writes it (secrets scrubbed), plus :data:`SEAL`: the sha256 of what was
+    written, so a reader finds a hand edit (:func:`seal_problem`). Returns the sealed mapping as written."""
+    from .secrets import scrub
+
+    clean = json.loads(scrub(json.dumps(data, default=_default)))
+    clean.pop(SEAL, None)
+    sealed = {**clean, SEAL: seal_digest(clean)}
+    write_text(path, json_text(sealed), scrubbed=True)
+    return sealed
+
+
+def seal_problem(data: Any) -> str | None:
+    """Why a mapping read from a sealed file cannot be trusted (no seal, or its content no longer matches it),
+    None when it matches."""
+    if not isinstance(data, dict) or not isinstance(data.get(SEAL), str):
+        return f"no {SEAL} (written by an older version, or edited)"
+    if data[SEAL] != seal_digest(data):
+        return f"its content no longer matches its {SEAL} (edited after it was written)"
+    return None
+
+
+def write_text(path: str | Path, text: str, scrubbed: bool = False, mode: int | None = None) -> None:
     """``text`` atomically, secrets scrubbed (:func:`harness.secrets.scrub`: every file the harness writes).
     ``scrubbed=True``: the caller has scrubbed every part of ``text`` already (a big file assembled from parts
-    that were each scrubbed once: the manifest, a dry run's ``meta.json``)."""
+    that were each scrubbed once: the manifest, a dry run's ``meta.json``). ``mode`` (``0o600`` for a study's
+    secrets) is set before a byte is written."""
     from .secrets import scrub
 
     clean = text if scrubbed else scrub(text)
     with atomic_path(path) as tmp:
+        if mode is not None:
+            os.chmod(tmp, mode)
         tmp.write_text(clean)
 
 
-def write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (contained, like every write here)."""
+def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:
+    """``data`` atomically (binary: not scrubbed); ``mode`` (e.g. ``0o600``) set before a byte is written."""
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        with open(tmp, "r+b") as fh:
+            fh.write(data)
+
+
+def copy_file(src: str | Path, dst: str | Path) -> Path:
+    """A copy of ``src``'s bytes at ``dst``, atomically and confined like every write of this module (a symlink at
+    ``dst`` is replaced, never written through); returns ``dst``."""
+    import shutil
+
+    dst = Path(dst)
+    with atomic_path(dst) as tmp, open(src, "rb") as fi, open(tmp, "r+b") as fo:
+        shutil.copyfileobj(fi, fo)
+    return dst
+
+
+def replace(tmp: str | Path, path: str | Path) -> Path:
+    """Rename a finished temporary file (one this process wrote next to ``path``, e.g. a video encoder's) onto
+    ``path``, confined like every write of this module."""
+    check_contained(path)
+    os.replace(tmp, path)
+    return Path(path)
+
+
+def open_stream(path: str | Path, append: bool = False, binary: bool = False, **kw: Any):
+    """A file opened for streaming writes (a log written line by line; the file a lock is taken on): confined like
+    every write of this module, and never through a symlink (``O_NOFOLLOW``: :class:`ContainmentError`). Not
+    atomic; callers scrub what they write. ``kw`` goes to :func:`open` (``encoding``, ``errors``)."""
+    p = check_contained(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    # (the descriptor is not inherited by children: Python's default, PEP 446)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        fd = os.open(p, flags, 0o666)
+    except OSError:
+        if p.is_symlink():
+            raise ContainmentError(f"refusing to write {p}: it is a symlink (to {os.readlink(p)}); a file the "
+                                   "harness writes is never followed out of its folder (remove the link)") from None
+        raise
+    return os.fdopen(fd, "wb" if binary else "w", **kw)  # O_APPEND (not the mode letter) makes writes append
 
 
 def link_file(src: str | Path, path: str | Path) -> str:
@@ -266,9 +343,7 @@ def append_text(path: str | Path, text: str) -> None:
     every write of this module; appends are not atomic, so readers of such logs skip a torn last line."""
     from .secrets import scrub
 
-    p = check_contained(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a") as fh:
+    with open_stream(path, append=True) as fh:
         fh.write(scrub(text))
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .io import _pid_start, file_mode, pid_alive
+from .io import _pid_start, file_mode, open_stream, pid_alive
 
 
 def current_slurm_job() -> Optional[str]:
@@ -133,7 +133,7 @@ class ItemLocks:
     @contextlib.contextmanager
     def _takeover_guard(self) -> Iterator[None]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".takeover", "a") as f:
+        with open_stream(self.dir / ".takeover", append=True) as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield

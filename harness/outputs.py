@@ -22,7 +22,7 @@ from . import PROJECT_ROOT
 from .io import read_json, write_text
 from .locks import file_lock
 from .secrets import scrub
-from .errors import ConfigError
+from .errors import ConfigError, UserError
 
 SEED_MAX = 2**32  # seeds are integers in [0, 2^32): what every upstream RNG (numpy, torch) accepts
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
@@ -373,17 +373,33 @@ class RunDir:
     # -- the manifest ----------------------------------------------------------------------------------------------
     def rows(self) -> list[ManifestRow]:
         """Every row of the manifest in file order; a line that is not a JSON object is a
-        :class:`harness.io.JsonLinesError` naming ``<file>:<line>``, a row that escapes the run a
-        :class:`PlanError`."""
+        :class:`harness.io.JsonLinesError` naming ``<file>:<line>``; a row that escapes the run, that disagrees
+        with its own folder (``key`` and ``dir`` must both be the item its names make: a row pointing at another
+        item's folder would count that item twice) or that repeats a key is a :class:`PlanError`."""
         from .io import read_jsonl
 
-        out = []
+        out, seen = [], set()
         for rec in read_jsonl(self.manifest):
             row = ManifestRow.from_dict(rec)
             if row.done:
                 self.item_dir(row.dir)  # containment, before anything is read from it
+            self._check_row(row, seen)
             out.append(row)
         return out
+
+    def _check_row(self, row: ManifestRow, seen: set[str]) -> None:
+        fix = (f"a row describes its own item folder (edited by hand?); delete {self.manifest} and rerun the run's "
+               "command: it rebuilds the manifest from every item's meta.json")
+        try:
+            own = row.item.key
+        except (UserError, TypeError, ValueError) as exc:
+            raise PlanError(f"{self.manifest}: row {row.key!r}: {exc}; {fix}") from None
+        if row.key != own or (row.dir or row.key) != own:
+            raise PlanError(f"{self.manifest}: row {row.key!r}: key={row.key!r} and dir={row.dir!r} disagree with "
+                            f"the item its names make ({own}); {fix}")
+        if own in seen:
+            raise PlanError(f"{self.manifest}: two rows for {own}; {fix}")
+        seen.add(own)
 
     def done_rows(self) -> list[ManifestRow]:
         """The rows of finished items (the later line of an item wins)."""

@@ -9,7 +9,10 @@ Three rules, applied by value as well as by name:
   not the secret (``*_env``, ``*_file``, ``*_path``, ``*_dir``, ``*_name``), counts (``max_tokens``, ``*_len``) and
   ``PWD`` / ``OLDPWD`` (the working directory) are not. In ``env`` mappings every value counts; elsewhere in a
   config, string values only.
-* **Values.** Every value of a secret-named variable in a config (any ``env`` mapping, any secret-named key) or in
+* **Defaults.** Every value of an ``env`` mapping (``model.env``) is secret, whatever its name, unless the name is
+  a known setting (:data:`PLAIN_ENV`) or listed beside it as plain (``model.env_plain=[MY_MODE]``):
+  :func:`env_is_secret`.
+* **Values.** Every value of a secret variable in a config (any ``env`` mapping, any secret-named key) or in
   this process's environment is registered (:func:`register`) and removed from every text the harness writes:
   files written through :mod:`harness.io`, ``upstream.log`` (:func:`run_logged`), every log record
   (:class:`RedactFilter` on the handlers) and the console (:class:`ScrubbedStream`).
@@ -54,6 +57,30 @@ def is_secret_name(name: str) -> bool:
 
 
 ENV_KEYS = ("env",)  # mappings of environment variables inside configs (``model.env``, a launch's env)
+PLAIN_KEY = "env_plain"  # beside an ``env`` mapping: the names of its variables that are plain settings
+#: variables that hold settings, never credentials: an ``env`` mapping's other values are secret by default
+PLAIN_ENV = frozenset({
+    "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER", "CUDA_HOME", "PYTHONPATH", "PYTHONHASHSEED",
+    "PYTHONUNBUFFERED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE", "PATH", "LD_LIBRARY_PATH", "HOME", "LANG",
+    "LC_ALL", "TZ", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER",
+    "HF_HUB_DISABLE_PROGRESS_BARS", "HF_ENDPOINT", "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE", "TORCH_HOME",
+    "TOKENIZERS_PARALLELISM", "PYTORCH_CUDA_ALLOC_CONF", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+    "LOCAL_RANK", "XDG_CACHE_HOME", "TMPDIR", "TQDM_DISABLE", "CUBLAS_WORKSPACE_CONFIG", "XFORMERS_DISABLED",
+    "TORCH_CUDNN_V8_API_ENABLED", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+_PLAIN_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+
+
+def env_is_secret(name: str, plain: Any = ()) -> bool:
+    """Whether the value of environment variable ``name`` of an ``env`` mapping is secret: always when its name
+    looks like a credential (:func:`is_secret_name`), else unless it is a known setting (:data:`PLAIN_ENV`, NCCL
+    and torch.distributed knobs) or listed in ``plain`` (the mapping's ``env_plain``: ``model.env_plain=[MY_MODE]``).
+    A passphrase under any other name (``GPG_PASSPHRASE``, ``MY_CREDS``) is therefore secret by default."""
+    n = str(name)
+    if is_secret_name(n):
+        return True
+    listed = {str(p) for p in plain} if isinstance(plain, (list, tuple, set, frozenset)) else set()
+    return not (n in listed or n in PLAIN_ENV or n.startswith(_PLAIN_PREFIXES))
 MIN_VALUE_LEN = 4  # never rewrite tiny values that would hit ordinary text
 MIN_ENV_VALUE_LEN = 8  # values taken from the process environment (not configured by the user): longer still
 
@@ -63,16 +90,17 @@ def _is_scalar(v: Any) -> bool:
 
 
 def secret_values(cfg: Any) -> dict[str, str]:
-    """``{value: NAME}`` of every secret-named variable in any ``env`` mapping, and of every secret-named scalar
-    key, of a nested config."""
+    """``{value: NAME}`` of every secret variable in any ``env`` mapping (:func:`env_is_secret`: all but the plain
+    ones), and of every secret-named scalar key, of a nested config."""
     found: dict[str, str] = {}
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
                 if k in ENV_KEYS and isinstance(v, dict):
+                    plain = node.get(PLAIN_KEY)  # None or not a list: nothing is plain
                     found.update({str(val): str(name) for name, val in v.items()
-                                  if _is_scalar(val) and str(val) and is_secret_name(name)})
+                                  if _is_scalar(val) and str(val) and env_is_secret(name, plain)})
                 elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:
                     found[v] = str(k)  # a string: a number under a secret-looking key is a setting
                 else:
@@ -97,10 +125,22 @@ _LOCK = threading.Lock()
 _ENV_LOADED = False
 
 
+_LITERAL = re.compile(r"^(?:true|false|null|none|yes|no|on|off|[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)$", re.IGNORECASE)
+
+
+def scrubbable(value: str) -> bool:
+    """Whether ``value`` can be removed from text by value: long enough, and not a literal that ordinary text and
+    JSON are full of (``true``, ``null``, ``1024``): replacing those would corrupt every file. Such a value of a
+    secret variable is still redacted by name (config dumps, ``meta.json``, ``command.sh``)."""
+    v = str(value)
+    return len(v) >= MIN_VALUE_LEN and not _LITERAL.fullmatch(v.strip())
+
+
 def register(values: Mapping[str, str]) -> None:
-    """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process."""
+    """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process (those
+    :func:`scrubbable`)."""
     with _LOCK:
-        _REGISTRY.update({str(v): str(n) for v, n in values.items() if len(str(v)) >= MIN_VALUE_LEN})
+        _REGISTRY.update({str(v): str(n) for v, n in values.items() if scrubbable(v)})
 
 
 def registered() -> dict[str, str]:
@@ -123,8 +163,17 @@ def clear_registry() -> None:
 # -- text ------------------------------------------------------------------------------------------------------------
 # Each pattern starts with a literal and runs only when that literal occurs (a plain substring test): the text of a
 # dry-run item's meta.json is scrubbed in well under a millisecond.
-_URL_USERINFO = re.compile(r"://(?P<user>[^\s/@:'\"<>]*):(?P<pw>[^\s/@'\"<>]+)@")
+#: the password runs to the last ``@`` before the host (a raw ``@`` or ``:`` in it is still the password)
+_URL_USERINFO = re.compile(r"://(?P<user>[^\s/:'\"<>]*):(?P<pw>[^\s/'\"<>]+)@")
 _URL_USER_TOKEN = re.compile(r"://(?P<user>[A-Za-z0-9_.~-]{16,})@")
+#: ``?api_key=...`` / ``&token=...``: a query parameter whose name is a credential's (or a signature's)
+_QUERY_PARAM = re.compile(r"(?<=[?&])(?P<k>[A-Za-z0-9_.\-]+)=(?P<v>[^&#\s'\"<>\\]+)")
+_QUERY_SECRET = frozenset({"key", "sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+                           "x-goog-signature", "x-goog-credential", "code", "access_token", "id_token", "auth"})
+#: a credential header, ``Authorization: Token abc``, ``x-api-key: abc``, ``"api-key": "abc"`` (scheme word kept)
+_HEADER = re.compile(r"(?P<h>\b(?:proxy-)?authorization|\bx-api-key|\bapi-key|\bx-auth-token|\bx-goog-api-key|"
+                     r"\bx-access-token|\bx-api-token)(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?:(?P<scheme>[A-Za-z]+)\s+)?"
+                     r"(?P<v>[^\s\"',}\]\\<>]+)", re.IGNORECASE)
 _AUTH_VALUE = re.compile(r"(?P<k>\b(?:bearer|basic))(?P<sp>\s+)(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _TOKEN_SHAPES = {p: re.compile(re.escape(p) + tail) for p, tail in (
     ("hf_", r"[A-Za-z0-9]{12,}"), ("sk-", r"[A-Za-z0-9_-]{16,}"), ("ghp_", r"[A-Za-z0-9]{16,}"),
@@ -139,6 +188,19 @@ _NAME_WORDS = ("TOKEN", "SECRET", "PASS", "PW", "CREDENTIAL", "BEARER", "PRIVATE
 _ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?)"
                               r"(?P<v>[^\s\"',}\]\\<>]+)") for w in _NAME_WORDS}
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _query_param(m: re.Match) -> str:
+    k = m["k"]
+    if k.lower() in _QUERY_SECRET or is_secret_name(k):
+        return f"{k}={REDACTED}"
+    return m.group(0)
+
+
+def _header(m: re.Match) -> str:
+    if m["v"].startswith(("<", "$")):
+        return m.group(0)  # already redacted, or a reference to the environment
+    return f"{m['h']}{m['sep']}{m['scheme'] + ' ' if m['scheme'] else ''}{REDACTED}"
 
 
 def _auth_value(m: re.Match) -> str:
@@ -174,17 +236,20 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
     if values:
         known.update({str(v): str(n) for v, n in values.items()})
     for v, name in sorted(known.items(), key=lambda kv: -len(kv[0])):
-        if len(v) < MIN_VALUE_LEN:
+        if not scrubbable(v):
             continue
-        esc = _json_escaped(v)  # the escaped form first: the raw value may be a part of it
-        if esc != v and esc in text:
-            text = text.replace(esc, f"<redacted:{name}>")
-        if v in text:
-            text = text.replace(v, f"<redacted:{name}>")
+        for form in _escaped_forms(v):  # the escaped forms first: the raw value may be a part of one
+            if form in text:
+                text = text.replace(form, f"<redacted:{name}>")
     if "://" in text and "@" in text:
         text = _URL_USERINFO.sub(lambda m: f"://{m['user']}:{REDACTED}@", text)
         text = _URL_USER_TOKEN.sub(f"://{REDACTED}@", text)
+    if "=" in text and ("?" in text or "&" in text):
+        text = _QUERY_PARAM.sub(_query_param, text)
     low = text.lower()
+    if "auth" in low or "api-key" in low or "-token" in low:
+        text = _HEADER.sub(_header, text)
+        low = text.lower()
     if "bearer" in low or "basic" in low:
         text = _AUTH_VALUE.sub(_auth_value, text)
     for prefix, pat in _TOKEN_SHAPES.items():
@@ -196,14 +261,19 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
     return text
 
 
-def _json_escaped(v: str) -> str:
+def _escaped_forms(v: str) -> list[str]:
+    """``v`` as JSON, URL-encoded (``%40``, ``+``) and shell-quoted text writes it, then itself (longest first)."""
     import json
+    import shlex
+    from urllib.parse import quote, quote_plus
 
-    return json.dumps(v)[1:-1]
+    forms = {json.dumps(v)[1:-1], quote(v, safe=""), quote_plus(v), shlex.quote(v), v}
+    return sorted(forms, key=len, reverse=True)
 
 
 def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
-    """A copy of ``obj`` with secret-named variables of ``env`` mappings and secret-named scalar keys replaced by
+    """A copy of ``obj`` with the secret variables of ``env`` mappings (:func:`env_is_secret`: all but the plain
+    ones) and secret-named scalar keys replaced by
     ``<redacted>``, and every string scrubbed (:func:`scrub`: known values, credential shapes)."""
 
     def walk(node: Any) -> Any:
@@ -211,7 +281,9 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
             out = {}
             for k, v in node.items():
                 if k in ENV_KEYS and isinstance(v, dict):
-                    out[k] = {n: (REDACTED if is_secret_name(n) and _is_scalar(x) else walk(x)) for n, x in v.items()}
+                    plain = node.get(PLAIN_KEY)  # None or not a list: nothing is plain
+                    out[k] = {n: (REDACTED if env_is_secret(n, plain) and _is_scalar(x) else walk(x))
+                              for n, x in v.items()}
                 elif isinstance(v, str) and is_secret_name(k) and len(v) >= MIN_VALUE_LEN:
                     out[k] = REDACTED
                 else:
@@ -226,11 +298,12 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
     return walk(obj)
 
 
-def shell_export(name: str, value: str) -> str:
-    """An ``export`` line of a shell script: secrets as a reference to the caller's environment."""
+def shell_export(name: str, value: str, secret: bool | None = None) -> str:
+    """An ``export`` line of a shell script: secrets (``secret``; by default a secret-looking name) as a reference
+    to the caller's environment."""
     import shlex
 
-    if is_secret_name(name):
+    if is_secret_name(name) if secret is None else (secret or is_secret_name(name)):
         return f'export {name}="${{{name}:?set {name} in your environment}}"'
     return f"export {name}={shlex.quote(str(value))}"
 
@@ -291,7 +364,9 @@ def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env
     extra = dict(values or {})
     if env:
         extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
-    with open(log_path, "w", encoding="utf-8", errors="replace") as lf:
+    from .io import open_stream
+
+    with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
 

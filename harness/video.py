@@ -6,7 +6,6 @@ OpenCV wheels cannot write H.264 (``VideoWriter.isOpened()`` just returns False)
 from __future__ import annotations
 
 import hashlib
-import os
 import uuid
 from fractions import Fraction
 from pathlib import Path
@@ -137,7 +136,9 @@ class VideoWriter:
             if self._tmp.exists():
                 self._tmp.unlink()
             raise RuntimeError(f"video encoder failed: {self._error}") from self._error
-        os.replace(self._tmp, self.path)
+        from .io import replace
+
+        replace(self._tmp, self.path)
         return self.path
 
     def abort(self) -> None:

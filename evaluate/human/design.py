@@ -13,9 +13,10 @@ the arms or the case.
 Dynamic instances. Every dynamic-case video whose case has an event with eight questions and (by default) a
 computed judge verdict is a candidate; ``instances=N`` of them are drawn and shuffled into ids ``d001``, ....
 
-Every random choice comes from the recorded study seed through :func:`~evaluate.human.common.sub_seed` (one
-independent stream per purpose), so the same runs, options and seed give the same study, byte for byte: the
-tokens are the one exception (they are secrets, drawn from the OS).
+Every random choice comes from the recorded study seed and the study's own secret (random per plan, recorded only
+in ``key.json``, mode 0600, so nobody with the runs can regenerate the blinding) through
+:func:`~evaluate.human.common.sub_seed` (one independent stream per purpose), so the same runs, options, seed and
+``secret=`` give the same study, byte for byte: the tokens are the one exception (secrets drawn from the OS).
 
 Media. The revisit windows of both videos of a pair (the frames the metric scored, the union over the two sides,
 so both clips show the same frames; the revisit phases where an entry records no frames) are transcoded into
@@ -27,7 +28,8 @@ Transcoding (not copying) leaves no container metadata of the source in the serv
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import re
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -111,6 +113,14 @@ class PlanRequest:
     annotators: list[str] = field(default_factory=lambda: ["a1", "a2", "a3"])
     judge: Optional[str] = None
     require_judge: bool = True
+    #: the study's own secret, mixed into every seeded choice and recorded only in ``key.json`` (mode 0600): without
+    #: it the blinding (which arm is A, the pair ids, the orders) cannot be regenerated from the runs and the seed.
+    #: None: a fresh random one (:func:`plan_study`); give the recorded one to rebuild a study byte for byte.
+    secret: str | None = None
+
+    def stream(self, *parts: object) -> int:
+        """The seed of one random choice: the study seed, the study secret and the purpose (:func:`sub_seed`)."""
+        return sub_seed(self.seed, *_secret_part(self.secret), *parts)
 
     @property
     def kind(self) -> str:
@@ -288,7 +298,7 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
         if not cands:
             raise StudyError(f"metric={key}: no case and trajectory has it computed for two arms (arms: "
                              f"{', '.join(arms)}); drop it from metric= or evaluate the missing arm")
-        rng = np.random.default_rng(sub_seed(req.seed, "pairs", key))
+        rng = np.random.default_rng(req.stream("pairs", key))
         picked = [cands[i] for i in _draw(len(cands), req.pairs, rng)]
         counts[key] = {"candidates": len(cands), "pairs": len(picked),
                        "short": req.pairs is not None and len(picked) < req.pairs}
@@ -296,7 +306,7 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
         for a, b in picked:
             by_arms.setdefault((a.arm, b.arm), []).append((a, b))
         for group_key in sorted(by_arms):
-            first_swapped = bool(np.random.default_rng(sub_seed(req.seed, "sides", key, *group_key)).integers(2))
+            first_swapped = bool(np.random.default_rng(req.stream("sides", key, *group_key)).integers(2))
             for j, (a, b) in enumerate(by_arms[group_key]):
                 swapped = first_swapped ^ bool(j % 2)  # alternate: balanced within each arm pair
                 left, right = (b, a) if swapped else (a, b)
@@ -320,17 +330,17 @@ def _static_media(rec: dict, sid: str, media: Path) -> dict:
                          "trajectory cannot be shown for that metric")
     frames = [t for _, a, b in windows for t in range(a, b)]
     fps = _fps(first)
-    _write_clip(left.item_dir / "video.mp4", frames, fps, media / f"{sid}-a.mp4")
-    _write_clip(right.item_dir / "video.mp4", frames, fps, media / f"{sid}-b.mp4")
+    _write_clip(left.video(), frames, fps, media / f"{sid}-a.mp4")
+    _write_clip(right.video(), frames, fps, media / f"{sid}-b.mp4")
     per_side = mid.startswith("departure.")
     if per_side:
         refs = []
         for side, it, e in (("a", left, ents[0]), ("b", right, ents[1])):
             t = int((e.get("reference_frames") or [0])[-1])
-            _write_frame(it.item_dir / "video.mp4", t, media / f"{sid}-r{side}.png")
+            _write_frame(it.video(), t, media / f"{sid}-r{side}.png")
             refs.append(f"{sid}-r{side}.png")
     else:
-        _write_frame(first.item_dir / "video.mp4", 0, media / f"{sid}-r.png")
+        _write_frame(first.video(), 0, media / f"{sid}-r.png")
         refs = [f"{sid}-r.png"]
     rec["clip_frames"] = [[lab, a, b] for lab, a, b in windows]
     segs, t0 = [], 0.0
@@ -385,7 +395,7 @@ def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dic
     if not cands:
         raise StudyError(f"metric=dynamic: no dynamic video qualifies ({skipped['no_event']} without an eight-question "
                          f"event, {skipped['not_judged']} without a verdict of {judge})")
-    rng = np.random.default_rng(sub_seed(req.seed, "instances"))
+    rng = np.random.default_rng(req.stream("instances"))
     picked = [cands[i] for i in _draw(len(cands), req.instances, rng)]
     out = []
     for it, ev, vlm in picked:
@@ -401,7 +411,7 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
     phases = _phases(it)
     n = max(b for _, b in phases.values())
     fps = _fps(it)
-    _write_clip(it.item_dir / "video.mp4", list(range(n)), fps, media / f"{sid}.mp4")
+    _write_clip(it.video(), list(range(n)), fps, media / f"{sid}.mp4")
     from evaluate.judge.prompt import QUESTION_IDS
 
     return {"id": sid, "kind": DYNAMIC, "clip": f"{sid}.mp4", "fps": fps, "frames": n,
@@ -413,9 +423,18 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ annotators
-def annotator_order(seed: int, annotator: str, item_ids: Sequence[str]) -> list[str]:
-    """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator)."""
-    rng = np.random.default_rng(sub_seed(seed, "order", annotator))
+SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+
+
+def _secret_part(secret: str | None) -> list[str]:
+    """The study secret as a part of :func:`sub_seed` (nothing for a study planned before secrets existed)."""
+    return [f"secret={secret}"] if secret else []
+
+
+def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], secret: str | None = None) -> list[str]:
+    """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator); ``secret``: the
+    study's (:attr:`PlanRequest.secret`)."""
+    rng = np.random.default_rng(sub_seed(seed, *_secret_part(secret), "order", annotator))
     return [item_ids[i] for i in rng.permutation(len(item_ids))]
 
 
@@ -430,19 +449,19 @@ def check_annotator_ids(ids: Sequence[str]) -> list[str]:
     return list(ids)
 
 
-def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str]) -> tuple[list[dict], dict[str, str]]:
+def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str],
+                       secret: str | None = None) -> tuple[list[dict], dict[str, str]]:
     tokens = {a: secrets.token_urlsafe(24) for a in ids}  # secrets, not from the seed: a token must not be guessable
-    recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids)} for a in ids]
+    recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids, secret)}
+            for a in ids]
     return recs, tokens
 
 
 def _write_tokens(path: Path, tokens: dict[str, str]) -> None:
     """``<id>\\t<token>`` lines, created with mode 0600 (only the owner may read them)."""
-    from harness.io import atomic_path
+    from harness.io import write_text
 
-    with atomic_path(path) as tmp:
-        os.chmod(tmp, 0o600)
-        tmp.write_text("".join(f"{a}\t{t}\n" for a, t in tokens.items()))
+    write_text(path, "".join(f"{a}\t{t}\n" for a, t in tokens.items()), scrubbed=True, mode=0o600)
 
 
 def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
@@ -455,9 +474,10 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
     have = {a["id"] for a in ann["annotators"]}
     if have & set(ids):
         raise StudyError(f"annotators=: {', '.join(sorted(have & set(ids)))} already in {study_dir.name}")
-    seed = int(read_json(study_dir / KEY_FILE)["design"]["seed"])
+    design = read_json(study_dir / KEY_FILE)["design"]
+    seed, secret = int(design["seed"]), design.get("secret")
     item_ids = [i["id"] for i in read_json(study_dir / STUDY_FILE)["items"]]
-    recs, tokens = _annotator_records(seed, ids, item_ids)
+    recs, tokens = _annotator_records(seed, ids, item_ids, secret)
     old = (study_dir / TOKENS_FILE).read_text() if (study_dir / TOKENS_FILE).exists() else ""
     _write_tokens(study_dir / TOKENS_FILE, {**dict(line.split("\t", 1) for line in old.splitlines() if line),
                                             **tokens})
@@ -473,12 +493,17 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file"}``. Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
-    from harness.io import temp_tag, write_json
+    from harness.io import json_text, replace, temp_tag, write_json, write_text
 
     out_dir = Path(out_dir).resolve()
     if out_dir.exists():
         raise StudyError(f"study folder {out_dir} exists; choose another name= (or move it away: it may hold votes)")
     annotators = check_annotator_ids(req.annotators)
+    if req.secret is None:  # a fresh study secret: the key cannot be regenerated from the runs and the seed
+        req = dataclasses.replace(req, secret=secrets.token_hex(16))
+    elif not SECRET_RE.fullmatch(str(req.secret)):
+        raise StudyError("secret=: 16 to 128 letters, digits, _ or - (the one recorded in a study's key.json); or "
+                         "leave it out for a fresh one")
     if not req.runs:
         raise StudyError("run=: give the evaluated runs to compare, e.g. human plan run=A run=B metric=static")
     if "dynamic" in req.metrics and req.metrics != ["dynamic"]:
@@ -495,7 +520,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
     prefix = "d" if req.kind == DYNAMIC else "p"
     width = max(3, len(str(len(recs))))
-    perm = np.random.default_rng(sub_seed(req.seed, "ids")).permutation(len(recs))
+    perm = np.random.default_rng(req.stream("ids")).permutation(len(recs))
     ordered = [recs[i] for i in perm]
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -511,18 +536,19 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
             public.append(pub)
             hidden.append({"id": sid, **rec})
         item_ids = [p["id"] for p in public]
-        ann, tokens = _annotator_records(req.seed, annotators, item_ids)
+        ann, tokens = _annotator_records(req.seed, annotators, item_ids, req.secret)
         write_json(tmp / STUDY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind,
                                       "instructions": DYNAMIC_INSTRUCTIONS if req.kind == DYNAMIC else
                                       STATIC_INSTRUCTIONS, "items": public})
-        write_json(tmp / KEY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
-            "seed": req.seed, "runs": [str(r) for r in req.runs], "metrics": req.metrics, "pairs": req.pairs,
-            "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge, "counts": counts,
-            "arms": sorted({it.arm for it in items}), "sides": "alternating per metric and arm pair, seeded start"},
-            "items": hidden})
+        write_text(tmp / KEY_FILE, json_text({"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
+            "seed": req.seed, "secret": req.secret, "runs": [str(r) for r in req.runs], "metrics": req.metrics,
+            "pairs": req.pairs, "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge,
+            "counts": counts, "arms": sorted({it.arm for it in items}),
+            "sides": "alternating per metric and arm pair, seeded start"}, "items": hidden}),
+            mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
         _write_tokens(tmp / TOKENS_FILE, tokens)
-        os.rename(tmp, out_dir)  # the whole folder appears at once
+        replace(tmp, out_dir)  # the whole folder appears at once
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from harness.errors import ConfigError
-from harness.io import read_json
+from harness.io import read_json, seal_problem
 from harness.outputs import RunDir, item_meta
 
 from ..results import ItemResult, MetricEntry
@@ -50,6 +50,34 @@ class RunItem:
             raise ConfigError(f"{self.item_dir}: meta.json is missing or unreadable; re-run the item")
         return m
 
+    def video(self) -> Path:
+        """The item's ``video.mp4``, checked before a study shows it: its bytes must still be the ones its metrics
+        were computed on (``metrics.json``'s ``video_sha256``) and ``meta.json`` recorded (``video.sha256``, when
+        it holds one). A video replaced after its run or its evaluation is a :class:`ConfigError`."""
+        from harness.io import sha256_file
+
+        p = self.item_dir / "video.mp4"
+        st = p.stat() if p.is_file() else None
+        stamp = (str(p), st.st_size, st.st_mtime_ns) if st else None
+        if stamp is None or _CHECKED.get(stamp) != self.result.video_sha256:
+            fix = "re-run the item, re-evaluate the run (stage=evaluate), then plan the study again"
+            if stamp is None:
+                raise ConfigError(f"{p}: missing; {fix}")
+            problems, sha = [], sha256_file(p)
+            recorded = (self.meta().get("video") or {}).get("sha256")
+            if recorded is not None and sha != recorded:
+                problems.append("video.mp4 sha256 differs from meta.json (replaced after its run)")
+            if sha != self.result.video_sha256:
+                problems.append("video.mp4 sha256 differs from metrics.json's video_sha256 (not the video the metrics "
+                                "were computed on)")
+            if problems:
+                raise ConfigError(f"{self.item_dir}: {'; '.join(problems)}; {fix}")
+            _CHECKED[stamp] = sha
+        return p
+
+
+_CHECKED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256 of a video already checked
+
 
 def resolve_run(name_or_path: str, output_root: str | Path) -> Path:
     """A run by name (``<output_root>/<name>``) or by path; it must hold a ``manifest.jsonl``."""
@@ -67,10 +95,15 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
             if not (d / "metrics.json").is_file():
                 continue
             try:
-                res = ItemResult.from_dict(read_json(d / "metrics.json")).without_oracle()
+                data = read_json(d / "metrics.json")
+                res = ItemResult.from_dict(data).without_oracle()
             except (ValueError, KeyError, TypeError) as exc:  # truncated or foreign: say which file
                 raise ConfigError(f"{d / 'metrics.json'}: unreadable ({type(exc).__name__}: {exc}); re-evaluate the "
                                   "run (stage=evaluate run=<name> overwrite=true)") from None
+            problem = seal_problem(data)  # an edited result never picks or labels a study item
+            if problem is not None:
+                raise ConfigError(f"{d / 'metrics.json'}: {problem}; re-evaluate the run (stage=evaluate "
+                                  "run=<name>: it recomputes such a file)")
             it = res.item
             ri = RunItem(run.name, run.path, d, str(it.get("model", r.model)), str(it.get("context", r.context)),
                          int(it.get("seed", r.seed)), str(it.get("trajectory", r.trajectory)),

@@ -86,6 +86,23 @@ def normalise_vote(kind: str, payload: dict) -> dict[str, Any]:
     raise VoteError(f"kind={kind!r}")
 
 
+MAX_ELAPSED_MS = 7 * 86400 * 1000  # a week: longer is no time spent on one item (and beyond SQLite's INTEGER)
+
+
+def _private(db: Path) -> None:
+    """The vote database, created empty at mode 0600 if absent (SQLite gives its ``-wal`` / ``-shm`` files the
+    database's mode), and an existing one and its journals narrowed to 0600: votes are the owner's only."""
+    import os
+
+    try:
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except FileExistsError:
+        pass
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        if p.is_file() and not p.is_symlink():
+            os.chmod(p, 0o600)
+
+
 class VoteStore:
     """Votes and sessions of one study (``<study>/votes.sqlite``). Every method opens its own connection, so one
     store may be used from the server's worker threads."""
@@ -93,6 +110,7 @@ class VoteStore:
     def __init__(self, path: Path, study_sha256: str):
         self.path = Path(path)
         self.study_sha256 = study_sha256
+        _private(self.path)
         with closing(self._connect()) as c:
             c.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
             c.executescript(SCHEMA)
@@ -120,8 +138,8 @@ class VoteStore:
         if client_id is not None and (not isinstance(client_id, str) or len(client_id) > 64):
             raise VoteError("client_id: a string of at most 64 characters")
         if elapsed_ms is not None and (not isinstance(elapsed_ms, int) or isinstance(elapsed_ms, bool)
-                                       or elapsed_ms < 0):
-            raise VoteError("elapsed_ms: a non-negative integer")
+                                       or not 0 <= elapsed_ms <= MAX_ELAPSED_MS):
+            raise VoteError(f"elapsed_ms: an integer from 0 to {MAX_ELAPSED_MS} (milliseconds)")
         with closing(self._connect()) as c:
             c.execute("BEGIN IMMEDIATE")
             try:

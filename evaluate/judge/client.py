@@ -329,7 +329,7 @@ class JudgeSession:
 
     def _store_request(self, jdir: Path, key: str, body: dict, fallbacks: dict, ident: dict) -> None:
         """``<key>.request.json`` with each image as ``frames/<digest>.jpg`` (written once per digest)."""
-        from harness.io import atomic_path, write_json
+        from harness.io import write_bytes, write_json
 
         frames_dir = jdir / "frames"
         stored = json.loads(json.dumps(body))
@@ -342,8 +342,7 @@ class JudgeSession:
                         n += 1
                         p = frames_dir / f"{digest[:20]}.jpg"
                         if not p.exists():
-                            with atomic_path(p) as tmp:
-                                tmp.write_bytes(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))
+                            write_bytes(p, base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))
                         part["image_url"]["url"] = f"frames/{p.name}"
         write_json(jdir / f"{key}.request.json", {"key": key, "identity": ident, "body": stored,
                                                    "base_url": self.settings.base_url,

@@ -69,7 +69,9 @@ def write_da3(d: Path) -> None:
     wrapper.model = cfg.create_object(cfg.load_config(registry["da3-small"]))
     d.mkdir(parents=True, exist_ok=True)
     save_model(wrapper, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"model_name": "da3-small"}))
+    from harness.io import write_text
+
+    write_text(d / "config.json", json.dumps({"model_name": "da3-small"}))
 
 
 def write_arcface(d: Path, detector_bias: float = 5.0) -> None:
@@ -165,8 +167,10 @@ VIPE_STANDIN = textwrap.dedent('''
 def write_vipe_standin(d: Path, script: str = VIPE_STANDIN, env: Optional[dict] = None) -> None:
     """``vipe.json`` pointing at a stand-in script run by this interpreter (labelled a stand-in in its docstring)."""
     d.mkdir(parents=True, exist_ok=True)
-    (d / "standin_vipe.py").write_text(script)
-    (d / "vipe.json").write_text(json.dumps({"command": [sys.executable, str(d / "standin_vipe.py")],
+    from harness.io import write_text
+
+    write_text(d / "standin_vipe.py", script, scrubbed=True)  # a program, verbatim
+    write_text(d / "vipe.json", json.dumps({"command": [sys.executable, str(d / "standin_vipe.py")],
                                              "pipeline": "default", "timeout_s": 120, "env": env or {}}))
 
 

@@ -153,7 +153,7 @@ ITEM_KEYS = ("model", "context", "seed", "trajectory", "case_id")
 def _load_result(path: Path, run_dir: Path) -> dict:
     """A ``metrics.json`` read back for the report: unreadable, truncated or of the wrong shape is a user error
     naming the file and the fix (an evaluation rewrites it), never a traceback."""
-    from harness.io import load_json
+    from harness.io import load_json, seal_problem
 
     fix = f"rerun python -m harness stage=evaluate run={run_dir} (it rewrites a metrics.json it cannot read)"
     data = load_json(path, fix=fix, what="evaluation result")
@@ -162,5 +162,8 @@ def _load_result(path: Path, run_dir: Path) -> dict:
             and all(isinstance(m, dict) for m in metrics.values())):
         raise ReportError(f"{path}: not an evaluation result (it needs 'item' with {', '.join(ITEM_KEYS)} and "
                           f"'metrics' as a mapping of entries); {fix}")
+    problem = seal_problem(data)  # trust nothing on disk: an edited result never reaches a table
+    if problem is not None:
+        raise ReportError(f"{path}: {problem}; {fix}")
     return data
 

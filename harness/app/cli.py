@@ -127,14 +127,25 @@ def _cmd_preview(cfg: dict[str, Any]) -> None:
 
     from harness.config_groups import model_config_with_local
 
+    from harness.io import check_contained, confine
+    from harness.outputs import check_name
+
+    # the names become a file name: the one name rule, before anything is built or written
+    check_name("model.name", (cfg.get("model") or {}).get("name"))
+    check_name("trajectory.name", (cfg.get("trajectory") or {}).get("name"))
     adapter = build_adapter(model_config_with_local(cfg))
     mc = adapter.config
     spec = TrajectorySpec.from_dict(cfg["trajectory"])
     K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
     path = adapter.path_for(spec, K)
-    out = Path(cfg["output_root"]) / "previews" / f"{spec.name}_{mc.name}.png"
-    preview_path(path, out)
-    path.save(out.with_suffix(".npz"))
+    folder = Path(cfg["output_root"]) / "previews"
+    out = folder / f"{check_name('trajectory.name', spec.name)}_{check_name('model.name', mc.name)}.png"
+    folder.mkdir(parents=True, exist_ok=True)
+    with confine(folder):  # the trajectories layer writes these: checked here, above it
+        for p in (out, out.with_suffix(".npz")):
+            check_contained(p)
+        preview_path(path, out)
+        path.save(out.with_suffix(".npz"))
     print(f"wrote {out} and {out.with_suffix('.npz')}")
     print("phases:", ", ".join(f"{k}=[{a},{b})" for k, (a, b) in path.phases.items()))
 
@@ -490,8 +501,10 @@ def _argv_secrets(argv: list[str]) -> dict[str, str]:
     """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``)."""
     import re
 
-    from harness.secrets import is_secret_name
+    from harness.secrets import PLAIN_KEY, env_is_secret
 
+    plain = [n for arg in argv if arg.lstrip("+~").split("=", 1)[0].endswith(f".{PLAIN_KEY}")
+             for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.split("=", 1)[-1])]
     found: dict[str, str] = {}
     for arg in argv:
         if "=" not in arg:
@@ -499,11 +512,11 @@ def _argv_secrets(argv: list[str]) -> dict[str, str]:
         key, val = arg.split("=", 1)
         key = key.lstrip("+~")
         parts = key.split(".")
-        if "env" in parts[:-1] and is_secret_name(parts[-1]) and val:
+        if "env" in parts[:-1] and env_is_secret(parts[-1], plain) and val:
             found[val.strip("'\"")] = parts[-1]
         elif parts[-1] == "env":
             for name, v in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^,}]+)", val):
-                if is_secret_name(name) and v.strip():
+                if env_is_secret(name, plain) and v.strip():
                     found[v.strip().strip("'\"")] = name
     return found
 
@@ -532,6 +545,10 @@ def _validate_job(cfg: dict[str, Any]) -> None:
     from harness.app.settings import check_settings
 
     check_settings(cfg)
+    if isinstance(cfg.get("slurm"), dict):  # launcher=slurm: its settings before Hydra writes the sweep folder
+        from harness.app.slurm import check_settings as check_slurm
+
+        check_slurm(cfg["slurm"], cfg.get("model") or {})
     if cfg.get("cmd", "run") == "run":
         plan = prepare_run(cfg, report=False)
         if plan is not None:

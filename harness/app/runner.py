@@ -36,7 +36,7 @@ from harness.cases import Case
 from harness.dist import Rank, current_rank, split
 from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from harness.gpu_pool import GPUPool, current_devices
-from harness.io import atomic_path, json_text, sha256_file, write_json, write_text
+from harness.io import json_text, sha256_file, write_bytes, write_json, write_text
 from harness.locks import ItemLocks
 from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, controls_hashes,  # noqa: F401
                              git_state, item_meta, item_problems, item_status, remove_stale_temps, versions)
@@ -326,8 +326,7 @@ class _Executor:
                 self._camera_bytes.clear()
             data = buf.getvalue()
             hit = self._camera_bytes[id(path)] = (path, data, hashlib.sha256(data).hexdigest())
-        with atomic_path(dst, suffix=".npz") as tmp:
-            tmp.write_bytes(hit[1])
+        write_bytes(dst, hit[1])
         return hit[2]
 
     def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
@@ -519,6 +518,10 @@ def _announce_wait(locks: ItemLocks, pending: Sequence[WorkItem]) -> None:
         if h is not None:
             holders.add(h.describe())
             files.append((h, locks.path(_key(i))))
+    if not files:  # every lock went (or went stale) between the try and this look: nothing to name
+        log.info("waiting for %d item(s) whose lock was released or went stale a moment ago; trying them again",
+                 len(pending))
+        return
     log.info("waiting for %d item(s) held by another process (%s); lock file(s): %s%s", len(pending),
              "; ".join(sorted(holders)) or "?", ", ".join(str(p) for _, p in files[:3]),
              f" (+{len(files) - 3} more)" if len(files) > 3 else "")

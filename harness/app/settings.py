@@ -21,7 +21,7 @@ from harness.errors import ConfigError
 #: keys a config may hold besides those of conf/config.yaml: the sections of the groups that have a package, and
 #: the report command's options (added by ``evaluate.reporting.cli.merge_run_args`` as ``+key``)
 SECTIONS = ("model", "context", "trajectory", "cases", "evaluate", "local", "backend")
-REPORT_KEYS = ("report_runs", "report_out", "main_context", "report_strips", "report_figures")
+REPORT_KEYS = ("report_runs", "report_out", "main_context", "report_strips", "report_figures", "human_study")
 CASE_KEYS = ("name", "source", "include", "families", "description")
 #: keys of ``conf/backend/*.yaml`` (the served backend, docs/served.md); ``backend.models.<m>`` is checked by
 #: :class:`adapters.served.config.ServedModel` at planning

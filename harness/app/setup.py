@@ -216,9 +216,10 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
     a user error (exit 2) names the key when something cannot work."""
     from adapters import contracts
     from harness.config_groups import model_config_with_local
+    from harness.outputs import check_name
 
     mcfg = model_config_with_local(cfg)
-    name = str(mcfg.get("name"))
+    name = check_name("model.name", mcfg.get("name"), "setup names its folders after it")  # envs/<name>, ...
     try:
         contract = contracts.load(name)
     except FileNotFoundError:
@@ -614,7 +615,9 @@ def fetch_weight(plan: SetupPlan, job: WeightJob, hub: Hub, log: Callable[[str],
                 target.unlink(missing_ok=True)
                 raise SetupError(f"{w.repo}/{rf.path}: {problem} after download; removed, rerun setup")
         done[key] = check
-        (d / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
+        from harness.io import write_text
+
+        write_text(d / RECORD, json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
     log(f"{w.name}: {w.repo}@{commit[:12]} -> {d} ({len(wanted)} files, checksums ok)")
     return {"repo": w.repo, "commit": commit}
 

@@ -103,17 +103,30 @@ _GENERIC = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "
 _NOT_SBATCH = {"_target_", "submitit_folder", "max_num_timeout", "time", "gpu_type", "poll_s", "max_poll_s"}
 
 
+def _count(value: Any, field_name: str = "slurm.array_parallelism") -> int:
+    """An integer setting (``8``, ``"8"``); a word, a fraction or a boolean is a :class:`SlurmSettingError`."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
+        raise SlurmSettingError(f"{field_name}={value!r}: must be a whole number (e.g. {field_name}=8)")
+    return int(value)
+
+
+def check_settings(slurm_cfg: dict, model_cfg: dict) -> None:
+    """Every ``slurm.*`` value of a job checked as the launcher will read it (:func:`executor_parameters`), so a
+    bad one fails before Hydra writes the sweep folder or submits anything."""
+    executor_parameters({k: v for k, v in slurm_cfg.items()}, model_cfg or {})
+
+
 def executor_parameters(launcher_cfg: dict, model_cfg: dict) -> dict:
     """``hydra.launcher`` of one job (resolved) -> submitit ``AutoExecutor.update_parameters`` keywords."""
     p = dict(launcher_cfg)
     if p.get("time") is not None:
         p["timeout_min"] = time_minutes(p["time"])
     p["gres"] = gres_for(p.get("gres"), (model_cfg or {}).get("gpus_per_job"), p.get("gpu_type"))
-    if int(p.get("array_parallelism") or 0) < 1:
+    if _count(p.get("array_parallelism") or 0) < 1:
         raise SlurmSettingError(f"slurm.array_parallelism={p.get('array_parallelism')!r}: must be >= 1 (how many "
                                 "jobs of one sweep run at once)")
     for k in ("cpus_per_task", "mem_gb"):
-        if p.get(k) is not None and int(p[k]) < 1:
+        if p.get(k) is not None and _count(p[k], f"slurm.{k}") < 1:
             raise SlurmSettingError(f"slurm.{k}={p[k]!r}: must be >= 1 (or null for the cluster's default)")
     out = {}
     for k, v in p.items():

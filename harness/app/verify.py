@@ -85,6 +85,20 @@ def _leftovers(run_dir: Path, d: Path, key: str) -> list[str]:
     return out
 
 
+def _status_note(d: Path, meta: Any) -> str:
+    """Why an item is not done: its recorded status (and error), or why its ``meta.json`` cannot be read (a
+    truncated one is a parse error, not a missing item)."""
+    from harness.io import BadFileError, load_json
+
+    if meta is None and (d / "meta.json").exists():
+        try:
+            load_json(d / "meta.json", fix="rerun the item (python -m harness <the run's overrides>)")
+        except BadFileError as exc:
+            return f"status: unreadable: {exc}"
+    return (f"status: {meta.get('status') if meta else 'missing'}"
+            + (f" ({meta.get('error')})" if meta and meta.get("error") else ""))
+
+
 def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, ManifestRow]) -> ItemCheck:
     from harness.video import probe_video
 
@@ -97,8 +111,7 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
         c.notes.append(f"temporary files left: {', '.join(left)}")
     c.results["done"] = bool(meta) and meta.get("status") == "done"
     if not c.results["done"]:
-        c.notes.insert(0, f"status: {meta.get('status') if meta else 'missing'}"
-                       + (f" ({meta.get('error')})" if meta and meta.get("error") else ""))
+        c.notes.insert(0, _status_note(d, meta))
         return c
     problems = item_problems(d, meta)
     video, cam = _section(meta, "video"), _section(meta, "camera")

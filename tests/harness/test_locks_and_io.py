@@ -156,15 +156,23 @@ def test_a_reused_pid_is_not_the_lock_owner(tmp_path):
 
 
 def test_two_processes_racing_for_one_stale_lock_get_it_once(tmp_path):
+    """Four processes race for one stale lock; each stays alive until all four have tried, so the winner's lock is
+    live (never legitimately stale) for the latecomers however the machine schedules them: no timing assumed. The
+    shared start time only makes a real race likely."""
     locks = ItemLocks(tmp_path)
     _plant(locks, "stale", pid=_dead_pid())
     code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from harness.locks import ItemLocks; "
             "t = float(sys.argv[1]); time.sleep(max(0.0, t - time.time())); "
-            f"print(ItemLocks({str(tmp_path)!r}).try_acquire('stale'))")
+            f"print(ItemLocks({str(tmp_path)!r}).try_acquire('stale'), flush=True); sys.stdin.readline()")
     at = time.time() + 1.5
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(at)], stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
-    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(at)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    try:
+        outs = [p.stdout.readline().strip() for p in procs]  # every answer is in while every process still lives
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(timeout=60)
     assert sorted(outs) == ["False", "False", "False", "True"]
 
 

@@ -121,3 +121,30 @@ def test_external_model_and_context_names_pass_the_same_rule(harness, tmp_path, 
         r = harness("stage=evaluate", f"videos={videos}", "run=ext")
         assert r.code == 2 and key in r.err and "not a plain name" in r.err, r.err
         assert not (tmp_path / "outputs" / "ext").exists()
+
+
+# -- issue 33: every name that becomes a path passes the one rule, in every command ---------------------------------
+@pytest.mark.parametrize("override, field", [("model.name=../../../../x", "model.name"),
+                                             ("trajectory.name=../../../../x", "trajectory.name"),
+                                             ("model.name=a/b", "model.name")])
+def test_preview_refuses_a_name_that_is_a_path_and_writes_nothing(harness, tmp_path, override, field):
+    """``preview model.name=../../../../x`` wrote a PNG and an NPZ outside ``output_root``, exit 0."""
+    out = tmp_path / "deep" / "er" / "out"
+    r = harness("preview", f"output_root={out}", override)
+    assert r.code == 2 and field in r.err and "not a plain name" in r.err and "Traceback" not in r.err, r.err
+    assert not list(tmp_path.rglob("*.png")) and not list(tmp_path.rglob("*.npz"))
+
+
+def test_preview_still_writes_its_figure_under_output_root(harness, tmp_path):
+    r = harness("preview", "output_root=o", "trajectory=lrlr")
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in (tmp_path / "o" / "previews").iterdir()) == ["lrlr_reference.npz",
+                                                                               "lrlr_reference.png"]
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", ".."])
+def test_setup_refuses_a_traversing_model_name(harness, tmp_path, name):
+    """``setup model.name=../../x`` raised a traceback (a contract lookup with a path)."""
+    r = harness("setup", "model=dreamx", f"model.name={name}", f"setup.root={tmp_path / 'root'}", "print=true")
+    assert r.code == 2 and "model.name" in r.err and "not a plain name" in r.err and "Traceback" not in r.err, r.err
+    assert not (tmp_path / "root").exists() and not list(tmp_path.parent.glob("x"))

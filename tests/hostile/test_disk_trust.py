@@ -189,3 +189,108 @@ def test_weights_verify_refuses_truncated_or_malformed_files(harness, tmp_path, 
     r = harness("weights", "verify", "dinov2", "--root", str(root))
     assert r.code == 1 and needle in r.err and "weights fetch dinov2" in r.err, r.out + r.err
     assert "corrupt:" in r.out
+
+
+# -- issue 33: trust nothing on disk, for every artefact ------------------------------------------------------------
+CHEAP_EVAL = ["evaluate.encoders=[pixel]", "evaluate.trackers=[template]", "evaluate.pose_estimators=[classical]",
+              "evaluate.return_frame_poses=[classical]", "evaluate.depth=[]", "evaluate.face=[]", "evaluate.imaging=[]",
+              "evaluate.aesthetic=[]", "evaluate.rpe_trans_estimators=[classical]",
+              "evaluate.rpe_rot_estimator=classical", "progress=false"]
+
+
+def _pointing_row(run_copy):
+    """The manifest with a second row: another item's names, pointing at this item's folder."""
+    manifest = run_copy.parents[4] / "manifest.jsonl"
+    row = json.loads(manifest.read_text().splitlines()[0])
+    other = {**row, "case_id": "other_case", "key": row["key"].rsplit("/", 1)[0] + "/other_case"}
+    manifest.write_text(manifest.read_text() + json.dumps(other) + "\n")
+    return manifest
+
+
+def test_a_manifest_row_pointing_at_another_items_folder_is_refused(harness, run_copy):
+    """A hand-edited row whose ``dir`` is another item's folder double-counted that item; ``verify`` said ok."""
+    manifest = _pointing_row(run_copy)
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 1 and "disagree with the item its names make" in r.out and "PROBLEM" in r.out, r.out
+    r = harness("stage=evaluate", "run=h", *CHEAP_EVAL)
+    assert r.code == 2 and "manifest.jsonl" in r.err and "other_case" in r.err and "Traceback" not in r.err, r.err
+    assert not (run_copy / "metrics.json").exists()  # nothing evaluated
+    manifest.unlink()  # the fix the message names: a rerun rebuilds it from every item's meta.json
+    assert harness("run=h", *SMALL).code == 0
+    assert len(manifest.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("edit", ["key", "dir", "duplicate", "seed"])
+def test_manifest_rows_must_agree_with_their_folders(tmp_path, edit):
+    from harness.errors import UserError
+    from harness.outputs import RunDir
+
+    key = "m/fov/seed-1/lrlr/c"
+    row = {"model": "m", "context": "fov", "seed": 1, "trajectory": "lrlr", "case_id": "c", "key": key, "dir": key,
+           "status": "done"}
+    run = RunDir(tmp_path)
+    rows = {"key": [{**row, "key": "m/fov/seed-1/lrlr/d"}], "dir": [{**row, "dir": "m/fov/seed-2/lrlr/c"}],
+            "duplicate": [row, row], "seed": [{**row, "seed": "one"}]}[edit]
+    run.manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match="manifest.jsonl"):
+        run.rows()
+    run.manifest.write_text(json.dumps(row) + "\n")
+    assert [r.key for r in run.rows()] == [key]  # the check can pass
+
+
+def test_an_edited_metrics_json_is_recomputed_and_never_reported(harness, run_copy):
+    """An edited ``metrics.json`` was reused silently by the next evaluation and the report."""
+    r = harness("stage=evaluate", "run=h", *CHEAP_EVAL)
+    assert r.code == 0, r.err
+    good = json.loads((run_copy / "metrics.json").read_text())
+    assert good["content_sha256"]
+    key = next(k for k, m in good["metrics"].items() if m.get("value") is not None)
+    edited = json.loads(json.dumps(good))
+    edited["metrics"][key]["value"] = 123456.0
+    (run_copy / "metrics.json").write_text(json.dumps(edited))
+    r = harness("report", "run=h")
+    assert r.code == 2 and "metrics.json" in r.err and "no longer matches" in r.err and "Traceback" not in r.err
+    r = harness("stage=evaluate", "run=h", *CHEAP_EVAL)
+    assert r.code == 0 and "recomputing" in r.err, r.err
+    again = json.loads((run_copy / "metrics.json").read_text())
+    assert again["metrics"][key]["value"] == good["metrics"][key]["value"] and "reused" not in again
+    assert harness("report", "run=h").code == 0
+
+
+def test_the_seal_of_a_json_file_finds_any_edit(tmp_path):
+    from harness.io import SEAL, seal_problem, write_sealed_json
+
+    d = write_sealed_json(tmp_path / "m.json", {"a": 1.5, "b": [1, float("nan")], "url": "http://u:pw-x@h/"})
+    back = json.loads((tmp_path / "m.json").read_text())
+    assert back == json.loads(json.dumps(d)) and seal_problem(back) is None and "pw-x" not in json.dumps(back)
+    assert "no longer matches" in seal_problem({**back, "a": 1.6})
+    assert "no longer matches" in seal_problem({**back, "extra": 1})
+    assert "no content_sha256" in seal_problem({k: v for k, v in back.items() if k != SEAL})
+
+
+def test_weights_verify_refuses_an_implausible_checkpoint(tmp_path):
+    """A 10-byte ``.pth`` passed ``weights verify`` ("present unpinned"): only its first byte was looked at."""
+    import pickle
+
+    from evaluate.weights import file_problem
+
+    cases = {"ten.pth": b"\x80\x02" + b"\x00" * 8, "cut.pth": pickle.dumps({"w": list(range(100))})[:40],
+             "text.pt": b"hello world", "zip.bin": None}
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "zip.bin", "w") as z:
+        z.writestr("readme.txt", "not a checkpoint")
+    for name, data in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        assert file_problem(tmp_path / name), name
+    # the check can pass: a whole pickle, and torch.save's both formats when torch is here
+    (tmp_path / "ok.ckpt").write_bytes(pickle.dumps({"w": list(range(100))}))
+    assert file_problem(tmp_path / "ok.ckpt") is None
+    torch = pytest.importorskip("torch")
+    torch.save({"w": torch.zeros(3)}, tmp_path / "new.pth")
+    torch.save({"w": torch.zeros(3)}, tmp_path / "old.pth", _use_new_zipfile_serialization=False)
+    assert file_problem(tmp_path / "new.pth") is None and file_problem(tmp_path / "old.pth") is None
+    data = (tmp_path / "new.pth").read_bytes()
+    (tmp_path / "new.pth").write_bytes(data[: len(data) // 2])
+    assert file_problem(tmp_path / "new.pth")

@@ -216,3 +216,31 @@ def test_figures_drawn_at_once_never_share_a_temporary_file(tmp_path):
     with atomic_target(tmp_path / "camera.npz") as tmp:  # the same naming convention as harness.io
         assert temp_owner(tmp.name) is not None and tmp.suffix == ".npz"
         path.save_to(tmp)
+
+
+# -- issue 33 ----------------------------------------------------------------------------------------------------------
+def test_verify_reports_a_truncated_meta_json_as_a_parse_error(harness, run_copy):
+    """A truncated ``meta.json`` was reported as "status: missing"."""
+    text = (run_copy / "meta.json").read_text()
+    (run_copy / "meta.json").write_text(text[: len(text) // 2])
+    r = harness("verify", "run=h", *SMALL)
+    assert r.code == 1 and "meta.json" in r.out and "not JSON" in r.out and "truncated" in r.out, r.out
+    assert "status: missing" not in r.out
+    (run_copy / "meta.json").unlink()
+    assert "status: missing" in harness("verify", "run=h", *SMALL).out  # a missing one is still "missing"
+
+
+def test_the_wait_line_never_shows_an_empty_lock_list(tmp_path, caplog):
+    """"waiting for 2 item(s) held by another process (?); lock file(s): " with an empty list, when the locks went
+    between the try and the look."""
+    import logging
+
+    from harness.app.runner import _announce_wait
+    from harness.locks import ItemLocks
+    from harness.outputs import WorkItem
+
+    items = [WorkItem("m", "fov", 1, "lrlr", c) for c in ("a", "b")]
+    with caplog.at_level(logging.INFO, logger="harness"):
+        _announce_wait(ItemLocks(tmp_path), items)
+    text = caplog.text
+    assert "waiting for 2 item(s)" in text and "lock file(s): " not in text and "(?)" not in text, text

@@ -93,7 +93,8 @@ def test_secret_named_env_vars_never_reach_command_meta_or_hydra_dumps(harness, 
     narrow)."""
     env = ", ".join(f"{k}: {v}" for k, v in VALUES.items())
     r = harness("model=sana_wm", "context=fullkv", "dry_run=true", "run=sec", "evaluate=off",
-                "cases.include=[environment_rocket]", f"+model.env={{{env}, MY_MODE: plain}}", "progress=false")
+                "cases.include=[environment_rocket]", f"+model.env={{{env}, MY_MODE: plain}}", "progress=false",
+                "+model.env_plain=[MY_MODE]")
     assert r.code == 0, r.err
     assert not [v for v in VALUES.values() if v in r.text]
     out = tmp_path / "outputs" / "sec"
@@ -225,3 +226,120 @@ def test_judge_check_prints_its_findings_on_stdout_and_no_password_anywhere(harn
     assert "ready" in r.out and "judge server: http://judge:<redacted>@" in r.out
     assert "HTTP Request" not in r.out  # library status lines: stderr
     assert "pw-in-url-99" not in r.text
+
+
+# -- issue 33: secrets by shape and by default -----------------------------------------------------------------------
+@pytest.mark.parametrize("text, secret", [
+    ("GET https://bob:p@ss:w0rd-9@host.example/v1", "p@ss:w0rd-9"),  # '@' and ':' inside the password
+    ("GET https://bob:p@ss:w0rd-9@host.example/v1", "ss:w0rd-9"),
+    ("https://me@corp.example:hunter2-x@h/x", "hunter2-x"),  # '@' in the user name
+    ("http://127.0.0.1:9/v1?api_key=qs-secret-1&model=x", "qs-secret-1"),
+    ("http://h/v1?model=x&access_token=qs-secret-2", "qs-secret-2"),
+    ("http://h/v1?key=AIzaQsSecret3&alt=json", "AIzaQsSecret3"),
+    ("https://bucket.s3/x?X-Amz-Signature=abcdef0123456789", "abcdef0123456789"),
+    ("Authorization: Token tok-secret-4", "tok-secret-4"),
+    ("x-api-key: hdr-secret-5", "hdr-secret-5"),
+    ('{"headers": {"X-Api-Key": "hdr-secret-6"}}', "hdr-secret-6"),
+    ('"Authorization": "Bearer abc.def-123456789"', "abc.def-123456789"),
+])
+def test_scrub_removes_credentials_of_every_shape(text, secret):
+    """URL userinfo with any characters (``@`` included), query-string credentials and credential headers."""
+    from harness.secrets import scrub
+
+    assert secret in text and secret not in scrub(text), scrub(text)
+
+
+def test_the_shapes_keep_ordinary_urls_and_references():
+    from harness.secrets import scrub
+
+    for text in ("http://host:8080/path", "https://github.com/org/repo?tab=readme&page=2",
+                 "ssh://git@github.com:org/repo", "X-Api-Key: ${JUDGE_KEY}", "see ?model=x&seed=3",
+                 "https://h/v1?key_name=judge"):
+        assert scrub(text) == text, text
+
+
+def test_a_registered_secret_is_removed_in_its_escaped_forms():
+    """A value with ``@``, a space and a quote, as JSON, a URL and a shell script write it."""
+    from harness import secrets
+
+    secrets.clear_registry()
+    try:
+        secrets.register({"p@ss w'rd!": "GPG_PASSPHRASE"})
+        for form in ("p@ss w'rd!", "p%40ss%20w%27rd%21", "p%40ss+w%27rd%21", "'p@ss w'\"'\"'rd!'"):
+            out = secrets.scrub(f"x {form} y")
+            assert "p@ss" not in out and "%40ss" not in out and "<redacted:GPG_PASSPHRASE>" in out, (form, out)
+    finally:
+        secrets.clear_registry()
+
+
+def test_a_query_string_credential_in_the_judge_url_reaches_no_file(tmp_path):
+    """``evaluate.judge.base_url=...?api_key=...`` reached every metrics.json, the report and its tables."""
+    from harness.io import write_json, write_text
+
+    url = "http://127.0.0.1:9/v1?api_key=qs-key-in-url-31"
+    write_json(tmp_path / "metrics.json", {"settings": {"judge": {"base_url": url}}})
+    write_text(tmp_path / "report.md", f"| judge | {url} |\n")
+    assert not _leaks(tmp_path, ["qs-key-in-url-31"])
+    assert "api_key=<redacted>" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["GPG_PASSPHRASE", "MY_CREDS", "SIGNING_PHRASE", "CONN_STRING"])
+def test_every_model_env_value_is_secret_unless_listed_as_plain(name):
+    from harness.secrets import PLAIN_ENV, env_is_secret, redact, secret_values
+
+    assert env_is_secret(name) and not env_is_secret(name, [name])
+    assert env_is_secret("HF_TOKEN", ["HF_TOKEN"])  # a credential's name is never plain
+    assert not env_is_secret("CUDA_VISIBLE_DEVICES") and not env_is_secret("NCCL_DEBUG") and "PYTHONPATH" in PLAIN_ENV
+    cfg = {"model": {"env": {name: "value-of-it-1", "MODE": "plain-mode", "OMP_NUM_THREADS": "4"},
+                     "env_plain": ["MODE"]}}
+    assert secret_values(cfg) == {"value-of-it-1": name}
+    assert redact(cfg)["model"]["env"] == {name: "<redacted>", "MODE": "plain-mode", "OMP_NUM_THREADS": "4"}
+
+
+def test_env_values_of_any_name_never_reach_command_meta_or_hydra_dumps(harness, tmp_path):
+    """``GPG_PASSPHRASE`` and ``MY_CREDS`` (names outside the list) were written in plain text to ``command.sh``,
+    ``meta.json`` and the Hydra dumps."""
+    values = {"GPG_PASSPHRASE": "gpg-phrase-8d1e", "MY_CREDS": "creds-4a7b9c"}
+    env = ", ".join(f"{k}: {v}" for k, v in values.items())
+    r = harness("model=sana_wm", "context=fullkv", "dry_run=true", "run=sec", "evaluate=off",
+                "cases.include=[environment_rocket]", f"+model.env={{{env}, MY_MODE: plain}}",
+                "+model.env_plain=[MY_MODE]", "progress=false")
+    assert r.code == 0, r.err
+    out = tmp_path / "outputs" / "sec"
+    assert not [v for v in values.values() if v in r.text]
+    assert not _leaks(out, values.values())
+    cmd = next(out.rglob("command.sh")).read_text()
+    for k in values:
+        assert f'export {k}="${{{k}:?' in cmd, k
+    assert "export MY_MODE=plain" in cmd
+    meta = json.loads(next(out.rglob("meta.json")).read_text())
+    assert meta["model"]["env"]["MY_CREDS"] == "<redacted>" and meta["model"]["env"]["MY_MODE"] == "plain"
+
+
+def test_an_env_value_of_any_name_given_on_the_command_line_is_never_echoed(harness, tmp_path):
+    """The dot form (``+model.env.MY_CREDS=...``): ``--cfg job`` prints the config, and a failing command its error
+    line; neither shows the value (secret by default whatever its name), a plain-listed one stays readable."""
+    r = harness("model=sana_wm", "+model.env.MY_CREDS=creds-echo-5521", "+model.env.MY_MODE=plain-mode-1",
+                "+model.env_plain=[MY_MODE]", "--cfg", "job")
+    assert r.code == 0 and "MY_CREDS" in r.out and "plain-mode-1" in r.out, r.err
+    assert "creds-echo-5521" not in r.text
+    r = harness("run=x", *SMALL, "+model.env.MY_CREDS=creds-echo-5521", "+overwite=true")
+    assert r.code == 2 and "overwite" in r.err, r.err
+    assert "creds-echo-5521" not in r.text and not (tmp_path / "outputs").exists()
+
+
+def test_a_literal_env_value_is_redacted_by_name_but_never_scrubbed_from_every_text():
+    """Every env value is secret by default: a value like ``true`` or ``1024`` must not be cut out of every file (a
+    JSON ``true`` replaced would corrupt it); the variable itself still shows ``<redacted>``."""
+    from harness import secrets
+
+    cfg = {"model": {"env": {"USE_FAST": "true", "CHUNK": "1024", "MY_CREDS": "creds-77aa"}}}
+    secrets.clear_registry()
+    try:
+        secrets.register(secrets.secret_values(cfg))
+        text = secrets.scrub('{"dry_run": true, "frames": 1024, "c": "creds-77aa"}')
+        assert text == '{"dry_run": true, "frames": 1024, "c": "<redacted:MY_CREDS>"}'
+        assert secrets.redact(cfg)["model"]["env"] == {"USE_FAST": "<redacted>", "CHUNK": "<redacted>",
+                                                       "MY_CREDS": "<redacted>"}
+    finally:
+        secrets.clear_registry()

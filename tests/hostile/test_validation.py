@@ -235,3 +235,48 @@ def test_keys_a_launcher_adds_are_known_and_a_typo_of_them_is_not():
     check_settings(cfg)
     with pytest.raises(ConfigError, match="slurmm: unknown setting.*Did you mean 'slurm'"):
         check_settings({**cfg, "slurmm": {}})
+
+
+# -- issue 33: validation before writing, for every launcher and command --------------------------------------------
+@pytest.mark.parametrize("arg, field", [("slurm.mem_gb=abc", "slurm.mem_gb"), ("slurm.time=12h", "slurm.time"),
+                                        ("slurm.cpus_per_task=2.5", "slurm.cpus_per_task"),
+                                        ("slurm.array_parallelism=many", "slurm.array_parallelism"),
+                                        ("slurm.mem_gb=0", "slurm.mem_gb")])
+def test_slurm_settings_fail_with_one_line_before_anything_is_written(harness, tmp_path, monkeypatch, arg, field):
+    """``launcher=slurm slurm.mem_gb=abc`` raised a traceback; ``slurm.time=12h`` left ``.hydra/multirun-*``."""
+    import os
+
+    bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"  # stand-ins for a login node's sbatch / srun (never run)
+    bin_dir.mkdir()
+    for tool in ("sbatch", "srun", "squeue", "sacct"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    r = harness("-m", "launcher=slurm", arg, "run=sl", *SMALL)
+    assert r.code == 2 and field in r.err and "Traceback" not in r.err, r.err
+    assert len([line for line in r.err.splitlines() if line.startswith("error:")]) == 1, r.err
+    assert not (tmp_path / "outputs").exists() and not list(tmp_path.rglob("multirun*"))
+
+
+def test_slurm_setting_values_are_parsed_not_coerced():
+    from harness.app.slurm import SlurmSettingError, executor_parameters
+
+    base = {"time": "10", "array_parallelism": 2, "gres": None, "cpus_per_task": "4", "mem_gb": 8}
+    assert executor_parameters(base, {})["cpus_per_task"] == "4"  # the check can pass; submitit gets it as given
+    for k, v in (("mem_gb", "abc"), ("mem_gb", True), ("cpus_per_task", 1.5), ("array_parallelism", "x")):
+        with pytest.raises(SlurmSettingError, match=f"slurm.{k}="):
+            executor_parameters({**base, k: v}, {})
+
+
+def test_the_documented_report_human_study_key_is_accepted(harness, run_copy):
+    """``report run=A human_study=mystudy`` (docs/human-study.md) was refused by the unknown-key check."""
+    r = harness("report", "run=h", "human_study=nosuch")
+    assert r.code == 2 and "unknown setting" not in r.err and "nosuch" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_every_report_option_is_a_known_setting():
+    """The report's plain options (evaluate.reporting.cli) and the unknown-key check (harness.app.settings) agree."""
+    from evaluate.reporting.cli import REPORT_KEYS as OPTIONS
+    from harness.app.settings import REPORT_KEYS
+
+    assert set(OPTIONS) <= set(REPORT_KEYS)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.io import SEAL, seal_digest, sha256_file
+
 PHASES = {"V": [0, 2], "D1": [2, 4], "R1": [4, 6], "D2": [6, 8], "R2": [8, 10], "H": [10, 12]}
 EVENT = {"initial_state": "A ball rests on a table.", "action": "The ball rolls to the left.",
          "expected_next_state": "The ball has left the table when the camera returns.",
@@ -94,8 +96,8 @@ def make_runs(root: Path, arms=("alpha/fullkv", "beta/fullkv"), seeds: dict | No
                         "status": "computed", "value": j["value"], "started": j["started"], "answers": j["answers"],
                         "references": [q["answer"] for q in EVENT["questions"]], "items": j["items"]}
                 res = {"schema_version": 1, "item": item, "case_family": family, "num_revisits": 2, "phases": PHASES,
-                       "metrics": metrics, "video_sha256": "0" * 64}
-                (d / "metrics.json").write_text(json.dumps(res))
+                       "metrics": metrics, "video_sha256": sha256_file(d / "video.mp4")}
+                (d / "metrics.json").write_text(json.dumps({**res, SEAL: seal_digest(res)}))  # as evaluation seals it
                 rows.append({"dir": rel, "key": rel, "status": "done", **item})
         (run / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         runs.append(run)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.io import SEAL, seal_digest
+
 PHASES = {"lrlr": {"V": [0, 2], "D1": [2, 4], "R1": [4, 6], "D2": [6, 8], "R2": [8, 10], "H": [10, 12]},
           "lrud": {"V": [0, 2], "D1": [2, 4], "R1": [4, 6], "D2": [6, 8], "R2": [8, 10], "H": [10, 12]},
           "lrlrlr": {"V": [0, 2], "D1": [2, 3], "R1": [3, 5], "D2": [5, 6], "R2": [6, 8], "D3": [8, 9],
@@ -141,7 +143,7 @@ def make_run(root: Path, name: str = "synth", models=("lingbot_v2", "evoke"), co
                                "settings": {"bootstrap": {"n": 200, "seed": 0}, "departure_deg": 30.0,
                                             "return_tolerances_deg": [30.0, 15.0, 5.0]},
                                "timings_generation": {"generate_s": lat}}
-                        (d / "metrics.json").write_text(json.dumps(res))
+                        (d / "metrics.json").write_text(json.dumps({**res, SEAL: seal_digest(res)}))  # sealed
                         rows.append({"dir": rel, "key": rel, "status": "done", **item})
     run.mkdir(parents=True, exist_ok=True)
     (run / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from harness import PROJECT_ROOT
+from harness.io import write_text
 
 TARGET_S = 60.0
 FULL_CASES = 260
@@ -89,7 +90,7 @@ def write_case_set(folder: Path, n: int) -> Path:
                              "questions": [{"aspect": a, "question": f"Question {k}?", "answer": ans}
                                            for k, (a, ans) in enumerate(_QUESTIONS)]}
         case["trajectories"] = list(TRAJECTORIES)
-        (folder / f"case_{i:04d}.yaml").write_text(yaml.safe_dump(case, sort_keys=False))
+        write_text(folder / f"case_{i:04d}.yaml", yaml.safe_dump(case, sort_keys=False))
     return folder
 
 

@@ -119,8 +119,9 @@ def _eval(work: Path, videos: dict[str, Path], count: int) -> dict[str, Any]:
 
 
 def _report_run(work: Path, template: dict[str, Any], n: int) -> Path:
-    """``n`` synthetic evaluated items (manifest rows + metrics.json) in a run folder."""
-    from harness.io import write_text
+    """``n`` synthetic evaluated items (manifest rows + sealed metrics.json, as the evaluation writes them) in a run
+    folder."""
+    from harness.io import write_sealed_json, write_text
 
     rng = np.random.default_rng(1)
     run = work / "out" / "rel-report"
@@ -145,7 +146,7 @@ def _report_run(work: Path, template: dict[str, Any], n: int) -> Path:
                 for m in res["metrics"].values():
                     if isinstance(m.get("value"), (int, float)):
                         m["value"] = float(m["value"]) * float(rng.uniform(0.8, 1.2))
-                write_text(run / key / "metrics.json", json.dumps(res))
+                write_sealed_json(run / key / "metrics.json", res)
                 lines.append(json.dumps({**item, "key": key, "status": "done", "dir": key}))
     write_text(run / "manifest.jsonl", "\n".join(lines) + "\n")
     return run

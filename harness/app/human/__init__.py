@@ -1,7 +1,7 @@
 """``python -m harness human <plan|serve|report|export|tokens> key=value ...``: human evaluation of the metrics
 (WorldMemBench appendix F; docs/human-study.md).
 
-    human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0]
+    human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0] [secret=S]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
     human report study=NAME|DIR [n_boot=2000]
@@ -23,7 +23,8 @@ from harness.errors import UserError
 
 USAGE = __doc__.split("\n\n")[1]
 _COMMON = {"output_root"}
-KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge"},
+KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge",
+                 "secret"},
         "serve": {"study", "host", "port"}, "report": {"study", "n_boot"}, "export": {"study", "out", "unblind"},
         "tokens": {"study", "add"}}
 
@@ -98,13 +99,19 @@ def cmd_plan(args: dict) -> int:
         else ann.split(",")
     req = PlanRequest(runs=runs, metrics=metrics, seed=seed, pairs=_int(args, "pairs", None, 1, 10**6),
                       instances=_int(args, "instances", None, 1, 10**6), annotators=ids, judge=args.get("judge"),
-                      require_judge=_bool(args, "require_judge", True))
+                      require_judge=_bool(args, "require_judge", True), secret=args.get("secret"))
     if "out" in args and "name" in args:
         raise HumanArgError("human plan: give name= or out=, not both")
     if "out" in args:
         out = Path(args["out"])
     else:
         name = args.get("name") or f"{req.kind}-{'+'.join(r.name for r in runs)}-seed{seed}"
+        from harness.outputs import PlanError, check_name
+
+        try:  # the one name rule of every name that becomes a folder (harness.outputs.check_name)
+            check_name("name", name, "it becomes the study's folder under output_root/studies/")
+        except PlanError as exc:
+            raise HumanArgError(str(exc)) from None
         if not STUDY_NAME.match(name):
             raise HumanArgError(f"name={name}: use letters, digits and _ . + = - (up to 100 characters)")
         out = Path(root) / "studies" / name

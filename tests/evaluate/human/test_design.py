@@ -45,8 +45,8 @@ def test_candidates_cover_every_two_arms_per_task_and_pair_different_seeds(runs)
 
 
 def test_plan_is_deterministic_blind_and_balanced(runs, tmp_path):
-    r1 = plan(runs, tmp_path / "s1", pairs=8)
-    r2 = plan(runs, tmp_path / "s2", pairs=8)
+    r1 = plan(runs, tmp_path / "s1", pairs=8, secret="0123456789abcdef")  # the same recorded secret: the same study
+    r2 = plan(runs, tmp_path / "s2", pairs=8, secret="0123456789abcdef")
     d1, d2 = Path(r1["dir"]), Path(r2["dir"])
     assert r1["counts"] == {"environment.visible[pixel-thumb16]": {"candidates": 12, "pairs": 8, "short": False},
                             "object.geometry[template-ncc]": {"candidates": 6, "pairs": 6, "short": True}}
@@ -60,7 +60,7 @@ def test_plan_is_deterministic_blind_and_balanced(runs, tmp_path):
     assert [a["token_sha256"] for a in a1] != [a["token_sha256"] for a in a2]  # tokens are secrets, not seeded
     assert len({tuple(a["order"]) for a in a1}) == 3  # each annotator has an own order of the same items
     assert all(sorted(a["order"]) == sorted(i["id"] for i in read(d1, "study.json")["items"]) for a in a1)
-    r3 = plan(runs, tmp_path / "s3", pairs=8, seed=1)
+    r3 = plan(runs, tmp_path / "s3", pairs=8, seed=1, secret="0123456789abcdef")
     assert (Path(r3["dir"]) / "key.json").read_bytes() != (d1 / "key.json").read_bytes()
 
     key = read(d1, "key.json")
@@ -161,7 +161,9 @@ def test_annotators_can_be_added_with_seeded_orders(runs, tmp_path):
     assert set(toks) == {"ann1", "ann2", "ann3"} and toks["ann3"] == new["ann3"]
     assert all(token_hash(toks[a]) == ann[a]["token_sha256"] for a in toks)
     ids = [i["id"] for i in read(d, "study.json")["items"]]
-    assert ann["ann3"]["order"] == annotator_order(0, "ann3", ids)
+    secret = read(d, "key.json")["design"]["secret"]
+    assert ann["ann3"]["order"] == annotator_order(0, "ann3", ids, secret)
+    assert ann["ann3"]["order"] != annotator_order(0, "ann3", ids) or len(ids) < 3  # the secret takes part
     with pytest.raises(StudyError, match="already"):
         add_annotators(d, ["ann1"])
 

@@ -183,7 +183,7 @@ SECRET = "hf_SECRETVALUE123456"
 def test_secrets_in_model_env_are_never_written(tmp_path):
     r = run_cli(["-m", "model=sana_wm", "context=fullkv,native", "dry_run=true", "run=sec", "evaluate=off",
                  "cases.include=[environment_rocket]", f"+model.env={{HF_TOKEN: {SECRET}, MY_MODE: plain}}",
-                 "progress=false"], tmp_path)
+                 "+model.env_plain=[MY_MODE]", "progress=false"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert SECRET not in r.stdout + r.stderr
     files = [p for p in (tmp_path / "outputs").rglob("*") if p.is_file()]
