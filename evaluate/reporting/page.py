@@ -103,7 +103,9 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
         P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
                  "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
     if ranks:
-        P.append("<div class='fn'>Best per column in bold, second best underlined.</div>")
+        P.append("<div class='fn'>Best per column in bold where its paired 95 % interval separates it from every "
+                 "other row (as in the verdict), second best underlined likewise; unmarked columns do not "
+                 "separate.</div>")
     P.append("</section>")
     return "\n".join(P)
 

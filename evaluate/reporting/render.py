@@ -62,7 +62,8 @@ def markdown(t: Table, full: bool = False) -> str:
         L.append("| " + " | ".join([_md_escape(str(k)) for k in key] + out) + " |")
     L.append("")
     if ranks:
-        L += ["Best per column in **bold**, second best in *italics*.", ""]
+        L += [("Best per column in **bold** where its paired 95 % interval separates it from every other row (as "
+               "in the verdict), second best in *italics* likewise."), ""]
     for reason, k in note.items():
         L.append(f"[{k}] {_md_escape(reason)}  ")
     L += [f"- {_md_escape(x)}" for x in folded_lines(t)]
