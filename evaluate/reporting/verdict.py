@@ -20,6 +20,9 @@ from .cells import Cell, fmt
 MAX_LINES = 8
 #: headline metrics of a single-contender page
 MAX_HEADLINE = 6
+#: what a single-contender verdict suggests; a caller whose command cannot follow it (a sweep job, external
+#: videos) swaps it for its own (harness.app.cli)
+NO_COMPARISON_HINT = "Run several (e.g. `-m context=fullkv,sliding,fov`) for a verdict."
 
 
 def _num(c: Cell, signed: bool = False) -> str:
@@ -99,8 +102,7 @@ def verdict_lines(an: Analyses) -> list[str]:
         models = sorted({it.model for it in s.items})
         ctxs = sorted({it.context for it in s.items})
         head = (f"Nothing to compare: {', '.join(models)} under {', '.join(ctxs)} ({len(s.items)} videos), no other "
-                "policy or model on the same videos. Run several (e.g. `-m context=fullkv,sliding,fov`) for a "
-                "verdict.")
+                f"policy or model on the same videos. {NO_COMPARISON_HINT}")
         return [head] + [f"- {x}" for x in headline(an)]
     out = []
     for i, c in enumerate(v.comparisons):
