@@ -22,7 +22,7 @@ from .collect import Item
 from .plots import Palette
 from .render import cell_text
 from .tables import Table
-from .verdict import headline, latency_text, line_data
+from .verdict import answer, headline, latency_text, line_data
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
@@ -35,7 +35,8 @@ font-size:11px}.case video{width:320px;display:block;background:#000}img.fig{max
 img.strip{max-width:100%;height:auto;display:block}.warn{color:#a33;font-weight:bold}nav a{margin-right:.8em}
 section{margin-bottom:2em}h3{margin-bottom:.2em}#verdict{border:2px solid #2a6;padding:.3em 1em;border-radius:6px}
 table.verdict td{white-space:normal}table.verdict td.sep{font-weight:bold}.swatch{display:inline-block;width:14px;
-height:14px;margin:0 4px 0 12px;vertical-align:middle;border-radius:2px}details>summary{cursor:pointer;
+height:14px;margin:0 4px 0 12px;vertical-align:middle;border-radius:2px}p.answer{font-size:17px;font-weight:bold;
+margin:.4em 0;max-width:1100px}details>summary{cursor:pointer;
 font-weight:bold;margin:.4em 0}"""
 
 # Click a header to sort by that column (numbers by their data-v value, text otherwise); a second click reverses.
@@ -131,6 +132,9 @@ def verdict_html(an: Analyses) -> str:
              "one's speedup vs FullKV and every paired difference (separated ones in bold). [variant]: not the "
              "paper's backbone (see the variants table). No interval below 3 pairs. Chance: what a video with no "
              "memory of the content scores.</p>")
+    answers = [(c, a) for c in v.comparisons if (a := answer(an, c))]
+    if answers:  # the answer first, in words, before the tables that back it
+        P.insert(1, "".join(f"<p class='answer' data-answer='{_e(c.title)}'>{_e(a)}</p>" for c, a in answers))
     for i, c in enumerate(v.comparisons):
         lines = [x for x in v.lines if x.comparison is c]
         P.append(f"<h3>{_e(c.header)}</h3>")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
@@ -87,7 +88,7 @@ class Table:
                 reason = next((v.reason for _, cells in self.rows if isinstance(v := cells.get(c.key), Cell)
                                and v.reason), "not computed")
                 out.setdefault(_without_key(reason, c.key), []).append(c.key)
-        return list(out.items())
+        return _weights_in_one_line(list(out.items()))
 
     def ranks(self) -> dict[tuple[int, str], int]:
         """(row number, column key) -> 1 (best) or 2 (second best), for columns with a direction.
@@ -125,6 +126,27 @@ class Table:
                 if isinstance(v, Cell) and not v.ok() and v.reason:
                     out.setdefault(v.reason, len(out) + 1)
         return out
+
+
+#: the words of a backbone whose weights are not installed (evaluate/backbones.py); such columns fold into one line
+WEIGHTS_MISSING = "weights not found at "
+
+
+def _weights_in_one_line(folded: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """The folded columns whose only reason is a backbone without weights, as one entry pointing at
+    ``weights list`` (one line per backbone told the same thing nine times); every other reason stays as it is."""
+    import re
+
+    missing = [(r, cols) for r, cols in folded if WEIGHTS_MISSING in r]
+    if len(missing) < 2:
+        return folded
+    roots = sorted({str(Path(m.group(1)).parent) for r, _ in missing
+                    if (m := re.search(re.escape(WEIGHTS_MISSING) + r"(\S+)", r))})
+    where = f" under {', '.join(roots)}" if roots else ""
+    reason = (f"their backbones' weights are not installed{where}: `python -m harness weights list` shows each "
+              "backbone, what is missing and the command that fetches it (nothing is downloaded during a run)")
+    out = [x for x in folded if WEIGHTS_MISSING not in x[0]]
+    return [(reason, [c for _, cols in missing for c in cols])] + out
 
 
 def _without_key(reason: str, key: str) -> str:

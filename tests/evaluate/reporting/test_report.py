@@ -356,6 +356,42 @@ def test_emphasis_follows_the_verdict_never_a_tie(study):
     assert sec.count("class='best") == sum(1 for r in ranks.values() if r == 1)
 
 
+def test_the_first_screen_states_who_keeps_more_of_the_world(study):
+    """The answer sentence opens the verdict: FullKV and FoV tie (0.005 apart, below the resolution), both keep
+    more of the away view than Sliding; the paired difference is FullKV - Sliding over the 8 matched static videos."""
+    _, out, rep = study
+    page = (out / "index.html").read_text()
+    sec = page[page.index("id='verdict'"):]
+    i = sec.index("<p class='answer'")
+    assert i < sec.index("<table class='verdict'")  # before the tables that back it
+    text = sec[i:sec.index("</p>", i)]
+    assert "FullKV and FoV keep more of the world than Sliding on departure.return_visible[pixel-thumb16] ↑" in text
+    d = rep["analyses"].verdict.lines[0].metric.diff("fullkv", "sliding")
+    assert d.mean == pytest.approx(DEPARTURE["fullkv"] - DEPARTURE["sliding"]) and d.n == 8 and d.lo > 0
+    assert f"paired fullkv − sliding +{d.mean:.3f} [{d.lo:.3f}, {d.hi:.3f}] n=8" in text
+    md = (out / "report.md").read_text()
+    assert "- answer: FullKV and FoV keep more of the world than Sliding" in md
+
+
+def test_columns_without_weights_fold_into_one_line():
+    from evaluate.reporting.cells import Cell
+    from evaluate.reporting.render import folded_lines
+    from evaluate.reporting.tables import Column, Table
+
+    def nc(key: str, why: str) -> Cell:
+        return Cell(reason=f"{key}: {why}")
+
+    miss = "backbone {!r} (x): weights not found at /w/{} (missing a.pt); fetch them with: python -m harness weights fetch {}"
+    cols = [Column(k, k, True) for k in ("a[dinov2]", "b[laion]", "c[sam2]", "d")]
+    row = {"a[dinov2]": nc("a[dinov2]", miss.format("dinov2", "dinov2", "dinov2")),
+           "b[laion]": nc("b[laion]", miss.format("laion", "laion", "laion")),
+           "c[sam2]": nc("c[sam2]", miss.format("sam2", "sam2", "sam2")), "d": nc("d", "no dynamic case")}
+    lines = folded_lines(Table("t", "t", "", ["m"], cols, [(("x",), row)], fold=True))
+    assert len(lines) == 2  # three backbones without weights: one line; the other reason stays
+    assert "a[dinov2], b[laion], c[sam2]" in lines[0] and "python -m harness weights list" in lines[0]
+    assert "under /w" in lines[0] and lines[1].endswith("d: no dynamic case")
+
+
 def test_ranks_mark_nothing_without_a_separation():
     from evaluate.reporting.cells import Cell
     from evaluate.reporting.tables import Column, Table
