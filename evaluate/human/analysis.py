@@ -25,6 +25,7 @@ from harness.cases import ASPECTS
 
 from . import stats
 from .common import ANNOTATORS_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
+from .ranking import human_ranking
 from .store import read_votes
 
 ALL = "all metrics"
@@ -96,7 +97,9 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
         rho = stats.spearman([wr[a]["human"] for a in arms], [wr[a]["auto"] for a in arms],
                              "arms (models or policies) with votes")
         counts = stats.count_matrix([c for _, c, _ in rows], stats.CHOICES)
-        out["metrics"][m] = {
+        # beyond the paper: the arms ranked from the raw votes (Bradley-Terry) beside the metric's own ranking
+        bt = human_ranking([(it["A"]["arm"], it["B"]["arm"], c, p) for it, c, p in rows], n_boot, boot_seed)
+        out["metrics"][m] = {"bradley_terry": bt.as_dict(),
             **agr, "win_rates": wr, "spearman": rho.value, "spearman_n": rho.n, "spearman_reason": rho.reason,
             "fleiss_kappa": stats.fleiss_kappa(counts),
             "complete": int(sum(len(c) >= len(annotators) for _, c, _ in rows)),

@@ -105,7 +105,40 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
         for arm, x in sorted(r["win_rates"].items()):
             w.rows.append(((m, arm), {"human": _f(x["human"]), "auto": _f(x["auto"]), "votes": x["votes"],
                                       "pairs": x["pairs"]}))
-    return [t, w]
+    return [t, w, ranking_table(res, suffix)]
+
+
+def ranking_table(res: dict, suffix: str = ""):
+    """Beyond the paper: per metric, the arms ranked from the raw votes (Bradley-Terry, evaluate/human/ranking.py)
+    with 95 % bootstrap intervals, beside the metric's own ranking and their Spearman agreement."""
+    from evaluate.reporting.tables import Column, Table
+
+    t = Table(f"human_ranking{suffix}", "A ranking from people: Bradley-Terry from the A/B votes (beyond the paper)",
+              "Per metric's pairs: each arm's Bradley-Terry strength fitted to every raw vote (a vote for a side is a "
+              "win, a tie half a win of each side; log-odds scale, mean 0: P(i preferred over j) = 1 / (1 + "
+              "exp(-(s_i - s_j)))) with a 95 % percentile bootstrap interval over the pairs, its rank among the "
+              "arms, and the metric's own rank of the same arms (by its automatic win rate over the same pairs). "
+              "rho: Spearman's rho of the strengths and the automatic win rates across the arms (the agreement of "
+              "the two rankings). n/c: no finite estimate (an arm won or lost every vote) or fewer than 3 arms.",
+              ["metric", "arm"], [Column("score", "human strength [95% CI]"), Column("rank_human", "human rank"),
+                                  Column("auto", "metric win rate"), Column("rank_metric", "metric rank"),
+                                  Column("votes", "votes"), Column("rho", "rho (rankings agree)")])
+    for m, r in res["metrics"].items():
+        bt = r.get("bradley_terry")
+        if not bt:
+            continue
+        rho = _f(bt["spearman"]) if bt["spearman"] is not None else f"n/c ({bt['spearman_reason']})"
+        for arm, x in sorted(bt["arms"].items(), key=lambda kv: (kv[1]["rank_human"] or 99, kv[0])):
+            if x["score"] is None:
+                score = f"n/c ({bt['reason']})"
+            elif x["lo"] is None:
+                score = _f(x["score"])
+            else:
+                score = f"{x['score']:+.2f} [{x['lo']:+.2f}, {x['hi']:+.2f}]"
+            t.rows.append(((m, arm), {"score": score, "rank_human": x["rank_human"] or "",
+                                      "auto": _f(x["auto_win_rate"]), "rank_metric": x["rank_metric"] or "",
+                                      "votes": x["votes"], "rho": rho}))
+    return t
 
 
 def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:

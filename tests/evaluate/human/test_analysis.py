@@ -177,3 +177,35 @@ def test_the_study_report_includes_a_human_study(runs, tmp_path):
     assert "human_static" in out["tables"] and "t-human_static" in Path(out["html"]).read_text()
     argv = merge_run_args(["harness", "report", "run=a", "human_study=x,y", "human_study=z"])
     assert argv[-1] == "+human_study=['x','y','z']" and "run=a" in argv
+
+
+def test_report_ranks_the_arms_from_the_votes_beside_the_metric(runs, tmp_path):
+    """Two of three annotators side with the metric, the third against it: every arm wins and loses some votes,
+    so the Bradley-Terry strengths are finite; the people's ranking follows the majority, i.e. the metric's."""
+    from evaluate.human.ranking import bradley_terry
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+
+    def vote(a, it):
+        metric_side = "A" if it["A"]["value"] > it["B"]["value"] else "B"
+        return {"choice": metric_side if a != first else {"A": "B", "B": "A"}[metric_side]}
+
+    cast = vote_all(d, vote)
+    out = write_report(d, n_boot=200)
+    bt = out["results"]["metrics"][analysis.ALL]["bradley_terry"]
+    key = {i["id"]: i for i in json.loads((d / "key.json").read_text())["items"]}
+    by: dict = {}
+    for v in cast:
+        by.setdefault(v["item"], []).append(v["choice"])
+    direct = bradley_terry([(key[i]["A"]["arm"], key[i]["B"]["arm"], c) for i, c in by.items()])
+    assert direct.ok()
+    for arm, s in zip(direct.arms, direct.scores):
+        x = bt["arms"][arm]
+        assert x["score"] == pytest.approx(s, abs=1e-9) and x["lo"] <= x["score"] <= x["hi"]
+        assert x["rank_human"] == x["rank_metric"]  # the majority sides with the metric on every pair
+    assert bt["spearman"] == pytest.approx(1.0)
+    rows = list(csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_ranking.csv")))
+    assert {r["arm"] for r in rows if r["metric"] == analysis.ALL} == set(direct.arms)
+    assert "A ranking from people" in Path(out["markdown"]).read_text()
