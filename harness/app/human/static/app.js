@@ -101,7 +101,6 @@ function renderStatic(it, main) {
     const cap = it.first_view_per_side ? `First view of ${i === 0 ? "A" : "B"}` : "First view";
     views.append(el("figure", {}, el("img", {src: src, alt: cap}), el("figcaption", {text: cap})));
   });
-  sec.append(views);
   const clips = el("div", {class: "clips"});
   for (const side of ["A", "B"]) {
     const v = el("video", {id: "clip" + side, src: it.clips[side], muted: "", playsinline: "", loop: "",
@@ -109,7 +108,9 @@ function renderStatic(it, main) {
     v.muted = true;
     clips.append(el("figure", {}, v, el("figcaption", {class: "side", text: side})));
   }
-  sec.append(clips);
+  // the first view beside the two clips, in one row: on a 1366 x 768 laptop screen all three, the answers and
+  // Submit are visible at once (tests/harness/app/test_human_layout.py)
+  sec.append(el("div", {class: "media"}, views, clips));
   const segs = el("div", {id: "segments", class: "timeline"});
   const total = it.segments.length ? it.segments[it.segments.length - 1].end : 1;
   for (const s of it.segments) {

@@ -1,0 +1,59 @@
+"""The static annotation page fits a laptop screen: at 1366 x 768 the first view, both clips, the three answer
+buttons and Submit are inside the viewport without scrolling (a real headless Chromium; the screenshot is kept
+in outputs/test-artifacts/human_static_1366x768.png). Skips without playwright, Chromium or the human extra."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evaluate.reporting.browser import find_chromium
+from tests.support import ROOT
+
+pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
+pytest.importorskip("starlette", reason="the annotation app needs the human extra (pip install -e '.[human]')")
+pytest.importorskip("uvicorn", reason="the annotation app needs the human extra (pip install -e '.[human]')")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
+                                                   reason="no Chromium executable (apt-get install chromium)")]
+
+from tests.support.human_sim import StudyServer, login, tokens, wait_media  # noqa: E402
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1280, 720)])
+def test_static_page_fits_a_laptop_screen(tmp_path, size):
+    from playwright.sync_api import sync_playwright
+
+    from evaluate.human.design import PlanRequest, plan_study
+    from tests.support.human_data import make_runs
+
+    runs = make_runs(tmp_path / "runs")
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    token = next(iter(tokens(d).values()))
+    w, h = size
+    with StudyServer(d) as srv, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": w, "height": h})
+            login(page, srv.url, token)
+            wait_media(page)
+            boxes = page.evaluate("""() => Array.from(document.querySelectorAll(
+                '.first-view img, video, button.choice, #submit')).map(e => {const r = e.getBoundingClientRect();
+                return {what: e.id || e.dataset.choice || e.tagName, top: r.top, bottom: r.bottom, left: r.left,
+                        right: r.right, height: r.height};})""")
+            shot = tmp_path / "layout.png"
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    names = [b["what"] for b in boxes]
+    assert names.count("IMG") >= 1 and "clipA" in names and "clipB" in names
+    assert {"A", "T", "B", "submit"} <= set(names)
+    for b in boxes:  # wholly inside the first screen, and not squeezed to nothing
+        assert 0 <= b["top"] and b["bottom"] <= h and 0 <= b["left"] and b["right"] <= w, b
+        assert b["height"] > 20, b
+    clips = [b for b in boxes if b["what"] in ("clipA", "clipB")]
+    assert min(c["height"] for c in clips) >= 0.3 * h  # the clips stay large enough to judge
+    if size == (1366, 768):
+        (ROOT / "outputs" / "test-artifacts").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, ROOT / "outputs" / "test-artifacts" / "human_static_1366x768.png")
