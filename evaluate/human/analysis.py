@@ -171,8 +171,8 @@ def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0) -> dict[str
 
 # ------------------------------------------------------------------------------------------------------ export
 EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",
-                  "created_utc", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "arm",
-                  "gated_items"]
+                  "created_utc", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
+                  "value_B", "higher_is_better", "metric_prefers", "metric_preferred_arm", "arm", "gated_items"]
 
 
 def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[dict]:
@@ -191,6 +191,12 @@ def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[
                 r.update(metric=it["metric"], trajectory=it["task"]["trajectory"], case_id=it["task"]["case_id"],
                          arm_A=it["A"]["arm"], arm_B=it["B"]["arm"],
                          preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[v["choice"]])
+                # the metric's side of the pair, so agreement can be recomputed from the export alone
+                pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+                r.update(value_A=it["A"]["value"], value_B=it["B"]["value"],
+                         higher_is_better=it["higher_is_better"], metric_prefers=pref,
+                         metric_preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie",
+                                               None: None}[pref])
             else:
                 r.update(metric="dynamic", trajectory=it["arm"]["trajectory"], case_id=it["arm"]["case_id"],
                          arm=it["arm"]["arm"],

@@ -271,6 +271,23 @@ def study_tables(study_dir: Path, suffix: str = "", res: Optional[dict] = None) 
     return [*main, paper_table(res, suffix)]
 
 
+def strict_json(x: Any) -> Any:
+    """``x`` with every non-finite float (NaN, infinities: an undefined statistic) as None, so the file is JSON
+    (RFC 8259 has no NaN; Python's json writes a bare ``NaN`` that strict readers refuse). The reason an undefined
+    value is undefined stays in its ``*_reason`` field."""
+    if isinstance(x, float):
+        return x if np.isfinite(x) else None
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    return x
+
+
 def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
     ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
@@ -287,6 +304,6 @@ def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 
         write_text(out / "tables" / f"{t.id}.tex", render.latex(t))
     md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", ""] + [render.markdown(t) for t in tables])
     write_text(out / "agreement.md", md)
-    write_json(out / "agreement.json", res)
+    write_json(out / "agreement.json", strict_json(res))
     return {"out_dir": str(out), "markdown": str(out / "agreement.md"), "json": str(out / "agreement.json"),
             "tables": [t.id for t in tables], "results": res, "text": md}

@@ -209,3 +209,47 @@ def test_report_ranks_the_arms_from_the_votes_beside_the_metric(runs, tmp_path):
     rows = list(csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_ranking.csv")))
     assert {r["arm"] for r in rows if r["metric"] == analysis.ALL} == set(direct.arms)
     assert "A ranking from people" in Path(out["markdown"]).read_text()
+
+
+def test_export_carries_values_and_preference_so_agreement_can_be_recomputed(runs, tmp_path):
+    """From votes.csv alone (no key.json): the decisive majorities against the metric's side give the report's
+    agreement, counted by hand."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+    vote_all(d, lambda a, it: {"choice": "A" if a == first else "B" if it["A"]["value"] < it["B"]["value"] else "A"})
+    rows = list(csv.DictReader(open(analysis.export_votes(d)["csv"])))
+    by: dict = {}
+    for r in rows:
+        v_a, v_b = float(r["value_A"]), float(r["value_B"])
+        assert r["higher_is_better"] == "yes"
+        assert r["metric_prefers"] == ("A" if v_a > v_b else "B" if v_b > v_a else "T")
+        assert r["metric_preferred_arm"] == {"A": r["arm_A"], "B": r["arm_B"], "T": "tie"}[r["metric_prefers"]]
+        by.setdefault(r["item"], {"pref": r["metric_prefers"], "votes": []})["votes"].append(r["choice"])
+    decisive = agree = 0
+    for x in by.values():
+        for side in "AB":
+            if x["votes"].count(side) * 2 > len(x["votes"]):
+                decisive += 1
+                agree += side == x["pref"]
+    res = write_report(d, n_boot=50)["results"]["metrics"][analysis.ALL]
+    assert (res["decisive"], res["agree"]) == (decisive, agree) and decisive > 0
+
+
+def test_agreement_json_is_strict_json(runs, tmp_path):
+    """Two arms: Spearman's rho is undefined (NaN in memory); the file holds null and the reason, never a bare
+    NaN that a strict JSON reader refuses."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs[:2], ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "T"})
+    out = write_report(d, n_boot=50)
+    assert np.isnan(out["results"]["metrics"][analysis.ALL]["spearman"])
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    data = json.loads(Path(out["json"]).read_text(), parse_constant=refuse)
+    m = data["metrics"][analysis.ALL]
+    assert m["spearman"] is None and "at least 3" in m["spearman_reason"]
