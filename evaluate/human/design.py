@@ -161,6 +161,16 @@ def _metric_keys(items: Sequence[RunItem], specs: Sequence[str]) -> list[str]:
     return out
 
 
+def dropped_paper_metrics(items: Sequence[RunItem], specs: Sequence[str]) -> list[dict[str, str]]:
+    """With ``metric=static``: the paper's six static metrics that are not computed in these runs (so not in the
+    study), each with the recorded reason (typically a backbone without weights); empty otherwise. ``human plan``
+    prints them as a warning and the study's key records them (``design.dropped``)."""
+    if "static" not in specs:
+        return []
+    return [{"metric": mid, "reason": sources.not_computed_reason(items, mid)} for mid in PAPER_STATIC
+            if not sources.computed_keys(items, mid)]
+
+
 def _seed_pairs(a: list[RunItem], b: list[RunItem]) -> list[tuple[RunItem, RunItem]]:
     """Identical seeds pair with each other; the remaining videos pair by seed rank."""
     sb = {i.seed: i for i in b}
@@ -470,7 +480,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
 def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     """Design the study and write its folder ``out_dir`` (created whole or not at all).
 
-    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file"}``. Raises :class:`StudyError` for
+    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped"}`` (``dropped``:
+    :func:`dropped_paper_metrics`). Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
     from harness.io import temp_tag, write_json
@@ -493,6 +504,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
+    dropped = dropped_paper_metrics(items, req.metrics)
     prefix = "d" if req.kind == DYNAMIC else "p"
     width = max(3, len(str(len(recs))))
     perm = np.random.default_rng(sub_seed(req.seed, "ids")).permutation(len(recs))
@@ -518,6 +530,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         write_json(tmp / KEY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
             "seed": req.seed, "runs": [str(r) for r in req.runs], "metrics": req.metrics, "pairs": req.pairs,
             "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge, "counts": counts,
+            "dropped": dropped,
             "arms": sorted({it.arm for it in items}), "sides": "alternating per metric and arm pair, seeded start"},
             "items": hidden})
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
@@ -527,7 +540,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
-            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE)}
+            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped}
 
 
 def _remove_dead_partials(out_dir: Path) -> None:

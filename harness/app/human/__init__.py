@@ -114,6 +114,12 @@ def cmd_plan(args: dict) -> int:
         n = c.get("pairs", c.get("instances"))
         print(f"  {k}: {n} of {c['candidates']} candidate(s)" + (" (fewer than asked: every candidate is in)"
                                                                    if c.get("short") else ""))
+    if r.get("dropped"):  # metric=static without some of the paper's six: say so, never silently
+        print(f"warning: metric=static plans {len(r['counts'])} of the paper's six static metrics; not in this "
+              f"study (not computed in these runs): " + "; ".join(f"{d['metric']} ({d['reason']})"
+                                                                   for d in r["dropped"]) +
+              ". Fetch the missing weights (python -m harness weights list), evaluate again and plan anew to "
+              "include them.")
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
     print(f"next: python -m harness human serve study={r['dir']}")
