@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn", reason="the annotation app needs the human extra 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
                                                    reason="no Chromium executable (apt-get install chromium)")]
 
-from tests.support.human_sim import StudyServer, login, tokens, wait_media  # noqa: E402
+from tests.support.human_sim import StudyServer, login, tokens, wait_media
 
 
 @pytest.mark.parametrize("size", [(1366, 768), (1280, 720)])
