@@ -170,9 +170,11 @@ def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0) -> dict[str
 
 
 # ------------------------------------------------------------------------------------------------------ export
+#: the first BLIND_COLUMNS say what was clicked (no model, policy or case); the rest unblind it
 EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",
-                  "created_utc", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
+                  "created_utc", "corrected", "first_choice", "first_started", "first_answers", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
                   "value_B", "higher_is_better", "metric_prefers", "metric_preferred_arm", "arm", "gated_items"]
+BLIND_COLUMNS = 14
 
 
 def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[dict]:
@@ -185,7 +187,10 @@ def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[
         it = items[v["item"]]
         r = {"vote_id": v["id"], "annotator": v["annotator"], "item": v["item"], "kind": v["kind"],
              "choice": v["choice"], "started": v["started"], "answers": v["answers"], "client_id": v["client_id"],
-             "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"]}
+             "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"],
+             # a vote changed before moving on (the store's audit trail): the answer counted is the last one
+             "corrected": bool(v.get("corrections")), "first_choice": v.get("first_choice"),
+             "first_started": v.get("first_started"), "first_answers": v.get("first_answers")}
         if unblind:
             if v["kind"] == STATIC:
                 r.update(metric=it["metric"], trajectory=it["task"]["trajectory"], case_id=it["task"]["case_id"],
@@ -223,7 +228,7 @@ def export_votes(study_dir: Path, out_dir: Optional[Path] = None, unblind: bool 
     _, key, votes, _ = load(study_dir)
     rows = export_rows(key, votes, unblind)
     out = Path(out_dir) if out_dir else Path(study_dir) / EXPORT_DIR
-    cols = EXPORT_COLUMNS if unblind else EXPORT_COLUMNS[:10]
+    cols = EXPORT_COLUMNS if unblind else EXPORT_COLUMNS[:BLIND_COLUMNS]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
