@@ -73,8 +73,30 @@ def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[
 
 
 # ------------------------------------------------------------------------------------------------------ static
+def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
+    """Per annotator who answered an attention check (``design_checks``): ``checks`` answered, ``passed`` (the
+    side of the matching case) and the ``failed`` item ids."""
+    checks = {it["id"]: it["check"]["expected"] for it in key["items"] if it.get("check")}
+    out: dict[str, dict] = {}
+    for v in votes:
+        if v["item"] in checks:
+            r = out.setdefault(v["annotator"], {"checks": 0, "passed": 0, "failed": []})
+            r["checks"] += 1
+            if v["choice"] == checks[v["item"]]:
+                r["passed"] += 1
+            else:
+                r["failed"].append(v["item"])
+    return out
+
+
 def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
                    boot_seed: int = 0) -> dict[str, Any]:
+    """The static statistics over the study's pairs; attention checks are left out of every statistic and
+    reported apart (``attention``)."""
+    att = attention(key, votes)
+    key = {**key, "items": [it for it in key["items"] if not it.get("check")]}
+    real = {it["id"] for it in key["items"]}
+    votes = [v for v in votes if v["item"] in real]
     by = _by_item(votes)
     groups: dict[str, list[dict]] = {}
     for it in key["items"]:
@@ -82,7 +104,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
     planned = list((key["design"].get("counts") or {}))
     order = [m for m in planned if m in groups] + [m for m in groups if m not in planned] + [ALL]
     out: dict[str, Any] = {"kind": STATIC, "metrics": {}, "votes": len(votes), "annotators": list(annotators),
-                           "items": len(key["items"])}
+                           "items": len(key["items"]), "attention": att}
     for m in order:
         its = key["items"] if m == ALL else groups[m]
         rows = []
@@ -159,12 +181,21 @@ def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str],
             "judge": key["design"].get("counts", {}).get("dynamic", {}).get("judge")}
 
 
-def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0) -> dict[str, Any]:
+def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0,
+            exclude_failed_checks: bool = False) -> dict[str, Any]:
     """The agreement results of a study folder (see the module docstring); bootstrap: ``n_boot`` resamples,
-    ``boot_seed``, percentile 95 %."""
+    ``boot_seed``, percentile 95 %. ``exclude_failed_checks``: leave out every vote of an annotator who failed an
+    attention check (``excluded`` lists them; the ``attention`` section always reports every annotator)."""
     _, key, votes, ann = load(study_dir)
+    excluded: list[str] = []
+    if exclude_failed_checks and key["kind"] == STATIC:
+        excluded = sorted(a for a, r in attention(key, votes).items() if r["failed"])
+    kept = [v for v in votes if v["annotator"] not in excluded]
     fn = dynamic_results if key["kind"] == DYNAMIC else static_results
-    res = fn(key, votes, ann, n_boot, boot_seed)
+    res = fn(key, kept, [a for a in ann if a not in excluded], n_boot, boot_seed)
+    if key["kind"] == STATIC:
+        res["attention"] = attention(key, votes)
+    res["excluded"] = excluded
     res["bootstrap"] = {"n": n_boot, "seed": boot_seed, "interval": "percentile 95 %"}
     return res
 

@@ -111,6 +111,7 @@ class PlanRequest:
     annotators: list[str] = field(default_factory=lambda: ["a1", "a2", "a3"])
     judge: Optional[str] = None
     require_judge: bool = True
+    checks: int = 0  # static: attention checks mixed among the pairs (design_checks)
 
     @property
     def kind(self) -> str:
@@ -318,6 +319,39 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
     return chosen, counts
 
 
+def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict]) -> list[dict]:
+    """``req.checks`` attention checks: pairs that look like any other, where one side is a clip of the first
+    view's own video and the other the same arm's clip of another case (same trajectory and frames), so the
+    answer is not a matter of taste: the side of the matching case. Seeded; the side of the right answer
+    alternates. Each record carries ``check: {"expected": "A" | "B"}`` in the hidden key only; the statistics
+    leave checks out and the report gives each annotator's passes and failures (``evaluate/human/analysis.py``)."""
+    if req.checks <= 0:
+        return []
+    rng = np.random.default_rng(sub_seed(req.seed, "checks"))
+    pool = [r for r in chosen]
+    out = []
+    for k in range(req.checks):
+        order = rng.permutation(len(pool))
+        for i in order:
+            r = pool[int(i)]
+            left, right, first = r["_items"]
+            decoys = sorted((it for it in items if it.arm == first.arm and it.trajectory == first.trajectory
+                             and it.case_id != first.case_id and it.seed == first.seed), key=lambda it: it.case_id)
+            if decoys:
+                break
+        else:
+            raise StudyError("checks=: an attention check needs a second case of the same arm, trajectory and seed "
+                             "in these runs; run more cases or plan without checks=")
+        decoy = decoys[int(rng.integers(len(decoys)))]
+        expected = "A" if k % 2 == 0 else "B"
+        a, b = (first, decoy) if expected == "A" else (decoy, first)
+        out.append({"metric": r["metric"], "metric_id": r["metric_id"], "higher_is_better": r["higher_is_better"],
+                    "swapped": expected == "B", "task": dict(r["task"]), "check": {"expected": expected,
+                                                                                   "decoy_case": decoy.case_id},
+                    "A": _arm_record(a, r["metric"]), "B": _arm_record(b, r["metric"]), "_items": (a, b, first)})
+    return out
+
+
 def _static_media(rec: dict, sid: str, media: Path) -> dict:
     """Write a pair's clips and reference frame(s); return its public record."""
     left, right, first = rec.pop("_items")
@@ -503,7 +537,11 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     if not items:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
+    if req.checks and req.kind == DYNAMIC:
+        raise StudyError("checks= is for static studies (A/B pairs)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
+    if req.kind == STATIC and req.checks:
+        recs = recs + design_checks(req, items, recs)
     dropped = dropped_paper_metrics(items, req.metrics)
     prefix = "d" if req.kind == DYNAMIC else "p"
     width = max(3, len(str(len(recs))))
@@ -530,7 +568,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         write_json(tmp / KEY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
             "seed": req.seed, "runs": [str(r) for r in req.runs], "metrics": req.metrics, "pairs": req.pairs,
             "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge, "counts": counts,
-            "dropped": dropped,
+            "dropped": dropped, "checks": req.checks,
             "arms": sorted({it.arm for it in items}), "sides": "alternating per metric and arm pair, seeded start"},
             "items": hidden})
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
@@ -540,7 +578,8 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
-            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped}
+            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
+            "checks": req.checks}
 
 
 def _remove_dead_partials(out_dir: Path) -> None:

@@ -105,7 +105,30 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
         for arm, x in sorted(r["win_rates"].items()):
             w.rows.append(((m, arm), {"human": _f(x["human"]), "auto": _f(x["auto"]), "votes": x["votes"],
                                       "pairs": x["pairs"]}))
-    return [t, w, ranking_table(res, suffix)]
+    return [t, w, ranking_table(res, suffix), attention_table(res, suffix)]
+
+
+def attention_table(res: dict, suffix: str = ""):
+    """Per annotator: the attention checks answered, passed and failed (the failed items named), and whether
+    their votes were left out (``human report exclude=failed_checks``)."""
+    from evaluate.reporting.tables import Column, Table
+
+    att = res.get("attention") or {}
+    excluded = set(res.get("excluded") or [])
+    t = Table(f"human_attention{suffix}", "Attention checks per annotator",
+              "Attention checks look like any pair, but one clip is of another case than the first view, so one "
+              "answer is right: the side of the matching case. They never enter the statistics above. A failed "
+              "check is reported here; `human report exclude=failed_checks` leaves out every vote of an annotator "
+              "who failed one (the statistics above then say how many annotators remain).",
+              ["annotator"], [Column("checks", "checks answered"), Column("passed", "passed"),
+                              Column("failed", "failed"), Column("failed_items", "failed items"),
+                              Column("excluded", "votes excluded")])
+    for a, r in sorted(att.items()):
+        t.rows.append(((a,), {"checks": r["checks"], "passed": r["passed"], "failed": len(r["failed"]),
+                              "failed_items": ", ".join(r["failed"]), "excluded": "yes" if a in excluded else "no"}))
+    if not t.rows:
+        t.notes.append("No attention check was planned (human plan ... checks=N) or none is answered yet.")
+    return t
 
 
 def ranking_table(res: dict, suffix: str = ""):
@@ -288,14 +311,15 @@ def strict_json(x: Any) -> Any:
     return x
 
 
-def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000) -> dict[str, Any]:
+def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000,
+                 exclude_failed_checks: bool = False) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
     ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
     from evaluate.reporting import render
     from harness.io import write_json, write_text
 
     study_dir = Path(study_dir)
-    res = analyse(study_dir, n_boot=n_boot)
+    res = analyse(study_dir, n_boot=n_boot, exclude_failed_checks=exclude_failed_checks)
     tables = study_tables(study_dir, res=res)
     out = Path(out_dir) if out_dir else study_dir / REPORT_DIR
     for t in tables:

@@ -3,8 +3,9 @@
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
+                 [checks=N]  (static: N attention checks mixed among the pairs)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
-    human report study=NAME|DIR [n_boot=2000]
+    human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
     human tokens study=NAME|DIR add=ann4[,ann5]
 
@@ -23,8 +24,10 @@ from harness.errors import UserError
 
 USAGE = __doc__.split("\n\n")[1]
 _COMMON = {"output_root"}
-KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge"},
-        "serve": {"study", "host", "port"}, "report": {"study", "n_boot"}, "export": {"study", "out", "unblind"},
+KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge",
+                 "checks"},
+        "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
+        "export": {"study", "out", "unblind"},
         "tokens": {"study", "add"}}
 
 
@@ -98,7 +101,7 @@ def cmd_plan(args: dict) -> int:
         else ann.split(",")
     req = PlanRequest(runs=runs, metrics=metrics, seed=seed, pairs=_int(args, "pairs", None, 1, 10**6),
                       instances=_int(args, "instances", None, 1, 10**6), annotators=ids, judge=args.get("judge"),
-                      require_judge=_bool(args, "require_judge", True))
+                      require_judge=_bool(args, "require_judge", True), checks=_int(args, "checks", 0, 0, 1000))
     if "out" in args and "name" in args:
         raise HumanArgError("human plan: give name= or out=, not both")
     if "out" in args:
@@ -120,6 +123,8 @@ def cmd_plan(args: dict) -> int:
                                                                    for d in r["dropped"]) +
               ". Fetch the missing weights (python -m harness weights list), evaluate again and plan anew to "
               "include them.")
+    if r.get("checks"):
+        print(f"  attention checks: {r['checks']} (mixed among the pairs; never in the statistics)")
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
     print(f"next: python -m harness human serve study={r['dir']}")
@@ -148,7 +153,12 @@ def cmd_serve(args: dict) -> int:
 def cmd_report(args: dict) -> int:
     from evaluate.human.report import write_report
 
-    out = write_report(_study(args), n_boot=_int(args, "n_boot", 2000, 100, 10**6))
+    exclude = args.get("exclude", "none")
+    if exclude not in ("none", "failed_checks"):
+        raise HumanArgError(f"exclude={exclude}: use exclude=failed_checks (leave out annotators who failed an "
+                            "attention check) or exclude=none")
+    out = write_report(_study(args), n_boot=_int(args, "n_boot", 2000, 100, 10**6),
+                       exclude_failed_checks=exclude == "failed_checks")
     print(out["text"])
     print(f"report: {out['markdown']}  {out['json']}  tables: {Path(out['out_dir']) / 'tables'}")
     return 0

@@ -253,3 +253,44 @@ def test_agreement_json_is_strict_json(runs, tmp_path):
     data = json.loads(Path(out["json"]).read_text(), parse_constant=refuse)
     m = data["metrics"][analysis.ALL]
     assert m["spearman"] is None and "at least 3" in m["spearman_reason"]
+
+
+def test_attention_checks_are_reported_left_out_of_the_statistics_and_excludable(runs, tmp_path):
+    """checks=4: pairs whose one side is another case's clip. Annotator a1 answers them wrong (the decoy side),
+    the others right; every annotator sides with the metric on the real pairs. The report names a1's failures,
+    the statistics count real pairs only, and exclude=failed_checks leaves a1's votes out."""
+    from evaluate.human.report import write_report
+    from harness.app.human import main as human_main
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, checks=4), tmp_path / "s")["dir"])
+    key = json.loads((d / "key.json").read_text())
+    checks = {i["id"]: i for i in key["items"] if i.get("check")}
+    assert len(checks) == 4 and sorted(c["check"]["expected"] for c in checks.values()) == ["A", "A", "B", "B"]
+    for c in checks.values():  # the right side is the first view's own case, the other a decoy of another case
+        right, wrong = (c["A"], c["B"]) if c["check"]["expected"] == "A" else (c["B"], c["A"])
+        assert right["case_id"] == c["task"]["case_id"] != wrong["case_id"] == c["check"]["decoy_case"]
+    public = (d / "study.json").read_text()
+    assert "check" not in public and "decoy" not in public  # a check looks like any other pair
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+
+    def vote(a, it):
+        if it.get("check"):
+            right = it["check"]["expected"]
+            return {"choice": right if a != first else {"A": "B", "B": "A"}[right]}
+        return {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"}
+
+    vote_all(d, vote)
+    res = write_report(d, n_boot=50)["results"]
+    assert res["attention"][first] == {"checks": 4, "passed": 0, "failed": sorted(checks, key=list(
+        x["item"] for x in analysis.read_votes(d) if x["annotator"] == first).index)}
+    assert all(r["passed"] == 4 and not r["failed"] for a, r in res["attention"].items() if a != first)
+    real = len(key["items"]) - 4
+    assert res["items"] == real and res["metrics"][analysis.ALL]["pairs"] == real  # checks never counted
+    assert res["metrics"][analysis.ALL]["agreement"] == 1.0 and res["excluded"] == []
+    ex = write_report(d, n_boot=50, exclude_failed_checks=True)
+    assert ex["results"]["excluded"] == [first] and first not in ex["results"]["annotators"]
+    assert ex["results"]["votes"] == real * 2  # the two remaining annotators' votes on the real pairs
+    md = Path(ex["markdown"]).read_text()
+    line = next(x for x in md.splitlines() if x.startswith(f"| {first} |"))
+    assert "| 4 | 0 | 4 |" in line and line.rstrip().endswith("| yes |")
+    assert human_main(["report", f"study={d}", "exclude=everyone"]) == 2  # a bad value is a user error
