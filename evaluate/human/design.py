@@ -328,13 +328,13 @@ def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[d
     if req.checks <= 0:
         return []
     rng = np.random.default_rng(sub_seed(req.seed, "checks"))
-    pool = [r for r in chosen]
+    pool = list(chosen)
     out = []
     for k in range(req.checks):
         order = rng.permutation(len(pool))
         for i in order:
             r = pool[int(i)]
-            left, right, first = r["_items"]
+            _, _, first = r["_items"]
             decoys = sorted((it for it in items if it.arm == first.arm and it.trajectory == first.trajectory
                              and it.case_id != first.case_id and it.seed == first.seed), key=lambda it: it.case_id)
             if decoys:
