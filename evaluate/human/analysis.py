@@ -200,6 +200,40 @@ def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0,
     return res
 
 
+# ---------------------------------------------------------------------------------------------------- progress
+def progress(study_dir: Path) -> list[dict]:
+    """The organiser's view, per annotator: items answered of their total, the time of their last vote, votes
+    changed (corrections), attention checks passed / answered, and (static) the share of their own votes on real
+    pairs that side with the metric's preference (ties of either kind left out): the agreement so far. Readable
+    while the server runs."""
+    from harness.io import read_json
+
+    _, key, votes, ann = load(study_dir)
+    orders = {a["id"]: a["order"] for a in read_json(Path(study_dir) / ANNOTATORS_FILE)["annotators"]}
+    items = {i["id"]: i for i in key["items"]}
+    att = attention(key, votes) if key["kind"] == STATIC else {}
+    out = []
+    for a in ann:
+        mine = [v for v in votes if v["annotator"] == a]
+        agree = n = 0
+        if key["kind"] == STATIC:
+            for v in mine:
+                it = items[v["item"]]
+                if it.get("check"):
+                    continue
+                pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+                if pref in ("A", "B") and v["choice"] in ("A", "B"):
+                    n += 1
+                    agree += v["choice"] == pref
+        r = att.get(a, {"checks": 0, "passed": 0, "failed": []})
+        out.append({"annotator": a, "done": len(mine), "total": len(orders.get(a, [])),
+                    "last_vote_utc": max((v["created_utc"] for v in mine), default=None),
+                    "corrected": sum(1 for v in mine if v.get("corrections")),
+                    "checks": r["checks"], "checks_passed": r["passed"],
+                    "agree_with_metric": agree / n if n else None, "decisive_votes": n})
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ export
 #: the first BLIND_COLUMNS say what was clicked (no model, policy or case); the rest unblind it
 EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",

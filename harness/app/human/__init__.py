@@ -8,6 +8,7 @@
     human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
     human tokens study=NAME|DIR add=ann4[,ann5]
+    human status study=NAME|DIR            (the organiser's view: each annotator's progress, checks, agreement)
 
 ``output_root=`` (default ``outputs``) places studies under ``<output_root>/studies/``. Plain ``key=value``
 arguments (no Hydra: nothing here needs the run configuration); a bad one is a one-line error with exit code 2.
@@ -28,7 +29,7 @@ KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "n
                  "checks"},
         "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
         "export": {"study", "out", "unblind"},
-        "tokens": {"study", "add"}}
+        "tokens": {"study", "add"}, "status": {"study"}}
 
 
 class HumanArgError(UserError):
@@ -184,8 +185,25 @@ def cmd_tokens(args: dict) -> int:
     return 0
 
 
+def cmd_status(args: dict) -> int:
+    """The organiser's view of a running study (reads the vote store; the server may be running)."""
+    from evaluate.human.analysis import progress
+
+    study = _study(args)
+    rows = progress(study)
+    print(f"study {study.name}: {sum(r['done'] for r in rows)} of {sum(r['total'] for r in rows)} answers in")
+    print(f"  {'annotator':<12} {'done':>11} {'last vote (UTC)':<20} {'changed':>7} {'checks ok':>9} "
+          f"{'agree w/ metric':>16}")
+    for r in rows:
+        ag = "-" if r["agree_with_metric"] is None else f"{100 * r['agree_with_metric']:.0f} % of {r['decisive_votes']}"
+        ck = f"{r['checks_passed']}/{r['checks']}" if r["checks"] else "-"
+        print(f"  {r['annotator']:<12} {str(r['done']) + ' / ' + str(r['total']):>11} "
+              f"{(r['last_vote_utc'] or '-')[:19]:<20} {r['corrected']:>7} {ck:>9} {ag:>16}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[dict], int]] = {"plan": cmd_plan, "serve": cmd_serve, "report": cmd_report,
-                                              "export": cmd_export, "tokens": cmd_tokens}
+                                              "export": cmd_export, "tokens": cmd_tokens, "status": cmd_status}
 
 
 def main(argv: list[str]) -> int:

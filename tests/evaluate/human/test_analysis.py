@@ -294,3 +294,30 @@ def test_attention_checks_are_reported_left_out_of_the_statistics_and_excludable
     line = next(x for x in md.splitlines() if x.startswith(f"| {first} |"))
     assert "| 4 | 0 | 4 |" in line and line.rstrip().endswith("| yes |")
     assert human_main(["report", f"study={d}", "exclude=everyone"]) == 2  # a bad value is a user error
+
+
+def test_status_shows_each_annotators_progress_checks_and_agreement(runs, tmp_path, capsys):
+    from evaluate.human.store import VoteStore, study_hash
+    from harness.app.human import main as human_main
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, checks=2), tmp_path / "s")["dir"])
+    key = {i["id"]: i for i in json.loads((d / "key.json").read_text())["items"]}
+    ann = json.loads((d / "annotators.json").read_text())["annotators"]
+    store = VoteStore(d / "votes.sqlite", study_hash(d / "study.json"))
+    a1 = ann[0]
+    real = [i for i in a1["order"] if not key[i].get("check")][:3]
+    chk = [i for i in a1["order"] if key[i].get("check")][:1]
+    for i in real[:2]:  # two votes with the metric, one against it (metric side: the higher value)
+        it = key[i]
+        store.record(a1["id"], i, "static", {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
+    it = key[real[2]]
+    store.record(a1["id"], real[2], "static", {"choice": "B" if it["A"]["value"] > it["B"]["value"] else "A"})
+    store.record(a1["id"], chk[0], "static", {"choice": key[chk[0]]["check"]["expected"]})
+    rows = {r["annotator"]: r for r in analysis.progress(d)}
+    r = rows[a1["id"]]
+    assert (r["done"], r["total"], r["checks"], r["checks_passed"]) == (4, len(key), 1, 1)
+    assert r["agree_with_metric"] == pytest.approx(2 / 3) and r["decisive_votes"] == 3
+    assert rows[ann[1]["id"]]["done"] == 0 and rows[ann[1]["id"]]["agree_with_metric"] is None
+    assert human_main(["status", f"study={d}"]) == 0
+    out = capsys.readouterr().out
+    assert f"4 of {3 * len(key)} answers in" in out and "67 % of 3" in out and "1/1" in out
