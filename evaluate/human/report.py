@@ -256,11 +256,23 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
             return str(8 * res["votes"]), None
         return "", None
     m = h.get("metric")
-    if measure in ("pairs", "judgements", "tasks", "judgements_per_metric"):  # per metric: the mean over metrics
-        allr = res["metrics"][ALL]
-        n_metrics = max(1, len(res["metrics"]) - 1)
-        return str({"pairs": allr["pairs"], "judgements": res["votes"], "tasks": allr["pairs"] // n_metrics,
-                    "judgements_per_metric": res["votes"] // n_metrics}[measure]), None
+    if measure in ("pairs", "judgements"):
+        return str(res["metrics"][ALL]["pairs"] if measure == "pairs" else res["votes"]), None
+    if measure in ("tasks", "judgements_per_metric"):
+        # the paper's "tasks" are its pairs per metric (504 / 6 = 84) and its judgements per metric 3 x 84; ours
+        # per metric exactly when every metric has the same count, else the mean and the range (never a floor)
+        per = []
+        for k, r in res["metrics"].items():
+            if k == ALL:
+                continue
+            # every vote counts once for each of the pair's two arms in the win rates
+            per.append(r["pairs"] if measure == "tasks" else sum(x["votes"] for x in r["win_rates"].values()) // 2)
+        if not per:
+            return "", None
+        if min(per) == max(per):
+            return f"{per[0]} (pairs per metric)" if measure == "tasks" else str(per[0]), None
+        what = "pairs" if measure == "tasks" else "votes"
+        return f"{np.mean(per):.1f} {what} per metric on average ({min(per)} to {max(per)})", None
     if m in ("min", "max"):  # over the paper's six metrics only (a protocol extension is not one of them)
         from .design import PAPER_STATIC
 

@@ -321,3 +321,22 @@ def test_status_shows_each_annotators_progress_checks_and_agreement(runs, tmp_pa
     assert human_main(["status", f"study={d}"]) == 0
     out = capsys.readouterr().out
     assert f"4 of {3 * len(key)} answers in" in out and "67 % of 3" in out and "1/1" in out
+
+
+def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(runs, tmp_path):
+    """The two metrics have different pair counts here: 'tasks' (the paper's pairs per metric) and 'judgements per
+    metric' give the mean and the range, not a floored quotient of the totals."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "T"})
+    out = write_report(d, n_boot=50)
+    res = out["results"]
+    per = {k: r["pairs"] for k, r in res["metrics"].items() if k != analysis.ALL}
+    assert len(set(per.values())) == 2  # object.geometry and environment.visible differ
+    rows = {r["column"]: r["ours"] for r in csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_paper.csv"))
+            if r["row"] == "study"}
+    mean = sum(per.values()) / 2
+    assert rows["tasks"] == f"{mean:.1f} pairs per metric on average ({min(per.values())} to {max(per.values())})"
+    assert rows["judgements per metric"] == (f"{3 * mean:.1f} votes per metric on average "
+                                             f"({3 * min(per.values())} to {3 * max(per.values())})")
