@@ -33,10 +33,23 @@ def _f(v: Optional[float], digits: int = 3) -> str:
     return "n/c" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
-def _pct(r: dict) -> str:
+def _pct(r: dict):
+    """The agreement as a share with its interval over the decisive pairs (a Cell: printed as a percentage,
+    written to CSV as numbers: agreement, :lo, :hi, :n = decisive pairs)."""
+    from evaluate.reporting.cells import Cell
+
     if not np.isfinite(r["agreement"]):
-        return "n/c (no decisive pair)"
-    return f"{100 * r['agreement']:.1f} [{100 * r['lo']:.1f}, {100 * r['hi']:.1f}]"
+        return Cell(reason="no decisive pair (every pair a majority tie or a split)", kind="rate")
+    return Cell(float(r["agreement"]), float(r["lo"]), float(r["hi"]), int(r["decisive"]), kind="rate")
+
+
+def _num(v: float | None, reason: str = "undefined"):
+    """A statistic as a plain number (CSV: a number), or an n/c Cell with the reason."""
+    from evaluate.reporting.cells import Cell
+
+    if v is None or not np.isfinite(v):
+        return Cell(reason=reason)
+    return float(v)
 
 
 def _paper(data: Optional[dict] = None) -> tuple[list[dict], dict[str, dict]]:
@@ -81,7 +94,7 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
               "kappa of the A / Tie / B votes over the pairs.",
               ["metric"], [Column("pairs", "pairs"), Column("complete", "fully voted"),
                            Column("decisive", "decisive"), Column("agree", "agree"),
-                           Column("agreement", "agreement [%] [95% CI]"), Column("majority_ties", "majority ties"),
+                           Column("agreement", "agreement [95% CI]"), Column("majority_ties", "majority ties"),
                            Column("splits", "splits"), Column("metric_ties", "metric ties"),
                            Column("arms", "arms"), Column("spearman", "Spearman rho (arms)"),
                            Column("kappa", "Fleiss kappa"), Column("paper_agreement", "paper agreement [%]"),
@@ -92,8 +105,9 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
             "pairs": r["pairs"], "complete": r["complete"], "decisive": r["decisive"], "agree": r["agree"],
             "agreement": _pct(r), "majority_ties": r["majority_ties"], "splits": r["splits"],
             "metric_ties": r["metric_ties"], "arms": len(r["win_rates"]),
-            "spearman": _f(r["spearman"]) if np.isfinite(r["spearman"]) else f"n/c ({r['spearman_reason']})",
-            "kappa": _f(r["fleiss_kappa"]), "paper_agreement": _paper_value(entries, "agreement_pct", name),
+            "spearman": _num(r["spearman"], r["spearman_reason"] or "undefined"),
+            "kappa": _num(r["fleiss_kappa"], "undefined (fewer than two votes a pair, or one answer only)"),
+            "paper_agreement": _paper_value(entries, "agreement_pct", name),
             "paper_rho": _paper_value(entries, "rho", name),
             "backbone": _backbone_is_paper(m, by_id) if m != ALL else ""}))
     w = Table(f"human_winrates{suffix}", "Human evaluation: win rates per arm",
@@ -103,8 +117,8 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
                                   Column("votes", "votes"), Column("pairs", "pairs")])
     for m, r in res["metrics"].items():
         for arm, x in sorted(r["win_rates"].items()):
-            w.rows.append(((m, arm), {"human": _f(x["human"]), "auto": _f(x["auto"]), "votes": x["votes"],
-                                      "pairs": x["pairs"]}))
+            w.rows.append(((m, arm), {"human": _num(x["human"], "no vote"), "auto": _num(x["auto"]),
+                                      "votes": x["votes"], "pairs": x["pairs"]}))
     return [t, w, ranking_table(res, suffix), attention_table(res, suffix)]
 
 
@@ -150,16 +164,17 @@ def ranking_table(res: dict, suffix: str = ""):
         bt = r.get("bradley_terry")
         if not bt:
             continue
-        rho = _f(bt["spearman"]) if bt["spearman"] is not None else f"n/c ({bt['spearman_reason']})"
+        from evaluate.reporting.cells import Cell
+
+        rho = _num(bt["spearman"], bt["spearman_reason"] or "undefined")
         for arm, x in sorted(bt["arms"].items(), key=lambda kv: (kv[1]["rank_human"] or 99, kv[0])):
             if x["score"] is None:
-                score = f"n/c ({bt['reason']})"
-            elif x["lo"] is None:
-                score = _f(x["score"])
-            else:
-                score = f"{x['score']:+.2f} [{x['lo']:+.2f}, {x['hi']:+.2f}]"
-            t.rows.append(((m, arm), {"score": score, "rank_human": x["rank_human"] or "",
-                                      "auto": _f(x["auto_win_rate"]), "rank_metric": x["rank_metric"] or "",
+                score = Cell(reason=bt["reason"] or "no estimate")
+            else:  # the interval over pairs; n = the arm's votes
+                lo, hi = (x["lo"], x["hi"]) if x["lo"] is not None else (float("nan"), float("nan"))
+                score = Cell(x["score"], lo, hi, max(1, x["votes"]))
+            t.rows.append(((m, arm), {"score": score, "rank_human": x["rank_human"],
+                                      "auto": _num(x["auto_win_rate"]), "rank_metric": x["rank_metric"],
                                       "votes": x["votes"], "rho": rho}))
     return t
 

@@ -340,3 +340,23 @@ def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(runs, tmp_pa
     assert rows["tasks"] == f"{mean:.1f} pairs per metric on average ({min(per.values())} to {max(per.values())})"
     assert rows["judgements per metric"] == (f"{3 * mean:.1f} votes per metric on average "
                                              f"({3 * min(per.values())} to {3 * max(per.values())})")
+
+
+def test_human_tables_write_tidy_numeric_csv(runs, tmp_path):
+    """Numbers as numbers: the agreement and its interval in their own columns, statistics as plain numbers, no
+    empty interval columns beside plain values."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
+    out = write_report(d, n_boot=50)
+    with open(Path(out["out_dir"]) / "tables" / "human_static.csv") as f:
+        head = next(csv.reader(f))
+        f.seek(0)
+        rows = list(csv.DictReader(f))
+    assert {"agreement", "agreement:lo", "agreement:hi", "agreement:n"} <= set(head)
+    assert "pairs:lo" not in head and "decisive:n" not in head  # plain counts: one column each
+    r = next(x for x in rows if x["metric"] == analysis.ALL)
+    assert float(r["agreement"]) == 1.0 and float(r["agreement:lo"]) <= 1.0 and int(r["agreement:n"]) > 0
+    assert float(r["spearman"]) == pytest.approx(1.0) and int(r["pairs"]) > 0
+    assert len(head) < 30
