@@ -179,6 +179,17 @@ def ranking_table(res: dict, suffix: str = ""):
     return t
 
 
+def _corr_cell(r: dict, col: str):
+    """A correlation with its bootstrap interval as a Cell (n = instances), or n/c with the reason."""
+    from evaluate.reporting.cells import Cell
+
+    if r[col] is None or not np.isfinite(r[col]):
+        return Cell(reason=r.get(f"{col}_reason") or "undefined")
+    lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+    return Cell(float(r[col]), float("nan") if lo is None else float(lo), float("nan") if hi is None else float(hi),
+                int(r["n"]))
+
+
 def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
     from evaluate.reporting.tables import Column, Table
 
@@ -197,12 +208,10 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
                               Column("paper_plcc", "paper PLCC")])
     for d in ["overall", *ASPECTS]:
         r = res["dimensions"][d]
-        rho = f"{r['spearman']:.3f} [{_f(r['spearman_lo'])}, {_f(r['spearman_hi'])}]" if np.isfinite(r["spearman"]) \
-            else f"n/c ({r['spearman_reason']})"
-        pl = f"{r['plcc']:.3f} [{_f(r['plcc_lo'])}, {_f(r['plcc_hi'])}]" if np.isfinite(r["plcc"]) \
-            else f"n/c ({r['plcc_reason']})"
+        rho, pl = _corr_cell(r, "spearman"), _corr_cell(r, "plcc")
         name = DIMENSIONS[d]
-        t.rows.append(((name,), {"n": r["n"], "human_mean": _f(r["human_mean"]), "vlm_mean": _f(r["vlm_mean"]),
+        t.rows.append(((name,), {"n": r["n"], "human_mean": _num(r["human_mean"], "no instance"),
+                                 "vlm_mean": _num(r["vlm_mean"], "no instance"),
                                  "spearman": rho, "plcc": pl, "paper_rho": _paper_value(entries, "rho", name),
                                  "paper_plcc": _paper_value(entries, "plcc", name)}))
     a = Table(f"human_dynamic_agreement{suffix}", "Human evaluation: dynamic memory, annotator agreement",
@@ -212,7 +221,7 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
               ["measure"], [Column("value", "value")])
     for k, lab in (("fleiss_kappa_gate", "Fleiss kappa, event gate"), ("fleiss_kappa_items", "Fleiss kappa, items"),
                    ("gate_agreement", "judge gate = human majority"), ("item_agreement", "judge item = human label")):
-        a.rows.append(((lab,), {"value": _f(res[k])}))
+        a.rows.append(((lab,), {"value": _num(res[k])}))
     a.rows.append((("undecided item labels",), {"value": res["tied_labels"]}))
     a.rows.append((("fully voted instances",), {"value": res["complete"]}))
     return [t, a]
