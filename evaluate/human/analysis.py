@@ -76,7 +76,7 @@ def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[
 def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
     """Per annotator who answered an attention check (``design_checks``): ``checks`` answered, ``passed`` (the
     side of the matching case) and the ``failed`` item ids."""
-    checks = {it["id"]: it["check"]["expected"] for it in key["items"] if it.get("check")}
+    checks = {it["id"]: it["check"]["expected"] for it in key["items"] if it.get("check") and not it.get("practice")}
     out: dict[str, dict] = {}
     for v in votes:
         if v["item"] in checks:
@@ -94,7 +94,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
     """The static statistics over the study's pairs; attention checks are left out of every statistic and
     reported apart (``attention``)."""
     att = attention(key, votes)
-    key = {**key, "items": [it for it in key["items"] if not it.get("check")]}
+    key = {**key, "items": [it for it in key["items"] if not it.get("check") and not it.get("practice")]}
     real = {it["id"] for it in key["items"]}
     votes = [v for v in votes if v["item"] in real]
     by = _by_item(votes)
@@ -219,7 +219,7 @@ def progress(study_dir: Path) -> list[dict]:
         if key["kind"] == STATIC:
             for v in mine:
                 it = items[v["item"]]
-                if it.get("check"):
+                if it.get("check") or it.get("practice"):
                     continue
                 pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
                 if pref in ("A", "B") and v["choice"] in ("A", "B"):

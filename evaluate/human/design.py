@@ -112,6 +112,7 @@ class PlanRequest:
     judge: Optional[str] = None
     require_judge: bool = True
     checks: int = 0  # static: attention checks mixed among the pairs (design_checks)
+    practice: int = 0  # static: practice pairs shown first to every annotator, never counted
 
     @property
     def kind(self) -> str:
@@ -319,18 +320,20 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
     return chosen, counts
 
 
-def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict]) -> list[dict]:
+def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict], n: Optional[int] = None,
+                  purpose: str = "checks") -> list[dict]:
     """``req.checks`` attention checks: pairs that look like any other, where one side is a clip of the first
     view's own video and the other the same arm's clip of another case (same trajectory and frames), so the
     answer is not a matter of taste: the side of the matching case. Seeded; the side of the right answer
     alternates. Each record carries ``check: {"expected": "A" | "B"}`` in the hidden key only; the statistics
     leave checks out and the report gives each annotator's passes and failures (``evaluate/human/analysis.py``)."""
-    if req.checks <= 0:
+    n = req.checks if n is None else n
+    if n <= 0:
         return []
-    rng = np.random.default_rng(sub_seed(req.seed, "checks"))
+    rng = np.random.default_rng(sub_seed(req.seed, purpose))
     pool = list(chosen)
     out = []
-    for k in range(req.checks):
+    for k in range(n):
         order = rng.permutation(len(pool))
         for i in order:
             r = pool[int(i)]
@@ -457,10 +460,12 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ annotators
-def annotator_order(seed: int, annotator: str, item_ids: Sequence[str]) -> list[str]:
-    """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator)."""
+def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], first: Sequence[str] = ()) -> list[str]:
+    """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator); the
+    ``first`` items (practice) lead, in their given order."""
+    rest = [i for i in item_ids if i not in set(first)]
     rng = np.random.default_rng(sub_seed(seed, "order", annotator))
-    return [item_ids[i] for i in rng.permutation(len(item_ids))]
+    return list(first) + [rest[i] for i in rng.permutation(len(rest))]
 
 
 def check_annotator_ids(ids: Sequence[str]) -> list[str]:
@@ -474,9 +479,11 @@ def check_annotator_ids(ids: Sequence[str]) -> list[str]:
     return list(ids)
 
 
-def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str]) -> tuple[list[dict], dict[str, str]]:
+def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str],
+                       first: Sequence[str] = ()) -> tuple[list[dict], dict[str, str]]:
     tokens = {a: secrets.token_urlsafe(24) for a in ids}  # secrets, not from the seed: a token must not be guessable
-    recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids)} for a in ids]
+    recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids, first)}
+            for a in ids]
     return recs, tokens
 
 
@@ -501,7 +508,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
         raise StudyError(f"annotators=: {', '.join(sorted(have & set(ids)))} already in {study_dir.name}")
     seed = int(read_json(study_dir / KEY_FILE)["design"]["seed"])
     item_ids = [i["id"] for i in read_json(study_dir / STUDY_FILE)["items"]]
-    recs, tokens = _annotator_records(seed, ids, item_ids)
+    practice = [i["id"] for i in read_json(study_dir / KEY_FILE)["items"] if i.get("practice")]
+    recs, tokens = _annotator_records(seed, ids, item_ids, sorted(practice))
     old = (study_dir / TOKENS_FILE).read_text() if (study_dir / TOKENS_FILE).exists() else ""
     _write_tokens(study_dir / TOKENS_FILE, {**dict(line.split("\t", 1) for line in old.splitlines() if line),
                                             **tokens})
@@ -537,11 +545,15 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     if not items:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
-    if req.checks and req.kind == DYNAMIC:
-        raise StudyError("checks= is for static studies (A/B pairs)")
+    if (req.checks or req.practice) and req.kind == DYNAMIC:
+        raise StudyError("checks= and practice= are for static studies (A/B pairs)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
-    if req.kind == STATIC and req.checks:
-        recs = recs + design_checks(req, items, recs)
+    if req.kind == STATIC and (req.checks or req.practice):
+        # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
+        practice = design_checks(req, items, recs, req.practice, "practice")
+        for r in practice:
+            r["practice"] = True
+        recs = recs + design_checks(req, items, recs) + practice
     dropped = dropped_paper_metrics(items, req.metrics)
     prefix = "d" if req.kind == DYNAMIC else "p"
     width = max(3, len(str(len(recs))))
@@ -558,17 +570,20 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         for n, rec in enumerate(ordered, start=1):
             sid = f"{prefix}{n:0{width}d}"
             pub = (_dynamic_media if req.kind == DYNAMIC else _static_media)(rec, sid, media)
+            if rec.get("practice"):
+                pub["practice"] = True  # the page says so; practice answers never enter a statistic
             public.append(pub)
             hidden.append({"id": sid, **rec})
         item_ids = [p["id"] for p in public]
-        ann, tokens = _annotator_records(req.seed, annotators, item_ids)
+        first = sorted(p["id"] for p in public if p.get("practice"))
+        ann, tokens = _annotator_records(req.seed, annotators, item_ids, first)
         write_json(tmp / STUDY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind,
                                       "instructions": DYNAMIC_INSTRUCTIONS if req.kind == DYNAMIC else
                                       STATIC_INSTRUCTIONS, "items": public})
         write_json(tmp / KEY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
             "seed": req.seed, "runs": [str(r) for r in req.runs], "metrics": req.metrics, "pairs": req.pairs,
             "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge, "counts": counts,
-            "dropped": dropped, "checks": req.checks,
+            "dropped": dropped, "checks": req.checks, "practice": req.practice,
             "arms": sorted({it.arm for it in items}), "sides": "alternating per metric and arm pair, seeded start"},
             "items": hidden})
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})

@@ -3,7 +3,7 @@
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
-                 [checks=N]  (static: N attention checks mixed among the pairs)
+                 [checks=N] [practice=N]  (static: attention checks mixed in; practice pairs first)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
     human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
@@ -26,7 +26,7 @@ from harness.errors import UserError
 USAGE = __doc__.split("\n\n")[1]
 _COMMON = {"output_root"}
 KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge",
-                 "checks"},
+                 "checks", "practice"},
         "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
         "export": {"study", "out", "unblind"},
         "tokens": {"study", "add"}, "status": {"study"}}
@@ -102,7 +102,8 @@ def cmd_plan(args: dict) -> int:
         else ann.split(",")
     req = PlanRequest(runs=runs, metrics=metrics, seed=seed, pairs=_int(args, "pairs", None, 1, 10**6),
                       instances=_int(args, "instances", None, 1, 10**6), annotators=ids, judge=args.get("judge"),
-                      require_judge=_bool(args, "require_judge", True), checks=_int(args, "checks", 0, 0, 1000))
+                      require_judge=_bool(args, "require_judge", True), checks=_int(args, "checks", 0, 0, 1000),
+                      practice=_int(args, "practice", 0, 0, 100))
     if "out" in args and "name" in args:
         raise HumanArgError("human plan: give name= or out=, not both")
     if "out" in args:

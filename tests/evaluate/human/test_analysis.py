@@ -360,3 +360,28 @@ def test_human_tables_write_tidy_numeric_csv(runs, tmp_path):
     assert float(r["agreement"]) == 1.0 and float(r["agreement:lo"]) <= 1.0 and int(r["agreement:n"]) > 0
     assert float(r["spearman"]) == pytest.approx(1.0) and int(r["pairs"]) > 0
     assert len(head) < 30
+
+
+def test_practice_pairs_come_first_are_marked_and_never_counted(runs, tmp_path):
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, practice=2, checks=1), tmp_path / "s")
+             ["dir"])
+    key = json.loads((d / "key.json").read_text())
+    practice = sorted(i["id"] for i in key["items"] if i.get("practice"))
+    public = {i["id"]: i for i in json.loads((d / "study.json").read_text())["items"]}
+    assert len(practice) == 2 and all(public[i].get("practice") for i in practice)
+    assert sum(1 for i in public.values() if i.get("practice")) == 2  # only they are marked on the page
+    for a in json.loads((d / "annotators.json").read_text())["annotators"]:
+        assert a["order"][:2] == practice and sorted(a["order"]) == sorted(public)  # first, then the rest
+    # practice answered against the right side, everything else with the metric (and the check right)
+    vote_all(d, lambda a, it: {"choice": ({"A": "B", "B": "A"}[it["check"]["expected"]] if it.get("practice") else
+                                          it["check"]["expected"] if it.get("check") else
+                                          "A" if it["A"]["value"] > it["B"]["value"] else "B")})
+    res = analysis.analyse(d, n_boot=50)
+    real = len(key["items"]) - 3
+    assert res["items"] == real and res["metrics"][analysis.ALL]["agreement"] == 1.0
+    assert all(r == {"checks": 1, "passed": 1, "failed": []} for r in res["attention"].values())  # not practice
+    from evaluate.human.design import add_annotators
+
+    add_annotators(d, ["late"])
+    late = next(a for a in json.loads((d / "annotators.json").read_text())["annotators"] if a["id"] == "late")
+    assert late["order"][:2] == practice

@@ -104,3 +104,31 @@ def test_a_corrected_vote_is_exported_as_corrected(tmp_path):
     r = rows[0]
     assert (r["annotator"], r["item"], r["choice"]) == (aid, first, "B")
     assert r["corrected"] == "yes" and r["first_choice"] == "A"
+
+
+def test_practice_pairs_are_shown_first_and_labelled(tmp_path):
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    from evaluate.human.design import PlanRequest, plan_study
+    from tests.support.human_data import make_runs
+    from tests.support.human_sim import current_item
+
+    runs = make_runs(tmp_path / "runs")
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0, practice=1), tmp_path / "s")["dir"])
+    practice = [i["id"] for i in json.loads((d / "key.json").read_text())["items"] if i.get("practice")]
+    token = next(iter(tokens(d).values()))
+    with StudyServer(d) as srv, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            login(page, srv.url, token)
+            assert current_item(page) == practice[0]
+            assert "not counted" in page.inner_text("#practice")
+            page.click("button.choice[data-choice='T']")
+            page.click("#submit")
+            page.wait_for_function("p => document.querySelector('#item').dataset.item !== p", arg=practice[0])
+            assert page.query_selector("#practice") is None  # a real pair: no label
+        finally:
+            browser.close()

@@ -134,6 +134,8 @@ function submitButton() {
 function renderStatic(it, main) {
   answer = null;
   const sec = el("section", {id: "item", dataset: {item: it.id, kind: "static"}});
+  if (it.practice) sec.append(el("p", {id: "practice", class: "practice",
+                                       text: "Practice item: get to know the page; this answer is not counted."}));
   sec.append(el("p", {class: "question", id: "question", text: it.question}));
   const views = el("div", {class: "first-view"});
   it.first_view.forEach((src, i) => {
