@@ -320,7 +320,7 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
     return chosen, counts
 
 
-def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict], n: Optional[int] = None,
+def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict], n: int | None = None,
                   purpose: str = "checks") -> list[dict]:
     """``req.checks`` attention checks: pairs that look like any other, where one side is a clip of the first
     view's own video and the other the same arm's clip of another case (same trajectory and frames), so the

@@ -92,6 +92,7 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
                 r = ranks.get((i, c.key))
                 if r:
                     cls.append("best" if r == 1 else "second")
+                    dv += f" data-col='{_e(c.key)}'"  # what a marked cell is best in (browser tests read it)
                 tds.append(f"<td class='{' '.join(cls)}'{dv}>{_e(cell_text(v, note))}</td>")
             P.append("<tr>" + "".join(tds) + "</tr>")
         P.append("</tbody></table></div>")

@@ -111,7 +111,10 @@ def test_default_run_and_context_study_pages(tmp_path):
     assert info["verdict"] == []  # one policy: nothing to compare, said in words
     main = next(t for t in info["tables"] if t["id"] == "main")
     # the paper's Table 2 at the paper's backbones: none has weights here, so no n/c column, one list of reasons
-    assert main["cols"] == 3 and next(f for f in info["folded"] if f["table"] == "main")["items"] >= 5
+    fold = next(f for f in info["folded"] if f["table"] == "main")
+    assert main["cols"] == 3 and fold["items"] >= 2  # the backbones without weights: one line, pointing at ...
+    assert fold["text"].count("python -m harness weights list") == 1  # ... `weights list`, said once
+    assert info["emphasis"] == []  # one policy: nothing is best
     assert _check_strips(page, info) >= 5
     _check_colours(page, info)
     _keep(shot, "report_default.png")
@@ -129,4 +132,13 @@ def test_default_run_and_context_study_pages(tmp_path):
     assert "≫ sliding" in first["text"] and "fov − sliding +" in first["text"], first
     assert _check_strips(page, info) >= 30
     assert sorted(_check_colours(page, info)) == ["fov", "fullkv", "sliding"]
+    # the answer in words above the verdict table, on the first screen
+    assert info["answer"] and info["answer"][0]["top"] < 700 and "keep" in info["answer"][0]["text"]
+    assert "than Sliding" in info["answer"][0]["text"]
+    # emphasis matches the verdict: every bold cell of the policy table is a separating metric's best policy
+    best = {(v["metric"], v["best"]) for v in info["verdict"]}
+    bold = [e for e in info["emphasis"] if e["table"] == "context" and e["rank"] == 1]
+    assert bold and all(int(e["weight"]) >= 600 for e in bold)
+    for e in bold:
+        assert (e["col"], e["row"][1]) in best, e
     _keep(shot, "report_context_study.png")
