@@ -65,6 +65,9 @@ def setup_logging(verbosity: object = "info") -> None:
     # libraries log through the root logger (Hydra's job logging: stderr, scrubbed): not below info, and as quiet
     # as the verbosity asks
     logging.getLogger().setLevel(max(level, logging.INFO))
+    # matplotlib's one-off font-cache notice ("generated new fontManager", INFO) lands in the middle of the first
+    # progress bar and tells a user nothing: its loggers speak from WARNING up unless verbosity=debug
+    logging.getLogger("matplotlib").setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
 
 
 def apply_progress(enabled: bool) -> None:

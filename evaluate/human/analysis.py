@@ -25,6 +25,7 @@ from harness.cases import ASPECTS
 
 from . import stats
 from .common import ANNOTATORS_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
+from .ranking import human_ranking
 from .store import read_votes
 
 ALL = "all metrics"
@@ -72,8 +73,30 @@ def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[
 
 
 # ------------------------------------------------------------------------------------------------------ static
+def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
+    """Per annotator who answered an attention check (``design_checks``): ``checks`` answered, ``passed`` (the
+    side of the matching case) and the ``failed`` item ids."""
+    checks = {it["id"]: it["check"]["expected"] for it in key["items"] if it.get("check") and not it.get("practice")}
+    out: dict[str, dict] = {}
+    for v in votes:
+        if v["item"] in checks:
+            r = out.setdefault(v["annotator"], {"checks": 0, "passed": 0, "failed": []})
+            r["checks"] += 1
+            if v["choice"] == checks[v["item"]]:
+                r["passed"] += 1
+            else:
+                r["failed"].append(v["item"])
+    return out
+
+
 def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
                    boot_seed: int = 0) -> dict[str, Any]:
+    """The static statistics over the study's pairs; attention checks are left out of every statistic and
+    reported apart (``attention``)."""
+    att = attention(key, votes)
+    key = {**key, "items": [it for it in key["items"] if not it.get("check") and not it.get("practice")]}
+    real = {it["id"] for it in key["items"]}
+    votes = [v for v in votes if v["item"] in real]
     by = _by_item(votes)
     groups: dict[str, list[dict]] = {}
     for it in key["items"]:
@@ -81,7 +104,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
     planned = list((key["design"].get("counts") or {}))
     order = [m for m in planned if m in groups] + [m for m in groups if m not in planned] + [ALL]
     out: dict[str, Any] = {"kind": STATIC, "metrics": {}, "votes": len(votes), "annotators": list(annotators),
-                           "items": len(key["items"])}
+                           "items": len(key["items"]), "attention": att}
     for m in order:
         its = key["items"] if m == ALL else groups[m]
         rows = []
@@ -96,7 +119,9 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
         rho = stats.spearman([wr[a]["human"] for a in arms], [wr[a]["auto"] for a in arms],
                              "arms (models or policies) with votes")
         counts = stats.count_matrix([c for _, c, _ in rows], stats.CHOICES)
-        out["metrics"][m] = {
+        # beyond the paper: the arms ranked from the raw votes (Bradley-Terry) beside the metric's own ranking
+        bt = human_ranking([(it["A"]["arm"], it["B"]["arm"], c, p) for it, c, p in rows], n_boot, boot_seed)
+        out["metrics"][m] = {"bradley_terry": bt.as_dict(),
             **agr, "win_rates": wr, "spearman": rho.value, "spearman_n": rho.n, "spearman_reason": rho.reason,
             "fleiss_kappa": stats.fleiss_kappa(counts),
             "complete": int(sum(len(c) >= len(annotators) for _, c, _ in rows)),
@@ -156,20 +181,65 @@ def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str],
             "judge": key["design"].get("counts", {}).get("dynamic", {}).get("judge")}
 
 
-def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0) -> dict[str, Any]:
+def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0,
+            exclude_failed_checks: bool = False) -> dict[str, Any]:
     """The agreement results of a study folder (see the module docstring); bootstrap: ``n_boot`` resamples,
-    ``boot_seed``, percentile 95 %."""
+    ``boot_seed``, percentile 95 %. ``exclude_failed_checks``: leave out every vote of an annotator who failed an
+    attention check (``excluded`` lists them; the ``attention`` section always reports every annotator)."""
     _, key, votes, ann = load(study_dir)
+    excluded: list[str] = []
+    if exclude_failed_checks and key["kind"] == STATIC:
+        excluded = sorted(a for a, r in attention(key, votes).items() if r["failed"])
+    kept = [v for v in votes if v["annotator"] not in excluded]
     fn = dynamic_results if key["kind"] == DYNAMIC else static_results
-    res = fn(key, votes, ann, n_boot, boot_seed)
+    res = fn(key, kept, [a for a in ann if a not in excluded], n_boot, boot_seed)
+    if key["kind"] == STATIC:
+        res["attention"] = attention(key, votes)
+    res["excluded"] = excluded
     res["bootstrap"] = {"n": n_boot, "seed": boot_seed, "interval": "percentile 95 %"}
     return res
 
 
+# ---------------------------------------------------------------------------------------------------- progress
+def progress(study_dir: Path) -> list[dict]:
+    """The organiser's view, per annotator: items answered of their total, the time of their last vote, votes
+    changed (corrections), attention checks passed / answered, and (static) the share of their own votes on real
+    pairs that side with the metric's preference (ties of either kind left out): the agreement so far. Readable
+    while the server runs."""
+    from harness.io import read_json
+
+    _, key, votes, ann = load(study_dir)
+    orders = {a["id"]: a["order"] for a in read_json(Path(study_dir) / ANNOTATORS_FILE)["annotators"]}
+    items = {i["id"]: i for i in key["items"]}
+    att = attention(key, votes) if key["kind"] == STATIC else {}
+    out = []
+    for a in ann:
+        mine = [v for v in votes if v["annotator"] == a]
+        agree = n = 0
+        if key["kind"] == STATIC:
+            for v in mine:
+                it = items[v["item"]]
+                if it.get("check") or it.get("practice"):
+                    continue
+                pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+                if pref in ("A", "B") and v["choice"] in ("A", "B"):
+                    n += 1
+                    agree += v["choice"] == pref
+        r = att.get(a, {"checks": 0, "passed": 0, "failed": []})
+        out.append({"annotator": a, "done": len(mine), "total": len(orders.get(a, [])),
+                    "last_vote_utc": max((v["created_utc"] for v in mine), default=None),
+                    "corrected": sum(1 for v in mine if v.get("corrections")),
+                    "checks": r["checks"], "checks_passed": r["passed"],
+                    "agree_with_metric": agree / n if n else None, "decisive_votes": n})
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ export
+#: the first BLIND_COLUMNS say what was clicked (no model, policy or case); the rest unblind it
 EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",
-                  "created_utc", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "arm",
-                  "gated_items"]
+                  "created_utc", "corrected", "first_choice", "first_started", "first_answers", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
+                  "value_B", "higher_is_better", "metric_prefers", "metric_preferred_arm", "arm", "gated_items"]
+BLIND_COLUMNS = 14
 
 
 def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[dict]:
@@ -182,12 +252,21 @@ def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[
         it = items[v["item"]]
         r = {"vote_id": v["id"], "annotator": v["annotator"], "item": v["item"], "kind": v["kind"],
              "choice": v["choice"], "started": v["started"], "answers": v["answers"], "client_id": v["client_id"],
-             "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"]}
+             "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"],
+             # a vote changed before moving on (the store's audit trail): the answer counted is the last one
+             "corrected": bool(v.get("corrections")), "first_choice": v.get("first_choice"),
+             "first_started": v.get("first_started"), "first_answers": v.get("first_answers")}
         if unblind:
             if v["kind"] == STATIC:
                 r.update(metric=it["metric"], trajectory=it["task"]["trajectory"], case_id=it["task"]["case_id"],
                          arm_A=it["A"]["arm"], arm_B=it["B"]["arm"],
                          preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[v["choice"]])
+                # the metric's side of the pair, so agreement can be recomputed from the export alone
+                pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+                r.update(value_A=it["A"]["value"], value_B=it["B"]["value"],
+                         higher_is_better=it["higher_is_better"], metric_prefers=pref,
+                         metric_preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie",
+                                               None: None}[pref])
             else:
                 r.update(metric="dynamic", trajectory=it["arm"]["trajectory"], case_id=it["arm"]["case_id"],
                          arm=it["arm"]["arm"],
@@ -214,7 +293,7 @@ def export_votes(study_dir: Path, out_dir: Optional[Path] = None, unblind: bool 
     _, key, votes, _ = load(study_dir)
     rows = export_rows(key, votes, unblind)
     out = Path(out_dir) if out_dir else Path(study_dir) / EXPORT_DIR
-    cols = EXPORT_COLUMNS if unblind else EXPORT_COLUMNS[:10]
+    cols = EXPORT_COLUMNS if unblind else EXPORT_COLUMNS[:BLIND_COLUMNS]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

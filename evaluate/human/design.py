@@ -113,6 +113,8 @@ class PlanRequest:
     annotators: list[str] = field(default_factory=lambda: ["a1", "a2", "a3"])
     judge: Optional[str] = None
     require_judge: bool = True
+    checks: int = 0  # static: attention checks mixed among the pairs (design_checks)
+    practice: int = 0  # static: practice pairs shown first to every annotator, never counted
     #: the study's own secret, mixed into every seeded choice and recorded only in ``key.json`` (mode 0600): without
     #: it the blinding (which arm is A, the pair ids, the orders) cannot be regenerated from the runs and the seed.
     #: None: a fresh random one (:func:`plan_study`); give the recorded one to rebuild a study byte for byte.
@@ -169,6 +171,16 @@ def _metric_keys(items: Sequence[RunItem], specs: Sequence[str]) -> list[str]:
     if len(set(out)) != len(out):
         raise StudyError(f"metric=: {', '.join(specs)} names a metric twice (static = {', '.join(PAPER_STATIC)})")
     return out
+
+
+def dropped_paper_metrics(items: Sequence[RunItem], specs: Sequence[str]) -> list[dict[str, str]]:
+    """With ``metric=static``: the paper's six static metrics that are not computed in these runs (so not in the
+    study), each with the recorded reason (typically a backbone without weights); empty otherwise. ``human plan``
+    prints them as a warning and the study's key records them (``design.dropped``)."""
+    if "static" not in specs:
+        return []
+    return [{"metric": mid, "reason": sources.not_computed_reason(items, mid)} for mid in PAPER_STATIC
+            if not sources.computed_keys(items, mid)]
 
 
 def _seed_pairs(a: list[RunItem], b: list[RunItem]) -> list[tuple[RunItem, RunItem]]:
@@ -318,6 +330,41 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
     return chosen, counts
 
 
+def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict], n: int | None = None,
+                  purpose: str = "checks") -> list[dict]:
+    """``req.checks`` attention checks: pairs that look like any other, where one side is a clip of the first
+    view's own video and the other the same arm's clip of another case (same trajectory and frames), so the
+    answer is not a matter of taste: the side of the matching case. Seeded; the side of the right answer
+    alternates. Each record carries ``check: {"expected": "A" | "B"}`` in the hidden key only; the statistics
+    leave checks out and the report gives each annotator's passes and failures (``evaluate/human/analysis.py``)."""
+    n = req.checks if n is None else n
+    if n <= 0:
+        return []
+    rng = np.random.default_rng(req.stream(purpose))  # the study secret too: checks are not regenerable either
+    pool = list(chosen)
+    out = []
+    for k in range(n):
+        order = rng.permutation(len(pool))
+        for i in order:
+            r = pool[int(i)]
+            _, _, first = r["_items"]
+            decoys = sorted((it for it in items if it.arm == first.arm and it.trajectory == first.trajectory
+                             and it.case_id != first.case_id and it.seed == first.seed), key=lambda it: it.case_id)
+            if decoys:
+                break
+        else:
+            raise StudyError("checks=: an attention check needs a second case of the same arm, trajectory and seed "
+                             "in these runs; run more cases or plan without checks=")
+        decoy = decoys[int(rng.integers(len(decoys)))]
+        expected = "A" if k % 2 == 0 else "B"
+        a, b = (first, decoy) if expected == "A" else (decoy, first)
+        out.append({"metric": r["metric"], "metric_id": r["metric_id"], "higher_is_better": r["higher_is_better"],
+                    "swapped": expected == "B", "task": dict(r["task"]), "check": {"expected": expected,
+                                                                                   "decoy_case": decoy.case_id},
+                    "A": _arm_record(a, r["metric"]), "B": _arm_record(b, r["metric"]), "_items": (a, b, first)})
+    return out
+
+
 def _static_media(rec: dict, sid: str, media: Path) -> dict:
     """Write a pair's clips and reference frame(s); return its public record."""
     left, right, first = rec.pop("_items")
@@ -431,11 +478,13 @@ def _secret_part(secret: str | None) -> list[str]:
     return [f"secret={secret}"] if secret else []
 
 
-def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], secret: str | None = None) -> list[str]:
+def annotator_order(seed: int, annotator: str, item_ids: Sequence[str], secret: str | None = None,
+                    first: Sequence[str] = ()) -> list[str]:
     """The seeded order in which ``annotator`` sees the items (a permutation, one per annotator); ``secret``: the
-    study's (:attr:`PlanRequest.secret`)."""
+    study's (:attr:`PlanRequest.secret`); the ``first`` items (practice) lead, in their given order."""
+    rest = [i for i in item_ids if i not in set(first)]
     rng = np.random.default_rng(sub_seed(seed, *_secret_part(secret), "order", annotator))
-    return [item_ids[i] for i in rng.permutation(len(item_ids))]
+    return list(first) + [rest[i] for i in rng.permutation(len(rest))]
 
 
 def check_annotator_ids(ids: Sequence[str]) -> list[str]:
@@ -450,9 +499,10 @@ def check_annotator_ids(ids: Sequence[str]) -> list[str]:
 
 
 def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str],
-                       secret: str | None = None) -> tuple[list[dict], dict[str, str]]:
+                       secret: str | None = None, first: Sequence[str] = ()) -> tuple[list[dict], dict[str, str]]:
     tokens = {a: secrets.token_urlsafe(24) for a in ids}  # secrets, not from the seed: a token must not be guessable
-    recs = [{"id": a, "token_sha256": token_hash(tokens[a]), "order": annotator_order(seed, a, item_ids, secret)}
+    recs = [{"id": a, "token_sha256": token_hash(tokens[a]),
+             "order": annotator_order(seed, a, item_ids, secret, first)}
             for a in ids]
     return recs, tokens
 
@@ -477,7 +527,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
     design = read_json(study_dir / KEY_FILE)["design"]
     seed, secret = int(design["seed"]), design.get("secret")
     item_ids = [i["id"] for i in read_json(study_dir / STUDY_FILE)["items"]]
-    recs, tokens = _annotator_records(seed, ids, item_ids, secret)
+    practice = [i["id"] for i in read_json(study_dir / KEY_FILE)["items"] if i.get("practice")]
+    recs, tokens = _annotator_records(seed, ids, item_ids, secret, sorted(practice))
     old = (study_dir / TOKENS_FILE).read_text() if (study_dir / TOKENS_FILE).exists() else ""
     _write_tokens(study_dir / TOKENS_FILE, {**dict(line.split("\t", 1) for line in old.splitlines() if line),
                                             **tokens})
@@ -490,7 +541,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
 def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     """Design the study and write its folder ``out_dir`` (created whole or not at all).
 
-    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file"}``. Raises :class:`StudyError` for
+    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped"}`` (``dropped``:
+    :func:`dropped_paper_metrics`). Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
     from harness.io import json_text, replace, temp_tag, write_json, write_text
@@ -517,7 +569,16 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     if not items:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
+    if (req.checks or req.practice) and req.kind == DYNAMIC:
+        raise StudyError("checks= and practice= are for static studies (A/B pairs)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
+    if req.kind == STATIC and (req.checks or req.practice):
+        # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
+        practice = design_checks(req, items, recs, req.practice, "practice")
+        for r in practice:
+            r["practice"] = True
+        recs = recs + design_checks(req, items, recs) + practice
+    dropped = dropped_paper_metrics(items, req.metrics)
     prefix = "d" if req.kind == DYNAMIC else "p"
     width = max(3, len(str(len(recs))))
     perm = np.random.default_rng(req.stream("ids")).permutation(len(recs))
@@ -533,17 +594,21 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         for n, rec in enumerate(ordered, start=1):
             sid = f"{prefix}{n:0{width}d}"
             pub = (_dynamic_media if req.kind == DYNAMIC else _static_media)(rec, sid, media)
+            if rec.get("practice"):
+                pub["practice"] = True  # the page says so; practice answers never enter a statistic
             public.append(pub)
             hidden.append({"id": sid, **rec})
         item_ids = [p["id"] for p in public]
-        ann, tokens = _annotator_records(req.seed, annotators, item_ids, req.secret)
+        first = sorted(p["id"] for p in public if p.get("practice"))
+        ann, tokens = _annotator_records(req.seed, annotators, item_ids, req.secret, first)
         write_json(tmp / STUDY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind,
                                       "instructions": DYNAMIC_INSTRUCTIONS if req.kind == DYNAMIC else
                                       STATIC_INSTRUCTIONS, "items": public})
         write_text(tmp / KEY_FILE, json_text({"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
             "seed": req.seed, "secret": req.secret, "runs": [str(r) for r in req.runs], "metrics": req.metrics,
             "pairs": req.pairs, "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge,
-            "counts": counts, "arms": sorted({it.arm for it in items}),
+            "counts": counts, "dropped": dropped, "checks": req.checks, "practice": req.practice,
+            "arms": sorted({it.arm for it in items}),
             "sides": "alternating per metric and arm pair, seeded start"}, "items": hidden}),
             mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
@@ -553,7 +618,8 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
-            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE)}
+            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
+            "checks": req.checks}
 
 
 def _remove_dead_partials(out_dir: Path) -> None:

@@ -33,10 +33,23 @@ def _f(v: Optional[float], digits: int = 3) -> str:
     return "n/c" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
-def _pct(r: dict) -> str:
+def _pct(r: dict):
+    """The agreement as a share with its interval over the decisive pairs (a Cell: printed as a percentage,
+    written to CSV as numbers: agreement, :lo, :hi, :n = decisive pairs)."""
+    from evaluate.reporting.cells import Cell
+
     if not np.isfinite(r["agreement"]):
-        return "n/c (no decisive pair)"
-    return f"{100 * r['agreement']:.1f} [{100 * r['lo']:.1f}, {100 * r['hi']:.1f}]"
+        return Cell(reason="no decisive pair (every pair a majority tie or a split)", kind="rate")
+    return Cell(float(r["agreement"]), float(r["lo"]), float(r["hi"]), int(r["decisive"]), kind="rate")
+
+
+def _num(v: float | None, reason: str = "undefined"):
+    """A statistic as a plain number (CSV: a number), or an n/c Cell with the reason."""
+    from evaluate.reporting.cells import Cell
+
+    if v is None or not np.isfinite(v):
+        return Cell(reason=reason)
+    return float(v)
 
 
 def _paper(data: Optional[dict] = None) -> tuple[list[dict], dict[str, dict]]:
@@ -81,7 +94,7 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
               "kappa of the A / Tie / B votes over the pairs.",
               ["metric"], [Column("pairs", "pairs"), Column("complete", "fully voted"),
                            Column("decisive", "decisive"), Column("agree", "agree"),
-                           Column("agreement", "agreement [%] [95% CI]"), Column("majority_ties", "majority ties"),
+                           Column("agreement", "agreement [95% CI]"), Column("majority_ties", "majority ties"),
                            Column("splits", "splits"), Column("metric_ties", "metric ties"),
                            Column("arms", "arms"), Column("spearman", "Spearman rho (arms)"),
                            Column("kappa", "Fleiss kappa"), Column("paper_agreement", "paper agreement [%]"),
@@ -92,8 +105,9 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
             "pairs": r["pairs"], "complete": r["complete"], "decisive": r["decisive"], "agree": r["agree"],
             "agreement": _pct(r), "majority_ties": r["majority_ties"], "splits": r["splits"],
             "metric_ties": r["metric_ties"], "arms": len(r["win_rates"]),
-            "spearman": _f(r["spearman"]) if np.isfinite(r["spearman"]) else f"n/c ({r['spearman_reason']})",
-            "kappa": _f(r["fleiss_kappa"]), "paper_agreement": _paper_value(entries, "agreement_pct", name),
+            "spearman": _num(r["spearman"], r["spearman_reason"] or "undefined"),
+            "kappa": _num(r["fleiss_kappa"], "undefined (fewer than two votes a pair, or one answer only)"),
+            "paper_agreement": _paper_value(entries, "agreement_pct", name),
             "paper_rho": _paper_value(entries, "rho", name),
             "backbone": _backbone_is_paper(m, by_id) if m != ALL else ""}))
     w = Table(f"human_winrates{suffix}", "Human evaluation: win rates per arm",
@@ -103,9 +117,77 @@ def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> 
                                   Column("votes", "votes"), Column("pairs", "pairs")])
     for m, r in res["metrics"].items():
         for arm, x in sorted(r["win_rates"].items()):
-            w.rows.append(((m, arm), {"human": _f(x["human"]), "auto": _f(x["auto"]), "votes": x["votes"],
-                                      "pairs": x["pairs"]}))
-    return [t, w]
+            w.rows.append(((m, arm), {"human": _num(x["human"], "no vote"), "auto": _num(x["auto"]),
+                                      "votes": x["votes"], "pairs": x["pairs"]}))
+    return [t, w, ranking_table(res, suffix), attention_table(res, suffix)]
+
+
+def attention_table(res: dict, suffix: str = ""):
+    """Per annotator: the attention checks answered, passed and failed (the failed items named), and whether
+    their votes were left out (``human report exclude=failed_checks``)."""
+    from evaluate.reporting.tables import Column, Table
+
+    att = res.get("attention") or {}
+    excluded = set(res.get("excluded") or [])
+    t = Table(f"human_attention{suffix}", "Attention checks per annotator",
+              "Attention checks look like any pair, but one clip is of another case than the first view, so one "
+              "answer is right: the side of the matching case. They never enter the statistics above. A failed "
+              "check is reported here; `human report exclude=failed_checks` leaves out every vote of an annotator "
+              "who failed one (the statistics above then say how many annotators remain).",
+              ["annotator"], [Column("checks", "checks answered"), Column("passed", "passed"),
+                              Column("failed", "failed"), Column("failed_items", "failed items"),
+                              Column("excluded", "votes excluded")])
+    for a, r in sorted(att.items()):
+        t.rows.append(((a,), {"checks": r["checks"], "passed": r["passed"], "failed": len(r["failed"]),
+                              "failed_items": ", ".join(r["failed"]), "excluded": "yes" if a in excluded else "no"}))
+    if not t.rows:
+        t.notes.append("No attention check was planned (human plan ... checks=N) or none is answered yet.")
+    return t
+
+
+def ranking_table(res: dict, suffix: str = ""):
+    """Beyond the paper: per metric, the arms ranked from the raw votes (Bradley-Terry, evaluate/human/ranking.py)
+    with 95 % bootstrap intervals, beside the metric's own ranking and their Spearman agreement."""
+    from evaluate.reporting.tables import Column, Table
+
+    t = Table(f"human_ranking{suffix}", "A ranking from people: Bradley-Terry from the A/B votes (beyond the paper)",
+              "Per metric's pairs: each arm's Bradley-Terry strength fitted to every raw vote (a vote for a side is a "
+              "win, a tie half a win of each side; log-odds scale, mean 0: P(i preferred over j) = 1 / (1 + "
+              "exp(-(s_i - s_j)))) with a 95 % percentile bootstrap interval over the pairs, its rank among the "
+              "arms, and the metric's own rank of the same arms (by its automatic win rate over the same pairs). "
+              "rho: Spearman's rho of the strengths and the automatic win rates across the arms (the agreement of "
+              "the two rankings). n/c: no finite estimate (an arm won or lost every vote) or fewer than 3 arms.",
+              ["metric", "arm"], [Column("score", "human strength [95% CI]"), Column("rank_human", "human rank"),
+                                  Column("auto", "metric win rate"), Column("rank_metric", "metric rank"),
+                                  Column("votes", "votes"), Column("rho", "rho (rankings agree)")])
+    for m, r in res["metrics"].items():
+        bt = r.get("bradley_terry")
+        if not bt:
+            continue
+        from evaluate.reporting.cells import Cell
+
+        rho = _num(bt["spearman"], bt["spearman_reason"] or "undefined")
+        for arm, x in sorted(bt["arms"].items(), key=lambda kv: (kv[1]["rank_human"] or 99, kv[0])):
+            if x["score"] is None:
+                score = Cell(reason=bt["reason"] or "no estimate")
+            else:  # the interval over pairs; n = the arm's votes
+                lo, hi = (x["lo"], x["hi"]) if x["lo"] is not None else (float("nan"), float("nan"))
+                score = Cell(x["score"], lo, hi, max(1, x["votes"]))
+            t.rows.append(((m, arm), {"score": score, "rank_human": x["rank_human"],
+                                      "auto": _num(x["auto_win_rate"]), "rank_metric": x["rank_metric"],
+                                      "votes": x["votes"], "rho": rho}))
+    return t
+
+
+def _corr_cell(r: dict, col: str):
+    """A correlation with its bootstrap interval as a Cell (n = instances), or n/c with the reason."""
+    from evaluate.reporting.cells import Cell
+
+    if r[col] is None or not np.isfinite(r[col]):
+        return Cell(reason=r.get(f"{col}_reason") or "undefined")
+    lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+    return Cell(float(r[col]), float("nan") if lo is None else float(lo), float("nan") if hi is None else float(hi),
+                int(r["n"]))
 
 
 def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
@@ -126,12 +208,10 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
                               Column("paper_plcc", "paper PLCC")])
     for d in ["overall", *ASPECTS]:
         r = res["dimensions"][d]
-        rho = f"{r['spearman']:.3f} [{_f(r['spearman_lo'])}, {_f(r['spearman_hi'])}]" if np.isfinite(r["spearman"]) \
-            else f"n/c ({r['spearman_reason']})"
-        pl = f"{r['plcc']:.3f} [{_f(r['plcc_lo'])}, {_f(r['plcc_hi'])}]" if np.isfinite(r["plcc"]) \
-            else f"n/c ({r['plcc_reason']})"
+        rho, pl = _corr_cell(r, "spearman"), _corr_cell(r, "plcc")
         name = DIMENSIONS[d]
-        t.rows.append(((name,), {"n": r["n"], "human_mean": _f(r["human_mean"]), "vlm_mean": _f(r["vlm_mean"]),
+        t.rows.append(((name,), {"n": r["n"], "human_mean": _num(r["human_mean"], "no instance"),
+                                 "vlm_mean": _num(r["vlm_mean"], "no instance"),
                                  "spearman": rho, "plcc": pl, "paper_rho": _paper_value(entries, "rho", name),
                                  "paper_plcc": _paper_value(entries, "plcc", name)}))
     a = Table(f"human_dynamic_agreement{suffix}", "Human evaluation: dynamic memory, annotator agreement",
@@ -141,7 +221,7 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
               ["measure"], [Column("value", "value")])
     for k, lab in (("fleiss_kappa_gate", "Fleiss kappa, event gate"), ("fleiss_kappa_items", "Fleiss kappa, items"),
                    ("gate_agreement", "judge gate = human majority"), ("item_agreement", "judge item = human label")):
-        a.rows.append(((lab,), {"value": _f(res[k])}))
+        a.rows.append(((lab,), {"value": _num(res[k])}))
     a.rows.append((("undecided item labels",), {"value": res["tied_labels"]}))
     a.rows.append((("fully voted instances",), {"value": res["complete"]}))
     return [t, a]
@@ -200,11 +280,23 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
             return str(8 * res["votes"]), None
         return "", None
     m = h.get("metric")
-    if measure in ("pairs", "judgements", "tasks", "judgements_per_metric"):  # per metric: the mean over metrics
-        allr = res["metrics"][ALL]
-        n_metrics = max(1, len(res["metrics"]) - 1)
-        return str({"pairs": allr["pairs"], "judgements": res["votes"], "tasks": allr["pairs"] // n_metrics,
-                    "judgements_per_metric": res["votes"] // n_metrics}[measure]), None
+    if measure in ("pairs", "judgements"):
+        return str(res["metrics"][ALL]["pairs"] if measure == "pairs" else res["votes"]), None
+    if measure in ("tasks", "judgements_per_metric"):
+        # the paper's "tasks" are its pairs per metric (504 / 6 = 84) and its judgements per metric 3 x 84; ours
+        # per metric exactly when every metric has the same count, else the mean and the range (never a floor)
+        per = []
+        for k, r in res["metrics"].items():
+            if k == ALL:
+                continue
+            # every vote counts once for each of the pair's two arms in the win rates
+            per.append(r["pairs"] if measure == "tasks" else sum(x["votes"] for x in r["win_rates"].values()) // 2)
+        if not per:
+            return "", None
+        if min(per) == max(per):
+            return f"{per[0]} (pairs per metric)" if measure == "tasks" else str(per[0]), None
+        what = "pairs" if measure == "tasks" else "votes"
+        return f"{np.mean(per):.1f} {what} per metric on average ({min(per)} to {max(per)})", None
     if m in ("min", "max"):  # over the paper's six metrics only (a protocol extension is not one of them)
         from .design import PAPER_STATIC
 
@@ -238,14 +330,32 @@ def study_tables(study_dir: Path, suffix: str = "", res: Optional[dict] = None) 
     return [*main, paper_table(res, suffix)]
 
 
-def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000) -> dict[str, Any]:
+def strict_json(x: Any) -> Any:
+    """``x`` with every non-finite float (NaN, infinities: an undefined statistic) as None, so the file is JSON
+    (RFC 8259 has no NaN; Python's json writes a bare ``NaN`` that strict readers refuse). The reason an undefined
+    value is undefined stays in its ``*_reason`` field."""
+    if isinstance(x, float):
+        return x if np.isfinite(x) else None
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    return x
+
+
+def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000,
+                 exclude_failed_checks: bool = False) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
     ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
     from evaluate.reporting import render
     from harness.io import write_json, write_text
 
     study_dir = Path(study_dir)
-    res = analyse(study_dir, n_boot=n_boot)
+    res = analyse(study_dir, n_boot=n_boot, exclude_failed_checks=exclude_failed_checks)
     tables = study_tables(study_dir, res=res)
     out = Path(out_dir) if out_dir else study_dir / REPORT_DIR
     for t in tables:
@@ -254,6 +364,6 @@ def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 
         write_text(out / "tables" / f"{t.id}.tex", render.latex(t))
     md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", ""] + [render.markdown(t) for t in tables])
     write_text(out / "agreement.md", md)
-    write_json(out / "agreement.json", res)
+    write_json(out / "agreement.json", strict_json(res))
     return {"out_dir": str(out), "markdown": str(out / "agreement.md"), "json": str(out / "agreement.json"),
             "tables": [t.id for t in tables], "results": res, "text": md}

@@ -42,6 +42,15 @@ CREATE TABLE IF NOT EXISTS votes (
   created_utc TEXT NOT NULL,
   UNIQUE (annotator, item)
 );
+CREATE TABLE IF NOT EXISTS corrections (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  vote_id INTEGER NOT NULL REFERENCES votes(id),
+  annotator TEXT NOT NULL,
+  item TEXT NOT NULL,
+  old_choice TEXT, old_started INTEGER, old_answers TEXT,
+  new_choice TEXT, new_started INTEGER, new_answers TEXT,
+  created_utc TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sessions (
   sid_sha256 TEXT PRIMARY KEY,
   annotator TEXT NOT NULL,
@@ -157,12 +166,76 @@ class VoteStore:
             cols = [d[0] for d in c.execute("SELECT * FROM votes LIMIT 0").description]
         return status, _row(dict(zip(cols, row)))
 
+    def last_vote(self, annotator: str) -> dict | None:
+        """This annotator's most recent vote (the one they may still change), or None."""
+        with closing(self._connect()) as c:
+            cur = c.execute("SELECT * FROM votes WHERE annotator=? ORDER BY id DESC LIMIT 1", (annotator,))
+            cols = [d[0] for d in cur.description]
+            r = cur.fetchone()
+        return _row(dict(zip(cols, r))) if r else None
+
+    def correct(self, annotator: str, item: str, kind: str, payload: dict) -> dict:
+        """Change the answer of ``item``, which must be this annotator's most recent vote (a correction before
+        moving on: once the next item is answered, earlier answers stay). The vote row takes the new answer and
+        the ``corrections`` table keeps the old and new answers with the time (the audit trail; the export
+        marks the vote as corrected and gives its first answer). Returns the stored vote."""
+        v = normalise_vote(kind, payload)
+        with closing(self._connect()) as c:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                cur = c.execute("SELECT * FROM votes WHERE annotator=? ORDER BY id DESC LIMIT 1", (annotator,))
+                cols = [d[0] for d in cur.description]
+                r = cur.fetchone()
+                last = dict(zip(cols, r)) if r else None
+                if last is None or last["item"] != item:
+                    raise VoteError("item: only your last answer can be changed, before you answer the next item")
+                new_answers = None if v["answers"] is None else json.dumps(v["answers"])
+                c.execute("INSERT INTO corrections(vote_id, annotator, item, old_choice, old_started, old_answers, "
+                          "new_choice, new_started, new_answers, created_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (last["id"], annotator, item, last["choice"], last["started"], last["answers"],
+                           v["choice"], v["started"], new_answers, _now()))
+                c.execute("UPDATE votes SET choice=?, started=?, answers=? WHERE id=?",
+                          (v["choice"], v["started"], new_answers, last["id"]))
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return next(x for x in self.votes() if x["id"] == last["id"])
+
+    def corrections(self) -> list[dict]:
+        """The audit trail: every correction, in order (old and new answers, time)."""
+        with closing(self._connect()) as c:
+            cur = c.execute("SELECT * FROM corrections ORDER BY id")
+            cols = [d[0] for d in cur.description]
+            out = []
+            for r in cur.fetchall():
+                x = dict(zip(cols, r))
+                for k in ("old_answers", "new_answers"):
+                    x[k] = None if x[k] is None else json.loads(x[k])
+                for k in ("old_started", "new_started"):
+                    x[k] = None if x[k] is None else bool(x[k])
+                out.append(x)
+            return out
+
     def votes(self) -> list[dict]:
-        """Every vote, in the order stored."""
+        """Every vote, in the order stored, with ``corrections`` (how many times it was changed) and
+        ``first_choice`` / ``first_started`` / ``first_answers`` (the answer before any correction)."""
         with closing(self._connect()) as c:
             cur = c.execute("SELECT * FROM votes ORDER BY id")
             cols = [d[0] for d in cur.description]
-            return [_row(dict(zip(cols, r))) for r in cur.fetchall()]
+            rows = [_row(dict(zip(cols, r))) for r in cur.fetchall()]
+        first: dict[int, dict] = {}
+        count: dict[int, int] = {}
+        for x in self.corrections():
+            first.setdefault(x["vote_id"], x)
+            count[x["vote_id"]] = count.get(x["vote_id"], 0) + 1
+        for r in rows:
+            f = first.get(r["id"])
+            r["corrections"] = count.get(r["id"], 0)
+            r["first_choice"] = f["old_choice"] if f else r["choice"]
+            r["first_started"] = f["old_started"] if f else r["started"]
+            r["first_answers"] = f["old_answers"] if f else r["answers"]
+        return rows
 
     def done(self, annotator: str) -> set[str]:
         with closing(self._connect()) as c:

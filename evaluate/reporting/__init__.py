@@ -136,10 +136,25 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
 
         strip_out = draw_strips(items, strips_dir(out))
     html = write_page(out, an, tables, figs, previews, strip_out, runs, skipped,
-                      {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()}, pal)
+                      {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()}, pal,
+                      videos=page_videos(items, out / "videos"))
     return {"out_dir": str(out), "html": str(html), "markdown": str(out / "report.md"),
             "sources": str(out / "sources.json"), "tables": files, "items": len(items),
             "figures": {k: [str(p) for p in v] for k, v in figs.items()}, "analyses": an, "tables_built": tables}
+
+
+def page_videos(items: list[Item], folder: Path) -> dict[tuple, Any]:
+    """(run, *item key) -> :class:`~evaluate.reporting.playable.PageVideo` for every item with a video: the
+    original where a browser plays it, else an H.264 copy in ``folder`` (or a warning)."""
+    from .playable import page_video
+    from .strips import strip_path
+
+    out: dict[tuple, Any] = {}
+    for it in items:
+        video = it.item_dir / "video.mp4"
+        if video.exists():
+            out[(it.run,) + it.key] = page_video(video, strip_path(folder, it).with_suffix(".mp4"))
+    return out
 
 
 def draw_strips(items: list[Item], folder: Path) -> dict[tuple, Optional[tuple[Path, list]]]:

@@ -52,7 +52,15 @@ _PROBE = """async () => {
           swatches: Array.from(document.querySelectorAll('#colour-key .swatch')).map(s => ({name: s.dataset.name,
                    colour: getComputedStyle(s).backgroundColor})),
           folded: Array.from(document.querySelectorAll('ul.fold')).map(u => ({table: u.dataset.folded,
-                   items: u.children.length}))};
+                   items: u.children.length, text: u.textContent})),
+          // emphasised cells: their table, column (metric key), rank and the row's leading key cells
+          emphasis: Array.from(document.querySelectorAll('table.sortable td.best, table.sortable td.second')).map(
+                   td => ({table: td.closest('table').dataset.table, col: td.dataset.col,
+                           rank: td.classList.contains('best') ? 1 : 2,
+                           row: Array.from(td.parentElement.cells).slice(0, 2).map(c => c.textContent),
+                           weight: getComputedStyle(td).fontWeight})),
+          answer: Array.from(document.querySelectorAll('#verdict p.answer')).map(p => ({text: p.textContent,
+                   top: p.getBoundingClientRect().top + window.scrollY}))};
 }"""
 
 _SORT = """() => {
@@ -70,7 +78,7 @@ _SORT = """() => {
 def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60,
                fragment: str = "") -> dict:
     """Load ``html`` (file://) and return ``{videos, tables, images, sections, verdict, strips, swatches, folded,
-    sort, console_errors, page_errors}``; the screenshot shows the viewport at ``#fragment`` (top of the page when
+    emphasis, answer, sort, console_errors, page_errors}``; the screenshot shows the viewport at ``#fragment`` (top of the page when
     empty)."""
     from playwright.sync_api import sync_playwright
 

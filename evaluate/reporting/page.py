@@ -14,7 +14,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .analyses import Analyses
 from .cells import Cell
@@ -23,7 +23,7 @@ from .plots import Palette
 from .release import release_html
 from .render import cell_text
 from .tables import Table
-from .verdict import headline, latency_text, line_data
+from .verdict import answer, headline, latency_text, line_data
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
@@ -31,10 +31,13 @@ vertical-align:top}td{white-space:nowrap}th{background:#f3f3f3;cursor:pointer;us
 th.desc:after{content:" \\25BC"}td.best{font-weight:bold}td.second{text-decoration:underline}td.nc{color:#a33}
 .cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.fold{font-size:11px;color:#a33;
 max-width:1300px;margin:.2em 0}.vid{display:inline-block;margin:4px;vertical-align:top;font-size:11px}.vid video{width:320px;
-display:block;background:#000}img.fig{max-width:100%}img.strip{max-width:100%;display:block}nav a{margin-right:.8em}
+display:block;background:#000}.case{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start;margin:6px 0;
+font-size:11px}.case video{width:320px;display:block;background:#000}img.fig{max-width:100%;height:auto}
+img.strip{max-width:100%;height:auto;display:block}.warn{color:#a33;font-weight:bold}nav a{margin-right:.8em}
 section{margin-bottom:2em}h3{margin-bottom:.2em}#verdict{border:2px solid #2a6;padding:.3em 1em;border-radius:6px}
 table.verdict td{white-space:normal}table.verdict td.sep{font-weight:bold}.swatch{display:inline-block;width:14px;
-height:14px;margin:0 4px 0 12px;vertical-align:middle;border-radius:2px}details>summary{cursor:pointer;
+height:14px;margin:0 4px 0 12px;vertical-align:middle;border-radius:2px}p.answer{font-size:17px;font-weight:bold;
+margin:.4em 0;max-width:1100px}details>summary{cursor:pointer;
 font-weight:bold;margin:.4em 0}"""
 
 # Click a header to sort by that column (numbers by their data-v value, text otherwise); a second click reverses.
@@ -90,6 +93,7 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
                 r = ranks.get((i, c.key))
                 if r:
                     cls.append("best" if r == 1 else "second")
+                    dv += f" data-col='{_e(c.key)}'"  # what a marked cell is best in (browser tests read it)
                 tds.append(f"<td class='{' '.join(cls)}'{dv}>{_e(cell_text(v, note))}</td>")
             P.append("<tr>" + "".join(tds) + "</tr>")
         P.append("</tbody></table></div>")
@@ -104,7 +108,9 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
         P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
                  "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
     if ranks:
-        P.append("<div class='fn'>Best per column in bold, second best underlined.</div>")
+        P.append("<div class='fn'>Best per column in bold where its paired 95 % interval separates it from every "
+                 "other row (as in the verdict), second best underlined likewise; unmarked columns do not "
+                 "separate.</div>")
     P.append("</section>")
     return "\n".join(P)
 
@@ -128,6 +134,9 @@ def verdict_html(an: Analyses) -> str:
              "one's speedup vs FullKV and every paired difference (separated ones in bold). [variant]: not the "
              "paper's backbone (see the variants table). No interval below 3 pairs. Chance: what a video with no "
              "memory of the content scores.</p>")
+    answers = [(c, a) for c in v.comparisons if (a := answer(an, c))]
+    if answers:  # the answer first, in words, before the tables that back it
+        P.insert(1, "".join(f"<p class='answer' data-answer='{_e(c.title)}'>{_e(a)}</p>" for c, a in answers))
     for i, c in enumerate(v.comparisons):
         lines = [x for x in v.lines if x.comparison is c]
         P.append(f"<h3>{_e(c.header)}</h3>")
@@ -167,13 +176,17 @@ def _figure_html(name: str, paths: list[Path], rel) -> str:
         return ""
     png = [p for p in paths if p.suffix == ".png"][0]
     alt = " ".join(f"<a href='{_e(rel(p))}'>{p.suffix[1:]}</a>" for p in paths)
-    return (f"<h3>{_e(name)}</h3><img class='fig' src='{_e(rel(png))}' alt='{_e(name)}'><p class='fn'>{alt}</p>")
+    return (f"<h3>{_e(name)}</h3><a href='{_e(rel(png))}'><img class='fig' src='{_e(rel(png))}' alt='{_e(name)}'>"
+            f"</a><p class='fn'>{alt} (click the figure for full size)</p>")
 
 
 def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[str, list[Path]],
                previews: dict[str, list[Path]], strips: dict[tuple, Optional[tuple[Path, list]]], runs: list[Path],
-               skipped: dict[str, int], downloads: dict[str, dict[str, str]], pal: Palette) -> Path:
-    """Write ``out_dir/index.html`` atomically. ``strips``: (run, *item key) -> (png, rows drawn) or None."""
+               skipped: dict[str, int], downloads: dict[str, dict[str, str]], pal: Palette,
+               videos: Optional[dict[tuple, Any]] = None) -> Path:
+    """Write ``out_dir/index.html`` atomically. ``strips``: (run, *item key) -> (png, rows drawn) or None.
+    ``videos``: (run, *item key) -> :class:`~evaluate.reporting.playable.PageVideo` (what the player plays, and a
+    note beside it); items without one play their own ``video.mp4``."""
     from harness.io import write_text
 
     items: list[Item] = an.study.items
@@ -207,8 +220,8 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
     if previews:
         P.append("<h3>Trajectories</h3>")
         for name, paths in previews.items():
-            P.append(f"<div class='vid'>{_e(name)}<br><img class='fig' style='width:480px' "
-                     f"src='{_e(rel(paths[0]))}' alt='{_e(name)}'></div>")
+            P.append(f"<div class='vid' data-preview='{_e(name)}'>{_e(name)}<br><a href='{_e(rel(paths[0]))}'>"
+                     f"<img class='fig' src='{_e(rel(paths[0]))}' alt='{_e(name)}'></a></div>")
     P.append("</section><section id='more'><h2>More tables</h2><p class='cap'>Per trajectory, multi-revisit, "
              "cross-axis, coverage, the dynamic decomposition, group summaries and the paper's numbers beside "
              "ours. Click to open.</p>")
@@ -240,9 +253,16 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
                           f"data-item='{_e(rel(it.metrics_path))}' data-strip='{_e(json.dumps(rows))}'></a>")
                 else:
                     st = "<span class='fn'>(no revisit frames recorded)</span>"
-                P.append(f"<div class='vid'><b>{_e(it.model)}</b> / {_e(it.context)} "
+                pv = (videos or {}).get((it.run,) + it.key)
+                src = pv.src if pv is not None else d / "video.mp4"
+                note = ""
+                if pv is not None and pv.note:
+                    note = (f"<div class='{'warn' if pv.warning else 'fn'}' data-video-note='{_e(pv.codec)}' "
+                            f"style='max-width:320px'>{_e(pv.note)}</div>")
+                # the strip beside the player at its own size (click: full size); it wraps below on a narrow screen
+                P.append(f"<div class='case'><div><b>{_e(it.model)}</b> / {_e(it.context)} "
                          f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='{preload}' "
-                         f"src='{_e(rel(d / 'video.mp4'))}'></video>{lk}<div style='width:320px'>{st}</div></div>")
+                         f"src='{_e(rel(src))}'></video>{note}{lk}</div><div>{st}</div></div>")
             P.append("</div>")
     P.append(f"</section><script>{_JS}</script></body></html>")
     out = out_dir / "index.html"

@@ -62,7 +62,8 @@ def markdown(t: Table, full: bool = False) -> str:
         L.append("| " + " | ".join([_md_escape(str(k)) for k in key] + out) + " |")
     L.append("")
     if ranks:
-        L += ["Best per column in **bold**, second best in *italics*.", ""]
+        L += [("Best per column in **bold** where its paired 95 % interval separates it from every other row (as "
+               "in the verdict), second best in *italics* likewise."), ""]
     for reason, k in note.items():
         L.append(f"[{k}] {_md_escape(reason)}  ")
     L += [f"- {_md_escape(x)}" for x in folded_lines(t)]
@@ -71,11 +72,15 @@ def markdown(t: Table, full: bool = False) -> str:
 
 
 def to_csv(t: Table) -> str:
+    """One row per table row. A column holding intervals (Cells) comes with ``<col>:lo``, ``:hi``, ``:n`` and
+    ``:note`` (the reason of an n/c cell); a column of plain values is one column (numbers as numbers, NaN as an
+    empty field), so the file is tidy."""
     buf = io.StringIO()
     w = csv.writer(buf)
     head = list(t.index)
+    with_ci = {c.key for c in t.columns if any(isinstance(cells.get(c.key), Cell) for _, cells in t.rows)}
     for c in t.columns:
-        head += [c.key, f"{c.key}:lo", f"{c.key}:hi", f"{c.key}:n", f"{c.key}:note"]
+        head += [c.key] + ([f"{c.key}:lo", f"{c.key}:hi", f"{c.key}:n", f"{c.key}:note"] if c.key in with_ci else [])
     w.writerow(head)
     for key, cells in t.rows:
         row = list(key)
@@ -86,7 +91,9 @@ def to_csv(t: Table) -> str:
                 row += [f"{v.mean:.6g}" if ok else "", f"{v.lo:.6g}" if ok and np.isfinite(v.lo) else "",
                         f"{v.hi:.6g}" if ok and np.isfinite(v.hi) else "", v.n, "" if ok else (v.reason or "")]
             else:
-                row += ["" if v is None else v, "", "", "", ""]
+                if isinstance(v, float) and not np.isfinite(v):
+                    v = None
+                row += ["" if v is None else v] + (["", "", "", ""] if c.key in with_ci else [])
         w.writerow(row)
     return buf.getvalue()
 

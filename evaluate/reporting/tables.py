@@ -11,7 +11,9 @@ the reason (and so the fix), instead of a column of n/c. The CSV files keep ever
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
@@ -45,7 +47,10 @@ def metric_column(key: str) -> Column:
 class Table:
     """``rows``: (row key values matching ``index``, {column key: value}).
 
-    ``mark_best`` ranks Cell columns with a direction (best and second best per column). ``fold``: columns that are
+    ``mark_best`` ranks Cell columns with a direction (best and second best per column), only where ``separated``
+    says so: ``separated(row_key_a, row_key_b, column_key)`` is True when the paired interval of the two rows
+    excludes 0 (the verdict's rule, :meth:`~evaluate.reporting.analyses.MetricComparison.separated`); a table
+    without it marks nothing, so ties, n=1 and unpaired rows are never emphasised. ``fold``: columns that are
     n/c in every row are rendered as one line each reason (:meth:`folded`). ``collapsed``: a one-line summary that
     replaces the whole table where it is rendered for reading (the full table stays in its own files)."""
 
@@ -59,6 +64,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
     fold: bool = False
     collapsed: Optional[str] = None
+    separated: Callable[[tuple, tuple, str], bool] | None = None
 
     def _all_nc(self, c: Column) -> bool:
         cells = [cells.get(c.key) for _, cells in self.rows]
@@ -82,27 +88,33 @@ class Table:
                 reason = next((v.reason for _, cells in self.rows if isinstance(v := cells.get(c.key), Cell)
                                and v.reason), "not computed")
                 out.setdefault(_without_key(reason, c.key), []).append(c.key)
-        return list(out.items())
+        return _weights_in_one_line(list(out.items()))
 
     def ranks(self) -> dict[tuple[int, str], int]:
-        """(row number, column key) -> 1 (best) or 2 (second best), for columns with a direction."""
+        """(row number, column key) -> 1 (best) or 2 (second best), for columns with a direction.
+
+        The best row is marked only when it is separated (:attr:`separated`) from every other row with a value;
+        the second only when the best is marked, three or more rows have a value and it is separated from every
+        row below it. Equal means, n < 3 and rows without a paired comparison are never separated."""
         out: dict[tuple[int, str], int] = {}
-        if not self.mark_best:
+        if not self.mark_best or self.separated is None:
             return out
         for c in self.columns:
             if c.higher_is_better is None:
                 continue
-            vals = [(i, v.mean) for i, (_, cells) in enumerate(self.rows)
+            vals = [(i, key, v.mean) for i, (key, cells) in enumerate(self.rows)
                     if isinstance(v := cells.get(c.key), Cell) and v.ok() and v.kind == "mean"]
             if len(vals) < 2:
                 continue
-            distinct = sorted({round(m, 12) for _, m in vals}, reverse=c.higher_is_better)
-            if len(distinct) < 2:
-                continue  # all equal: nothing to mark
-            for i, m in vals:
-                r = distinct.index(round(m, 12)) + 1
-                if r <= 2:
-                    out[(i, c.key)] = r
+            order = sorted(vals, key=lambda x: x[2], reverse=bool(c.higher_is_better))
+
+            def apart(x: tuple, rest: list[tuple], col: str = c.key) -> bool:
+                return all(x[2] != y[2] and self.separated(x[1], y[1], col) for y in rest)
+
+            if apart(order[0], order[1:]):
+                out[(order[0][0], c.key)] = 1
+                if len(order) >= 3 and apart(order[1], order[2:]):
+                    out[(order[1][0], c.key)] = 2
         return out
 
     def footnotes(self) -> dict[str, int]:
@@ -114,6 +126,27 @@ class Table:
                 if isinstance(v, Cell) and not v.ok() and v.reason:
                     out.setdefault(v.reason, len(out) + 1)
         return out
+
+
+#: the words of a backbone whose weights are not installed (evaluate/backbones.py); such columns fold into one line
+WEIGHTS_MISSING = "weights not found at "
+
+
+def _weights_in_one_line(folded: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """The folded columns whose only reason is a backbone without weights, as one entry pointing at
+    ``weights list`` (one line per backbone told the same thing nine times); every other reason stays as it is."""
+    import re
+
+    missing = [(r, cols) for r, cols in folded if WEIGHTS_MISSING in r]
+    if len(missing) < 2:
+        return folded
+    roots = sorted({str(Path(m.group(1)).parent) for r, _ in missing
+                    if (m := re.search(re.escape(WEIGHTS_MISSING) + r"(\S+)", r))})
+    where = f" under {', '.join(roots)}" if roots else ""
+    reason = (f"their backbones' weights are not installed{where}: `python -m harness weights list` shows each "
+              "backbone, what is missing and the command that fetches it (nothing is downloaded during a run)")
+    out = [x for x in folded if WEIGHTS_MISSING not in x[0]]
+    return [(reason, [c for _, cols in missing for c in cols])] + out
 
 
 def _without_key(reason: str, key: str) -> str:
@@ -132,12 +165,31 @@ class Builder:
         self.study = study
         self.an = analyses or Analyses(study)
 
+    # -- emphasis: the verdict's rule -------------------------------------------------------------------------------
+    def _models_separated(self, a: tuple, b: tuple, key: str) -> bool:
+        """Rows (model, context) of the main-context tables: the models comparison's paired rule."""
+        for c in self.an.comparisons:
+            if c.kind == "models" and key in c.metrics and a[0] in c.contenders and b[0] in c.contenders:
+                return c.metrics[key].separated(a[0], b[0])
+        return False
+
+    def _policies_separated(self, a: tuple, b: tuple, key: str) -> bool:
+        """Rows (model, context) of the policy table: that model's policy comparison's paired rule."""
+        if a[0] != b[0]:
+            return False
+        for c in self.an.comparisons:
+            if c.kind == "policies" and c.model == a[0] and key in c.metrics:
+                return c.metrics[key].separated(a[1], b[1])
+        return False
+
     # -- per-model tables -------------------------------------------------------------------------------------------
     def _model_table(self, tid: str, title: str, caption: str, groups: dict[str, tuple[str, list[Item]]],
-                     keys: list[str]) -> Table:
+                     keys: list[str], paired: bool = True) -> Table:
+        """``paired``: the rows are the models comparison's contenders (main and variants tables), so its paired
+        intervals decide the emphasis; per-trajectory tables are not compared pairwise and mark nothing."""
         cols = [metric_column(k) for k in keys]
         t = Table(tid, title, caption, ["model", "context"], [Column("videos", "videos")] + cols, mark_best=True,
-                  fold=True)
+                  fold=True, separated=self._models_separated if paired else None)
         for model, (ctx, its) in groups.items():
             t.rows.append(((model, ctx), {c.key: self.study.metric_cell(its, c.key) for c in cols}
                            | {"videos": len(its)}))
@@ -149,8 +201,9 @@ class Builder:
             "main", "Main results (paper Table 2)",
             f"The paper's Table 2 metrics, each with the paper's backbone, per model at its main context "
             f"({s.main_context} where run, else its first): mean over its videos (cases x trajectories x seeds "
-            "pooled) with a 95 % bootstrap interval over videos and n videos. ↑/↓: higher/lower is better; best and "
-            "second best per metric are marked where two or more models have a value. Other backbones and the "
+            "pooled) with a 95 % bootstrap interval over videos and n videos. ↑/↓: higher/lower is better; the best "
+            "per metric is marked only where the verdict separates it from every other model (paired 95 % interval "
+            "over matched videos excludes 0, n >= 3); ties are never marked. Other backbones and the "
             "harness's own metrics are in the variants table.", s.main_items(), s.table2_keys)
 
     def variants_table(self) -> Table:
@@ -182,7 +235,7 @@ class Builder:
                 f"trajectory_{traj}", f"Per-trajectory results: {traj.upper()} (paper Table 8)",
                 f"As the main table and the variants, on trajectory {traj} only (cases x seeds pooled). Context: "
                 f"{s.main_context} where the model was run on {traj} with it, else its first context that was.",
-                groups, s.table2_keys + [k for k in s.variant_keys if k in s.computed_keys]))
+                groups, s.table2_keys + [k for k in s.variant_keys if k in s.computed_keys], paired=False))
         return out
 
     def group_summary(self) -> Table:
@@ -247,7 +300,8 @@ class Builder:
                   "table and the verdict.",
                   ["model", "context"], [Column("videos", "matched videos"), Column("latency_s", "latency [s]", False),
                                          Column("speedup", "speedup vs FullKV", True)]
-                  + [metric_column(k) for k in keys], mark_best=True, fold=True)
+                  + [metric_column(k) for k in keys], mark_best=True, fold=True,
+                  separated=self._policies_separated)
         for c in pols:
             for ctx in c.contenders:
                 row: dict[str, Value] = {"videos": c.matched_videos, "latency_s": c.latency[ctx],

@@ -20,6 +20,9 @@ from .cells import Cell, fmt
 MAX_LINES = 8
 #: headline metrics of a single-contender page
 MAX_HEADLINE = 6
+#: what a single-contender verdict suggests; a caller whose command cannot follow it (a sweep job, external
+#: videos) swaps it for its own (harness.app.cli)
+NO_COMPARISON_HINT = "Run several (e.g. `-m context=fullkv,sliding,fov`) for a verdict."
 
 
 def _num(c: Cell, signed: bool = False) -> str:
@@ -47,6 +50,33 @@ def line_data(line: VerdictLine) -> dict[str, Any]:
             "best_speedup": _num(speed) if speed is not None and speed.ok() else None,
             "diffs": [{"a": a, "b": b, "text": _num(m.diffs[(a, b)], signed=True), "separated": m.separated(a, b)}
                       for a, b in c.pairs]}
+
+
+#: metric families whose scores measure how much of the world comes back (what "keeps more of the world" means)
+MEMORY_FAMILIES = ("environment", "departure", "human", "object")
+
+
+def answer(an: Analyses, c: Comparison) -> str | None:
+    """The comparison's answer in one sentence, for the first screen: on its most telling memory metric (the
+    verdict's order: paper metrics first, then by how clearly they separate), who keeps more of the world than
+    whom, with the paired difference and its interval; None when no memory metric separates (the verdict says
+    so). ``FoV keeps more of the world than Sliding on departure.return_visible[...] ↑: fov 1.000 vs sliding
+    0.023, paired fov − sliding +0.977 [0.954, 0.997] n=4.``"""
+    names = {"fov": "FoV", "sliding": "Sliding", "fullkv": "FullKV"} if c.kind == "policies" else {}
+    for x in an.verdict.lines:
+        sp = spec_of(x.key)
+        if x.comparison is not c or sp is None or sp.family not in MEMORY_FAMILIES or not sp.higher_is_better:
+            continue
+        r, m = x.ranking, x.metric
+        j = next(i for i in range(1, len(r)) if m.separated(r[0], r[i]))  # the verdict line separates someone
+        top, rest = r[:j], [n for n in r[j:] if m.separated(r[0], n)]
+        who = " and ".join(names.get(n, n) for n in top)
+        verb = "keeps" if len(top) == 1 else "keep"
+        d = m.diff(r[0], rest[0])
+        return (f"{who} {verb} more of the world than {' and '.join(names.get(n, n) for n in rest)} on {x.key}"
+                f"{_arrow(x.key)}: " + ", ".join(f"{n} {m.means[n].mean:.3f}" for n in r) +
+                f"; paired {r[0]} − {rest[0]} {_num(d, signed=True)} (95 % bootstrap interval over matched videos).")
+    return None
 
 
 def chain(line: VerdictLine) -> str:
@@ -99,13 +129,15 @@ def verdict_lines(an: Analyses) -> list[str]:
         models = sorted({it.model for it in s.items})
         ctxs = sorted({it.context for it in s.items})
         head = (f"Nothing to compare: {', '.join(models)} under {', '.join(ctxs)} ({len(s.items)} videos), no other "
-                "policy or model on the same videos. Run several (e.g. `-m context=fullkv,sliding,fov`) for a "
-                "verdict.")
+                f"policy or model on the same videos. {NO_COMPARISON_HINT}")
         return [head] + [f"- {x}" for x in headline(an)]
     out = []
     for i, c in enumerate(v.comparisons):
         lines = [x for x in v.lines if x.comparison is c]
         out.append(f"{c.header}:")
+        ans = answer(an, c)
+        if ans:
+            out.append(f"- answer: {ans}")
         if not lines:
             out.append("- no metric separates them (every paired 95 % interval includes 0, or fewer than 3 pairs)")
         for x in lines[:MAX_LINES]:

@@ -296,8 +296,34 @@ def _redact_multirun_yaml(hc: Any) -> None:
             write_text(p, clean, scrubbed=True)
 
 
+def _in_sweep() -> bool:
+    """This process is one job of a Hydra sweep (``-m``)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return str(HydraConfig.get().mode).endswith("MULTIRUN")
+    except Exception:  # noqa: BLE001 - not under Hydra (API use)
+        return False
+
+
+def _no_comparison_hint(cfg: dict[str, Any]) -> str:
+    """The console's hint when a run has nothing to compare, fitted to the command that ran: a sweep job is
+    already running several (its siblings add theirs to the same run), external videos come from a manifest."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+
+    run = cfg.get("run") or "<name>"
+    if cfg.get("videos"):
+        return ("To compare, put videos of a second model or context policy of the same cases in the folder "
+                "(manifest.json names each video's model and context) and evaluate again.")
+    if _in_sweep():
+        return (f"The sweep's other jobs add their policies or models to this run: the last job's verdict, or "
+                f"`python -m harness report run={run}` once all are done, compares them.")
+    return NO_COMPARISON_HINT
+
+
 def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
     """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
     from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
 
@@ -314,7 +340,8 @@ def _evaluate(run_dir, cfg: dict[str, Any]) -> bool:
     if out.get("report"):
         print(f"report: {out['report']}")
     if out.get("verdict"):  # the report's own verdict (evaluate.reporting.verdict), the same words as its page
-        print("verdict:\n  " + "\n  ".join(out["verdict"]))
+        hint = _no_comparison_hint(cfg)
+        print("verdict:\n  " + "\n  ".join(x.replace(NO_COMPARISON_HINT, hint) for x in out["verdict"]))
     print(_short_table(out["results"]))
     for item, reason in out["failed"]:
         key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
@@ -599,6 +626,34 @@ def _prepass(argv: list[str]) -> None:
     log.debug("validated the %d job(s) of the sweep", len(jobs))
 
 
+def _hide_internal_options_in_help() -> None:
+    """``--help`` lists each config group's options (Hydra's ``$APP_CONFIG_GROUPS``); leave out the internal
+    ones whose names start with ``_`` (``model/_upstream_base``: a base other model files extend, not a model), as
+    ``list`` does. Hydra builds that listing in ``Hydra.format_config_groups`` (facebookresearch/hydra,
+    ``hydra/_internal/hydra.py``); this wraps it for this process only, and
+    ``tests/harness/app/test_cli.py::test_help_lists_no_internal_option`` notices if Hydra's format changes."""
+    from hydra._internal.hydra import Hydra
+
+    original = Hydra.format_config_groups
+    if getattr(original, "_hides_internal", False):
+        return
+
+    def format_config_groups(self, predicate, compact: bool = True) -> str:  # type: ignore[no-untyped-def]
+        text = original(self, predicate, compact)
+        if not compact:
+            return "\n".join(x for x in text.split("\n") if not x.strip().startswith("_"))
+        lines = []
+        for line in text.split("\n"):
+            group, sep, opts = line.partition(": ")
+            if sep:
+                line = group + sep + ", ".join(o for o in opts.split(", ") if not o.startswith("_"))
+            lines.append(line)
+        return "\n".join(lines)
+
+    format_config_groups._hides_internal = True  # type: ignore[attr-defined]
+    Hydra.format_config_groups = format_config_groups  # type: ignore[method-assign]
+
+
 def main() -> None:
     import hydra
 
@@ -631,6 +686,8 @@ def main() -> None:
         sys.argv = _precheck_argv(merge_run_args(sys.argv))
         _register_secrets(_argv_secrets(sys.argv))
         _prepass(sys.argv[1:])
+        if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+            _hide_internal_options_in_help()
         try:
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
         except SystemExit as exc:

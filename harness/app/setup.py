@@ -653,8 +653,9 @@ def run_setup(cfg: dict[str, Any], hub: Optional[Hub] = None, log: Callable[[str
         try:
             import huggingface_hub  # noqa: F401
         except ImportError:
-            raise MissingDependencyError("setup downloads weights with huggingface_hub: pip install huggingface_hub "
-                                         "(or pass print=true for the script)") from None
+            # huggingface_hub comes with the `eval` extra (pyproject.toml); MissingDependencyError words the rest
+            raise MissingDependencyError(f"setup model={plan.model} (its weights step)", extra="eval",
+                                         detail="huggingface_hub; print=true prints the script instead") from None
         endpoint = (cfg.get("setup") or {}).get("endpoint") or os.environ.get("HF_ENDPOINT")
         hub = HfHub(endpoint=endpoint, token=os.environ.get("HF_TOKEN"), model=plan.model)
     if "checkout" in plan.steps:

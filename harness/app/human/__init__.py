@@ -3,10 +3,12 @@
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0] [secret=S]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
+                 [checks=N] [practice=N]  (static: attention checks mixed in; practice pairs first)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
-    human report study=NAME|DIR [n_boot=2000]
+    human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
     human tokens study=NAME|DIR add=ann4[,ann5]
+    human status study=NAME|DIR            (the organiser's view: each annotator's progress, checks, agreement)
 
 ``output_root=`` (default ``outputs``) places studies under ``<output_root>/studies/``. Plain ``key=value``
 arguments (no Hydra: nothing here needs the run configuration); a bad one is a one-line error with exit code 2.
@@ -24,9 +26,10 @@ from harness.errors import UserError
 USAGE = __doc__.split("\n\n")[1]
 _COMMON = {"output_root"}
 KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge",
-                 "secret"},
-        "serve": {"study", "host", "port"}, "report": {"study", "n_boot"}, "export": {"study", "out", "unblind"},
-        "tokens": {"study", "add"}}
+                 "secret", "checks", "practice"},
+        "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
+        "export": {"study", "out", "unblind"},
+        "tokens": {"study", "add"}, "status": {"study"}}
 
 
 class HumanArgError(UserError):
@@ -99,7 +102,8 @@ def cmd_plan(args: dict) -> int:
         else ann.split(",")
     req = PlanRequest(runs=runs, metrics=metrics, seed=seed, pairs=_int(args, "pairs", None, 1, 10**6),
                       instances=_int(args, "instances", None, 1, 10**6), annotators=ids, judge=args.get("judge"),
-                      require_judge=_bool(args, "require_judge", True), secret=args.get("secret"))
+                      require_judge=_bool(args, "require_judge", True), secret=args.get("secret"),
+                      checks=_int(args, "checks", 0, 0, 1000), practice=_int(args, "practice", 0, 0, 100))
     if "out" in args and "name" in args:
         raise HumanArgError("human plan: give name= or out=, not both")
     if "out" in args:
@@ -121,6 +125,14 @@ def cmd_plan(args: dict) -> int:
         n = c.get("pairs", c.get("instances"))
         print(f"  {k}: {n} of {c['candidates']} candidate(s)" + (" (fewer than asked: every candidate is in)"
                                                                    if c.get("short") else ""))
+    if r.get("dropped"):  # metric=static without some of the paper's six: say so, never silently
+        print(f"warning: metric=static plans {len(r['counts'])} of the paper's six static metrics; not in this "
+              f"study (not computed in these runs): " + "; ".join(f"{d['metric']} ({d['reason']})"
+                                                                   for d in r["dropped"]) +
+              ". Fetch the missing weights (python -m harness weights list), evaluate again and plan anew to "
+              "include them.")
+    if r.get("checks"):
+        print(f"  attention checks: {r['checks']} (mixed among the pairs; never in the statistics)")
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
     print(f"next: python -m harness human serve study={r['dir']}")
@@ -149,7 +161,12 @@ def cmd_serve(args: dict) -> int:
 def cmd_report(args: dict) -> int:
     from evaluate.human.report import write_report
 
-    out = write_report(_study(args), n_boot=_int(args, "n_boot", 2000, 100, 10**6))
+    exclude = args.get("exclude", "none")
+    if exclude not in ("none", "failed_checks"):
+        raise HumanArgError(f"exclude={exclude}: use exclude=failed_checks (leave out annotators who failed an "
+                            "attention check) or exclude=none")
+    out = write_report(_study(args), n_boot=_int(args, "n_boot", 2000, 100, 10**6),
+                       exclude_failed_checks=exclude == "failed_checks")
     print(out["text"])
     print(f"report: {out['markdown']}  {out['json']}  tables: {Path(out['out_dir']) / 'tables'}")
     return 0
@@ -175,8 +192,25 @@ def cmd_tokens(args: dict) -> int:
     return 0
 
 
+def cmd_status(args: dict) -> int:
+    """The organiser's view of a running study (reads the vote store; the server may be running)."""
+    from evaluate.human.analysis import progress
+
+    study = _study(args)
+    rows = progress(study)
+    print(f"study {study.name}: {sum(r['done'] for r in rows)} of {sum(r['total'] for r in rows)} answers in")
+    print(f"  {'annotator':<12} {'done':>11} {'last vote (UTC)':<20} {'changed':>7} {'checks ok':>9} "
+          f"{'agree w/ metric':>16}")
+    for r in rows:
+        ag = "-" if r["agree_with_metric"] is None else f"{100 * r['agree_with_metric']:.0f} % of {r['decisive_votes']}"
+        ck = f"{r['checks_passed']}/{r['checks']}" if r["checks"] else "-"
+        print(f"  {r['annotator']:<12} {str(r['done']) + ' / ' + str(r['total']):>11} "
+              f"{(r['last_vote_utc'] or '-')[:19]:<20} {r['corrected']:>7} {ck:>9} {ag:>16}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[dict], int]] = {"plan": cmd_plan, "serve": cmd_serve, "report": cmd_report,
-                                              "export": cmd_export, "tokens": cmd_tokens}
+                                              "export": cmd_export, "tokens": cmd_tokens, "status": cmd_status}
 
 
 def main(argv: list[str]) -> int:

@@ -198,9 +198,12 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
 
     def state(aid: str) -> dict:
         done, total, nxt = study.next_for(aid)
+        last = study.store.last_vote(aid)  # the answer that may still be changed (before the next one)
         return {"annotator": aid, "done": done, "total": total, "kind": study.kind,
                 "instructions": study.public.get("instructions", ""),
-                "item": study.payload(nxt) if nxt else None}
+                "item": study.payload(nxt) if nxt else None,
+                "last": None if last is None else {"item": study.payload(last["item"]), "choice": last["choice"],
+                                                   "started": last["started"], "answers": last["answers"]}}
 
     async def next_item(request: Request):
         from starlette.concurrency import run_in_threadpool
@@ -233,6 +236,27 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         return JSONResponse({"status": status, "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
+    async def correct(request: Request):
+        """Change the answer of the annotator's last item (the store keeps the audit trail)."""
+        from starlette.concurrency import run_in_threadpool
+
+        aid = who(request)
+        if not aid:
+            return err(401, "log in first")
+        try:
+            data = await body_json(request)
+            if not isinstance(data, dict):
+                raise VoteError("send a JSON object")
+            item = data.get("item")
+            if item not in study.items or item not in study.orders[aid]:
+                return err(403, "item: not one of your items")
+            await run_in_threadpool(study.store.correct, aid, item, study.items[item]["kind"], data)
+        except VoteError as exc:
+            return err(409 if "only your last answer" in str(exc) else 400, str(exc))
+        done, total, _ = await run_in_threadpool(study.next_for, aid)
+        return JSONResponse({"status": "corrected", "item": item, "done": done, "total": total},
+                            headers={"Cache-Control": "no-store"})
+
     def media(request: Request):
         name = request.path_params["name"]
         if not who(request):
@@ -255,7 +279,8 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
 
     routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
               Route("/api/logout", logout, methods=["POST"]), Route("/api/next", next_item),
-              Route("/api/vote", vote, methods=["POST"]), Route("/media/{name}", media),
+              Route("/api/vote", vote, methods=["POST"]), Route("/api/correct", correct, methods=["POST"]),
+              Route("/media/{name}", media),
               Route("/static/{name}", static), Route("/healthz", health),
               Route("/favicon.ico", favicon)]
     middleware = [Middleware(_SecurityHeaders)]

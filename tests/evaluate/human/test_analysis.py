@@ -177,3 +177,211 @@ def test_the_study_report_includes_a_human_study(runs, tmp_path):
     assert "human_static" in out["tables"] and "t-human_static" in Path(out["html"]).read_text()
     argv = merge_run_args(["harness", "report", "run=a", "human_study=x,y", "human_study=z"])
     assert argv[-1] == "+human_study=['x','y','z']" and "run=a" in argv
+
+
+def test_report_ranks_the_arms_from_the_votes_beside_the_metric(runs, tmp_path):
+    """Two of three annotators side with the metric, the third against it: every arm wins and loses some votes,
+    so the Bradley-Terry strengths are finite; the people's ranking follows the majority, i.e. the metric's."""
+    from evaluate.human.ranking import bradley_terry
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+
+    def vote(a, it):
+        metric_side = "A" if it["A"]["value"] > it["B"]["value"] else "B"
+        return {"choice": metric_side if a != first else {"A": "B", "B": "A"}[metric_side]}
+
+    cast = vote_all(d, vote)
+    out = write_report(d, n_boot=200)
+    bt = out["results"]["metrics"][analysis.ALL]["bradley_terry"]
+    key = {i["id"]: i for i in json.loads((d / "key.json").read_text())["items"]}
+    by: dict = {}
+    for v in cast:
+        by.setdefault(v["item"], []).append(v["choice"])
+    direct = bradley_terry([(key[i]["A"]["arm"], key[i]["B"]["arm"], c) for i, c in by.items()])
+    assert direct.ok()
+    for arm, s in zip(direct.arms, direct.scores):
+        x = bt["arms"][arm]
+        assert x["score"] == pytest.approx(s, abs=1e-9) and x["lo"] <= x["score"] <= x["hi"]
+        assert x["rank_human"] == x["rank_metric"]  # the majority sides with the metric on every pair
+    assert bt["spearman"] == pytest.approx(1.0)
+    rows = list(csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_ranking.csv")))
+    assert {r["arm"] for r in rows if r["metric"] == analysis.ALL} == set(direct.arms)
+    assert "A ranking from people" in Path(out["markdown"]).read_text()
+
+
+def test_export_carries_values_and_preference_so_agreement_can_be_recomputed(runs, tmp_path):
+    """From votes.csv alone (no key.json): the decisive majorities against the metric's side give the report's
+    agreement, counted by hand."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+    vote_all(d, lambda a, it: {"choice": "A" if a == first else "B" if it["A"]["value"] < it["B"]["value"] else "A"})
+    rows = list(csv.DictReader(open(analysis.export_votes(d)["csv"])))
+    by: dict = {}
+    for r in rows:
+        v_a, v_b = float(r["value_A"]), float(r["value_B"])
+        assert r["higher_is_better"] == "yes"
+        assert r["metric_prefers"] == ("A" if v_a > v_b else "B" if v_b > v_a else "T")
+        assert r["metric_preferred_arm"] == {"A": r["arm_A"], "B": r["arm_B"], "T": "tie"}[r["metric_prefers"]]
+        by.setdefault(r["item"], {"pref": r["metric_prefers"], "votes": []})["votes"].append(r["choice"])
+    decisive = agree = 0
+    for x in by.values():
+        for side in "AB":
+            if x["votes"].count(side) * 2 > len(x["votes"]):
+                decisive += 1
+                agree += side == x["pref"]
+    res = write_report(d, n_boot=50)["results"]["metrics"][analysis.ALL]
+    assert (res["decisive"], res["agree"]) == (decisive, agree) and decisive > 0
+
+
+def test_agreement_json_is_strict_json(runs, tmp_path):
+    """Two arms: Spearman's rho is undefined (NaN in memory); the file holds null and the reason, never a bare
+    NaN that a strict JSON reader refuses."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs[:2], ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "T"})
+    out = write_report(d, n_boot=50)
+    assert np.isnan(out["results"]["metrics"][analysis.ALL]["spearman"])
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    data = json.loads(Path(out["json"]).read_text(), parse_constant=refuse)
+    m = data["metrics"][analysis.ALL]
+    assert m["spearman"] is None and "at least 3" in m["spearman_reason"]
+
+
+def test_attention_checks_are_reported_left_out_of_the_statistics_and_excludable(runs, tmp_path):
+    """checks=4: pairs whose one side is another case's clip. Annotator a1 answers them wrong (the decoy side),
+    the others right; every annotator sides with the metric on the real pairs. The report names a1's failures,
+    the statistics count real pairs only, and exclude=failed_checks leaves a1's votes out."""
+    from evaluate.human.report import write_report
+    from harness.app.human import main as human_main
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, checks=4), tmp_path / "s")["dir"])
+    key = json.loads((d / "key.json").read_text())
+    checks = {i["id"]: i for i in key["items"] if i.get("check")}
+    assert len(checks) == 4 and sorted(c["check"]["expected"] for c in checks.values()) == ["A", "A", "B", "B"]
+    for c in checks.values():  # the right side is the first view's own case, the other a decoy of another case
+        right, wrong = (c["A"], c["B"]) if c["check"]["expected"] == "A" else (c["B"], c["A"])
+        assert right["case_id"] == c["task"]["case_id"] != wrong["case_id"] == c["check"]["decoy_case"]
+    public = (d / "study.json").read_text()
+    assert "check" not in public and "decoy" not in public  # a check looks like any other pair
+    first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
+
+    def vote(a, it):
+        if it.get("check"):
+            right = it["check"]["expected"]
+            return {"choice": right if a != first else {"A": "B", "B": "A"}[right]}
+        return {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"}
+
+    vote_all(d, vote)
+    res = write_report(d, n_boot=50)["results"]
+    assert res["attention"][first] == {"checks": 4, "passed": 0, "failed": sorted(checks, key=list(
+        x["item"] for x in analysis.read_votes(d) if x["annotator"] == first).index)}
+    assert all(r["passed"] == 4 and not r["failed"] for a, r in res["attention"].items() if a != first)
+    real = len(key["items"]) - 4
+    assert res["items"] == real and res["metrics"][analysis.ALL]["pairs"] == real  # checks never counted
+    assert res["metrics"][analysis.ALL]["agreement"] == 1.0 and res["excluded"] == []
+    ex = write_report(d, n_boot=50, exclude_failed_checks=True)
+    assert ex["results"]["excluded"] == [first] and first not in ex["results"]["annotators"]
+    assert ex["results"]["votes"] == real * 2  # the two remaining annotators' votes on the real pairs
+    md = Path(ex["markdown"]).read_text()
+    line = next(x for x in md.splitlines() if x.startswith(f"| {first} |"))
+    assert "| 4 | 0 | 4 |" in line and line.rstrip().endswith("| yes |")
+    assert human_main(["report", f"study={d}", "exclude=everyone"]) == 2  # a bad value is a user error
+
+
+def test_status_shows_each_annotators_progress_checks_and_agreement(runs, tmp_path, capsys):
+    from evaluate.human.store import VoteStore, study_hash
+    from harness.app.human import main as human_main
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, checks=2), tmp_path / "s")["dir"])
+    key = {i["id"]: i for i in json.loads((d / "key.json").read_text())["items"]}
+    ann = json.loads((d / "annotators.json").read_text())["annotators"]
+    store = VoteStore(d / "votes.sqlite", study_hash(d / "study.json"))
+    a1 = ann[0]
+    real = [i for i in a1["order"] if not key[i].get("check")][:3]
+    chk = [i for i in a1["order"] if key[i].get("check")][:1]
+    for i in real[:2]:  # two votes with the metric, one against it (metric side: the higher value)
+        it = key[i]
+        store.record(a1["id"], i, "static", {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
+    it = key[real[2]]
+    store.record(a1["id"], real[2], "static", {"choice": "B" if it["A"]["value"] > it["B"]["value"] else "A"})
+    store.record(a1["id"], chk[0], "static", {"choice": key[chk[0]]["check"]["expected"]})
+    rows = {r["annotator"]: r for r in analysis.progress(d)}
+    r = rows[a1["id"]]
+    assert (r["done"], r["total"], r["checks"], r["checks_passed"]) == (4, len(key), 1, 1)
+    assert r["agree_with_metric"] == pytest.approx(2 / 3) and r["decisive_votes"] == 3
+    assert rows[ann[1]["id"]]["done"] == 0 and rows[ann[1]["id"]]["agree_with_metric"] is None
+    assert human_main(["status", f"study={d}"]) == 0
+    out = capsys.readouterr().out
+    assert f"4 of {3 * len(key)} answers in" in out and "67 % of 3" in out and "1/1" in out
+
+
+def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(runs, tmp_path):
+    """The two metrics have different pair counts here: 'tasks' (the paper's pairs per metric) and 'judgements per
+    metric' give the mean and the range, not a floored quotient of the totals."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "T"})
+    out = write_report(d, n_boot=50)
+    res = out["results"]
+    per = {k: r["pairs"] for k, r in res["metrics"].items() if k != analysis.ALL}
+    assert len(set(per.values())) == 2  # object.geometry and environment.visible differ
+    rows = {r["column"]: r["ours"] for r in csv.DictReader(open(Path(out["out_dir"]) / "tables" / "human_paper.csv"))
+            if r["row"] == "study"}
+    mean = sum(per.values()) / 2
+    assert rows["tasks"] == f"{mean:.1f} pairs per metric on average ({min(per.values())} to {max(per.values())})"
+    assert rows["judgements per metric"] == (f"{3 * mean:.1f} votes per metric on average "
+                                             f"({3 * min(per.values())} to {3 * max(per.values())})")
+
+
+def test_human_tables_write_tidy_numeric_csv(runs, tmp_path):
+    """Numbers as numbers: the agreement and its interval in their own columns, statistics as plain numbers, no
+    empty interval columns beside plain values."""
+    from evaluate.human.report import write_report
+
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    vote_all(d, lambda a, it: {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
+    out = write_report(d, n_boot=50)
+    with open(Path(out["out_dir"]) / "tables" / "human_static.csv") as f:
+        head = next(csv.reader(f))
+        f.seek(0)
+        rows = list(csv.DictReader(f))
+    assert {"agreement", "agreement:lo", "agreement:hi", "agreement:n"} <= set(head)
+    assert "pairs:lo" not in head and "decisive:n" not in head  # plain counts: one column each
+    r = next(x for x in rows if x["metric"] == analysis.ALL)
+    assert float(r["agreement"]) == 1.0 and float(r["agreement:lo"]) <= 1.0 and int(r["agreement:n"]) > 0
+    assert float(r["spearman"]) == pytest.approx(1.0) and int(r["pairs"]) > 0
+    assert len(head) < 30
+
+
+def test_practice_pairs_come_first_are_marked_and_never_counted(runs, tmp_path):
+    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0, practice=2, checks=1), tmp_path / "s")
+             ["dir"])
+    key = json.loads((d / "key.json").read_text())
+    practice = sorted(i["id"] for i in key["items"] if i.get("practice"))
+    public = {i["id"]: i for i in json.loads((d / "study.json").read_text())["items"]}
+    assert len(practice) == 2 and all(public[i].get("practice") for i in practice)
+    assert sum(1 for i in public.values() if i.get("practice")) == 2  # only they are marked on the page
+    for a in json.loads((d / "annotators.json").read_text())["annotators"]:
+        assert a["order"][:2] == practice and sorted(a["order"]) == sorted(public)  # first, then the rest
+    # practice answered against the right side, everything else with the metric (and the check right)
+    vote_all(d, lambda a, it: {"choice": ({"A": "B", "B": "A"}[it["check"]["expected"]] if it.get("practice") else
+                                          it["check"]["expected"] if it.get("check") else
+                                          "A" if it["A"]["value"] > it["B"]["value"] else "B")})
+    res = analysis.analyse(d, n_boot=50)
+    real = len(key["items"]) - 3
+    assert res["items"] == real and res["metrics"][analysis.ALL]["agreement"] == 1.0
+    assert all(r == {"checks": 1, "passed": 1, "failed": []} for r in res["attention"].values())  # not practice
+    from evaluate.human.design import add_annotators
+
+    add_annotators(d, ["late"])
+    late = next(a for a in json.loads((d / "annotators.json").read_text())["annotators"] if a["id"] == "late")
+    assert late["order"][:2] == practice

@@ -181,3 +181,22 @@ def test_a_killed_planners_half_written_folder_is_cleared(runs, tmp_path):
     plan(runs, tmp_path / "s", metrics=["object.geometry"])
     assert not left.exists() and (tmp_path / "s" / "study.json").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["s"]
+
+
+def test_metric_static_says_which_paper_metrics_it_leaves_out(runs, tmp_path, capsys):
+    """The runs compute environment.visible and object.geometry only: the other four of the paper's six are named,
+    with their reasons, in the plan's result, the key and the command's warning."""
+    from harness.app.human import main as human_main
+
+    out = plan(runs, tmp_path / "s", metrics=["static"])
+    dropped = [d["metric"] for d in out["dropped"]]
+    assert dropped == ["human.identity", "human.appearance", "object.appearance", "environment.depth"]
+    assert set(out["counts"]) == {"object.geometry[template-ncc]", "environment.visible[pixel-thumb16]"}
+    assert read(Path(out["dir"]), "key.json")["design"]["dropped"] == out["dropped"]
+    assert all(d["reason"] for d in out["dropped"])
+    assert plan(runs, tmp_path / "t", metrics=["environment.visible"])["dropped"] == []  # named metrics: no warning
+    code = human_main(["plan", *[f"run={r}" for r in runs], "metric=static", "seed=0", f"output_root={tmp_path}",
+                       "name=cli"])
+    text = capsys.readouterr().out
+    assert code == 0 and "warning: metric=static plans 2 of the paper's six static metrics" in text
+    assert "human.identity (" in text and "weights list" in text

@@ -80,3 +80,25 @@ def test_a_killed_writer_loses_no_committed_vote(tmp_path):
     votes = VoteStore(db, "h" * 64).votes()
     assert [v["item"] for v in votes] == [f"p{i:03d}" for i in range(25)]
     assert [v["choice"] for v in votes] == ["ATB"[i % 3] for i in range(25)]
+
+
+def test_a_correction_changes_the_last_vote_only_and_keeps_the_audit_trail(tmp_path):
+    from evaluate.human.store import VoteError, VoteStore
+
+    s = VoteStore(tmp_path / "votes.sqlite", "h" * 64)
+    s.record("a1", "p1", "static", {"choice": "A"})
+    s.record("a1", "p2", "static", {"choice": "T"})
+    s.record("a2", "p1", "static", {"choice": "B"})  # another annotator's later vote does not move a1's last
+    with pytest.raises(VoteError, match="only your last answer"):
+        s.correct("a1", "p1", "static", {"choice": "B"})  # a1 has moved on from p1
+    got = s.correct("a1", "p2", "static", {"choice": "B"})
+    assert got["choice"] == "B" and got["corrections"] == 1 and got["first_choice"] == "T"
+    s.correct("a1", "p2", "static", {"choice": "A"})  # changed twice: the first answer is still T
+    v = {(x["annotator"], x["item"]): x for x in s.votes()}
+    assert v[("a1", "p2")]["choice"] == "A" and v[("a1", "p2")]["first_choice"] == "T"
+    assert v[("a1", "p2")]["corrections"] == 2 and v[("a1", "p1")]["corrections"] == 0
+    assert [(c["old_choice"], c["new_choice"]) for c in s.corrections()] == [("T", "B"), ("B", "A")]
+    assert len(s.votes()) == 3  # a correction never adds a vote
+    s.record("a1", "p3", "dynamic", {"started": True, "answers": ["yes"] * 8})
+    d = s.correct("a1", "p3", "dynamic", {"started": False, "answers": None})
+    assert d["started"] is False and d["first_started"] is True and d["first_answers"] == ["yes"] * 8

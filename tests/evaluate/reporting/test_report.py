@@ -116,7 +116,8 @@ def test_best_and_second_best_follow_each_metric_direction(report):
         assert evoke.count("**") == 2 * marked and lingbot.count("**") == 0, tid
     assert "camera.rpe_rot[classical-opencv] ↓" in md
     tex = (out / "tables" / "variants.tex").read_text()
-    assert r"\textbf{0.771}" in tex and r"\underline{0.571}" in tex
+    # two rows: the best in bold, nothing underlined (a "second best" of two would only restate the loser)
+    assert r"\textbf{0.771}" in tex and r"\underline" not in tex and "0.571" in tex
 
 
 def test_main_table_has_the_paper_metrics_only_and_folds_what_no_row_has(report):
@@ -351,6 +352,87 @@ def test_the_page_opens_with_the_verdict(study):
     chance = chance_level("departure.return_visible[pixel-thumb16]").value
     assert (f"departure.return_visible[pixel-thumb16] ↑ (chance ≈ {chance:.2f}) [variant]: "
             f"fullkv {mean['fullkv']:.3f} ≈ fov {mean['fov']:.3f} ≫ sliding {mean['sliding']:.3f}") in md
+
+
+def test_emphasis_follows_the_verdict_never_a_tie(study):
+    """The policy table bolds a cell only where the verdict separates that policy from every other one: FullKV is
+    0.005 above FoV on departure.return_visible (a tie below the metric's resolution), so that column has no bold
+    although FullKV has the highest mean; Environment Visible separates FoV (+0.02 on every video): bold."""
+    _, out, rep = study
+    t = next(x for x in rep["tables_built"] if x.id == "context")
+    comp = next(c for c in rep["analyses"].comparisons if c.kind == "policies")
+    ranks = t.ranks()
+    marked = {(t.rows[i][0][1], k): r for (i, k), r in ranks.items()}
+    assert ("fov", "environment.visible[pixel-thumb16]") in marked
+    rv = "departure.return_visible[pixel-thumb16]"
+    means = {p: t.rows[i][1][rv].mean for i, p in enumerate(r[0][1] for r in t.rows)}
+    assert max(means, key=means.get) == "fullkv"  # the highest mean ...
+    assert not any(k == rv for (_, k) in marked)  # ... is not bold: it ties with FoV
+    for (ctx, key), r in marked.items():  # every mark is a verdict separation from every row below it
+        m = comp.metrics[key]
+        others = [p for p in comp.contenders if p != ctx and m.means[p].ok()]
+        below = [p for p in others if (m.means[p].mean < m.means[ctx].mean) == bool(m.higher_is_better)]
+        assert below and all(m.separated(ctx, p) for p in below), (ctx, key)
+        if r == 1:
+            assert below == others
+    page = (out / "index.html").read_text()
+    sec = page[page.index("id='t-context'"):page.index("</section>", page.index("id='t-context'"))]
+    assert sec.count("class='best") == sum(1 for r in ranks.values() if r == 1)
+
+
+def test_the_first_screen_states_who_keeps_more_of_the_world(study):
+    """The answer sentence opens the verdict: FullKV and FoV tie (0.005 apart, below the resolution), both keep
+    more of the away view than Sliding; the paired difference is FullKV - Sliding over the 8 matched static videos."""
+    _, out, rep = study
+    page = (out / "index.html").read_text()
+    sec = page[page.index("id='verdict'"):]
+    i = sec.index("<p class='answer'")
+    assert i < sec.index("<table class='verdict'")  # before the tables that back it
+    text = sec[i:sec.index("</p>", i)]
+    assert "FullKV and FoV keep more of the world than Sliding on departure.return_visible[pixel-thumb16] ↑" in text
+    d = rep["analyses"].verdict.lines[0].metric.diff("fullkv", "sliding")
+    assert d.mean == pytest.approx(DEPARTURE["fullkv"] - DEPARTURE["sliding"]) and d.n == 8 and d.lo > 0
+    assert f"paired fullkv − sliding +{d.mean:.3f} [{d.lo:.3f}, {d.hi:.3f}] n=8" in text
+    md = (out / "report.md").read_text()
+    assert "- answer: FullKV and FoV keep more of the world than Sliding" in md
+
+
+def test_columns_without_weights_fold_into_one_line():
+    from evaluate.reporting.cells import Cell
+    from evaluate.reporting.render import folded_lines
+    from evaluate.reporting.tables import Column, Table
+
+    def nc(key: str, why: str) -> Cell:
+        return Cell(reason=f"{key}: {why}")
+
+    miss = "backbone {!r} (x): weights not found at /w/{} (missing a.pt); fetch them with: python -m harness weights fetch {}"
+    cols = [Column(k, k, True) for k in ("a[dinov2]", "b[laion]", "c[sam2]", "d")]
+    row = {"a[dinov2]": nc("a[dinov2]", miss.format("dinov2", "dinov2", "dinov2")),
+           "b[laion]": nc("b[laion]", miss.format("laion", "laion", "laion")),
+           "c[sam2]": nc("c[sam2]", miss.format("sam2", "sam2", "sam2")), "d": nc("d", "no dynamic case")}
+    lines = folded_lines(Table("t", "t", "", ["m"], cols, [(("x",), row)], fold=True))
+    assert len(lines) == 2  # three backbones without weights: one line; the other reason stays
+    assert "a[dinov2], b[laion], c[sam2]" in lines[0] and "python -m harness weights list" in lines[0]
+    assert "under /w" in lines[0] and lines[1].endswith("d: no dynamic case")
+
+
+def test_ranks_mark_nothing_without_a_separation():
+    from evaluate.reporting.cells import Cell
+    from evaluate.reporting.tables import Column, Table
+
+    def cell(mean: float, n: int = 5) -> Cell:
+        return Cell(mean, mean - 0.1, mean + 0.1, n, [])
+
+    cols = [Column("a", "a", True), Column("b", "b", False), Column("c", "c", True)]
+    rows = [(("x",), {"a": cell(0.9), "b": cell(0.2), "c": cell(0.5)}),
+            (("y",), {"a": cell(0.5), "b": cell(0.2), "c": cell(0.4)}),
+            (("z",), {"a": cell(0.1), "b": cell(0.7), "c": cell(0.3)})]
+    # a hand-written verdict: on a, every pair separates; on b nothing (x and y tie); on c only x vs z
+    sep = {"a": {frozenset("xy"), frozenset("xz"), frozenset("yz")}, "b": set(), "c": {frozenset("xz")}}
+    t = Table("t", "t", "", ["m"], cols, rows, mark_best=True,
+              separated=lambda a, b, k: frozenset(a[0] + b[0]) in sep[k])
+    assert t.ranks() == {(0, "a"): 1, (1, "a"): 2}  # b: tie at the top; c: x not separated from y
+    assert Table("t", "t", "", ["m"], cols, rows, mark_best=True).ranks() == {}  # no paired rule: no emphasis
 
 
 def test_windows_are_named_after_the_trajectory(study):

@@ -70,6 +70,16 @@ def _check_colours(page: Path, info: dict) -> dict[str, str]:
     return colours
 
 
+def _check_emphasis(info: dict) -> int:
+    """Every bold cell (as the browser renders it) of the policy table is the verdict's best policy of a metric
+    that separates; returns how many there are."""
+    best = {(v["metric"], v["best"]) for v in info["verdict"]}
+    bold = [e for e in info["emphasis"] if e["table"] == "context" and e["rank"] == 1]
+    for e in bold:
+        assert int(e["weight"]) >= 600 and (e["col"], e["row"][1]) in best, e
+    return len(bold)
+
+
 def test_report_page_in_headless_chromium(tmp_path):
     from evaluate.reporting import build_report
     from evaluate.reporting.browser import check_page, problems
@@ -93,7 +103,28 @@ def test_report_page_in_headless_chromium(tmp_path):
     assert sorted(_check_colours(Path(out["html"]), info)) == ["evoke/fov", "evoke/fullkv", "lingbot_v2/fov",
                                                                "lingbot_v2/fullkv"]
     assert shot.stat().st_size > 10_000
+    # two matched static videos per model: no interval below 3 pairs, so FoV's higher means are not bold
+    assert _check_emphasis(info) == 0 and info["emphasis"] == []
     _keep(shot, "report_screenshot.png")
+
+
+def test_bold_only_where_the_verdict_separates(tmp_path):
+    """Three matched videos: FoV's +0.02 on every video separates it on Environment Visible (bold in the
+    browser); the metrics where FullKV and FoV tie stay plain."""
+    from evaluate.reporting import build_report
+    from evaluate.reporting.browser import check_page, problems
+    from tests.support.report_data import make_run
+
+    run = make_run(tmp_path, models=("evoke",), contexts=("fullkv", "fov"), trajectories=("lrlr",), cases=3,
+                   seeds=(1,))
+    out = build_report([run], strips=False, figures=False)
+    info = check_page(Path(out["html"]), tmp_path / "shot.png")
+    assert problems(info) == []
+    assert _check_emphasis(info) >= 1
+    cols = {e["col"] for e in info["emphasis"]}
+    assert "environment.visible[pixel-thumb16]" in cols
+    separating = {v["metric"] for v in info["verdict"]}
+    assert cols <= separating  # nothing bold that the verdict calls not separating
 
 
 def test_default_run_and_context_study_pages(tmp_path):
@@ -111,7 +142,10 @@ def test_default_run_and_context_study_pages(tmp_path):
     assert info["verdict"] == []  # one policy: nothing to compare, said in words
     main = next(t for t in info["tables"] if t["id"] == "main")
     # the paper's Table 2 at the paper's backbones: none has weights here, so no n/c column, one list of reasons
-    assert main["cols"] == 3 and next(f for f in info["folded"] if f["table"] == "main")["items"] >= 5
+    fold = next(f for f in info["folded"] if f["table"] == "main")
+    assert main["cols"] == 3 and fold["items"] >= 2  # the backbones without weights: one line, pointing at ...
+    assert fold["text"].count("python -m harness weights list") == 1  # ... `weights list`, said once
+    assert info["emphasis"] == []  # one policy: nothing is best
     assert _check_strips(page, info) >= 5
     _check_colours(page, info)
     _keep(shot, "report_default.png")
@@ -129,4 +163,11 @@ def test_default_run_and_context_study_pages(tmp_path):
     assert "≫ sliding" in first["text"] and "fov − sliding +" in first["text"], first
     assert _check_strips(page, info) >= 30
     assert sorted(_check_colours(page, info)) == ["fov", "fullkv", "sliding"]
+    # the answer in words above the verdict table, on the first screen
+    assert info["answer"] and info["answer"][0]["top"] < 700 and "keep" in info["answer"][0]["text"]
+    assert "than Sliding" in info["answer"][0]["text"]
+    # emphasis matches the verdict: FullKV ≈ FoV at the top of the departure metrics, so neither is bold there
+    # (the old page bolded FullKV's higher mean); any bold cell is a separating metric's best policy
+    assert not [e for e in info["emphasis"] if e["col"] == first["metric"]], info["emphasis"]
+    _check_emphasis(info)
     _keep(shot, "report_context_study.png")

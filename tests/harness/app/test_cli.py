@@ -461,6 +461,14 @@ def test_help_is_the_apps_own(harness_main, flag):
     assert "powered by Hydra" not in out and "== Config ==" not in out  # not Hydra's generic help
 
 
+def test_help_lists_no_internal_option(harness_main):
+    code, out, err = harness_main("--help")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.strip().startswith("model: "))
+    assert "lingbot_v2" in line and "reference" in line  # the models are listed ...
+    assert "_upstream_base" not in out and ", _" not in line  # ... but not the base the model files extend
+
+
 def test_hydra_help_is_still_there(harness_main):
     code, out, _ = harness_main("--hydra-help")
     assert code == 0 and "Hydra (" in out and "--multirun" in out
@@ -501,3 +509,35 @@ def test_groups_are_kept_apart_and_oracles_left_out():
     j = blocks.index("tiny_causal_dit / fov / lrlr / seed 1")
     assert "0.9000  (n=1)" in blocks[j + 1]
     assert "oracle" not in text
+
+
+def test_the_no_comparison_hint_fits_the_command(monkeypatch):
+    """A single run suggests a sweep; a sweep job (already one) and external videos (no -m to run) do not."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+
+    from harness.app import cli
+
+    monkeypatch.setattr(cli, "_in_sweep", lambda: False)
+    assert cli._no_comparison_hint({"run": "default"}) == NO_COMPARISON_HINT
+    ext = cli._no_comparison_hint({"run": "ext", "videos": "/my/videos"})
+    assert "-m context" not in ext and "manifest.json" in ext
+    monkeypatch.setattr(cli, "_in_sweep", lambda: True)
+    job = cli._no_comparison_hint({"run": "study"})
+    assert "-m context" not in job and "report run=study" in job
+
+
+def test_matplotlib_font_cache_notice_stays_off_the_console():
+    """'generated new fontManager' is an INFO record of matplotlib.font_manager: hidden at the default verbosity,
+    shown with verbosity=debug."""
+    import logging
+
+    from harness.logs import setup_logging
+
+    try:
+        setup_logging("info")
+        assert not logging.getLogger("matplotlib.font_manager").isEnabledFor(logging.INFO)
+        assert logging.getLogger("matplotlib.font_manager").isEnabledFor(logging.WARNING)
+        setup_logging("debug")
+        assert logging.getLogger("matplotlib.font_manager").isEnabledFor(logging.INFO)
+    finally:
+        setup_logging("info")

@@ -245,7 +245,7 @@ def test_static_study_through_the_browser(root):
         got = res["metrics"][m]
         assert {k: got[k] for k in h} == h, m
         if h["decisive"]:
-            pct = f"{100 * h['agree'] / h['decisive']:.1f} ["
+            pct = f"{100 * h['agree'] / h['decisive']:.1f}% ["  # a share printed as a percentage
             assert any(line.startswith(f"| {m} |") and pct in line for line in r.stdout.splitlines()), (m, pct)
     # departure revisits separate the policies: FullKV remembers the away view, Sliding does not; every simulated
     # annotator perceives that, so the metric and the human majority agree there

@@ -293,3 +293,18 @@ def test_setup_through_the_cli(tmp_path):
     r = run_cli(["setup", "model=evoke", f"setup.root={tmp_path}", "setup.steps=[environment]"], tmp_path)
     assert r.returncode == 2 and "setup.forks.diffusers" in r.stderr  # refused before anything is installed
     assert not (tmp_path / "envs").exists()
+
+
+def test_without_huggingface_hub_setup_says_which_extra_brings_it(world, monkeypatch):
+    """One sentence: the package, the extra that installs it, the alternative (print=true); not a complete message
+    with the generic "needs a package ...; install it" appended."""
+    from harness.app.setup import run_setup
+    from harness.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # `import huggingface_hub` raises ImportError
+    with pytest.raises(MissingDependencyError) as e:
+        run_setup(_cfg(world, "setup.steps=[weights]"))
+    msg = str(e.value)
+    assert msg.count("needs a package") == 1 and "install it" not in msg
+    assert "huggingface_hub" in msg and "pip install -e '.[eval]'" in msg and "print=true" in msg
+    assert msg.startswith("setup model=lingbot_v2") and e.value.extra == "eval"

@@ -20,6 +20,7 @@ let shownAt = 0;
 let clientId = "";
 let busy = false;
 let syncTimer = null;
+let correcting = false;  // the item shown is the last answered one, being changed (POST /api/correct)
 
 function randomId() {
   const b = new Uint8Array(16);
@@ -76,13 +77,51 @@ async function loadNext() {
     current = null;
     main.append(el("section", {id: "finished"}, el("h2", {text: "All done. Thank you!"}),
                    el("p", {text: "Every item is answered; you can close this page."})));
+    if (s.last) main.append(lastAnswerBar(s.last));
     return;
   }
   main.append(el("p", {id: "instructions", text: s.instructions}));
+  if (s.last) main.append(lastAnswerBar(s.last));
+  correcting = false;
   current = s.item;
   shownAt = performance.now();
   clientId = randomId();
   if (current.kind === "static") renderStatic(current, main); else renderDynamic(current, main);
+}
+
+// The last answer can be changed until the next item is answered (the server keeps the audit trail).
+function describe(last) {
+  if (last.choice) return {A: "A is better", T: "Tie", B: "B is better"}[last.choice];
+  if (!last.started) return "the event did not start";
+  return "event started; " + last.answers.filter(a => a === "yes").length + " of 8 questions answered yes";
+}
+
+function lastAnswerBar(last) {
+  const b = el("button", {id: "change-last", type: "button", text: "Change it (U)"});
+  b.addEventListener("click", () => showForCorrection(last));
+  return el("p", {id: "last-answer", class: "last"}, `Your last answer: ${describe(last)}. `, b);
+}
+
+function showForCorrection(last) {
+  stopSync();
+  const main = $("#main");
+  const shown = $("#item") || $("#finished");
+  if (shown) shown.remove();
+  const bar = $("#last-answer");
+  bar.replaceChildren(`Changing your last answer (was: ${describe(last)}). `,
+                      el("button", {id: "cancel-change", type: "button", text: "Keep it"}));
+  $("#cancel-change").addEventListener("click", () => loadNext());
+  correcting = true;
+  current = last.item;
+  shownAt = performance.now();
+  if (current.kind === "static") {
+    renderStatic(current, main);
+    chooseStatic(last.choice);
+  } else {
+    renderDynamic(current, main);
+    setGate(last.started ? "yes" : "no");
+    (last.answers || []).forEach((a, i) => answerQuestion(i, a));
+  }
 }
 
 function submitButton() {
@@ -95,13 +134,14 @@ function submitButton() {
 function renderStatic(it, main) {
   answer = null;
   const sec = el("section", {id: "item", dataset: {item: it.id, kind: "static"}});
+  if (it.practice) sec.append(el("p", {id: "practice", class: "practice",
+                                       text: "Practice item: get to know the page; this answer is not counted."}));
   sec.append(el("p", {class: "question", id: "question", text: it.question}));
   const views = el("div", {class: "first-view"});
   it.first_view.forEach((src, i) => {
     const cap = it.first_view_per_side ? `First view of ${i === 0 ? "A" : "B"}` : "First view";
     views.append(el("figure", {}, el("img", {src: src, alt: cap}), el("figcaption", {text: cap})));
   });
-  sec.append(views);
   const clips = el("div", {class: "clips"});
   for (const side of ["A", "B"]) {
     const v = el("video", {id: "clip" + side, src: it.clips[side], muted: "", playsinline: "", loop: "",
@@ -109,7 +149,9 @@ function renderStatic(it, main) {
     v.muted = true;
     clips.append(el("figure", {}, v, el("figcaption", {class: "side", text: side})));
   }
-  sec.append(clips);
+  // the first view beside the two clips, in one row: on a 1366 x 768 laptop screen all three, the answers and
+  // Submit are visible at once (tests/harness/app/test_human_layout.py)
+  sec.append(el("div", {class: "media"}, views, clips));
   const segs = el("div", {id: "segments", class: "timeline"});
   const total = it.segments.length ? it.segments[it.segments.length - 1].end : 1;
   for (const s of it.segments) {
@@ -271,9 +313,9 @@ async function submit() {
   if (current.kind === "static") body.choice = answer;
   else { body.started = answer.gate === "yes"; body.answers = body.started ? answer.answers : null; }
   try {
-    const r = await api("/api/vote", body);
-    status(r.status === "duplicate" ? "Already answered (in another tab?): kept the first answer." : "Saved.",
-           r.status === "duplicate" ? "warn" : "ok");
+    const r = await api(correcting ? "/api/correct" : "/api/vote", body);
+    status(r.status === "duplicate" ? "Already answered (in another tab?): kept the first answer." :
+           r.status === "corrected" ? "Changed." : "Saved.", r.status === "duplicate" ? "warn" : "ok");
     await loadNext();
   } catch (e) {
     status("Not saved: " + e.message + ". Press Enter to try again.", "error");  // same client_id: a retry is safe
@@ -283,8 +325,10 @@ async function submit() {
 }
 
 document.addEventListener("keydown", ev => {
-  if (document.body.dataset.page !== "annotate" || !current || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (document.body.dataset.page !== "annotate" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const k = ev.key.toLowerCase();
+  if (k === "u" && $("#change-last")) { ev.preventDefault(); $("#change-last").click(); return; }
+  if (!current) return;
   if (k === "enter") { ev.preventDefault(); submit(); return; }
   if (k === " ") { ev.preventDefault(); togglePlay(); return; }
   if (current.kind === "static") {
