@@ -122,8 +122,8 @@ def _build(cls: type, data: Any, model: str, where: str) -> Any:
     return obj
 
 
-def validate(raw: dict[str, Any], model: str) -> dict[str, Any]:
-    """The typed sections of a contract mapping; raises :class:`ContractSchemaError` naming the model and key."""
+def _check_identity(raw: Any, model: str) -> None:
+    """The mapping names its model, repository and full commit, and holds only known sections."""
     if not isinstance(raw, dict):
         raise ContractSchemaError(model, "<top>", "must be a mapping")
     for key in ("model", "repo", "commit"):
@@ -136,13 +136,10 @@ def validate(raw: dict[str, Any], model: str) -> dict[str, Any]:
     for key in raw:
         if key not in _SECTIONS and key not in _OTHER_KEYS and not _is_provenance(key):
             raise ContractSchemaError(model, key, f"unknown section; known: {sorted({*_SECTIONS, *_OTHER_KEYS})}")
-    typed = {}
-    for key, (tp, required) in _SECTIONS.items():
-        if key not in raw:
-            if required:
-                raise ContractSchemaError(model, key, "required section")
-            continue
-        typed[key] = _coerce(tp, raw[key], model, key)
+
+
+def _check_launch_facts(raw: dict[str, Any], model: str) -> None:
+    """The untyped launch facts (checked where they are used) have their shape and cite upstream."""
     entry = raw.get("entry")
     if not isinstance(entry, dict) or not isinstance(entry.get("script"), str):
         raise ContractSchemaError(model, "entry.script", "required: the script command.sh runs")
@@ -159,22 +156,38 @@ def validate(raw: dict[str, Any], model: str) -> dict[str, Any]:
     for section in ("output", "canvas"):
         if not isinstance(raw.get(section), dict) or not raw[section].get("source"):
             raise ContractSchemaError(model, f"{section}.source", "required")
-    imports = []
-    for i, item in enumerate(raw.get("imports") or []):
-        imports.append(ImportProbe(module=item) if isinstance(item, str) else
-                       _build(ImportProbe, item, model, f"imports[{i}]"))
-    typed["imports"] = tuple(imports)
+
+
+def _check_references(typed: dict[str, Any], model: str) -> None:
+    """Weights and hub fetches name checkpoint keys and imports the contract defines."""
+    keys = {c.key for c in typed["checkpoint"]} | {"upstream_dir"}
     for i, w in enumerate(typed["weights"]):
-        keys = {c.key for c in typed["checkpoint"]} | {"upstream_dir"}
         if w.key is not None and w.key not in keys:
             raise ContractSchemaError(model, f"weights[{i}].key", f"{w.key!r} is not a checkpoint key ({sorted(keys)})")
     for i, h in enumerate(typed["hub_fetches"]):
-        keys = {c.key for c in typed["checkpoint"]} | {"upstream_dir"}
         if "file" in h.avoided_by and h.avoided_by["file"][0] not in keys:
             raise ContractSchemaError(model, f"hub_fetches[{i}].avoided_by.file", f"the key must be one of {sorted(keys)}")
-        if "import" in h.avoided_by and h.avoided_by["import"] not in {m.module for m in imports}:
+        if "import" in h.avoided_by and h.avoided_by["import"] not in {m.module for m in typed["imports"]}:
             raise ContractSchemaError(model, f"hub_fetches[{i}].avoided_by.import", "the module must be in imports "
                                       "(the readiness probe imports it)")
+
+
+def validate(raw: dict[str, Any], model: str) -> dict[str, Any]:
+    """The typed sections of a contract mapping (section name -> its dataclass or tuple of them, plus ``imports``);
+    raises :class:`ContractSchemaError` naming the model and key."""
+    _check_identity(raw, model)
+    typed = {}
+    for key, (tp, required) in _SECTIONS.items():
+        if key not in raw:
+            if required:
+                raise ContractSchemaError(model, key, "required section")
+            continue
+        typed[key] = _coerce(tp, raw[key], model, key)
+    _check_launch_facts(raw, model)
+    typed["imports"] = tuple(ImportProbe(module=item) if isinstance(item, str) else
+                             _build(ImportProbe, item, model, f"imports[{i}]")
+                             for i, item in enumerate(raw.get("imports") or []))
+    _check_references(typed, model)
     return typed
 
 
