@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import yaml
+from hydra.core.hydra_config import HydraConfig
 
 from adapters import contracts
 from harness.config_groups import list_group
@@ -86,3 +87,9 @@ def test_list_setup_and_a_dry_run_find_the_toy_model(toy, cli):
 def test_without_its_config_folder_the_toy_model_is_unknown(toy, cli):
     r = cli("model=toy_wm", "dry_run=true", "run=d")
     assert r.code == 2 and "Unknown model 'toy_wm'" in r.err
+
+
+def test_the_search_path_of_a_run_ends_with_the_run(toy, cli):
+    assert cli("--config-dir", str(toy["conf"]), "list").code == 0
+    assert not HydraConfig.initialized()
+    assert "toy_wm" not in list_group("model")  # outside a run, the options are the conf package's
