@@ -72,10 +72,10 @@ from adapters.contracts.schema import (
 from adapters.contracts.validation import contract_from_raw, validate
 
 __all__ = [
-    "ADAPTERS_DIR", "CONTRACT_FILE", "HARNESS_ENV", "CheckoutWrite", "CheckpointEntry", "Contract", "ContractSchemaError",
-    "ContractViolation", "DefaultDiffers", "Editable", "EnvVar", "Environment", "Fork", "GpuMemory", "Gpus", "HubFetch",
-    "ImportProbe", "Intrinsics", "License", "LogFailure", "Overlay", "OverlaySwitch", "ParsedLaunch", "PostProcess",
-    "SeedFact", "Step", "TorchSpec", "Weight", "Writer", "available", "build_parser", "check_args", "check_env",
-    "contract_from_raw", "contract_path", "hub_fetch_violations", "load", "overlay_violations", "parse_command_sh",
-    "split_launch", "validate",
+    "ADAPTERS_DIR", "CONTRACT_FILE", "HARNESS_ENV", "CheckoutWrite", "CheckpointEntry", "Contract",
+    "ContractSchemaError", "ContractViolation", "DefaultDiffers", "Editable", "EnvVar", "Environment", "Fork",
+    "GpuMemory", "Gpus", "HubFetch", "ImportProbe", "Intrinsics", "License", "LogFailure", "Overlay",
+    "OverlaySwitch", "ParsedLaunch", "PostProcess", "SeedFact", "Step", "TorchSpec", "Weight", "Writer",
+    "available", "build_parser", "check_args", "check_env", "contract_from_raw", "contract_path",
+    "hub_fetch_violations", "load", "overlay_violations", "parse_command_sh", "split_launch", "validate",
 ]
