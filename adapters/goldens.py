@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters.contracts import available
 from harness.io import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "tests" / "goldens" / "controls"
-MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke",
-          "dreamx")
+MODELS = tuple(available())  # the upstream models: the folders of adapters/ that hold a contract.yaml
 TRAJECTORIES = ("lrlr", "lrud", "square")
 CASE = "environment_rocket"
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".sh")

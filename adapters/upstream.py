@@ -220,7 +220,7 @@ class UpstreamAdapter(Adapter):
             src = contract.raw.get("writer", {}).get("fps_source", "")
             raise ModelConfigError(
                 f"model.fps={self.config.fps:g}: upstream writes {contract.writer.fps:g} fps for {self.config.name} "
-                f"(adapters/contracts/{self.config.name}.yaml writer.fps; {src.split(';')[0].strip()}); set "
+                f"(adapters/{self.config.name}/contract.yaml writer.fps; {src.split(';')[0].strip()}); set "
                 f"fps: {contract.writer.fps:g} in conf/model/{self.config.name}.yaml")
 
     # -- context ----------------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ class UpstreamAdapter(Adapter):
         argv, env = self.command_argv(spec)
         problems = self.contract_problems(spec, env)
         if problems:  # a launch that would break upstream's recorded behaviour is never written
-            raise ModelConfigError(f"{self.config.name}: the launch breaks adapters/contracts/{self.config.name}.yaml:\n"
+            raise ModelConfigError(f"{self.config.name}: the launch breaks adapters/{self.config.name}/contract.yaml:\n"
                                    + "\n".join(f"  - {p}" for p in problems))
         controls.command = self.command_text(argv, env, spec)
         from harness.io import write_text
@@ -422,7 +422,7 @@ class UpstreamAdapter(Adapter):
         return str(Path(c.upstream_dir) / c.upstream_subdir) if c.upstream_subdir else str(c.upstream_dir)
 
     def contract(self):
-        """This model's upstream contract (``adapters/contracts/<name>.yaml``), or None for a model without one."""
+        """This model's upstream contract (``adapters/<name>/contract.yaml``), or None for a model without one."""
         from adapters import contracts
 
         try:

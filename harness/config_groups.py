@@ -11,6 +11,8 @@ import copy
 import difflib
 import functools
 import importlib
+import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,40 @@ def conf_dir() -> Path:
     return Path(conf.__file__).resolve().parent
 
 
-def list_group(group: str) -> list[str]:
-    """Names of the options of a config group (the YAML file stems), sorted. Files starting with ``_`` are shared
-    bases that options include through their ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
-    d = conf_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_")) if d.is_dir() else []
+def search_dirs() -> list[Path]:
+    """The folders configs are read from, in Hydra's order: inside a running app, its config search path (the
+    ``conf`` package plus ``--config-dir`` / ``hydra.searchpath`` folders, e.g. an out-of-tree model's
+    ``model/<name>.yaml``); elsewhere the ``conf`` package alone."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return [conf_dir()]
+    dirs = []
+    for src in HydraConfig.get().runtime.config_sources:
+        if src.schema == "file":
+            dirs.append(Path(src.path))
+        elif src.schema == "pkg":
+            spec = importlib.util.find_spec(src.path)
+            if spec is not None and spec.submodule_search_locations:
+                dirs.append(Path(next(iter(spec.submodule_search_locations))))
+    return dirs or [conf_dir()]
+
+
+def option_file(group: str, name: str) -> Path:
+    """The YAML file of option ``name`` of ``group``: the first search-path folder (:func:`search_dirs`) holding
+    ``<group>/<name>.yaml`` (the ``conf`` package's path when none does)."""
+    for d in search_dirs():
+        if (d / group / f"{name}.yaml").is_file():
+            return d / group / f"{name}.yaml"
+    return conf_dir() / group / f"{name}.yaml"
+
+
+def list_group(group: str, extra_dirs: Sequence[Path] = ()) -> list[str]:
+    """Names of the options of a config group (the YAML file stems in every search-path folder and in
+    ``extra_dirs``: a ``--config-dir`` seen before Hydra runs), sorted. Files starting with ``_`` are shared bases
+    that options include through their ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
+    return sorted({p.stem for d in (*search_dirs(), *extra_dirs) for p in (d / group).glob("*.yaml")
+                   if not p.stem.startswith("_")})
 
 
 #: groups whose options are values of their own package (``model: {...}``); the others (``launcher``,
@@ -52,13 +83,13 @@ def group_yaml(group: str, name: str) -> dict[str, Any]:
     returned as written. A fresh copy on every call (callers may change it)."""
     check_choice(group, name)
     if group not in VALUE_GROUPS:
-        return yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+        return yaml.safe_load(option_file(group, name).read_text()) or {}
     return copy.deepcopy(_composed(group, name))
 
 
 def group_description(group: str, name: str) -> str:
     """The ``description:`` line of an option, read from its file (listing composes nothing)."""
-    data = yaml.safe_load((conf_dir() / group / f"{name}.yaml").read_text()) or {}
+    data = yaml.safe_load(option_file(group, name).read_text()) or {}
     desc = data.get("description") if isinstance(data, dict) else None
     return str(desc or "")
 
@@ -85,8 +116,8 @@ def did_you_mean(name: str, options: list[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def check_choice(group: str, name: str) -> None:
-    options = list_group(group)
+def check_choice(group: str, name: str, extra_dirs: Sequence[Path] = ()) -> None:
+    options = list_group(group, extra_dirs)
     if name not in options:
         raise UnknownChoiceError(
             f"Unknown {group} {name!r}.{did_you_mean(name, options)} Available: {', '.join(options) or '(none)'}"

@@ -151,7 +151,8 @@ def test_the_targets_cover_the_modules_the_score_is_promised_for_and_name_existi
     for f in ("evaluate/camera.py", "evaluate/memory.py", "evaluate/aggregate.py", "evaluate/dynamic.py",
               "evaluate/protocol.py", "evaluate/judge/parse.py", "evaluate/judge/prompt.py", "harness/locks.py",
               "harness/io.py", "harness/fingerprint.py", "trajectories/builders.py", "trajectories/conventions.py",
-              "harness/context/fov.py", "harness/context/policies.py", "adapters/controls/keys.py"):
+              "harness/context/fov.py", "harness/context/policies.py", "adapters/matrix_game3/controls.py",
+              "adapters/yume/controls.py", "adapters/hy_worldplay/controls.py"):
         assert f in mods, f
     assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "evaluate" / "families").glob("*.py")} <= mods
     for t in targets:

@@ -2,7 +2,7 @@
 
 ``python -m adapters.contracts.extract <script.py> [--parser-line]`` prints the flags of every ``add_argument``
 call in the file as YAML (name, aliases, required, type, choices, action, nargs, the line), to paste into
-``adapters/contracts/<model>.yaml`` after checking the checkout is at the pinned commit. It reads the source with
+``adapters/<model>/contract.yaml`` after checking the checkout is at the pinned commit. It reads the source with
 :mod:`ast` only; nothing upstream is imported or executed.
 """
 

@@ -3,7 +3,7 @@
 Input everywhere: canonical poses, OpenCV camera-to-world 4x4 float64 (+x right / +y down / +z forward),
 world = camera frame of frame 0, positive yaw turns right, positive pitch turns up (see
 :mod:`trajectories.conventions`). Each function cites the upstream repository, commit and file the rule is taken
-from; launch-level facts live in ``adapters/contracts/<model>.yaml``. Latent-anchor rules live in
+from; launch-level facts live in ``adapters/<model>/contract.yaml``. Latent-anchor rules live in
 :mod:`trajectories.resample`; re-implementations of upstream encodings that no adapter calls (used by tests as
 independent references) live in ``tests/support/upstream_reference.py``.
 """

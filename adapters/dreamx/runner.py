@@ -1,5 +1,5 @@
 """DreamX-World runner shim (runs inside the model's environment; targets AMAP-ML/DreamX-World@a1f4c6e, contract
-``adapters/contracts/dreamx.yaml``).
+``adapters/dreamx/contract.yaml``).
 
 1. Replaces ``utils.trajectory_processor.generate_trajectory_from_json`` (the built-in action-to-camera generator).
    Its call site (``inference_ar_forcing.py:301``) passes ``trajectory_spec=, num_frames=, return_cam_params=True``

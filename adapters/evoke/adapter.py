@@ -4,7 +4,7 @@ Native input: a pose ``.npz`` with ``cam_c2w`` [T,4,4] (absolute c2w) and ``intr
 used), and one JSONL row ``{name, image_path, pose_path, prompt_path, pose_fps, pose_source_resolution, seed}``
 (``evoke/utils/ev_validation.py``, ``scripts/inference/infer_batch.py``). Poses are written at the model's 24 fps so
 the index resampling is the identity. The trajectory ends with 21 static poses (paper appendix C). The launcher's
-pose edits are switched off through the variables its driver reads (contract ``adapters/contracts/evoke.yaml``):
+pose edits are switched off through the variables its driver reads (contract ``adapters/evoke/contract.yaml``):
 ``CAP_MAX_DEG=0 CAP_MAX_TRANS=0`` (the per-chunk clamp, 10 deg / 3 units by default, would cut a 90-degree turn to
 about 39 degrees; with both 0 no ``--cap_mode`` is passed), ``POSE_SMOOTH_WIN=0`` and ``POSE_EXTEND_MODE=clamp``.
 Weights: ``TRANSFORMER_PATH`` (``model.checkpoint``, the parent of ``transformer/``), ``BASE_CKPT``

@@ -24,9 +24,9 @@ from typing import Optional
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.keys import hy_action_labels
 from adapters.controls.poses import interpolate_to_frames
 from adapters.controls.prope import HY_DEFAULT_K, hy_normalise_K
+from adapters.hy_worldplay.controls import hy_action_labels
 from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import fov_selection as _fov_selection

@@ -1,4 +1,4 @@
-"""Matrix-Game 3 (SkyworkAI/Matrix-Game@20e033e3, folder Matrix-Game-3/; contract in adapters/contracts/matrix_game3.yaml).
+"""Matrix-Game 3 (SkyworkAI/Matrix-Game@20e033e3, folder Matrix-Game-3/; contract in adapters/matrix_game3/contract.yaml).
 
 Native input: per-frame keyboard ``(T, 6)`` ``[W, S, A, D, 0, 0]`` and mouse ``(T, 2)`` ``[pitch, yaw]`` in 15 deg per
 unit (dead zone 0.02); upstream applies action ``i`` to move frame ``i`` to ``i + 1``. Upstream's ``get_data()``
@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.keys import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
+from adapters.matrix_game3.controls import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.io import save_npy
 
 
 @dataclass(frozen=True, kw_only=True)
 class MG3Config(UpstreamConfig):
-    """Matrix-Game 3 settings. mouse_pitch: ``code`` or ``label`` (see :class:`adapters.controls.keys.MG3Params`).
+    """Matrix-Game 3 settings. mouse_pitch: ``code`` or ``label`` (see :class:`adapters.matrix_game3.controls.MG3Params`).
     size / vae_type / extra_args: upstream flags (int8 weights, FA3, light VAE, async VAE on the last GPU)."""
 
     size: str = "704*1280"

@@ -1,5 +1,5 @@
 """Matrix-Game 3 runner shim (runs inside the model's environment; targets SkyworkAI/Matrix-Game@20e033e3,
-folder Matrix-Game-3/, contract ``adapters/contracts/matrix_game3.yaml``).
+folder Matrix-Game-3/, contract ``adapters/matrix_game3/contract.yaml``).
 
 1. ``utils.utils.get_data(num_frames, height, width, pil_image, device=None, dtype=None)`` builds random
    benchmark actions (the pin's signature has no ``key_strength``: utils/utils.py:95@71c3cd7f7413; its call site,

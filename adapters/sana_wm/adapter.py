@@ -1,4 +1,4 @@
-"""SANA-WM (NVlabs/Sana@af849ea1, inference_video_scripts/wm/; contract in adapters/contracts/sana_wm.yaml).
+"""SANA-WM (NVlabs/Sana@af849ea1, inference_video_scripts/wm/; contract in adapters/sana_wm/contract.yaml).
 
 Native input: ``--camera`` ``.npy`` (F,4,4) OpenCV c2w and ``--intrinsics`` ``.npy`` (3,3) (always passed:
 missing intrinsics are silently estimated with Pi3X). Upstream makes poses relative to frame 0 (no translation

@@ -9,7 +9,7 @@ decodes to 29 frames and upstream drops the anchor (the image is never decoded),
 show poses 1..493; the item gets the canvas in front (494 poses, 552 for LRLRLR's 19 stages).
 ``--sp_size`` changes nothing at the pinned commit (the 5B model is built without sequence parallelism), so one
 rank runs (``gpus_per_job: 1``).
-Keys come from each stage's net motion with snap thresholds (:class:`adapters.controls.keys.YumeParams`); the
+Keys come from each stage's net motion with snap thresholds (:class:`adapters.yume.controls.YumeParams`); the
 captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
 
 Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
@@ -31,14 +31,14 @@ from typing import ClassVar, Optional
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.controls.keys import YumeParams, yume_captions, yume_decode, yume_parse_caption
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from adapters.yume.controls import YumeParams, yume_captions, yume_decode, yume_parse_caption
 from harness.io import write_text
 
 
 @dataclass(frozen=True, kw_only=True)
 class YumeConfig(UpstreamConfig):
-    """YUME settings: caption policy (see :class:`adapters.controls.keys.YumeParams`) and the upstream script."""
+    """YUME settings: caption policy (see :class:`adapters.yume.controls.YumeParams`) and the upstream script."""
 
     frames_per_stage: int = 29
     rotation_snap_deg: float = 0.5

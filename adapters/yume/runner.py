@@ -1,5 +1,5 @@
 """YUME runner shim (runs inside the model's environment; targets stdstu12/YUME@111c3fa
-fastvideo/sample/sample_5b.py, contract ``adapters/contracts/yume.yaml``).
+fastvideo/sample/sample_5b.py, contract ``adapters/yume/contract.yaml``).
 
 1. Seeds: upstream never seeds (``set_seed`` is commented out, sample_5b.py:1138-1140; ``Yume.generate`` draws a
    random seed when ``seed=-1``, wan23/textimage2video.py:348). The global RNGs are seeded and every

@@ -62,10 +62,20 @@ def finish(code: int) -> None:
 
 def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
+    from pathlib import Path
+
+    from harness.app.settings import hydra_args
     from harness.config_groups import UnknownChoiceError, check_choice
 
     out = [a if (i == 0 or a not in COMMANDS) else f"cmd={a}" for i, a in enumerate(argv)]
     _check_slurm(out[1:])
+    config_dir = None  # a --config-dir adds options (an out-of-tree model's model/<name>.yaml, docs/adapters.md)
+    if any(a.startswith(("--config-dir", "-cd")) for a in out[1:]):
+        try:
+            config_dir = hydra_args(out[1:]).config_dir
+        except SystemExit:
+            pass  # argparse's own usage error: Hydra prints it
+    extra = [Path(config_dir).resolve()] if config_dir else []
     for arg in out[1:]:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -76,7 +86,7 @@ def _precheck_argv(argv: list[str]) -> list[str]:
                 if choice.startswith(("glob(", "range(", "choice(")):
                     continue
                 try:
-                    check_choice(key, choice)
+                    check_choice(key, choice, extra)
                 except UnknownChoiceError as exc:
                     _fail(str(exc))
     return out

@@ -1,6 +1,6 @@
 """``python -m harness setup model=NAME``: checkout, environment, weights and readiness of one upstream model.
 
-Everything comes from the model's contract (``adapters/contracts/<model>.yaml``):
+Everything comes from the model's contract (``adapters/<model>/contract.yaml``):
 
 1. **checkout**: clone ``https://github.com/<repo>`` and check out the pinned commit (fetching it explicitly when
    it is only on a pull-request ref), or verify an existing ``model.upstream_dir`` (a git checkout at that commit);
@@ -223,7 +223,7 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
     try:
         contract = contracts.load(name)
     except FileNotFoundError:
-        raise ConfigError(f"model={name}: setup is for upstream models with a contract (adapters/contracts/); "
+        raise ConfigError(f"model={name}: setup is for upstream models with a contract (adapters/<model>/contract.yaml); "
                           f"{name} runs in the harness's own environment") from None
     s = cfg.get("setup") or {}
     steps = tuple(s.get("steps") or STEPS)
@@ -477,18 +477,29 @@ def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
     return out
 
 
+def _contract_label(model: str) -> str:
+    """Where the model's contract is, for the script's comments: ``adapters/<model>/contract.yaml`` for a model of
+    this repository, else the file of the out-of-tree package (one line)."""
+    from adapters import contracts
+
+    path = contracts.contract_path(model)
+    if path == contracts.loader.ADAPTERS_DIR / model / contracts.CONTRACT_FILE:
+        return f"adapters/{model}/{contracts.CONTRACT_FILE}"
+    return " ".join(str(path).splitlines())
+
+
 def script(plan: SetupPlan) -> str:
     """The whole setup as a bash script (``print=true``)."""
     c = plan.contract
     lines = ["#!/usr/bin/env bash",
              f"# python -m harness setup model={plan.model}: {c.repo}@{c.commit[:12]} "
-             f"(adapters/contracts/{plan.model}.yaml)", "set -euo pipefail",
+             f"({_contract_label(plan.model)})", "set -euo pipefail",
              "# the harness's own Python: its steps and the weight downloads run under it, not the model's",
              f"HARNESS_PY={_q(plan.harness_python)}"]
     if "checkout" in plan.steps:
         lines += ["", f"# -- checkout at the pinned commit ({c.commit})", *checkout_commands(plan)]
     if "environment" in plan.steps:
-        lines += ["", f"# -- environment: the recipe of adapters/contracts/{plan.model}.yaml, in order"]
+        lines += ["", f"# -- environment: the recipe of {_contract_label(plan.model)}, in order"]
         if plan.env_dir is not None:
             lines.append(f"export VIRTUAL_ENV={_q(plan.env_dir)} PATH={_q(plan.env_dir / 'bin')}:\"$PATH\"")
         for why, cmd in environment_commands(plan):

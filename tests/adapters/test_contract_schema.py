@@ -17,7 +17,7 @@ import yaml
 from adapters import contracts
 from adapters.contracts import ContractSchemaError
 
-MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke", "dreamx")
+MODELS = contracts.available()  # the upstream models: the folders of adapters/ that hold a contract.yaml
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -32,9 +32,10 @@ def test_every_contract_follows_the_schema(model):
 
 
 def _mutated(model: str, tmp_path, edit) -> None:
-    raw = yaml.safe_load((contracts.CONTRACT_DIR / f"{model}.yaml").read_text())
+    raw = yaml.safe_load(contracts.contract_path(model).read_text())
     edit(raw)
-    (tmp_path / f"{model}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (tmp_path / model).mkdir()
+    (tmp_path / model / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     contracts.load(model, directory=tmp_path)
 
 
@@ -66,7 +67,7 @@ def test_a_malformed_contract_fails_naming_the_model_and_key(model, edit, key, p
     with pytest.raises(ContractSchemaError) as e:
         _mutated(model, tmp_path, edit)
     assert e.value.model == model and e.value.key == key, str(e.value)
-    assert problem in e.value.problem and f"adapters/contracts/{model}.yaml: {key}" in str(e.value)
+    assert problem in e.value.problem and f"adapters/{model}/contract.yaml: {key}" in str(e.value)
 
 
 # -- facts the code acts on --------------------------------------------------------------------------------------
@@ -176,7 +177,8 @@ def test_every_run_time_hub_fetch_is_avoided_by_the_launch(model, tmp_path):
 
 
 def test_contract_directory_copy_loads(tmp_path):
-    shutil.copy(contracts.CONTRACT_DIR / "dreamx.yaml", tmp_path / "dreamx.yaml")
+    (tmp_path / "dreamx").mkdir()
+    shutil.copy(contracts.contract_path("dreamx"), tmp_path / "dreamx" / "contract.yaml")
     assert contracts.load("dreamx", directory=tmp_path).writer.fps == 16
     assert contracts.available(tmp_path) == ["dreamx"]
 

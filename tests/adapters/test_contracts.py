@@ -1,4 +1,4 @@
-"""Every compiled launch and every shim against upstream's contract (``adapters/contracts/<model>.yaml``).
+"""Every compiled launch and every shim against upstream's contract (``adapters/<model>/contract.yaml``).
 
 The contracts hold facts read from each upstream repository at the pinned commit (flags, environment variables,
 call sites, output semantics, canvas rule). These tests make the class of mistake found in review impossible to
@@ -334,7 +334,7 @@ def test_mg3_integration_matches_upstream_step_for_step(trajectory, tmp_path):
     (action i moves frame i to i+1), frame by frame, on the compiled actions."""
     from tests.support.standin import mg3_rule
 
-    from adapters.controls.keys import MG3Params, mg3_states
+    from adapters.matrix_game3.controls import MG3Params, mg3_states
 
     controls = compile_item("matrix_game3", trajectory, tmp_path)
     kb = np.load(controls / "keyboard_condition.npy")
@@ -501,7 +501,7 @@ def test_mg3_returns_reach_the_start_orientation(trajectory):
     from tests.support.standin import mg3_rule
 
     from adapters.base import build_adapter
-    from adapters.controls.keys import mg3_encode
+    from adapters.matrix_game3.controls import mg3_encode
     from harness.cases import load_case_set
     from harness.config_groups import group_yaml
     from trajectories import TrajectorySpec

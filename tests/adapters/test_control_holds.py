@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.controls import keys
+from adapters.matrix_game3 import controls as mg3_controls
+from adapters.yume import controls as yume_controls
 from harness.config_groups import group_yaml, list_group
 
 TRAJECTORIES = list(list_group("trajectory"))
@@ -65,7 +66,7 @@ def _mg3_problems(kb: np.ndarray, ms: np.ndarray) -> list[str]:
 def test_mg3_keys_and_mouse_are_held_as_upstream_holds_them(trajectory):
     a, path = _path("matrix_game3", trajectory)
     assert a.config.params().hold_frames == HOLD
-    kb, ms = keys.mg3_encode(path.c2w, a.config.params())
+    kb, ms = mg3_controls.mg3_encode(path.c2w, a.config.params())
     assert not _mg3_problems(kb, ms), _mg3_problems(kb, ms)[:5]
 
 
@@ -76,19 +77,19 @@ def test_the_check_rejects_the_per_frame_encoding_the_square_had():
 
     a, path = _path("matrix_game3", "square")
     p = dataclasses.replace(a.config.params(), hold_frames=1)
-    kb, ms = keys.mg3_encode(path.c2w, p)
+    kb, ms = mg3_controls.mg3_encode(path.c2w, p)
     probs = _mg3_problems(kb, ms)
     assert any(x.startswith("keyboard: flip") for x in probs) and any("held 1 frames" in x for x in probs)
 
 
 def test_mg3_square_backward_leg_is_s_and_returns_to_the_start():
-    """The backward leg presses S alone (the recorded choice, keys.MG3_CAVEATS), and the square closes."""
+    """The backward leg presses S alone (the recorded choice, mg3_controls.MG3_CAVEATS), and the square closes."""
     a, path = _path("matrix_game3", "square")
-    kb, ms = keys.mg3_encode(path.c2w, a.config.params())
+    kb, ms = mg3_controls.mg3_encode(path.c2w, a.config.params())
     combos = {tuple(r) for r in kb[:-1, :4].astype(int)}
     assert (0, 1, 0, 0) in combos and combos <= {(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0),
                                                  (0, 0, 0, 1), (1, 0, 1, 0), (1, 0, 0, 1)}
-    back = keys.mg3_decode(kb, ms, a.config.params())
+    back = mg3_controls.mg3_decode(kb, ms, a.config.params())
     assert np.linalg.norm(back[-1, :3, 3] - path.c2w[-1, :3, 3]) < 1e-9
 
 
@@ -104,8 +105,8 @@ def _flips(seq: list[str]) -> list[int]:
 @pytest.mark.parametrize("trajectory", TRAJECTORIES)
 def test_yume_captions_hold_a_stage_and_never_flip(trajectory):
     a, path = _path("yume", trajectory)
-    lines = keys.yume_captions(path.c2w, "", a.config.params())
-    stages = [keys.yume_parse_caption(x) for x in lines]
+    lines = yume_controls.yume_captions(path.c2w, "", a.config.params())
+    stages = [yume_controls.yume_parse_caption(x) for x in lines]
     assert len(lines) == (path.num_frames - 1) // a.config.frames_per_stage  # one caption per 29-frame stage
     for k in (0, 1):
         assert not _flips([s[k] for s in stages]), stages

@@ -7,10 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.controls import keys, poses, prope, rays
+from adapters.controls import poses, prope, rays
+from adapters.hy_worldplay import controls as hy_controls
+from adapters.matrix_game3 import controls as mg3_controls
+from adapters.yume import controls as yume_controls
 from trajectories.conventions import rot_x, rot_y, se3, yaw_pitch_from_rotmat
 
-P = keys.MG3Params()
+P = mg3_controls.MG3Params()
 DZ = P.dead_zone
 
 
@@ -20,18 +23,18 @@ DZ = P.dead_zone
 @pytest.mark.parametrize("v, out", [(0.02, 0.02), (-0.02, -0.02), (0.0199, 0.0), (-0.0199, 0.0), (0.5, 0.5),
                                     (0.0, 0.0)])
 def test_the_dead_zone_drops_values_below_it_and_keeps_it_exactly(v, out):
-    assert keys._dead(v, P) == out
+    assert mg3_controls._dead(v, P) == out
 
 
 def test_pitch_sign_choice_is_checked():
-    assert keys.MG3Params(mouse_pitch="code").pitch_sign() == 1.0
-    assert keys.MG3Params(mouse_pitch="label").pitch_sign() == -1.0
+    assert mg3_controls.MG3Params(mouse_pitch="code").pitch_sign() == 1.0
+    assert mg3_controls.MG3Params(mouse_pitch="label").pitch_sign() == -1.0
     with pytest.raises(Exception, match="mouse_pitch='up'"):
-        keys.MG3Params(mouse_pitch="up").pitch_sign()
+        mg3_controls.MG3Params(mouse_pitch="up").pitch_sign()
 
 
 def test_key_moves_are_one_step_straight_and_one_diagonal_step_per_axis():
-    tab, moves = keys._key_moves(P)
+    tab, moves = mg3_controls._key_moves(P)
     got = {tuple(int(x) for x in k): tuple(np.round(m, 6)) for k, m in zip(tab, moves)}
     s, d = P.step_cm / 100, P.diag_cm / 100
     # S+A and S+D are not in upstream's generator (back_left / back_right commented out, conditions.py:50-51)
@@ -43,7 +46,7 @@ def _integrate(m: np.ndarray) -> np.ndarray:
     """The orientation upstream reaches per frame from one mouse axis (dead zone applied, float32 as given)."""
     state = np.zeros(len(m))
     for t in range(1, len(m)):
-        state[t] = state[t - 1] + P.deg_per_unit * keys._dead(float(np.float32(m[t - 1])), P)
+        state[t] = state[t - 1] + P.deg_per_unit * mg3_controls._dead(float(np.float32(m[t - 1])), P)
     return state
 
 
@@ -64,10 +67,10 @@ def _ramp(*segments) -> np.ndarray:
     _ramp((1, 0.0), (1, 7.0), (1, 7.0), (1, 0.1), (3, 0.1)),  # one-frame moves
 ])
 def test_mg3_error_diffusion_lands_on_the_target_at_the_end_of_every_move(target):
-    m = keys._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P)
     state = _integrate(m)
     nz = m[m != 0]
-    assert (np.abs(nz) >= DZ * keys._DEAD_MARGIN - 1e-12).all()  # every value clears the dead zone, with margin
+    assert (np.abs(nz) >= DZ * mg3_controls._DEAD_MARGIN - 1e-12).all()  # every value clears the dead zone, with margin
     assert m[-1] == 0.0
     moving = np.r_[False, np.abs(np.diff(target)) > 1e-9]
     ends = [t for t in range(1, len(target)) if moving[t] and (t == len(target) - 1 or not moving[t + 1])]
@@ -79,11 +82,11 @@ def test_mg3_error_diffusion_lands_on_the_target_at_the_end_of_every_move(target
 
 
 def test_mg3_a_move_under_the_dead_zone_emits_nothing_and_a_step_above_it_emits_its_lag():
-    assert not keys._mg3_axis(_ramp((5, 0.0), (3, 0.29), (5, 0.29)), P).any()
-    one = keys._mg3_axis(np.array([0.0, 0.0, 1.5, 1.5]), P)
+    assert not mg3_controls._mg3_axis(_ramp((5, 0.0), (3, 0.29), (5, 0.29)), P).any()
+    one = mg3_controls._mg3_axis(np.array([0.0, 0.0, 1.5, 1.5]), P)
     assert one[1] == pytest.approx(0.1) and one[0] == 0 and one[2] == 0  # row t-1 moves frame t-1 to t
     sub = np.array([0.0, 0.2, 0.4, 0.6, 0.6])  # 0.2 deg per frame: each lag alone is under 0.3 deg
-    m = keys._mg3_axis(sub, P)
+    m = mg3_controls._mg3_axis(sub, P)
     # frame 1's lag is dropped, frame 2 emits the 0.4 deg lag, frame 3's 0.2 deg is folded into it at the move's end
     assert m[0] == 0.0 and m[1] == pytest.approx(0.6 / 15) and m[2] == 0.0 and _integrate(m)[3] == pytest.approx(0.6)
 
@@ -92,28 +95,28 @@ def test_mg3_the_remainder_goes_to_the_last_value_of_its_sign():
     """A move whose last step is tiny: the remainder is folded into the move's last emitted value of the same sign
     (here two frames back), never into a value of the other sign, and never left as a sub-dead-zone value."""
     target = np.array([0.0, 0.0, 6.0, 6.1, 6.1, 6.1])
-    m = keys._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P)
     assert m[1] == pytest.approx(6.1 / 15) and m[2] == 0.0  # the 0.1 deg of frame 3 joined frame 2's value
     assert _integrate(m)[3] == pytest.approx(6.1)
     back = np.array([0.0, 0.0, 6.0, 5.9, 5.9])  # the remainder has the other sign and is under the dead zone:
-    mb = keys._mg3_axis(back, P)  # no value to fold it into without changing that value's sign, so it is dropped
+    mb = mg3_controls._mg3_axis(back, P)  # no value to fold it into without changing that value's sign, so it is dropped
     assert mb[1] == pytest.approx(0.4) and not mb[2:].any() and _integrate(mb)[3] == pytest.approx(6.0)
 
 
 def test_mg3_a_remainder_goes_to_the_latest_value_of_its_sign_even_a_whole_unit():
     target = np.array([0.0, 0.0, 6.0, 12.0, 12.1, 12.1])  # two emitted values of the sign, then 0.1 deg left
-    m = keys._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P)
     assert m[1] == pytest.approx(0.4) and m[2] == pytest.approx(6.1 / 15) and m[3] == 0.0  # the latest one
-    unit = keys._mg3_axis(np.array([0.0, 0.0, 15.0, 15.1, 15.1]), P)  # a value of exactly 1.0 takes it too
+    unit = mg3_controls._mg3_axis(np.array([0.0, 0.0, 15.0, 15.1, 15.1]), P)  # a value of exactly 1.0 takes it too
     assert unit[1] == pytest.approx(15.1 / 15) and _integrate(unit)[3] == pytest.approx(15.1)
 
 
 def test_mg3_a_lag_just_under_the_margin_is_not_emitted():
     """Emitted values clear the dead zone with a margin (0.02 x 1.0005): a lag of 0.02 units exactly is kept back
     (float32 rounding could put it under upstream's 0.02), one over the margin is sent."""
-    under = keys._mg3_axis(np.array([0.0, 0.02 * 15, 0.02 * 15]), P)
+    under = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 15, 0.02 * 15]), P)
     assert not under.any()
-    over = keys._mg3_axis(np.array([0.0, 0.02 * 1.001 * 15, 0.02 * 1.001 * 15]), P)
+    over = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 1.001 * 15, 0.02 * 1.001 * 15]), P)
     assert over[0] == pytest.approx(0.02 * 1.001)
 
 
@@ -121,13 +124,13 @@ def test_mg3_states_wrap_the_yaw_at_180_and_move_along_the_average_yaw():
     T = 15
     kb, ms = np.zeros((T, 6), np.float32), np.zeros((T, 2), np.float32)
     ms[:13, 1] = 1.0  # 15 deg per frame to the right
-    st = keys.mg3_states(kb, ms, P)
+    st = mg3_controls.mg3_states(kb, ms, P)
     assert st[12, 4] == 180.0 and st[13, 4] == -165.0  # 180 itself is kept; past it wraps to -180..180
     ms[:, 1] = -ms[:, 1]
-    assert keys.mg3_states(kb, ms, P)[12, 4] == -180.0 and keys.mg3_states(kb, ms, P)[13, 4] == 165.0
+    assert mg3_controls.mg3_states(kb, ms, P)[12, 4] == -180.0 and mg3_controls.mg3_states(kb, ms, P)[13, 4] == 165.0
     kb2, ms2 = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     kb2[0, 0], ms2[0, 1] = 1, 2.0  # W while turning 30 deg: the step follows the average yaw, 15 deg
-    x, y, z, pitch, yaw = keys.mg3_states(kb2, ms2, P)[1]
+    x, y, z, pitch, yaw = mg3_controls.mg3_states(kb2, ms2, P)[1]
     assert (x, y, yaw) == pytest.approx((12.35 * np.cos(np.radians(15)), 12.35 * np.sin(np.radians(15)), 30.0))
     assert z == 0.0 and pitch == 0.0
 
@@ -138,49 +141,49 @@ def test_mg3_states_wrap_the_yaw_at_180_and_move_along_the_average_yaw():
 def test_mg3_states_diagonals_move_8_73_per_axis_and_keys_need_more_than_half(keys4, xy):
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     kb[0, :4] = keys4
-    assert tuple(keys.mg3_states(kb, ms, P)[1, :2]) == pytest.approx(xy)
+    assert tuple(mg3_controls.mg3_states(kb, ms, P)[1, :2]) == pytest.approx(xy)
 
 
 def test_mg3_states_pitch_follows_the_sign_choice_and_the_dead_zone():
     kb, ms = np.zeros((3, 6), np.float32), np.zeros((3, 2), np.float32)
     ms[0, 0], ms[1, 0] = 0.1, 0.019  # the second is under the dead zone
-    assert keys.mg3_states(kb, ms, P)[1:, 3] == pytest.approx([1.5, 1.5])
-    assert keys.mg3_states(kb, ms, keys.MG3Params(mouse_pitch="label"))[1:, 3] == pytest.approx([-1.5, -1.5])
+    assert mg3_controls.mg3_states(kb, ms, P)[1:, 3] == pytest.approx([1.5, 1.5])
+    assert mg3_controls.mg3_states(kb, ms, mg3_controls.MG3Params(mouse_pitch="label"))[1:, 3] == pytest.approx([-1.5, -1.5])
 
 
 def test_mg3_extrinsics_turn_about_world_z_and_read_centimetres():
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     ms[0] = [0.0, 6.0]  # 90 deg to the right
     kb[0, 0] = 1
-    ext = keys.mg3_extrinsics(kb, ms, P)
+    ext = mg3_controls.mg3_extrinsics(kb, ms, P)
     # camera +z (forward) starts along world +X and ends along world +Y after 90 deg of yaw
     assert np.allclose(ext[0, :3, 2], [1, 0, 0]) and np.allclose(ext[1, :3, 2], [0, 1, 0], atol=1e-12)
     assert np.allclose(ext[1, :3, 3], [0.1235 * np.cos(np.pi / 4), 0.1235 * np.sin(np.pi / 4), 0])
     ms[0] = [1.0, 0.0]  # 15 deg of MG pitch (positive = down in the code)
     kb[:] = 0
-    down = keys.mg3_extrinsics(kb, ms, P)[1]
+    down = mg3_controls.mg3_extrinsics(kb, ms, P)[1]
     assert down[2, 2] == pytest.approx(-np.sin(np.radians(15)))  # the optical axis tilts towards world -Z
 
 
 def test_mg3_decode_divides_by_the_translation_scale():
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     kb[0, 0] = 1
-    assert keys.mg3_decode(kb, ms, keys.MG3Params(metres_per_unit=2.0))[1, 2, 3] == pytest.approx(0.1235 / 2)
+    assert mg3_controls.mg3_decode(kb, ms, mg3_controls.MG3Params(metres_per_unit=2.0))[1, 2, 3] == pytest.approx(0.1235 / 2)
 
 
 def test_mg3_encode_picks_the_key_that_lands_closest_along_the_current_yaw():
     """After a 90 deg right turn, moving along the original +x (the camera's new forward) is W, not D (a hold of
     one frame, so each action is its own block)."""
-    P = keys.MG3Params(hold_frames=1)
+    P = mg3_controls.MG3Params(hold_frames=1)
     T = 12
     yaw = np.r_[np.linspace(0, 90, 7), np.full(T - 7, 90.0)]
     pos = np.zeros((T, 3))
     for t in range(7, T):
         pos[t] = pos[t - 1] + [0.1235, 0, 0]
     c2w = se3(np.stack([rot_y(np.radians(a)) for a in yaw]), pos)
-    kb, ms = keys.mg3_encode(c2w, P)
+    kb, ms = mg3_controls.mg3_encode(c2w, P)
     assert (kb[6:T - 1, 0] == 1).all() and not kb[6:T - 1, 1:4].any() and not kb[:6].any()
-    back = keys.mg3_decode(kb, ms, P)
+    back = mg3_controls.mg3_decode(kb, ms, P)
     assert np.allclose(back[-1, :3, 3], c2w[-1, :3, 3], atol=1e-6)
     assert np.degrees(yaw_pitch_from_rotmat(back[-1, :3, :3])[0]) == pytest.approx(90.0, abs=1e-4)
 
@@ -192,34 +195,34 @@ def test_mg3_encode_picks_the_key_that_lands_closest_along_the_current_yaw():
                                      ([-0.01, 0, 0], "A"), ([0.01, 0, 0.01], "W+D"), ([-0.01, 0, -0.01], "S+A"),
                                      ([0.0009, 0, -0.0009], "None"), ([0, 0.5, 0], "None")])
 def test_yume_movement_keys_read_forward_and_right_above_the_snap(t, move):
-    assert keys.yume_keys(se3(np.eye(3), t)) == (move, "·")
+    assert yume_controls.yume_keys(se3(np.eye(3), t)) == (move, "·")
 
 
 @pytest.mark.parametrize("yaw, pitch, rot", [(5, 0, "→"), (-5, 0, "←"), (0, 5, "↑"), (0, -5, "↓"), (5, 5, "↑→"),
                                              (-5, -5, "↓←"), (0.4, -0.4, "·"), (0.6, 0, "→")])
 def test_yume_rotation_keys_read_pan_and_tilt_above_half_a_degree(yaw, pitch, rot):
     R = rot_y(np.radians(yaw)) @ rot_x(np.radians(pitch))
-    assert keys.yume_keys(se3(R)) == ("None", rot)
+    assert yume_controls.yume_keys(se3(R)) == ("None", rot)
 
 
 def test_yume_stage_bounds_need_29k_plus_1_poses():
-    assert keys.yume_stage_bounds(59) == [(0, 29), (29, 58)]
-    assert len(keys.yume_stage_bounds(494)) == 17
+    assert yume_controls.yume_stage_bounds(59) == [(0, 29), (29, 58)]
+    assert len(yume_controls.yume_stage_bounds(494)) == 17
     for bad in (29, 1, 58, 60):
         with pytest.raises(ValueError, match="29 k \\+ 1"):
-            keys.yume_stage_bounds(bad)
+            yume_controls.yume_stage_bounds(bad)
 
 
 def test_yume_speed_numbers_are_rounded_to_a_tenth_and_clipped_to_the_range():
-    assert keys._num(3.0) == "3" and keys._num(0.1) == "0.1" and keys._num(10.0) == "10"
-    p = keys.YumeParams()
+    assert yume_controls._num(3.0) == "3" and yume_controls._num(0.1) == "0.1" and yume_controls._num(10.0) == "10"
+    p = yume_controls.YumeParams()
     n = p.frames_per_stage
 
     def line(step, yaw_deg):
         T = n + 1
         c2w = se3(np.stack([rot_y(np.radians(yaw_deg * i)) for i in range(T)]),
                   np.stack([np.zeros(T), np.zeros(T), step * np.arange(T)], 1))
-        return keys.yume_parse_speeds(keys.yume_captions(c2w, "")[0])
+        return yume_controls.yume_parse_speeds(yume_controls.yume_captions(c2w, "")[0])
 
     assert line(50 * p.units_per_speed_unit, 0) == (10.0, 0.0)  # 50 clipped to 10
     assert line(0.04 * p.units_per_speed_unit + 1e-3 / n, 0)[0] == 0.1  # under 0.1 but moving: clipped up to 0.1
@@ -229,16 +232,16 @@ def test_yume_speed_numbers_are_rounded_to_a_tenth_and_clipped_to_the_range():
 
 def test_yume_rotation_speed_is_the_mean_angle_between_optical_axes():
     c2w = se3(np.stack([rot_y(np.radians(a)) for a in (0.0, 1.0, 4.0, 4.0)]))
-    assert keys.yume_rotation_speed(c2w) == pytest.approx((1.0 + 3.0 + 0.0) / 3)
-    assert keys.yume_rotation_speed(c2w[:1]) == 0.0
+    assert yume_controls.yume_rotation_speed(c2w) == pytest.approx((1.0 + 3.0 + 0.0) / 3)
+    assert yume_controls.yume_rotation_speed(c2w[:1]) == 0.0
 
 
 def test_yume_decode_splits_diagonal_speeds_over_both_axes():
-    p = keys.YumeParams()
+    p = yume_controls.YumeParams()
     base = "First-person perspective. {m} {r} Actual distance moved:2 at 100 meters per second. Angular change rate " \
            "(turn speed):1. View rotation speed:1."
-    line = base.format(m=keys.YUME_MOVE["W+D"], r=keys.YUME_ROT["↑→"])
-    out = keys.yume_decode([line])
+    line = base.format(m=yume_controls.YUME_MOVE["W+D"], r=yume_controls.YUME_ROT["↑→"])
+    out = yume_controls.yume_decode([line])
     assert out.shape == (p.frames_per_stage + 1, 4, 4) and np.array_equal(out[0], np.eye(4))
     first = out[1]
     step = 2 * p.units_per_speed_unit / np.sqrt(2)
@@ -247,7 +250,7 @@ def test_yume_decode_splits_diagonal_speeds_over_both_axes():
     assert yaw == pytest.approx(1 / np.sqrt(2)) and pitch == pytest.approx(1 / np.sqrt(2))
     last_yaw, last_pitch = (np.degrees(x) for x in yaw_pitch_from_rotmat(out[-1, :3, :3]))
     assert last_yaw == pytest.approx(29 / np.sqrt(2)) and last_pitch == pytest.approx(29 / np.sqrt(2))
-    back = keys.yume_decode([base.format(m=keys.YUME_MOVE["S+A"], r=keys.YUME_ROT["↓←"])])[1]
+    back = yume_controls.yume_decode([base.format(m=yume_controls.YUME_MOVE["S+A"], r=yume_controls.YUME_ROT["↓←"])])[1]
     assert np.allclose(back[:3, 3], [-step, 0, -step])
     assert np.degrees(yaw_pitch_from_rotmat(back[:3, :3])[0]) == pytest.approx(-1 / np.sqrt(2))
 
@@ -255,7 +258,7 @@ def test_yume_decode_splits_diagonal_speeds_over_both_axes():
 def test_yume_parse_reads_both_speed_values():
     line = ("x Actual distance moved:0.7 at 100 meters per second. Angular change rate (turn speed):3. View rotation "
             "speed:3.5.")
-    assert keys.yume_parse_speeds(line) == (0.7, 3.5)
+    assert yume_controls.yume_parse_speeds(line) == (0.7, 3.5)
 
 
 # -- HY-WorldPlay labels, poses, PRoPE, rays -----------------------------------------------------------------------
@@ -263,7 +266,7 @@ def test_yume_parse_reads_both_speed_values():
 
 def test_hy_labels_come_from_consecutive_latents_not_from_the_first():
     lat = se3(np.stack([rot_y(np.radians(a)) for a in (0, 1, 2, 2, 2)]))
-    assert list(keys.hy_action_labels(lat)) == [0, 1, 1, 0, 0]  # the holds read as still, not as "right of 0"
+    assert list(hy_controls.hy_action_labels(lat)) == [0, 1, 1, 0, 0]  # the holds read as still, not as "right of 0"
 
 
 def test_max_norm_of_no_motion_or_no_poses_divides_by_one():
@@ -320,7 +323,7 @@ def test_hy_translation_combinations_use_upstreams_index(t, trans_index):
     """Upstream's one-hot -> index table (generate.py): fwd 1, back 2, right 3, left 4, fwd+right 5, fwd+left 6,
     back+right 7, back+left 8; the label is 9 * translation index + rotation index."""
     step = 0.01 * np.array(t, float) / np.linalg.norm(t)
-    assert keys.hy_action_label(se3(np.eye(3), step)) == 9 * trans_index
+    assert hy_controls.hy_action_label(se3(np.eye(3), step)) == 9 * trans_index
 
 
 @pytest.mark.parametrize("yaw, pitch, rot_index", [(1, 0, 1), (-1, 0, 2), (0, 1, 3), (0, -1, 4), (1, 1, 5),
@@ -329,38 +332,38 @@ def test_hy_rotation_combinations_use_upstreams_index(yaw, pitch, rot_index):
     """Rotation one-hot [right, left, up, down] -> right 1, left 2, up 3, down 4, right+up 5, right+down 6,
     left+up 7, left+down 8 (SciPy 'xyz' Euler angles: y is the pan, x the tilt)."""
     R = rot_y(np.radians(yaw)) @ rot_x(np.radians(pitch))
-    assert keys.hy_action_label(se3(R)) == rot_index
+    assert hy_controls.hy_action_label(se3(R)) == rot_index
 
 
 # -- boundaries and the cases the tests above leave out -----------------------------------------------------------
 
 
 def test_hy_thresholds_are_strict_where_a_float_can_sit_on_them():
-    assert keys.hy_action_label(se3(np.eye(3), [0, 0, 1e-4])) == 0  # exactly 1e-4: not a move (> 1e-4)
+    assert hy_controls.hy_action_label(se3(np.eye(3), [0, 0, 1e-4])) == 0  # exactly 1e-4: not a move (> 1e-4)
     x005 = 0.0008726646259971647  # rot_x of this angle reads exactly 0.05 deg in SciPy's 'xyz' angles
-    assert keys.hy_action_label(se3(rot_x(x005))) == 0 and keys.hy_action_label(se3(rot_x(-x005))) == 0
-    assert keys.hy_action_label(se3(rot_x(np.nextafter(x005, 1)))) == 3  # up, one ulp above
+    assert hy_controls.hy_action_label(se3(rot_x(x005))) == 0 and hy_controls.hy_action_label(se3(rot_x(-x005))) == 0
+    assert hy_controls.hy_action_label(se3(rot_x(np.nextafter(x005, 1)))) == 3  # up, one ulp above
 
 
 @pytest.mark.parametrize("deg, fwd", [(60.5, False), (59.5, True), (120.5, True), (119.5, False)])
 def test_hy_cones_end_at_60_and_120_degrees(deg, fwd):
     """Forward within 60 deg of +z, back beyond 120; right / left likewise about +x (a step in the x-z plane)."""
     a = np.radians(deg)
-    label = keys.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.sin(a), 0, np.cos(a)])))
+    label = hy_controls.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.sin(a), 0, np.cos(a)])))
     trans = label // 9
     assert (trans in (1, 5, 6)) is (fwd and deg < 90)
     assert (trans in (2, 7, 8)) is (fwd and deg > 90)
-    side = keys.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.cos(a), 0, np.sin(a)]))) // 9
+    side = hy_controls.hy_action_label(se3(np.eye(3), 0.01 * np.array([np.cos(a), 0, np.sin(a)]))) // 9
     assert (side in (3, 5, 7)) is (fwd and deg < 90) and (side in (4, 6, 8)) is (fwd and deg > 90)
 
 
 def test_mg3_states_wrap_just_past_180_either_way():
     kb, ms = np.zeros((3, 6), np.float32), np.zeros((3, 2), np.float32)
     ms[0, 1], ms[1, 1] = 12.0, 0.0334  # 180 deg, then half a degree more
-    st = keys.mg3_states(kb, ms, P)
+    st = mg3_controls.mg3_states(kb, ms, P)
     assert st[1, 4] == 180.0 and st[2, 4] == pytest.approx(-179.499, abs=1e-3)
     ms[0, 1], ms[1, 1] = -12.0, -0.0334
-    assert keys.mg3_states(kb, ms, P)[2, 4] == pytest.approx(179.499, abs=1e-3)
+    assert mg3_controls.mg3_states(kb, ms, P)[2, 4] == pytest.approx(179.499, abs=1e-3)
 
 
 def test_mg3_states_strafe_along_the_average_yaw():
@@ -368,47 +371,47 @@ def test_mg3_states_strafe_along_the_average_yaw():
     kb, ms = np.zeros((3, 6), np.float32), np.zeros((3, 2), np.float32)
     ms[0, 1] = 2.0  # turn 30 deg first
     kb[1, 3] = 1  # then D
-    x, y = keys.mg3_states(kb, ms, P)[2, :2]
+    x, y = mg3_controls.mg3_states(kb, ms, P)[2, :2]
     psi = np.radians(30)
     assert (x, y) == pytest.approx((-12.35 * np.sin(psi), 12.35 * np.cos(psi)))
     kb[1] = [0, 0, 1, 0, 0, 0]  # A
-    x, y = keys.mg3_states(kb, ms, P)[2, :2]
+    x, y = mg3_controls.mg3_states(kb, ms, P)[2, :2]
     assert (x, y) == pytest.approx((12.35 * np.sin(psi), -12.35 * np.cos(psi)))
 
 
 def test_mg3_a_key_at_exactly_half_is_not_pressed():
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     kb[0, 0] = 0.5
-    assert keys.mg3_states(kb, ms, P)[1, 0] == 0.0
+    assert mg3_controls.mg3_states(kb, ms, P)[1, 0] == 0.0
 
 
 def test_mg3_decode_keeps_the_homogeneous_row():
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     kb[0, 0] = 1
-    rel = keys.mg3_decode(kb, ms, keys.MG3Params(metres_per_unit=2.0))
+    rel = mg3_controls.mg3_decode(kb, ms, mg3_controls.MG3Params(metres_per_unit=2.0))
     assert np.array_equal(rel[:, 3], np.tile([0.0, 0, 0, 1], (2, 1)))
 
 
-def _greedy_ok(c2w: np.ndarray, p: keys.MG3Params) -> None:
+def _greedy_ok(c2w: np.ndarray, p: mg3_controls.MG3Params) -> None:
     """Each keyboard row is the combination that brings the integrated position (mg3_states, upstream's integrator)
     closest to the requested one, given the rows before it (an independent check of the encoder's greedy rule)."""
-    kb, ms = keys.mg3_encode(c2w, p)
+    kb, ms = mg3_controls.mg3_encode(c2w, p)
     R_init = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
     want = (c2w[:, :3, 3] * p.metres_per_unit) @ R_init.T * 100  # OpenCV (right, down, fwd) -> MG world cm
-    combos, _ = keys._key_moves(p)
+    combos, _ = mg3_controls._key_moves(p)
     for t in range(1, len(c2w)):
         errs = []
         for k in combos:
             trial = kb.copy()
             trial[t - 1, :4] = k
             trial[t:] = 0
-            errs.append(np.linalg.norm(keys.mg3_states(trial, ms, p)[t, :2] - want[t, :2]))
+            errs.append(np.linalg.norm(mg3_controls.mg3_states(trial, ms, p)[t, :2] - want[t, :2]))
         assert errs[[tuple(k) for k in combos.tolist()].index(tuple(kb[t - 1, :4].tolist()))] <= min(errs) + 1e-9, t
 
 
 def test_mg3_encode_is_greedy_against_upstreams_integrator_while_turning():
     """With a hold of one frame every action is its own block, so each row is the per-frame best."""
-    P = keys.MG3Params(hold_frames=1)
+    P = mg3_controls.MG3Params(hold_frames=1)
     T = 16
     yaw = np.radians(np.r_[0.0, np.cumsum(np.full(T - 1, 9.0))])  # 9 deg per frame to the right
     pos = np.zeros((T, 3))
@@ -417,54 +420,54 @@ def test_mg3_encode_is_greedy_against_upstreams_integrator_while_turning():
         pos[t] = pos[t - 1] + 0.12 * d
     c2w = se3(np.stack([rot_y(a) for a in yaw]), pos)
     _greedy_ok(c2w, P)
-    kb, _ = keys.mg3_encode(c2w, P)
+    kb, _ = mg3_controls.mg3_encode(c2w, P)
     assert kb[0, 0] == 1  # the first action already moves (row 0 carries frame 0 -> 1)
     assert (kb[8:T - 1, 3] == 1).all()  # D while moving along the camera's right
 
 
 def test_yume_keys_are_strict_at_their_snaps():
-    th = keys.YumeParams().translation_snap
+    th = yume_controls.YumeParams().translation_snap
     for t in ([0, 0, th], [0, 0, -th], [th, 0, 0], [-th, 0, 0]):
-        assert keys.yume_keys(se3(np.eye(3), t)) == ("None", "·")
+        assert yume_controls.yume_keys(se3(np.eye(3), t)) == ("None", "·")
     tilt = 0.008726646259971648  # rot_x of this angle reads exactly 0.5 deg (in radians) in SciPy's 'xyz' angles
-    assert keys.yume_keys(se3(rot_x(tilt))) == ("None", "·") and keys.yume_keys(se3(rot_x(-tilt))) == ("None", "·")
-    assert keys.yume_keys(se3(rot_x(np.nextafter(tilt, 1))))[1] == "↑"
+    assert yume_controls.yume_keys(se3(rot_x(tilt))) == ("None", "·") and yume_controls.yume_keys(se3(rot_x(-tilt))) == ("None", "·")
+    assert yume_controls.yume_keys(se3(rot_x(np.nextafter(tilt, 1))))[1] == "↑"
 
 
 def test_yume_rotation_speed_of_two_poses_and_of_an_uneven_stage():
     c2w = se3(np.stack([rot_y(np.radians(a)) for a in (0.0, 2.0)]))
-    assert keys.yume_rotation_speed(c2w) == pytest.approx(2.0)
-    p = keys.YumeParams()
+    assert yume_controls.yume_rotation_speed(c2w) == pytest.approx(2.0)
+    p = yume_controls.YumeParams()
     n = p.frames_per_stage
     angles = np.r_[np.zeros(1), np.cumsum(np.r_[np.full(n - 2, 1.0), [4.0, 4.0]])]  # faster over the last two steps
-    line = keys.yume_captions(se3(np.stack([rot_y(np.radians(a)) for a in angles])), "")[0]
+    line = yume_controls.yume_captions(se3(np.stack([rot_y(np.radians(a)) for a in angles])), "")[0]
     want = round((n - 2 + 8.0) / n, 1)  # the mean over all 29 steps of the stage, its last two included
-    assert keys.yume_parse_speeds(line)[1] == pytest.approx(want) and want != round(1.0, 1)
+    assert yume_controls.yume_parse_speeds(line)[1] == pytest.approx(want) and want != round(1.0, 1)
 
 
 def test_yume_speeds_print_whole_numbers_without_a_decimal():
-    p = keys.YumeParams()
+    p = yume_controls.YumeParams()
     T = p.frames_per_stage + 1
     c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), 2.96 * p.units_per_speed_unit *
                                                          np.arange(T)], 1))
-    assert "Actual distance moved:3 at" in keys.yume_captions(c2w, "")[0]  # rounded to 3.0 first, printed "3"
+    assert "Actual distance moved:3 at" in yume_controls.yume_captions(c2w, "")[0]  # rounded to 3.0 first, printed "3"
 
 
 def test_yume_speed_calibration_applies_both_ways():
-    p = keys.YumeParams(deg_per_speed_unit=2.0)
+    p = yume_controls.YumeParams(deg_per_speed_unit=2.0)
     n = p.frames_per_stage
     c2w = se3(np.stack([rot_y(np.radians(3.0 * i)) for i in range(n + 1)]))  # 3 deg per frame
-    line = keys.yume_captions(c2w, "", p)[0]
-    assert keys.yume_parse_speeds(line)[1] == 1.5  # 3 deg / 2 deg per unit
-    back = keys.yume_decode([line], p)
+    line = yume_controls.yume_captions(c2w, "", p)[0]
+    assert yume_controls.yume_parse_speeds(line)[1] == 1.5  # 3 deg / 2 deg per unit
+    back = yume_controls.yume_decode([line], p)
     assert np.degrees(yaw_pitch_from_rotmat(back[-1, :3, :3])[0]) == pytest.approx(3.0 * n)
 
 
 def test_yume_decode_of_a_tilt_alone_does_not_pan():
-    line = ("First-person perspective. " + keys.YUME_MOVE["None"] + " " + keys.YUME_ROT["↑"] +
+    line = ("First-person perspective. " + yume_controls.YUME_MOVE["None"] + " " + yume_controls.YUME_ROT["↑"] +
             " Actual distance moved:0 at 100 meters per second. Angular change rate (turn speed):1. View rotation "
             "speed:1.")
-    out = keys.yume_decode([line])
+    out = yume_controls.yume_decode([line])
     yaw, pitch = (np.degrees(x) for x in yaw_pitch_from_rotmat(out[-1, :3, :3]))
     assert yaw == pytest.approx(0.0, abs=1e-9) and pitch == pytest.approx(29.0)
 
@@ -484,10 +487,10 @@ def test_fold_defaults_to_lingbots_8_and_checks_both_sides():
 def test_yume_speed_unit_is_the_recorded_0_0032_scene_units_per_frame():
     """The harness's translation calibration (:class:`YumeParams`, a recorded choice): 0.0032 scene units per
     frame read as speed 1, so 0.0064 per frame is printed as 2."""
-    p = keys.YumeParams()
+    p = yume_controls.YumeParams()
     T = p.frames_per_stage + 1
     c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), 0.0064 * np.arange(T)], 1))
-    assert keys.yume_parse_speeds(keys.yume_captions(c2w, "")[0])[0] == 2.0
+    assert yume_controls.yume_parse_speeds(yume_controls.yume_captions(c2w, "")[0])[0] == 2.0
 
 
 def test_yume_a_half_turn_between_two_frames_reads_180_degrees():
@@ -496,13 +499,13 @@ def test_yume_a_half_turn_between_two_frames_reads_180_degrees():
     c2w = se3(np.stack([R, R @ rot_y(np.pi)]))
     z = c2w[:, :3, 2]
     assert np.einsum("ij,ij->i", z[:-1], z[1:])[0] / np.prod(np.linalg.norm(z, axis=1)) < -1.0  # rounds below -1
-    assert keys.yume_rotation_speed(c2w) == 180.0
+    assert yume_controls.yume_rotation_speed(c2w) == 180.0
 
 
 def test_yume_turn_speeds_print_whole_numbers_without_a_decimal():
-    n = keys.YumeParams().frames_per_stage
+    n = yume_controls.YumeParams().frames_per_stage
     c2w = se3(np.stack([rot_y(np.radians(2.96 * i)) for i in range(n + 1)]))
-    assert "View rotation speed:3." in keys.yume_captions(c2w, "")[0]
+    assert "View rotation speed:3." in yume_controls.yume_captions(c2w, "")[0]
 
 
 def test_mg3_keys_change_only_at_hold_boundaries_and_land_on_the_target():
@@ -516,10 +519,10 @@ def test_mg3_keys_change_only_at_hold_boundaries_and_land_on_the_target():
         step = [0.0, 0.0, 0.1235] if 12 < t <= 36 else [0.1235, 0.0, 0.0] if 36 < t <= 48 else [0.0, 0.0, 0.0]
         pos[t] = pos[t - 1] + step
     pos[5, 2] += 0.012
-    kb, _ = keys.mg3_encode(se3(np.tile(np.eye(3), (T, 1, 1)), pos), P)
+    kb, _ = mg3_controls.mg3_encode(se3(np.tile(np.eye(3), (T, 1, 1)), pos), P)
     assert not kb[:12].any() and (kb[12:36, 0] == 1).all() and not kb[12:36, 1:4].any()
     assert (kb[36:48, 3] == 1).all() and not kb[36:48, :3].any() and not kb[48:].any()
-    back = keys.mg3_decode(kb, np.zeros((T, 2), np.float32), P)
+    back = mg3_controls.mg3_decode(kb, np.zeros((T, 2), np.float32), P)
     assert np.allclose(back[-1, :3, 3], pos[-1], atol=1e-6)
 
 
@@ -528,16 +531,16 @@ def test_mg3_mouse_taps_are_closed_keeping_the_sum():
     the orientation reached, is kept; values of opposite signs or across a gap of a whole hold are left alone."""
     m = np.zeros(40)
     m[[3, 5, 6, 7]] = [-0.024, -0.045, -0.031, -0.036]
-    out = keys._mg3_no_taps(m, P)
+    out = mg3_controls._mg3_no_taps(m, P)
     assert out.sum() == pytest.approx(m.sum()) and (out[3:8] < 0).all() and not out[:3].any()
     assert (np.abs(out[out != 0]) >= 0.02).all()
     tiny = np.zeros(40)
     tiny[[3, 10]] = [0.021, 0.021]  # spread over 8 frames each share is under the dead zone: the tap joins the other
-    out = keys._mg3_no_taps(tiny, P)
+    out = mg3_controls._mg3_no_taps(tiny, P)
     assert np.count_nonzero(out) == 1 and out.sum() == pytest.approx(0.042)
     apart = np.zeros(40)
     apart[[3, 3 + P.hold_frames + 1]] = [0.05, 0.05]
-    assert np.array_equal(keys._mg3_no_taps(apart, P), apart)
+    assert np.array_equal(mg3_controls._mg3_no_taps(apart, P), apart)
     opposite = np.zeros(40)
     opposite[[3, 5]] = [0.05, -0.05]
-    assert np.array_equal(keys._mg3_no_taps(opposite, P), opposite)
+    assert np.array_equal(mg3_controls._mg3_no_taps(opposite, P), opposite)

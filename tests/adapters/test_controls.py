@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.controls import keys, poses, prope, rays
+from adapters.controls import poses, prope, rays
+from adapters.hy_worldplay import controls as hy_controls
+from adapters.matrix_game3 import controls as mg3_controls
+from adapters.yume import controls as yume_controls
 from tests.support import upstream_reference as ref
 from trajectories.conventions import intrinsics_from_fov, rot_x, rot_y, se3
 from trajectories.resample import first_of_group_anchors, latent_anchor_frames
@@ -35,8 +38,8 @@ def test_forward_translation_is_unit_z_after_framewise_maxnorm():
 
 def test_yaw_right_reads_as_right_everywhere():
     R = se3(rot_y(np.deg2rad(2.0)))
-    assert keys.hy_action_label(R) == 1  # HY rotation class "right"
-    assert keys.yume_keys(R) == ("None", "→")
+    assert hy_controls.hy_action_label(R) == 1  # HY rotation class "right"
+    assert yume_controls.yume_keys(R) == ("None", "→")
     # the centre ray's d_x increases (LingBot [o,d] and SANA Plücker direction channels)
     pair = np.stack([np.eye(4), R])
     od = rays.od_rays(pair, K, 48, 80)
@@ -99,8 +102,8 @@ def test_hy_and_dreamx_intrinsics():
     ],
 )
 def test_hy_action_labels(motion, label):
-    assert keys.hy_action_label(motion) == label
-    assert keys.hy_action_labels(np.stack([np.eye(4), motion]))[0] == 0  # latent 0 -> 0
+    assert hy_controls.hy_action_label(motion) == label
+    assert hy_controls.hy_action_labels(np.stack([np.eye(4), motion]))[0] == 0  # latent 0 -> 0
 
 
 def test_logd4():
@@ -132,10 +135,10 @@ def test_dreamx_chunk_relative_constant_forward():
 
 
 def test_yume_keys_and_sentences():
-    assert keys.yume_keys(se3(np.eye(3), [0, 0, 0.1])) == ("W", "·")
-    assert keys.yume_keys(se3(rot_y(np.deg2rad(-5)) @ rot_x(np.deg2rad(5)))) == ("None", "↑←")
-    assert keys.yume_keys(se3(rot_y(1e-4), [1e-6, 0, 0])) == ("None", "·")  # snapped
-    line = keys.yume_captions(np.tile(np.eye(4), (30, 1, 1)), "A street.")[0]  # the image + one stage
+    assert yume_controls.yume_keys(se3(np.eye(3), [0, 0, 0.1])) == ("W", "·")
+    assert yume_controls.yume_keys(se3(rot_y(np.deg2rad(-5)) @ rot_x(np.deg2rad(5)))) == ("None", "↑←")
+    assert yume_controls.yume_keys(se3(rot_y(1e-4), [1e-6, 0, 0])) == ("None", "·")  # snapped
+    line = yume_controls.yume_captions(np.tile(np.eye(4), (30, 1, 1)), "A street.")[0]  # the image + one stage
     assert line == ("First-person perspective. The camera's movement direction remains stationary (·). The rotation "
                     "direction of the camera remains stationary (·). Actual distance moved:0 at 100 meters per second."
                     " Angular change rate (turn speed):0. View rotation speed:0.A street.")
@@ -146,37 +149,37 @@ def test_mg3_actions():
 
     cfg = MG3Config(name="m", adapter="x", seed=1, height=704, width=1280, fps=16, num_frames=497)
     assert cfg.iterations(497) == 12
-    p = keys.MG3Params()
+    p = mg3_controls.MG3Params()
     kb, ms = np.zeros((2, 6), np.float32), np.zeros((2, 2), np.float32)
     ms[0] = [0.1 * (-1 if p.mouse_pitch == "code" else 1), 0]  # "look up": action 0 moves frame 0 to frame 1
-    path = keys.mg3_decode(kb, ms, p)
+    path = mg3_controls.mg3_decode(kb, ms, p)
     from trajectories.conventions import yaw_pitch_from_rotmat
 
     assert np.degrees(yaw_pitch_from_rotmat(path[1, :3, :3])[1]) == pytest.approx(1.5)
     kb[0, 0] = 1
     ms[:] = 0
-    ext = keys.mg3_extrinsics(kb, ms, p)
+    ext = mg3_controls.mg3_extrinsics(kb, ms, p)
     assert np.allclose(ext[1, :3, 3], [0.1235, 0, 0])  # W at yaw 0 moves 12.35 cm along world +X
-    rel = keys.mg3_decode(kb, ms, p)
+    rel = mg3_controls.mg3_decode(kb, ms, p)
     assert np.allclose(rel[1, :3, 3], [0, 0, 0.1235])  # = camera forward in OpenCV
     for combo in ([1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]):
         kb[0, :4] = combo
-        assert keys.mg3_extrinsics(kb, ms, p)[1, 2, 3] == 0.0  # no key changes z
+        assert mg3_controls.mg3_extrinsics(kb, ms, p)[1, 2, 3] == 0.0  # no key changes z
 
 
 def test_mg3_yaw_right_and_pitch_sign_choice():
     lat = se3(rot_y(np.deg2rad(np.linspace(0, 30, 21))))
     for choice in ("code", "label"):
-        p = keys.MG3Params(mouse_pitch=choice)
-        _kb, ms = keys.mg3_encode(lat, p)
+        p = mg3_controls.MG3Params(mouse_pitch=choice)
+        _kb, ms = mg3_controls.mg3_encode(lat, p)
         assert (ms[:-1, 1] > 0).all() and np.abs(ms[:, 0]).max() == 0  # yaw right = positive mouse yaw
     up = se3(rot_x(np.deg2rad(np.linspace(0, 20, 11))))
-    code = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="code"))[1]
-    label = keys.mg3_encode(up, keys.MG3Params(mouse_pitch="label"))[1]
+    code = mg3_controls.mg3_encode(up, mg3_controls.MG3Params(mouse_pitch="code"))[1]
+    label = mg3_controls.mg3_encode(up, mg3_controls.MG3Params(mouse_pitch="label"))[1]
     assert (code[:-1, 0] < 0).all() and (label[:-1, 0] > 0).all()
     for choice in ("code", "label"):
-        p = keys.MG3Params(mouse_pitch=choice)
-        assert np.allclose(keys.mg3_decode(*keys.mg3_encode(up, p), p)[-1], up[-1], atol=1e-3)
+        p = mg3_controls.MG3Params(mouse_pitch=choice)
+        assert np.allclose(mg3_controls.mg3_decode(*mg3_controls.mg3_encode(up, p), p)[-1], up[-1], atol=1e-3)
 
 
 def test_lingbot_time_warp_guard():
@@ -200,32 +203,32 @@ def test_evoke_counts():
 @pytest.mark.parametrize("deg, label", [(0.06, 1), (0.04, 0), (-0.06, 2), (-0.04, 0)])
 def test_hy_rotation_threshold_is_005_degrees_per_axis(deg, label):
     """Upstream's rule: y > 0.05 deg right, y < -0.05 left, x > 0.05 up, x < -0.05 down (generate.py)."""
-    assert keys.hy_action_label(se3(rot_y(np.deg2rad(deg)))) == label
+    assert hy_controls.hy_action_label(se3(rot_y(np.deg2rad(deg)))) == label
     up = {1: 3, 2: 4, 0: 0}[label]
-    assert keys.hy_action_label(se3(rot_x(np.deg2rad(deg)))) == up
+    assert hy_controls.hy_action_label(se3(rot_x(np.deg2rad(deg)))) == up
 
 
 @pytest.mark.parametrize("dist, label", [(2e-4, 9), (5e-5, 0), (-2e-4, 18)])
 def test_hy_translation_threshold_is_1e4(dist, label):
-    assert keys.hy_action_label(se3(np.eye(3), [0, 0, dist])) == label
-    assert keys.hy_action_labels(np.stack([np.eye(4), se3(np.eye(3), [0, 0, dist])]), 1e-3)[1] == 0  # loader's
+    assert hy_controls.hy_action_label(se3(np.eye(3), [0, 0, dist])) == label
+    assert hy_controls.hy_action_labels(np.stack([np.eye(4), se3(np.eye(3), [0, 0, dist])]), 1e-3)[1] == 0  # loader's
 
 
 def test_hy_translation_directions_use_60_and_120_degree_cones():
-    assert keys.hy_action_label(se3(np.eye(3), [np.sin(np.radians(59)), 0, np.cos(np.radians(59))])) == 5 * 9  # fwd+right
-    assert keys.hy_action_label(se3(np.eye(3), [np.sin(np.radians(61)), 0, np.cos(np.radians(61))])) == 3 * 9  # right
-    assert keys.hy_action_label(se3(np.eye(3), [0, 0.1, 0])) == 0  # straight down: HY has no key for it
+    assert hy_controls.hy_action_label(se3(np.eye(3), [np.sin(np.radians(59)), 0, np.cos(np.radians(59))])) == 5 * 9  # fwd+right
+    assert hy_controls.hy_action_label(se3(np.eye(3), [np.sin(np.radians(61)), 0, np.cos(np.radians(61))])) == 3 * 9  # right
+    assert hy_controls.hy_action_label(se3(np.eye(3), [0, 0.1, 0])) == 0  # straight down: HY has no key for it
 
 
 def test_yume_speed_of_every_stage_is_per_frame_of_its_29_steps():
     """Stage s moves from pose 29 s to pose 29 (s+1), the final stage too (29 k + 1 poses): a camera moving at a
     constant 1.5 speed units per frame reads 1.5 in every line and decodes back to itself."""
-    p = keys.YumeParams()
+    p = yume_controls.YumeParams()
     step = 1.5 * p.units_per_speed_unit  # speed value 1.5
     T = 2 * p.frames_per_stage + 1
     c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), step * np.arange(T)], 1))
-    lines = keys.yume_captions(c2w, "")
-    assert [keys.yume_parse_speeds(x)[0] for x in lines] == [1.5, 1.5]
-    assert np.allclose(keys.yume_decode(lines), c2w)
+    lines = yume_controls.yume_captions(c2w, "")
+    assert [yume_controls.yume_parse_speeds(x)[0] for x in lines] == [1.5, 1.5]
+    assert np.allclose(yume_controls.yume_decode(lines), c2w)
     with pytest.raises(ValueError, match="29 k \\+ 1 poses"):
-        keys.yume_captions(c2w[:-1], "")
+        yume_controls.yume_captions(c2w[:-1], "")

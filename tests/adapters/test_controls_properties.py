@@ -5,9 +5,9 @@ the requested path, exactly for the lossless ones and within the residual its fo
 | --- | --- | --- |
 | ``poses.lingbot_relative`` (framewise + max-norm) | ``poses.integrate_framewise`` with the divisor | exact |
 | latent anchors ``4i`` (HY-WorldPlay, LingBot) | ``poses.interpolate_to_frames`` | exact at anchors, < 0.5 deg |
-| ``keys.mg3_encode`` (keyboard + mouse) | ``keys.mg3_decode`` | the 0.02-unit dead zone (0.3 deg per axis) plus a closed tap (0.9 deg), one 12-frame hold of key steps |
-| ``keys.yume_captions`` (one caption per 29 frames) | ``keys.yume_decode`` | exact for stage-wise constant motion |
-| ``keys.hy_action_label`` (one label per latent) | the label's one-hots | the direction of each motion |
+| ``mg3_controls.mg3_encode`` (keyboard + mouse) | ``mg3_controls.mg3_decode`` | the 0.02-unit dead zone (0.3 deg per axis) plus a closed tap (0.9 deg), one 12-frame hold of key steps |
+| ``yume_controls.yume_captions`` (one caption per 29 frames) | ``yume_controls.yume_decode`` | exact for stage-wise constant motion |
+| ``hy_controls.hy_action_label`` (one label per latent) | the label's one-hots | the direction of each motion |
 | ``rays.fold`` / ``rays.od_rays`` | unfold / re-projection | exact |
 """
 
@@ -19,7 +19,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from adapters.controls import keys, poses, prope, rays
+from adapters.controls import poses, prope, rays
+from adapters.hy_worldplay import controls as hy_controls
+from adapters.matrix_game3 import controls as mg3_controls
+from adapters.yume import controls as yume_controls
 from harness.residuals import pose_residual
 from tests.support import upstream_reference as ref
 from trajectories import Timing, TrajectorySpec, build_path
@@ -113,23 +116,23 @@ def test_interpolation_holds_the_ends_and_is_exact_at_anchors(seed, n, gaps):
 
 
 MG3_STEP = 0.1235  # metres per frame of one key (12.35 cm)
-_DEAD_MARGIN = keys._DEAD_MARGIN
+_DEAD_MARGIN = mg3_controls._DEAD_MARGIN
 
 
 @settings(max_examples=30)
 @given(path=library_paths(), mpu=st.floats(0.3, 2.0), choice=st.sampled_from(["code", "label"]))
 def test_mg3_actions_decode_back_within_the_dead_zone_and_one_key_step(path, mpu, choice):
-    p = keys.MG3Params(metres_per_unit=mpu, mouse_pitch=choice)
+    p = mg3_controls.MG3Params(metres_per_unit=mpu, mouse_pitch=choice)
     speed = np.linalg.norm(np.diff(path.c2w[:, :3, 3], axis=0), axis=1).max(initial=0.0) * mpu
     assume(speed <= MG3_STEP)  # the model cannot move faster than one key step per frame
-    kb, ms = keys.mg3_encode(path.c2w, p)
+    kb, ms = mg3_controls.mg3_encode(path.c2w, p)
     assert kb.shape == (path.num_frames, 6) and ms.shape == (path.num_frames, 2)
     assert not kb[-1].any() and not ms[-1].any()  # action t-1 moves frame t-1 to t: the last row moves nothing
-    back = keys.mg3_decode(kb, ms, p)
+    back = mg3_controls.mg3_decode(kb, ms, p)
     yaw_a, pitch_a = (np.degrees(x) for x in yaw_pitch_from_rotmat(path.c2w[:, :3, :3]))
     yaw_b, pitch_b = (np.degrees(x) for x in yaw_pitch_from_rotmat(back[:, :3, :3]))
     dead = p.dead_zone * p.deg_per_unit  # 0.3 deg
-    # the dead zone, plus a closed tap: a value of at most 3 dead zones moved across a gap (keys._mg3_no_taps)
+    # the dead zone, plus a closed tap: a value of at most 3 dead zones moved across a gap (mg3_controls._mg3_no_taps)
     tol = dead + 3 * _DEAD_MARGIN * dead
     assert np.abs(yaw_a - yaw_b).max() <= tol + 1e-6 and np.abs(pitch_a - pitch_b).max() <= tol + 1e-6
     err = np.linalg.norm(path.c2w[:, :3, 3] - back[:, :3, 3], axis=1).max()
@@ -140,7 +143,7 @@ def test_mg3_actions_decode_back_within_the_dead_zone_and_one_key_step(path, mpu
 def yume_stages(draw):
     """Stage-wise constant motion: per 29-frame stage, a yaw rate (deg/frame, a multiple of 0.1), or a step along
     one key (W/S/A/D) at a multiple of 0.1 speed units, or nothing; never both (a caption says one of each)."""
-    p = keys.YumeParams()
+    p = yume_controls.YumeParams()
     n = draw(st.integers(2, 8))
     out = np.empty((n * p.frames_per_stage + 1, 4, 4))  # the image's pose, then 29 per stage
     cur, i, kinds = np.eye(4), 0, []
@@ -164,13 +167,13 @@ def yume_stages(draw):
 @given(stages=yume_stages())
 def test_yume_captions_decode_back_exactly_for_stagewise_constant_motion(stages):
     c2w, kinds = stages
-    lines = keys.yume_captions(c2w, "A street.")
+    lines = yume_controls.yume_captions(c2w, "A street.")
     assert len(lines) == len(kinds) and all(line.endswith("A street.") for line in lines)
-    back = keys.yume_decode(lines)
+    back = yume_controls.yume_decode(lines)
     r = pose_residual(c2w, back)
     assert r["max_rotation_error_deg"] < 1e-6 and r["max_translation_error"] < 1e-9
     for line, kind in zip(lines, kinds):
-        move, rot = keys.yume_parse_caption(line)
+        move, rot = yume_controls.yume_parse_caption(line)
         assert move == (kind if kind in "WSAD" else "None") and (rot == "·") == (kind != "yaw")
 
 
@@ -203,9 +206,9 @@ def test_hy_labels_decode_to_the_direction_of_each_motion(a, b, size):
         rb = np.maximum(MOTIONS[a][1], MOTIONS[b][1])
     else:
         tb, rb = MOTIONS[a]
-    label = keys.hy_action_label(motion)
+    label = hy_controls.hy_action_label(motion)
     assert label == _INDEX["".join(map(str, tb))] * 9 + _INDEX["".join(map(str, rb))]
-    assert keys.hy_action_labels(np.stack([np.eye(4), motion]))[1] == label
+    assert hy_controls.hy_action_labels(np.stack([np.eye(4), motion]))[1] == label
 
 
 @settings(max_examples=25)

@@ -12,7 +12,7 @@ import pytest
 from adapters import contracts
 from adapters.upstream import root_cause
 
-MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke", "dreamx")
+MODELS = contracts.available()  # the upstream models: the folders of adapters/ that hold a contract.yaml
 
 
 def _adapter(model: str, **over):

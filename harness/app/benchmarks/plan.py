@@ -25,13 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from adapters.contracts import available
 from harness import PROJECT_ROOT
 from harness.io import write_text
 
 TARGET_S = 60.0
 FULL_CASES = 260
-NINE = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke",
-        "dreamx")
+UPSTREAM = tuple(available())  # the upstream models: the folders of adapters/ that hold a contract.yaml
 TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
 #: (height, width) of the synthetic images and their fields of view: a handful of distinct canvas intrinsics,
 #: as a real case set has (each distinct K is its own camera path and native controls)
@@ -128,10 +128,10 @@ def run_once(cases_dir: Path, out: Path, args: argparse.Namespace) -> tuple[floa
 
 
 def run(args: argparse.Namespace) -> int:
-    args.models = args.models or list(NINE)
+    args.models = args.models or list(UPSTREAM)
     args.trajectories = args.trajectories or list(TRAJECTORIES)
     items = len(args.models) * args.cases * len(args.trajectories)
-    full = len(NINE) * FULL_CASES * len(TRAJECTORIES)
+    full = len(UPSTREAM) * FULL_CASES * len(TRAJECTORIES)
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
         cases_dir = write_case_set(Path(tmp) / "cases", args.cases)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -171,7 +171,8 @@ def add_parser(sub) -> None:
     """Register ``plan`` on the ``python -m harness.bench`` subcommands."""
     p = sub.add_parser("plan", help="dry-run time of the nine-model study on a synthetic 260-case set")
     p.add_argument("--cases", type=int, default=FULL_CASES, help="synthetic cases (default 260)")
-    p.add_argument("--models", nargs="+", default=None, help=f"model names (default the nine: {' '.join(NINE)})")
+    p.add_argument("--models", nargs="+", default=None,
+                   help=f"model names (default the upstream models: {' '.join(UPSTREAM)})")
     p.add_argument("--trajectories", nargs="+", default=None, help="trajectory names (default all four)")
     p.add_argument("--repeats", type=int, default=2, help="dry runs, each into a fresh output root")
     p.add_argument("--shards", type=int, default=1, help="processes started at once (shard=i/n), e.g. one per core")

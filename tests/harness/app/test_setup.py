@@ -22,7 +22,7 @@ from tests.support import compose, run_cli
 from tests.support.standin.local_hub import LocalHub
 
 ROOT = Path(__file__).resolve().parents[3]  # the harness checkout the printed script's last line cds into
-MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke", "dreamx")
+MODELS = contracts.available()  # the upstream models: the folders of adapters/ that hold a contract.yaml
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -67,7 +67,7 @@ def world(tmp_path, monkeypatch):
     (enc / "config.json").write_text("{}")
     (enc / ".gated").write_text("")
 
-    raw = yaml.safe_load((contracts.CONTRACT_DIR / "lingbot_v2.yaml").read_text())
+    raw = yaml.safe_load(contracts.contract_path("lingbot_v2").read_text())
     raw["commit"] = pinned
     raw["imports"] = ["upstreampkg", "localdep"]
     raw["environment"] = {
@@ -82,10 +82,10 @@ def world(tmp_path, monkeypatch):
     raw["hub_fetches"] = [{"repo": "org/text-encoder", "what": "a text encoder", "call": "from_pretrained",
                            "avoided_by": {"offline_cache": True}, "source": "test", "fix": "setup"}]
     raw["env"]["HF_HUB_OFFLINE"] = {"source": "test", "choices": ["1"]}
-    cdir = tmp_path / "contracts"
-    cdir.mkdir()
-    (cdir / "lingbot_v2.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    monkeypatch.setattr(contracts, "CONTRACT_DIR", cdir)
+    cdir = tmp_path / "contracts"  # a folder of model folders, in place of adapters/
+    (cdir / "lingbot_v2").mkdir(parents=True)
+    (cdir / "lingbot_v2" / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    monkeypatch.setattr(contracts.loader, "ADAPTERS_DIR", cdir)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: nothing may come from an index
     monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's spelling of "no build isolation" (setuptools is in the venv)

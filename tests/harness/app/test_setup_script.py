@@ -21,7 +21,7 @@ import yaml
 from adapters import contracts
 from tests.support import compose
 
-MODELS = ("hy_worldplay", "matrix_game3", "matrix_game35", "sana_wm", "yume", "lingbot", "lingbot_v2", "evoke", "dreamx")
+MODELS = contracts.available()  # the upstream models: the folders of adapters/ that hold a contract.yaml
 WEIRD = "root dir #1, $(touch pwned)"  # a space, '#', ',' and '$(': each breaks a different layer when unquoted
 
 RECORDER = """#!/bin/bash

@@ -286,7 +286,7 @@ def test_lingbot_v2_policy_mapping_and_fov_command(tmp_path):
     req = ItemRequest(case=case, path=path, context=POLICIES["fov"], seed=1, item_dir=tmp_path)
     controls = a.compile(req)
     assert "fov_runner.py" in controls.command and "--selection" in controls.command
-    assert "--frame-seqlen 1508" in controls.command  # upstream canvas 464x832 (adapters/contracts/lingbot_v2.yaml)
+    assert "--frame-seqlen 1508" in controls.command  # upstream canvas 464x832 (adapters/lingbot_v2/contract.yaml)
     sel = json.loads((tmp_path / "controls" / "context_selection.json").read_text())
     assert sel["num_latents"] == 124 and len(sel["chunks"]) == 31
     assert all(len(c["context"]) + 4 == 20 for c in sel["chunks"][5:])

@@ -1,6 +1,6 @@
 """A stand-in for an upstream entry script that holds the harness to upstream's contract.
 
-It parses its command line with the model's recorded flags (``adapters/contracts/<model>.yaml``: unknown,
+It parses its command line with the model's recorded flags (``adapters/<model>/contract.yaml``: unknown,
 ambiguous or missing flags, bad choices and types fail as upstream's argparse would), calls every function a
 harness shim replaces exactly the way upstream's call site does (same arguments, same unpacking), records what it
 saw, and writes a video where the contract says upstream writes it (a file flag, or a folder plus upstream's file

@@ -1,7 +1,7 @@
 """An independent implementation of Matrix-Game 3's action integration, written from the rule recorded in
-``adapters/contracts/matrix_game3.yaml`` (``compute_all_poses_from_actions`` / ``compute_next_pose_from_action``):
+``adapters/matrix_game3/contract.yaml`` (``compute_all_poses_from_actions`` / ``compute_next_pose_from_action``):
 state (x, y, z, pitch, yaw) from zero; action i moves frame i to frame i+1. Used by the stand-in checkout and by
-the step-for-step test of the harness's encoder; it shares no code with ``adapters.controls.keys``."""
+the step-for-step test of the harness's encoder; it shares no code with ``adapters.matrix_game3.controls``."""
 
 import math
 

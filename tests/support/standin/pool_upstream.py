@@ -11,7 +11,7 @@ import uuid
 
 def main():
     args = sys.argv[1:]
-    # SANA-WM's output contract (adapters/contracts/sana_wm.yaml): <output_dir>/<name>_streaming.mp4
+    # SANA-WM's output contract (adapters/sana_wm/contract.yaml): <output_dir>/<name>_streaming.mp4
     out = os.path.join(args[args.index("--output_dir") + 1], args[args.index("--name") + 1] + "_streaming.mp4")
     t0 = time.time()
     time.sleep(float(os.environ.get("FAKE_SLEEP", "1")))

@@ -1,0 +1,95 @@
+"""Adding an upstream model is one folder plus one config file (docs/adapters.md "Adding a model").
+
+A toy model lives in a temporary folder outside the repository: a package ``toy_wm/`` (its adapter and its
+``contract.yaml``) on ``sys.path`` and ``model/toy_wm.yaml`` in a config folder given with ``--config-dir``. No
+file of the repository lists it, yet ``list``, ``setup ... print=true`` and a dry run all find it. The toy adapter
+reuses LingBot-World v2's controls (as a model of an existing family would); its contract is LingBot-World v2's
+facts under its own model name and repository, so the printed setup script shows which contract was read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import yaml
+from hydra.core.hydra_config import HydraConfig
+
+from adapters import contracts
+from harness.config_groups import list_group
+from tests.support.cli import in_process_cli
+
+ROOT_CONF = contracts.ADAPTERS_DIR.parent / "conf"
+TOY_REPO = "example/toy-world-model"
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The two pieces of a new model, written outside the repository: ``<tmp>/pkgs/toy_wm/`` and
+    ``<tmp>/conf/model/toy_wm.yaml``."""
+    pkg = tmp_path / "pkgs" / "toy_wm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""A toy upstream model (tests/adapters/test_adding_a_model.py)."""\n')
+    (pkg / "adapter.py").write_text(
+        "from adapters.lingbot_v2.adapter import LingBotV2Adapter\n\n\n"
+        "class ToyAdapter(LingBotV2Adapter):\n"
+        '    """A toy upstream model with LingBot-World v2\'s controls and launch."""\n')
+    raw = yaml.safe_load(contracts.contract_path("lingbot_v2").read_text())
+    raw.update(model="toy_wm", repo=TOY_REPO)
+    (pkg / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    cfg = yaml.safe_load((ROOT_CONF / "model" / "lingbot_v2.yaml").read_text())
+    cfg.update(name="toy_wm", adapter="toy_wm.adapter:ToyAdapter", description="a toy upstream model",
+               upstream_repo=TOY_REPO)
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "toy_wm.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
+    importlib.invalidate_caches()
+    yield {"pkg": pkg, "conf": tmp_path / "conf", "run": tmp_path / "work"}
+    for name in [m for m in sys.modules if m == "toy_wm" or m.startswith("toy_wm.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def cli(toy, monkeypatch, capsys):
+    toy["run"].mkdir()
+    return in_process_cli(monkeypatch, toy["run"], capsys)
+
+
+def test_the_toy_model_is_found_by_its_folder_alone(toy):
+    assert contracts.contract_path("toy_wm") == toy["pkg"] / "contract.yaml"
+    c = contracts.load("toy_wm")
+    assert c.model == "toy_wm" and c.repo == TOY_REPO
+    assert "toy_wm" not in contracts.available()  # the repository's own list is its folders, untouched
+    assert "toy_wm" not in list_group("model")  # the config file is outside conf/: only --config-dir adds it
+
+
+def test_list_setup_and_a_dry_run_find_the_toy_model(toy, cli):
+    conf = ["--config-dir", str(toy["conf"])]
+    r = cli(*conf, "list")
+    assert r.code == 0, r.err
+    assert any(line.split() == ["toy_wm", "a", "toy", "upstream", "model"] for line in r.out.splitlines()), r.out
+
+    r = cli(*conf, "setup", "model=toy_wm", "print=true")
+    assert r.code == 0, r.err
+    head = r.out.splitlines()[1]
+    assert head.startswith(f"# python -m harness setup model=toy_wm: {TOY_REPO}@") and str(toy["pkg"]) in head
+    assert f"https://github.com/{TOY_REPO}.git" in r.out
+
+    r = cli(*conf, "model=toy_wm", "dry_run=true", "run=d", "model.height=96", "model.width=160",
+            "model.num_frames=61", "cases.include=[environment_rocket]", "evaluate=off", "progress=false")
+    assert r.code == 0, r.err
+    assert "compiled (dry run)      1" in r.out
+    (item,) = (toy["run"] / "outputs" / "d" / "toy_wm").glob("*/*/*/environment_rocket")
+    assert (item / "controls" / "command.sh").is_file()
+
+
+def test_without_its_config_folder_the_toy_model_is_unknown(toy, cli):
+    r = cli("model=toy_wm", "dry_run=true", "run=d")
+    assert r.code == 2 and "Unknown model 'toy_wm'" in r.err
+
+
+def test_the_search_path_of_a_run_ends_with_the_run(toy, cli):
+    assert cli("--config-dir", str(toy["conf"]), "list").code == 0
+    assert not HydraConfig.initialized()
+    assert "toy_wm" not in list_group("model")  # outside a run, the options are the conf package's
