@@ -49,6 +49,7 @@ from .common import (
     DYNAMIC,
     KEY_FILE,
     MEDIA_DIR,
+    ORGANISER_FILE,
     STATIC,
     STUDY_FILE,
     STUDY_SCHEMA,
@@ -514,6 +515,16 @@ def _write_tokens(path: Path, tokens: dict[str, str]) -> None:
     write_text(path, "".join(f"{a}\t{t}\n" for a, t in tokens.items()), scrubbed=True, mode=0o600)
 
 
+def write_organiser_token(study_dir: Path) -> str:
+    """A fresh organiser token (from the OS, like the annotators' tokens) in ``organiser.txt``, mode 0600, replacing
+    any older one; it opens the annotation app's ``/organiser`` page. Returns the token."""
+    from harness.io import write_text
+
+    token = secrets.token_urlsafe(32)
+    write_text(Path(study_dir) / ORGANISER_FILE, token + "\n", scrubbed=True, mode=0o600)
+    return token
+
+
 def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
     """Add annotators to a planned study (seeded orders from the recorded seed, new tokens appended to
     ``tokens.txt``); returns the new tokens. Existing annotators and their votes are untouched."""
@@ -613,13 +624,14 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
             mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
         _write_tokens(tmp / TOKENS_FILE, tokens)
+        write_organiser_token(tmp)
         replace(tmp, out_dir)  # the whole folder appears at once
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
             "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
-            "checks": req.checks}
+            "checks": req.checks, "organiser_file": str(out_dir / ORGANISER_FILE)}
 
 
 def _remove_dead_partials(out_dir: Path) -> None:
