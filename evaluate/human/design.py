@@ -114,8 +114,8 @@ class PlanRequest:
     annotators: list[str] = field(default_factory=lambda: ["a1", "a2", "a3"])
     judge: Optional[str] = None
     require_judge: bool = True
-    checks: int = 0  # static: attention checks mixed among the pairs (design_checks)
-    practice: int = 0  # static: practice pairs shown first to every annotator, never counted
+    checks: int = 0  # attention checks mixed among the items (design_checks; dynamic: design_dynamic_checks)
+    practice: int = 0  # practice items shown first to every annotator, never counted
     #: the study's own secret, mixed into every seeded choice and recorded only in ``key.json`` (mode 0600): without
     #: it the blinding (which arm is A, the pair ids, the orders) cannot be regenerated from the runs and the seed.
     #: None: a fresh random one (:func:`plan_study`); give the recorded one to rebuild a study byte for byte.
@@ -444,14 +444,75 @@ def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dic
         raise StudyError(f"metric=dynamic: no dynamic video qualifies ({skipped['no_event']} without an eight-question "
                          f"event, {skipped['not_judged']} without a verdict of {judge})")
     rng = np.random.default_rng(req.stream("instances"))
-    picked = [cands[i] for i in _draw(len(cands), req.instances, rng)]
-    out = []
-    for it, ev, vlm in picked:
+    drawn = _draw(len(cands), req.instances, rng)
+    recs = []
+    for it, ev, vlm in cands:
         qs = ev["questions"]
-        out.append({"arm": _arm_record(it), "judge": judge, "vlm": vlm, "aspects": [q["aspect"] for q in qs],
-                    "references": [q["answer"] for q in qs], "_items": (it, ev)})
-    return out, {"dynamic": {"candidates": len(cands), "instances": len(out), "judge": judge, "skipped": skipped,
-                             "short": req.instances is not None and len(out) < req.instances}}
+        recs.append({"arm": _arm_record(it), "judge": judge, "vlm": vlm, "aspects": [q["aspect"] for q in qs],
+                     "references": [q["answer"] for q in qs], "_items": (it, ev)})
+    out = [recs[i] for i in drawn]
+    if req.checks or req.practice:  # practice first (never counted), then the still-clip attention checks
+        out += design_dynamic_practice(req, recs, out) + design_dynamic_checks(req, out[:len(drawn)])
+    return out, {"dynamic": {"candidates": len(cands), "instances": len(drawn), "judge": judge, "skipped": skipped,
+                             "short": req.instances is not None and len(drawn) < req.instances}}
+
+
+def design_dynamic_checks(req: PlanRequest, chosen: Sequence[dict], n: int | None = None) -> list[dict]:
+    """``req.checks`` attention checks of a dynamic study: an instance whose clip is its own first frame held
+    still for the clip's whole length (same event text, phases, timeline and questions as any instance), so the
+    answer is not a matter of judgement: nothing moves, the event cannot visibly start, and the gate's right answer
+    is "does not start". Drawn (seeded, with the study secret) from the chosen instances. Each record carries
+    ``check: {"started": False, "still": True}`` in the hidden key only; the statistics leave checks out and the
+    report gives each annotator's passes and failures, as for static checks. What they catch: an annotator who
+    reports an event in a still clip (clicking through "starts"); an annotator who always answers "does not
+    start" passes them (the export shows it: every ``started`` false)."""
+    n = req.checks if n is None else n
+    if n <= 0 or not chosen:
+        return []
+    rng = np.random.default_rng(req.stream("checks"))
+    out = []
+    for _ in range(n):
+        r = chosen[int(rng.integers(len(chosen)))]
+        out.append({"arm": dict(r["arm"]), "judge": None, "vlm": None, "aspects": list(r["aspects"]),
+                    "references": list(r["references"]), "check": {"started": False, "still": True},
+                    "_items": r["_items"]})
+    return out
+
+
+def design_dynamic_practice(req: PlanRequest, cands: Sequence[dict], chosen: Sequence[dict],
+                            n: int | None = None) -> list[dict]:
+    """``req.practice`` practice instances of a dynamic study, shown first to every annotator and never counted:
+    drawn (seeded) from the candidate instances not in the study, then, if too few remain, from those in it."""
+    n = req.practice if n is None else n
+    if n <= 0 or not cands:
+        return []
+    taken = {(r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) for r in chosen}
+    rest = [r for r in cands if (r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) not in taken]
+    rng = np.random.default_rng(req.stream("practice"))
+    pool = [rest[int(i)] for i in rng.permutation(len(rest))] + [chosen[int(i)] for i in
+                                                                  rng.permutation(len(chosen))]
+    out = []
+    for k in range(n):
+        r = pool[k % len(pool)]
+        out.append({**r, "arm": dict(r["arm"]), "practice": True})
+    return out
+
+
+def _write_still(src: Path, n: int, fps: float, dst: Path) -> None:
+    """A clip of ``n`` frames, each the first frame of ``src`` (an attention check of a dynamic study)."""
+    from harness.video import VideoWriter, iter_frames
+
+    first = next((f for _, f in iter_frames(src, indices=[0])), None)
+    if first is None:
+        raise StudyError(f"{src}: has no frame; re-run that item")
+    w = VideoWriter(dst, fps)
+    try:
+        for _ in range(n):
+            w.write(first)
+    except BaseException:
+        w.abort()
+        raise
+    w.close()
 
 
 def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
@@ -459,7 +520,10 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
     phases = _phases(it)
     n = max(b for _, b in phases.values())
     fps = _fps(it)
-    _write_clip(it.video(), list(range(n)), fps, media / f"{sid}.mp4")
+    if (rec.get("check") or {}).get("still"):
+        _write_still(it.video(), n, fps, media / f"{sid}.mp4")
+    else:
+        _write_clip(it.video(), list(range(n)), fps, media / f"{sid}.mp4")
     from evaluate.judge.prompt import QUESTION_IDS
 
     return {"id": sid, "kind": DYNAMIC, "clip": f"{sid}.mp4", "fps": fps, "frames": n,
@@ -580,8 +644,6 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     if not items:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
-    if (req.checks or req.practice) and req.kind == DYNAMIC:
-        raise StudyError("checks= and practice= are for static studies (A/B pairs)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
     if req.kind == STATIC and (req.checks or req.practice):
         # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted

@@ -3,7 +3,7 @@
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0] [secret=S]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
-                 [checks=N] [practice=N]  (static: attention checks mixed in; practice pairs first)
+                 [checks=N] [practice=N]  (attention checks mixed in; practice items first)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
     human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
@@ -132,7 +132,7 @@ def cmd_plan(args: dict) -> int:
               ". Fetch the missing weights (python -m harness weights list), evaluate again and plan anew to "
               "include them.")
     if r.get("checks"):
-        print(f"  attention checks: {r['checks']} (mixed among the pairs; never in the statistics)")
+        print(f"  attention checks: {r['checks']} (mixed among the items; never in the statistics)")
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
     print(f"  organiser page: /organiser of the app; its token is in {r['organiser_file']} (mode 0600: keep it, "
