@@ -616,7 +616,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
 def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     """Design the study and write its folder ``out_dir`` (created whole or not at all).
 
-    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped"}`` (``dropped``:
+    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped", "checks",
+    "organiser_file"}`` (``organiser_file``: the organiser's token, :func:`write_organiser_token`; ``dropped``:
     :func:`dropped_paper_metrics`). Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
