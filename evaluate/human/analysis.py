@@ -73,16 +73,25 @@ def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[
 
 
 # ------------------------------------------------------------------------------------------------------ static
+def _passed(check: dict, vote: dict) -> bool:
+    """Whether ``vote`` answers an attention check right: a static check's ``expected`` side, a dynamic check's
+    ``started`` gate (a still clip: the event does not start)."""
+    if "started" in check:
+        return vote.get("started") is not None and bool(vote["started"]) == bool(check["started"])
+    return vote.get("choice") == check["expected"]
+
+
 def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
-    """Per annotator who answered an attention check (``design_checks``): ``checks`` answered, ``passed`` (the
-    side of the matching case) and the ``failed`` item ids."""
-    checks = {it["id"]: it["check"]["expected"] for it in key["items"] if it.get("check") and not it.get("practice")}
+    """Per annotator who answered an attention check (static: ``design_checks``, dynamic:
+    ``design_dynamic_checks``): ``checks`` answered, ``passed`` (static: the side of the matching case; dynamic:
+    "the event does not start" for a still clip) and the ``failed`` item ids."""
+    checks = {it["id"]: it["check"] for it in key["items"] if it.get("check") and not it.get("practice")}
     out: dict[str, dict] = {}
     for v in votes:
         if v["item"] in checks:
             r = out.setdefault(v["annotator"], {"checks": 0, "passed": 0, "failed": []})
             r["checks"] += 1
-            if v["choice"] == checks[v["item"]]:
+            if _passed(checks[v["item"]], v):
                 r["passed"] += 1
             else:
                 r["failed"].append(v["item"])
@@ -132,6 +141,11 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
 # ----------------------------------------------------------------------------------------------------- dynamic
 def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
                     boot_seed: int = 0) -> dict[str, Any]:
+    """The dynamic statistics over the study's instances; attention checks and practice instances are left out
+    of every statistic (checks are reported apart: ``attention``)."""
+    key = {**key, "items": [it for it in key["items"] if not it.get("check") and not it.get("practice")]}
+    real = {it["id"] for it in key["items"]}
+    votes = [v for v in votes if v["item"] in real]
     by = _by_item(votes)
     inst, gate_ratings, item_ratings = [], [], []
     gate_match, item_match, item_n, tied = 0, 0, 0, 0
@@ -188,13 +202,12 @@ def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0,
     attention check (``excluded`` lists them; the ``attention`` section always reports every annotator)."""
     _, key, votes, ann = load(study_dir)
     excluded: list[str] = []
-    if exclude_failed_checks and key["kind"] == STATIC:
+    if exclude_failed_checks:
         excluded = sorted(a for a, r in attention(key, votes).items() if r["failed"])
     kept = [v for v in votes if v["annotator"] not in excluded]
     fn = dynamic_results if key["kind"] == DYNAMIC else static_results
     res = fn(key, kept, [a for a in ann if a not in excluded], n_boot, boot_seed)
-    if key["kind"] == STATIC:
-        res["attention"] = attention(key, votes)
+    res["attention"] = attention(key, votes)
     res["excluded"] = excluded
     res["bootstrap"] = {"n": n_boot, "seed": boot_seed, "interval": "percentile 95 %"}
     return res
@@ -211,7 +224,7 @@ def progress(study_dir: Path) -> list[dict]:
     _, key, votes, ann = load(study_dir)
     orders = {a["id"]: a["order"] for a in read_json(Path(study_dir) / ANNOTATORS_FILE)["annotators"]}
     items = {i["id"]: i for i in key["items"]}
-    att = attention(key, votes) if key["kind"] == STATIC else {}
+    att = attention(key, votes)
     out = []
     for a in ann:
         mine = [v for v in votes if v["annotator"] == a]

@@ -9,6 +9,7 @@ A study folder (``<output_root>/studies/<name>/`` by default):
                        side, the metric values or the judge's answers, the reference answers; never served
 ``annotators.json``    annotator ids, the sha256 of each token and each annotator's seeded item order
 ``tokens.txt``         the tokens themselves (mode 0600), for whoever hands them out; never served or logged
+``organiser.txt``      the organiser's token (mode 0600): it opens the app's ``/organiser`` page; never handed out
 ``media/``             the clips and reference frames, copied / transcoded at plan time under opaque names
 ``votes.sqlite``       the votes (created by ``human serve``; WAL journal)
 ``exports/``           ``votes.csv`` / ``votes.jsonl`` (``human export``)
@@ -26,6 +27,7 @@ from harness.errors import ConfigError
 
 STUDY_SCHEMA = 1
 STUDY_FILE, KEY_FILE, ANNOTATORS_FILE, TOKENS_FILE = "study.json", "key.json", "annotators.json", "tokens.txt"
+ORGANISER_FILE = "organiser.txt"
 MEDIA_DIR, DB_FILE, EXPORT_DIR, REPORT_DIR = "media", "votes.sqlite", "exports", "report"
 STATIC, DYNAMIC = "static", "dynamic"
 CHOICES_STATIC = ("A", "T", "B")  # side A better, tie, side B better (the sides as shown)

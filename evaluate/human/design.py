@@ -49,6 +49,7 @@ from .common import (
     DYNAMIC,
     KEY_FILE,
     MEDIA_DIR,
+    ORGANISER_FILE,
     STATIC,
     STUDY_FILE,
     STUDY_SCHEMA,
@@ -113,8 +114,8 @@ class PlanRequest:
     annotators: list[str] = field(default_factory=lambda: ["a1", "a2", "a3"])
     judge: Optional[str] = None
     require_judge: bool = True
-    checks: int = 0  # static: attention checks mixed among the pairs (design_checks)
-    practice: int = 0  # static: practice pairs shown first to every annotator, never counted
+    checks: int = 0  # attention checks mixed among the items (design_checks; dynamic: design_dynamic_checks)
+    practice: int = 0  # practice items shown first to every annotator, never counted
     #: the study's own secret, mixed into every seeded choice and recorded only in ``key.json`` (mode 0600): without
     #: it the blinding (which arm is A, the pair ids, the orders) cannot be regenerated from the runs and the seed.
     #: None: a fresh random one (:func:`plan_study`); give the recorded one to rebuild a study byte for byte.
@@ -443,14 +444,75 @@ def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dic
         raise StudyError(f"metric=dynamic: no dynamic video qualifies ({skipped['no_event']} without an eight-question "
                          f"event, {skipped['not_judged']} without a verdict of {judge})")
     rng = np.random.default_rng(req.stream("instances"))
-    picked = [cands[i] for i in _draw(len(cands), req.instances, rng)]
-    out = []
-    for it, ev, vlm in picked:
+    drawn = _draw(len(cands), req.instances, rng)
+    recs = []
+    for it, ev, vlm in cands:
         qs = ev["questions"]
-        out.append({"arm": _arm_record(it), "judge": judge, "vlm": vlm, "aspects": [q["aspect"] for q in qs],
-                    "references": [q["answer"] for q in qs], "_items": (it, ev)})
-    return out, {"dynamic": {"candidates": len(cands), "instances": len(out), "judge": judge, "skipped": skipped,
-                             "short": req.instances is not None and len(out) < req.instances}}
+        recs.append({"arm": _arm_record(it), "judge": judge, "vlm": vlm, "aspects": [q["aspect"] for q in qs],
+                     "references": [q["answer"] for q in qs], "_items": (it, ev)})
+    out = [recs[i] for i in drawn]
+    if req.checks or req.practice:  # practice first (never counted), then the still-clip attention checks
+        out += design_dynamic_practice(req, recs, out) + design_dynamic_checks(req, out[:len(drawn)])
+    return out, {"dynamic": {"candidates": len(cands), "instances": len(drawn), "judge": judge, "skipped": skipped,
+                             "short": req.instances is not None and len(drawn) < req.instances}}
+
+
+def design_dynamic_checks(req: PlanRequest, chosen: Sequence[dict], n: int | None = None) -> list[dict]:
+    """``req.checks`` attention checks of a dynamic study: an instance whose clip is its own first frame held
+    still for the clip's whole length (same event text, phases, timeline and questions as any instance), so the
+    answer is not a matter of judgement: nothing moves, the event cannot visibly start, and the gate's right answer
+    is "does not start". Drawn (seeded, with the study secret) from the chosen instances. Each record carries
+    ``check: {"started": False, "still": True}`` in the hidden key only; the statistics leave checks out and the
+    report gives each annotator's passes and failures, as for static checks. What they catch: an annotator who
+    reports an event in a still clip (clicking through "starts"); an annotator who always answers "does not
+    start" passes them (the export shows it: every ``started`` false)."""
+    n = req.checks if n is None else n
+    if n <= 0 or not chosen:
+        return []
+    rng = np.random.default_rng(req.stream("checks"))
+    out = []
+    for _ in range(n):
+        r = chosen[int(rng.integers(len(chosen)))]
+        out.append({"arm": dict(r["arm"]), "judge": None, "vlm": None, "aspects": list(r["aspects"]),
+                    "references": list(r["references"]), "check": {"started": False, "still": True},
+                    "_items": r["_items"]})
+    return out
+
+
+def design_dynamic_practice(req: PlanRequest, cands: Sequence[dict], chosen: Sequence[dict],
+                            n: int | None = None) -> list[dict]:
+    """``req.practice`` practice instances of a dynamic study, shown first to every annotator and never counted:
+    drawn (seeded) from the candidate instances not in the study, then, if too few remain, from those in it."""
+    n = req.practice if n is None else n
+    if n <= 0 or not cands:
+        return []
+    taken = {(r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) for r in chosen}
+    rest = [r for r in cands if (r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) not in taken]
+    rng = np.random.default_rng(req.stream("practice"))
+    pool = [rest[int(i)] for i in rng.permutation(len(rest))] + [chosen[int(i)] for i in
+                                                                  rng.permutation(len(chosen))]
+    out = []
+    for k in range(n):
+        r = pool[k % len(pool)]
+        out.append({**r, "arm": dict(r["arm"]), "practice": True})
+    return out
+
+
+def _write_still(src: Path, n: int, fps: float, dst: Path) -> None:
+    """A clip of ``n`` frames, each the first frame of ``src`` (an attention check of a dynamic study)."""
+    from harness.video import VideoWriter, iter_frames
+
+    first = next((f for _, f in iter_frames(src, indices=[0])), None)
+    if first is None:
+        raise StudyError(f"{src}: has no frame; re-run that item")
+    w = VideoWriter(dst, fps)
+    try:
+        for _ in range(n):
+            w.write(first)
+    except BaseException:
+        w.abort()
+        raise
+    w.close()
 
 
 def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
@@ -458,7 +520,10 @@ def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
     phases = _phases(it)
     n = max(b for _, b in phases.values())
     fps = _fps(it)
-    _write_clip(it.video(), list(range(n)), fps, media / f"{sid}.mp4")
+    if (rec.get("check") or {}).get("still"):
+        _write_still(it.video(), n, fps, media / f"{sid}.mp4")
+    else:
+        _write_clip(it.video(), list(range(n)), fps, media / f"{sid}.mp4")
     from evaluate.judge.prompt import QUESTION_IDS
 
     return {"id": sid, "kind": DYNAMIC, "clip": f"{sid}.mp4", "fps": fps, "frames": n,
@@ -514,6 +579,16 @@ def _write_tokens(path: Path, tokens: dict[str, str]) -> None:
     write_text(path, "".join(f"{a}\t{t}\n" for a, t in tokens.items()), scrubbed=True, mode=0o600)
 
 
+def write_organiser_token(study_dir: Path) -> str:
+    """A fresh organiser token (from the OS, like the annotators' tokens) in ``organiser.txt``, mode 0600, replacing
+    any older one; it opens the annotation app's ``/organiser`` page. Returns the token."""
+    from harness.io import write_text
+
+    token = secrets.token_urlsafe(32)
+    write_text(Path(study_dir) / ORGANISER_FILE, token + "\n", scrubbed=True, mode=0o600)
+    return token
+
+
 def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
     """Add annotators to a planned study (seeded orders from the recorded seed, new tokens appended to
     ``tokens.txt``); returns the new tokens. Existing annotators and their votes are untouched."""
@@ -541,7 +616,8 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
 def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     """Design the study and write its folder ``out_dir`` (created whole or not at all).
 
-    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped"}`` (``dropped``:
+    Returns ``{"dir", "kind", "items", "counts", "annotators", "tokens_file", "dropped", "checks",
+    "organiser_file"}`` (``organiser_file``: the organiser's token, :func:`write_organiser_token`; ``dropped``:
     :func:`dropped_paper_metrics`). Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
@@ -569,8 +645,6 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     if not items:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
-    if (req.checks or req.practice) and req.kind == DYNAMIC:
-        raise StudyError("checks= and practice= are for static studies (A/B pairs)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
     if req.kind == STATIC and (req.checks or req.practice):
         # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
@@ -613,13 +687,14 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
             mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
         write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
         _write_tokens(tmp / TOKENS_FILE, tokens)
+        write_organiser_token(tmp)
         replace(tmp, out_dir)  # the whole folder appears at once
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
             "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
-            "checks": req.checks}
+            "checks": req.checks, "organiser_file": str(out_dir / ORGANISER_FILE)}
 
 
 def _remove_dead_partials(out_dir: Path) -> None:

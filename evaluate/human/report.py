@@ -129,9 +129,12 @@ def attention_table(res: dict, suffix: str = ""):
 
     att = res.get("attention") or {}
     excluded = set(res.get("excluded") or [])
+    what = ("Attention checks look like any instance, but the clip is its first frame held still, so one answer "
+            "is right: the event does not start." if res.get("kind") == DYNAMIC else
+            "Attention checks look like any pair, but one clip is of another case than the first view, so one "
+            "answer is right: the side of the matching case.")
     t = Table(f"human_attention{suffix}", "Attention checks per annotator",
-              "Attention checks look like any pair, but one clip is of another case than the first view, so one "
-              "answer is right: the side of the matching case. They never enter the statistics above. A failed "
+              what + " They never enter the statistics above. A failed "
               "check is reported here; `human report exclude=failed_checks` leaves out every vote of an annotator "
               "who failed one (the statistics above then say how many annotators remain).",
               ["annotator"], [Column("checks", "checks answered"), Column("passed", "passed"),
@@ -224,7 +227,7 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
         a.rows.append(((lab,), {"value": _num(res[k])}))
     a.rows.append((("undecided item labels",), {"value": res["tied_labels"]}))
     a.rows.append((("fully voted instances",), {"value": res["complete"]}))
-    return [t, a]
+    return [t, a, attention_table(res, suffix)]
 
 
 def paper_table(res: dict, suffix: str = "", paper: Optional[dict] = None):

@@ -3,11 +3,11 @@
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0] [secret=S]
                  [annotators=3 | annotators=ann1,ann2,...] [name=NAME | out=DIR] [judge=NAME] [require_judge=true]
-                 [checks=N] [practice=N]  (static: attention checks mixed in; practice pairs first)
+                 [checks=N] [practice=N]  (attention checks mixed in; practice items first)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
     human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
     human export study=NAME|DIR [out=DIR] [unblind=true]
-    human tokens study=NAME|DIR add=ann4[,ann5]
+    human tokens study=NAME|DIR add=ann4[,ann5] | organiser=new   (organiser=new: a new organiser.txt token)
     human status study=NAME|DIR            (the organiser's view: each annotator's progress, checks, agreement)
 
 ``output_root=`` (default ``outputs``) places studies under ``<output_root>/studies/``. Plain ``key=value``
@@ -29,7 +29,7 @@ KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "n
                  "secret", "checks", "practice"},
         "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
         "export": {"study", "out", "unblind"},
-        "tokens": {"study", "add"}, "status": {"study"}}
+        "tokens": {"study", "add", "organiser"}, "status": {"study"}}
 
 
 class HumanArgError(UserError):
@@ -132,9 +132,11 @@ def cmd_plan(args: dict) -> int:
               ". Fetch the missing weights (python -m harness weights list), evaluate again and plan anew to "
               "include them.")
     if r.get("checks"):
-        print(f"  attention checks: {r['checks']} (mixed among the pairs; never in the statistics)")
+        print(f"  attention checks: {r['checks']} (mixed among the items; never in the statistics)")
     print(f"  annotators: {', '.join(r['annotators'])}; their tokens are in {r['tokens_file']} (mode 0600: hand each "
           "annotator their own line)")
+    print(f"  organiser page: /organiser of the app; its token is in {r['organiser_file']} (mode 0600: keep it, "
+          "annotators never get it)")
     print(f"next: python -m harness human serve study={r['dir']}")
     return 0
 
@@ -181,14 +183,23 @@ def cmd_export(args: dict) -> int:
 
 
 def cmd_tokens(args: dict) -> int:
-    from evaluate.human.common import TOKENS_FILE
-    from evaluate.human.design import add_annotators
+    from evaluate.human.common import ORGANISER_FILE, TOKENS_FILE
+    from evaluate.human.design import add_annotators, write_organiser_token
 
-    if not args.get("add"):
-        raise HumanArgError("human tokens: add=<id>[,<id>...] names the annotators to add")
+    if "organiser" in args and args["organiser"] != "new":
+        raise HumanArgError(f"organiser={args['organiser']}: use organiser=new (a fresh organiser token, replacing "
+                            "the old one)")
+    if not args.get("add") and "organiser" not in args:
+        raise HumanArgError("human tokens: add=<id>[,<id>...] names the annotators to add; organiser=new makes a new "
+                            "organiser token")
     study = _study(args)
-    new = add_annotators(study, args["add"].split(","))
-    print(f"added {', '.join(new)}; their tokens are in {study / TOKENS_FILE} (restart human serve to admit them)")
+    if args.get("add"):
+        new = add_annotators(study, args["add"].split(","))
+        print(f"added {', '.join(new)}; their tokens are in {study / TOKENS_FILE} (restart human serve to admit them)")
+    if "organiser" in args:
+        write_organiser_token(study)
+        print(f"new organiser token in {study / ORGANISER_FILE} (mode 0600; restart human serve to use it, the old "
+              "one no longer opens /organiser)")
     return 0
 
 

@@ -4,12 +4,18 @@ Pages: ``/`` (log in with an annotator token), ``/annotate`` (one item at a time
 checklist, rendered by ``static/app.js``). JSON API: ``POST /api/login``, ``POST /api/logout``, ``GET /api/next``
 (progress and the annotator's next unanswered item, in their seeded order), ``POST /api/vote``. Files:
 ``/media/<name>`` (only the names study.json lists, from the study's ``media/``), ``/static/app.{js,css}``.
+The organiser's page ``/organiser`` (:func:`evaluate.human.analysis.progress` as an HTML table: per annotator
+progress, last vote, corrections, attention checks, agreement with the metric so far) opens only with the token in
+the study's ``organiser.txt``: POSTed from its form, or ``Authorization: Bearer <token>`` on a GET; anything else
+is a 403.
 
 What keeps the study blind and the host safe:
 
 * nothing but ``study.json``'s public records, the listed media files and the two static files is ever served:
   there is no route that takes a path, names are checked against a fixed set, and the hidden key, tokens, votes
-  and runs are never read by a request (the key is not even loaded);
+  and runs are never read by an annotator's request; only the organiser's page (behind its own token, which no
+  annotator has) reads the key, and it shows per annotator counts and one agreement share, never an arm, a run, a
+  case or an item;
 * the token is sent once in a POST body and exchanged for a random session id (HttpOnly, SameSite=Strict cookie;
   only its sha256 is stored); no token or session id is logged, and uvicorn's access log is off;
 * bound to 127.0.0.1 by default, and then only ``Host: 127.0.0.1 / localhost`` is accepted (no DNS rebinding);
@@ -20,12 +26,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 import time
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import parse_qs
 
-from evaluate.human.common import ANNOTATORS_FILE, DB_FILE, MEDIA_DIR, MEDIA_NAME, STUDY_FILE, StudyError
+from evaluate.human.common import (
+    ANNOTATORS_FILE,
+    DB_FILE,
+    MEDIA_DIR,
+    MEDIA_NAME,
+    ORGANISER_FILE,
+    STUDY_FILE,
+    StudyError,
+    token_hash,
+)
 from evaluate.human.store import VoteError, VoteStore, study_hash
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -52,6 +69,14 @@ _PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{ti
 _LOGIN = """<form id="login" autocomplete="off"><p>Enter the token you were given.</p>
 <label for="token">Token</label> <input id="token" name="token" type="password" autofocus required>
 <button id="login-button" type="submit">Start</button><p id="login-error" class="error" role="alert"></p></form>"""
+#: the organiser's page: no script (a plain form POST; CSP ``form-action 'self'`` allows it)
+_ORGANISER_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="stylesheet" href="/static/app.css">
+</head><body data-page="organiser"><header><h1>{title}</h1></header><main id="main">{body}</main></body></html>"""
+_ORGANISER_LOGIN = """<form id="organiser-login" method="post" action="/organiser" autocomplete="off">
+<p>Enter the organiser token (the line in the study folder's organiser.txt).</p>
+<label for="token">Organiser token</label> <input id="token" name="token" type="password" autofocus required>
+<button type="submit">Show progress</button><p class="error" role="alert">{error}</p></form>"""
 
 
 class Study:
@@ -79,6 +104,8 @@ class Study:
                                      "the study again")
                 self.media.add(n)
         self.store = VoteStore(self.dir / DB_FILE, study_hash(self.dir / STUDY_FILE))
+        org = self.dir / ORGANISER_FILE  # only its hash is kept, like the annotators' tokens
+        self.organiser_sha256 = token_hash(org.read_text().strip()) if org.is_file() else None
 
     def annotator_for(self, token: str) -> Optional[str]:
         """The annotator whose token this is (every hash compared in constant time), else None."""
@@ -88,6 +115,10 @@ class Study:
             if hmac.compare_digest(h, want):
                 found = aid
         return found
+
+    def is_organiser(self, token: str) -> bool:
+        """Whether ``token`` is the organiser's (sha256 compared in constant time); False without organiser.txt."""
+        return self.organiser_sha256 is not None and hmac.compare_digest(token_hash(token), self.organiser_sha256)
 
     def payload(self, item_id: str) -> dict[str, Any]:
         """What the page gets for an item: its public record with media names as URLs."""
@@ -136,11 +167,22 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     def err(status: int, msg: str) -> JSONResponse:
         return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
 
+    def content_type(request: Request) -> str:
+        return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
     async def body_json(request: Request) -> Any:
-        """The JSON body, read only up to :data:`MAX_BODY` bytes: a larger declared ``Content-Length`` is refused
-        before a byte is read, a larger streamed body as soon as it passes the bound (a 400 MB POST costs nothing)."""
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        """The JSON body, read only up to :data:`MAX_BODY` bytes (:func:`body_bytes`)."""
+        if content_type(request) != "application/json":
             raise VoteError("send application/json")
+        raw = await body_bytes(request)
+        try:
+            return json.loads(raw)
+        except ValueError:  # also a body that is not UTF-8
+            raise VoteError("not valid JSON") from None
+
+    async def body_bytes(request: Request) -> bytes:
+        """The body, read only up to :data:`MAX_BODY` bytes: a larger declared ``Content-Length`` is refused
+        before a byte is read, a larger streamed body as soon as it passes the bound (a 400 MB POST costs nothing)."""
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
             raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
@@ -149,10 +191,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             raw += chunk
             if len(raw) > MAX_BODY:
                 raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
-        try:
-            return json.loads(bytes(raw))
-        except ValueError:  # also a body that is not UTF-8
-            raise VoteError("not valid JSON") from None
+        return bytes(raw)
 
     # endpoints that only read the session database are plain functions: Starlette runs them in its worker pool,
     # so no SQLite call blocks the event loop
@@ -271,6 +310,78 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             return err(404, "no such file")
         return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name], headers={"Cache-Control": "no-cache"})
 
+    def organiser_page(status: int, body: str) -> HTMLResponse:
+        return HTMLResponse(_ORGANISER_PAGE.format(title=f"{title}: organiser", body=body), status_code=status,
+                            headers={"Cache-Control": "no-store"})
+
+    def organiser_denied(error: str = "") -> HTMLResponse:
+        return organiser_page(403, _ORGANISER_LOGIN.format(error=html.escape(error)))
+
+    def organiser_check(token: str) -> bool:
+        ok = study.is_organiser(token)
+        if not ok:
+            time.sleep(0.25)  # slows guessing, as at the annotators' login (in the worker pool)
+        return ok
+
+    async def organiser_token(request: Request) -> str | None:
+        """The token of an organiser request: ``Authorization: Bearer`` (any method), else on a POST the form's
+        (or a JSON object's) ``token`` field; None when there is none. Raises :class:`VoteError` (400 / 413) for
+        a malformed or oversized body."""
+        auth = request.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            return auth[7:].strip()
+        if request.method != "POST":
+            return None
+        ctype = content_type(request)
+        if ctype == "application/json":
+            data = await body_json(request)
+            token = data.get("token") if isinstance(data, dict) else None
+        elif ctype == "application/x-www-form-urlencoded":
+            raw = await body_bytes(request)
+            try:
+                fields = parse_qs(raw.decode("ascii"), strict_parsing=bool(raw), max_num_fields=8)
+            except (UnicodeDecodeError, ValueError):
+                raise VoteError("token: a form with one token field") from None
+            token = fields.get("token", [None])[0]
+        else:
+            raise VoteError("send the organiser form (application/x-www-form-urlencoded) or application/json")
+        return token if isinstance(token, str) else None
+
+    def organiser_table() -> str:
+        """The organiser's table from :func:`evaluate.human.analysis.progress` (annotator ids and counts only)."""
+        from evaluate.human.analysis import progress
+
+        rows = progress(study.dir)
+        head = ("<tr><th>Annotator</th><th>Answered</th><th>Assigned</th><th>Last vote (UTC)</th>"
+                "<th>Answers changed</th><th>Checks passed</th><th>Checks failed</th>"
+                "<th>Agreement with the metric</th><th>Decisive votes</th></tr>")
+        cells = []
+        for r in rows:
+            agree = "-" if r["agree_with_metric"] is None else f"{100 * r['agree_with_metric']:.0f} %"
+            vals = [r["annotator"], r["done"], r["total"], (r["last_vote_utc"] or "-")[:19], r["corrected"],
+                    r["checks_passed"], r["checks"] - r["checks_passed"], agree, r["decisive_votes"]]
+            cells.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in vals) + "</tr>")
+        done, total = sum(r["done"] for r in rows), sum(r["total"] for r in rows)
+        return (f"<p id='organiser-total'>{done} of {total} answers in ({len(rows)} annotators). Agreement: the "
+                "share of an annotator's A or B votes on real pairs that side with the metric (static studies). "
+                "Reload to refresh.</p><table id='organiser-table'>" + head + "".join(cells) + "</table>")
+
+    async def organiser(request: Request):
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            token = await organiser_token(request)
+        except VoteError as exc:
+            return organiser_page(413 if isinstance(exc, BodyTooLarge) else 400, html.escape(str(exc)))
+        if study.organiser_sha256 is None:
+            return organiser_denied("this study has no organiser token: create one with python -m harness human "
+                                    "tokens study=<study> organiser=new, then restart human serve")
+        if token is None:
+            return organiser_denied()
+        if not 0 < len(token) <= 256 or not await run_in_threadpool(organiser_check, token):
+            return organiser_denied("not the organiser token")
+        return organiser_page(200, await run_in_threadpool(organiser_table))
+
     async def health(request: Request):
         return PlainTextResponse("ok")
 
@@ -280,7 +391,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
               Route("/api/logout", logout, methods=["POST"]), Route("/api/next", next_item),
               Route("/api/vote", vote, methods=["POST"]), Route("/api/correct", correct, methods=["POST"]),
-              Route("/media/{name}", media),
+              Route("/media/{name}", media), Route("/organiser", organiser, methods=["GET", "POST"]),
               Route("/static/{name}", static), Route("/healthz", health),
               Route("/favicon.ico", favicon)]
     middleware = [Middleware(_SecurityHeaders)]
@@ -333,6 +444,7 @@ def serve(study_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce=p
     study = app.state.study
     shown = f"[{host}]" if ":" in host else host
     announce(f"serving study {study.dir.name} ({len(study.items)} {study.kind} items, {len(study.orders)} annotators) "
-             f"at http://{shown}:{real}/  (tokens: {study.dir / 'tokens.txt'}; Ctrl-C stops)")
+             f"at http://{shown}:{real}/  (tokens: {study.dir / 'tokens.txt'}; organiser page: /organiser with the token "
+             f"in {study.dir / ORGANISER_FILE}; Ctrl-C stops)")
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])

@@ -385,3 +385,65 @@ def test_practice_pairs_come_first_are_marked_and_never_counted(runs, tmp_path):
     add_annotators(d, ["late"])
     late = next(a for a in json.loads((d / "annotators.json").read_text())["annotators"] if a["id"] == "late")
     assert late["order"][:2] == practice
+
+
+def test_dynamic_practice_and_still_clip_checks_are_reported_left_out_and_excludable(runs, tmp_path):
+    """A dynamic study with practice=2 checks=3: practice instances come first (marked on the page, drawn from
+    instances not in the study), checks are an instance's first frame held still (the right answer: the event does
+    not start) and look like any instance. Annotator a1 says the event starts in every check; the report names
+    a1's failures, the statistics count the real instances only, exclude=failed_checks leaves a1 out."""
+    from evaluate.human.report import write_report
+    from harness.video import iter_frames
+
+    d = Path(plan_study(PlanRequest(runs, ["dynamic"], seed=0, instances=4, practice=2, checks=3), tmp_path / "d")
+             ["dir"])
+    key = json.loads((d / "key.json").read_text())
+    items = {i["id"]: i for i in key["items"]}
+    checks = [i for i, it in items.items() if it.get("check")]
+    practice = sorted(i for i, it in items.items() if it.get("practice"))
+    real = [i for i, it in items.items() if not it.get("check") and not it.get("practice")]
+    assert (len(real), len(practice), len(checks)) == (4, 2, 3)
+    assert all(items[c]["check"] == {"started": False, "still": True} for c in checks)
+    def arm(i):
+        return items[i]["arm"]["arm"], items[i]["arm"]["trajectory"], items[i]["arm"]["case_id"]
+
+    assert not {arm(i) for i in practice} & {arm(i) for i in real}  # practice: instances not in the study
+    assert {arm(i) for i in checks} <= {arm(i) for i in real}
+    public = {i["id"]: i for i in json.loads((d / "study.json").read_text())["items"]}
+    text = (d / "study.json").read_text()
+    assert "check" not in text and "still" not in text  # a check looks like any instance
+    assert {i for i, p in public.items() if p.get("practice")} == set(practice)
+    assert public[checks[0]].keys() == public[real[0]].keys()
+    for a in json.loads((d / "annotators.json").read_text())["annotators"]:
+        assert a["order"][:2] == practice
+    # a check's clip is one frame held still; a real instance's clip moves
+    still = [f for _, f in iter_frames(d / "media" / public[checks[0]]["clip"])]
+    moving = [f for _, f in iter_frames(d / "media" / public[real[0]]["clip"])]
+    assert len(still) == len(moving) == public[checks[0]]["frames"]
+    def change(frames):  # the largest mean absolute difference of a frame from the first one
+        return max(float(np.abs(f.astype(int) - frames[0].astype(int)).mean()) for f in frames)
+
+    assert change(still) < 3 and change(moving) > 20  # the still one: codec noise only
+    first = "a1"
+
+    def vote(a, it):
+        if it.get("check"):
+            return {"started": a == first, "answers": ["yes"] * 8 if a == first else None}
+        if it.get("practice"):  # practice answers are never counted: all wrong here
+            return {"started": True, "answers": ["no" if r == "yes" else "yes" for r in it["references"]]}
+        return {"started": True, "answers": list(it["references"])}  # every real item right
+
+    vote_all(d, vote)
+    res = write_report(d, n_boot=50)
+    r = res["results"]
+    assert r["items"] == 4 and r["instances_voted"] == 4 and r["votes"] == 4 * 3
+    assert r["attention"][first]["checks"] == 3 and r["attention"][first]["passed"] == 0
+    assert sorted(r["attention"][first]["failed"]) == sorted(checks)
+    assert all(x == {"checks": 3, "passed": 3, "failed": []} for a, x in r["attention"].items() if a != first)
+    assert all(inst["human"]["overall"] == 1.0 for inst in r["instances"])  # practice and checks left out
+    assert "human_attention" in res["tables"] and "still" in Path(res["markdown"]).read_text()
+    ex = analysis.analyse(d, n_boot=50, exclude_failed_checks=True)
+    assert ex["excluded"] == [first] and first not in ex["annotators"] and ex["votes"] == 4 * 2
+    rows = {x["annotator"]: x for x in analysis.progress(d)}
+    assert (rows[first]["checks"], rows[first]["checks_passed"]) == (3, 0)
+    assert (rows["a2"]["checks"], rows["a2"]["checks_passed"], rows["a2"]["done"]) == (3, 3, 9)

@@ -228,6 +228,8 @@ function stopSync() {
 function renderDynamic(it, main) {
   answer = {gate: null, answers: Array(it.questions.length).fill(null), focus: 0};
   const sec = el("section", {id: "item", dataset: {item: it.id, kind: "dynamic"}});
+  if (it.practice) sec.append(el("p", {id: "practice", class: "practice",
+                                       text: "Practice item: get to know the page; this answer is not counted."}));
   const ev = el("dl", {class: "event"},
                 el("dt", {text: "Initial state"}), el("dd", {text: it.event.initial_state}),
                 el("dt", {text: "Action"}), el("dd", {text: it.event.action}),

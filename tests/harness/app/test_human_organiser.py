@@ -1,0 +1,213 @@
+"""The organiser's page of the annotation app (``/organiser``), in process against the ASGI app: it opens only with
+the study's organiser token (never an annotator's), its counts are the vote store's after votes and a correction,
+it names no arm, run or case, and a malformed or oversized request is a 4xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import stat
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+pytest.importorskip("starlette", reason="the annotation app needs the human extra (pip install -e '.[human]')")
+
+from tests.support.human_data import make_runs
+
+#: the study folder's name carries the run names, as ``human plan``'s default name does: it must not reach the page
+NAME = "static-run_alpha_fullkv+run_beta_fullkv-seed0"
+FORM = "application/x-www-form-urlencoded"
+
+
+def _asgi(app, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, dict, str]:
+    """One request to ``app`` in this process (no HTTP client): (status, response headers, body text)."""
+    status, out_headers, out = [0], {}, bytearray()
+    sent = [False]
+
+    async def receive():
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    async def send(msg):
+        if msg["type"] == "http.response.start":
+            status[0] = msg["status"]
+            out_headers.update({k.decode().lower(): v.decode() for k, v in msg.get("headers", [])})
+        elif msg["type"] == "http.response.body":
+            out.extend(msg.get("body", b""))
+
+    hdrs = {"host": "127.0.0.1", **(headers or {})}
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path.split("?")[0], "raw_path": path.split("?")[0].encode(),
+             "query_string": path.partition("?")[2].encode(), "root_path": "",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in hdrs.items()],
+             "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80)}
+    asyncio.run(app(scope, receive, send))
+    return status[0], out_headers, out.decode()
+
+
+class _Annotator:
+    def __init__(self, app, token: str):
+        self.app = app
+        st, h, _ = _asgi(app, "POST", "/api/login", json.dumps({"token": token}).encode(),
+                         {"content-type": "application/json"})
+        assert st == 200
+        self.cookie = h["set-cookie"].split(";")[0]
+
+    def post(self, path: str, body: dict) -> int:
+        return _asgi(self.app, "POST", path, json.dumps(body).encode(),
+                     {"content-type": "application/json", "cookie": self.cookie})[0]
+
+
+def _rows(page: str) -> dict[str, list[str]]:
+    """The organiser table's rows by annotator id (cells as text)."""
+    table = re.search(r"<table id='organiser-table'>(.*?)</table>", page, re.DOTALL).group(1)
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)]
+    return {r[0]: r[1:] for r in rows if r}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    from evaluate.human.design import PlanRequest, plan_study
+
+    root = tmp_path_factory.mktemp("org")
+    runs = make_runs(root)
+    return Path(plan_study(PlanRequest(runs, ["static"], seed=0, pairs=3, checks=2), root / "studies" / NAME)["dir"])
+
+
+def _tokens(study: Path) -> dict[str, str]:
+    return dict(line.split("\t") for line in (study / "tokens.txt").read_text().splitlines())
+
+
+def test_the_organiser_page_counts_what_the_store_holds_and_stays_blind(study):
+    from evaluate.human.analysis import progress
+    from harness.app.human.server import create_app
+
+    org = (study / "organiser.txt").read_text().strip()
+    assert stat.S_IMODE((study / "organiser.txt").stat().st_mode) == 0o600 and len(org) >= 40
+    assert org not in _tokens(study).values()
+    key = {i["id"]: i for i in json.loads((study / "key.json").read_text())["items"]}
+    order = {a["id"]: a["order"] for a in json.loads((study / "annotators.json").read_text())["annotators"]}
+    app = create_app(study)
+
+    a1 = _Annotator(app, _tokens(study)["a1"])
+    real = [i for i in order["a1"] if not key[i].get("check")][:2]
+    checks = [i for i in order["a1"] if key[i].get("check")][:2]
+    with_metric = {i: "A" if key[i]["A"]["value"] > key[i]["B"]["value"] else "B" for i in real}
+    flip = {"A": "B", "B": "A"}
+    assert a1.post("/api/vote", {"item": real[0], "choice": with_metric[real[0]]}) == 200
+    assert a1.post("/api/vote", {"item": real[1], "choice": flip[with_metric[real[1]]]}) == 200
+    expected = [key[c]["check"]["expected"] for c in checks]
+    assert a1.post("/api/vote", {"item": checks[0], "choice": flip[expected[0]]}) == 200
+    assert a1.post("/api/correct", {"item": checks[0], "choice": expected[0]}) == 200  # now passed
+    assert a1.post("/api/vote", {"item": checks[1], "choice": flip[expected[1]]}) == 200  # failed
+    a2 = _Annotator(app, _tokens(study)["a2"])
+    first_real = next(i for i in order["a2"] if not key[i].get("check"))
+    assert a2.post("/api/vote", {"item": first_real, "choice": "T"}) == 200
+
+    st, h, page = _asgi(app, "POST", "/organiser", urlencode({"token": org}).encode(), {"content-type": FORM})
+    assert st == 200 and h["cache-control"] == "no-store" and "default-src 'none'" in h["content-security-policy"]
+    rows = _rows(page)
+    assert set(rows) == {"a1", "a2", "a3"}
+    # answered, assigned, last vote, changed, checks passed, checks failed, agreement, decisive votes
+    assert rows["a1"][:2] == ["4", str(len(order["a1"]))] and rows["a1"][3:] == ["1", "1", "1", "50 %", "2"]
+    assert rows["a2"][0] == "1" and rows["a2"][5:] == ["0", "-", "0"]  # a tie: no decisive vote yet
+    assert rows["a3"] == ["0", str(len(order["a3"])), "-", "0", "0", "0", "-", "0"]
+    want = {r["annotator"]: r for r in progress(study)}  # the `human status` numbers, from the store
+    for a, r in rows.items():
+        assert (int(r[0]), int(r[1]), int(r[3]), int(r[4])) == (want[a]["done"], want[a]["total"],
+                                                                want[a]["corrected"], want[a]["checks_passed"])
+        assert r[2] == (want[a]["last_vote_utc"] or "-")[:19]
+    assert f"5 of {sum(len(o) for o in order.values())} answers in" in page
+    # blind: no arm, model, policy, run, case, trajectory, metric, item or study-folder name; no token
+    for word in ("alpha", "beta", "fullkv", "run_", "env_", "obj_", "lrlr", "lrud", "environment", "object.",
+                 NAME, *key, org, *_tokens(study).values()):
+        assert word not in page, word
+    # the same table for a script: Authorization: Bearer on a GET
+    st, _, page2 = _asgi(app, "GET", "/organiser", headers={"authorization": f"Bearer {org}"})
+    assert st == 200 and _rows(page2) == rows
+
+
+def test_no_organiser_token_no_page(study):
+    from harness.app.human.server import create_app
+
+    app = create_app(study)
+    org = (study / "organiser.txt").read_text().strip()
+    ann = _tokens(study)["a1"]
+    denied = [("GET", b"", {}), ("POST", b"", {"content-type": FORM}),
+              ("POST", urlencode({"token": "wrong"}).encode(), {"content-type": FORM}),
+              ("POST", urlencode({"token": ann}).encode(), {"content-type": FORM}),  # an annotator's token
+              ("POST", json.dumps({"token": ann}).encode(), {"content-type": "application/json"}),
+              ("GET", b"", {"authorization": f"Bearer {ann}"}), ("GET", b"", {"authorization": "Bearer "}),
+              ("GET", b"", {"authorization": f"Basic {org}"}),
+              ("POST", urlencode({"token": org[:-1]}).encode(), {"content-type": FORM})]
+    for method, body, headers in denied:
+        st, _, page = _asgi(app, method, "/organiser", body, headers)
+        assert st == 403 and "organiser-table" not in page and 'name="token"' in page, (method, body, headers)
+    # an annotator's session does not open it either
+    a1 = _Annotator(app, ann)
+    st, _, page = _asgi(app, "GET", "/organiser", headers={"cookie": a1.cookie})
+    assert st == 403 and "organiser-table" not in page
+    # the token in the URL is not accepted (it would land in histories and logs)
+    st, _, _ = _asgi(app, "GET", f"/organiser?token={org}")
+    assert st == 403
+
+
+@pytest.mark.parametrize("body, headers, status", [
+    (b"x" * 10, {"content-type": FORM, "content-length": str(1 << 30)}, 413),
+    (b"t" * (70 * 1024), {"content-type": FORM}, 413),
+    (b"token=%ff\xff", {"content-type": FORM}, 400),
+    (b"a&b&c", {"content-type": FORM}, 400),
+    (b"&".join(b"k%d=v" % i for i in range(20)), {"content-type": FORM}, 400),
+    (b"[1, 2", {"content-type": "application/json"}, 400),
+    (b"token=x", {"content-type": "text/plain"}, 400),
+    (b"token=x", {}, 400),
+])
+def test_a_malformed_organiser_request_is_a_4xx(study, body, headers, status):
+    from harness.app.human.server import create_app
+
+    st, _, page = _asgi(create_app(study), "POST", "/organiser", body, headers)
+    assert st == status and "organiser-table" not in page
+
+
+def test_a_new_organiser_token_replaces_the_old_one(study, tmp_path):
+    import shutil
+
+    from harness.app.human import main as human_main
+    from harness.app.human.server import create_app
+
+    d = tmp_path / "copy"
+    shutil.copytree(study, d)
+    old = (d / "organiser.txt").read_text().strip()
+    (d / "organiser.txt").unlink()  # a study planned before organiser tokens existed
+    st, _, page = _asgi(create_app(d), "GET", "/organiser", headers={"authorization": f"Bearer {old}"})
+    assert st == 403 and "organiser=new" in page
+    assert human_main(["tokens", f"study={d}", "organiser=yes"]) == 2
+    assert human_main(["tokens", f"study={d}", "organiser=new"]) == 0
+    new = (d / "organiser.txt").read_text().strip()
+    assert new != old and stat.S_IMODE((d / "organiser.txt").stat().st_mode) == 0o600
+    app = create_app(d)
+    assert _asgi(app, "GET", "/organiser", headers={"authorization": f"Bearer {old}"})[0] == 403
+    assert _asgi(app, "GET", "/organiser", headers={"authorization": f"Bearer {new}"})[0] == 200
+
+
+def test_the_organiser_page_of_a_dynamic_study(tmp_path):
+    from evaluate.human.design import PlanRequest, plan_study
+    from harness.app.human.server import create_app
+
+    runs = make_runs(tmp_path, static_cases=())
+    d = Path(plan_study(PlanRequest(runs, ["dynamic"], seed=0, instances=2, annotators=["x1"]), tmp_path / "dyn")
+             ["dir"])
+    org = (d / "organiser.txt").read_text().strip()
+    app = create_app(d)
+    item = json.loads((d / "annotators.json").read_text())["annotators"][0]["order"][0]
+    x1 = _Annotator(app, _tokens(d)["x1"])
+    assert x1.post("/api/vote", {"item": item, "started": True, "answers": ["yes"] * 8}) == 200
+    st, _, page = _asgi(app, "POST", "/organiser", json.dumps({"token": org}).encode(),
+                        {"content-type": "application/json"})
+    assert st == 200 and _rows(page) == {"x1": ["1", "2", _rows(page)["x1"][2], "0", "0", "0", "-", "0"]}
+    assert "dyn_" not in page and "alpha" not in page and "ball" not in page
