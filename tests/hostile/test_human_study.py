@@ -210,6 +210,14 @@ def test_malformed_votes_get_a_4xx_never_a_500(client, app_study, body, needle):
     assert 400 <= st < 500 and needle in out["error"], out
 
 
+@pytest.mark.parametrize("item", [["p001"], {"id": "p001"}, 7, None])
+def test_a_malformed_correction_gets_a_4xx_never_a_500(client, item):
+    """``/api/correct`` (the correction route) takes its body the way ``/api/vote`` does: a list or a mapping as
+    ``item`` (not hashable) is a 400, not a 500."""
+    st, out = client.call("POST", "/api/correct", {"item": item, "choice": "B"})
+    assert st == 400 and "item" in out["error"], out
+
+
 @pytest.mark.parametrize("raw", [b"\xff\xfe", b"[1, 2", b'"just a string"', b"1e999999"])
 def test_login_with_a_malformed_body_is_a_400(app_study, raw):
     from harness.app.human.server import create_app

@@ -252,6 +252,17 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             return err(401, "log in first")
         return JSONResponse(await run_in_threadpool(state, aid), headers={"Cache-Control": "no-store"})
 
+    async def item_body(request: Request) -> tuple[dict, str]:
+        """The JSON object of a vote or a correction, and its item id (:class:`VoteError`, a 4xx, for anything
+        else: a body over the limit, not an object, an item that is not a string, which a list or a mapping is)."""
+        data = await body_json(request)
+        if not isinstance(data, dict):
+            raise VoteError("send a JSON object")
+        item = data.get("item")
+        if not isinstance(item, str):
+            raise VoteError("item: the id of an item, a string")
+        return data, item
+
     async def vote(request: Request):
         from starlette.concurrency import run_in_threadpool
 
@@ -259,12 +270,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         if not aid:
             return err(401, "log in first")
         try:
-            data = await body_json(request)
-            if not isinstance(data, dict):
-                raise VoteError("send a JSON object")
-            item = data.get("item")
-            if not isinstance(item, str):  # a list or a mapping is no item id (and not hashable)
-                raise VoteError("item: the id of an item, a string")
+            data, item = await item_body(request)
             if item not in study.items or item not in study.orders[aid]:
                 return err(403, "item: not one of your items")
             status, _ = await run_in_threadpool(study.store.record, aid, item, study.items[item]["kind"], data,
@@ -283,15 +289,13 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         if not aid:
             return err(401, "log in first")
         try:
-            data = await body_json(request)
-            if not isinstance(data, dict):
-                raise VoteError("send a JSON object")
-            item = data.get("item")
+            data, item = await item_body(request)
             if item not in study.items or item not in study.orders[aid]:
                 return err(403, "item: not one of your items")
             await run_in_threadpool(study.store.correct, aid, item, study.items[item]["kind"], data)
         except VoteError as exc:
-            return err(409 if "only your last answer" in str(exc) else 400, str(exc))
+            return err(413 if isinstance(exc, BodyTooLarge) else 409 if "only your last answer" in str(exc) else 400,
+                       str(exc))
         done, total, _ = await run_in_threadpool(study.next_for, aid)
         return JSONResponse({"status": "corrected", "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
