@@ -65,6 +65,18 @@ def _check(key: str, value: Any, ok: Callable[[Any], bool], want: str) -> None:
         raise ConfigError(f"{key}={value!r}: {want}")
 
 
+def _mapping(cfg: dict[str, Any], name: str, keys: tuple[str, ...], want: str) -> dict[str, Any] | None:
+    """The section ``name`` of ``cfg`` (None when absent), refused unless a mapping of known ``keys``."""
+    section = cfg.get(name)
+    if section is None:
+        return None
+    _check(name, section, lambda v: isinstance(v, dict), want)
+    for k in section:
+        if k not in keys:
+            raise _unknown(f"{name}.", str(k), list(keys))
+    return section
+
+
 def check_settings(cfg: dict[str, Any]) -> None:
     """Refuse unknown top-level keys and values of the wrong type or range (:class:`ConfigError` naming the key,
     with a did-you-mean and the fix). Group sections are checked by their own typed configs at planning."""
@@ -107,12 +119,8 @@ def check_settings(cfg: dict[str, Any]) -> None:
         if paths.get("weights") is not None:
             _check("paths.weights", paths["weights"], lambda v: isinstance(v, str) and bool(v.strip()),
                    "give a folder path (or null)")
-    cases = cfg.get("cases")
+    cases = _mapping(cfg, "cases", CASE_KEYS, "choose a case set: cases=demo or cases=folder")
     if cases is not None:
-        _check("cases", cases, lambda v: isinstance(v, dict), "choose a case set: cases=demo or cases=folder")
-        for k in cases:
-            if k not in CASE_KEYS:
-                raise _unknown("cases.", str(k), list(CASE_KEYS))
         for k in ("include", "families"):
             if cases.get(k) is not None:
                 _check(f"cases.{k}", cases[k], lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
@@ -124,12 +132,8 @@ def check_settings(cfg: dict[str, Any]) -> None:
     local = cfg.get("local")
     if local is not None:
         _check("local", local, lambda v: isinstance(v, dict), "conf/local/default.yaml must hold a mapping")
-    release = cfg.get("release")
+    release = _mapping(cfg, "release", RELEASE_KEYS, "a mapping, e.g. release.limit=100")
     if release is not None:
-        _check("release", release, lambda v: isinstance(v, dict), "a mapping, e.g. release.limit=100")
-        for k in release:
-            if k not in RELEASE_KEYS:
-                raise _unknown("release.", str(k), list(RELEASE_KEYS))
         if "evaluate" in release:
             _check("release.evaluate", release["evaluate"], _is_bool, "use true or false")
     if cfg.get("source") is not None:
