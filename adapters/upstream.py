@@ -635,7 +635,7 @@ class UpstreamAdapter(Adapter):
         out_dir = Path(spec.out_dir) if spec.out_dir else req.item_dir / "upstream_out"
         self.clear_outputs(spec, out_dir, req.item_dir)
         t0 = time.time()
-        from harness.secrets import run_logged
+        from harness.io import run_logged
 
         try:  # upstream's output goes to upstream.log line by line, scrubbed of secrets (a token it prints)
             returncode = run_logged(argv, log, cwd=self.workdir(), env=env, timeout=self.config.timeout_s)

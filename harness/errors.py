@@ -30,3 +30,9 @@ class MissingDependencyError(UserError, ImportError):
         super().__init__(f"{what} needs a package that is not installed"
                          + (f" ({detail})" if detail else "") + f"; {how}")
         self.extra = extra
+
+
+class CommandExit(SystemExit):
+    """Exit with the command's own code from code that runs after the config was composed but outside a job (a
+    launcher: the Slurm sweep's). The CLI never takes its code 1 for one of Hydra's usage errors (exit 2), which a
+    plain ``SystemExit(1)`` raised before dispatch is."""

@@ -15,7 +15,7 @@ import re
 import socket
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 from .errors import ConfigError
@@ -404,3 +404,47 @@ def read_jsonl(path: str | Path) -> list[dict]:
             raise JsonLinesError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
         out.append(rec)
     return out
+
+
+def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env: Optional[dict] = None,
+               timeout: Optional[float] = None, values: Optional[Mapping[str, str]] = None) -> int:
+    """Run ``argv`` with stdout and stderr written, line by line and scrubbed, to ``log_path``; returns the exit
+    code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
+
+    The values of ``env``'s secret-named variables are scrubbed too, so a token upstream prints never lands in
+    the log."""
+    import subprocess
+    import threading
+    import time
+
+    from .secrets import MIN_VALUE_LEN, is_secret_name, scrub
+
+    extra = dict(values or {})
+    if env:
+        extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
+    with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+
+        def pump() -> None:
+            for raw in iter(proc.stdout.readline, b""):
+                lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
+                lf.flush()
+
+        t = threading.Thread(target=pump, name="upstream-log", daemon=True)
+        t.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            t.join(timeout=5)
+            raise
+        except BaseException:  # interrupted: the child must not outlive us
+            proc.kill()
+            proc.wait()
+            raise
+        t.join()
+        proc.stdout.close()
+    return proc.returncode

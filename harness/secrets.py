@@ -14,7 +14,7 @@ Three rules, applied by value as well as by name:
   :func:`env_is_secret`.
 * **Values.** Every value of a secret variable in a config (any ``env`` mapping, any secret-named key) or in
   this process's environment is registered (:func:`register`) and removed from every text the harness writes:
-  files written through :mod:`harness.io`, ``upstream.log`` (:func:`run_logged`), every log record
+  files written through :mod:`harness.io`, ``upstream.log`` (:func:`harness.io.run_logged`), every log record
   (:class:`RedactFilter` on the handlers) and the console (:class:`ScrubbedStream`).
 * **Shapes.** Text that looks like a credential is redacted wherever it appears (:func:`scrub`): the password of a
   URL (``https://user:<redacted>@host``), ``Bearer``/``Basic`` authorisation values, well-known token formats
@@ -349,46 +349,3 @@ class ScrubbedStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env: Optional[dict] = None,
-               timeout: Optional[float] = None, values: Optional[Mapping[str, str]] = None) -> int:
-    """Run ``argv`` with stdout and stderr written, line by line and scrubbed, to ``log_path``; returns the exit
-    code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
-
-    The values of ``env``'s secret-named variables are scrubbed too, so a token upstream prints never lands in
-    the log."""
-    import subprocess
-    import time
-
-    extra = dict(values or {})
-    if env:
-        extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
-    from .io import open_stream
-
-    with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert proc.stdout is not None
-
-        def pump() -> None:
-            for raw in iter(proc.stdout.readline, b""):
-                lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
-                lf.flush()
-
-        t = threading.Thread(target=pump, name="upstream-log", daemon=True)
-        t.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            t.join(timeout=5)
-            raise
-        except BaseException:  # interrupted: the child must not outlive us
-            proc.kill()
-            proc.wait()
-            raise
-        t.join()
-        proc.stdout.close()
-    return proc.returncode

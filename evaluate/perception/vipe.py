@@ -108,7 +108,7 @@ class VipePoses:
         out = work_dir / "vipe_out"
         argv = [*self.command, "infer", str(video), "--output", str(out), "--pipeline", self.pipeline]
         log = work_dir / "vipe.log"
-        from harness.secrets import run_logged
+        from harness.io import run_logged
 
         try:  # its output, line by line and scrubbed of secrets (harness.secrets), like upstream.log
             returncode = run_logged(argv, log, env=self._env(), timeout=self.timeout_s)

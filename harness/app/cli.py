@@ -52,14 +52,6 @@ _SECRETS: dict[str, str] = {}  # secret values of the current config, scrubbed f
 _DISPATCHED = False  # set once Hydra hands us a config: a SystemExit(1) before that is Hydra's own usage error
 
 
-def finish(code: int) -> None:
-    """Exit with ``code`` from code that runs after Hydra composed the config but outside a job (a launcher, e.g.
-    the Slurm sweep's): its exit code 1 is then not taken for one of Hydra's usage errors (exit 2)."""
-    global _DISPATCHED
-    _DISPATCHED = True
-    sys.exit(code)
-
-
 def _precheck_argv(argv: list[str]) -> list[str]:
     """Rewrite a leading command word into ``cmd=...`` and check group choices with a did-you-mean."""
     from pathlib import Path
@@ -701,7 +693,9 @@ def main() -> None:
         try:
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(_dispatch)()
         except SystemExit as exc:
-            if exc.code == 1 and not _DISPATCHED:
+            from harness.errors import CommandExit
+
+            if exc.code == 1 and not _DISPATCHED and not isinstance(exc, CommandExit):
                 sys.exit(2)  # Hydra's own override / composition error: a user error like ours
             raise
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.errors import ConfigError, UserError
+from harness.errors import CommandExit, ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -395,10 +395,8 @@ class Summary:
 # -- launching -----------------------------------------------------------------------------------------------------
 
 def _fail(msg: str, code: int = 2) -> None:
-    from harness.app.cli import finish
-
     print(f"error: {msg}", file=sys.stderr)
-    finish(code)
+    raise CommandExit(code)
 
 
 def _group_key(overrides: Sequence[str]) -> tuple[str, ...]:
@@ -490,9 +488,7 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
     except KeyboardInterrupt:
         print(f"interrupted: the jobs keep running on the cluster (scancel {' '.join(arrays)} stops them); "
               f"summary so far: {summary.md}", file=sys.stderr)
-        from harness.app.cli import finish
-
-        finish(130)
+        raise CommandExit(130) from None
 
     returns = []
     for j in jobs:
@@ -507,9 +503,7 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
     print(summary_table(jobs))
     print(f"summary: {summary.md}  (job logs: {sweep_dir / '.submitit'})")
     if not all(j.state.word == "COMPLETED" for j in jobs):
-        from harness.app.cli import finish
-
-        finish(1)
+        raise CommandExit(1)
     return returns
 
 

@@ -133,7 +133,7 @@ def test_cfg_job_prints_no_secret_of_the_local_config(harness, tmp_path):
 
 def test_upstream_log_is_scrubbed(tmp_path):
     """``upstream.log`` kept upstream's output verbatim, including a token it printed."""
-    from harness.secrets import run_logged
+    from harness.io import run_logged
 
     script = tmp_path / "up.py"
     script.write_text("import os\nprint('loading with', os.environ['MY_DB_PASS'])\n"

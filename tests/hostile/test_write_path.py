@@ -159,7 +159,7 @@ def test_upstreams_log_is_never_opened_through_a_symlink(tmp_path):
     import sys
 
     from harness import io
-    from harness.secrets import run_logged
+    from harness.io import run_logged
 
     victim = tmp_path / "victim"
     victim.write_text("precious")
