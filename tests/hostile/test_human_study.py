@@ -4,7 +4,6 @@ owner only, and no study built from a video replaced after its evaluation."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.asgi import asgi_call
 from tests.support.human_data import make_runs
 
 
@@ -114,30 +114,8 @@ def app_study(runs, tmp_path_factory):
 
 
 def _asgi(app, method: str, path: str, chunks, headers: dict) -> tuple[int, int, dict, bytes]:
-    """One request to the ASGI ``app`` in this process (no HTTP client library): ``chunks`` of the body are handed
-    over only as the app asks for them. Returns (status, chunks the app pulled, response headers, response body)."""
-    pulled, status, out_headers, body = [0], [0], {}, bytearray()
-    chunks = list(chunks) or [b""]
-
-    async def receive():
-        if pulled[0] < len(chunks):
-            pulled[0] += 1
-            return {"type": "http.request", "body": chunks[pulled[0] - 1], "more_body": pulled[0] < len(chunks)}
-        return {"type": "http.disconnect"}
-
-    async def send(msg):
-        if msg["type"] == "http.response.start":
-            status[0] = msg["status"]
-            out_headers.update({k.decode().lower(): v.decode() for k, v in msg.get("headers", [])})
-        elif msg["type"] == "http.response.body":
-            body.extend(msg.get("body", b""))
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1", **headers}.items()],
-             "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80)}
-    asyncio.run(app(scope, receive, send))
-    return status[0], pulled[0], out_headers, bytes(body)
+    """One request in this process (:func:`tests.support.asgi.asgi_call`)."""
+    return asgi_call(app, method, path, chunks, headers)
 
 
 def _asgi_post(app, path: str, chunks, headers: dict) -> tuple[int, int]:

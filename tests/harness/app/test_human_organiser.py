@@ -4,7 +4,6 @@ it names no arm, run or case, and a malformed or oversized request is a 4xx."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import stat
@@ -15,6 +14,7 @@ import pytest
 
 pytest.importorskip("starlette", reason="the annotation app needs the human extra (pip install -e '.[human]')")
 
+from tests.support.asgi import asgi_call
 from tests.support.human_data import make_runs
 
 #: the study folder's name carries the run names, as ``human plan``'s default name does: it must not reach the page
@@ -24,30 +24,8 @@ FORM = "application/x-www-form-urlencoded"
 
 def _asgi(app, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, dict, str]:
     """One request to ``app`` in this process (no HTTP client): (status, response headers, body text)."""
-    status, out_headers, out = [0], {}, bytearray()
-    sent = [False]
-
-    async def receive():
-        if not sent[0]:
-            sent[0] = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    async def send(msg):
-        if msg["type"] == "http.response.start":
-            status[0] = msg["status"]
-            out_headers.update({k.decode().lower(): v.decode() for k, v in msg.get("headers", [])})
-        elif msg["type"] == "http.response.body":
-            out.extend(msg.get("body", b""))
-
-    hdrs = {"host": "127.0.0.1", **(headers or {})}
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path.split("?")[0], "raw_path": path.split("?")[0].encode(),
-             "query_string": path.partition("?")[2].encode(), "root_path": "",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in hdrs.items()],
-             "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80)}
-    asyncio.run(app(scope, receive, send))
-    return status[0], out_headers, out.decode()
+    status, _, out_headers, out = asgi_call(app, method, path, [body], headers)
+    return status, out_headers, out.decode()
 
 
 class _Annotator:
