@@ -182,7 +182,7 @@ def prepare_run(cfg: dict[str, Any], report: bool = True):
     elif report:
         _log_readiness(adapter)
     if not plan.items:
-        raise ConfigError(
+        raise NothingToRun(
             f"nothing to run: no case in {cfg['cases']['source']} lists trajectory "
             f"{', '.join(specs)} (check cases.include / cases.families)"
         )
@@ -206,6 +206,22 @@ def _videos_args(cfg: dict[str, Any]):
     return folder, Path(str(cfg.get("videos_manifest") or folder / "manifest.json"))
 
 
+class NothingToRun(ConfigError):
+    """No case of the case set runs on the chosen trajectories: a user error for one run; in a sweep, that job is
+    skipped with a line (a study over trajectories and cases where LR-Hold is for dynamic cases only) unless no job
+    of the sweep has anything to run."""
+
+
+def _in_sweep() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:  # not under Hydra (a direct call)
+        return False
+
+
 def _cmd_run(cfg: dict[str, Any]) -> None:
     from harness.dist import bind_local_device, current_rank
     from harness.io import confine
@@ -216,7 +232,13 @@ def _cmd_run(cfg: dict[str, Any]) -> None:
     stage = cfg.get("stage", "all")
     plan = _PLANS.pop(_config_key(cfg), None)  # validated by the sweep's pre-pass in this process
     if plan is None:
-        plan = prepare_run(cfg)
+        try:
+            plan = prepare_run(cfg)
+        except NothingToRun as exc:
+            if not _in_sweep():
+                raise
+            log.warning("this sweep job is skipped: %s", exc)
+            return
     elif cfg.get("dry_run"):
         _log_readiness(plan.adapter)
     adapter, run_dir = plan.adapter, plan.run_dir
@@ -613,6 +635,7 @@ def _prepass(argv: list[str]) -> None:
         _register_secrets(secret_values(OmegaConf.to_container(c, resolve=False)))
     if not args.multirun or args.cfg or args.info:
         return
+    empty: list[str] = []
     for i, (job, c) in enumerate(zip(jobs, configs)):
         where = f"sweep job #{i} ({' '.join(job)})"
         try:
@@ -621,10 +644,16 @@ def _prepass(argv: list[str]) -> None:
             _fail(f"{where}: config: {exc} (no job was started)")
         try:
             _validate_job(cfg)  # type: ignore[arg-type]
+        except NothingToRun as exc:  # skipped in the sweep, unless every job is
+            empty.append(f"{where}: {exc}")
         except UserError as exc:
             _fail(f"{where}: {exc} (no job was started)")
         except Exception as exc:  # a bug while validating: its traceback, as in a job
             _bug(exc)
+    if empty and len(empty) == len(jobs):
+        _fail(f"{empty[0]} (and every other job of the sweep: no job was started)")
+    for line in empty:
+        print(f"note: {line}; that job is skipped", file=sys.stderr)
     log.debug("validated the %d job(s) of the sweep", len(jobs))
 
 

@@ -90,6 +90,7 @@ def test_without_its_config_folder_the_toy_model_is_unknown(toy, cli):
 
 
 def test_the_search_path_of_a_run_ends_with_the_run(toy, cli):
+    HydraConfig.instance().cfg = None  # whatever an earlier test of this worker left: this test starts outside a run
     assert cli("--config-dir", str(toy["conf"]), "list").code == 0
     assert not HydraConfig.initialized()
     assert "toy_wm" not in list_group("model")  # outside a run, the options are the conf package's

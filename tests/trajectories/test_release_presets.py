@@ -164,3 +164,19 @@ def test_every_model_compiles_every_preset(model, preset, tmp_path):
     controls = a.compile(ItemRequest(case=case, path=path, context=policy, seed=a.config.seed,
                                      item_dir=tmp_path / "item"))
     assert controls.files and all((tmp_path / "item" / "controls" / n).exists() for n in controls.files)
+
+
+def test_a_sweep_job_whose_trajectory_no_selected_case_runs_is_skipped(tmp_path):
+    """The nine-model study sweeps the five presets; with static cases only, its LR-Hold jobs have nothing to run:
+    they are skipped with a line (the sweep goes on), and only a sweep where no job has anything is refused."""
+    from tests.support import run_cli
+
+    args = ["cases.include=[environment_rocket]", "dry_run=true", "progress=false", "run=s"]
+    r = run_cli(["-m", "trajectory=lrlr_sym_0p75dpf,lr_hold_sym_0p5dpf", *args], tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "lr_hold_sym_0p5dpf" in r.stderr and "that job is skipped" in r.stderr
+    metas = list((tmp_path / "outputs" / "s").rglob("meta.json"))
+    assert [m.parent.parent.name for m in metas] == ["lrlr_sym_0p75dpf"]
+    r = run_cli(["-m", "trajectory=lr_hold_sym_0p5dpf", *args, "run=t"], tmp_path, timeout=600)
+    assert r.returncode == 2 and "nothing to run" in r.stderr and "no job was started" in r.stderr
+    assert not (tmp_path / "outputs" / "t").exists()
