@@ -72,14 +72,18 @@ def test_a_bad_secret_is_refused_before_anything_is_written(runs, tmp_path):
 
 
 # -- study inputs carry hashes checked before reuse -----------------------------------------------------------------
+def _copies(runs, tmp_path) -> list:
+    """Copies of the evaluated runs under ``tmp_path`` (to edit without touching the module's runs)."""
+    for r in runs:
+        shutil.copytree(r, tmp_path / r.name)
+    return [tmp_path / r.name for r in runs]
+
+
 def test_a_video_replaced_after_its_evaluation_never_reaches_a_study(runs, tmp_path):
     """``human plan`` transcoded a video replaced after its run finished; key.json kept the old hash and value."""
     from harness.errors import UserError
 
-    copies = []
-    for r in runs:
-        shutil.copytree(r, tmp_path / r.name)
-        copies.append(tmp_path / r.name)
+    copies = _copies(runs, tmp_path)
     videos = sorted(copies[0].rglob("video.mp4"))
     other = min(copies[1].rglob("video.mp4"))
     for v in videos:
@@ -92,10 +96,7 @@ def test_a_video_replaced_after_its_evaluation_never_reaches_a_study(runs, tmp_p
 def test_an_edited_metrics_json_never_picks_a_study_item(runs, tmp_path):
     from harness.errors import UserError
 
-    copies = []
-    for r in runs:
-        shutil.copytree(r, tmp_path / r.name)
-        copies.append(tmp_path / r.name)
+    copies = _copies(runs, tmp_path)
     m = min(copies[0].rglob("metrics.json"))
     data = json.loads(m.read_text())
     key = next(iter(data["metrics"]))
