@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def current_rank() -> Rank:
     return Rank(rank, world, local)
 
 
-def split(items: list, r: Rank) -> list:
+def split(items: list[T], r: Rank) -> list[T]:
     """This rank's items: every ``world``-th item starting at ``rank`` (the plan order is stable)."""
     return items[r.rank :: r.world]
 
@@ -58,13 +61,9 @@ def bind_local_device(r: Rank) -> None:
     """Under several ranks with CUDA, give each rank its own GPU (``LOCAL_RANK``); a no-op on CPU."""
     if r.world <= 1:
         return
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None:
-        try:
-            import torch  # noqa: F811
-        except ImportError:
-            return
+    try:
+        import torch  # already loaded in a model process: sys.modules' entry
+    except ImportError:
+        return
     if torch.cuda.is_available() and torch.cuda.device_count() > r.local_rank:
         torch.cuda.set_device(r.local_rank)

@@ -14,7 +14,7 @@ import hashlib
 import inspect
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping, Protocol
 
 from . import PROJECT_ROOT
 from .io import sha256_file
@@ -26,6 +26,35 @@ NON_SEMANTIC_MODEL_FIELDS = frozenset({
     "backend_connection",  # a served model's endpoint and timeouts: where it ran, not what it generated
     "seed",  # the item seed is hashed on its own (a `seed=` override and the default give one fingerprint)
 })
+
+
+class HasToDict(Protocol):
+    """A configuration that serialises itself (model config, context policy, trajectory spec)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Configured(Protocol):
+    """An adapter as a fingerprint reads it: its class (whose code is hashed) and its model configuration."""
+
+    @property
+    def config(self) -> HasToDict: ...
+
+
+class PlannedItem(Protocol):
+    """A work item as a fingerprint reads it (:class:`harness.outputs.WorkItem`)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def case_id(self) -> str: ...
+
+    @property
+    def trajectory(self) -> str: ...
 
 
 def canonical(obj: Any) -> str:
@@ -53,9 +82,10 @@ def adapter_code_version(cls: type) -> str:
     files: set[Path] = set()
     for klass in cls.__mro__:
         mod = inspect.getmodule(klass)
-        if mod is None or not getattr(mod, "__file__", None) or not mod.__name__.startswith("adapters"):
+        file = getattr(mod, "__file__", None)
+        if mod is None or not file or not mod.__name__.startswith("adapters"):
             continue
-        f = Path(mod.__file__).resolve()
+        f = Path(file).resolve()
         files.add(f)
         if klass is cls and f.parent.name != "adapters":  # the adapter's own package: every module in it
             files.update(p.resolve() for p in f.parent.glob("*.py"))
@@ -73,7 +103,7 @@ def semantic_model_config(model: dict[str, Any]) -> dict[str, Any]:
 
 def case_identity(case: Any) -> dict[str, Any]:
     """The case as it decides a video: its fields (not the file it came from) and its image's bytes."""
-    d = case.model_dump()
+    d: dict[str, Any] = case.model_dump()
     d.pop("source", None)
     ref = case._resolve(case.image)
     if not ref.startswith("skimage://") and Path(ref).is_file():
@@ -81,8 +111,8 @@ def case_identity(case: Any) -> dict[str, Any]:
     return d
 
 
-def item_fingerprint(adapter: Any, context: Any, trajectory: Any, case: Any, item: Any,
-                     encoder: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def item_fingerprint(adapter: Configured, context: HasToDict, trajectory: HasToDict, case: Any,
+                     item: PlannedItem, encoder: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(hex fingerprint, the inputs it hashes) of one work item."""
     parts = {
         "item": item.key,
@@ -97,7 +127,8 @@ def item_fingerprint(adapter: Any, context: Any, trajectory: Any, case: Any, ite
     return sha256_text(canonical(parts))[:32], parts
 
 
-def item_fingerprints(adapter: Any, context: Any, specs: dict[str, Any], cases: dict[str, Any], items: Any,
+def item_fingerprints(adapter: Configured, context: HasToDict, specs: Mapping[str, HasToDict],
+                      cases: Mapping[str, Any], items: Iterable[PlannedItem],
                       encoder: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
     """``item.key -> (fingerprint, {part: short hash})`` for many items of one plan, equal to
     :func:`item_fingerprint` item by item. The parts shared by the plan (model, context, trajectory, adapter
@@ -110,7 +141,7 @@ def item_fingerprints(adapter: Any, context: Any, specs: dict[str, Any], cases: 
               "adapter_code": part(adapter_code_version(type(adapter))), "encoder": part(encoder)}
     trajectories = {name: part(spec.to_dict()) for name, spec in specs.items()}
     by_case: dict[str, tuple[str, str]] = {}
-    out = {}
+    out: dict[str, tuple[str, dict[str, str]]] = {}
     for item in items:
         key = item.key
         if item.case_id not in by_case:

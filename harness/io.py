@@ -15,7 +15,7 @@ import re
 import socket
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import IO, Any, Iterator, Mapping, Optional
 
 import numpy as np
 from .errors import ConfigError
@@ -233,14 +233,14 @@ def write_json(path: str | Path, data: Any, compact: bool = False) -> None:
 SEAL = "content_sha256"  # the key of a sealed JSON file that holds the sha256 of the rest of it
 
 
-def seal_digest(data: dict) -> str:
+def seal_digest(data: dict[str, Any]) -> str:
     """sha256 hex of ``data`` without its :data:`SEAL` key, as canonical JSON (sorted keys, compact)."""
     body = {k: v for k, v in data.items() if k != SEAL}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=_default,
                                      allow_nan=True).encode()).hexdigest()
 
 
-def write_sealed_json(path: str | Path, data: dict) -> dict:
+def write_sealed_json(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` as :func:`write_json` writes it (secrets scrubbed), plus :data:`SEAL`: the sha256 of what was
     written, so a reader finds a hand edit (:func:`seal_problem`). Returns the sealed mapping as written."""
     from .secrets import scrub
@@ -304,7 +304,7 @@ def replace(tmp: str | Path, path: str | Path) -> Path:
     return Path(path)
 
 
-def open_stream(path: str | Path, append: bool = False, binary: bool = False, **kw: Any):
+def open_stream(path: str | Path, append: bool = False, binary: bool = False, **kw: Any) -> IO[Any]:
     """A file opened for streaming writes (a log written line by line; the file a lock is taken on): confined like
     every write of this module, and never through a symlink (``O_NOFOLLOW``: :class:`ContainmentError`). Not
     atomic; callers scrub what they write. ``kw`` goes to :func:`open` (``encoding``, ``errors``)."""
@@ -384,7 +384,7 @@ class JsonLinesError(BadFileError):
     """A line of a JSON Lines file is not a JSON object; the message names the file and the 1-based line."""
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Every non-blank line of a JSON Lines file as a dict; a bad line raises :class:`JsonLinesError` naming
     ``<file>:<line>``."""
     path = Path(path)
@@ -406,7 +406,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return out
 
 
-def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env: Optional[dict] = None,
+def run_logged(argv: list[str], log_path: str | Path, *, cwd: Optional[str] = None,
+               env: Optional[Mapping[str, str]] = None,
                timeout: Optional[float] = None, values: Optional[Mapping[str, str]] = None) -> int:
     """Run ``argv`` with stdout and stderr written, line by line and scrubbed, to ``log_path``; returns the exit
     code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
@@ -425,9 +426,10 @@ def run_logged(argv: list[str], log_path: Any, *, cwd: Optional[str] = None, env
     with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
+        stdout = proc.stdout
 
         def pump() -> None:
-            for raw in iter(proc.stdout.readline, b""):
+            for raw in iter(stdout.readline, b""):
                 lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
                 lf.flush()
 

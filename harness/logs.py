@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, TextIO
 
 from harness.errors import ConfigError
 
@@ -24,7 +25,13 @@ PACKAGES = ("harness", "evaluate", "adapters", "trajectories")
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
-class _StderrHandler(logging.StreamHandler):
+if TYPE_CHECKING:  # StreamHandler is subscriptable at run time only from Python 3.11
+    _TextStreamHandler = logging.StreamHandler[TextIO]
+else:
+    _TextStreamHandler = logging.StreamHandler
+
+
+class _StderrHandler(_TextStreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of the record (a redacting wrapper, pytest's capture)."""
 
     def __init__(self) -> None:
@@ -40,7 +47,8 @@ def check_verbosity(value: object) -> int:
     name = str(value).lower() if value is not None else ""
     if name not in VERBOSITY:
         raise ConfigError(f"verbosity={value!r}: use one of {', '.join(VERBOSITY)}")
-    return getattr(logging, name.upper())
+    level: int = getattr(logging, name.upper())
+    return level
 
 
 def setup_logging(verbosity: object = "info") -> None:

@@ -55,7 +55,7 @@ def check_seed(value: Any, field_name: str = "seed") -> int:
 def check_run_name(run: Any) -> str:
     """``run`` is one or more plain name parts (``study/v2``, each :func:`check_name`), no ``..`` and no absolute
     path, so every output stays under ``output_root``."""
-    s = str(run) if isinstance(run, (str, int)) and not isinstance(run, bool) else None
+    s = str(run) if isinstance(run, (str, int)) and not isinstance(run, bool) else ""
     parts = s.split("/") if s else []
     try:
         if not parts:
@@ -125,7 +125,7 @@ class WorkItem:
     def key(self) -> str:
         return str(self.rel_dir.as_posix())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -156,13 +156,13 @@ class ManifestRow:
     spec_hash: Optional[str] = None
     num_frames: Optional[int] = None
     fps: Optional[float] = None
-    phases: Optional[dict] = None
-    timings: Optional[dict] = None
+    phases: Optional[dict[str, Any]] = None
+    timings: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     fingerprint: Optional[str] = None
     schema_version: int = SCHEMA_VERSION
     #: keys of the stored row this version does not know (e.g. ``external`` of imported videos), kept as read
-    extra: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -365,7 +365,7 @@ class RunDir:
                             "must be a relative path inside the run (fix or rebuild the manifest)")
         return self.path / rel
 
-    def lock(self, name: str):
+    def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """A file lock of the run (``eval`` -> ``<run>/.eval.lock``: evaluations and reports of the run), held by
         one process at a time; a process that has to wait says so, naming the lock file."""
         return file_lock(self.path / f".{name}.lock", waiting=f"another process holds the {name} lock of {self.path}")
@@ -378,7 +378,8 @@ class RunDir:
         item's folder would count that item twice) or that repeats a key is a :class:`PlanError`."""
         from .io import read_jsonl
 
-        out, seen = [], set()
+        out: list[ManifestRow] = []
+        seen: set[str] = set()
         for rec in read_jsonl(self.manifest):
             row = ManifestRow.from_dict(rec)
             if row.done:

@@ -34,7 +34,8 @@ class Room:
         # axis-parallel rays never reach that axis's walls.
         num = np.where(dirs > 0, hi - origin, lo - origin)
         t = np.divide(num, dirs, out=np.full(num.shape, np.inf), where=dirs != 0)
-        return np.minimum(np.minimum(t[..., 0], t[..., 1]), t[..., 2])
+        dist: np.ndarray = np.minimum(np.minimum(t[..., 0], t[..., 1]), t[..., 2])
+        return dist
 
     def depth_map(self, c2w: np.ndarray, K: np.ndarray, height: int, width: int) -> np.ndarray:
         """Oracle z-depth (H, W) float32 of the room seen from ``c2w`` (used by evaluation on this model)."""

@@ -190,20 +190,20 @@ _ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-def _query_param(m: re.Match) -> str:
+def _query_param(m: re.Match[str]) -> str:
     k = m["k"]
     if k.lower() in _QUERY_SECRET or is_secret_name(k):
         return f"{k}={REDACTED}"
     return m.group(0)
 
 
-def _header(m: re.Match) -> str:
+def _header(m: re.Match[str]) -> str:
     if m["v"].startswith(("<", "$")):
         return m.group(0)  # already redacted, or a reference to the environment
     return f"{m['h']}{m['sep']}{m['scheme'] + ' ' if m['scheme'] else ''}{REDACTED}"
 
 
-def _auth_value(m: re.Match) -> str:
+def _auth_value(m: re.Match[str]) -> str:
     v = m["v"]
     # a credential has digits or base64 symbols (or is long); "basic settings" is prose
     if len(v) >= 20 or re.search(r"[0-9+/=_.~-]", v):
@@ -278,7 +278,7 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            out = {}
+            out: dict[Any, Any] = {}
             for k, v in node.items():
                 if k in ENV_KEYS and isinstance(v, dict):
                     plain = node.get(PLAIN_KEY)  # None or not a list: nothing is plain

@@ -9,9 +9,12 @@ import hashlib
 import uuid
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:  # PyAV is imported lazily at run time
+    import av
 
 
 class VideoWriter:
@@ -49,7 +52,7 @@ class VideoWriter:
         self.num_frames = 0
         self._frames_hash = hashlib.sha256()
         self._shape: tuple[int, int] | None = None
-        self._queue: "queue.Queue" = queue.Queue(maxsize=32)
+        self._queue: queue.Queue[np.ndarray | None] = queue.Queue(maxsize=32)  # frames, then None
         self._error: BaseException | None = None
         self.encode_cpu_s = 0.0  # CPU seconds the encoder thread spent (conversion, x264, muxing), set when it ends
         self._thread = threading.Thread(target=self._encode_loop, name="harness-video-encoder", daemon=True)
@@ -67,13 +70,13 @@ class VideoWriter:
             container = av.open(str(self._tmp), mode="w")
             stream = container.add_stream("libx264", rate=rate)
             stream.pix_fmt = "yuv420p"
-            stream.options = x264_options(self.crf, self.preset)
+            stream.options = dict(x264_options(self.crf, self.preset))  # PyAV: dict[str, object]
             convert = None
             i = 0
             while True:
                 item = self._queue.get()
                 if item is not None:
-                    self._frames_hash.update(item)  # the C-order bytes, without another copy
+                    self._frames_hash.update(item.data)  # the C-order bytes, without another copy
                 self._queue.task_done()  # after hashing: frames_sha256 waits for it
                 if item is None:
                     done = True
@@ -168,9 +171,11 @@ def rgb_to_yuv420p_planes(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
 
     def sub(c: np.ndarray) -> np.ndarray:  # == c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3)), bit for bit
-        return ((c[0::2, 0::2] + c[0::2, 1::2]) + (c[1::2, 0::2] + c[1::2, 1::2])) / np.float32(4)
+        mean: np.ndarray = ((c[0::2, 0::2] + c[0::2, 1::2]) + (c[1::2, 0::2] + c[1::2, 1::2])) / np.float32(4)
+        return mean
 
-    return tuple(np.clip(np.rint(p), 0, 255).astype(np.uint8) for p in (y, sub(cb), sub(cr)))  # type: ignore
+    yq, uq, vq = (np.clip(np.rint(p), 0, 255).astype(np.uint8) for p in (y, sub(cb), sub(cr)))
+    return yq, uq, vq
 
 
 def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
@@ -243,7 +248,7 @@ class Yuv420pConverter:
                 np.rint(q0, out=q0)
                 np.copyto(out[a // 2: b_ // 2], q0, casting="unsafe")
 
-    def frame(self, rgb: np.ndarray):
+    def frame(self, rgb: np.ndarray) -> av.VideoFrame:
         """An ``av.VideoFrame`` (yuv420p) of ``rgb``; line padding repeats the last column, never garbage."""
         import av
 
@@ -251,7 +256,7 @@ class Yuv420pConverter:
         views = []
         for plane, (ph, pw) in zip(frame.planes, ((self.h, self.w), (self.h // 2, self.w // 2),
                                                   (self.h // 2, self.w // 2))):
-            buf = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
+            buf = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)  # the plane's memory
             views.append((buf, ph, pw))
         self(rgb, *(buf[:ph, :pw] for buf, ph, pw in views))
         for buf, ph, pw in views:
@@ -259,7 +264,7 @@ class Yuv420pConverter:
         return frame
 
 
-def frames_sha256(frames) -> str:
+def frames_sha256(frames: Iterable[np.ndarray]) -> str:
     """sha256 over (H, W, 3) uint8 RGB frames, concatenated in C order (what :attr:`VideoWriter.frames_sha256`
     records for the frames it was given)."""
     h = hashlib.sha256()
@@ -268,7 +273,7 @@ def frames_sha256(frames) -> str:
     return h.hexdigest()
 
 
-def probe_video(path: str | Path) -> dict:
+def probe_video(path: str | Path) -> dict[str, Any]:
     """Decode ``path`` fully and return ``{num_frames, fps, width, height, codec}`` (fps as stored)."""
     import av
 
@@ -279,7 +284,7 @@ def probe_video(path: str | Path) -> dict:
         return {"num_frames": n, "fps": fps, "width": s.width, "height": s.height, "codec": s.codec_context.name}
 
 
-def probe_header(path: str | Path) -> dict:
+def probe_header(path: str | Path) -> dict[str, Any]:
     """``{num_frames, fps, width, height, codec}`` from the container's header (no decode) when it records the frame
     count (MP4 does), else by decoding (:func:`probe_video`). The first frame is decoded either way, so a file
     that is not a video, or whose codec cannot be read, raises here."""

@@ -202,8 +202,10 @@ def _check_frame_layout(spec: TrajectorySpec, num_frames: int) -> None:
         )
 
 
-# A segment on normalised time: (phase, label, kind, weight, pose function of s in [0, 1] -> (yaw, pitch, t)).
-_Seg = tuple[str, str, str, float, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]]
+# A pose function of normalised time s (n,) in [0, 1] -> (yaw (n,), pitch (n,) radians, translation (n, 3)).
+_Motion = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+# A segment on normalised time: (phase, label, kind, weight, pose function).
+_Seg = tuple[str, str, str, float, _Motion]
 
 
 def _sweep_frames(spec: TrajectorySpec, amplitude_deg: float) -> int:
@@ -243,16 +245,16 @@ def _ease(s: np.ndarray) -> np.ndarray:
     return 0.5 - 0.5 * np.cos(np.pi * s)
 
 
-def _const(yaw: float, pitch: float, t: np.ndarray) -> Callable:
-    def f(s: np.ndarray):
+def _const(yaw: float, pitch: float, t: np.ndarray) -> _Motion:
+    def f(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(s)
         return np.full(n, yaw), np.full(n, pitch), np.broadcast_to(t, (n, 3)).copy()
 
     return f
 
 
-def _rot_move(axis: str, a0: float, a1: float, shape: Callable[[np.ndarray], np.ndarray] = _ease) -> Callable:
-    def f(s: np.ndarray):
+def _rot_move(axis: str, a0: float, a1: float, shape: Callable[[np.ndarray], np.ndarray] = _ease) -> _Motion:
+    def f(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ang = a0 + (a1 - a0) * shape(s)
         z = np.zeros_like(s)
         yaw, pitch = (ang, z) if axis == "yaw" else (z, ang)
@@ -261,8 +263,8 @@ def _rot_move(axis: str, a0: float, a1: float, shape: Callable[[np.ndarray], np.
     return f
 
 
-def _trans_move(p0: np.ndarray, p1: np.ndarray) -> Callable:
-    def f(s: np.ndarray):
+def _trans_move(p0: np.ndarray, p1: np.ndarray) -> _Motion:
+    def f(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         e = _ease(s)[:, None]
         z = np.zeros_like(s)
         return z, z, p0[None] + (p1 - p0)[None] * e
@@ -278,11 +280,11 @@ def _segments(spec: TrajectorySpec) -> list[_Seg]:
         for k, direction in enumerate(spec.cycles, start=1):
             axis, sign = DIRECTIONS[direction]
             amp = np.deg2rad(spec.yaw_deg if axis == "yaw" else spec.pitch_deg) * sign
-            away = (amp, 0.0) if axis == "yaw" else (0.0, amp)
+            away_yaw, away_pitch = (amp, 0.0) if axis == "yaw" else (0.0, amp)
             out_lbl = _LABELS[direction]
             back_lbl = _BACK[out_lbl]
             segs.append((departure(k), out_lbl, "move", t.move, _rot_move(axis, 0.0, amp)))
-            segs.append((departure(k), "hold", "hold", t.away_hold, _const(*away, zero)))
+            segs.append((departure(k), "hold", "hold", t.away_hold, _const(away_yaw, away_pitch, zero)))
             segs.append((revisit(k), back_lbl, "move", t.move, _rot_move(axis, amp, 0.0)))
             segs.append((revisit(k), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
     else:

@@ -130,7 +130,8 @@ def geodesic_angle(R_a: Array, R_b: Array | None = None) -> Array:
         R = np.swapaxes(R, -1, -2) @ np.asarray(R_b, dtype=np.float64)
     tr = np.trace(R, axis1=-2, axis2=-1)
     w = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1)
-    return np.arctan2(np.linalg.norm(w, axis=-1), tr - 1.0)
+    angle: Array = np.arctan2(np.linalg.norm(w, axis=-1), tr - 1.0)
+    return angle
 
 
 def slerp_rotations(R0: Array, R1: Array, alpha: Array) -> Array:
@@ -142,12 +143,13 @@ def slerp_rotations(R0: Array, R1: Array, alpha: Array) -> Array:
     delta = np.swapaxes(R0, -1, -2) @ R1
     angle = float(geodesic_angle(delta))
     if angle < 1e-12:
-        return np.broadcast_to(R0, alpha.shape + (3, 3)).copy()
+        same: Array = np.broadcast_to(R0, alpha.shape + (3, 3)).copy()
+        return same
     from scipy.spatial.transform import Rotation
 
     rotvec = Rotation.from_matrix(delta).as_rotvec()
     steps = Rotation.from_rotvec(alpha[:, None] * rotvec[None]).as_matrix()
-    out = R0[None] @ steps
+    out: Array = R0[None] @ steps
     out[alpha == 1.0] = R1
     out[alpha == 0.0] = R0
     return out
@@ -193,4 +195,5 @@ def pixel_rays(K: Array, height: int, width: int, offset: float = 0.5) -> Array:
     v = np.arange(height, dtype=np.float64) + offset
     uu, vv = np.meshgrid(u, v)
     d = np.stack([(uu - K[0, 2]) / K[0, 0], (vv - K[1, 2]) / K[1, 1], np.ones_like(uu)], -1)
-    return d / np.linalg.norm(d, axis=-1, keepdims=True)
+    rays: Array = d / np.linalg.norm(d, axis=-1, keepdims=True)
+    return rays

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -130,7 +131,7 @@ class CameraPath:
         )
 
 
-def atomic_target(path: Path):
+def atomic_target(path: Path) -> AbstractContextManager[Path]:
     """A unique temporary file next to ``path``, renamed onto it on success (removed on error). The name follows
     :func:`harness.io.atomic_path`'s convention, ``.<name>.<host>-<pid>.<random><suffix>``, so two writers never
     share one and a dead writer's leftover is found (this layer cannot import :mod:`harness.io`)."""
@@ -139,7 +140,7 @@ def atomic_target(path: Path):
     import socket
 
     @contextlib.contextmanager
-    def _ctx():
+    def _ctx() -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
         tmp = path.with_name(f".{path.name}.{host}-{os.getpid()}.{os.urandom(4).hex()}{path.suffix}")

@@ -8,11 +8,14 @@ world = camera frame of frame 0, positive yaw turns right, positive pitch turns 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from .path import CameraPath
+
+if TYPE_CHECKING:  # matplotlib is imported lazily at run time
+    from matplotlib.figure import Figure
 
 _PHASE_COLOURS = {"V": "#cfe8ff", "H": "#e6e6e6"}
 
@@ -33,10 +36,11 @@ def heading_xz(c2w: np.ndarray) -> np.ndarray:
     +z towards -x; a pure pitch keeps its direction (zero vectors where the camera looks straight up or down)."""
     f = np.asarray(c2w, dtype=np.float64)[:, :3, 2][:, [0, 2]]
     n = np.linalg.norm(f, axis=1, keepdims=True)
-    return np.divide(f, n, out=np.zeros_like(f), where=n > 1e-9)
+    heading: np.ndarray = np.divide(f, n, out=np.zeros_like(f), where=n > 1e-9)
+    return heading
 
 
-def draw_path(path: CameraPath, overlays: Sequence[tuple[str, np.ndarray]] = (), title: str | None = None):
+def draw_path(path: CameraPath, overlays: Sequence[tuple[str, np.ndarray]] = (), title: str | None = None) -> Figure:
     """The preview figure (matplotlib ``Figure``, Agg): a top view (world x right, world z up the page, equal
     axes) with the camera's positions and, at :data:`TOP_VIEW_ARROWS` evenly spaced frames of the requested path,
     its heading as arrows of one length in data units (so their drawn angle is the heading's angle: a left turn

@@ -27,7 +27,8 @@ def latent_anchor_frames(num_latents: int, stride: int = 4) -> np.ndarray:
 def latent_poses(c2w: np.ndarray, stride: int = 4) -> np.ndarray:
     """(N, 4, 4) per-frame poses -> (``latents_for_frames(N, stride)``, 4, 4) poses at :func:`latent_anchor_frames`."""
     c2w = np.asarray(c2w)
-    return c2w[latent_anchor_frames(latents_for_frames(len(c2w), stride), stride)]
+    anchored: np.ndarray = c2w[latent_anchor_frames(latents_for_frames(len(c2w), stride), stride)]
+    return anchored
 
 
 def first_of_group_anchors(num_latents: int, stride: int = 4) -> np.ndarray:

@@ -4,8 +4,8 @@ This package imports only :mod:`trajectories` and numpy (torch lazily): no adapt
 (``tests/test_layers.py`` checks it). Benchmarks that need models live in :mod:`harness.app.benchmarks`.
 """
 
-from .fov import FovOverlap, FovScoreConfig
-from .policies import POLICY_NAMES, ContextConfigError, ContextPolicy, ContextSelector, Selection, fov_selection
+from .fov import ContextConfigError, FovOverlap, FovScoreConfig
+from .policies import POLICY_NAMES, ContextPolicy, ContextSelector, Selection, fov_selection
 
 __all__ = [
     "POLICY_NAMES",

@@ -80,7 +80,8 @@ class FovOverlap:
         zs = np.where(ok, z, 1.0)
         u = self.K[0, 0] * pc[:, 0] / zs + self.K[0, 2]
         v = self.K[1, 1] * pc[:, 1] / zs + self.K[1, 2]
-        return ok & (u >= 0) & (u < self.width) & (v >= 0) & (v < self.height)
+        seen: np.ndarray = ok & (u >= 0) & (u < self.width) & (v >= 0) & (v < self.height)
+        return seen
 
     def pair(self, q_c2w: np.ndarray, h_c2w: np.ndarray) -> float:
         """``|vis_q ∩ vis_h| / |vis_q|`` for one query and one history camera."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from trajectories.fields import check_fields
 
-from .fov import ContextConfigError, FovOverlap, FovScoreConfig  # noqa: F401 (ContextConfigError re-exported)
+from .fov import ContextConfigError, FovOverlap, FovScoreConfig
 
 POLICY_NAMES = ("fullkv", "sliding", "fov", "native")
 

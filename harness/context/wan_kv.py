@@ -29,12 +29,66 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 
 from .kv_cache import AttentionTimer, KVCache
 from .policies import ContextPolicy, ContextSelector
+
+if TYPE_CHECKING:  # torch and diffusers are imported lazily at run time
+    import torch
+    from diffusers.models.transformers.transformer_wan import WanAttention
+
+
+class WanRope(Protocol):
+    """What this module reads of diffusers' ``WanRotaryPosEmbed``: the head-dim split ``t_dim + h_dim + w_dim = D``
+    and the angle tables ``freqs_cos`` / ``freqs_sin`` ``[max_seq_len, D]`` (each pair's angle repeated twice)."""
+
+    t_dim: int
+    h_dim: int
+    w_dim: int
+    freqs_cos: torch.Tensor
+    freqs_sin: torch.Tensor
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> Any: ...
+
+
+class WanSelfAttention(Protocol):
+    """What :class:`WanKV` reads of a block's ``WanAttention``: heads, ``inner_dim = heads * D``, and the processor
+    slot (diffusers types ``set_processor`` with its own processor classes only)."""
+
+    heads: int
+    inner_dim: int
+
+    def set_processor(self, processor: WanKVAttnProcessor) -> None: ...
+
+
+class WanBlock(Protocol):
+    """One transformer block of ``WanTransformer3DModel``: its self-attention ``attn1``."""
+
+    attn1: WanSelfAttention
+
+
+class WanConfig(Protocol):
+    """The constructor arguments this module reads from ``WanTransformer3DModel.config``."""
+
+    patch_size: tuple[int, int, int]
+    in_channels: int
+    text_dim: int
+
+
+class WanModel(Protocol):
+    """The parts of diffusers' ``WanTransformer3DModel`` this module drives (diffusers' own class does not type-check:
+    its mixins hide ``nn.Module`` from mypy). Called as ``model(x [1, C, F, h, w], timestep [1, F*S] (x1000),
+    text [1, n, text_dim], return_dict=False)`` -> ``(velocity [1, C, F, h, w],)``."""
+
+    config: WanConfig
+    rope: WanRope
+    blocks: Sequence[WanBlock]
+
+    def __call__(self, hidden_states: torch.Tensor, timestep: torch.Tensor, encoder_hidden_states: torch.Tensor,
+                 *, return_dict: bool) -> tuple[torch.Tensor, ...]: ...
 
 
 @dataclass
@@ -52,13 +106,13 @@ class WanKVState:
     context: list[int] = field(default_factory=list)
     frames: list[int] = field(default_factory=list)
     write: bool = False
-    token_mask: Any = None
+    token_mask: Optional[torch.Tensor] = None
     timer: Optional[AttentionTimer] = None
     context_shift: Optional[list[int]] = None  # rope=rebase: temporal position change of each context frame
-    rope: Any = None  # the model's WanRotaryPosEmbed (its tables rotate cached keys)
+    rope: Optional[WanRope] = None  # the model's WanRotaryPosEmbed (its tables rotate cached keys)
 
 
-def _rotate_pairs(x, cos, sin):
+def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE on interleaved pairs ``(x[2i], x[2i+1])`` of the last dim; ``cos``/``sin`` hold one angle per pair."""
     import torch
 
@@ -72,7 +126,9 @@ class WanKVAttnProcessor:
     def __init__(self, state: WanKVState, layer: int):
         self.state, self.layer = state, layer
 
-    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None):
+    def __call__(self, attn: WanAttention, hidden_states: torch.Tensor,
+                 encoder_hidden_states: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
+                 rotary_emb: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
         import torch
         import torch.nn.functional as F
 
@@ -90,6 +146,8 @@ class WanKVAttnProcessor:
             o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                attn_mask=st.token_mask)
         else:
+            if st.cache is None or st.rope is None:
+                raise ValueError("WanKVState in cached mode needs its cache and the model's rope")
             ck, cv = st.cache.gather(self.layer, st.context)
             if st.context_shift is not None and any(st.context_shift):
                 ck = shift_temporal(ck, st.context_shift, st.rope, st.frame_seqlen)
@@ -102,10 +160,11 @@ class WanKVAttnProcessor:
                 torch.cuda.synchronize()
             st.timer.add(time.perf_counter() - t0)
         o = o.transpose(1, 2).flatten(2, 3).type_as(q)
-        return attn.to_out[1](attn.to_out[0](o))
+        out: torch.Tensor = attn.to_out[1](attn.to_out[0](o))
+        return out
 
 
-def shift_temporal(k, shifts: Sequence[int], rope, frame_seqlen: int):
+def shift_temporal(k: torch.Tensor, shifts: Sequence[int], rope: WanRope, frame_seqlen: int) -> torch.Tensor:
     """Move cached post-RoPE keys ``k`` [B, n*S, H, D] (n frames) by ``shifts[i]`` temporal positions: RoPE angles
     add, so rotating the temporal channels ``[0, t_dim)`` by ``shift x freq`` equals computing them at the new
     position. Angles come from the model's own tables (``cos(-x) = cos x``, ``sin(-x) = -sin x``)."""
@@ -121,7 +180,7 @@ def shift_temporal(k, shifts: Sequence[int], rope, frame_seqlen: int):
     return torch.cat([_rotate_pairs(k[..., :td], cos, sin), k[..., td:]], dim=-1)
 
 
-def rope_at(rope, frames: Sequence[int], pph: int, ppw: int):
+def rope_at(rope: WanRope, frames: Sequence[int], pph: int, ppw: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Wan's 3D RoPE ``(cos, sin)`` ``[1, len(frames) * pph * ppw, 1, D]`` with temporal positions ``frames``
     (absolute latent indices) instead of ``0..F-1``; spatial positions as in ``WanRotaryPosEmbed``."""
     import torch
@@ -130,7 +189,7 @@ def rope_at(rope, frames: Sequence[int], pph: int, ppw: int):
     f = torch.as_tensor(list(frames), dtype=torch.long, device=rope.freqs_cos.device)
     out = []
     for table in (rope.freqs_cos, rope.freqs_sin):
-        t, h, w = table.split(sizes, dim=1)
+        t, h, w = torch.split(table, sizes, dim=1)
         n = len(f)
         parts = [t[f].view(n, 1, 1, -1).expand(n, pph, ppw, -1), h[:pph].view(1, pph, 1, -1).expand(n, pph, ppw, -1),
                  w[:ppw].view(1, 1, ppw, -1).expand(n, pph, ppw, -1)]
@@ -145,7 +204,7 @@ class WanKV:
         model: the transformer (eval mode). frame_seqlen: tokens per latent frame for the latent grid in use.
     """
 
-    def __init__(self, model, latent_hw: tuple[int, int]):
+    def __init__(self, model: WanModel, latent_hw: tuple[int, int]):
         p_t, p_h, p_w = model.config.patch_size
         if p_t != 1:
             raise ValueError("the KV cache indexes latent frames: use a Wan patch size with p_t = 1")
@@ -161,7 +220,7 @@ class WanKV:
     def S(self) -> int:
         return self.state.frame_seqlen
 
-    def _call(self, x, t, text):
+    def _call(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """x [1, C, F, h, w]; t [F] per-frame flow time in [0, 1] -> velocity [1, C, F, h, w]."""
         import torch
 
@@ -169,9 +228,10 @@ class WanKV:
         with torch.no_grad():
             return self.model(x, tt, text, return_dict=False)[0]
 
-    def forward_chunk(self, x, t, text, frames: Sequence[int], cache: KVCache, context: Sequence[int],
-                      write: bool = False, timer: Optional[AttentionTimer] = None,
-                      context_positions: Optional[dict[int, int]] = None):
+    def forward_chunk(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor, frames: Sequence[int],
+                      cache: KVCache, context: Sequence[int], write: bool = False,
+                      timer: Optional[AttentionTimer] = None,
+                      context_positions: Optional[dict[int, int]] = None) -> torch.Tensor:
         """The chunk's velocity, attending to the cached ``context`` latents plus itself; ``write`` stores the
         chunk's post-RoPE K/V (the clean refresh pass). ``context_positions`` (rope=rebase) moves cached keys to
         other temporal positions for this call."""
@@ -181,7 +241,8 @@ class WanKV:
         st.context_shift = None if context_positions is None else [context_positions[f] - f for f in st.context]
         return self._call(x, t, text)
 
-    def forward_masked(self, x, t, text, frame_mask):
+    def forward_masked(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor,
+                       frame_mask: np.ndarray) -> torch.Tensor:
         """The whole sequence (latents ``0..F-1``) with frame ``i`` attending to frame ``j`` iff
         ``frame_mask[i, j]``; no cache (the reference)."""
         import torch
@@ -195,17 +256,18 @@ class WanKV:
 
 
 def tiny_wan(layers: int = 2, heads: int = 2, head_dim: int = 12, channels: int = 4, text_dim: int = 16,
-             ffn_dim: int = 32, init_seed: int = 0, dtype: Any = None):
+             ffn_dim: int = 32, init_seed: int = 0, dtype: Optional[torch.dtype] = None) -> WanModel:
     """diffusers' ``WanTransformer3DModel`` at a tiny configuration with seeded random weights (patch (1, 2, 2))."""
     import torch
-    from diffusers import WanTransformer3DModel
+    from diffusers.models.transformers.transformer_wan import WanTransformer3DModel
 
     with torch.random.fork_rng(devices=[]):  # seeded init; the global RNG state is untouched outside
         torch.manual_seed(init_seed)
         m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=head_dim,
                                   in_channels=channels, out_channels=channels, text_dim=text_dim, freq_dim=32,
                                   ffn_dim=ffn_dim, num_layers=layers, rope_max_seq_len=1024)
-    return m.eval() if dtype in (None, torch.float32) else m.eval().to(dtype)
+    model: WanModel = m.eval() if dtype in (None, torch.float32) else m.eval().to(dtype)
+    return model
 
 
 def attended_frame_mask(selector: ContextSelector) -> np.ndarray:
@@ -219,7 +281,7 @@ def attended_frame_mask(selector: ContextSelector) -> np.ndarray:
     return m
 
 
-def chunk_noise(seed: int, chunk: int, shape: Sequence[int]):
+def chunk_noise(seed: int, chunk: int, shape: Sequence[int]) -> torch.Tensor:
     """Noise of one chunk from the item seed and the chunk index only (CPU generator: same on every device)."""
     import torch
 
@@ -232,7 +294,7 @@ class WanRollout:
     """Latents ``[1, C, L, h, w]``, the context trace, attention seconds per chunk and (optionally) every step's
     inputs and velocity (``chunk``, ``step``, ``x``, ``t``, ``v``) for equivalence checks."""
 
-    latents: Any
+    latents: torch.Tensor
     trace: list[dict[str, Any]]
     attention_per_chunk: list[float]
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -240,8 +302,9 @@ class WanRollout:
     cache_bytes: int = 0
 
 
-def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray, image_hw: tuple[int, int],
-                 policy: ContextPolicy, seed: int, text, steps: Sequence[float] = (1.0, 0.5), capture: bool = False,
+def wan_generate(wan: WanKV, first_latent: torch.Tensor, latent_c2w: np.ndarray, K: np.ndarray,
+                 image_hw: tuple[int, int], policy: ContextPolicy, seed: int, text: torch.Tensor,
+                 steps: Sequence[float] = (1.0, 0.5), capture: bool = False,
                  timer: Optional[AttentionTimer] = None) -> WanRollout:
     """Causal chunked rollout of ``len(latent_c2w)`` latents under ``policy`` through the KV cache.
 
@@ -267,7 +330,8 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
                     "bounded" if bounded else "full", device=dev, dtype=dtype)
     out = torch.zeros(1, C, L, h, w, device=dev, dtype=dtype)
     timer = timer or AttentionTimer()
-    trace, log = [], []
+    trace: list[dict[str, Any]] = []
+    log: list[dict[str, Any]] = []
     with torch.no_grad():
         for k in range(selector.num_chunks):
             sel = selector.select(k)
@@ -296,7 +360,7 @@ def wan_generate(wan: WanKV, first_latent, latent_c2w: np.ndarray, K: np.ndarray
     return WanRollout(out, trace, timer.per_chunk, log, cache.stats.peak_frames, cache.nbytes())
 
 
-def check_matches_stock_processor(model, latent_hw: tuple[int, int], frames: int = 3, seed: int = 0) -> float:
+def check_matches_stock_processor(model: WanModel, latent_hw: tuple[int, int], frames: int = 3, seed: int = 0) -> float:
     """Max |diff| between the model with diffusers' own processors and with :class:`WanKVAttnProcessor` in masked
     mode under an all-true mask (same full bidirectional attention). Restores nothing: use a fresh model."""
     import torch

@@ -14,12 +14,13 @@ try:
     from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 except ImportError:  # the `dist` extra is not installed
-    SlurmLauncher = None  # type: ignore[assignment,misc]
+    SlurmLauncher = None
 
 if SlurmLauncher is not None:
 
     @dataclass
-    class WorldMemSlurmConf(SlurmQueueConf):
+    # hydra-submitit-launcher's modules are typed as Any here (mypy cannot resolve them beside this namespace)
+    class WorldMemSlurmConf(SlurmQueueConf):  # type: ignore[misc]  # base class is Any to mypy (see above)
         """submitit's Slurm settings plus: ``time`` (a Slurm time string; wins over ``timeout_min``), ``gres: auto``
         (``gpu[:gpu_type]:<model.gpus_per_job>``), ``gpu_type``, and the poll interval of the wait (seconds, growing
         1.5x from ``poll_s`` up to ``max_poll_s``)."""
@@ -34,7 +35,7 @@ if SlurmLauncher is not None:
     ConfigStore.instance().store(group="hydra/launcher", name="worldmem_slurm", node=WorldMemSlurmConf,
                                  provider="worldmem-harness")
 
-    class WorldMemSlurmLauncher(SlurmLauncher):  # type: ignore[misc,valid-type]
+    class WorldMemSlurmLauncher(SlurmLauncher):  # type: ignore[misc]  # base class is Any to mypy (see above)
         """Submits like Hydra's submitit launcher; waits, summarises and exits as :mod:`harness.app.slurm` says."""
 
         def launch(self, job_overrides: Any, initial_job_idx: int) -> Any:
