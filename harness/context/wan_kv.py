@@ -79,8 +79,9 @@ class WanConfig(Protocol):
 
 
 class WanModel(Protocol):
-    """The parts of diffusers' ``WanTransformer3DModel`` this module drives (diffusers' own class does not type-check:
-    its mixins hide ``nn.Module`` from mypy). Called as ``model(x [1, C, F, h, w], timestep [1, F*S] (x1000),
+    """The parts of diffusers' ``WanTransformer3DModel`` this module drives (to mypy, diffusers' class has ``config:
+    dict[str, Any]`` although it is read by attribute, and registered buffers such as the rope's tables are
+    ``Tensor | Module``). Called as ``model(x [1, C, F, h, w], timestep [1, F*S] (x1000),
     text [1, n, text_dim], return_dict=False)`` -> ``(velocity [1, C, F, h, w],)``."""
 
     config: WanConfig
