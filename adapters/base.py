@@ -172,8 +172,8 @@ _DECLARED_IN_CODE = {
 }
 
 
-def _required(f: dataclasses.Field) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def policy_budget(policy: ContextPolicy) -> dict[str, Any]:
@@ -281,7 +281,7 @@ class Adapter(ABC):
 
     def __init__(self, config: ModelConfig):
         self.config = config
-        self._canvas: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._canvas: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         supported = self.supported_contexts()
         if config.paper_context not in supported:
             raise ModelConfigError(f"model.paper_context={config.paper_context!r}: {type(self).__name__} runs only "
@@ -362,7 +362,7 @@ class Adapter(ABC):
                     del self._canvas[next(iter(self._canvas))]
         return hit
 
-    def _case_key(self, case: Any) -> tuple:
+    def _case_key(self, case: Any) -> tuple[Any, ...]:
         return (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))
 
     @staticmethod
@@ -437,7 +437,7 @@ class Adapter(ABC):
         """Produce the video, handing each (H, W, 3) uint8 RGB frame to ``sink`` in order."""
 
 
-def build_adapter(model_cfg: dict[str, Any]):
+def build_adapter(model_cfg: dict[str, Any]) -> Adapter:
     """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
     from harness.config_groups import load_object
 

@@ -112,7 +112,8 @@ def moving_pairs(poses: np.ndarray, deg: float) -> np.ndarray:
     t = poses[:, :3, 3]
     extent = max(float(np.ptp(t, axis=0).max()), 1e-12)
     step = np.linalg.norm(np.diff(t, axis=0), axis=1)
-    return (ang > deg) | (step > 1e-6 * extent)
+    moving: np.ndarray = (ang > deg) | (step > 1e-6 * extent)
+    return moving
 
 
 class _OverlayAccumulator:
@@ -164,7 +165,8 @@ class _OverlayAccumulator:
         edge = np.hypot(gx, gy) >= spec.overlay_min_edge
 
         def per_block(mask: np.ndarray) -> np.ndarray:
-            return mask.reshape(bh, b, bw, b).sum(axis=(1, 3))
+            counts: np.ndarray = mask.reshape(bh, b, bw, b).sum(axis=(1, 3))
+            return counts
 
         counts = per_block(still & edge)
         vertical, horizontal = per_block(still & edge & (gx >= gy)), per_block(still & edge & (gy > gx))

@@ -15,16 +15,17 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from adapters.contracts import available
+from adapters.contracts import ADAPTERS_DIR, available
 from harness.io import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "tests" / "goldens" / "controls"
-MODELS = tuple(available())  # the upstream models: the folders of adapters/ that hold a contract.yaml
+MODELS = tuple(available(ADAPTERS_DIR))  # the in-tree upstream models: the folders of adapters/ with a contract.yaml
 TRAJECTORIES = ("lrlr", "lrud", "square")
 CASE = "environment_rocket"
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".sh")
@@ -33,11 +34,10 @@ _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 def compile_item(model: str, trajectory: str, out_dir: Path, context: str = "paper") -> Path:
     """Compile ``model`` on ``trajectory`` for the golden case into ``out_dir``; returns the controls folder."""
-    from adapters.base import ItemRequest
+    from adapters.base import ItemRequest, build_adapter
     from harness.cases import load_case_set
-    from harness.context import ContextPolicy
-    from adapters.base import build_adapter
     from harness.config_groups import group_yaml
+    from harness.context import ContextPolicy
     from trajectories import TrajectorySpec
 
     adapter = build_adapter(group_yaml("model", model))
@@ -72,7 +72,7 @@ def snapshot(controls: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return arrays, texts
 
 
-def regen(models=MODELS, trajectories=TRAJECTORIES) -> None:
+def regen(models: Sequence[str] = MODELS, trajectories: Sequence[str] = TRAJECTORIES) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             for t in trajectories:
@@ -81,7 +81,8 @@ def regen(models=MODELS, trajectories=TRAJECTORIES) -> None:
                 if dest.exists():
                     shutil.rmtree(dest)
                 dest.mkdir(parents=True)
-                np.savez_compressed(dest / "arrays.npz", **arrays)
+                # numpy's stub types **kwds like its allow_pickle flag (bool); every key here is an array's name
+                np.savez_compressed(dest / "arrays.npz", **arrays)  # type: ignore[arg-type]
                 for rel, text in texts.items():
                     p = dest / "text" / f"{rel}.golden"
                     p.parent.mkdir(parents=True, exist_ok=True)

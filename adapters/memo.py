@@ -25,13 +25,17 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from trajectories.path import CameraPath
+
 _ENABLED = True
-_CACHES: list[OrderedDict] = []
+_CACHES: list[OrderedDict[Hashable, Any]] = []
 _LOCK = threading.RLock()  # items compile in threads when upstream jobs run concurrently (runner's GPU pool)
 
 
@@ -62,7 +66,7 @@ def key_of(obj: Any) -> Hashable:
         return (type(obj).__name__, obj)
     if isinstance(obj, np.ndarray):
         a = np.ascontiguousarray(obj)
-        return ("nd", a.dtype.str, a.shape, hashlib.blake2b(a.view(np.uint8).reshape(-1), digest_size=20).digest())
+        return ("nd", a.dtype.str, a.shape, hashlib.blake2b(a.view(np.uint8).reshape(-1).data, digest_size=20).digest())
     if isinstance(obj, np.generic):
         return ("np", obj.dtype.str, obj.item())
     if isinstance(obj, (list, tuple)):
@@ -75,13 +79,13 @@ def key_of(obj: Any) -> Hashable:
     raise Unhashable(type(obj).__name__)
 
 
-def _new_cache() -> OrderedDict:
-    c: OrderedDict = OrderedDict()
+def _new_cache() -> OrderedDict[Hashable, Any]:
+    c: OrderedDict[Hashable, Any] = OrderedDict()
     _CACHES.append(c)
     return c
 
 
-def _lookup(cache: OrderedDict, key: Hashable, compute: Callable[[], Any], maxsize: int) -> Any:
+def _lookup(cache: OrderedDict[Hashable, Any], key: Hashable, compute: Callable[[], Any], maxsize: int) -> Any:
     with _LOCK:
         if key in cache:
             cache.move_to_end(key)
@@ -94,23 +98,42 @@ def _lookup(cache: OrderedDict, key: Hashable, compute: Callable[[], Any], maxsi
     return value
 
 
-def memo(fn: Callable | None = None, *, maxsize: int = 128) -> Callable:
-    """Memoise a pure function by the values of its arguments; each call gets its own deep copy of the result."""
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@overload
+def memo(fn: Callable[_P, _R], *, maxsize: int = 128) -> Callable[_P, _R]: ...
+
+
+@overload
+def memo(fn: None = None, *, maxsize: int = 128) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
+
+
+def memo(
+    fn: Callable[_P, _R] | None = None, *, maxsize: int = 128
+) -> Callable[_P, _R] | Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Memoise a pure function by the values of its arguments; each call gets its own deep copy of the result.
+    ``@memo`` or ``@memo(maxsize=n)``; the memoised function keeps ``fn``'s signature."""
     if fn is None:
         return functools.partial(memo, maxsize=maxsize)
+    return _memoised(fn, maxsize)
+
+
+def _memoised(fn: Callable[_P, _R], maxsize: int) -> Callable[_P, _R]:
     cache = _new_cache()
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if not _ENABLED:
             return fn(*args, **kwargs)
         try:
             key = (key_of(args), key_of(sorted(kwargs.items())))
         except Unhashable:
             return fn(*args, **kwargs)
-        return copy.deepcopy(_lookup(cache, key, lambda: fn(*args, **kwargs), maxsize))
+        result: _R = copy.deepcopy(_lookup(cache, key, lambda: fn(*args, **kwargs), maxsize))
+        return result
 
-    wrapper.cache = cache  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -118,7 +141,7 @@ def memo(fn: Callable | None = None, *, maxsize: int = 128) -> Callable:
 _PATHS = _new_cache()
 
 
-def cached_path(key_parts: tuple, build: Callable[[], Any], maxsize: int = 256) -> Any:
+def cached_path(key_parts: tuple[Any, ...], build: Callable[[], CameraPath], maxsize: int = 256) -> CameraPath:
     """The camera path for ``key_parts`` (everything it depends on), built once; arrays made read-only."""
     if not _ENABLED:
         return build()
@@ -127,13 +150,14 @@ def cached_path(key_parts: tuple, build: Callable[[], Any], maxsize: int = 256) 
     except Unhashable:
         return build()
 
-    def make() -> Any:
+    def make() -> CameraPath:
         path = build()
         for a in (path.c2w, path.K):
             a.setflags(write=False)
         return path
 
-    return _lookup(_PATHS, key, make, maxsize)
+    path: CameraPath = _lookup(_PATHS, key, make, maxsize)
+    return path
 
 
 # -- encoded canvas files ----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import random
 import runpy
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -73,7 +73,8 @@ def run_upstream(script_and_args: list[str], replacements: Sequence[tuple[str, s
     exec(compile(src, os.path.abspath(script), "exec"), namespace)
 
 
-def main_with(parser: argparse.ArgumentParser, patch: Callable[[argparse.Namespace], None],
+def main_with(parser: argparse.ArgumentParser,
+              patch: Callable[[argparse.Namespace], Sequence[tuple[str, str]] | None],
               argv: Sequence[str] | None = None) -> None:
     """Parse the shim's own options, seed, ``patch(options)``, run upstream. ``patch`` may return literal
     replacements for the upstream script's own source (see :func:`run_upstream`)."""
@@ -86,7 +87,17 @@ def main_with(parser: argparse.ArgumentParser, patch: Callable[[argparse.Namespa
     run_upstream(upstream, replacements, getattr(opts, "commit", "") or "")
 
 
-def patch_attr(module_name: str, attr: str, make: Callable[[object], object]) -> None:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def marked(fn: _F, flag: str = "harness_shim") -> _F:
+    """``fn`` with the attribute ``flag`` set to True: how a test (or a reader of a traceback) tells the shim's
+    replacement of an upstream function from the original."""
+    setattr(fn, flag, True)
+    return fn
+
+
+def patch_attr(module_name: str, attr: str, make: Callable[[Any], object]) -> None:
     """Replace ``module.attr`` by ``make(original)``; also rebind it in modules that imported it by name."""
     import importlib
 

@@ -23,12 +23,15 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
 
 import numpy as np
 
 from .base import (Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError,
                    NativeControls)
+
+if TYPE_CHECKING:
+    from .contracts import Contract
 
 
 def _is_number(s: str) -> bool:
@@ -47,7 +50,7 @@ class UpstreamRunError(RuntimeError):
     found in ``upstream.log`` (None when there is none), recorded in ``meta.json``. ``meta``: the generation facts
     measured before the failure (the conformance residuals), recorded under ``generation`` in ``meta.json``."""
 
-    def __init__(self, message: str, root_cause: Optional[str] = None, meta: Optional[dict] = None):
+    def __init__(self, message: str, root_cause: Optional[str] = None, meta: Optional[dict[str, Any]] = None):
         super().__init__(message)
         self.root_cause = root_cause
         self.meta = meta
@@ -207,7 +210,7 @@ class UpstreamAdapter(Adapter):
     ``sys.path``); the readiness probe imports as that launch does."""
 
     config: UpstreamConfig
-    contexts = ("native",)
+    contexts: ClassVar[tuple[str, ...]] = ("native",)
     unsupported_reasons = {"fullkv": "no harness policy is wired to this upstream", "sliding": "no harness policy is "
                            "wired to this upstream", "fov": "no harness policy is wired to this upstream"}
     always_shimmed: ClassVar[bool] = False
@@ -216,7 +219,7 @@ class UpstreamAdapter(Adapter):
         super().__init__(config)
         contract = self.contract()
         fixed = contract is not None and not (contract.writer.fps_flag or contract.writer.fps_env)
-        if fixed and abs(float(self.config.fps) - contract.writer.fps) > 1e-9:
+        if contract is not None and fixed and abs(float(self.config.fps) - contract.writer.fps) > 1e-9:
             src = contract.raw.get("writer", {}).get("fps_source", "")
             raise ModelConfigError(
                 f"model.fps={self.config.fps:g}: upstream writes {contract.writer.fps:g} fps for {self.config.name} "
@@ -237,7 +240,7 @@ class UpstreamAdapter(Adapter):
 
     # -- compile ----------------------------------------------------------------------------------------------
     @abstractmethod
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         """Write upstream's input files into ``req.controls_dir``; return them with the decoded path and meta."""
 
     @abstractmethod
@@ -421,7 +424,7 @@ class UpstreamAdapter(Adapter):
             return None
         return str(Path(c.upstream_dir) / c.upstream_subdir) if c.upstream_subdir else str(c.upstream_dir)
 
-    def contract(self):
+    def contract(self) -> Optional[Contract]:
         """This model's upstream contract (``adapters/<name>/contract.yaml``), or None for a model without one."""
         from adapters import contracts
 
@@ -461,6 +464,7 @@ class UpstreamAdapter(Adapter):
         if not Path(c.upstream_dir).is_dir():
             return [Finding("error", "model.upstream_dir", f"{c.upstream_dir!r} does not exist; point it at the checkout")]
         wd = self.workdir()
+        assert wd is not None  # upstream_dir is set (checked above)
         if not Path(wd).is_dir():
             out.append(Finding("error", "model.upstream_subdir", f"{wd!r} does not exist in the checkout"))
         head = _git_head(c.upstream_dir)

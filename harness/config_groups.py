@@ -38,11 +38,15 @@ def conf_dir() -> Path:
 def search_dirs() -> list[Path]:
     """The folders configs are read from, in Hydra's order: inside a running app, its config search path (the
     ``conf`` package plus ``--config-dir`` / ``hydra.searchpath`` folders, e.g. an out-of-tree model's
-    ``model/<name>.yaml``); elsewhere the ``conf`` package alone."""
+    ``model/<name>.yaml``); elsewhere the ``conf`` package alone. Both end with the ``conf`` folders of installed
+    models (:mod:`harness.installed_models`)."""
     from hydra.core.hydra_config import HydraConfig
 
+    from harness.installed_models import installed_models
+
+    installed = [m.conf_dir for m in installed_models().values()]
     if not HydraConfig.initialized():
-        return [conf_dir()]
+        return [conf_dir(), *installed]
     dirs = []
     for src in HydraConfig.get().runtime.config_sources:
         if src.schema == "file":
@@ -51,7 +55,8 @@ def search_dirs() -> list[Path]:
             spec = importlib.util.find_spec(src.path)
             if spec is not None and spec.submodule_search_locations:
                 dirs.append(Path(next(iter(spec.submodule_search_locations))))
-    return dirs or [conf_dir()]
+    # an installed model's conf folder is on Hydra's path already (hydra_plugins/worldmem_models)
+    return [*(dirs or [conf_dir()]), *(d for d in installed if d not in dirs)]
 
 
 def option_file(group: str, name: str) -> Path:

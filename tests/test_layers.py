@@ -10,8 +10,10 @@ from pathlib import Path
 from tests.support import ROOT
 
 #: the project's source packages (``conf`` is a data package: not layered). ``hydra_plugins`` is a namespace shared
-#: with installed Hydra plugins: only ``hydra_plugins.worldmem_slurm`` is the project's.
-PROJECT = ("adapters", "harness", "trajectories", "evaluate", "hydra_plugins.worldmem_slurm")
+#: with installed Hydra plugins: only ``hydra_plugins.worldmem_slurm`` and
+#: ``hydra_plugins.worldmem_models`` are the project's.
+PROJECT = ("adapters", "harness", "trajectories", "evaluate", "hydra_plugins.worldmem_slurm",
+           "hydra_plugins.worldmem_models")
 TABLE_DOC = ROOT / "docs" / "architecture.md"
 
 
@@ -184,6 +186,7 @@ FOLDER_LAYERS: dict[str, set[str]] = {
     "evaluate/release": {"evaluate"},
     "evaluate/reporting": {"evaluate"},
     "hydra_plugins/worldmem_slurm": {"plugins"},
+    "hydra_plugins/worldmem_models": {"plugins"},
 }
 MODEL_LAYERS = {"adapters"}  # adapters/<model>/
 ENTRY_POINTS = {"harness.__main__", "harness.bench"}  # thin entry points of the app, directly in harness/

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from adapters.contracts.schema import Contract
 
@@ -66,11 +67,11 @@ def hub_fetch_violations(contract: Contract, args: list[str]) -> list[str]:
 
 
 class _RaisingParser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print and exit; the tests want the reason
+    def error(self, message: str) -> NoReturn:  # argparse would print and exit; the tests want the reason
         raise ContractViolation(message)
 
 
-def _bool_text(values: list[str]):
+def _bool_text(values: list[str]) -> Callable[[str], bool]:
     accepted = {v.lower() for v in values}
 
     def parse(text: str) -> bool:
@@ -81,7 +82,7 @@ def _bool_text(values: list[str]):
     return parse
 
 
-def _type(spec: dict[str, Any]):
+def _type(spec: dict[str, Any]) -> Callable[[str], Any]:
     t = spec.get("type")
     if t in (None, "str", "Path"):
         return str

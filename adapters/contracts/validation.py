@@ -61,7 +61,7 @@ def _coerce(tp: Any, value: Any, model: str, where: str) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return _coerce(inner[0], value, model, where)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, model, where)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
@@ -109,7 +109,7 @@ def _build(cls: type, data: Any, model: str, where: str) -> Any:
     kwargs = {}
     for name, f in fields.items():
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ContractSchemaError(model, f"{where}.{name}", "required")
             continue
         kwargs[name] = _coerce(hints[name], data[name], model, f"{where}.{name}")

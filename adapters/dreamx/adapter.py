@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import interpolate_to_frames
-from adapters.controls.prope import DREAMX_FIXED_K_NORM
+from adapters.dreamx.controls import DREAMX_FIXED_K_NORM
 from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import write_json, write_text
 from trajectories.conventions import c2w_from_w2c, w2c_from_c2w
 from trajectories.resample import first_of_group_anchors
@@ -69,7 +71,8 @@ def parse_camera_rows(text: str) -> np.ndarray:
 
 
 class DreamXAdapter(UpstreamAdapter):
-    contexts = ("fullkv", "native")  # fullkv: the shim's --full-kv; native: upstream's 12 / 3 window
+    # fullkv: the shim's --full-kv; native: upstream's 12 / 3 window
+    contexts: ClassVar[tuple[str, ...]] = ("fullkv", "native")
     unsupported_reasons = {"fov": "a retrieval policy must select the same frames in both KV caches; not implemented",
                            "sliding": "upstream's window (local_attn_size 12, sink 3: 3 sink + 6 recent + 3 current "
                                       "latents) is not the harness's 4 + 12 + 4 budget; use context=native for it"}
@@ -86,7 +89,7 @@ class DreamXAdapter(UpstreamAdapter):
             raise ModelConfigError(f"DreamX needs (N-1)%4 == 0 and a latent count divisible by 3; N={N}")
         return lat
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         lat = self.num_latents(req.path.num_frames)
         d = req.controls_dir
         write_text(d / "cameras.txt", cameras_text(req.path.c2w, self.scene_scale()))
@@ -121,7 +124,7 @@ class DreamXAdapter(UpstreamAdapter):
         return LaunchSpec(script="inference_ar_forcing.py", args=args, out_dir=str(out_dir), output=str(out),
                           wrapper=self.shim_path(__file__), wrapper_args=shim)
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if policy.name == "fullkv":
             return {"local_attn_size": -1, "shim": "runner.py --full-kv: cache literals resized to 126 x 880",
                     "window": "every earlier latent"}

@@ -16,26 +16,30 @@
 Usage: ``python runner.py --seed S --cameras cameras.txt [--full-kv 126] -- inference_ar_forcing.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from adapters.shim import main_with, patch_attr, patch_source  # noqa: E402
+from adapters.shim import main_with, marked, patch_attr, patch_source  # noqa: E402
 
 COMMIT = "a1f4c6e5e45600718e5236955f2e0702e53fc275"
 TOKENS_PER_LATENT = 880  # 22 x 40 tokens at 704x1280 (pipeline/pipeline_causal_camera.py:36)
 
 
-def read_rows(path):
+def read_rows(path: str) -> list[list[float]]:
     lines = open(path).read().splitlines()[1:]
     return [[float(v) for v in x.split()] for x in lines if x.strip()]
 
 
-def make_generator(rows):
+def make_generator(rows: list[list[float]]) -> Callable[..., tuple[None, Any, list[None]]]:
     """The replacement for ``generate_trajectory_from_json``: the 3-tuple its call site unpacks."""
 
-    def generate_trajectory_from_json(trajectory_spec=None, num_frames=None, *args, return_cam_params=False, **kwargs):
+    def generate_trajectory_from_json(trajectory_spec: Any = None, num_frames: Any = None, *args: Any,
+                                      return_cam_params: bool = False, **kwargs: Any) -> tuple[None, Any, list[None]]:
         import numpy as np
 
         if num_frames is not None and int(num_frames) != len(rows):
@@ -47,22 +51,21 @@ def make_generator(rows):
                              f"the call site differs from {COMMIT[:12]}")
         return None, cam, [None] * len(cam)
 
-    generate_trajectory_from_json.harness_shim = True
-    return generate_trajectory_from_json
+    return marked(generate_trajectory_from_json)
 
 
-def full_kv_patches(latents):
+def full_kv_patches(latents: int) -> list[tuple[str, list[tuple[str, str]]]]:
     """(module, [(old, new)]) literal rewrites for FullKV over ``latents`` latents."""
     n = str(int(latents) * TOKENS_PER_LATENT)
     return [("pipeline.pipeline_causal_camera", [("kv_cache_size = 18480", f"kv_cache_size = {n}")]),
             ("wan.modules.causal_camera_model_2_2_prope_infinity", [("39600", n)])]
 
 
-def force_full_window(cls):
+def force_full_window(cls: type[Any]) -> type[Any]:
     """Make ``WanDiffusionCameraWrapper(...)`` build its model with ``local_attn_size=-1`` (no sliding window)."""
     original = cls.__init__
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         kwargs["local_attn_size"] = -1
         original(self, *args, **kwargs)
 
@@ -70,7 +73,7 @@ def force_full_window(cls):
     return cls
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> None:
     rows = read_rows(opts.cameras)
     if opts.full_kv:
         # the model module first: the pipeline module imports it (through utils.wan_wrapper) when it is executed

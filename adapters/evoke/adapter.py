@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import atomic_path, write_text
 
 
@@ -52,7 +53,7 @@ class EvokeConfig(UpstreamConfig):
 
 
 class EvokeAdapter(UpstreamAdapter):
-    contexts = ("native",)
+    contexts: ClassVar[tuple[str, ...]] = ("native",)
     unsupported_reasons = {"fullkv": "no KV cache (RESTRICT=0); memory is history latents + a warp bank",
                            "sliding": "no KV window upstream", "fov": "no KV window upstream"}
     config_class = EvokeConfig
@@ -60,7 +61,7 @@ class EvokeAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames
         chunks = c.chunks(N)
@@ -99,5 +100,5 @@ class EvokeAdapter(UpstreamAdapter):
         return LaunchSpec(script=c.script, args=[], env=env, out_dir=str(out_dir),
                           output=str(out_dir / name / "geo_pred.mp4"), interpreter=["bash"])
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         return {**super().told_upstream(policy), "window": "no KV cache: history latents + a warp bank"}

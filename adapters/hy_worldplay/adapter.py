@@ -19,23 +19,24 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import interpolate_to_frames
-from adapters.controls.prope import HY_DEFAULT_K, hy_normalise_K
-from adapters.hy_worldplay.controls import hy_action_labels
+from adapters.hy_worldplay.controls import HY_DEFAULT_K, hy_action_labels, hy_normalise_K
 from adapters.memo import memo
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.context import fov_selection as _fov_selection
 from harness.io import json_text, write_text
+from trajectories.path import CameraPath
 from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
 @memo
-def selection_json(policy, path, chunk: int) -> str:
+def selection_json(policy: ContextPolicy, path: CameraPath, chunk: int) -> str:
     """``context_selection.json`` (:func:`harness.context.fov_selection`) as written, once per path and policy."""
     return json_text(_fov_selection(policy, path, chunk))
 
@@ -66,7 +67,7 @@ class HYConfig(UpstreamConfig):
 
 class HYWorldPlayAdapter(UpstreamAdapter):
     #: native: upstream's own FoV retrieval; the others replace ``select_aligned_memory_frames`` (runner.py)
-    contexts = ("native", "fov", "sliding", "fullkv")
+    contexts: ClassVar[tuple[str, ...]] = ("native", "fov", "sliding", "fullkv")
     unsupported_reasons = {}
     config_class = HYConfig
     config: HYConfig
@@ -74,7 +75,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 4:
             raise ModelConfigError(f"HY-WorldPlay needs (N-1) % 4 == 0; got N={N}")
@@ -116,7 +117,7 @@ class HYWorldPlayAdapter(UpstreamAdapter):
         return LaunchSpec(script="hyvideo/generate.py", args=args, output=str(out_dir / "gen.mp4"), out_dir=str(out_dir),
                           wrapper=self.shim_path(__file__), wrapper_args=shim_args)
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if policy.name == "native":
             return {**super().told_upstream(policy), "window": "upstream's own FoV retrieval "
                     "(select_aligned_memory_frames)"}

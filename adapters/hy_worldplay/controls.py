@@ -1,4 +1,4 @@
-"""HY-WorldPlay's controls: one discrete action label 0..80 per latent.
+"""HY-WorldPlay's controls: one discrete action label 0..80 per latent, and its PRoPE intrinsics (default K).
 
 Poses in and out: OpenCV camera-to-world 4x4 (+x right / +y down / +z forward), world = camera frame of
 frame 0, positive yaw turns right, positive pitch turns up.
@@ -10,6 +10,25 @@ import numpy as np
 
 from adapters.memo import memo
 from trajectories.conventions import w2c_from_c2w
+
+#: HY-WorldPlay's own default K, used where it builds poses itself (Tencent-Hunyuan/HY-WorldPlay@da2d0c2
+#: hyvideo/generate.py:160-164, pixels of 1920x1080); the harness writes it into every latent of the pose JSON, as
+#: the paper's "fixed camera intrinsics" (appendix C). Normalised it is DreamX's K: 0.505 / 0.898.
+HY_DEFAULT_K = np.array([[969.6969696969696, 0.0, 960.0], [0.0, 969.6969696969696, 540.0], [0.0, 0.0, 1.0]])
+
+
+def hy_normalise_K(K: np.ndarray) -> np.ndarray:
+    """HY-WorldPlay: ``fx / (2 cx)``, ``fy / (2 cy)``, ``cx = cy = 0.5`` (equals fx/W, fy/H for a centred K).
+
+    Tencent-Hunyuan/HY-WorldPlay@da2d0c2 hyvideo/generate.py. Returns (3, 3).
+    """
+    K = np.asarray(K, dtype=np.float64)
+    out = np.eye(3)
+    out[0, 0] = K[0, 0] / (2 * K[0, 2])
+    out[1, 1] = K[1, 1] / (2 * K[1, 2])
+    out[0, 2] = out[1, 2] = 0.5
+    return out
+
 
 # --------------------------------------------------------------------------------------------------------------
 # HY-WorldPlay: one discrete label 0..80 per latent (Tencent-Hunyuan/HY-WorldPlay@da2d0c2 hyvideo/generate.py)

@@ -7,15 +7,18 @@
 Usage: ``python runner.py --seed S [--selection context_selection.json] -- hyvideo/generate.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from adapters.shim import load_selection, main_with, patch_attr  # noqa: E402
+from adapters.shim import load_selection, main_with, marked, patch_attr  # noqa: E402
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> None:
     if not opts.selection:
         return
     table = load_selection(opts.selection)
@@ -23,19 +26,18 @@ def patch(opts):
     patch_attr("hyvideo.utils.retrieval_context", "select_aligned_memory_frames", lambda original: make_selector(table))
 
 
-def make_selector(table):
+def make_selector(table: dict[int, list[int]]) -> Callable[..., list[int]]:
     """The replacement for ``select_aligned_memory_frames(w2c_list, current_frame_idx, memory_frames=,
     temporal_context_size=, pred_latent_size=, points_local=, device=)`` (called once per chunk with the chunk's
     first latent, worldplay_video_pipeline.py:1125): the harness selection as a list of int latent indices."""
 
-    def select_aligned_memory_frames(w2c_list, current_frame_idx, *args, **kwargs):
+    def select_aligned_memory_frames(w2c_list: Any, current_frame_idx: Any, *args: Any, **kwargs: Any) -> list[int]:
         key = int(current_frame_idx)
         if key not in table:
             raise SystemExit(f"shim: no harness selection for the chunk starting at latent {key}")
         return [int(i) for i in table[key]]
 
-    select_aligned_memory_frames.harness_shim = True
-    return select_aligned_memory_frames
+    return marked(select_aligned_memory_frames)
 
 
 def build_parser() -> argparse.ArgumentParser:

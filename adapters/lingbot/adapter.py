@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import save_npy
 from trajectories.resample import latent_anchor_frames, latents_for_frames
 
@@ -66,7 +67,7 @@ def wan_canvas(height: int, width: int, max_area: int, stride: int = 8, patch: i
     return int(lat_h * stride), int(lat_w * stride)
 
 
-def lingbot_context_args(policy, cfg: LingBotConfig) -> list[str]:
+def lingbot_context_args(policy: ContextPolicy, cfg: LingBotConfig) -> list[str]:
     """Upstream knobs for a context policy (v2 generate.py:163-173: ``--local_attn_size``, ``--sink_size``).
 
     fullkv -> nothing (``local_attn_size = -1`` default, ``max_attention_size = None``); sliding ->
@@ -90,7 +91,7 @@ class LingBotAdapter(UpstreamAdapter):
     config_class = LingBotConfig
     config: LingBotConfig
     #: a causal build: upstream's own --local_attn_size / --sink_size (:func:`lingbot_context_args`)
-    contexts = ("native", "fullkv", "sliding")
+    contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv", "sliding")
     unsupported_reasons = {
         "fullkv": "the pinned v1 generate.py is bidirectional (no KV cache); use model=lingbot_v2",
         "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
@@ -103,7 +104,7 @@ class LingBotAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if not self.config.causal:
             return {"passed": "nothing: the pinned generate.py is bidirectional", "window": "the whole clip"}
         if policy.name in ("native", "fullkv"):
@@ -143,7 +144,7 @@ class LingBotAdapter(UpstreamAdapter):
         step = self.config.vae_stride_hw * self.config.patch_hw
         return (h // step) * (w // step)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         d = req.controls_dir
         N = req.path.num_frames
         lat = self.latent_count(N)

@@ -9,22 +9,25 @@ Poses follow :mod:`trajectories.conventions`.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from adapters.base import ItemRequest
 from adapters.lingbot.adapter import LingBotAdapter, lingbot_context_args
 from adapters.memo import memo
+from harness.context import ContextPolicy
 from harness.context import fov_selection as _fov_selection
 from harness.io import json_text, write_text
-
+from trajectories.path import CameraPath
 
 
 @memo
-def selection_json(policy, path, chunk: int) -> str:
+def selection_json(policy: ContextPolicy, path: CameraPath, chunk: int) -> str:
     """``context_selection.json`` (:func:`harness.context.fov_selection`) as written, once per path and policy."""
     return json_text(_fov_selection(policy, path, chunk))
 
 
 class LingBotV2Adapter(LingBotAdapter):
-    contexts = ("fullkv", "sliding", "fov", "native")
+    contexts: ClassVar[tuple[str, ...]] = ("fullkv", "sliding", "fov", "native")
     unsupported_reasons = {}
 
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
@@ -36,7 +39,7 @@ class LingBotV2Adapter(LingBotAdapter):
         S = self.frame_seqlen()
         return [], self.shim_path(__file__, "fov_runner.py"), ["--selection", str(sel_file), "--frame-seqlen", str(S)]
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if policy.name != "fov":
             return super().told_upstream(policy)
         from adapters.base import policy_budget

@@ -17,21 +17,25 @@ S (cross-attention to text / image tokens) pass through untouched. Retrieved key
 Usage: ``python fov_runner.py --selection context_selection.json --frame-seqlen 1508 -- generate.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from adapters.shim import main_with, patch_attr  # noqa: E402
+from adapters.shim import main_with, marked, patch_attr  # noqa: E402
 
 DEFAULT_KERNELS = "wan.modules.model_fast:flash_attention,wan.distributed.sequence_parallel:flash_attention"
 
 
-def make_gather(original, table, frame_seqlen, chunk):
+def make_gather(original: Callable[..., Any], table: dict[int, list[int]], frame_seqlen: int,
+                chunk: int) -> Callable[..., Any]:
     """Wrap an attention kernel ``f(q, k, v, *args, **kwargs)`` with [B, L, N, D] tensors."""
     import torch
 
-    def kernel(q, k, v, *args, **kwargs):
+    def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         S = frame_seqlen
         n_tok = k.shape[1]
         if n_tok % S or q.shape[1] % S:
@@ -47,11 +51,10 @@ def make_gather(original, table, frame_seqlen, chunk):
             kwargs["k_lens"] = torch.full_like(kwargs["k_lens"], len(frames) * S)
         return original(q, k.index_select(1, idx), v.index_select(1, idx), *args, **kwargs)
 
-    kernel.harness_fov = True
-    return kernel
+    return marked(kernel, "harness_fov")
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> None:
     import json
 
     data = json.load(open(opts.selection))

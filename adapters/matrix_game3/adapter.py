@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.matrix_game3.controls import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import save_npy
 
 
@@ -50,7 +52,8 @@ class MG3Config(UpstreamConfig):
 
 
 class MatrixGame3Adapter(UpstreamAdapter):
-    contexts = ("native",)  # the model's own memory: 4 overlap latents + 5 memory latents it retrieves itself
+    # the model's own memory: 4 overlap latents + 5 memory latents it retrieves itself
+    contexts: ClassVar[tuple[str, ...]] = ("native",)
     unsupported_reasons = {"fullkv": "no KV cache; each clip sees 4 overlap + 5 memory latents, a longer context "
                                      "than the model was built for",
                            "sliding": "only the memory-slot selection could change; not implemented",
@@ -63,7 +66,7 @@ class MatrixGame3Adapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         c = self.config
         iters = c.iterations(req.path.num_frames)
         keyboard, mouse = mg3_encode(req.path.c2w, c.params())
@@ -104,11 +107,13 @@ class MatrixGame3Adapter(UpstreamAdapter):
         from adapters.matrix_game3.runner import REPLACES
 
         # the shim writes the raw frames itself, at the rate upstream's writer uses (contract writer.fps)
+        contract = self.contract()
+        assert contract is not None  # adapters/matrix_game3/contract.yaml
         shim = ["--seed", str(req.seed), "--keyboard", str(d / "keyboard_condition.npy"), "--mouse",
-                str(d / "mouse_condition.npy"), "--fps", f"{self.contract().writer.fps:g}"]
+                str(d / "mouse_condition.npy"), "--fps", f"{contract.writer.fps:g}"]
         return LaunchSpec(script="generate.py", args=args, out_dir=str(out_dir), output=str(out_dir / "video.mp4"),
                           wrapper=self.shim_path(__file__), wrapper_args=shim, replaces=REPLACES)
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         return {**super().told_upstream(policy),
                 "window": "each clip: 4 overlap latents + 5 memory latents retrieved by upstream"}

@@ -58,7 +58,7 @@ class MG3Params:
 #: 12.35 cm backwards for it, utils/utils.py compute_next_pose_from_action) that its generator never produces; the
 #: square's backward leg needs it because the square keeps the orientation fixed (turning round and pressing W
 #: would change the view the trajectory tests). A recorded deviation (``MG3_CAVEATS``); S+A and S+D are not used.
-_MG3_KEYS = [
+_MG3_KEYS: list[tuple[tuple[int, int, int, int], tuple[float | str, float | str]]] = [
     ((0, 0, 0, 0), (0.0, 0.0)), ((1, 0, 0, 0), (1.0, 0.0)), ((0, 1, 0, 0), (-1.0, 0.0)),
     ((0, 0, 1, 0), (0.0, -1.0)), ((0, 0, 0, 1), (0.0, 1.0)), ((1, 0, 1, 0), ("d", "-d")),
     ((1, 0, 0, 1), ("d", "d")),
@@ -73,7 +73,7 @@ MG3_CAVEATS = (("keys held in runs of at least 12 frames, changed only at 12-fra
 def _key_moves(p: MG3Params) -> tuple[np.ndarray, np.ndarray]:
     keys, moves = [], []
     for k, (f, r) in _MG3_KEYS:
-        def v(x):
+        def v(x: float | str) -> float:
             if isinstance(x, str):
                 return (-1 if x.startswith("-") else 1) * p.diag_cm / 100.0
             return x * p.step_cm / 100.0
@@ -108,7 +108,7 @@ def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
     dz = p.dead_zone * _DEAD_MARGIN
     state = 0.0
     moving = np.r_[False, np.abs(np.diff(target)) > 1e-9]
-    run_start = None
+    run_start: int | None = None
     for t in range(1, T):
         if moving[t] and run_start is None:
             run_start = t - 1
@@ -119,6 +119,7 @@ def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
         if moving[t] and (t == T - 1 or not moving[t + 1]):  # the end of a move (run_start was set at its start)
             r = (target[t] - state) / p.deg_per_unit
             if abs(r) > 1e-12:
+                assert run_start is not None  # set where this move started
                 run = np.arange(run_start, t)
                 # |r| < dz here (a lag that clears the dead zone was emitted above), so it only ever joins a value
                 same = [j for j in run[::-1] if m[j] != 0 and np.sign(m[j]) == np.sign(r)]
@@ -259,6 +260,6 @@ def mg3_extrinsics(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Pa
 def mg3_decode(keyboard: np.ndarray, mouse: np.ndarray, p: MG3Params = MG3Params()) -> np.ndarray:
     """Native actions -> canonical path (OpenCV c2w, world = frame 0, scene units)."""
     ext = mg3_extrinsics(keyboard, mouse, p)
-    rel = w2c_from_c2w(ext[0])[None] @ ext
+    rel: np.ndarray = w2c_from_c2w(ext[0])[None] @ ext
     rel[:, :3, 3] /= p.metres_per_unit
     return rel

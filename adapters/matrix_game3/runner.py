@@ -19,23 +19,27 @@ folder Matrix-Game-3/, contract ``adapters/matrix_game3/contract.yaml``).
 Usage: ``python runner.py --seed S --keyboard K.npy --mouse M.npy --fps 17 -- generate.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import inspect
 import os
 import sys
+from typing import Any, Callable, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from adapters.shim import main_with, patch_attr  # noqa: E402
+from adapters.shim import main_with, marked, patch_attr  # noqa: E402
 
 #: The upstream functions this shim replaces (``module.function``): the contract's overlay rule reads it.
 REPLACES = ("utils.utils.get_data", "utils.visualize.process_video")
 
 
-def make_get_data(original, keyboard, mouse):
+def make_get_data(original: Callable[..., Any], keyboard: Sequence[Any], mouse: Sequence[Any]) -> Callable[..., Any]:
     """The replacement for ``utils.utils.get_data`` (same signature, same four return values)."""
     accepts = set(inspect.signature(original).parameters)
 
-    def get_data(num_frames, height, width, pil_image, device=None, dtype=None, **kwargs):
+    def get_data(num_frames: int, height: int, width: int, pil_image: Any, device: Any = None, dtype: Any = None,
+                 **kwargs: Any) -> tuple[Any, Any, Any, Any]:
         import numpy as np
 
         upstream = sys.modules[original.__module__]
@@ -55,29 +59,32 @@ def make_get_data(original, keyboard, mouse):
         ms_t = torch.from_numpy(ms).to(device, dtype).unsqueeze(0)
         return image, extrinsics, kb_t, ms_t
 
-    get_data.harness_shim = True
-    return get_data
+    return marked(get_data)
 
 
-def make_process_video(fps, export=None):
+def _diffusers_writer() -> Callable[..., Any]:
+    """Upstream's ``export_to_video``, from the upstream environment's diffusers (its version, not the harness's)."""
+    from diffusers.utils import export_to_video  # type: ignore[attr-defined]  # re-exported there without __all__
+
+    return export_to_video
+
+
+def make_process_video(fps: float, export: Callable[..., Any] | None = None) -> Callable[..., None]:
     """The replacement for ``utils.visualize.process_video``: write ``input_video`` ((T, H, W, 3) uint8) to
     ``output_video`` as it is, at ``fps``. ``export``: the writer (default: upstream's ``export_to_video``)."""
 
-    def process_video(input_video, output_video, config=None, mouse_icon_path=None, mouse_scale=1.0,
-                      default_frame_res=None, **kwargs):
+    def process_video(input_video: Any, output_video: str, config: Any = None, mouse_icon_path: Any = None,
+                      mouse_scale: float = 1.0, default_frame_res: Any = None, **kwargs: Any) -> None:
         import numpy as np
 
-        write = export
-        if write is None:
-            from diffusers.utils import export_to_video as write
+        write = export if export is not None else _diffusers_writer()
         frames = [np.asarray(f, dtype=np.float32) / 255.0 for f in input_video]
         write(frames, output_video, fps=fps)
 
-    process_video.harness_shim = True
-    return process_video
+    return marked(process_video)
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> None:
     import numpy as np
 
     kb, ms = np.load(opts.keyboard), np.load(opts.mouse)

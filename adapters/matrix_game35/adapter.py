@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import atomic_path, write_json
 
 
@@ -51,7 +52,8 @@ def caption_starts(num_blocks: int) -> list[int]:
 
 
 class MatrixGame35Adapter(UpstreamAdapter):
-    contexts = ("native",)  # the model's own memory: a KV window of context chunks + pose retrieval + mosaic
+    # the model's own memory: a KV window of context chunks + pose retrieval + mosaic
+    contexts: ClassVar[tuple[str, ...]] = ("native",)
     unsupported_reasons = {"fullkv": "no upstream switch for a FullKV rollout",
                            "sliding": "upstream's context counts chunks of 3 latents (chunk_size 3, context_chunks 7, "
                                       "configs/infer_distilled_6blocks.yaml:13-14@fa6d2b6) chosen by pose "
@@ -75,7 +77,7 @@ class MatrixGame35Adapter(UpstreamAdapter):
                                    "(model.num_frames / model.frames_per_trajectory)")
         return blocks
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         c = self.config
         N = req.path.num_frames
         blocks = self.blocks_for(N)
@@ -117,7 +119,7 @@ class MatrixGame35Adapter(UpstreamAdapter):
         c = self.config
         return {**super().checkpoint_paths(), "wan_dir": c.wan_dir, "tokenizer_dir": c.tokenizer(), "da3_dir": c.da3_dir}
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         return {**super().told_upstream(policy), "config": self.config.config_file,
                 "window": "chunk_size 3 latents, context_chunks 7 (dynamic, pose-near oldest), memory_mode "
                           "c0_plus_generated + projection-IoU mosaic (configs/infer_distilled_6blocks.yaml:11-20)"}

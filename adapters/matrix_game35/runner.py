@@ -7,6 +7,8 @@ trajectory needs more than the released six blocks), then runs upstream with it.
 Usage: ``python runner.py --seed S --config-in configs/x.yaml --config-out out.yaml -- infer_distilled.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
@@ -15,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from adapters.shim import main_with  # noqa: E402
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> None:
     import yaml
 
     cfg = yaml.safe_load(open(opts.config_in))

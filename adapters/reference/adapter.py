@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from adapters.base import Adapter, FrameSink, GeneratedVideo, ItemRequest, NativeControls
 from harness.io import save_npy, write_json
+from harness.scene import Room
 
 from .config import ReferenceConfig
 from .events import event_for
-from .model import Room, rollout
+from .model import rollout
 
 
 class ReferenceAdapter(Adapter):

@@ -25,7 +25,7 @@ the judge receives.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -58,15 +58,15 @@ class WalkOffEvent:
 
     canvas: np.ndarray
     mask: np.ndarray
-    phases: dict
+    phases: dict[str, Sequence[int]]
     start_frame: int
     duration: int
     target: str = "target"
-    progress: dict = field(default_factory=dict)  # frame -> drawn progress in [0, 1]
-    visible: dict = field(default_factory=dict)  # frame -> fraction of the band in view
-    observed: dict = field(default_factory=dict)  # latent -> observed the spot at its anchor frame
-    belief: dict = field(default_factory=dict)  # latent -> walk start it rendered (None: lying)
-    chunk_beliefs: list = field(default_factory=list)
+    progress: dict[int, float] = field(default_factory=dict)  # frame -> drawn progress in [0, 1]
+    visible: dict[int, float] = field(default_factory=dict)  # frame -> fraction of the band in view
+    observed: dict[int, bool] = field(default_factory=dict)  # latent -> observed the spot at its anchor frame
+    belief: dict[int, Optional[int]] = field(default_factory=dict)  # latent -> walk start it rendered (None: lying)
+    chunk_beliefs: list[dict[str, Any]] = field(default_factory=list)
     _walk_start: Optional[int] = None
 
     def __post_init__(self) -> None:
@@ -143,7 +143,7 @@ class WalkOffEvent:
             cv2.copyTo(warped, valid, frame)
         return frame
 
-    def trace(self) -> dict:
+    def trace(self) -> dict[str, Any]:
         """JSON-ready record of the event (stored in ``meta.json`` under ``generation.dynamic_event``)."""
         T = max(self.progress) + 1 if self.progress else 0
         return {
@@ -162,7 +162,8 @@ class WalkOffEvent:
         }
 
 
-def event_for(case: Any, canvas: np.ndarray, phases: dict, seed_parts: tuple) -> Optional[WalkOffEvent]:
+def event_for(case: Any, canvas: np.ndarray, phases: Mapping[str, Sequence[int]], seed_parts: tuple[Any, ...]
+              ) -> Optional[WalkOffEvent]:
     """The walk-off event of a dynamic case with an object target (its first object), else None."""
     from harness.imaging import resize_cover_crop
 
@@ -182,7 +183,8 @@ def event_for(case: Any, canvas: np.ndarray, phases: dict, seed_parts: tuple) ->
     return WalkOffEvent(np.asarray(canvas), mask, dict(phases), start, duration, target=obj.id)
 
 
-def ground_truth(trace: dict, phases: dict, frames: Sequence[int], questions: Sequence[Any]) -> Optional[dict]:
+def ground_truth(trace: dict[str, Any], phases: Mapping[str, Sequence[int]], frames: Sequence[int],
+                 questions: Sequence[Any]) -> Optional[dict[str, Any]]:
     """Correct start-gate decision and answers for ``questions`` as seen in the judged ``frames``.
 
     Args:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -28,11 +29,14 @@ from harness.context import ContextPolicy, ContextSelector
 from harness.scene import Room
 from trajectories.resample import latents_for_frames
 
+_DEFAULT_ROOM = Room()  # the reference room (frozen: one instance serves every default)
+
 
 def _empty(filled: np.ndarray) -> np.ndarray:
     """uint8 mask (1 where ``filled`` is 0) for ``cv2.boundingRect``. numpy, not ``cv2.compare(a, 0)``: OpenCV reads a
     1x1 array as a scalar and refuses that comparison."""
-    return np.equal(filled, 0).view(np.uint8)
+    mask: np.ndarray = np.equal(filled, 0).view(np.uint8)
+    return mask
 
 
 def stable_seed(*parts: object) -> np.random.SeedSequence:
@@ -73,14 +77,15 @@ class Texture:
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         s = np.sin(points.astype(np.float32) @ self.k.T + self.phase)
-        return np.clip(self.base + s @ self.amp + self._tiles(points), 0, 255).astype(np.uint8)
+        rgb: np.ndarray = np.clip(self.base + s @ self.amp + self._tiles(points), 0, 255).astype(np.uint8)
+        return rgb
 
 
 @dataclass
 class RenderStats:
     warps: int = 0
     synth_pixels: int = 0
-    sources_used: set = field(default_factory=set)
+    sources_used: set[object] = field(default_factory=set)
 
 
 class ReferenceRenderer:
@@ -97,7 +102,7 @@ class ReferenceRenderer:
     MAP_STEP = 4
     BAND_ROWS = 32
 
-    def __init__(self, K: np.ndarray, height: int, width: int, room: Room = Room()):
+    def __init__(self, K: np.ndarray, height: int, width: int, room: Room = _DEFAULT_ROOM):
         from trajectories.conventions import pixel_rays
 
         self.K = np.asarray(K, np.float64)
@@ -228,7 +233,8 @@ class ReferenceRenderer:
         """Room hit points (h/MAP_STEP, w/MAP_STEP, 3) float32 of ``c2w``'s rays on the coarse map grid."""
         R, t = c2w[:3, :3], c2w[:3, 3]
         d = self._coarse_rays @ R.T.astype(np.float32)
-        return (t + d * self.room.hit(t, d)[..., None]).astype(np.float32)
+        hits: np.ndarray = (t + d * self.room.hit(t, d)[..., None]).astype(np.float32)
+        return hits
 
     def render(
         self,
@@ -243,7 +249,7 @@ class ReferenceRenderer:
 
         out = np.zeros((self.h, self.w, 4), np.uint8)
         filled = np.zeros((self.h, self.w), np.uint8)
-        Xc = test_pts = None
+        hits: tuple[np.ndarray, np.ndarray] | None = None  # the target's hit points: coarse map grid, test grid
         for sid, c2w_s, img in sources:
             # Cheap coarse test first: does this source see any still-empty pixel? (skips most sources)
             todo = filled.take(self._cy, 0).take(self._cx, 1) == 0  # == filled[self._coarse_ix], faster
@@ -265,9 +271,9 @@ class ReferenceRenderer:
                 ok = q[:, 2] > 1e-6
                 qx, qy = q[ok, 0] / q[ok, 2], q[ok, 1] / q[ok, 2]
             else:
-                if Xc is None:
-                    Xc = self.coarse_hit_points(c2w_t)
-                    test_pts = self._test_points(c2w_t)
+                if hits is None:
+                    hits = (self.coarse_hit_points(c2w_t), self._test_points(c2w_t))
+                Xc, test_pts = hits
                 p = (test_pts[todo] - c2w_s[:3, 3]) @ c2w_s[:3, :3]
                 ok = p[:, 2] > 1e-4
                 qx = self.K_cv[0, 0] * p[ok, 0] / p[ok, 2] + self.K_cv[0, 2]
@@ -286,31 +292,60 @@ class ReferenceRenderer:
                 bw, bh = x1 - x, y1 - y
             if stats is not None:
                 stats.warps += 1  # counted whether or not it adds pixels (the trace reports it)
-            added = False
-            # Empty pixels left between earlier sources often form thin slanted strips: warp band by band, each
-            # band only over its empty pixels' box.
-            # (an empty window, e.g. a footprint beside the empty pixels' box, has nothing to warp)
-            for by in range(y, y + (bh if bw > 0 and bh > 0 else 0), self.BAND_ROWS):
-                by1 = min(by + self.BAND_ROWS, y + bh)
-                ex, ey, ew, eh = cv2.boundingRect(_empty(filled[by:by1, x:x + bw]))
-                if ew == 0:
-                    continue
-                roi = (slice(by + ey, by + ey + eh), slice(x + ex, x + ex + ew))
-                if same_centre:
-                    warped, valid = self._warp_rotation(M, img, roi)
-                else:
-                    blk = self._coarse_block(roi[1].start, roi[0].start, roi[1].stop, roi[0].stop)
-                    rel = tuple(slice(b.start - a.start, b.stop - a.start) for a, b in zip(block, blk))
-                    warped, valid = self._warp_rays((maps[0][rel], maps[1][rel]), blk, img, roi)
-                filled_roi = filled[roi]
-                new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
-                if cv2.countNonZero(new) == 0:
-                    continue
-                cv2.copyTo(warped, new, out[roi])  # writes through the view
-                cv2.bitwise_or(filled_roi, new, dst=filled_roi)
-                added = True
+            added = self._warp_bands(out, filled, (x, y, bw, bh), img, M if same_centre else None,
+                                     None if same_centre else (block, maps))
             if added and stats is not None:
                 stats.sources_used.add(sid)
+        self._fill_holes(out, filled, c2w_t, texture, stats)
+        out[..., 3] = 255
+        return out
+
+    def _warp_bands(
+        self,
+        out: np.ndarray,
+        filled: np.ndarray,
+        window: tuple[int, int, int, int],
+        img: np.ndarray,
+        M: np.ndarray | None,
+        rays: tuple[tuple[slice, slice], tuple[np.ndarray, np.ndarray]] | None,
+    ) -> bool:
+        """Warp source ``img`` into the still-empty pixels of ``window`` = (x, y, w, h) of ``out`` (updating
+        ``filled``): by the homography ``M`` for a source at the target's centre, else by the coarse ray ``maps``
+        of ``block`` (``rays`` = (block, maps)). True when it added a pixel."""
+        import cv2
+
+        x, y, bw, bh = window
+        added = False
+        # Empty pixels left between earlier sources often form thin slanted strips: warp band by band, each
+        # band only over its empty pixels' box.
+        # (an empty window, e.g. a footprint beside the empty pixels' box, has nothing to warp)
+        for by in range(y, y + (bh if bw > 0 and bh > 0 else 0), self.BAND_ROWS):
+            by1 = min(by + self.BAND_ROWS, y + bh)
+            ex, ey, ew, eh = cv2.boundingRect(_empty(filled[by:by1, x:x + bw]))
+            if ew == 0:
+                continue
+            roi = (slice(by + ey, by + ey + eh), slice(x + ex, x + ex + ew))
+            if rays is None:
+                assert M is not None
+                warped, valid = self._warp_rotation(M, img, roi)
+            else:
+                block, maps = rays
+                blk = self._coarse_block(roi[1].start, roi[0].start, roi[1].stop, roi[0].stop)
+                rel = tuple(slice(b.start - a.start, b.stop - a.start) for a, b in zip(block, blk))
+                warped, valid = self._warp_rays((maps[0][rel], maps[1][rel]), blk, img, roi)
+            filled_roi = filled[roi]
+            new = cv2.bitwise_and(valid, cv2.bitwise_not(filled_roi))
+            if cv2.countNonZero(new) == 0:
+                continue
+            cv2.copyTo(warped, new, out[roi])  # writes through the view
+            cv2.bitwise_or(filled_roi, new, dst=filled_roi)
+            added = True
+        return added
+
+    def _fill_holes(
+        self, out: np.ndarray, filled: np.ndarray, c2w_t: np.ndarray, texture: Texture, stats: RenderStats | None
+    ) -> None:
+        """Pixels of ``out`` no source covered (``filled == 0``) take the room ``texture`` at their ray's hit."""
         hole = filled == 0
         if hole.any():
             R, t = c2w_t[:3, :3], c2w_t[:3, 3]
@@ -319,20 +354,19 @@ class ReferenceRenderer:
             out[hole, :3] = texture(pts)
             if stats is not None:
                 stats.synth_pixels += int(hole.sum())
-        out[..., 3] = 255
-        return out
 
     def _test_points(self, c2w: np.ndarray) -> np.ndarray:
         """Room hit points on the coarse *test* grid (the ``_cy`` x ``_cx`` pixels)."""
         R, t = c2w[:3, :3], c2w[:3, 3]
         d = self._test_rays @ R.T.astype(np.float32)
-        return t + d * self.room.hit(t, d)[..., None]
+        hits: np.ndarray = t + d * self.room.hit(t, d)[..., None]
+        return hits
 
 
 def frames_of_latent(i: int, stride: int, num_frames: int) -> range:
     """Pixel frames encoded by latent ``i`` of a causal VAE: latent 0 -> frame 0, latent i -> 4i-3 .. 4i."""
     if i == 0:
-        return range(0, 1)
+        return range(1)
     return range(stride * i - (stride - 1), min(stride * i, num_frames - 1) + 1)
 
 
@@ -341,12 +375,12 @@ def rollout(
     c2w: np.ndarray,
     K: np.ndarray,
     policy: ContextPolicy,
-    seed_parts: tuple,
+    seed_parts: tuple[Any, ...],
     sink: Callable[[np.ndarray], None],
     stride: int = 4,
-    room: Room = Room(),
-    event: "Any" = None,
-) -> dict:
+    room: Room = _DEFAULT_ROOM,
+    event: Any = None,
+) -> dict[str, Any]:
     """Generate a whole rollout and hand frames to ``sink``; returns the context trace and timings.
 
     Args:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
+from harness.context import ContextPolicy
 from harness.io import save_npy
 
 
@@ -44,7 +46,8 @@ UPSTREAM_BLOCK_LATENTS = 3
 
 
 class SanaWMAdapter(UpstreamAdapter):
-    contexts = ("native", "fullkv")  # --num_cached_blocks: upstream's 2, or -1 (all past blocks)
+    # --num_cached_blocks: upstream's 2, or -1 (all past blocks)
+    contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv")
     unsupported_reasons = {
         "fov": "would need a custom block selection in the softmax layers",
         "sliding": "upstream's stage-1 window counts blocks of 3 latents (--num_cached_blocks, --num_frame_per_block "
@@ -56,7 +59,7 @@ class SanaWMAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % 24:
             raise ModelConfigError(f"SANA-WM streaming snaps frames to 24k+1; {N} is not (model.num_frames)")
@@ -70,7 +73,7 @@ class SanaWMAdapter(UpstreamAdapter):
                               meta={"num_latents": (N - 1) // 8 + 1, "caveats": caveats})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
-        cam = np.load(controls_dir / "camera.npy")
+        cam: np.ndarray = np.load(controls_dir / "camera.npy")
         cam[:, :3, 3] /= self.scene_scale()
         return cam
 
@@ -87,7 +90,7 @@ class SanaWMAdapter(UpstreamAdapter):
         return LaunchSpec(script=c.script, args=args, output=str(out_dir / f"{c.output_name}_streaming.mp4"),
                           out_dir=str(out_dir))
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if policy.name == "fullkv":
             return {"--num_cached_blocks": -1, "sink_token": True, "window": "every past block"}
         return {"--num_cached_blocks": UPSTREAM_CACHED_BLOCKS, "sink_token": True,

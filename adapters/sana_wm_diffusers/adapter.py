@@ -22,14 +22,29 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import numpy as np
 
-from adapters.base import Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
+from adapters.base import (
+    Adapter,
+    Finding,
+    FrameSink,
+    GeneratedVideo,
+    ItemRequest,
+    ModelConfig,
+    ModelConfigError,
+    NativeControls,
+)
 from harness.io import save_npy
 
 from .camera import pipeline_c2w, pipeline_intrinsics
+
+if TYPE_CHECKING:
+    import torch
+    from diffusers.pipelines.sana_wm.pipeline_sana_wm import SanaWMPipeline
+
+    from harness.context import ContextPolicy
 
 DEFAULT_REPO = "Efficient-Large-Model/SANA-WM_bidirectional-diffusers"
 
@@ -111,7 +126,7 @@ def resolve_weights(cfg: SanaWMDiffusersConfig) -> str:
     return local
 
 
-def chunk_generator(seed: int, chunk: int):
+def chunk_generator(seed: int, chunk: int) -> torch.Generator:
     """Noise RNG of one chunk (CPU generator: identical noise on every device), from the item seed and the chunk
     index only."""
     import torch
@@ -123,11 +138,12 @@ class SanaWMDiffusersAdapter(Adapter):
     config_class = SanaWMDiffusersConfig
     config: SanaWMDiffusersConfig
     #: native: one pipeline call; the others: the harness-driven chunk rollout (see the module docstring)
-    contexts = ("native", "fullkv", "sliding", "fov")
+    contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv", "sliding", "fov")
     unsupported_reasons = {}
+    _pipe: tuple[SanaWMPipeline, torch.device]  # set by build(): the pipeline and its device, once per adapter
 
     # -- planning -----------------------------------------------------------------------------------------------
-    def check_context(self, policy) -> None:
+    def check_context(self, policy: ContextPolicy) -> None:
         super().check_context(policy)
         from adapters.base import UnsupportedContextError
 
@@ -170,7 +186,7 @@ class SanaWMDiffusersAdapter(Adapter):
                                     "translation_scale": self.config.translation_scale.to_dict()})
 
     # -- generation -----------------------------------------------------------------------------------------------
-    def device(self):
+    def device(self) -> torch.device:
         """Where the pipeline runs: accelerate's device for this process unless ``model.device`` names one."""
         import torch
 
@@ -178,9 +194,10 @@ class SanaWMDiffusersAdapter(Adapter):
             return torch.device(self.config.device)
         from accelerate import PartialState
 
-        return PartialState().device
+        device: torch.device = PartialState().device
+        return device
 
-    def build(self):
+    def build(self) -> tuple[SanaWMPipeline, torch.device]:
         """The pipeline, placed on its device (tiny: built in-process; otherwise loaded from local weights).
         Built once per adapter: every item of a job reuses it."""
         import torch
@@ -198,7 +215,8 @@ class SanaWMDiffusersAdapter(Adapter):
             if c.dtype != "float32":
                 pipe.transformer.to(getattr(torch, c.dtype))
         else:
-            from diffusers import SanaWMPipeline
+            # the defining module, not diffusers' lazy top level (a type checker sees dummy stand-ins there)
+            from diffusers.pipelines.sana_wm.pipeline_sana_wm import SanaWMPipeline
 
             pipe = SanaWMPipeline.from_pretrained(resolve_weights(c), dtype=getattr(torch, c.dtype))
             pipe.vae.to(torch.float32)
@@ -206,7 +224,8 @@ class SanaWMDiffusersAdapter(Adapter):
             pipe.enable_model_cpu_offload(device=device)  # accelerate hooks move each sub-model in turn
         else:
             pipe.to(device)
-        pipe.set_progress_bar_config(disable=True)
+        # diffusers' DiffusionPipeline.set_progress_bar_config(**kwargs) carries no annotation
+        pipe.set_progress_bar_config(disable=True)  # type: ignore[no-untyped-call]
         self._pipe = (pipe, device)
         return self._pipe
 
@@ -251,8 +270,8 @@ class SanaWMDiffusersAdapter(Adapter):
                                     "num_inference_steps": c.num_inference_steps,
                                     "guidance_scale": c.guidance_scale, "num_latents": (N - 1) // 8 + 1})
 
-    def _rollout(self, pipe, device, image: np.ndarray, K: np.ndarray, c2w: np.ndarray, intr: np.ndarray,
-                 req: ItemRequest):
+    def _rollout(self, pipe: SanaWMPipeline, device: torch.device, image: np.ndarray, K: np.ndarray, c2w: np.ndarray,
+                 intr: np.ndarray, req: ItemRequest) -> tuple[torch.Tensor, list[dict[str, Any]]]:
         """Chunk-by-chunk sampling under the item's context policy, with the pipeline's own components and its
         per-token-timestep conditioning. Returns the latents (1, C, L, h, w) and the context trace."""
         import torch

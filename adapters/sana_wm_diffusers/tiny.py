@@ -7,8 +7,11 @@ decode), not the pictures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.sana_wm.pipeline_sana_wm import SanaWMPipeline
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,16 @@ def byte_vocab() -> dict[str, int]:
     return vocab
 
 
-def build_tiny_pipeline(arch: TinySanaArch):
+def build_tiny_pipeline(arch: TinySanaArch) -> SanaWMPipeline:
     """The tiny ``SanaWMPipeline`` on the CPU in float32, every module in eval mode."""
     import torch
-    from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler, SanaWMPipeline,
-                           SanaWMTransformer3DModel)
+
+    # from the defining modules, not ``diffusers``' lazy top level (whose dummy stand-ins are what a type checker
+    # sees there); the same classes (diffusers >=0.42.1,<0.43, pyproject.toml)
+    from diffusers.models.autoencoders.autoencoder_kl_ltx2 import AutoencoderKLLTX2Video
+    from diffusers.models.transformers.transformer_sana_wm import SanaWMTransformer3DModel
+    from diffusers.pipelines.sana_wm.pipeline_sana_wm import SanaWMPipeline
+    from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteScheduler
     from transformers import Gemma2Config, Gemma2ForCausalLM, GemmaTokenizer
 
     with torch.random.fork_rng(devices=[]):  # seeded init; the global RNG state is untouched outside
@@ -79,6 +87,7 @@ def build_tiny_pipeline(arch: TinySanaArch):
         # The released model zero-initialises its Plücker embedder (trained from there); give the tiny one weights
         # so the camera path changes the output and tests can see it.
         torch.nn.init.normal_(transformer.plucker_embedder.proj.weight, std=0.02)
-    pipe = SanaWMPipeline(tokenizer=tokenizer, text_encoder=text_encoder.eval(), vae=vae.eval(),
+    # train(False) is what transformers' (unannotated) PreTrainedModel.eval() calls
+    pipe = SanaWMPipeline(tokenizer=tokenizer, text_encoder=text_encoder.train(False), vae=vae.eval(),
                           transformer=transformer.eval(), scheduler=FlowMatchEulerDiscreteScheduler())
     return pipe

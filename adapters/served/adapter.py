@@ -141,9 +141,7 @@ class ServedAdapter(Adapter):
     def compile(self, req: ItemRequest) -> NativeControls:
         from adapters.memo import write_canvas_file
 
-        c, sm, path = self.config, self.served, req.path
-        N = path.num_frames
-        d = req.controls_dir
+        c, sm, d = self.config, self.served, req.controls_dir
         d.mkdir(parents=True, exist_ok=True)
         ident = self.inner._image_identity(req.case)
         write_canvas_file(d / "image.png", None if ident[0] == "unreadable" else (ident, c.height, c.width),
@@ -159,74 +157,99 @@ class ServedAdapter(Adapter):
                                                       "recoverable": True}}
         steps = self.backend.num_inference_steps or getattr(self.inner.config, "sampling_steps", None)
         if sm.controls == "keys":
-            from .keys import decode, encode
-
-            kin = sm.kinematics
-            assert kin is not None
-            lat = self.num_latents(N)
-            if kin.per == "latent":
-                anchors = np.arange(lat) * sm.latent_stride
-                targets = np.concatenate([np.eye(4)[None], path.c2w[anchors]])
-            else:
-                anchors = np.arange(N)
-                targets = path.c2w.copy()
-            targets = targets.copy()
-            targets[:, :3, 3] *= scale
-            script = encode(kin, targets)
-            if kin.per == "latent":  # key set t gives latent t; latent 0 is the image: the first key set is empty
-                script = [[]] + script[1:]
-            achieved = decode(kin, script)
-            achieved = achieved[1:] if kin.per == "latent" else achieved[: N]
-            achieved[:, :3, 3] /= scale
-            if kin.per == "latent":
-                from adapters.controls.poses import interpolate_to_frames
-
-                decoded = interpolate_to_frames(anchors, achieved, N)
-            else:
-                decoded = achieved
-            write_text(d / "camera_actions.json", json_text(script))
-            files["camera_actions.json"] = str(d / "camera_actions.json")
-            cond_frames = ((2 * sm.chunk_latents - 1) * sm.latent_stride + 1 if sm.init_num_frames == "condition"
-                           else N)
-            init = {"type": "init", "prompt": req.case.prompt, "first_frame": "<controls/image.png>",
-                    "size": f"{c.width}x{c.height}", "num_frames": cond_frames, "fps": round(c.fps),
-                    "seed": int(req.seed), "max_chunks": self.max_chunks(N),
-                    "realtime_output_format": self.backend.output_format, "realtime_output_pacing": False,
-                    "condition_inputs": {"camera_actions": "<controls/camera_actions.json>"},
-                    **self.cache_settings(req.context, N), **sm.init_extra}
-            if steps:
-                init["num_inference_steps"] = int(steps)
-            write_text(d / "init.json", json_text(init))
-            files["init.json"] = str(d / "init.json")
-            meta["served"].update(key_steps=len(script), keys_per=kin.per, kinematics=kin.to_dict())
+            decoded = self._compile_keys(req, files, meta, steps)
         else:
-            K = np.asarray(path.K, dtype=np.float64)
-            poses = path.c2w.astype(np.float32).copy()
-            poses[:, :3, 3] *= np.float32(scale)
-            intr = np.tile(np.array([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], np.float32), (N, 1))
-            save_npy(d / "poses.npy", poses)
-            save_npy(d / "intrinsics.npy", intr)
-            files.update({"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")})
-            decoded = poses.astype(np.float64)
-            decoded[:, :3, 3] /= scale
-            request = {"prompt": req.case.prompt, "image": "<controls/image.png>",
-                       "camera": {"poses": "<controls/poses.npy>", "intrinsics": "<controls/intrinsics.npy>"},
-                       "session_id": f"worldmem-{req.item_dir.name}-{int(req.seed)}",
-                       "extra_body": {"height": int(c.height), "width": int(c.width), "num_frames": N,
-                                      "fps": round(c.fps), "seed": int(req.seed), **sm.init_extra}}
-            write_text(d / "request.json", json_text(request))
-            files["request.json"] = str(d / "request.json")
+            decoded = self._compile_poses(req, files)
         if sm.model_K is not None:
-            from trajectories.conventions import fov_from_intrinsics
-
-            K = np.asarray(path.K, dtype=np.float64)
-            mK = np.array([[sm.model_K[0], 0, c.width / 2], [0, sm.model_K[1], c.height / 2], [0, 0, 1]])
-            case_fov, model_fov = fov_from_intrinsics(K, c.width, c.height), fov_from_intrinsics(mK, c.width, c.height)
-            meta["intrinsics"] = {"case_fov_deg": list(case_fov), "model_fov_deg": list(model_fov),
-                                  "caveat": f"the engine uses fixed intrinsics {list(sm.model_K)} (fx, fy)"}
-            meta["intrinsics_residual"] = {"hfov_error_deg": abs(model_fov[0] - case_fov[0]),
-                                           "vfov_error_deg": abs(model_fov[1] - case_fov[1])}
+            meta.update(self._intrinsics_meta(req))
         return NativeControls(files=files, command=None, decoded_c2w=decoded, meta=meta)
+
+    def _compile_keys(self, req: ItemRequest, files: dict[str, str], meta: dict[str, Any], steps: Any) -> np.ndarray:
+        """``controls: keys``: the key script (``camera_actions.json``) and the session's ``init.json``, added to
+        ``files``; the key facts go to ``meta["served"]``. Returns the decoded path (N, 4, 4), scene units."""
+        from .keys import decode, encode
+
+        c, sm, path, d = self.config, self.served, req.path, req.controls_dir
+        N, scale = path.num_frames, sm.units_per_scene_unit
+        kin = sm.kinematics
+        assert kin is not None
+        lat = self.num_latents(N)
+        if kin.per == "latent":
+            anchors = np.arange(lat) * sm.latent_stride
+            targets = np.concatenate([np.eye(4)[None], path.c2w[anchors]])
+        else:
+            anchors = np.arange(N)
+            targets = path.c2w.copy()
+        targets = targets.copy()
+        targets[:, :3, 3] *= scale
+        script = encode(kin, targets)
+        if kin.per == "latent":  # key set t gives latent t; latent 0 is the image: the first key set is empty
+            script = [[]] + script[1:]
+        achieved = decode(kin, script)
+        achieved = achieved[1:] if kin.per == "latent" else achieved[: N]
+        achieved[:, :3, 3] /= scale
+        if kin.per == "latent":
+            from adapters.controls.poses import interpolate_to_frames
+
+            decoded = interpolate_to_frames(anchors, achieved, N)
+        else:
+            decoded = achieved
+        write_text(d / "camera_actions.json", json_text(script))
+        files["camera_actions.json"] = str(d / "camera_actions.json")
+        cond_frames = ((2 * sm.chunk_latents - 1) * sm.latent_stride + 1 if sm.init_num_frames == "condition"
+                       else N)
+        init = {"type": "init", "prompt": req.case.prompt, "first_frame": "<controls/image.png>",
+                "size": f"{c.width}x{c.height}", "num_frames": cond_frames, "fps": round(c.fps),
+                "seed": int(req.seed), "max_chunks": self.max_chunks(N),
+                "realtime_output_format": self.backend.output_format, "realtime_output_pacing": False,
+                "condition_inputs": {"camera_actions": "<controls/camera_actions.json>"},
+                **self.cache_settings(req.context, N), **sm.init_extra}
+        if steps:
+            init["num_inference_steps"] = int(steps)
+        write_text(d / "init.json", json_text(init))
+        files["init.json"] = str(d / "init.json")
+        meta["served"].update(key_steps=len(script), keys_per=kin.per, kinematics=kin.to_dict())
+        return decoded
+
+    def _compile_poses(self, req: ItemRequest, files: dict[str, str]) -> np.ndarray:
+        """``controls: poses``: ``poses.npy`` (N, 4, 4 float32, engine units), ``intrinsics.npy`` (N, 4 float32: fx,
+        fy, cx, cy pixels) and ``request.json``, added to ``files``. Returns the decoded path (N, 4, 4), scene units."""
+        c, sm, path, d = self.config, self.served, req.path, req.controls_dir
+        N, scale = path.num_frames, sm.units_per_scene_unit
+        K = np.asarray(path.K, dtype=np.float64)
+        poses = path.c2w.astype(np.float32).copy()
+        poses[:, :3, 3] *= np.float32(scale)
+        intr = np.tile(np.array([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], np.float32), (N, 1))
+        save_npy(d / "poses.npy", poses)
+        save_npy(d / "intrinsics.npy", intr)
+        files.update({"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")})
+        decoded: np.ndarray = poses.astype(np.float64)
+        decoded[:, :3, 3] /= scale
+        request = {"prompt": req.case.prompt, "image": "<controls/image.png>",
+                   "camera": {"poses": "<controls/poses.npy>", "intrinsics": "<controls/intrinsics.npy>"},
+                   "session_id": f"worldmem-{req.item_dir.name}-{int(req.seed)}",
+                   "extra_body": {"height": int(c.height), "width": int(c.width), "num_frames": N,
+                                  "fps": round(c.fps), "seed": int(req.seed), **sm.init_extra}}
+        write_text(d / "request.json", json_text(request))
+        files["request.json"] = str(d / "request.json")
+        return decoded
+
+    def _intrinsics_meta(self, req: ItemRequest) -> dict[str, Any]:
+        """``intrinsics`` / ``intrinsics_residual`` meta for an engine with fixed intrinsics (``model_K``): the
+        case's and the engine's field of view (degrees) and their difference."""
+        from trajectories.conventions import fov_from_intrinsics
+
+        c, sm, path = self.config, self.served, req.path
+        assert sm.model_K is not None
+        meta: dict[str, Any] = {}
+        K = np.asarray(path.K, dtype=np.float64)
+        mK = np.array([[sm.model_K[0], 0, c.width / 2], [0, sm.model_K[1], c.height / 2], [0, 0, 1]])
+        case_fov, model_fov = fov_from_intrinsics(K, c.width, c.height), fov_from_intrinsics(mK, c.width, c.height)
+        meta["intrinsics"] = {"case_fov_deg": list(case_fov), "model_fov_deg": list(model_fov),
+                              "caveat": f"the engine uses fixed intrinsics {list(sm.model_K)} (fx, fy)"}
+        meta["intrinsics_residual"] = {"hfov_error_deg": abs(model_fov[0] - case_fov[0]),
+                                       "vfov_error_deg": abs(model_fov[1] - case_fov[1])}
+        return meta
 
     # -- generate -------------------------------------------------------------------------------------------------
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
@@ -297,7 +320,7 @@ class ServedAdapter(Adapter):
         sel = ContextSelector(policy, latent_c2w, np.asarray(path.K), self.config.height, self.config.width)
         out = []
         for k in range(max(sel.num_chunks, len(session.chunks))):
-            entry = sel.select(k).to_trace() if k < sel.num_chunks else {"chunk": k}
+            entry: dict[str, Any] = sel.select(k).to_trace() if k < sel.num_chunks else {"chunk": k}
             rec = session.chunks.get(k)
             entry["served"] = rec.to_dict() if rec is not None else None
             out.append(entry)

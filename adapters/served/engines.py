@@ -250,15 +250,18 @@ def pack_numpy(obj: Any) -> bytes:
             return {b"__npgeneric__": True, b"data": o.item(), b"dtype": o.dtype.str}
         raise TypeError(f"cannot pack {type(o).__name__}")
 
-    return msgpack.packb(obj, default=default, use_bin_type=True)
+    packed: bytes = msgpack.packb(obj, default=default, use_bin_type=True)
+    return packed
 
 
 def unpack_numpy(data: bytes) -> Any:
     """The inverse of :func:`pack_numpy` (maps with bytes or str keys)."""
     import msgpack
 
-    def hook(o: dict) -> Any:
-        get = (lambda k: o.get(k.encode(), o.get(k)))
+    def hook(o: dict[Any, Any]) -> Any:
+        def get(k: str) -> Any:
+            return o.get(k.encode(), o.get(k))
+
         if get("__ndarray__"):
             return np.ndarray(buffer=get("data"), dtype=np.dtype(get("dtype")), shape=tuple(get("shape")))
         if get("__npgeneric__"):

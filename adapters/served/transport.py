@@ -18,7 +18,7 @@ class ServedError(RuntimeError):
     timeout, an engine ``error`` message). ``root_cause``: the one-line cause the run summary prints; ``meta``: what
     was measured before the failure (frames received, chunk latencies), recorded in the item's ``meta.json``."""
 
-    def __init__(self, message: str, kind: str, meta: dict | None = None, close_code: int | None = None):
+    def __init__(self, message: str, kind: str, meta: dict[str, Any] | None = None, close_code: int | None = None):
         super().__init__(message)
         self.kind = kind
         self.close_code = close_code  # the server's WebSocket close code, when it closed the connection

@@ -8,12 +8,17 @@ its KV cache. Poses follow :mod:`trajectories.conventions`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from adapters.base import Adapter, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
 from harness.io import save_npy
+
+if TYPE_CHECKING:
+    import torch
+
+    from .model import TinyCausalDiT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +58,7 @@ class TinyCausalDiTAdapter(Adapter):
                               meta={"latent_anchor_rule": "latent i -> frame 4i",
                                     "translation_scale": self.config.translation_scale.to_dict()})
 
-    def build(self):
+    def build(self) -> tuple[TinyCausalDiT, torch.dtype]:
         """The model on its device (random weights, seeded init: nothing to download)."""
         import torch
 
@@ -66,7 +71,7 @@ class TinyCausalDiTAdapter(Adapter):
             torch.use_deterministic_algorithms(True, warn_only=True)
         if self.config.device == "cpu":
             torch.set_num_threads(self.config.cpu_threads)
-        dtype = getattr(torch, self.config.dtype)
+        dtype: torch.dtype = getattr(torch, self.config.dtype)
         return TinyCausalDiT(TinyDiTConfig(**arch)).to(self.config.device, dtype), dtype
 
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:

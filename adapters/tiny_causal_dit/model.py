@@ -93,6 +93,9 @@ def rope_rotate(x: torch.Tensor, pos: torch.Tensor, freqs: torch.Tensor) -> torc
 
 
 class Block(nn.Module):
+    freq_t: torch.Tensor  # RoPE frequencies of the time half of a head (a buffer, registered in __init__)
+    freq_s: torch.Tensor  # and of the space half
+
     def __init__(self, cfg: TinyDiTConfig):
         super().__init__()
         d = cfg.dim
@@ -114,7 +117,8 @@ class Block(nn.Module):
         return torch.cat([rope_rotate(x[..., :half], tpos, self.freq_t),
                           rope_rotate(x[..., half:], spos, self.freq_s)], dim=-1)
 
-    def forward(self, x, temb, cam, tpos, spos, attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]):
+    def forward(self, x: torch.Tensor, temb: torch.Tensor, cam: torch.Tensor, tpos: torch.Tensor, spos: torch.Tensor,
+                attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """x [B, N, d]; temb [B, N, d] per-token timestep embedding; cam [B, N, d]; tpos/spos [N] RoPE positions;
         ``attend(q, k, v)`` with [B, N, H, hd] tensors (k, v post-RoPE) returns [B, N, H, hd]."""
         B, N, d = x.shape
@@ -126,7 +130,8 @@ class Block(nn.Module):
         x = x + g1 * self.proj(a)
         cs, ch = self.cam(cam).chunk(2, dim=-1)
         x = (1 + cs) * x + ch
-        return x + g2 * self.mlp(self.norm2(x) * (1 + sc2) + sh2)
+        out: torch.Tensor = x + g2 * self.mlp(self.norm2(x) * (1 + sc2) + sh2)
+        return out
 
 
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -174,7 +179,8 @@ class TinyCausalDiT(nn.Module):
     def frame_seqlen(self, h: int, w: int) -> int:
         return (h // self.cfg.patch) * (w // self.cfg.patch)
 
-    def _embed(self, x, t, cam):
+    def _embed(self, x: torch.Tensor, t: torch.Tensor, cam: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
         Fr, _, h, w = x.shape
         S = self.frame_seqlen(h, w)
         tok = self.patch_embed(self.tokens(x))
@@ -182,7 +188,7 @@ class TinyCausalDiT(nn.Module):
         ctok = self.cam_embed(self.tokens(cam))
         return tok, temb, ctok, S
 
-    def _positions(self, frame_ids: Sequence[int] | torch.Tensor, S: int):
+    def _positions(self, frame_ids: Sequence[int] | torch.Tensor, S: int) -> tuple[torch.Tensor, torch.Tensor]:
         f = torch.as_tensor(list(frame_ids), dtype=torch.long)
         return f.repeat_interleave(S), torch.arange(S).repeat(len(f))
 
@@ -200,7 +206,10 @@ class TinyCausalDiT(nn.Module):
         tpos, spos = self._positions(frames, S)
         ctx = list(context)
         for li, blk in enumerate(self.blocks):
-            def attend(q, k, v, li=li, blk=blk):
+            assert isinstance(blk, Block)
+
+            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, li: int = li, blk: Block = blk
+                       ) -> torch.Tensor:
                 t0 = time.perf_counter()  # the timed region includes gathering the context K/V
                 ck, cv = cache.gather(li, ctx)
                 if context_positions is not None and ctx:
@@ -232,7 +241,7 @@ class TinyCausalDiT(nn.Module):
         tpos, spos = self._positions(range(Fr), S)
         token_mask = frame_mask.bool().repeat_interleave(S, 0).repeat_interleave(S, 1)
 
-        def attend(q, k, v):
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                attn_mask=token_mask[None, None])
             return o.transpose(1, 2)

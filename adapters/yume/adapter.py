@@ -26,13 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from adapters.yume.controls import YumeParams, yume_captions, yume_decode, yume_parse_caption
+from harness.context import ContextPolicy
 from harness.io import write_text
 
 
@@ -56,7 +57,7 @@ class YumeConfig(UpstreamConfig):
 
 
 class YumeAdapter(UpstreamAdapter):
-    contexts = ("native", "fullkv")  # the whole history is re-fed every stage
+    contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv")  # the whole history is re-fed every stage
     same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"fullkv": (
         "native", ("upstream re-feeds every earlier frame at every caption stage (sample_5b.py@111c3fa); its own "
                    "memory is FullKV, so both labels are one launch"))})
@@ -68,7 +69,7 @@ class YumeAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
-    def write_native(self, req: ItemRequest, image: np.ndarray, K: np.ndarray) -> NativeControls:
+    def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % self.config.frames_per_stage:
             raise ModelConfigError(f"YUME makes 29 frames per caption stage after the image (29 k + 1 poses); {N} is "
@@ -111,5 +112,5 @@ class YumeAdapter(UpstreamAdapter):
     def checkpoint_paths(self) -> dict[str, Optional[str]]:
         return {**super().checkpoint_paths(), "captioner": self.config.captioner}
 
-    def told_upstream(self, policy) -> dict:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         return {"passed": "nothing: upstream's defaults", "window": "every earlier frame, re-fed each 29-frame stage"}

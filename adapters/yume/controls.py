@@ -135,9 +135,13 @@ def yume_parse_speeds(line: str) -> tuple[float, float]:
     """(distance value, rotation value) of a caption line's speed sentence."""
     import re
 
-    dist = float(re.search(r"Actual distance moved:(\d+(?:\.\d)?)", line).group(1))
-    rot = float(re.search(r"View rotation speed:(\d+(?:\.\d)?)", line).group(1))
-    return dist, rot
+    def number_after(label: str) -> float:
+        m = re.search(label + r":(\d+(?:\.\d)?)", line)
+        if m is None:
+            raise ValueError(f"no '{label}:<number>' in the caption line {line!r}")
+        return float(m.group(1))
+
+    return number_after("Actual distance moved"), number_after("View rotation speed")
 
 
 @memo

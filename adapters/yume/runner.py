@@ -21,14 +21,17 @@ Usage: ``python runner.py --seed S --captions caption.txt --checkpoint DIR (--ca
 prompt.txt) -- fastvideo/sample/sample_5b.py <args>``.
 """
 
+from __future__ import annotations
+
 import argparse
 import functools
 import importlib
 import os
 import sys
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from adapters.shim import main_with  # noqa: E402
+from adapters.shim import main_with, marked  # noqa: E402
 
 COMMIT = "111c3fab7fb020d1e261a68be6ec78a3fecc8d5b"
 CHECKPOINT_LITERAL = '"./Yume-5B-720P"'
@@ -39,20 +42,21 @@ VERBATIM = "harness://verbatim-prompt"  # the captioner path the stand-in answer
 class VerbatimCaptioner:
     """Stands in for InternVL3-2B where upstream loads it (sample_5b.py:1289-1295): ``chat`` returns the prompt."""
 
-    def __init__(self, prompt):
+    def __init__(self, prompt: str):
         self.prompt = prompt
 
-    def eval(self):
+    def eval(self) -> VerbatimCaptioner:
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> VerbatimCaptioner:
         return self
 
-    def chat(self, tokenizer, pixel_values, question, generation_config=None, *args, **kwargs):
+    def chat(self, tokenizer: Any, pixel_values: Any, question: Any, generation_config: Any = None, *args: Any,
+             **kwargs: Any) -> str:
         return self.prompt
 
 
-def patch_captioner(prompt, transformers=None):
+def patch_captioner(prompt: str, transformers: Any = None) -> None:
     """``AutoModel`` / ``AutoTokenizer.from_pretrained(VERBATIM, ...)`` return the stand-in (and no tokenizer);
     every other path loads as before."""
     if transformers is None:
@@ -61,7 +65,8 @@ def patch_captioner(prompt, transformers=None):
         cls = getattr(transformers, name)
         original = cls.from_pretrained
 
-        def from_pretrained(path, *args, _original=original, _name=name, **kwargs):
+        def from_pretrained(path: Any, *args: Any, _original: Any = original, _name: str = name,
+                            **kwargs: Any) -> Any:
             if str(path) == VERBATIM:
                 return VerbatimCaptioner(prompt) if _name == "AutoModel" else None
             return _original(path, *args, **kwargs)
@@ -69,18 +74,18 @@ def patch_captioner(prompt, transformers=None):
         cls.from_pretrained = from_pretrained
 
 
-def read_captions(path):
+def read_captions(path: str) -> list[str]:
     """Caption lines as upstream reads them (sample_5b.py:812-817: one per line, trailing newline stripped)."""
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
 
 
-def make_generate(original, captions, seed):
+def make_generate(original: Callable[..., Any], captions: list[str], seed: int) -> Callable[..., Any]:
     """Wrap ``Yume.generate(self, input_prompt, ...)``: call k gets caption line k and ``seed + k``."""
     calls = {"n": 0}
 
     @functools.wraps(original)
-    def generate(self, input_prompt, *args, **kwargs):
+    def generate(self: Any, input_prompt: Any, *args: Any, **kwargs: Any) -> Any:
         k = calls["n"]
         calls["n"] += 1
         if k > 0:  # upstream passes line k-1 (+ the captioner's response) when preparing stage k
@@ -94,11 +99,10 @@ def make_generate(original, captions, seed):
         kwargs.setdefault("seed", int(seed) + k)
         return original(self, input_prompt, *args, **kwargs)
 
-    generate.harness_shim = True
-    return generate
+    return marked(generate)
 
 
-def resolve(target):
+def resolve(target: str) -> tuple[Any, str]:
     """(owner, attribute name) of ``module.Class.method`` or ``module.function``."""
     parts = target.split(".")
     for cut in range(len(parts) - 1, 0, -1):
@@ -112,10 +116,10 @@ def resolve(target):
     raise SystemExit(f"shim: cannot import {target!r} from the YUME checkout")
 
 
-def patch(opts):
+def patch(opts: argparse.Namespace) -> list[tuple[str, str]]:
     owner, attr = resolve(opts.generate)
     setattr(owner, attr, make_generate(getattr(owner, attr), read_captions(opts.captions), opts.seed))
-    repl = []
+    repl: list[tuple[str, str]] = []
     if opts.checkpoint:
         repl.append((CHECKPOINT_LITERAL, repr(os.path.abspath(opts.checkpoint))))
     if opts.verbatim_prompt:

@@ -58,7 +58,12 @@ def _precheck_argv(argv: list[str]) -> list[str]:
 
     from harness.app.settings import hydra_args
     from harness.config_groups import UnknownChoiceError, check_choice
+    from harness.installed_models import InstalledModelError, installed_models
 
+    try:
+        installed_models()  # a broken installed model: named here, before Hydra's search path hook meets it
+    except InstalledModelError as exc:
+        _fail(str(exc))
     out = [a if (i == 0 or a not in COMMANDS) else f"cmd={a}" for i, a in enumerate(argv)]
     _check_slurm(out[1:])
     config_dir = None  # a --config-dir adds options (an out-of-tree model's model/<name>.yaml, docs/adapters.md)

@@ -137,7 +137,9 @@ def test_frames_upstream_writes_follow_the_alignment_rule(model):
 
 
 def test_fixed_fields_of_view_match_the_literals_the_adapters_write():
-    from adapters.controls.prope import DREAMX_FIXED_K_NORM, HY_DEFAULT_K, fov_of_normalised
+    from adapters.controls.prope import fov_of_normalised
+    from adapters.dreamx.controls import DREAMX_FIXED_K_NORM
+    from adapters.hy_worldplay.controls import HY_DEFAULT_K
 
     dx = fov_of_normalised(*DREAMX_FIXED_K_NORM[:2])
     hy = fov_of_normalised(HY_DEFAULT_K[0, 0] / (2 * HY_DEFAULT_K[0, 2]), HY_DEFAULT_K[1, 1] / (2 * HY_DEFAULT_K[1, 2]))

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from adapters.controls import poses, prope, rays
+from adapters.dreamx.controls import DREAMX_FIXED_K_NORM
 from adapters.hy_worldplay import controls as hy_controls
+from adapters.hy_worldplay.controls import HY_DEFAULT_K, hy_normalise_K
 from adapters.matrix_game3 import controls as mg3_controls
 from adapters.yume import controls as yume_controls
 from trajectories.conventions import rot_x, rot_y, se3, yaw_pitch_from_rotmat
@@ -297,13 +299,13 @@ def test_interpolation_before_between_and_after_anchors():
 
 def test_prope_normalises_an_off_centre_camera_by_its_principal_point():
     K = np.array([[500.0, 0, 400.0], [0, 600.0, 250.0], [0, 0, 1]])
-    n = prope.hy_normalise_K(K)
+    n = hy_normalise_K(K)
     assert n[0, 0] == pytest.approx(500 / 800) and n[1, 1] == pytest.approx(600 / 500)
     assert n[0, 2] == n[1, 2] == 0.5 and n[2, 2] == 1.0 and n[0, 1] == 0.0
     h, v = prope.fov_of_normalised(0.5, 0.25)
     assert h == pytest.approx(90.0) and v == pytest.approx(2 * np.degrees(np.arctan(2.0)))
-    assert prope.fov_of_normalised(*prope.DREAMX_FIXED_K_NORM[:2]) == pytest.approx(
-        prope.fov_of_normalised(prope.HY_DEFAULT_K[0, 0] / 1920, prope.HY_DEFAULT_K[1, 1] / 1080))
+    assert prope.fov_of_normalised(*DREAMX_FIXED_K_NORM[:2]) == pytest.approx(
+        prope.fov_of_normalised(HY_DEFAULT_K[0, 0] / 1920, HY_DEFAULT_K[1, 1] / 1080))
 
 
 def test_od_rays_go_through_pixel_centres_and_fold_refuses_a_ragged_map():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.controls import poses, prope, rays
+from adapters.controls import poses, rays
+from adapters.dreamx.controls import DREAMX_FIXED_K_NORM
 from adapters.hy_worldplay import controls as hy_controls
+from adapters.hy_worldplay.controls import hy_normalise_K
 from adapters.matrix_game3 import controls as mg3_controls
 from adapters.yume import controls as yume_controls
 from tests.support import upstream_reference as ref
@@ -78,11 +80,11 @@ def test_fold_unfold_round_trip_and_channel_layout(rng):
 
 
 def test_hy_and_dreamx_intrinsics():
-    Kn = prope.hy_normalise_K(ref.HY_DEFAULT_K)
+    Kn = hy_normalise_K(ref.HY_DEFAULT_K)
     assert Kn[0, 0] == pytest.approx(969.697 / 1920) and Kn[1, 1] == pytest.approx(969.697 / 1080)
     assert Kn[0, 2] == 0.5 and Kn[1, 2] == 0.5
     assert np.all(ref.zero_principal_point(Kn)[:2, 2] == 0)
-    assert np.allclose(prope.DREAMX_FIXED_K_NORM, [Kn[0, 0], Kn[1, 1], 0.5, 0.5])
+    assert np.allclose(DREAMX_FIXED_K_NORM, [Kn[0, 0], Kn[1, 1], 0.5, 0.5])
     P = ref.prope_projections(np.eye(4)[None], Kn)
     assert P.shape == (1, 4, 4) and P[0, 0, 2] == 0.0
 
@@ -130,7 +132,7 @@ def test_dreamx_chunk_relative_constant_forward():
     z = rel[:, 2, 3] / v
     assert np.allclose(z[:3], [0, 1, 5]) and np.allclose(z[3:6], [4, 8, 12]) and np.allclose(z[6:9], [4, 8, 12])
     assert np.allclose(ref.dreamx_integrate(rel), lat)
-    assert ref.per_token(ref.prope_projections(lat, prope.hy_normalise_K(ref.HY_DEFAULT_K)), 880).shape == (
+    assert ref.per_token(ref.prope_projections(lat, hy_normalise_K(ref.HY_DEFAULT_K)), 880).shape == (
         110880, 4, 4)
 
 

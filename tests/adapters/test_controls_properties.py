@@ -19,8 +19,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from adapters.controls import poses, prope, rays
+from adapters.controls import poses, rays
 from adapters.hy_worldplay import controls as hy_controls
+from adapters.hy_worldplay.controls import hy_normalise_K
 from adapters.matrix_game3 import controls as mg3_controls
 from adapters.yume import controls as yume_controls
 from harness.residuals import pose_residual
@@ -240,7 +241,7 @@ def test_od_rays_are_unit_directions_from_the_camera_centre_through_pixel_centre
 @settings(max_examples=25)
 @given(w=st.integers(16, 2000), h=st.integers(16, 2000), fx=st.floats(10, 3000), fy=st.floats(10, 3000))
 def test_hy_normalised_intrinsics_of_a_centred_camera_are_focal_over_size(w, h, fx, fy):
-    Kn = prope.hy_normalise_K(np.array([[fx, 0, w / 2], [0, fy, h / 2], [0, 0, 1.0]]))
+    Kn = hy_normalise_K(np.array([[fx, 0, w / 2], [0, fy, h / 2], [0, 0, 1.0]]))
     assert Kn[0, 0] == pytest.approx(fx / w) and Kn[1, 1] == pytest.approx(fy / h)
     assert Kn[0, 2] == Kn[1, 2] == 0.5 and Kn[2, 2] == 1.0 and Kn[0, 1] == Kn[1, 0] == 0.0
     assert np.array_equal(w2c_from_c2w(np.eye(4)), np.eye(4))
