@@ -219,11 +219,11 @@ def _trajectory_specs(cfg: RunConfig) -> dict[str, TrajectorySpec]:
     return specs
 
 
-def plan_from_config(config: RunConfig | Mapping[str, Any], for_writing: bool = True) -> Plan:
+def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = True) -> Plan:
     """Validate the config and build the plan; nothing is written. Errors name the setting and the fix.
     ``for_writing=False`` (reading a finished run, e.g. ``verify``) skips the writability check. A plain mapping
     (API use) is typed first (:meth:`RunConfig.coerce`)."""
-    cfg = RunConfig.coerce(config)
+    cfg = RunConfig.coerce(cfg)
     run_dir = run_dir_for(cfg.output_root, cfg.run)
     if cfg.seed is not None:
         check_seed(cfg.seed)

@@ -218,14 +218,14 @@ def _default_root(settings: SetupSettings) -> Path:
     return Path(os.path.expanduser(str(root))).resolve()
 
 
-def make_plan(config: RunConfig | Mapping[str, Any]) -> SetupPlan:
+def make_plan(cfg: RunConfig | Mapping[str, Any]) -> SetupPlan:
     """Resolve every path setup uses from the model config (with this machine's local block) and the contract;
     a user error (exit 2) names the key when something cannot work. A plain mapping (API use) is typed first."""
     from adapters import contracts
     from harness.config_groups import model_config_with_local
     from harness.outputs import check_name
 
-    cfg = RunConfig.coerce(config)
+    cfg = RunConfig.coerce(cfg)
     mcfg = model_config_with_local(cfg.model, cfg.local)
     name = check_name("model.name", mcfg.get("name"), "setup names its folders after it")  # envs/<name>, ...
     try:
@@ -677,10 +677,10 @@ def run_readiness(plan: SetupPlan, log: Callable[[str], None]) -> list[Finding]:
     return findings
 
 
-def run_setup(config: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
+def run_setup(cfg: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
               log: Callable[[str], None] = print) -> SetupPlan:
-    """Run the steps of ``setup.steps`` for the config's model (or print the script with ``print=true``)."""
-    cfg = RunConfig.coerce(config)
+    """Run the steps of ``setup.steps`` for ``cfg``'s model (or print the script with ``print=true``)."""
+    cfg = RunConfig.coerce(cfg)
     plan = make_plan(cfg)
     if cfg.print_script:
         sys.stdout.write(script(plan))

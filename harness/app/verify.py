@@ -149,13 +149,13 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
     return c
 
 
-def verify_run(config: RunConfig | Mapping[str, Any]) -> VerifyReport:
-    """Check the run of ``config`` (the run's own overrides; every shard's items). A plain mapping (API use) is
+def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
+    """Check the run of ``cfg`` (the run's own overrides; every shard's items). A plain mapping (API use) is
     typed first."""
     from harness.app.plan import plan_from_config
     from harness.app.runner import fingerprints
 
-    cfg = RunConfig.coerce(config)
+    cfg = RunConfig.coerce(cfg)
     plan = plan_from_config(cfg.replace(shard="0/1"), for_writing=False)
     if not plan.run_dir.is_dir():
         raise PlanError(f"run={cfg.run!r}: no run at {plan.run_dir}; give verify the overrides of the run "
