@@ -16,13 +16,17 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 
 import numpy as np
 
 from harness.context import ContextPolicy
 from trajectories.fields import check_fields
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.cases import Case
+    from trajectories import CameraPath
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +201,8 @@ class ItemRequest:
     native files go to ``item_dir / "controls"``.
     """
 
-    case: Any
-    path: Any
+    case: Case
+    path: CameraPath
     context: ContextPolicy
     seed: int
     item_dir: Path

@@ -659,17 +659,18 @@ class UpstreamAdapter(Adapter):
         from harness.io import copy_file
 
         copy_file(video, kept)
-        N, fp = req.path.num_frames, self.first_pose()
+        N, first_pose = req.path.num_frames, self.first_pose()
         canvas = self.canvas_image_and_K(req.case)[0]
         c = self.contract()
         oh, ow = self.output_hw()
-        cspec = ConformanceSpec(fps=self.expected_fps(), frames=N - fp, height=oh, width=ow,
-                                poses=np.asarray(req.path.c2w)[fp:], canvas=canvas,
+        cspec = ConformanceSpec(fps=self.expected_fps(), frames=N - first_pose, height=oh, width=ow,
+                                poses=np.asarray(req.path.c2w)[first_pose:], canvas=canvas,
                                 fps_tolerance=self.config.fps_tolerance,
                                 first_frame_min_ncc=self.config.first_frame_min_ncc)
         n = 0
-        if fp:  # the anchor is not in the file: the conditioning canvas shows pose 0 (the contract's writer.first_pose)
-            for _ in range(fp):
+        # the anchor is not in the file: the conditioning canvas shows pose 0 (the contract's writer.first_pose)
+        if first_pose:
+            for _ in range(first_pose):
                 sink(np.array(canvas))
                 n += 1
 
@@ -688,7 +689,7 @@ class UpstreamAdapter(Adapter):
                                    "height": checks["resolution"].value[0], "width": checks["resolution"].value[1]},
                 "achieved_frames": checks["frames"].value, "achieved_fps": checks["fps"].value,
                 "requested_frames": N, "log": str(log.name),
-                "alignment": {"first_pose": fp, "prepended_canvas_frames": fp,
+                "alignment": {"first_pose": first_pose, "prepended_canvas_frames": first_pose,
                               "anchor_frame": c.writer.anchor_frame if c else "kept"},
                 "conformance": report.to_dict()}
         failed = [x for x in report.failed if x.name not in self.config.conformance_warn]

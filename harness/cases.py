@@ -296,14 +296,13 @@ def _skimage_array(ref: str) -> np.ndarray:
     import skimage.data as data
 
     name = ref[len("skimage://"):]
-    if name == "motorcycle_left":
-        return data.stereo_motorcycle()[0]
-    if name == "motorcycle_disparity":
-        return data.stereo_motorcycle()[2].astype(np.float32)
+    if name in ("motorcycle_left", "motorcycle_disparity"):
+        left, _, disparity = data.stereo_motorcycle()  # type: ignore[no-untyped-call]  # scikit-image is untyped
+        return np.asarray(left) if name == "motorcycle_left" else np.asarray(disparity).astype(np.float32)
     fn = getattr(data, name, None)
     if fn is None:
         raise CaseError(f"image {ref!r}: scikit-image has no sample {name!r}")
-    return fn()
+    return np.asarray(fn())
 
 
 def load_rgb(ref: str) -> np.ndarray:
@@ -492,17 +491,45 @@ def check_resources(c: Case) -> None:
                                 f"inside the {w}x{h} image")
 
 
-def load_cases_from_config(cases_cfg: dict[str, Any]) -> list[Case]:
-    """The case set named by the ``cases`` config group, filtered by ``include`` / ``families``."""
-    cases = load_case_set(cases_cfg["source"])
-    include = cases_cfg.get("include")
+class CaseSelection(BaseModel):
+    """The ``cases`` config group (``conf/cases/*.yaml``): which case set, and which of its cases.
+
+    name: the group option (``demo``, ``folder``). source: ``builtin:demo``, a folder of case files or one file.
+    include: case ids to keep (None: all). families: families to keep (None: all). description: free text.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)  # unknown keys: refused by the settings check
+
+    name: Optional[str] = None
+    source: Any = "builtin:demo"  # a path or builtin name; load_case_set names a bad one (cases.source=...)
+    include: Optional[list[str]] = None
+    families: Optional[list[str]] = None
+    description: Optional[str] = None
+
+
+def case_selection(cases_cfg: Any) -> CaseSelection:
+    """The ``cases`` section, typed; :class:`CaseError` naming ``cases.<key>`` when a value has the wrong type."""
+    try:
+        return CaseSelection.model_validate(cases_cfg)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in ("cases", *err["loc"]))
+        raise CaseError(f"{where}={err.get('input')!r}: {err['msg']}") from None
+
+
+def load_cases_from_config(cases_cfg: CaseSelection | dict[str, Any]) -> list[Case]:
+    """The case set named by the ``cases`` config group, filtered by ``include`` / ``families`` (a plain mapping
+    is the same group before validation: evaluation's import of external videos passes one)."""
+    sel = cases_cfg if isinstance(cases_cfg, CaseSelection) else case_selection(cases_cfg)
+    cases = load_case_set(sel.source)
+    include = sel.include
     if include:
         known = {c.id for c in cases}
         missing = [i for i in include if i not in known]
         if missing:
             raise CaseError(f"cases.include: unknown case id(s) {missing}; known: {sorted(known)}")
         cases = [c for c in cases if c.id in include]
-    fams = cases_cfg.get("families")
+    fams = sel.families
     if fams:
         cases = [c for c in cases if c.family in fams]
     return cases

@@ -12,9 +12,9 @@ import difflib
 import functools
 import importlib
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -112,8 +112,9 @@ def _composed(group: str, name: str) -> dict[str, Any]:
     else:
         with initialize_config_module(config_module="conf", version_base="1.3"):
             cfg = compose(config_name=f"{group}/{name}")
-    node = OmegaConf.to_container(cfg, resolve=False).get(group) or {}
-    return node  # type: ignore[return-value]
+    container = OmegaConf.to_container(cfg, resolve=False)
+    node = container.get(group) if isinstance(container, dict) else None
+    return dict(node) if isinstance(node, dict) else {}
 
 
 def did_you_mean(name: str, options: list[str]) -> str:
@@ -148,17 +149,17 @@ def load_object(ref: str) -> Any:
         raise ConfigError(f"module {mod_name!r} has no {attr!r} (from adapter reference {ref!r})") from None
 
 
-def model_config_with_local(cfg: dict[str, Any]) -> dict[str, Any]:
+def model_config_with_local(model_cfg: Mapping[str, Any], local: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The ``model`` config with this machine's settings for that model merged in.
 
-    ``conf/local/default.yaml`` (git-ignored, package ``local``) holds one block per model, e.g.
+    ``local`` is ``conf/local/default.yaml`` (git-ignored, package ``local``): one block per model, e.g.
     ``models: {lingbot_v2: {upstream_dir: ..., checkpoint: ..., python: ...}}``; only the block of the selected
     model is merged, so one model's paths never reach another (and ``model=reference`` stays untouched). An unknown
     model name in the local file is an error naming ``local.models.<name>``; unknown fields fail in the model's
     own config validation, named ``model.<field>``.
     """
-    model = dict(cfg["model"])
-    blocks = ((cfg.get("local") or {}).get("models") or {})
+    model = dict(model_cfg)
+    blocks = ((local or {}).get("models") or {})
     if not isinstance(blocks, dict):
         raise ConfigError("local.models: must map model names to settings (see docs/real-models.md)")
     options = list_group("model")

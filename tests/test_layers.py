@@ -171,6 +171,7 @@ FOLDER_LAYERS: dict[str, set[str]] = {
     "harness/context": {"context"},
     "harness/app": {"app", "planning"},
     "harness/app/benchmarks": {"app"},
+    "harness/app/commands": {"app"},
     "harness/app/human": {"app"},
     "harness/app/human/static": {"app"},  # the annotation page's assets (package data)
     "trajectories": {"trajectories"},

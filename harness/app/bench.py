@@ -24,10 +24,14 @@ import os
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING, Any, Optional
 
 from harness import PROJECT_ROOT
 from harness.config_groups import conf_dir
 from harness.outputs import RunDir
+
+if TYPE_CHECKING:
+    from harness.video import VideoWriter
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ def _loadavg() -> str:
         return "n/a"
 
 
-def _writer_on_core(writer_cls, path: str, core: int | None):
+def _writer_on_core(writer_cls: type[VideoWriter], path: str, core: int | None) -> VideoWriter:
     """A VideoWriter whose encoder thread runs on ``core`` (None: the caller's cores). A new thread inherits its
     creator's CPU affinity, so the caller moves to ``core`` while the writer starts its thread, then moves back."""
     if core is None or not hasattr(os, "sched_setaffinity"):
@@ -119,11 +123,9 @@ def bench_reference(args: argparse.Namespace) -> int:
     _single_core()
     import yaml
 
-    from adapters.reference.model import rollout
     from harness.cases import load_case_set
     from harness.context import ContextPolicy
     from harness.imaging import resize_cover_crop
-    from harness.video import VideoWriter
     from trajectories import TrajectorySpec, build_path
     from trajectories.conventions import intrinsics_from_fov
 
@@ -132,9 +134,9 @@ def bench_reference(args: argparse.Namespace) -> int:
 
     conf = str(conf_dir())
 
-    def load(group: str, name: str) -> dict:
+    def load(group: str, name: str) -> dict[str, Any]:
         with open(os.path.join(conf, group, f"{name}.yaml")) as f:
-            return yaml.safe_load(f)
+            return dict(yaml.safe_load(f))
 
     h, w = args.height, args.width
     case = {c.id: c for c in load_case_set("builtin:demo")}["environment_rocket"]
@@ -153,6 +155,22 @@ def bench_reference(args: argparse.Namespace) -> int:
         print(f"H.264 encoder thread on core {enc_core} "
               + ("(its own core: encoding overlaps generation, as in a real run)" if overlapped else
                  "(the generation core: strictly one core, encoding adds to generation)"))
+    runs = _measure_reference(args, img, K, case.id, paths, policies, enc_core)
+    _print_reference_tables(args, runs)
+    missed = _reference_verdicts(args, runs, enc_core, overlapped)
+    print(f"load average at the end {_loadavg()}; {missed} target(s) missed")
+    return 0
+
+
+Samples = dict[str, list[float]]  # seconds per repeat, by measurement
+
+
+def _measure_reference(args: argparse.Namespace, img: Any, K: Any, case_id: str, paths: dict[str, Any],
+                       policies: dict[str, Any], enc_core: Optional[int]) -> dict[tuple[str, str], Samples]:
+    """(trajectory, policy) -> seconds per repeat: generation alone, and with the H.264 writer (``--encode``)."""
+    from adapters.reference.model import rollout
+    from harness.video import VideoWriter
+
     fields = ("gen_wall_s", "gen_cpu_s", "e2e_wall_s", "e2e_cpu_s", "e2e_gen_cpu_s", "e2e_enc_cpu_s")
     runs: dict[tuple[str, str], dict[str, list[float]]] = {}
     for _ in range(args.repeats):  # interleaved, so drifting machine load hits every point alike
@@ -161,33 +179,40 @@ def bench_reference(args: argparse.Namespace) -> int:
                 r = runs.setdefault((tname, pname), {k: [] for k in fields})
                 n = [0]
 
-                def count(_f, n=n):
+                def count(_f: Any, n: list[int] = n) -> None:
                     n[0] += 1
 
                 w0, c0 = time.perf_counter(), time.thread_time()
-                rollout(img, path.c2w, K, pol, (1, case.id, tname), count)
+                rollout(img, path.c2w, K, pol, (1, case_id, tname), count)
                 r["gen_cpu_s"].append(time.thread_time() - c0)
                 r["gen_wall_s"].append(time.perf_counter() - w0)
                 if args.encode:
                     with tempfile.TemporaryDirectory() as d:
                         w0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
                         wr = _writer_on_core(VideoWriter, os.path.join(d, "v.mp4"), enc_core)
-                        rollout(img, path.c2w, K, pol, (1, case.id, tname), wr)
+                        rollout(img, path.c2w, K, pol, (1, case_id, tname), wr)
                         wr.close()
                         r["e2e_wall_s"].append(time.perf_counter() - w0)
                         r["e2e_cpu_s"].append(time.process_time() - p0)  # both threads
                         r["e2e_gen_cpu_s"].append(time.thread_time() - c0)  # generation + copy/hash/queue
                         r["e2e_enc_cpu_s"].append(wr.encode_cpu_s)
 
-    def rates(r: dict[str, list[float]], key: str) -> list[float]:  # frames/s from seconds
-        return [args.frames / max(x, 1e-9) for x in r[f"{key}_s"]]
+    return runs
 
+
+def _rates(args: argparse.Namespace, r: dict[str, list[float]], key: str) -> list[float]:
+    """Frames/s from the seconds of ``key``."""
+    return [args.frames / max(x, 1e-9) for x in r[f"{key}_s"]]
+
+
+def _print_reference_tables(args: argparse.Namespace, runs: dict[tuple[str, str], dict[str, list[float]]]) -> None:
+    """The rates table and, with ``--encode``, the encoder's costs and keep ratios."""
     print(f"\n{'trajectory/context':<18} {'gen wall':>15} {'gen cpu':>15} {'gen+H.264 wall':>15} "
           f"{'gen+H.264 cpu':>15}   (frames/s, min / median; gen+H.264 cpu: CPU seconds of both threads)")
     for (tname, pname), r in runs.items():
         cells = []
         for k in ("gen_wall", "gen_cpu", "e2e_wall", "e2e_cpu"):
-            cells.append("{:6.1f} / {:6.1f}".format(*_spread(rates(r, k))) if r[f"{k}_s"] else f"{'-':>15}")
+            cells.append("{:6.1f} / {:6.1f}".format(*_spread(_rates(args, r, k))) if r[f"{k}_s"] else f"{'-':>15}")
         print(f"{tname + '/' + pname:<18} " + " ".join(f"{c:>15}" for c in cells))
     if args.encode:
         print(f"\n{'trajectory/context':<18} {'gen':>6} {'+write':>6} {'encoder':>7}   "
@@ -201,11 +226,16 @@ def bench_reference(args: argparse.Namespace) -> int:
               "generating thread; the encoder thread. keeps: end-to-end / generation-only rate, min / median over "
               "repeats: measured on the wall clock; from CPU seconds with the encoder overlapped on its own core; "
               "from CPU seconds with both on one core)")
+
+
+def _reference_verdicts(args: argparse.Namespace, runs: dict[tuple[str, str], dict[str, list[float]]],
+                        enc_core: Optional[int], overlapped: bool) -> int:
+    """One verdict line per target; the number of targets missed."""
     clock = args.clock
     print(f"\ntargets (verdicts on the {clock} clock, median over repeats):")
     missed = 0
     for (tname, pname), r in runs.items():
-        mn, med = _spread(rates(r, f"gen_{clock}"))
+        mn, med = _spread(_rates(args, r, f"gen_{clock}"))
         ok = med >= args.target
         missed += not ok
         print(f"{tname}/{pname}: {med:.1f} fps (min {mn:.1f}, median {med:.1f}) = {med / args.target:.2f}x of "
@@ -231,8 +261,7 @@ def bench_reference(args: argparse.Namespace) -> int:
             print(f"for information, generation and encoder sharing one core (CPU seconds) would keep "
                   f"{min(ones):.2f}-{max(ones):.2f} (medians); {below} of {len(ones)} point(s) below "
                   f"{ENCODE_KEEP_TARGET:g} (not counted: the target allows overlapping the encoder)")
-    print(f"load average at the end {_loadavg()}; {missed} target(s) missed")
-    return 0
+    return missed
 
 
 def bench_eval(args: argparse.Namespace) -> int:
@@ -280,7 +309,7 @@ def bench_eval(args: argparse.Namespace) -> int:
         met = max(_spread(ratios)) <= EVAL_OVERHEAD_TARGET  # the min and the median both
         print(f"total / backbone time over {len(ratios)} repeats: {_summary(ratios)} (target: min and median <= "
               f"{EVAL_OVERHEAD_TARGET:.2f}x): {'met' if met else 'MISSED'}")
-    missed = not met
+    missed = int(not met)
     if args.default_repeats > 0:
         missed += not bench_default_run(args.default_repeats)
     return 1 if missed else 0

@@ -9,11 +9,20 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from harness.cases import Case, load_cases_from_config  # noqa: F401  (re-exported: planning API)
-from harness.outputs import (PlanError, RunDir, WorkItem, check_name, check_seed, check_writable,  # noqa: F401
-                             run_dir_for)
+from harness.app.run_config import RunConfig
+from harness.cases import Case, load_cases_from_config
+from harness.outputs import PlanError, RunDir, WorkItem, check_name, check_seed, check_writable, run_dir_for
+
+if TYPE_CHECKING:
+    from adapters.base import Adapter
+    from harness.context import ContextPolicy
+    from trajectories import TrajectorySpec
+
+__all__ = ["Case", "Plan", "PlanError", "RunDir", "WorkItem", "check_name", "check_seed", "check_writable",
+           "load_cases_from_config", "make_plan", "parse_shard", "plan_from_config", "resolve_context",
+           "run_dir_for"]
 
 def parse_shard(shard: str) -> tuple[int, int]:
     """``"i/n"`` -> (i, n) with 0 <= i < n."""
@@ -51,9 +60,9 @@ class Plan:
     run_dir: the resolved run directory. all_items: the items of every shard (to know when the run is complete).
     """
 
-    adapter: Any
-    policy: Any
-    specs: dict[str, Any]
+    adapter: Adapter
+    policy: ContextPolicy
+    specs: dict[str, TrajectorySpec]
     cases: list[Case]
     items: list[WorkItem]
     run_dir: Path
@@ -64,7 +73,8 @@ class Plan:
         return RunDir(self.run_dir)
 
 
-def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case], items: Sequence[WorkItem]) -> None:
+def check_trajectories(adapter: Adapter, specs: dict[str, TrajectorySpec], cases: Sequence[Case],
+                       items: Sequence[WorkItem]) -> None:
     """Build every item's camera path up front (cheap) so impossible parameters fail before anything is written."""
     from trajectories import TrajectoryError
 
@@ -81,7 +91,7 @@ def check_trajectories(adapter: Any, specs: dict[str, Any], cases: Sequence[Case
             raise TrajectoryError(f"{exc} (trajectory {item.trajectory!r}, case {item.case_id!r})") from None
 
 
-def check_compile(adapter: Any, policy: Any, specs: dict[str, Any], cases: Sequence[Case],
+def check_compile(adapter: Adapter, policy: ContextPolicy, specs: dict[str, TrajectorySpec], cases: Sequence[Case],
                   items: Sequence[WorkItem]) -> None:
     """Compile the first item of each trajectory into a scratch folder (deleted at once), so a setting the model's
     native format refuses (a frame count it would time-warp, a size it cannot take) fails at planning, not item by
@@ -127,7 +137,7 @@ def _scratch() -> Path:
     return _SCRATCH[0]
 
 
-def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
+def check_trajectory_names(cfg: RunConfig, names: Sequence[str]) -> None:
     """Every trajectory name is a plain name of the ``trajectory`` group, and the chosen trajectory's ``name``
     labels its own path: ``trajectory=lrlr trajectory.name=lrud`` would file LRLR motion as LRUD."""
     import yaml
@@ -135,9 +145,9 @@ def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
     from harness.config_groups import check_choice, conf_dir
 
     for n in names:
-        check_name("trajectories" if cfg.get("trajectories") else "trajectory.name", n)
+        check_name("trajectories" if cfg.trajectories else "trajectory.name", n)
         check_choice("trajectory", n)
-    tr = cfg["trajectory"]
+    tr = cfg.trajectory
     check_name("trajectory.name", tr.get("name"))
     check_choice("trajectory", tr["name"])
     # the file as written (kind and cycles are never inherited): no Hydra compose for a name check
@@ -155,58 +165,77 @@ def check_trajectory_names(cfg: dict[str, Any], names: Sequence[str]) -> None:
                             "trajectory.name)")
 
 
-def resolve_context(ctx: dict[str, Any], adapter: Any):
+def resolve_context(ctx: Mapping[str, Any], adapter: Adapter) -> ContextPolicy:
     """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
-    from harness.context import ContextPolicy
     from harness.config_groups import group_yaml
+    from harness.context import ContextPolicy
 
     if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
         ctx = group_yaml("context", adapter.config.paper_context)
-    return ContextPolicy.from_dict(ctx)
+    return ContextPolicy.from_dict(dict(ctx))
 
 
-def plan_from_config(cfg: dict[str, Any], for_writing: bool = True) -> Plan:
-    """Validate the config and build the plan; nothing is written. Errors name the setting and the fix.
-    ``for_writing=False`` (reading a finished run, e.g. ``verify``) skips the writability check."""
-    from trajectories import TrajectorySpec
-
+def _adapter_for(cfg: RunConfig) -> Adapter:
+    """The run's adapter (no weights loaded): the model with this machine's settings, wrapped by a served backend
+    when one is chosen; its name and frozen seed checked."""
     from adapters.base import build_adapter
-
-    from harness.config_groups import check_choice, group_yaml, model_config_with_local
-
-    run_dir = run_dir_for(cfg.get("output_root", "outputs"), cfg.get("run", "default"))
-    seed = cfg.get("seed")
-    if seed is not None:
-        check_seed(seed)
-    adapter = build_adapter(model_config_with_local(cfg))
     from adapters.served import for_backend
 
-    adapter = for_backend(adapter, cfg.get("backend"), cfg.get("endpoint"))  # served engines wrap the model's adapter
+    from harness.config_groups import model_config_with_local
+
+    adapter: Adapter = build_adapter(model_config_with_local(cfg.model, cfg.local))
+    adapter = for_backend(adapter, cfg.backend, cfg.endpoint)  # served engines wrap the model's adapter
     check_name("model.name", adapter.config.name)
     check_seed(adapter.config.seed, "model.seed")
-    policy = resolve_context(cfg["context"], adapter)
-    adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
-    names = cfg.get("trajectories") or [cfg["trajectory"]["name"]]
-    if not isinstance(names, (list, tuple)):
-        raise PlanError(f"trajectories={names!r}: give a list, e.g. trajectories=[lrlr,lrud]")
-    check_trajectory_names(cfg, names)
-    specs = {}
-    for name in names:
-        if name == cfg["trajectory"]["name"]:
-            specs[name] = TrajectorySpec.from_dict(cfg["trajectory"])
-        else:
-            check_choice("trajectory", name)
-            specs[name] = TrajectorySpec.from_dict(group_yaml("trajectory", name))
+    return adapter
+
+
+def _check_even_canvas(adapter: Adapter) -> None:
     mc = adapter.config
     if mc.height % 2 or mc.width % 2:
         from adapters.base import ModelConfigError
 
         raise ModelConfigError(f"model.height/model.width = {mc.height}x{mc.width}: both must be even "
                                f"(H.264 4:2:0 video); e.g. model.height={mc.height + mc.height % 2}")
-    cases = load_cases_from_config(cfg["cases"])
-    seed = adapter.config.seed if seed is None else seed
+
+
+def _trajectory_specs(cfg: RunConfig) -> dict[str, TrajectorySpec]:
+    """Trajectory name -> spec: ``trajectories`` (or the chosen ``trajectory``), names checked."""
+    from trajectories import TrajectorySpec
+
+    from harness.config_groups import check_choice, group_yaml
+
+    names = cfg.trajectories or [cfg.trajectory["name"]]
+    if not isinstance(names, (list, tuple)):
+        raise PlanError(f"trajectories={names!r}: give a list, e.g. trajectories=[lrlr,lrud]")
+    check_trajectory_names(cfg, names)
+    specs = {}
+    for name in names:
+        if name == cfg.trajectory["name"]:
+            specs[name] = TrajectorySpec.from_dict(cfg.trajectory)
+        else:
+            check_choice("trajectory", name)
+            specs[name] = TrajectorySpec.from_dict(group_yaml("trajectory", name))
+    return specs
+
+
+def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = True) -> Plan:
+    """Validate the config and build the plan; nothing is written. Errors name the setting and the fix.
+    ``for_writing=False`` (reading a finished run, e.g. ``verify``) skips the writability check. A plain mapping
+    (API use) is typed first (:meth:`RunConfig.coerce`)."""
+    cfg = RunConfig.coerce(cfg)
+    run_dir = run_dir_for(cfg.output_root, cfg.run)
+    if cfg.seed is not None:
+        check_seed(cfg.seed)
+    adapter = _adapter_for(cfg)
+    policy = resolve_context(cfg.context, adapter)
+    adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
+    specs = _trajectory_specs(cfg)
+    _check_even_canvas(adapter)
+    cases = load_cases_from_config(cfg.cases)
+    seed = adapter.config.seed if cfg.seed is None else cfg.seed
     all_items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, "0/1")
-    items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.get("shard", "0/1"))
+    items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.shard)
     check_trajectories(adapter, specs, cases, items)
     if for_writing:
         check_compile(adapter, policy, specs, cases, items)

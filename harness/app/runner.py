@@ -30,7 +30,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from harness.cases import Case
 from harness.dist import Rank, current_rank, split
@@ -40,10 +40,22 @@ from harness.io import json_text, sha256_file, write_bytes, write_json, write_te
 from harness.locks import ItemLocks
 from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, controls_hashes,  # noqa: F401
                              git_state, item_meta, item_problems, item_status, remove_stale_temps, versions)
-from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,  # noqa: F401
-                   resolve_context)
+from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,
+                              resolve_context)
+from harness.app.run_config import RunConfig
 from harness.secrets import redact, scrub, secret_values
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from adapters.base import Adapter
+    from harness.context import ContextPolicy
+    from trajectories import CameraPath, TrajectorySpec
+
+#: the planning API, also importable from here
+__all__ = ["FingerprintMismatch", "ManifestRow", "PlanError", "RunDir", "RunSummary", "check_fingerprints",
+           "check_trajectories", "fingerprints", "gpu_pool_for", "item_fingerprint", "job_gpus",
+           "load_cases_from_config", "plan_from_config", "pool_from_config", "resolve_context", "run_complete",
+           "run_items", "sha256_text"]
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +144,8 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
         m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
-        fp, parts = fingerprints(plan)[_key(item)]  # computed once, and only when a finished item exists
-        if m.get("fingerprint") != fp:
+        fingerprint, parts = fingerprints(plan)[_key(item)]  # computed once, only when a finished item exists
+        if m.get("fingerprint") != fingerprint:
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
             bad.append((_key(item), changed))
@@ -148,12 +160,16 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
 class _Executor:
     """Runs the items of one plan in this process (one thread per concurrent GPU job)."""
 
-    def __init__(self, adapter: Any, context: Any, specs: dict[str, Any], cases: Sequence[Case], run_dir: Path,
-                 config: dict[str, Any], fps: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
+    def __init__(self, adapter: Adapter, context: ContextPolicy, specs: dict[str, TrajectorySpec],
+                 cases: Sequence[Case], run_dir: Path, config: RunConfig,
+                 fingerprints: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
                  rank: Rank, write_manifest: bool, previews: bool = False):
+        """``config``: the run's configuration; its resolved mapping is recorded (redacted) in every
+        ``meta.json``. ``fingerprints``: item key -> (fingerprint, per-part hashes) (:func:`fingerprints`)."""
         self.adapter, self.context, self.specs = adapter, context, specs
         self.by_id = {c.id: c for c in cases}
-        self.run_dir, self.fps = run_dir, fps
+        self.run_dir, self.fingerprints = run_dir, fingerprints
+        self.seed_source = "cli override" if config.seed is not None else "model default"
         self.run = RunDir(run_dir)
         self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
         self.previews = previews
@@ -161,8 +177,8 @@ class _Executor:
         # a dry run's items take milliseconds: their manifest rows are written together at the end of the run
         # (rewriting the whole manifest after each item made a study's dry run quadratic in its size)
         self.pending_rows: list[dict[str, Any]] = []
-        self.secrets = secret_values(config)
-        self.config = redact(config, self.secrets)
+        self.secrets = secret_values(config.raw)
+        self.config = redact(config.raw, self.secrets)  # as written in meta.json
         self.argv = redact(list(sys.argv), self.secrets)
         self.versions, self.git = versions(), git_state()
         # parts of meta.json shared by every item: built and serialised once (see _meta_text)
@@ -174,7 +190,7 @@ class _Executor:
         self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
         self.broken: dict[str, str] = {}  # done items whose files no longer match their meta.json -> why
-        self._checked: dict[tuple, list[str]] = {}
+        self._checked: dict[tuple[str, Any, Any], list[str]] = {}
         self.started = time.time()
         self._mutex = threading.Lock()
         self.running = 0
@@ -185,7 +201,7 @@ class _Executor:
         """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
         another process), or None."""
         m = item_meta(self.run_dir / _rel(item))
-        if not m or m.get("fingerprint") != self.fps[_key(item)][0]:
+        if not m or m.get("fingerprint") != self.fingerprints[_key(item)][0]:
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
                 and m.get("owner_token") != self.locks.owner.token):
@@ -203,34 +219,28 @@ class _Executor:
 
     def _integrity(self, item: WorkItem, m: dict[str, Any]) -> list[str]:
         """:func:`harness.outputs.item_problems` of a done item, once per recorded state (the runner asks twice)."""
-        video = m.get("video") if isinstance(m.get("video"), dict) else {}
+        video = m["video"] if isinstance(m.get("video"), dict) else {}
         k = (_key(item), m.get("finished_unix"), video.get("sha256"))
         if k not in self._checked:
             self._checked[k] = item_problems(self.run_dir / _rel(item), m)
         return self._checked[k]
 
-    # -- one item -------------------------------------------------------------------------------------------------
-    def execute(self, item: WorkItem) -> dict[str, Any]:
-        from adapters.base import ItemRequest
-
-        from harness.video import VideoWriter
-
-        adapter, item_dir = self.adapter, self.run_dir / _rel(item)
-        case = self.by_id[item.case_id]
-        fp, fp_parts = self.fps[_key(item)]
+    def _start_meta(self, item: WorkItem, case: Case) -> dict[str, Any]:
+        """``meta.json`` of ``item`` as it starts: identity, fingerprint, inputs, provenance, owner."""
+        fingerprint, fingerprint_parts = self.fingerprints[_key(item)]
         devices = current_devices()
         meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "status": "running",
             "item": item.to_dict(),
-            "fingerprint": fp,
-            "fingerprint_parts": fp_parts,
+            "fingerprint": fingerprint,
+            "fingerprint_parts": fingerprint_parts,
             "case": case.model_dump(),
             "model": self.model_meta,
             "context": self.context_meta,
             "trajectory": self.spec_meta[item.trajectory],
             "seed": item.seed,
-            "seed_source": "cli override" if self.config.get("seed") is not None else "model default",
+            "seed_source": self.seed_source,
             "versions": self.versions,
             "git": self.git,
             "argv": self.argv,
@@ -241,6 +251,17 @@ class _Executor:
             "owner_token": self.locks.owner.token,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        return meta
+
+    # -- one item -------------------------------------------------------------------------------------------------
+    def execute(self, item: WorkItem) -> dict[str, Any]:
+        from adapters.base import ItemRequest
+
+        from harness.video import VideoWriter
+
+        adapter, item_dir = self.adapter, self.run_dir / _rel(item)
+        case = self.by_id[item.case_id]
+        meta = self._start_meta(item, case)
         if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
             self._write_meta(item_dir, meta)
         t0 = time.perf_counter()
@@ -292,10 +313,18 @@ class _Executor:
                 writer.abort()
             meta.update(status="failed", error=redact(f"{type(exc).__name__}: {exc}", self.secrets),
                         traceback=redact(traceback.format_exc(), self.secrets))
-            if getattr(exc, "root_cause", None):  # the upstream exception line found in upstream.log
-                meta["root_cause"] = redact(exc.root_cause, self.secrets)
-            if getattr(exc, "meta", None):  # what generation measured before it failed (conformance residuals)
-                meta["generation"] = redact(exc.meta, self.secrets)
+            root_cause = getattr(exc, "root_cause", None)  # the upstream exception line found in upstream.log
+            if root_cause:
+                meta["root_cause"] = redact(root_cause, self.secrets)
+            measured = getattr(exc, "meta", None)  # what generation measured before it failed (conformance residuals)
+            if measured:
+                meta["generation"] = redact(measured, self.secrets)
+        self._finish(item, item_dir, meta)
+        return meta
+
+    def _finish(self, item: WorkItem, item_dir: Path, meta: dict[str, Any]) -> None:
+        """Seal ``meta`` (controls' hashes, finish time, manifest row), write ``meta.json`` and the manifest row
+        (a dry run's rows wait for :meth:`flush_manifest`)."""
         if meta["status"] != "failed" and isinstance(meta.get("controls"), dict):
             # hashed after generation (an adapter may add files there): a rerun trusts only what still matches
             meta["controls"]["sha256"] = controls_hashes(item_dir / "controls")
@@ -309,9 +338,8 @@ class _Executor:
                     self.pending_rows.append(meta["manifest"])
             else:
                 self.run.update_manifest([meta["manifest"]])
-        return meta
 
-    def _save_camera(self, path: Any, dst: Path) -> str:
+    def _save_camera(self, path: CameraPath, dst: Path) -> str:
         """``camera.npz`` (:meth:`CameraPath.save`); returns its sha256 (recorded in ``meta.json``). A camera path
         shared by several items (the compile cache hands out one object per spec, canvas and K) is serialised and
         hashed once; the later items get the same bytes."""
@@ -340,7 +368,8 @@ class _Executor:
         replaced by the shared values' cached texts (indented as a value at depth 1)."""
         shared = (self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
                   *self.spec_meta.values())
-        doc, texts = {}, {}
+        doc: dict[str, Any] = {}
+        texts: dict[str, str] = {}
         for k, v in meta.items():
             if isinstance(v, (dict, list)) and any(v is x for x in shared):
                 hit = self._shared_text.get(id(v))
@@ -411,7 +440,7 @@ class _Executor:
 
 def run_items(
     plan: Plan,
-    config: dict[str, Any],
+    config: RunConfig | Mapping[str, Any],
     dry_run: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -431,16 +460,17 @@ def run_items(
     ``on_start``: called once the run is known to be consistent (fingerprints checked) and before anything is
     written (the command line saves its config there).
     """
+    config = RunConfig.coerce(config)
     rank = rank or current_rank()
     adapter, context, trajectory_specs, cases = plan.adapter, plan.policy, plan.specs, plan.cases
     items, run_dir = plan.items, plan.run_dir
     check_fingerprints(plan, overwrite, dry_run)  # refuse before anything is written
-    fps = fingerprints(plan)
+    item_fingerprints = fingerprints(plan)
     if on_start is not None:
         on_start()
     my_items = split(list(items), rank)
-    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, fps, dry_run, overwrite, rank,
-                   write_manifest=rank.is_main, previews=previews)
+    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, item_fingerprints, dry_run,
+                   overwrite, rank, write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
     if pool is None and gpus > 0:
         pool = gpu_pool_for(adapter, config, dry_run)
@@ -452,6 +482,25 @@ def run_items(
         from tqdm import tqdm
 
         bar = tqdm(total=len(my_items), desc=f"{adapter.config.name}/{context.name}", unit="item", file=sys.stderr)
+
+    try:
+        _process_all(ex, summary, items, my_items, rank, pool, gpus, workers, bar, wait_poll_s)
+    finally:
+        ex.flush_manifest()  # a dry run's rows (also when interrupted); other items' rows are kept as they are
+        ex.locks.release_all()
+        if bar:
+            bar.close()
+    summary.max_concurrent = ex.peak_running
+    if rank.is_main and not (dry_run and rank.world == 1):
+        plan.run.rebuild_manifest()
+    summary.seconds = time.perf_counter() - t_run
+    return summary
+
+
+def _process_all(ex: _Executor, summary: RunSummary, items: Sequence[WorkItem], my_items: list[WorkItem], rank: Rank,
+                 pool: Optional[GPUPool], gpus: int, workers: int, bar: Any, wait_poll_s: float) -> None:
+    """Run this rank's items (``workers`` at once), then, on the main rank of several, every item nobody started;
+    then wait, polling, for the items another process holds until every one is finished (by anyone)."""
 
     def attempt(item: WorkItem) -> bool:
         why = ex.finished_ok(item)
@@ -478,30 +527,19 @@ def run_items(
                     bar.update(1)
         return deferred
 
-    try:
-        pending = process(my_items)
-        if rank.world > 1 and rank.is_main:
-            # rank 0 writes the manifest and evaluates, so it sees every rank's items through: it waits for the
-            # ones another rank holds and does the ones nobody has started (the split decides who, never what)
-            mine = set(my_items)
-            pending += process([i for i in items if i not in mine])
-        announced = 0.0
-        while pending:
-            time.sleep(wait_poll_s)
-            if time.monotonic() - announced > WAIT_REMINDER_S:  # at first, then every few minutes: never silent
-                _announce_wait(ex.locks, pending)
-                announced = time.monotonic()
-            pending = process(pending)
-    finally:
-        ex.flush_manifest()  # a dry run's rows (also when interrupted); other items' rows are kept as they are
-        ex.locks.release_all()
-        if bar:
-            bar.close()
-    summary.max_concurrent = ex.peak_running
-    if rank.is_main and not (dry_run and rank.world == 1):
-        plan.run.rebuild_manifest()
-    summary.seconds = time.perf_counter() - t_run
-    return summary
+    pending = process(my_items)
+    if rank.world > 1 and rank.is_main:
+        # rank 0 writes the manifest and evaluates, so it sees every rank's items through: it waits for the
+        # ones another rank holds and does the ones nobody has started (the split decides who, never what)
+        mine = set(my_items)
+        pending += process([i for i in items if i not in mine])
+    announced = 0.0
+    while pending:
+        time.sleep(wait_poll_s)
+        if time.monotonic() - announced > WAIT_REMINDER_S:  # at first, then every few minutes: never silent
+            _announce_wait(ex.locks, pending)
+            announced = time.monotonic()
+        pending = process(pending)
 
 
 WAIT_REMINDER_S = 300.0
@@ -532,13 +570,13 @@ def _announce_wait(locks: ItemLocks, pending: Sequence[WorkItem]) -> None:
                     ", ".join(other))
 
 
-def job_gpus(adapter: Any, dry_run: bool = False) -> int:
+def job_gpus(adapter: Adapter, dry_run: bool = False) -> int:
     """GPUs one job of ``adapter`` holds: ``gpus_per_job``, which counts every device of the layout (torchrun ranks
     plus e.g. Matrix-Game 3's async-VAE GPU, ``vae_worker_gpus``); 0 on a dry run."""
     return 0 if dry_run else int(getattr(adapter.config, "gpus_per_job", 0) or 0)
 
 
-def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) -> Optional[GPUPool]:
+def gpu_pool_for(adapter: Adapter, config: RunConfig | Mapping[str, Any], dry_run: bool = False) -> Optional[GPUPool]:
     """The pool upstream jobs of ``adapter`` draw from (None: no GPU job, or no GPU set/visible); refuses a job
     bigger than the pool before anything is written."""
     gpus = job_gpus(adapter, dry_run)
@@ -551,17 +589,18 @@ def gpu_pool_for(adapter: Any, config: dict[str, Any], dry_run: bool = False) ->
     return pool
 
 
-def pool_from_config(config: dict[str, Any]) -> Optional[GPUPool]:
-    """The GPU pool of ``config['devices']`` (``auto`` or a list); None when no GPU is visible or set."""
+def pool_from_config(config: RunConfig | Mapping[str, Any]) -> Optional[GPUPool]:
+    """The GPU pool of ``devices`` (``auto`` or a list; None or unset: no pool) and ``gpu_lock_dir``; None when no
+    GPU is visible or set."""
     from harness.gpu_pool import parse_devices
 
-    if "devices" not in config:
+    cfg = RunConfig.coerce(config)
+    if "devices" not in cfg.model_fields_set:  # no setting at all (API use); devices=null means auto
         return None
-    devs = parse_devices(config.get("devices"))
+    devs = parse_devices(cfg.devices)
     if not devs:
         return None
-    lock_dir = config.get("gpu_lock_dir")
-    return GPUPool(devs, Path(lock_dir) if lock_dir else None)
+    return GPUPool(devs, Path(cfg.gpu_lock_dir) if cfg.gpu_lock_dir else None)
 
 
 def run_complete(run_dir: Path, items: Sequence[WorkItem]) -> list[WorkItem]:

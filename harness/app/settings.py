@@ -16,6 +16,7 @@ import functools
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.app.run_config import RunConfig
 from harness.errors import ConfigError
 
 #: keys a config may hold besides those of conf/config.yaml: the sections of the groups that have a package, and
@@ -74,7 +75,15 @@ def _mapping(cfg: dict[str, Any], name: str, keys: tuple[str, ...], want: str) -
     for k in section:
         if k not in keys:
             raise _unknown(f"{name}.", str(k), list(keys))
-    return section
+    return dict(section)
+
+
+def load_run_config(raw: dict[str, Any]) -> RunConfig:
+    """The one validation of a composed config (resolved to a plain mapping): :func:`check_settings` (unknown keys,
+    types and ranges, messages naming the key and the fix), then the typed :class:`RunConfig` every command takes.
+    Group sections with their own typed config are checked by it where they are used (planning)."""
+    check_settings(raw)
+    return RunConfig.from_mapping(raw)
 
 
 def check_settings(cfg: dict[str, Any]) -> None:
@@ -202,9 +211,10 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]]:
 
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(list(overrides))
-    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    plain = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line is not None]
     base = compose_config(plain, hydra_config=True)
     params = OmegaConf.select(base, "hydra.sweeper.params") or {}
-    params_conf = [f"{k}={v}" for k, v in OmegaConf.to_container(params).items()] if params else []
+    container = OmegaConf.to_container(params) if params else {}
+    params_conf = [f"{k!s}={v}" for k, v in container.items()] if isinstance(container, dict) else []
     batches = BasicSweeper.split_arguments(parser.parse_overrides(params_conf + list(overrides)), None)
     return [list(job) for batch in batches for job in batch]

@@ -33,9 +33,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
+from harness.app.run_config import RunConfig, SetupSettings
 from harness.errors import ConfigError, MissingDependencyError, UserError
+
+if TYPE_CHECKING:
+    from adapters.base import Finding
+    from adapters.contracts import Contract, Weight
 
 STEPS = ("checkout", "environment", "weights", "readiness")
 RECORD = ".harness-weights.json"
@@ -88,7 +93,9 @@ class HfHub:
         self.endpoint, self.token, self.model = endpoint, token, model
 
     def _errors(self, repo: str, exc: Exception) -> Exception:
-        from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+        # huggingface_hub.utils re-exports these (implicitly) in every version pyproject.toml allows
+        from huggingface_hub.utils import (  # type: ignore[attr-defined]
+            GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)
 
         if isinstance(exc, GatedRepoError):
             return GatedError(gated_message(repo, self.model))
@@ -206,46 +213,64 @@ def _repo_name(repo: str) -> str:
     return repo.rstrip("/").split("/")[-1]
 
 
-def _default_root(cfg: dict[str, Any]) -> Path:
-    root = (cfg.get("setup") or {}).get("root") or os.environ.get("WORLDMEM_MODELS") or "~/worldmem-models"
+def _default_root(settings: SetupSettings) -> Path:
+    root = settings.root or os.environ.get("WORLDMEM_MODELS") or "~/worldmem-models"
     return Path(os.path.expanduser(str(root))).resolve()
 
 
-def make_plan(cfg: dict[str, Any]) -> SetupPlan:
+def make_plan(cfg: RunConfig | Mapping[str, Any]) -> SetupPlan:
     """Resolve every path setup uses from the model config (with this machine's local block) and the contract;
-    a user error (exit 2) names the key when something cannot work."""
+    a user error (exit 2) names the key when something cannot work. A plain mapping (API use) is typed first."""
     from adapters import contracts
     from harness.config_groups import model_config_with_local
     from harness.outputs import check_name
 
-    mcfg = model_config_with_local(cfg)
+    cfg = RunConfig.coerce(cfg)
+    mcfg = model_config_with_local(cfg.model, cfg.local)
     name = check_name("model.name", mcfg.get("name"), "setup names its folders after it")  # envs/<name>, ...
     try:
         contract = contracts.load(name)
     except FileNotFoundError:
         raise ConfigError(f"model={name}: setup is for upstream models with a contract (adapters/<model>/contract.yaml); "
                           f"{name} runs in the harness's own environment") from None
-    s = cfg.get("setup") or {}
-    steps = tuple(s.get("steps") or STEPS)
+    s = cfg.setup or SetupSettings()
+    steps = tuple(s.steps or STEPS)
     for st in steps:
         if st not in STEPS:
             raise ConfigError(f"setup.steps: {st!r} is not a step; use some of {list(STEPS)}")
-    root = _default_root(cfg)
+    root = _default_root(s)
     checkout = Path(os.path.expanduser(mcfg.get("upstream_dir") or root / "repos" / _repo_name(contract.repo)))
-    clone_url = s.get("clone_url") or f"https://github.com/{contract.repo}.git"
     env_dir = None if mcfg.get("python") else root / "envs" / name
-    python = str(mcfg.get("python") or env_dir / "bin" / "python")  # type: ignore[operator]
+    python = str(mcfg.get("python") or root / "envs" / name / "bin" / "python")
     version = contract.environment.python
-    python_bin = s.get("python_bin") or (f"python{version}" if version else "python3")
-    paths: dict[str, str] = {"upstream_dir": str(checkout)}
-    revisions = dict(s.get("revisions") or {})
-    jobs: list[WeightJob] = []
-    notes: list[str] = []
-    env_for_cache = {**os.environ, **(mcfg.get("env") or {})}
     from adapters.upstream import hf_cache_dir
 
-    hf_cache = hf_cache_dir(env_for_cache)
-    # config key -> path: the configured one, else derived from the first weight that lands under the key
+    hf_cache = hf_cache_dir({**os.environ, **(mcfg.get("env") or {})})
+    paths: dict[str, str] = {"upstream_dir": str(checkout)}
+    jobs, notes = _weight_jobs(contract, mcfg, s, name, root, checkout, paths)
+    for e in contract.checkpoint:  # keys with no weight (a folder the user provides) stay as configured
+        if e.key not in paths and mcfg.get(e.key):
+            paths[e.key] = str(mcfg[e.key])
+    harness_python = str(s.harness_python or sys.executable)
+    if not os.path.isabs(harness_python):
+        raise ConfigError(f"setup.harness_python={harness_python!r}: give an absolute path (the script changes PATH "
+                          "to the model's environment, so a bare name would find the model's Python)")
+    return SetupPlan(model=name, contract=contract, config=mcfg, root=root, checkout=checkout,
+                     clone_url=s.clone_url or f"https://github.com/{contract.repo}.git", env_dir=env_dir,
+                     python=python, python_bin=s.python_bin or (f"python{version}" if version else "python3"),
+                     paths=paths, jobs=jobs, forks={str(k): str(v) for k, v in s.forks.items()},
+                     optional_steps=bool(s.optional_steps), hf_cache=hf_cache, steps=steps, notes=notes,
+                     harness_python=harness_python)
+
+
+def _weight_jobs(contract: Contract, mcfg: dict[str, Any], s: SetupSettings, name: str, root: Path,
+                 checkout: Path, paths: dict[str, str]) -> tuple[list[WeightJob], list[str]]:
+    """The downloads of the contract's required weights (those whose ``when`` key is set), and notes on unpinned
+    revisions. ``paths`` gains config key -> path: the configured one, else derived from the first weight that
+    lands under the key."""
+    revisions = dict(s.revisions or {})
+    jobs: list[WeightJob] = []
+    notes: list[str] = []
     for w in contract.weights:
         if w.when and not mcfg.get(w.when):
             continue
@@ -256,53 +281,48 @@ def make_plan(cfg: dict[str, Any]) -> SetupPlan:
             jobs.append(WeightJob(w, None, list(w.files), revision))
             continue
         key = str(w.key)
-        configured = paths.get(key) or mcfg.get(key)
-        if key == "upstream_dir":
-            base = checkout
-        elif configured:
-            base = Path(os.path.expanduser(str(configured)))
-        elif w.file:
-            base = root / "weights" / name / w.name / w.file
-        elif w.prefix:
-            base = root / "weights" / name / w.name / w.prefix
-        else:
-            base = root / "weights" / name / key
+        base = _weight_base(w, key, paths.get(key) or mcfg.get(key), name, root, checkout)
         paths[key] = str(base)
-        if w.hub == "checkout":
-            jobs.append(WeightJob(w, base, list(w.files), revision))
-            continue
-        if w.file:
-            if base.name != Path(w.file).name and not base.exists():
-                raise ConfigError(f"model.{key}={base}: setup downloads {w.repo}'s {w.file} as {Path(w.file).name}; "
-                                  f"leave model.{key} unset or point it at a path ending in {Path(w.file).name}")
-            local = base.parent
-            for _ in Path(w.file).parent.parts:
-                local = local.parent
-            jobs.append(WeightJob(w, local, [w.file], revision))
-        elif w.prefix:
-            parts = Path(w.prefix).parts
-            if tuple(base.parts[-len(parts):]) != parts:
-                raise ConfigError(f"model.{key}={base}: {w.repo} keeps it in {w.prefix}/; leave model.{key} unset or "
-                                  f"point it at a folder ending in {w.prefix}")
-            jobs.append(WeightJob(w, Path(*base.parts[:-len(parts)]), list(w.files), revision))
-        else:
-            jobs.append(WeightJob(w, base / w.into if w.into else base, list(w.files), revision))
+        jobs.append(_weight_job(w, key, base, revision))
         note = (f"{w.repo}: the contract pins no revision; setup resolves main and records the commit in {RECORD} "
                 f"(pin it with setup.revisions.<weight>=<commit>)")
         if w.revision is None and w.name not in revisions and w.hub == "huggingface" and note not in notes:
             notes.append(note)
-    for e in contract.checkpoint:  # keys with no weight (a folder the user provides) stay as configured
-        if e.key not in paths and mcfg.get(e.key):
-            paths[e.key] = str(mcfg[e.key])
-    forks = {str(k): str(v) for k, v in (s.get("forks") or {}).items()}
-    harness_python = str(s.get("harness_python") or sys.executable)
-    if not os.path.isabs(harness_python):
-        raise ConfigError(f"setup.harness_python={harness_python!r}: give an absolute path (the script changes PATH "
-                          "to the model's environment, so a bare name would find the model's Python)")
-    return SetupPlan(model=name, contract=contract, config=mcfg, root=root, checkout=checkout, clone_url=clone_url,
-                     env_dir=env_dir, python=python, python_bin=python_bin, paths=paths, jobs=jobs, forks=forks,
-                     optional_steps=bool(s.get("optional_steps")), hf_cache=hf_cache, steps=steps, notes=notes,
-                     harness_python=harness_python)
+    return jobs, notes
+
+
+def _weight_base(w: Weight, key: str, configured: Any, name: str, root: Path, checkout: Path) -> Path:
+    """Where weight ``w`` lands: the checkout, the configured path, or ``<root>/weights/<model>/...``."""
+    if key == "upstream_dir":
+        return checkout
+    if configured:
+        return Path(os.path.expanduser(str(configured)))
+    if w.file:
+        return root / "weights" / name / w.name / w.file
+    if w.prefix:
+        return root / "weights" / name / w.name / w.prefix
+    return root / "weights" / name / key
+
+
+def _weight_job(w: Weight, key: str, base: Path, revision: str) -> WeightJob:
+    """The download of weight ``w`` to ``base`` (the folder the hub's paths are relative to)."""
+    if w.hub == "checkout":
+        return WeightJob(w, base, list(w.files), revision)
+    if w.file:
+        if base.name != Path(w.file).name and not base.exists():
+            raise ConfigError(f"model.{key}={base}: setup downloads {w.repo}'s {w.file} as {Path(w.file).name}; "
+                              f"leave model.{key} unset or point it at a path ending in {Path(w.file).name}")
+        local = base.parent
+        for _ in Path(w.file).parent.parts:
+            local = local.parent
+        return WeightJob(w, local, [w.file], revision)
+    if w.prefix:
+        parts = Path(w.prefix).parts
+        if tuple(base.parts[-len(parts):]) != parts:
+            raise ConfigError(f"model.{key}={base}: {w.repo} keeps it in {w.prefix}/; leave model.{key} unset or "
+                              f"point it at a folder ending in {w.prefix}")
+        return WeightJob(w, Path(*base.parts[:-len(parts)]), list(w.files), revision)
+    return WeightJob(w, base / w.into if w.into else base, list(w.files), revision)
 
 
 # -- shell commands (printed, and run as printed) ------------------------------------------------------------------
@@ -462,7 +482,9 @@ def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
         size = f"; about {w.size_gb:g} GB" if w.size_gb else ""
         why = f"{w.name}: {w.repo} ({w.source}){size}{gate}"
         if w.hub == "checkout":
-            out.append((why, " && ".join(f"test -e {_q(job.local_dir / f)}" for f in job.patterns)))
+            assert job.local_dir is not None  # a checkout weight is checked in its folder (never the hub cache)
+            local_dir = job.local_dir
+            out.append((why, " && ".join(f"test -e {_q(local_dir / f)}" for f in job.patterns)))
         elif w.hub == "modelscope":
             code = (f"from modelscope import snapshot_download; snapshot_download({json.dumps(w.repo)}, "
                     f"local_dir={json.dumps(str(job.local_dir))}, allow_patterns={json.dumps(job.patterns)})")
@@ -567,9 +589,10 @@ def run_environment(plan: SetupPlan, log: Callable[[str], None]) -> None:
 
 def _read_record(d: Path) -> dict[str, Any]:
     try:
-        return json.loads((d / RECORD).read_text())
+        record = json.loads((d / RECORD).read_text())
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _verify(path: Path, rf: RemoteFile) -> Optional[str]:
@@ -640,12 +663,12 @@ def run_weights(plan: SetupPlan, hub: Hub, log: Callable[[str], None]) -> None:
         fetch_weight(plan, job, hub, log)
 
 
-def run_readiness(plan: SetupPlan, log: Callable[[str], None]) -> list[Any]:
+def run_readiness(plan: SetupPlan, log: Callable[[str], None]) -> list[Finding]:
     from adapters.base import build_adapter
 
     cfg = {**plan.config, **plan.paths, "python": plan.python}
     adapter = build_adapter(cfg)
-    findings = adapter.readiness(probe=True)
+    findings: list[Finding] = adapter.readiness(probe=True)
     for f in findings:
         log(f"readiness {f.level}: {f}")
     errors = [f for f in findings if f.level == "error"]
@@ -654,10 +677,12 @@ def run_readiness(plan: SetupPlan, log: Callable[[str], None]) -> list[Any]:
     return findings
 
 
-def run_setup(cfg: dict[str, Any], hub: Optional[Hub] = None, log: Callable[[str], None] = print) -> SetupPlan:
+def run_setup(cfg: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
+              log: Callable[[str], None] = print) -> SetupPlan:
     """Run the steps of ``setup.steps`` for ``cfg``'s model (or print the script with ``print=true``)."""
+    cfg = RunConfig.coerce(cfg)
     plan = make_plan(cfg)
-    if cfg.get("print"):
+    if cfg.print_script:
         sys.stdout.write(script(plan))
         return plan
     if "weights" in plan.steps and hub is None:
@@ -667,7 +692,7 @@ def run_setup(cfg: dict[str, Any], hub: Optional[Hub] = None, log: Callable[[str
             # huggingface_hub comes with the `eval` extra (pyproject.toml); MissingDependencyError words the rest
             raise MissingDependencyError(f"setup model={plan.model} (its weights step)", extra="eval",
                                          detail="huggingface_hub; print=true prints the script instead") from None
-        endpoint = (cfg.get("setup") or {}).get("endpoint") or os.environ.get("HF_ENDPOINT")
+        endpoint = (cfg.setup.endpoint if cfg.setup else None) or os.environ.get("HF_ENDPOINT")
         hub = HfHub(endpoint=endpoint, token=os.environ.get("HF_TOKEN"), model=plan.model)
     if "checkout" in plan.steps:
         run_checkout(plan, log)

@@ -110,13 +110,13 @@ def _count(value: Any, field_name: str = "slurm.array_parallelism") -> int:
     return int(value)
 
 
-def check_settings(slurm_cfg: dict, model_cfg: dict) -> None:
+def check_settings(slurm_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> None:
     """Every ``slurm.*`` value of a job checked as the launcher will read it (:func:`executor_parameters`), so a
     bad one fails before Hydra writes the sweep folder or submits anything."""
     executor_parameters({k: v for k, v in slurm_cfg.items()}, model_cfg or {})
 
 
-def executor_parameters(launcher_cfg: dict, model_cfg: dict) -> dict:
+def executor_parameters(launcher_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> dict[str, Any]:
     """``hydra.launcher`` of one job (resolved) -> submitit ``AutoExecutor.update_parameters`` keywords."""
     p = dict(launcher_cfg)
     if p.get("time") is not None:
@@ -274,7 +274,7 @@ class SweepJob:
     reason: str = ""
     shown: list[str] = field(default_factory=list)  # the overrides that differ between the sweep's jobs
 
-    def row(self) -> dict:
+    def row(self) -> dict[str, Any]:
         return {**asdict(self), "state": self.state.state, "exit_code": self.state.exit_code,
                 "elapsed": self.state.elapsed, "timelimit": self.state.timelimit, "source": self.state.source}
 
@@ -403,7 +403,7 @@ def _group_key(overrides: Sequence[str]) -> tuple[str, ...]:
     return tuple(o for o in overrides if _RESOURCE_KEYS.match(o))
 
 
-def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     """Hydra ``Launcher.launch`` for Slurm: submit, wait on the cluster's states, summarise, exit 1 when any job did
     not complete. ``launcher`` is the submitit launcher (its ``config``, ``hydra_context``, ``params``)."""
     try:
@@ -413,11 +413,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     raise AssertionError("unreachable")
 
 
-def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
-    import submitit
-    from hydra.core.singleton import Singleton
-    from omegaconf import OmegaConf
-
+def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from harness.outputs import run_dir_for
 
     cfg = launcher.config
@@ -434,41 +430,64 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
         groups.setdefault(_group_key(ov), []).append(i)
     jobs: list[SweepJob] = [SweepJob(initial_job_idx + i, list(ov)) for i, ov in enumerate(job_overrides)]
     varying(jobs)
-    for key, idxs in groups.items():
-        # the group's first job stands for all of it (they differ only in overrides that leave resources alone)
-        job_cfg = launcher.hydra_context.config_loader.load_sweep_config(cfg, list(job_overrides[idxs[0]]))
-        lcfg = OmegaConf.to_container(job_cfg.hydra.launcher, resolve=True)
-        mcfg = OmegaConf.to_container(job_cfg.model, resolve=True) if "model" in job_cfg else {}
-        params = executor_parameters(lcfg, mcfg)
-        executor = submitit.AutoExecutor(cluster="slurm", folder=lcfg["submitit_folder"],
-                                         slurm_max_num_timeout=int(lcfg.get("max_num_timeout") or 0))
-        executor.update_parameters(**params)
-        args = [(list(job_overrides[i]), "hydra.sweep.dir", initial_job_idx + i, f"job_id_for_{initial_job_idx + i}",
-                 Singleton.get_state()) for i in idxs]
-        try:
-            submitted = executor.map_array(launcher, *zip(*args))
-        except Exception as exc:  # noqa: BLE001 - sbatch's own words are the useful part
-            msg = str(exc).strip().splitlines()
-            earlier = sorted({j.slurm_id.split("_")[0] for j in jobs if j.slurm_id})
-            raise SlurmSettingError(
-                "sbatch refused the sweep: " + " ".join(m.strip() for m in msg[-4:] if m.strip())[:600]
-                + ". Check slurm.partition / slurm.account / slurm.gres / slurm.time / slurm.cpus_per_task / "
-                  "slurm.mem_gb (docs/scaling.md)"
-                + (f"; array(s) {', '.join(earlier)} of this sweep were submitted before and keep running "
-                   f"(scancel {' '.join(earlier)} to stop them)" if earlier else "")
-            ) from None
-        for i, h in zip(idxs, submitted):
-            jobs[i].slurm_id = str(h.job_id)
-            jobs[i].stdout, jobs[i].stderr = str(h.paths.stdout), str(h.paths.stderr)
-            jobs[i].result = str(h.paths.result_pickle)
-        log.info("submitted %d job(s) as Slurm array %s (%s), at most %s at once; sbatch script: %s",
-                 len(idxs), str(submitted[0].job_id).split("_")[0], _resources(params),
-                 params.get("slurm_array_parallelism", "?"), submitted[0].paths.submission_file)
+    for idxs in groups.values():
+        _submit_group(launcher, job_overrides, initial_job_idx, idxs, jobs)
     summary.write(jobs, done=False)
     arrays = sorted({j.slurm_id.split("_")[0] for j in jobs})
     log.info("waiting for the sweep (squeue -j %s to watch, scancel %s to stop it); summary: %s",
              ",".join(arrays), " ".join(arrays), summary.md)
+    _wait(jobs, summary, arrays, poll, max_poll)
+    return _finish(jobs, summary, sweep_dir)
 
+
+def _submit_group(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, idxs: list[int],
+                  jobs: list[SweepJob]) -> None:
+    """Submit the jobs ``idxs`` (one resource group) as one Slurm array; their ids and log paths go to ``jobs``."""
+    import submitit
+    from hydra.core.singleton import Singleton
+    from omegaconf import OmegaConf
+
+    # the group's first job stands for all of it (they differ only in overrides that leave resources alone)
+    job_cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(job_overrides[idxs[0]]))
+    lcfg = _mapping(OmegaConf.to_container(job_cfg.hydra.launcher, resolve=True))
+    mcfg = _mapping(OmegaConf.to_container(job_cfg.model, resolve=True)) if "model" in job_cfg else {}
+    params = executor_parameters(lcfg, mcfg)
+    executor = submitit.AutoExecutor(cluster="slurm", folder=lcfg["submitit_folder"],
+                                     slurm_max_num_timeout=int(lcfg.get("max_num_timeout") or 0))
+    executor.update_parameters(**params)
+    args = [(list(job_overrides[i]), "hydra.sweep.dir", initial_job_idx + i, f"job_id_for_{initial_job_idx + i}",
+             Singleton.get_state()) for i in idxs]
+    try:
+        submitted = executor.map_array(launcher, *zip(*args))
+    except Exception as exc:  # noqa: BLE001 - sbatch's own words are the useful part
+        msg = str(exc).strip().splitlines()
+        earlier = sorted({j.slurm_id.split("_")[0] for j in jobs if j.slurm_id})
+        raise SlurmSettingError(
+            "sbatch refused the sweep: " + " ".join(m.strip() for m in msg[-4:] if m.strip())[:600]
+            + ". Check slurm.partition / slurm.account / slurm.gres / slurm.time / slurm.cpus_per_task / "
+              "slurm.mem_gb (docs/scaling.md)"
+            + (f"; array(s) {', '.join(earlier)} of this sweep were submitted before and keep running "
+               f"(scancel {' '.join(earlier)} to stop them)" if earlier else "")
+        ) from None
+    for i, h in zip(idxs, submitted):
+        jobs[i].slurm_id = str(h.job_id)
+        jobs[i].stdout, jobs[i].stderr = str(h.paths.stdout), str(h.paths.stderr)
+        jobs[i].result = str(h.paths.result_pickle)
+    log.info("submitted %d job(s) as Slurm array %s (%s), at most %s at once; sbatch script: %s",
+             len(idxs), str(submitted[0].job_id).split("_")[0], _resources(params),
+             params.get("slurm_array_parallelism", "?"), submitted[0].paths.submission_file)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A resolved config node that must be a mapping (``hydra.launcher``, ``model``)."""
+    if not isinstance(value, dict):
+        raise SlurmSettingError(f"expected a mapping in the launcher's config, got {type(value).__name__}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _wait(jobs: list[SweepJob], summary: Summary, arrays: list[str], poll: float, max_poll: float) -> None:
+    """Poll the cluster's states until every job finished (the summary rewritten on each change); Ctrl-C leaves
+    the jobs running and exits 130."""
     reader = StateReader()
     ids = [j.slurm_id for j in jobs]
     try:
@@ -490,6 +509,9 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
               f"summary so far: {summary.md}", file=sys.stderr)
         raise CommandExit(130) from None
 
+
+def _finish(jobs: list[SweepJob], summary: Summary, sweep_dir: Path) -> list[Any]:
+    """Explain each job, print the summary; the completed jobs' Hydra returns (exit 1 unless all completed)."""
     returns = []
     for j in jobs:
         j.items = item_counts(j.stdout)
@@ -507,7 +529,7 @@ def _launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_i
     return returns
 
 
-def _resources(params: dict) -> str:
+def _resources(params: dict[str, Any]) -> str:
     keys = ("slurm_partition", "slurm_account", "slurm_qos", "timeout_min", "cpus_per_task", "mem_gb", "slurm_gres")
     return ", ".join(f"{k.removeprefix('slurm_')}={params[k]}" for k in keys if params.get(k) is not None)
 
@@ -538,7 +560,7 @@ def quiet_time_limit_signal(max_num_timeout: int) -> None:
     if sig is None:
         return
 
-    def warn(signum, frame):  # noqa: ARG001 - signal handler signature
+    def warn(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
         log.warning("Slurm: this job is near its time limit; the item in progress runs on until Slurm stops the job "
                     "(finished items are kept; the next run of the same command does the rest)")
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from harness.app.run_config import RunConfig
 from harness.errors import UserError
 from harness.outputs import CONTROL_FILES, ManifestRow, PlanError, RunDir, _section, item_meta, item_problems
 
@@ -109,8 +110,8 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
     c.results["clean"] = not left
     if left:
         c.notes.append(f"temporary files left: {', '.join(left)}")
-    c.results["done"] = bool(meta) and meta.get("status") == "done"
-    if not c.results["done"]:
+    c.results["done"] = meta is not None and meta.get("status") == "done"
+    if meta is None or not c.results["done"]:
         c.notes.insert(0, _status_note(d, meta))
         return c
     problems = item_problems(d, meta)
@@ -142,27 +143,29 @@ def check_item(run_dir: Path, item: Any, fingerprint: str, manifest: dict[str, M
     if not c.results["fingerprint"]:
         c.notes.append("made with a different config (fingerprint differs from the current overrides)")
     row = manifest.get(item.key)
-    c.results["manifest"] = bool(row) and row.done and row.video_sha256 == video.get("sha256")
+    c.results["manifest"] = row is not None and row.done and row.video_sha256 == video.get("sha256")
     if not c.results["manifest"]:
         c.notes.append("manifest.jsonl row missing or stale")
     return c
 
 
-def verify_run(cfg: dict[str, Any]) -> VerifyReport:
-    """Check the run of ``cfg`` (the run's own overrides; every shard's items)."""
+def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
+    """Check the run of ``cfg`` (the run's own overrides; every shard's items). A plain mapping (API use) is
+    typed first."""
     from harness.app.plan import plan_from_config
     from harness.app.runner import fingerprints
 
-    plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
+    cfg = RunConfig.coerce(cfg)
+    plan = plan_from_config(cfg.replace(shard="0/1"), for_writing=False)
     if not plan.run_dir.is_dir():
-        raise PlanError(f"run={cfg.get('run')!r}: no run at {plan.run_dir}; give verify the overrides of the run "
+        raise PlanError(f"run={cfg.run!r}: no run at {plan.run_dir}; give verify the overrides of the run "
                         "to check (run=<name>, and the model / context / trajectory / cases it used)")
     report = VerifyReport(plan.run_dir)
-    fps = fingerprints(plan)
+    item_fingerprints = fingerprints(plan)
     run = RunDir(plan.run_dir)
     manifest = _manifest_rows(run, report.problems)
     for item in plan.all_items:
-        report.items.append(check_item(plan.run_dir, item, fps[item.key][0], manifest))
+        report.items.append(check_item(plan.run_dir, item, item_fingerprints[item.key][0], manifest))
     planned = {i.key for i in plan.all_items}
     report.extra += [key for key in run.item_keys() if key not in planned]
     # leftovers elsewhere in the run (a folder of another config, the manifest's own temporaries); the planned

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from evaluate.backbones import BACKBONES, BackboneSpec, import_class, spec, status
 from evaluate.weights import Checksum, FolderState, WeightsContract, download, fetch_command, weights_root
@@ -36,17 +37,18 @@ def _select(names: list[str], shipped: bool = False) -> list[BackboneSpec]:
     return out
 
 
-def shipped_status(s: BackboneSpec, hash_files: bool = False) -> dict:
+def shipped_status(s: BackboneSpec, hash_files: bool = False) -> dict[str, Any]:
     """Offline status of a backbone whose weights ship inside installed packages (nothing is imported but its
     light module): state, the files found and where, what is missing with the install commands."""
     from evaluate.perception.packaged import sha256_cached
     from evaluate.perception.packaged import status as packaged_status
 
     cls = import_class(s)
-    st = packaged_status(s.name, cls.shipped_files(), getattr(cls, "shipped_extra", lambda: []))
+    shipped_files = getattr(cls, "shipped_files")  # a shipped backbone's classmethod (evaluate/perception)
+    st = packaged_status(s.name, shipped_files(), getattr(cls, "shipped_extra", lambda: []))
     st["checksum"] = "-"
     if hash_files and st["state"] == "present":
-        pins = {f.label: f.sha256 for f in cls.shipped_files()}
+        pins = {f.label: f.sha256 for f in shipped_files()}
         differs = [k for k, p in st["files"].items() if pins.get(k) and sha256_cached(Path(p)) != pins[k]]
         st["checksum"] = f"differs:{differs[0]} (another package version)" if differs else "ok"
     return st
@@ -67,7 +69,7 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     selected = _select(names, shipped=True)
     pack_root, why = discover(root)
     pack = WeightsPack(pack_root, found_by=why) if pack_root is not None else None
-    rows: list = []  # a status, or (name, PackLinkError) for a backbone the pack's links refuse, in registry order
+    rows: list[Any] = []  # a status, or (name, PackLinkError) for a backbone the pack's links refuse, in registry order
     for s in selected:
         if not s.learned:
             continue

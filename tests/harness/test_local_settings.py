@@ -38,13 +38,13 @@ def test_snippet_merges_only_into_its_own_model(local_dir):
     blocks = yaml.safe_load(documented_snippet())["models"]
     for model in ("lingbot_v2", "matrix_game3", "evoke"):
         cfg = _compose(local_dir, f"model={model}")
-        merged = model_config_with_local(cfg)
+        merged = model_config_with_local(*_model_and_local(cfg))
         for key, value in blocks[model].items():
             assert merged[key] == value
         adapter = build_adapter(merged)  # every documented field is a real field of that model
         assert adapter.config.upstream_dir == blocks[model]["upstream_dir"]
     cfg = _compose(local_dir, "model=matrix_game3")
-    assert "captioner" not in model_config_with_local(cfg)  # YUME's block does not leak into MG-3
+    assert "captioner" not in model_config_with_local(*_model_and_local(cfg))  # YUME's block does not leak into MG-3
 
 
 def test_snippet_leaves_the_reference_model_untouched(local_dir):
@@ -52,8 +52,8 @@ def test_snippet_leaves_the_reference_model_untouched(local_dir):
     from harness.config_groups import model_config_with_local
 
     cfg = _compose(local_dir, "model=reference")
-    assert model_config_with_local(cfg) == cfg["model"]
-    build_adapter(model_config_with_local(cfg))  # no "unknown field for model 'reference'"
+    assert model_config_with_local(*_model_and_local(cfg)) == cfg["model"]
+    build_adapter(model_config_with_local(*_model_and_local(cfg)))  # no "unknown field for model 'reference'"
 
 
 def test_bad_local_blocks_name_the_key(tmp_path):
@@ -64,10 +64,11 @@ def test_bad_local_blocks_name_the_key(tmp_path):
     (d / "local").mkdir(parents=True)
     (d / "local" / "default.yaml").write_text("models:\n  lingbot_v3:\n    checkpoint: /x\n")
     with pytest.raises(UnknownChoiceError, match=r"local.models.lingbot_v3.*lingbot_v2"):
-        model_config_with_local(compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"]))
+        model_config_with_local(*_model_and_local(compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"])))
     (d / "local" / "default.yaml").write_text("models:\n  lingbot_v2:\n    checkpont: /x\n")
     with pytest.raises(ModelConfigError, match="model.checkpont"):
-        build_adapter(model_config_with_local(compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"])))
+        cfg = compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"])
+        build_adapter(model_config_with_local(*_model_and_local(cfg)))
 
 
 @pytest.mark.slow
@@ -97,4 +98,9 @@ def test_global_package_variant_also_works(tmp_path):
     (d / "local" / "default.yaml").write_text("# @package _global_\nlocal:\n  models:\n    lingbot_v2:\n"
                                               "      checkpoint: /x\nrun: mine\n")
     cfg = compose([f"hydra.searchpath=[file://{d}]", "model=lingbot_v2"])
-    assert model_config_with_local(cfg)["checkpoint"] == "/x" and cfg["run"] == "mine"
+    assert model_config_with_local(*_model_and_local(cfg))["checkpoint"] == "/x" and cfg["run"] == "mine"
+
+
+def _model_and_local(cfg):
+    """The two sections ``model_config_with_local`` merges."""
+    return cfg["model"], cfg.get("local")

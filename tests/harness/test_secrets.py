@@ -38,7 +38,7 @@ def test_command_scripts_reference_secrets_and_still_run(tmp_path):
 
 
 def test_argv_secrets_are_found():
-    from harness.app.cli import _argv_secrets
+    from harness.app.argv import argv_secrets as _argv_secrets
 
     found = _argv_secrets(["h", "+model.env={HF_TOKEN: hf_x1y2z3, MODE: plain}", "model.env.WANDB_API_KEY=k3y999",
                            "seed=1", "+model.env_plain=[MODE]"])

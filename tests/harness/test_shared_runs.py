@@ -166,7 +166,7 @@ def test_files_follow_the_umask(tmp_path, umask, mode):
 
 
 def test_evaluating_a_missing_run_is_a_clear_error(tmp_path):
-    from harness.app.cli import _cmd_evaluate_only
+    from harness.app.commands.run import cmd_evaluate_only as _cmd_evaluate_only
     from harness.errors import ConfigError
 
     cfg = compose([f"output_root={tmp_path}", "run=nope", "stage=evaluate"])

@@ -41,8 +41,6 @@ def in_process_cli(monkeypatch, tmp_path, capsys) -> Callable[..., Result]:
 
     def run(*args: str) -> Result:
         monkeypatch.setattr(sys, "argv", ["harness", *args])
-        monkeypatch.setattr(cli, "_DISPATCHED", False)
-        monkeypatch.setattr(cli, "_SECRETS", {})
         secrets.clear_registry()
         capsys.readouterr()
         try:

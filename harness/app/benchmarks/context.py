@@ -16,13 +16,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from harness.context import ContextPolicy
 
 TARGET_OF_BOUND = 0.80
 
 
-def _path(frames: int, H: int, W: int):
+def _path(frames: int, H: int, W: int) -> tuple[np.ndarray, np.ndarray]:
     from trajectories import TrajectorySpec, build_path, latent_poses
     from trajectories.conventions import intrinsics_from_fov
 
@@ -31,7 +35,8 @@ def _path(frames: int, H: int, W: int):
     return latent_poses(path.c2w), K
 
 
-def _rollout_tiny(policy, frames: int, args, timer_cls):
+def _rollout_tiny(policy: ContextPolicy, frames: int, args: argparse.Namespace,
+                  timer_cls: Callable[[], Any]) -> tuple[float, Any, list[int], Any]:
     import torch
 
     from adapters.tiny_causal_dit.model import TinyCausalDiT, TinyDiTConfig, generate
@@ -50,7 +55,8 @@ def _rollout_tiny(policy, frames: int, args, timer_cls):
     return total, ro.attention_per_chunk, attended, ro.cache_bytes
 
 
-def _rollout_wan(policy, frames: int, args, timer_cls):
+def _rollout_wan(policy: ContextPolicy, frames: int, args: argparse.Namespace,
+                 timer_cls: Callable[[], Any]) -> tuple[float, Any, list[int], Any]:
     """The same rollout on diffusers' WanTransformer3DModel (patch (1, 2, 2): ``size / 16`` squared tokens per
     latent frame, like the tiny DiT), latent grid ``size / 8``."""
     import torch
@@ -79,7 +85,7 @@ MODELS = {"tiny": ("tiny causal DiT (adapters/tiny_causal_dit)", _rollout_tiny),
           "wan": ("diffusers WanTransformer3DModel + harness KV cache (harness/context/wan_kv.py)", _rollout_wan)}
 
 
-def _stats(xs) -> tuple[float, float]:
+def _stats(xs: Sequence[float]) -> tuple[float, float]:
     return float(min(xs)), float(statistics.median(xs))
 
 
@@ -123,7 +129,7 @@ def _run_model(model: str, lengths: list[int], args: argparse.Namespace) -> list
           f"heads, {args.layers} layer(s), device {args.device}, {args.dtype}, torch threads "
           f"{torch.get_num_threads()}, {reps} repeat(s)")
     # runs[n][policy] = list over repeats of (total s, attention s per chunk, attended per chunk, cache bytes)
-    runs: dict[int, dict[str, list[tuple]]] = {}
+    runs: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
     for n in lengths:
         runs[n] = {p: [] for p in policies}
         for _ in range(reps):  # interleave policies so a load spike hits all of them alike

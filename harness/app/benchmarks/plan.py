@@ -24,10 +24,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from adapters.contracts import available
 from harness import PROJECT_ROOT
 from harness.io import write_text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TARGET_S = 60.0
 FULL_CASES = 260
@@ -39,7 +43,7 @@ SIZES = ((48, 64), (45, 80), (64, 64), (60, 48))
 HFOVS = (None, 50.0)
 
 
-def synthetic_image(i: int, height: int, width: int):
+def synthetic_image(i: int, height: int, width: int) -> np.ndarray:
     """A small RGB image: a horizontal colour gradient with three flat rectangles (seeded by ``i``)."""
     import numpy as np
 
@@ -73,7 +77,7 @@ def write_case_set(folder: Path, n: int) -> Path:
         name = f"images/case_{i:04d}.png"
         cv2.imwrite(str(folder / name), img[..., ::-1])
         fam = families[i % len(families)]
-        case: dict = {"id": f"{fam}_{i:04d}", "family": fam, "image": name,
+        case: dict[str, Any] = {"id": f"{fam}_{i:04d}", "family": fam, "image": name,
                       "prompt": f"Synthetic scene {i}: a gradient wall with three coloured blocks ({fam})."}
         hfov = HFOVS[(i // len(SIZES)) % len(HFOVS)]
         if hfov is not None:
@@ -140,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
               f"trajectory(ies) = {items} items ({items / full:.3f} of the full study's {full}), "
               f"{len(args.models) * len(args.trajectories)} sweep job(s), {args.shards} process(es), "
               f"previews={'on' if args.previews else 'off'}; {cpus} CPU(s), load average {load}")
-        times, cpus = [], []
+        times: list[float] = []
+        cpu_s: list[float] = []
         for r in range(args.repeats):
             out = Path(tmp) / f"out{r}"
             out.mkdir()
@@ -148,11 +153,11 @@ def run(args: argparse.Namespace) -> int:
             if n != items:
                 raise SystemExit(f"expected {items} compiled items in the manifest, found {n}")
             times.append(dt)
-            cpus.append(cpu)
+            cpu_s.append(cpu)
             print(f"  repeat {r + 1}: {dt:7.2f} s wall, {cpu:7.2f} CPU s  ({dt / n * 1000:.2f} ms per item, "
                   f"{n / dt:.0f} items/s)")
     mn, med = min(times), statistics.median(times)
-    cmin, cmed = min(cpus), statistics.median(cpus)
+    cmin, cmed = min(cpu_s), statistics.median(cpu_s)
     target = TARGET_S * items / full
     scaled = " (target scaled to this fraction of the full study)" if items != full else ""
     print(f"seconds: min {mn:.2f}, median {med:.2f} over {len(times)} repeat(s); {med / items * 1000:.2f} ms per item")
@@ -167,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``plan`` on the ``python -m harness.bench`` subcommands."""
     p = sub.add_parser("plan", help="dry-run time of the nine-model study on a synthetic 260-case set")
     p.add_argument("--cases", type=int, default=FULL_CASES, help="synthetic cases (default 260)")

@@ -48,7 +48,7 @@ _MEASURED = ("import resource, runpy, sys\n"
              "file=sys.stderr)\n")
 
 
-def _child(args: list[str], cwd: Path) -> tuple[float, float, subprocess.CompletedProcess]:
+def _child(args: list[str], cwd: Path) -> tuple[float, float, subprocess.CompletedProcess[str]]:
     """(wall seconds, peak resident memory of the child in GB, the process) of ``python -m harness <args>``."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT_ROOT)}
     t0 = time.perf_counter()
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``release`` on the ``python -m harness.bench`` subcommands."""
     p = sub.add_parser("release", help="release import / evaluation / report at the release's scale")
     p.add_argument("--rows", type=int, default=1200, help="rows of the generated miniature (default 1200)")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import harness.app.cli as cli
-from harness.app.cli import _short_table
+from harness.app.commands.evaluation import short_table as _short_table
 from tests.support import ROOT, run_cli
 from tests.support.cli import in_process_cli
 
@@ -515,14 +515,16 @@ def test_the_no_comparison_hint_fits_the_command(monkeypatch):
     """A single run suggests a sweep; a sweep job (already one) and external videos (no -m to run) do not."""
     from evaluate.reporting.verdict import NO_COMPARISON_HINT
 
-    from harness.app import cli
+    from harness.app.commands import run
+    from harness.app.commands.evaluation import no_comparison_hint
+    from harness.app.run_config import RunConfig
 
-    monkeypatch.setattr(cli, "_in_sweep", lambda: False)
-    assert cli._no_comparison_hint({"run": "default"}) == NO_COMPARISON_HINT
-    ext = cli._no_comparison_hint({"run": "ext", "videos": "/my/videos"})
+    monkeypatch.setattr(run, "in_sweep", lambda: False)
+    assert no_comparison_hint(RunConfig.from_mapping({"run": "default"})) == NO_COMPARISON_HINT
+    ext = no_comparison_hint(RunConfig.from_mapping({"run": "ext", "videos": "/my/videos"}))
     assert "-m context" not in ext and "manifest.json" in ext
-    monkeypatch.setattr(cli, "_in_sweep", lambda: True)
-    job = cli._no_comparison_hint({"run": "study"})
+    monkeypatch.setattr(run, "in_sweep", lambda: True)
+    job = no_comparison_hint(RunConfig.from_mapping({"run": "study"}))
     assert "-m context" not in job and "report run=study" in job
 
 

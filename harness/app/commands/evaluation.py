@@ -1,0 +1,89 @@
+"""The evaluation stage as the console shows it: evaluate a run, print where its tables and report are, its
+verdict and a short table of the computed metrics."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.app.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from evaluate.results import ItemResult
+    from evaluate.stage import EvalConfig
+
+log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
+
+
+def eval_config(cfg: RunConfig) -> EvalConfig:
+    """The evaluation settings, validated (a bad ``evaluate.*`` value fails before anything is generated)."""
+    from evaluate.stage import EvalConfig
+
+    return EvalConfig.from_dict({k: v for k, v in (cfg.evaluate or {}).items()})
+
+
+def no_comparison_hint(cfg: RunConfig) -> str:
+    """The console's hint when a run has nothing to compare, fitted to the command that ran: a sweep job is
+    already running several (its siblings add theirs to the same run), external videos come from a manifest."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+    from harness.app.commands.run import in_sweep
+
+    run = cfg.run or "<name>"
+    if cfg.videos:
+        return ("To compare, put videos of a second model or context policy of the same cases in the folder "
+                "(manifest.json names each video's model and context) and evaluate again.")
+    if in_sweep():
+        return (f"The sweep's other jobs add their policies or models to this run: the last job's verdict, or "
+                f"`python -m harness report run={run}` once all are done, compares them.")
+    return NO_COMPARISON_HINT
+
+
+def evaluate(run_dir: Path, cfg: RunConfig) -> bool:
+    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+    from evaluate.stage import evaluate_run
+    from evaluate.weights import weights_root
+    from harness.io import remove_dead_temps
+
+    remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
+
+    ecfg = eval_config(cfg)
+    root = weights_root(cfg.weights_dir)
+    out = evaluate_run(run_dir, ecfg, force=cfg.overwrite, progress=cfg.progress, weights_root=root)
+    print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
+          f"{out['validity']}")
+    if out.get("report"):
+        print(f"report: {out['report']}")
+    if out.get("verdict"):  # the report's own verdict (evaluate.reporting.verdict), the same words as its page
+        hint = no_comparison_hint(cfg)
+        print("verdict:\n  " + "\n  ".join(x.replace(NO_COMPARISON_HINT, hint) for x in out["verdict"]))
+    print(short_table(out["results"]))
+    for item, reason in out["failed"]:
+        key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
+        log.error("FAILED %s: %s", key, reason)
+    return not out["failed"]
+
+
+def short_table(results: list[ItemResult]) -> str:
+    """The computed metrics of this run (:class:`evaluate.results.ItemResult`), grouped by model / context /
+    trajectory / seed (never averaged across them): per group and metric, the mean over that group's cases with n.
+    Read as every table reads results (:func:`evaluate.reporting.collect.scored`): ground truth (oracle) never
+    scores, and a static-content metric leaves dynamic cases out."""
+    import numpy as np
+
+    from evaluate.reporting.collect import scored
+
+    groups: dict[tuple[str, ...], dict[str, list[Any]]] = {}
+    for r in map(scored, results):
+        g = tuple(str(r.item.get(k, "?")) for k in ("model", "context", "trajectory", "seed"))
+        for k, m in r.computed().items():
+            groups.setdefault(g, {}).setdefault(k, []).append(m.value)
+    if not groups:
+        return "(no metric could be computed with the available backbones; see summary.md)"
+    w = max(len(k) for vals in groups.values() for k in vals)
+    lines = ["mean over the cases of each model / context / trajectory / seed (n = cases):"]
+    for (model, context, trajectory, seed), vals in sorted(groups.items()):
+        lines.append(f"{model} / {context} / {trajectory} / seed {seed}")
+        lines += [f"  {k:<{w}}  {np.mean(v):8.4f}  (n={len(v)})" for k, v in sorted(vals.items())]
+    return "\n".join(lines)

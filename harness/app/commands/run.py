@@ -1,0 +1,253 @@
+"""``run`` (the default command): plan, check, generate, then evaluate; ``stage=evaluate`` evaluates an existing
+run or videos made elsewhere. Everything is checked before the first write (:func:`prepare_run`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from harness.app.commands.evaluation import eval_config, evaluate
+from harness.app.run_config import RunConfig
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from adapters.base import Adapter
+    from harness.app.plan import Plan
+
+log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
+
+#: plans the sweep pre-pass validated in this command, by config (:func:`config_key`): the job (in this process,
+#: basic launcher) takes its plan from here instead of planning twice. Set for one command by :func:`prepared`.
+_PREPARED: ContextVar[Optional[dict[str, Plan]]] = ContextVar("harness_prepared_plans", default=None)
+
+
+@contextmanager
+def prepared(plans: dict[str, Plan]) -> Iterator[None]:
+    """Within the block, ``run`` takes a job's plan from ``plans`` (filled by :func:`validate_job`)."""
+    token = _PREPARED.set(plans)
+    try:
+        yield
+    finally:
+        _PREPARED.reset(token)
+
+
+class NothingToRun(ConfigError):
+    """No case of the case set runs on the chosen trajectories: a user error for one run; in a sweep, that job is
+    skipped with a line (a study over trajectories and cases where LR-Hold is for dynamic cases only) unless no job
+    of the sweep has anything to run."""
+
+
+def config_key(cfg: RunConfig) -> str:
+    """The identity of a job's config (its resolved mapping) in :data:`_PREPARED`."""
+    import json
+
+    return json.dumps(cfg.raw, sort_keys=True, default=str)
+
+
+def videos_args(cfg: RunConfig) -> tuple[Path, Path]:
+    """``videos`` and its manifest (default ``<videos>/manifest.json``)."""
+    folder = Path(str(cfg.videos))
+    return folder, Path(str(cfg.videos_manifest or folder / "manifest.json"))
+
+
+def log_readiness(adapter: Adapter) -> None:
+    for finding in adapter.readiness(probe=False):  # shown, not enforced: a dry run needs no weights
+        log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name, finding)
+
+
+def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
+    """Everything ``run`` checks before its first write (also run for every job of a sweep before job 0 starts):
+    the plan (names, cases, trajectories, a compile of each trajectory), readiness, evaluation settings, GPUs, and
+    finished items made with another config. Returns the :class:`~harness.app.plan.Plan` (None for
+    ``stage=evaluate``, whose inputs are checked here too)."""
+    from harness.app.plan import plan_from_config
+    from harness.app.runner import check_fingerprints, gpu_pool_for
+
+    if cfg.stage == "evaluate":
+        eval_config(cfg)
+        if cfg.videos:
+            from evaluate.external import check_import
+
+            check_import(*videos_args(cfg), cfg.raw)
+        return None
+    plan = plan_from_config(cfg)
+    adapter, specs = plan.adapter, plan.specs
+    if not cfg.dry_run:
+        adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
+    elif report:
+        log_readiness(adapter)
+    if not plan.items:
+        raise NothingToRun(
+            f"nothing to run: no case in {cfg.cases.source} lists trajectory "
+            f"{', '.join(specs)} (check cases.include / cases.families)"
+        )
+    if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled:
+        eval_config(cfg)
+    gpu_pool_for(adapter, cfg, cfg.dry_run)
+    if plan.run_dir.is_dir():
+        check_fingerprints(plan, cfg.overwrite, cfg.dry_run)
+    return plan
+
+
+def validate_job(cfg: RunConfig) -> None:
+    """What a job checks before it writes anything (run for every job of a sweep before job 0 starts); a ``run``
+    job's plan is kept for the job (:func:`prepared`)."""
+    if cfg.slurm is not None:  # launcher=slurm: its settings before Hydra writes the sweep folder
+        from harness.app.slurm import check_settings as check_slurm
+
+        check_slurm(cfg.slurm, cfg.model)
+    if cfg.cmd == "run":
+        plan = prepare_run(cfg, report=False)
+        plans = _PREPARED.get()
+        if plan is not None and plans is not None:
+            plans[config_key(cfg)] = plan
+
+
+def in_sweep() -> bool:
+    """This process is one job of a Hydra sweep (``-m``)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return str(HydraConfig.get().mode).endswith("MULTIRUN")
+    except Exception:  # noqa: BLE001 - not under Hydra (API use)
+        return False
+
+
+def _plan_for(cfg: RunConfig) -> Optional[Plan]:
+    """The job's plan: the sweep pre-pass's, or planned now (None: a sweep job with nothing to run, skipped)."""
+    plans = _PREPARED.get()
+    plan = plans.pop(config_key(cfg), None) if plans is not None else None  # validated by the sweep's pre-pass
+    if plan is not None:
+        if cfg.dry_run:
+            log_readiness(plan.adapter)
+        return plan
+    try:
+        return prepare_run(cfg)
+    except NothingToRun as exc:
+        if not in_sweep():
+            raise
+        log.warning("this sweep job is skipped: %s", exc)
+        return None
+
+
+def cmd_run(cfg: RunConfig) -> None:
+    """``run``: generate the plan's items (this shard, this rank), then evaluate the run when it is complete."""
+    from harness.app.runner import gpu_pool_for, run_items
+    from harness.dist import bind_local_device, current_rank
+    from harness.io import confine
+
+    if cfg.stage == "evaluate":
+        return cmd_evaluate_only(cfg)
+    plan = _plan_for(cfg)
+    if plan is None:
+        return None
+    run_dir = plan.run_dir
+    pool = gpu_pool_for(plan.adapter, cfg, cfg.dry_run)
+    rank = current_rank()
+    bind_local_device(rank)
+
+    def start() -> None:  # the fingerprints hold: the first writes of this run
+        if rank.is_main:
+            from harness.io import remove_dead_temps
+
+            # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
+            # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
+            # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
+            if run_dir.is_dir() and not cfg.dry_run:
+                remove_dead_temps(run_dir)
+            save_config(cfg, run_dir)
+
+    with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
+        summary = run_items(plan, cfg, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
+                            pool=pool, rank=rank, previews=cfg.previews, on_start=start)
+    print(summary.table())
+    evaluated_ok = True
+    if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled and rank.is_main:
+        evaluated_ok = _evaluate_when_complete(plan, cfg, produced=bool(summary.done or summary.skipped))
+    if not (summary.ok and evaluated_ok):
+        sys.exit(1)
+
+
+def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
+    """Evaluate the run once every shard's items are finished (False: an item or metric failed)."""
+    from harness.app.runner import run_complete
+    from harness.io import confine
+
+    missing = run_complete(plan.run_dir, plan.all_items)
+    if not produced:  # say what happened instead of reporting absent metrics
+        log.warning("no video was produced: every item failed (causes above, full logs in each item's "
+                    "upstream.log / meta.json); evaluation skipped")
+    elif missing:
+        log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
+                 "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
+    else:
+        with plan.run.lock("eval"), confine(plan.run_dir):  # two finishing shards never evaluate at once
+            return evaluate(plan.run_dir, cfg)
+    return True
+
+
+def save_config(cfg: RunConfig, run_dir: Path) -> None:
+    """The resolved config and the overrides of this call, secrets redacted, under ``<run>/.hydra/<time>/.hydra/``
+    (Hydra's own copy is off: it would be written before validation, and with secrets in it)."""
+    import time
+
+    import yaml
+
+    from harness.io import write_text
+    from harness.secrets import redact
+
+    overrides: list[str] = []
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+        overrides = list(hc.overrides.task)
+        job = f"-{hc.job.num}" if hc.mode is not None and str(hc.mode).endswith("MULTIRUN") else ""
+        _redact_multirun_yaml(Path(str(hc.sweep.dir)))
+    except Exception:  # not under Hydra (API use): nothing to add
+        job = ""
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
+    d = run_dir / ".hydra" / stamp / ".hydra"
+    write_text(d / "config.yaml", yaml.safe_dump(redact(cfg.raw), sort_keys=False))
+    write_text(d / "overrides.yaml", yaml.safe_dump(redact(overrides)))
+
+
+def _redact_multirun_yaml(sweep_dir: Path) -> None:
+    """Hydra's launcher saves ``multirun.yaml`` (with the overrides) before any job runs: scrub secrets there."""
+    from harness.io import write_text
+    from harness.secrets import scrub
+
+    p = sweep_dir / "multirun.yaml"
+    if p.is_file():
+        text = p.read_text()
+        clean = scrub(text)  # known values and anything shaped like a credential
+        if clean != text:
+            write_text(p, clean, scrubbed=True)
+
+
+def cmd_evaluate_only(cfg: RunConfig | dict[str, Any]) -> None:
+    """``stage=evaluate``: evaluate an existing run (``run=<name>`` or a path) or videos made elsewhere."""
+    from harness.io import confine
+    from harness.outputs import RunDir
+
+    cfg = RunConfig.coerce(cfg)
+    eval_config(cfg)  # before anything is imported or written
+    if cfg.videos:
+        from evaluate.external import check_import, import_videos
+
+        run = RunDir.for_name(cfg.output_root, cfg.run)  # the run-name rule: nothing outside output_root
+        planned = check_import(*videos_args(cfg), cfg.raw)  # every entry, before anything (even the lock) is written
+        with run.lock("eval"), confine(run.path):
+            import_videos(*videos_args(cfg), cfg.raw, planned=planned)
+            ok = evaluate(run.path, cfg)
+    else:
+        run = RunDir.existing(cfg.run, cfg.output_root)
+        with run.lock("eval"), confine(run.path):  # one evaluation of a run at a time
+            ok = evaluate(run.path, cfg)
+    if not ok:
+        sys.exit(1)  # the run is evaluated and tabled; some item or metric failed (listed above)
