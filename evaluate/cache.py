@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .backbones import BACKBONES, spec
 from .config import EvalConfig
@@ -55,7 +55,7 @@ def _packaged_state(name: str) -> Any:
         return f"unavailable: {exc}"
 
 
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None,
+def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: dict | None = None,
                   pack: Any = None) -> dict[str, str]:
     """Per family (and for the validity section): the hash whose change recomputes it.
 
@@ -81,7 +81,7 @@ def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Op
     return out
 
 
-def read_result(path: Path) -> Optional[ItemResult]:
+def read_result(path: Path) -> ItemResult | None:
     """The stored result at ``path``, None when absent, unreadable, failed (a failed item is always redone) or not
     matching its seal (:func:`harness.io.seal_problem`: edited by hand, so recomputed, never reused)."""
     from harness.io import read_json, seal_problem
@@ -89,7 +89,7 @@ def read_result(path: Path) -> Optional[ItemResult]:
     try:
         data = read_json(path)
         prev = ItemResult.from_dict(data)
-    except Exception:  # missing, truncated or from an incompatible writer: recomputed
+    except Exception:  # noqa: BLE001 - missing, truncated or from an incompatible writer: recomputed
         return None
     problem = seal_problem(data)
     if problem is not None:
@@ -105,7 +105,7 @@ def current_hashes(prev: ItemResult) -> dict[str, str]:
     return {f: h for f, h in prev.family_hashes.items() if f not in retry}
 
 
-def all_reused(prev: Optional[ItemResult], hashes: dict[str, str], video_sha: str) -> bool:
+def all_reused(prev: ItemResult | None, hashes: dict[str, str], video_sha: str) -> bool:
     if prev is None or prev.video_sha256 != video_sha:
         return False
     have = current_hashes(prev)

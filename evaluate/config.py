@@ -6,7 +6,7 @@ validated once at the boundary (:meth:`EvalConfig.from_dict`), before anything i
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from harness.errors import ConfigError
 
@@ -53,7 +53,7 @@ class EvalConfig:
     ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/ors.py)
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> "EvalConfig":
+    def from_dict(d: dict[str, Any]) -> EvalConfig:
         d = {k: v for k, v in (d or {}).items() if k != "description"}
         allowed = set(EvalConfig.__dataclass_fields__)
         bad = set(d) - allowed
@@ -117,7 +117,7 @@ class EvalConfig:
 
 
 #: the numeric settings and their ranges: (kind, lower bound, inclusive, upper bound or None)
-_RANGES: dict[str, tuple[type, float, bool, Optional[float]]] = {
+_RANGES: dict[str, tuple[type, float, bool, float | None]] = {
     "rpe_stride": (int, 1, True, None), "memory_stride": (int, 1, True, None), "quality_stride": (int, 1, True, None),
     "judge_stride": (int, 1, True, None), "canvas": (int, 8, True, None), "depth_stride": (int, 1, True, None),
     "sphere_bin_deg": (float, 0, False, 90), "tracker_threshold": (float, 0, True, 1),
@@ -133,7 +133,7 @@ def _check_types(d: dict[str, Any]) -> None:
     def num(v: Any, kind: type) -> bool:
         if isinstance(v, bool):
             return False
-        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")  # noqa: PLR0124 - NaN
 
     for k, (kind, lo, incl, hi) in _RANGES.items():
         if k not in d:

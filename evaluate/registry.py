@@ -14,8 +14,9 @@ variants when ``evaluate.rpe_stride`` > 1). Nothing is computed anywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .results import Entries
 
@@ -32,7 +33,7 @@ ComputeFn = Callable[["EvalItem", "ItemPerception", "EvalConfig", Backbones], En
 AppliesFn = Callable[["EvalItem", "EvalConfig"], bool]
 
 
-def always(item: "EvalItem", settings: "EvalConfig") -> bool:
+def always(item: EvalItem, settings: EvalConfig) -> bool:
     """The default :attr:`Compute.applies`: every item."""
     return True
 
@@ -113,8 +114,8 @@ class MetricSpec:
     needs: str
     paper: bool
     description: str
-    compute: Union[tuple[Compute, ...], ComputedBy]
-    table2: Optional[str] = None
+    compute: tuple[Compute, ...] | ComputedBy
+    table2: str | None = None
     static: bool = False
     resolution: float = 0.01
     chance: Mapping[str, Chance] = field(default_factory=dict)
@@ -155,7 +156,7 @@ class Registry(Generic[S]):
             elif not s.compute:
                 raise ValueError(f"metric {s.id!r} has no computation: give a Compute or a ComputedBy")
 
-    def get(self, metric_id: str) -> Optional[S]:
+    def get(self, metric_id: str) -> S | None:
         return self._specs.get(metric_id)
 
     def as_dict(self) -> dict[str, S]:

@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, cast
 
 from .backbones import BackboneSet
 from .cache import SCHEMA_VERSION, all_reused, current_hashes, family_hashes, read_result
@@ -117,7 +117,7 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
     (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
     are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
     p = _Prepared(Path(item_dir))
-    published = []
+    published: list[bool] = []
 
     def ready(ctx: Any = None) -> None:
         if publish is not None and not published:
@@ -214,10 +214,13 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         res = _failed_result(item_dir, p.meta, _failure(p.error))
         write_sealed_json(out_path, res.to_dict())
         return res
-    meta, video_sha, hashes, prev = p.meta, p.video_sha, p.hashes, p.prev
-    if p.reused:
+    meta: dict[str, Any] = p.meta or {}  # read (else p.error is set)
+    video_sha, hashes, prev = p.video_sha, p.hashes, p.prev
+    if p.reused and prev is not None:  # reused: a stored result matches every family hash
         prev.extra["reused"] = True
         return prev
+    prev_metrics = prev.metrics if prev is not None else {}
+    prev_validity = prev.validity if prev is not None else {}
     kept = current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
     t_item = time.perf_counter()
     ctx = p.ctx
@@ -249,7 +252,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         if fam.name in deferred or any(f.name == fam.name for f in to_defer):
             continue
         if kept.get(fam.name) == hashes[fam.name]:
-            metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
+            metrics.update({k: v for k, v in prev_metrics.items() if v.family == fam.name})
             continue
         t0 = time.perf_counter()
         for k, v in compute_family(fam, ctx, perc, ecfg).items():
@@ -259,7 +262,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         timings[fam.name] = time.perf_counter() - t0
     submit_deferred(ctx)
     if kept.get("validity") == hashes["validity"]:
-        validity = prev.validity
+        validity = prev_validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
     bad = ctx.decode_error()  # a video that turned out corrupt or short while it was scored fails as a whole
@@ -291,7 +294,8 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
                 timings[fam.name] += time.perf_counter() - t1
         failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
         result = ItemResult(
-            item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
+            # meta.json's work item (null in a meta.json without one, as before)
+            item=cast(dict[str, Any], meta.get("item")), status=ITEM_FAILED if failed else ITEM_DONE,
             reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
                     if failed else None),
             video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, **head,

@@ -25,7 +25,8 @@ Eq. 1 over those windows. The reference set is not subsampled: Eq. 4's max needs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 

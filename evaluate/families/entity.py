@@ -9,7 +9,8 @@ frame, each R_k once arrived: :func:`_track_frames`) and shared by every metric 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+import itertools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def targets(item: EvalItem) -> list[tuple[str, np.ndarray]]:
     if item.family == "human":
         for p in item.case.targets.persons:
             m = np.zeros((h, w), bool)
-            x0, y0, x1, y1 = (int(round(v)) for v in p.box)
+            x0, y0, x1, y1 = (int(round(v)) for v in p.box)  # noqa: RUF046 - numpy floats round to floats
             m[max(0, y0) : y1, max(0, x0) : x1] = True
             out.append((p.id, _canvas_mask(item, m)))
     elif item.family == "object":
@@ -111,7 +112,7 @@ def geometry(item: EvalItem, perception: ItemPerception, settings: EvalConfig, b
 
 
 def _eq4(item: EvalItem, perception: ItemPerception, track: Tracks, name: str, role: str,
-         detections: Optional[dict[str, Any]] = None) -> dict[str, list[float]]:
+         detections: dict[str, Any] | None = None) -> dict[str, list[float]]:
     """Per target, per revisit: Eq. 4 with one batched encoder call per target (reference + every revisit). For the
     face role, ``detections`` (a dict) receives per target how many of the tracked frames had a face:
     ``{"reference": [found, frames], "revisits": [[found, frames], ...]}``."""
@@ -132,7 +133,7 @@ def _eq4(item: EvalItem, perception: ItemPerception, track: Tracks, name: str, r
         if detections is not None:
             j = np.cumsum([0, len(rf)] + [len(w) for w in wins])
             detections[tid] = {"reference": [int(ok[: len(rf)].sum()), len(rf)],
-                               "revisits": [[int(ok[a:b].sum()), int(b - a)] for a, b in zip(j[1:-1], j[2:])]}
+                               "revisits": [[int(ok[a:b].sum()), int(b - a)] for a, b in itertools.pairwise(j[1:])]}
         scores, i = [], len(rf)
         for w in wins:
             f_w, ok_w = feat[i : i + len(w)], ok[i : i + len(w)]

@@ -21,7 +21,27 @@ from .run import RunJudge
 from .scoring import METRICS, judge_item, load_item_input, not_computed, recorded_settings, score_item
 from .settings import DEFAULT_MODEL, JudgeSettings, JudgeSettingsError
 
-__all__ = ["JudgeInput", "JudgeInputError", "JudgeSettings", "JudgeSettingsError", "JudgeSession", "JudgeError",
-           "Verdict", "ParseFailure", "DEFAULT_MODEL", "build_request", "images_digest", "parse_reply", "score_item",
-           "judge_item", "load_item_input", "RunJudge", "check_server", "session_for", "METRICS", "event_dict",
-           "not_computed", "recorded_settings"]
+__all__ = [
+           "DEFAULT_MODEL",
+           "METRICS",
+           "JudgeError",
+           "JudgeInput",
+           "JudgeInputError",
+           "JudgeSession",
+           "JudgeSettings",
+           "JudgeSettingsError",
+           "ParseFailure",
+           "RunJudge",
+           "Verdict",
+           "build_request",
+           "check_server",
+           "event_dict",
+           "images_digest",
+           "judge_item",
+           "load_item_input",
+           "not_computed",
+           "parse_reply",
+           "recorded_settings",
+           "score_item",
+           "session_for",
+]

@@ -32,7 +32,7 @@ class RunJudge:
         self.session = session_for(self.settings, fresh=True)
         self._pool = ThreadPoolExecutor(max_workers=int(self.settings.concurrency), thread_name_prefix="judge")
 
-    def submit(self, inp: JudgeInput, item_dir: Path) -> "Future[Entries]":
+    def submit(self, inp: JudgeInput, item_dir: Path) -> Future[Entries]:
         """The item's ``dynamic.*`` entries (as :func:`score_item` returns them), as a future."""
         try:
             inp.validate()

@@ -7,8 +7,9 @@ their specs are declared in :mod:`evaluate.families.dynamic`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from ..catalog import family_ids
 from ..results import BackboneKind, Entries, MetricEntry, entries
@@ -26,13 +27,13 @@ def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, Me
     return e.key, e
 
 
-def recorded_settings(settings: JudgeSettings, fallbacks: Optional[dict] = None) -> dict:
+def recorded_settings(settings: JudgeSettings, fallbacks: dict | None = None) -> dict:
     """The judge settings recorded with each metric: the configured ones plus ``fallbacks`` (request field the
     server refused -> what was sent instead; empty when the request went as configured)."""
     return {**settings.to_dict(), "fallbacks": dict(fallbacks or {})}
 
 
-def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallbacks: Optional[dict] = None) -> Entries:
+def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallbacks: dict | None = None) -> Entries:
     """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
     next run even when nothing else changed."""
     label = settings.model
@@ -42,7 +43,7 @@ def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallback
 
 
 def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
-               session: Optional[JudgeSession] = None) -> Entries:
+               session: JudgeSession | None = None) -> Entries:
     """Judge one video and score its checklist.
 
     Args:
@@ -111,7 +112,7 @@ def load_item_input(item_dir: Path, stride: int = 8) -> JudgeInput:
                       fps=float(path.fps), event=event_dict((meta.get("case") or {}).get("event")) or {})
 
 
-def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional[JudgeSession] = None) -> Entries:
+def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: JudgeSession | None = None) -> Entries:
     """:func:`score_item` on an item folder; unreadable inputs become "not computed" with the reason."""
     settings = JudgeSettings.from_dict(settings)
     try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
+from .cells import Cell
 from .collect import Item, ReportError, load_items
 
 
@@ -26,10 +28,10 @@ def settings_of(items: list[Item]) -> dict[str, Any]:
             "tolerance_deg": (s.get("return_tolerances_deg") or [30.0])[0]}
 
 
-def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] = None, *,
-                 boot: Optional[dict] = None, main_context: str = "fullkv", strips: bool = True,
-                 figures: bool = True, paper_numbers: Optional[Path] = None,
-                 human_studies: Sequence[Path | str] = (), items: Optional[list[Item]] = None) -> dict[str, Any]:
+def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, *,
+                 boot: dict | None = None, main_context: str = "fullkv", strips: bool = True,
+                 figures: bool = True, paper_numbers: Path | None = None,
+                 human_studies: Sequence[Path | str] = (), items: list[Item] | None = None) -> dict[str, Any]:
     """Build the report of ``run_dirs`` into ``out_dir`` (default :func:`default_out_dir`).
 
     ``strips`` / ``figures``: draw the per-item revisit strips / the charts and trajectory previews (both on by
@@ -62,7 +64,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
                           "(python -m harness stage=evaluate run=<name>)")
     s = settings_of(items)
 
-    @functools.lru_cache(maxsize=None)  # every cell's provenance names its metrics.json: one relpath per file
+    @functools.cache  # every cell's provenance names its metrics.json: one relpath per file
     def rel(p: Path) -> str:
         return Path(os.path.relpath(p, out)).as_posix()
 
@@ -92,10 +94,11 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
         files[t.id] = {k: rel(p) for k, p in paths.items()}
         sources[t.id] = {"title": t.title, "index": t.index, "rows": [
             {"key": list(key), "cells": {c: v.provenance(intern) for c, v in cells.items()
-                                         if hasattr(v, "provenance")}} for key, cells in t.rows]}
-    md = "\n".join(["# Study report", "", f"Runs: {', '.join(r.name for r in runs)}; {len(items)} evaluated "
-                    f"videos. Oracle entries excluded, and dynamic cases from the static-content metrics. "
-                    "Provenance of every cell: sources.json.", "", verdict_markdown(an)] +
+                                         if isinstance(v, Cell)}} for key, cells in t.rows]}
+    md = "\n".join(["# Study report", "", (f"Runs: {', '.join(r.name for r in runs)}; {len(items)} evaluated "
+                                            f"videos. Oracle entries excluded, and dynamic cases from the "
+                                            "static-content metrics. Provenance of every cell: sources.json."),
+                    "", verdict_markdown(an)] +
                    [render.markdown(t) for t in tables])
     write_text(out / "report.md", md)
     write_text(out / "tables.tex", "\n".join(render.latex(t) for t in tables))
@@ -109,16 +112,16 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Optional[Path | str] =
     drawn: dict[str, list[dict]] = {}
     previews: dict[str, list[Path]] = {}
     if figures:
-        for name, fid, (paths, panels) in (
+        for name, fid, (fig_paths, panels) in (
                 ("Per-window decay", "decay", plots.decay_curves(an, pal, fdir / "decay", an.verdict.metrics)),
                 ("Latency vs memory on the metrics that separate the policies", "latency_vs_memory",
                  plots.latency_vs_memory(an, pal, fdir / "latency_vs_memory")),
                 ("Model profile", "profile", plots.profile_bars(by_id["main"], pal, fdir / "profile"))):
-            figs[name] = paths
+            figs[name] = fig_paths
             drawn[fid] = panels
         write_json(fdir / "figures.json", {"colours": pal.colours, "markers": pal.markers, "figures": drawn})
         previews = plots.trajectory_previews(items, fdir)
-    strip_out: dict[tuple, Optional[tuple[Path, list]]] = {}
+    strip_out: dict[tuple, tuple[Path, list] | None] = {}
     if strips:
         from .strips import strips_dir
 
@@ -145,14 +148,14 @@ def page_videos(items: list[Item], folder: Path) -> dict[tuple, Any]:
     return out
 
 
-def draw_strips(items: list[Item], folder: Path) -> dict[tuple, Optional[tuple[Path, list]]]:
+def draw_strips(items: list[Item], folder: Path) -> dict[tuple, tuple[Path, list] | None]:
     """Each video's revisit strip (:mod:`evaluate.reporting.strips`), reused while newer than the video and its
     metrics. Returns (run, *item key) -> (png, rows) or None (no video, or no metric recorded its frames)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .strips import MAX_ROWS, frame_strip, strip_frames, strip_path, strip_rows
 
-    out: dict[tuple, Optional[tuple[Path, list]]] = {}
+    out: dict[tuple, tuple[Path, list] | None] = {}
     todo: list[tuple[Item, Path]] = []
     for it in items:
         p = strip_path(folder, it)

@@ -112,7 +112,7 @@ def strip_rows(it: Item) -> list[StripRow]:
             if rot is None:
                 rot = _orientations(it)
             ref = _closest(refs, frames[0], rot)
-        pr = m.per_revisit
+        pr = m.per_revisit or []
         sig = (ref, tuple(frames))
         if sig not in rows:
             rows[sig] = StripRow(ref, frames, window_labels(it, m))
