@@ -13,15 +13,31 @@ Adding a metric: docs/metrics.md "Adding a metric".
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .families import all_families
 from .families.dynamic import PAPER_JUDGE
 from .registry import Chance, MetricSpec, Registry
 
-__all__ = ["PAPER_JUDGE", "REGISTRY", "METRICS", "CHANCE", "TABLE2_ORDER", "Chance", "MetricSpec", "metric_id",
-           "backbone_of", "make_key", "spec_of", "higher_is_better", "resolution", "direction", "table2_key",
-           "is_table2_key", "scores_case", "chance_level", "family_ids"]
+__all__ = [
+    "CHANCE",
+    "METRICS",
+    "PAPER_JUDGE",
+    "REGISTRY",
+    "TABLE2_ORDER",
+    "Chance",
+    "MetricSpec",
+    "backbone_of",
+    "chance_level",
+    "direction",
+    "family_ids",
+    "higher_is_better",
+    "is_table2_key",
+    "make_key",
+    "metric_id",
+    "resolution",
+    "scores_case",
+    "spec_of",
+    "table2_key",
+]
 
 
 def _registry() -> Registry[MetricSpec]:
@@ -67,7 +83,7 @@ def make_key(metric: str, backbone: str) -> str:
     return f"{metric}[{backbone}]" if backbone else metric
 
 
-def spec_of(key: str) -> Optional[MetricSpec]:
+def spec_of(key: str) -> MetricSpec | None:
     """The spec of a key's metric, None for a metric this catalog does not know (a newer file)."""
     return METRICS.get(metric_id(key))
 
@@ -83,7 +99,7 @@ def resolution(key: str) -> float:
     return s.resolution if s is not None else 0.01
 
 
-def direction(key: str) -> Optional[bool]:
+def direction(key: str) -> bool | None:
     """True: higher is better; False: lower is better; None: unknown metric (not ranked)."""
     s = spec_of(key)
     return None if s is None else s.higher_is_better
@@ -117,7 +133,7 @@ def scores_case(key: str, case_family: str) -> bool:
 CHANCE: dict[tuple[str, str], Chance] = {(s.id, bb): c for s in REGISTRY for bb, c in s.chance.items()}
 
 
-def chance_level(key: str) -> Optional[Chance]:
+def chance_level(key: str) -> Chance | None:
     """The chance level of ``key`` (its backbone's, else the metric's for any backbone), None when it has none."""
     s = spec_of(key)
     if s is None:
