@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Iterator, Optional, cast
 
 from .backbones import BackboneSet
 from .cache import SCHEMA_VERSION, all_reused, current_hashes, family_hashes, read_result
@@ -36,6 +36,10 @@ from .families import ROLE_SETTINGS, Family, all_families, missing
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
+if TYPE_CHECKING:
+    from .item import EvalItem
+    from .perceive import ItemPerception
+
 __all__ = ["EvalConfig", "SCHEMA_VERSION", "compute_family", "evaluate_item", "evaluate_run", "family_hashes"]
 
 
@@ -43,25 +47,26 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def compute_family(fam: Family, ctx: Any, perc: Any, ecfg: EvalConfig) -> dict:
-    """Every metric of ``fam`` for every combination of its configured backbones, isolating failures."""
-    out: dict = {}
-    for metric in fam.metrics:
-        if not metric.applies(ctx, ecfg):
+def compute_family(fam: Family, item: EvalItem, perception: ItemPerception, settings: EvalConfig) -> Entries:
+    """Every computation of ``fam``'s metric specs for every combination of its configured backbones, isolating
+    failures (a failing backbone or formula fails that computation's metrics only)."""
+    out: Entries = {}
+    for step in fam.metrics:
+        if not step.applies(item, settings):
             continue
-        lists = [getattr(ecfg, ROLE_SETTINGS[r]) for r in metric.roles]
+        lists = [getattr(settings, ROLE_SETTINGS[r]) for r in step.roles]
         for combo in itertools.product(*lists):
-            bb = dict(zip(metric.roles, combo))
+            backbones = dict(zip(step.roles, combo))
             tag = "+".join(combo)
             try:
                 # once loaded, keys carry the backbone's own label (e.g. template-ncc), as computed values do
-                tag = "+".join(perc.label(name, role) for role, name in bb.items())
-                out.update(metric.compute(ctx, perc, ecfg, bb))
+                tag = "+".join(perception.label(name, role) for role, name in backbones.items())
+                out.update(step.compute(item, perception, settings, backbones))
             except BackboneUnavailable as exc:
-                for mid in metric.ids:
+                for mid in step.ids:
                     out.update(missing(mid, tag, str(exc)))
             except Exception as exc:  # one failing backbone or formula fails this metric only
-                for mid in metric.ids:
+                for mid in step.ids:
                     out.update(missing(mid, tag, _failure(exc), status=Status.FAILED))
     return out
 

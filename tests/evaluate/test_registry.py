@@ -92,3 +92,29 @@ def test_the_paper_numbers_name_registered_metrics_only(tmp_path):
     bad.write_text(PAPER_FILE.read_text().replace("{id: environment.depth,", "{id: environment.depht,"))
     with pytest.raises(ValueError, match="metrics.Environment Depth.id 'environment.depht' is not a registered"):
         load_paper_numbers(bad)
+
+
+def test_the_specs_say_what_the_paper_and_the_report_rely_on():
+    """Directions (the paper's Table 2 arrows: only camera following is lower-is-better), the paper flag, the
+    static-content metrics (left out of dynamic cases), the resolutions (the verdict's ties), the Table 2 backbones
+    and the chance levels (re-measured by tests/evaluate/test_measurement_validity.py)."""
+    specs = catalog.METRICS
+    strided = {"camera.rpe_trans_strided", "camera.rpe_rot_strided"}
+    diagnostics = {"diagnostic.revisit_psnr", "diagnostic.revisit_ssim", "diagnostic.cross_departure"}
+    departures = {"departure.visible", "departure.return_visible", "departure.sweep_visible"}
+    assert {i for i, s in specs.items() if not s.higher_is_better} == {"camera.rpe_trans", "camera.rpe_rot"} | strided
+    assert {i for i, s in specs.items() if s.static} == diagnostics | departures
+    assert {i for i, s in specs.items() if not s.paper} == strided | diagnostics | departures | {"object.ors"}
+    assert {i: s.resolution for i, s in specs.items() if s.resolution != 0.01} == {
+        "camera.rpe_trans": 0.005, "camera.rpe_rot": 0.005, "diagnostic.revisit_psnr": 0.5}
+    judge = catalog.PAPER_JUDGE
+    assert {i: s.table2 for i, s in specs.items() if s.table2 is not None} == {
+        "quality.imaging": "musiq-spaq", "quality.aesthetic": "laion", "human.identity": "arcface+sam2",
+        "human.appearance": "dinov2+sam2", "object.appearance": "dinov2+sam2", "object.geometry": "sam2",
+        "environment.visible": "dinov2", "environment.depth": "da3", "environment.reconstruction": "da3",
+        "dynamic.overall": judge, "dynamic.return_progress": judge, "dynamic.persistence_reset": judge,
+        "dynamic.final_state": judge, "dynamic.causal_physical": judge, "camera.rpe_trans": "", "camera.rpe_rot": ""}
+    assert {k: (c.value, c.spread) for k, c in catalog.CHANCE.items()} == {
+        ("environment.visible", "pixel-thumb16"): (0.10, 0.11), ("environment.depth", "*"): (0.0, 0.0),
+        ("departure.visible", "pixel-thumb16"): (0.07, 0.08), ("departure.return_visible", "pixel-thumb16"): (0.06, 0.08),
+        ("departure.sweep_visible", "pixel-thumb16"): (0.15, 0.04), ("dynamic.conditional", "*"): (0.5, 0.0)}
