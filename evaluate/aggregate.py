@@ -50,11 +50,11 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000,
                      alpha: float = 0.05) -> dict[str, float]:
     """Paired comparison over the same cases: mean of ``a - b``, its interval, and the fraction of resamples
     whose mean difference is <= 0 (a one-sided bootstrap p-value for ``a > b``)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape:
         raise ValueError("paired comparison needs the same cases on both sides")
-    ok = np.isfinite(a) & np.isfinite(b)
-    d = (a - b)[ok]
+    ok = np.isfinite(x) & np.isfinite(y)
+    d = (x - y)[ok]
     if len(d) == 0:
         return {"diff": float("nan"), "lo": float("nan"), "hi": float("nan"), "p_le_0": float("nan"), "n": 0}
     rng = np.random.default_rng(seed)

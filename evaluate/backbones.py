@@ -125,7 +125,7 @@ def check_names(setting: str, names: Any, role: str) -> None:
                                        f"(it provides {', '.join(s.roles)}); use one of {', '.join(ok)}")
 
 
-def import_class(s: BackboneSpec) -> type:
+def import_class(s: BackboneSpec) -> type[Any]:
     """Import the backbone class; a missing module or library becomes :class:`BackboneUnavailable`."""
     mod_name, attr = s.ref.split(":", 1)
     try:

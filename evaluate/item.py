@@ -51,7 +51,8 @@ class Decoding:
     ``waited_s``: total seconds readers spent waiting (summed over threads)."""
 
     def __init__(self) -> None:
-        self._n, self._error, self._done = 0, None, False
+        self._n, self._done = 0, False
+        self._error: BaseException | None = None
         self._cond = threading.Condition()
         self.waited_s = 0.0
 
@@ -76,7 +77,8 @@ class Decoding:
                 self.waited_s += time.perf_counter() - t0
             there = self._error is None if count is None else self._n >= count
         if not there:
-            raise self._error
+            raise self._error if self._error is not None else ValueError(
+                f"the video's decode ended before frame {count}")
 
     @property
     def error(self) -> Optional[BaseException]:
@@ -257,7 +259,7 @@ def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started
     frames, n, decoding = None, 0, None
     try:
         try:
-            with av.open(io.BytesIO(data)) as c:
+            with av.open(io.BytesIO(data), mode="r") as c:
                 stream = c.streams.video[0]
                 stream.thread_type = "AUTO"
                 for f in c.decode(stream):

@@ -56,7 +56,7 @@ def ors_for_item(frames: np.ndarray, frame_indices: Sequence[int], phases: Mappi
     """
     from .protocol import revisit_windows
 
-    wins = revisit_windows({k: tuple(v) for k, v in phases.items()})
+    wins = revisit_windows({k: (v[0], v[1]) for k, v in phases.items()})
     keep = [i for i, t in enumerate(frame_indices) if any(a <= t < b for a, b in wins)]
     ids, queries = list(targets), [targets[k] for k in targets]
     out: dict[str, dict] = {}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Any, Literal, Optional, overload
 
 import numpy as np
 
@@ -66,7 +67,7 @@ class ItemPerception:
             return self._memo[mk]
         return bb
 
-    def _frames(self, bb: Any, idx: list[int]) -> Any:
+    def _frames(self, bb: Any, idx: Sequence[int]) -> Any:
         """Frames ``idx`` for backbone ``bb``: a view when it reads frames one at a time (``frame_views``), else the
         (N, H, W, 3) uint8 array a batched backbone needs."""
         idx = list(idx)
@@ -153,9 +154,18 @@ class ItemPerception:
         masks = np.unpackbits(z["masks"], axis=-1, count=ctx.width).view(bool)  # 0/1 bytes: a view, not a copy
         return str(getattr(tr, "name", name)), {f: (masks[i], bool(z["valid"][i])) for i, f in enumerate(frames)}
 
+    @overload
+    def encode(self, name: str, frames: list[int], masks: np.ndarray | None = None,
+               role: Literal["encoder"] = "encoder") -> np.ndarray: ...
+
+    @overload
+    def encode(self, name: str, frames: list[int], masks: np.ndarray | None,
+               role: Literal["face"]) -> tuple[np.ndarray, np.ndarray]: ...
+
     def encode(self, name: str, frames: list[int], masks: Optional[np.ndarray] = None,
-               role: str = "encoder") -> np.ndarray:
-        """(N, D) features of ``frames`` (inside ``masks`` when given), one batched call."""
+               role: str = "encoder") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """(N, D) features of ``frames`` (inside ``masks`` when given), one batched call; for the face role
+        ((N, D) embeddings, (N,) bool: a face was found)."""
         enc = self.backbone(name, role)
         mkey = hashlib.sha256(np.packbits(masks).tobytes()).hexdigest()[:16] if masks is not None else None
         if role == "face":

@@ -1,11 +1,14 @@
 """The evaluation stage: every finished item of a run -> ``metrics.json`` beside its video -> run tables.
 
-Orchestration only. What is measured lives elsewhere:
+Orchestration only. What is measured and decided lives elsewhere:
 
+* :mod:`evaluate.config`: the settings (:class:`EvalConfig`), validated once;
+* :mod:`evaluate.cache`: the family hashes that decide what a re-run recomputes, and the stored results it reuses;
 * :mod:`evaluate.item`: one item as evaluation sees it (video decoded once, phases, windows, case, ground truth);
 * :mod:`evaluate.backbones`: the backbone registry (lazy ``module:Class``, kinds paper/estimator/diagnostic/oracle);
 * :mod:`evaluate.perceive`: backbone outputs per item, batched and cached per (video sha256, backbone, settings);
-* :mod:`evaluate.families`: one module per metric family, each metric owning its compute function;
+* :mod:`evaluate.families`: one module per metric family, each metric's spec owning its compute function
+  (:mod:`evaluate.catalog`: the registry of those specs);
 * :mod:`evaluate.validity`: estimators against ground truth (oracles never score a video).
 
 Per item, each metric is computed with every configured backbone that is available; the others are recorded as
@@ -19,267 +22,51 @@ Poses: OpenCV camera-to-world 4x4, world = camera frame of frame 0 (see :mod:`tr
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
-import logging
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, cast
 
-from harness.errors import ConfigError
-
-from . import memory as mem
-from .backbones import BACKBONES, BackboneSet, check_names, spec
+from .backbones import BackboneSet
+from .cache import SCHEMA_VERSION, all_reused, current_hashes, family_hashes, read_result
+from .config import EvalConfig
 from .families import ROLE_SETTINGS, Family, all_families, missing
-from .perception._loading import resolve_device
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
-# Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
-# parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step).
-SCHEMA_VERSION = 4
-FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
+if TYPE_CHECKING:
+    from .item import EvalItem
+    from .perceive import ItemPerception
 
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """Evaluation settings (``conf/evaluate/<name>.yaml``); every value is recorded in each ``metrics.json``."""
-
-    enabled: bool = True
-    encoders: tuple[str, ...] = ("dinov2", "pixel")
-    face: tuple[str, ...] = ("arcface",)
-    trackers: tuple[str, ...] = ("sam2", "template")
-    depth: tuple[str, ...] = ("da3",)
-    pose_estimators: tuple[str, ...] = ("da3", "vipe", "classical")
-    rpe_trans_estimators: tuple[str, ...] = ("da3", "vipe")
-    rpe_rot_estimator: str = "da3"
-    rpe_stride: int = 1
-    return_frame_poses: tuple[str, ...] = ("da3", "classical")
-    imaging: tuple[str, ...] = ("musiq-spaq",)
-    aesthetic: tuple[str, ...] = ("laion",)
-    judge: dict[str, Any] = field(default_factory=dict)  # the checklist judge server: JudgeSettings (docs/judge.md)
-    memory_stride: int = 4
-    quality_stride: int = 4
-    judge_stride: int = 8
-    canvas: int = mem.CANVAS
-    sphere_bin_deg: float = mem.SPHERE_BIN_DEG
-    depth_stride: int = 1
-    tracker_threshold: float = 0.6
-    revisit_tolerance_deg: float = 5.0
-    revisit_tolerance_translation: float = 0.05
-    departure_deg: float = 30.0
-    return_tolerances_deg: tuple[float, ...] = (30.0, 15.0, 5.0)
-    bootstrap: dict[str, int] = field(default_factory=lambda: {"n": 2000, "seed": 0})
-    validity: bool = True
-    device: str = "auto"
-    #: per learned backbone, keyword options of its ``load`` (its recipe knobs), e.g. ``{da3: {process_res: 504}}``;
-    #: recorded in the backbone's settings and part of every family hash that uses it
-    backbone_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/ors.py)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "EvalConfig":
-        d = {k: v for k, v in (d or {}).items() if k != "description"}
-        allowed = set(EvalConfig.__dataclass_fields__)
-        bad = set(d) - allowed
-        if bad:
-            from trajectories.fields import unknown_field_message
-
-            msg = unknown_field_message("evaluate", bad, allowed)
-            raise ConfigError(msg.replace("unknown field", "unknown setting"))
-        _check_types(d)
-        for k, v in list(d.items()):
-            if isinstance(v, list):
-                d[k] = tuple(v)
-        if "ors" in d:
-            from trajectories.fields import check_fields
-
-            from .ors import ORS_DEFAULTS
-
-            check_fields("evaluate.ors", d["ors"] or {}, ORS_DEFAULTS, ConfigError)
-        # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
-        from .judge import JudgeSettings
-
-        d["judge"] = JudgeSettings.from_dict(d.get("judge") or {}).to_dict()
-        cfg = EvalConfig(**d)
-        cfg.check()
-        return cfg
-
-    def check(self) -> None:
-        """Names are registered backbones of the right role; oracles only where ground truth may be used."""
-        for role, setting in ROLE_SETTINGS.items():
-            names = getattr(self, setting)
-            check_names(setting, names, role)
-            for n in names:
-                if spec(n).kind == "oracle":
-                    raise ConfigError(f"evaluate.{setting}: {n!r} is ground truth, not an estimator: it never scores "
-                                     "a video (it judges the estimators in eval/validity.md automatically)")
-        check_names("return_frame_poses", self.return_frame_poses, "pose")
-        check_names("rpe_trans_estimators", self.rpe_trans_estimators, "pose")
-        check_names("rpe_rot_estimator", (self.rpe_rot_estimator,), "pose")
-        for s in ("rpe_trans_estimators", "rpe_rot_estimator"):
-            v = getattr(self, s)
-            for n in (v if isinstance(v, tuple) else (v,)):
-                if spec(n).kind == "oracle":
-                    raise ConfigError(f"evaluate.{s}: {n!r} is ground truth, not an estimator")
-        if int(self.rpe_stride) < 1:
-            raise ConfigError(f"evaluate.rpe_stride={self.rpe_stride}: must be >= 1 (1 = adjacent frames, the paper)")
-        if int(self.depth_stride) < 1:
-            raise ConfigError(f"evaluate.depth_stride={self.depth_stride}: must be >= 1 (1 = every pixel)")
-        if self.device != "auto":
-            resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
-        for n, opts in (self.backbone_options or {}).items():
-            if n not in BACKBONES or not (BACKBONES[n].learned or BACKBONES[n].packaged):
-                raise ConfigError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
-                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned or v.packaged)}")
-            if not isinstance(opts, dict):
-                raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
-                                 "{da3: {process_res: 504}}")
-
-    def family_settings(self, family: str) -> dict[str, Any]:
-        s = asdict(self)
-        return {k: s[k] for k in _family(family).settings}
-
-
-#: the numeric settings and their ranges: (kind, lower bound, inclusive, upper bound or None)
-_RANGES: dict[str, tuple[type, float, bool, Optional[float]]] = {
-    "rpe_stride": (int, 1, True, None), "memory_stride": (int, 1, True, None), "quality_stride": (int, 1, True, None),
-    "judge_stride": (int, 1, True, None), "canvas": (int, 8, True, None), "depth_stride": (int, 1, True, None),
-    "sphere_bin_deg": (float, 0, False, 90), "tracker_threshold": (float, 0, True, 1),
-    "revisit_tolerance_deg": (float, 0, True, 180), "revisit_tolerance_translation": (float, 0, True, None),
-    "departure_deg": (float, 0, False, 180),
-}
-
-
-def _check_types(d: dict[str, Any]) -> None:
-    """Every numeric setting a number of the right kind in its range, ``bootstrap`` ``{n >= 1, seed >= 0}``,
-    ``return_tolerances_deg`` positive degrees, ``enabled`` / ``validity`` booleans: a bad value fails here, before
-    anything is evaluated, naming the setting (never as a per-item Python error, or after every item)."""
-    def num(v: Any, kind: type) -> bool:
-        if isinstance(v, bool):
-            return False
-        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
-
-    for k, (kind, lo, incl, hi) in _RANGES.items():
-        if k not in d:
-            continue
-        v = d[k]
-        rng = f"{'>=' if incl else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
-        if not num(v, kind) or (v < lo if incl else v <= lo) or (hi is not None and v > hi):
-            what = "an integer" if kind is int else "a number"
-            raise ConfigError(f"evaluate.{k}={v!r}: must be {what} {rng} (see conf/evaluate/default.yaml)")
-    for k in ("enabled", "validity"):
-        if k in d and not isinstance(d[k], bool):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: use true or false")
-    if "return_tolerances_deg" in d:
-        v = d["return_tolerances_deg"]
-        if not isinstance(v, (list, tuple)) or not v or not all(num(x, float) and 0 < x <= 180 for x in v):
-            raise ConfigError(f"evaluate.return_tolerances_deg={v!r}: a list of degrees in (0, 180], e.g. [30, 15, 5]")
-    if "bootstrap" in d:
-        b = d["bootstrap"]
-        if not isinstance(b, dict) or set(b) - {"n", "seed"}:
-            raise ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
-        if "n" in b and (not num(b["n"], int) or b["n"] < 1):
-            raise ConfigError(f"evaluate.bootstrap.n={b['n']!r}: must be an integer >= 1 (the paper uses 2000)")
-        if "seed" in b and (not num(b["seed"], int) or b["seed"] < 0):
-            raise ConfigError(f"evaluate.bootstrap.seed={b['seed']!r}: must be an integer >= 0")
-    for k in ("encoders", "face", "trackers", "depth", "pose_estimators", "rpe_trans_estimators",
-              "return_frame_poses", "imaging", "aesthetic"):
-        if k in d and not (isinstance(d[k], (list, tuple)) and all(isinstance(x, str) for x in d[k])):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: a list of backbone names, e.g. evaluate.{k}=[pixel]")
-    for k in ("rpe_rot_estimator", "device"):
-        if k in d and not isinstance(d[k], str):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: give a name")
-
-
-def _family(name: str) -> Family:
-    return {f.name: f for f in all_families()}[name]
-
-
-def _hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: Any = None) -> dict:
-    """Cheap fingerprint of the weights of the learned backbones a family may use (presence, sizes, mtimes; in our
-    folder or in the release's weights pack ``pack``), so fetching or replacing weights recomputes the family; file
-    sha256s are recorded when a backbone is loaded."""
-    from .backbones import weights_fingerprint
-
-    out = {}
-    for setting in fam.settings:
-        v = getattr(ecfg, setting)
-        for n in (v if isinstance(v, tuple) else (v,)):
-            if isinstance(n, str) and n in BACKBONES and BACKBONES[n].learned:
-                out[n] = [weights_fingerprint(n, root, pack), (ecfg.backbone_options or {}).get(n, {})]
-            elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
-                out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
-    return out
-
-
-def _packaged_state(name: str) -> Any:
-    """Installing, removing or upgrading the package that ships a backbone's weights recomputes its families."""
-    from .backbones import import_class
-    from .perception.packaged import fingerprint
-
-    try:
-        return fingerprint(import_class(spec(name)).shipped_files())
-    except BackboneUnavailable as exc:
-        return f"unavailable: {exc}"
-
-
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: Optional[dict] = None,
-                  pack: Any = None) -> dict[str, str]:
-    """Per family (and for the validity section): the hash whose change recomputes it.
-
-    ``weights_memo``: a run's dict of family -> weights fingerprint, filled on first use, so a run lists each
-    weights folder once rather than once per item (the run loads every backbone once, from what it saw then).
-    ``pack``: the release's weights pack the run's backbones use (None: found from ``root`` and the environment)."""
-    from .validity import VALIDITY_VERSION
-    from .weights_pack import WeightsPack
-
-    memo = {} if weights_memo is None else weights_memo
-
-    def weights(f: Family) -> dict:
-        nonlocal pack
-        if f.name not in memo:
-            pack = pack if pack is not None else WeightsPack.discover(root)
-            memo[f.name] = _weights_state(f, ecfg, root, pack)
-        return memo[f.name]
-
-    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, weights(f)])
-           for f in all_families()}
-    vf = Family("validity", ("pose_estimators", "depth", "return_frame_poses", "memory_stride", "validity"))
-    out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION, weights(vf)])
-    return out
+__all__ = ["EvalConfig", "SCHEMA_VERSION", "compute_family", "evaluate_item", "evaluate_run", "family_hashes"]
 
 
 def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def compute_family(fam: Family, ctx: Any, perc: Any, ecfg: EvalConfig) -> dict:
-    """Every metric of ``fam`` for every combination of its configured backbones, isolating failures."""
-    out: dict = {}
-    for metric in fam.metrics:
-        if not metric.applies(ctx, ecfg):
+def compute_family(fam: Family, item: EvalItem, perception: ItemPerception, settings: EvalConfig) -> Entries:
+    """Every computation of ``fam``'s metric specs for every combination of its configured backbones, isolating
+    failures (a failing backbone or formula fails that computation's metrics only)."""
+    out: Entries = {}
+    for step in fam.metrics:
+        if not step.applies(item, settings):
             continue
-        lists = [getattr(ecfg, ROLE_SETTINGS[r]) for r in metric.roles]
+        lists = [getattr(settings, ROLE_SETTINGS[r]) for r in step.roles]
         for combo in itertools.product(*lists):
-            bb = dict(zip(metric.roles, combo))
+            backbones = dict(zip(step.roles, combo))
             tag = "+".join(combo)
             try:
                 # once loaded, keys carry the backbone's own label (e.g. template-ncc), as computed values do
-                tag = "+".join(perc.label(name, role) for role, name in bb.items())
-                out.update(metric.compute(ctx, perc, ecfg, bb))
+                tag = "+".join(perception.label(name, role) for role, name in backbones.items())
+                out.update(step.compute(item, perception, settings, backbones))
             except BackboneUnavailable as exc:
-                for mid in metric.ids:
+                for mid in step.ids:
                     out.update(missing(mid, tag, str(exc)))
             except Exception as exc:  # one failing backbone or formula fails this metric only
-                for mid in metric.ids:
+                for mid in step.ids:
                     out.update(missing(mid, tag, _failure(exc), status=Status.FAILED))
     return out
 
@@ -302,37 +89,6 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemRes
                              "timings_generation": meta.get("timings", {}),
                    # what the model was told for the item's context label (adapters: controls.context)
                    "context_ran": (meta.get("controls") or {}).get("context")})
-
-
-def _read_result(path: Path) -> Optional[ItemResult]:
-    """The stored result at ``path``, None when absent, unreadable, failed (a failed item is always redone) or not
-    matching its seal (:func:`harness.io.seal_problem`: edited by hand, so recomputed, never reused)."""
-    from harness.io import read_json, seal_problem
-
-    try:
-        data = read_json(path)
-        prev = ItemResult.from_dict(data)
-    except Exception:  # missing, truncated or from an incompatible writer: recomputed
-        return None
-    problem = seal_problem(data)
-    if problem is not None:
-        logging.getLogger(__name__).warning("%s: %s; recomputing it", path, problem)
-        return None
-    return None if prev.failed else prev
-
-
-def _current_hashes(prev: ItemResult) -> dict[str, str]:
-    """The family hashes of ``prev`` minus those of families with a retryable "not computed" entry (e.g. the judge
-    server timed out), so the next evaluation recomputes exactly those families even when no setting changed."""
-    retry = {m.family for m in prev.metrics.values() if m.retryable}
-    return {f: h for f, h in prev.family_hashes.items() if f not in retry}
-
-
-def _all_reused(prev: Optional[ItemResult], hashes: dict[str, str], video_sha: str) -> bool:
-    if prev is None or prev.video_sha256 != video_sha:
-        return False
-    have = _current_hashes(prev)
-    return all(have.get(f) == hashes[f] for f in (*FAMILIES, "validity"))
 
 
 @dataclass
@@ -366,7 +122,7 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
     (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
     are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
     p = _Prepared(Path(item_dir))
-    published = []
+    published: list[bool] = []
 
     def ready(ctx: Any = None) -> None:
         if publish is not None and not published:
@@ -400,8 +156,8 @@ def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, we
     if p.broken is not None:
         return
     p.hashes = family_hashes(ecfg, src.sha256, root, weights_memo, pack)
-    p.prev = None if force else _read_result(p.dir / "metrics.json")
-    p.reused = _all_reused(p.prev, p.hashes, src.sha256)
+    p.prev = None if force else read_result(p.dir / "metrics.json")
+    p.reused = all_reused(p.prev, p.hashes, src.sha256)
     if not p.reused:
         try:
             ctx = load_item(p.dir, ecfg, source=src, publish=publish)
@@ -463,11 +219,14 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         res = _failed_result(item_dir, p.meta, _failure(p.error))
         write_sealed_json(out_path, res.to_dict())
         return res
-    meta, video_sha, hashes, prev = p.meta, p.video_sha, p.hashes, p.prev
-    if p.reused:
+    meta: dict[str, Any] = p.meta or {}  # read (else p.error is set)
+    video_sha, hashes, prev = p.video_sha, p.hashes, p.prev
+    if p.reused and prev is not None:  # reused: a stored result matches every family hash
         prev.extra["reused"] = True
         return prev
-    kept = _current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
+    prev_metrics = prev.metrics if prev is not None else {}
+    prev_validity = prev.validity if prev is not None else {}
+    kept = current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
     t_item = time.perf_counter()
     ctx = p.ctx
     p.ctx = None  # the caller's handle no longer keeps the frames alive
@@ -498,7 +257,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         if fam.name in deferred or any(f.name == fam.name for f in to_defer):
             continue
         if kept.get(fam.name) == hashes[fam.name]:
-            metrics.update({k: v for k, v in prev.metrics.items() if v.family == fam.name})
+            metrics.update({k: v for k, v in prev_metrics.items() if v.family == fam.name})
             continue
         t0 = time.perf_counter()
         for k, v in compute_family(fam, ctx, perc, ecfg).items():
@@ -508,7 +267,7 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
         timings[fam.name] = time.perf_counter() - t0
     submit_deferred(ctx)
     if kept.get("validity") == hashes["validity"]:
-        validity = prev.validity
+        validity = prev_validity
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
     bad = ctx.decode_error()  # a video that turned out corrupt or short while it was scored fails as a whole
@@ -540,7 +299,8 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
                 timings[fam.name] += time.perf_counter() - t1
         failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
         result = ItemResult(
-            item=meta.get("item"), status=ITEM_FAILED if failed else ITEM_DONE,
+            # meta.json's work item (null in a meta.json without one, as before)
+            item=cast(dict[str, Any], meta.get("item")), status=ITEM_FAILED if failed else ITEM_DONE,
             reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
                     if failed else None),
             video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, **head,

@@ -25,12 +25,27 @@ Eq. 1 over those windows. The reference set is not subsampled: Eq. 4's max needs
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import memory as mem
 from ..aggregate import rollout_score
 from ..protocol import departure_revisit_windows, departure_sweep_windows
-from . import Entries, Family, Metric, entry
+from ..registry import Backbones, Chance, Compute, ComputeFn, MetricSpec
+from ..results import Entries
+from .base import Family, entry
+from .environment import UNRELATED
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
+    from ..item import EvalItem
+    from ..perceive import ItemPerception
+
+#: a protocol extension's windows: ``(c2w, phases, tolerance_deg, tolerance_translation, departure_deg) ->
+#: (reference frames, revisit windows)`` (:mod:`evaluate.protocol`)
+WindowRule = Callable[..., tuple[list[int], list[list[int]]]]
 
 #: The name under which the protocol extension is recorded in every entry.
 PROTOCOL = "departure_revisit"
@@ -46,32 +61,33 @@ def subsample(frames: list[int], stride: int) -> list[int]:
     return out
 
 
-def _windows(ctx, ecfg, rule=departure_revisit_windows) -> tuple[list[int], list[list[int]]]:
+def _windows(item: EvalItem, settings: EvalConfig,
+             rule: WindowRule = departure_revisit_windows) -> tuple[list[int], list[list[int]]]:
     """(reference frames, revisit windows) of a protocol-extension ``rule`` on this item, memoised."""
     key = f"departure:{rule.__name__}"
-    if key not in ctx.memo:
-        ctx.memo[key] = rule(ctx.c2w, ctx.phases, ecfg.revisit_tolerance_deg, ecfg.revisit_tolerance_translation,
-                             ecfg.departure_deg)
-    return ctx.memo[key]
+    if key not in item.memo:
+        item.memo[key] = rule(item.c2w, item.phases, settings.revisit_tolerance_deg,
+                              settings.revisit_tolerance_translation, settings.departure_deg)
+    return item.memo[key]
 
 
-def _eq4_metric(metric_id: str, target: str, protocol: str, rule, subsample_reference: bool):
+def _eq4_metric(metric_id: str, target: str, protocol: str, rule: WindowRule, subsample_reference: bool) -> ComputeFn:
     """A metric that scores each revisit window of ``rule`` with Eq. 4 against its reference frames (one batched
     encoder call) and averages them with Eq. 1. Revisits are sampled every ``memory_stride``; the reference too when
     ``subsample_reference``."""
 
-    def compute(ctx, perc, ecfg, bb) -> Entries:
-        ref, revisits = _windows(ctx, ecfg, rule)
-        ref_idx = subsample(ref, ecfg.memory_stride) if subsample_reference else list(ref)
-        rev_idx = [subsample(w, ecfg.memory_stride) for w in revisits]
-        name = bb["encoder"]
-        feats = perc.encode(name, ref_idx + [f for w in rev_idx for f in w])
+    def compute(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+        ref, revisits = _windows(item, settings, rule)
+        ref_idx = subsample(ref, settings.memory_stride) if subsample_reference else list(ref)
+        rev_idx = [subsample(w, settings.memory_stride) for w in revisits]
+        name = backbones["encoder"]
+        feats = perception.encode(name, ref_idx + [f for w in rev_idx for f in w])
         ref_feat, at = feats[: len(ref_idx)], len(ref_idx)
         per = []
         for w in rev_idx:
             per.append(mem.revisit_similarity(ref_feat, feats[at: at + len(w)]))
             at += len(w)
-        return entry(metric_id, perc.label(name, "encoder"), perc.kind(name),
+        return entry(metric_id, perception.label(name, "encoder"), perception.kind(name),
                      rollout_score({target: per}, len(per)), per_revisit=per, reference_frames=ref_idx,
                      revisit_frames=rev_idx, protocol=protocol)
 
@@ -83,42 +99,61 @@ sweep_visible = _eq4_metric("departure.sweep_visible", "first_departure", SWEEP_
                             False)
 
 
-def return_visible(ctx, perc, ecfg, bb) -> Entries:
+def return_visible(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
     from ..protocol import departure_windows, window_frames
     from .environment import NoPoseSource
 
-    ref, revisits = _windows(ctx, ecfg)
+    ref, revisits = _windows(item, settings)
     ref_frame = ref[-1]
-    deps = departure_windows(ctx.phases)[1:]
-    wins = [window_frames(next(d for d in deps if d[0] <= w[0] < d[1]), ecfg.memory_stride) for w in revisits]
-    r = perc.frames_closest_to(tuple(ecfg.return_frame_poses), ref_frame, wins)
+    deps = departure_windows(item.phases)[1:]
+    wins = [window_frames(next(d for d in deps if d[0] <= w[0] < d[1]), settings.memory_stride) for w in revisits]
+    r = perception.frames_closest_to(tuple(settings.return_frame_poses), ref_frame, wins)
     if r["source"] is None:
         why = "; ".join(f"{k}: {v}" for k, v in r["reasons"].items())
-        raise NoPoseSource(f"no pose source of return_frame_poses={list(ecfg.return_frame_poses)} is available "
+        raise NoPoseSource(f"no pose source of return_frame_poses={list(settings.return_frame_poses)} is available "
                            f"to select the departure return frames ({why})")
-    name = bb["encoder"]
-    f = perc.encode(name, [ref_frame] + r["frames"])
+    name = backbones["encoder"]
+    f = perception.encode(name, [ref_frame] + r["frames"])
     per = [float(np.clip(mem.cosine_matrix(f[i + 1: i + 2], f[:1])[0, 0], 0, 1)) for i in range(len(wins))]
-    return entry("departure.return_visible", perc.label(name, "encoder"), perc.kind(name),
+    return entry("departure.return_visible", perception.label(name, "encoder"), perception.kind(name),
                  rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=[ref_frame],
                  return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"],
                  return_angle_deg=r["angles_deg"], protocol=PROTOCOL)
 
 
-def _applies(ctx, ecfg, rule=departure_revisit_windows) -> bool:
-    ref, revisits = _windows(ctx, ecfg, rule)
+def _applies(item: EvalItem, settings: EvalConfig, rule: WindowRule = departure_revisit_windows) -> bool:
+    ref, revisits = _windows(item, settings, rule)
     return bool(ref and revisits)
 
 
-def _sweep_applies(ctx, ecfg) -> bool:
-    return _applies(ctx, ecfg, departure_sweep_windows)
+def _sweep_applies(item: EvalItem, settings: EvalConfig) -> bool:
+    return _applies(item, settings, departure_sweep_windows)
 
+
+SPECS = (
+    MetricSpec("departure.visible", "departure", True, "encoder", False,
+               "protocol extension departure_revisit: Eq. 4 global features + Eq. 1, reference = first away view",
+               (Compute(visible, ("encoder",), _applies),), static=True,
+               chance={"pixel-thumb16": Chance(0.07, 0.08, UNRELATED + "; Eq. 4, max over the away view: 0.09 at 193 "
+                                               "frames, 0.05 at 289")}),
+    MetricSpec("departure.return_visible", "departure", True, "encoder", False,
+               "protocol extension departure_revisit: Environment Visible's rule (estimated orientation closest to "
+               "the reference frame's, clipped cosine of global features), reference = first away view's last frame",
+               (Compute(return_visible, ("encoder",), _applies),), static=True,
+               chance={"pixel-thumb16": Chance(0.06, 0.08, UNRELATED + "; the away view vs the return frames: 0.08 at "
+                                               "193 frames, 0.04 at 289")}),
+    MetricSpec("departure.sweep_visible", "departure", True, "encoder", False,
+               "protocol extension departure_sweep: Eq. 4 global features + Eq. 1, reference = every frame of the "
+               "first departure, revisits = the later phases' frames that look back at its views",
+               (Compute(sweep_visible, ("encoder",), _sweep_applies),), static=True,
+               # Eq. 4 takes the max over every frame of D1: more reference frames, a higher max by chance
+               chance={"pixel-thumb16": Chance(0.15, 0.04, UNRELATED + "; Eq. 4, max over all of D1: 0.16 at 193 "
+                                               "frames, 0.15 at 289")}),
+)
 
 FAMILY = Family(
     "departure",
     ("encoders", "memory_stride", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg",
      "return_frame_poses", "pose_estimators"),
-    (Metric("departure.visible", ("encoder",), visible, _applies),
-     Metric("departure.return_visible", ("encoder",), return_visible, _applies),
-     Metric("departure.sweep_visible", ("encoder",), sweep_visible, _sweep_applies)),
+    SPECS,
 )

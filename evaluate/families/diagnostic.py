@@ -4,11 +4,20 @@ which tests memory of content first seen during a departure rather than at the s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..protocol import matched_departure_pairs
-from . import Entries, Family, Metric, entry
+from ..registry import Backbones, Compute, MetricSpec
+from ..results import Entries
+from .base import Family, entry
 from .environment import _returns
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
+    from ..item import EvalItem
+    from ..perceive import ItemPerception
 
 
 def ssim(a: np.ndarray, b: np.ndarray, data_range: float = 255.0, win: int = 7) -> float:
@@ -38,7 +47,7 @@ def _exact(a: np.ndarray) -> np.ndarray:
     return a.astype(np.uint16) if a.dtype == np.uint8 else np.asarray(a, np.float64)
 
 
-def _ssim_stats(a: np.ndarray, win: int = 7) -> tuple:
+def _ssim_stats(a: np.ndarray, win: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(image, local mean, local variance x (n-1)/n) of ``a``: the reference side of :func:`ssim`, computed once for
     every frame it is compared with (the image as :func:`_exact` keeps it, the statistics in float64)."""
     x = _exact(a)
@@ -46,7 +55,7 @@ def _ssim_stats(a: np.ndarray, win: int = 7) -> tuple:
     return x, ux, _window_mean(x * x, win) - ux * ux
 
 
-def _ssim_to(ref: tuple, b: np.ndarray, data_range: float = 255.0, win: int = 7) -> float:
+def _ssim_to(ref: tuple[np.ndarray, np.ndarray, np.ndarray], b: np.ndarray, data_range: float = 255.0, win: int = 7) -> float:
     """:func:`ssim` of the image behind ``ref`` (:func:`_ssim_stats`) and ``b``: the textbook expression
 
         ((2 ux uy + c1) (2 cov vxy + c2)) / ((ux^2 + uy^2 + c1) (cov vx + cov vy + c2))
@@ -87,53 +96,67 @@ def _ssim_to(ref: tuple, b: np.ndarray, data_range: float = 255.0, win: int = 7)
     return float(t3[p:-p, p:-p].reshape(-1, ux.shape[2]).mean(axis=0).mean())
 
 
-def _pixels(ctx, perc, ecfg) -> dict:
-    if "revisit_pixels" not in ctx.memo:
+def _pixels(item: EvalItem, perception: ItemPerception,
+            settings: EvalConfig) -> tuple[dict[str, Any], list[float], list[float]]:
+    """(return frames, PSNR and SSIM of each return frame against frame 0), memoised for the two metrics."""
+    if "revisit_pixels" not in item.memo:
         from harness.imaging import psnr
 
         from ..perception.weightfree import default_threads, thread_map
 
-        r = _returns(ctx, perc, ecfg)
-        f0 = ctx.frames[0]
-        rf = ctx.frames_view(r["frames"])
+        r = _returns(item, perception, settings)
+        f0 = item.frames[0]
+        rf = item.frames_view(r["frames"])
         ref = _ssim_stats(f0)
         # one return frame per thread (OpenCV and numpy release the GIL): the same values, in the same order
         scores = thread_map(lambda x: (min(psnr(f0, x), 100.0), _ssim_to(ref, x)), list(rf), default_threads())
-        ctx.memo["revisit_pixels"] = (r, [p for p, _ in scores], [q for _, q in scores])
-    return ctx.memo["revisit_pixels"]
+        item.memo["revisit_pixels"] = (r, [p for p, _ in scores], [q for _, q in scores])
+    return item.memo["revisit_pixels"]
 
 
-def revisit_psnr(ctx, perc, ecfg, bb) -> Entries:
-    r, ps, _ = _pixels(ctx, perc, ecfg)
+def revisit_psnr(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    r, ps, _ = _pixels(item, perception, settings)
     return entry("diagnostic.revisit_psnr", "pixels", "diagnostic", float(np.mean(ps)), per_revisit=ps,
                  return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"])
 
 
-def revisit_ssim(ctx, perc, ecfg, bb) -> Entries:
-    r, _, ss = _pixels(ctx, perc, ecfg)
+def revisit_ssim(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    r, _, ss = _pixels(item, perception, settings)
     return entry("diagnostic.revisit_ssim", "pixels", "diagnostic", float(np.mean(ss)), per_revisit=ss,
                  return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"])
 
 
-def _pairs(ctx, ecfg):
-    return matched_departure_pairs(ctx.c2w, ctx.phases, ecfg.memory_stride)
+def _pairs(item: EvalItem, settings: EvalConfig) -> list[tuple[int, int]]:
+    return matched_departure_pairs(item.c2w, item.phases, settings.memory_stride)
 
 
-def cross_departure(ctx, perc, ecfg, bb) -> Entries:
-    pairs = _pairs(ctx, ecfg)
-    name = bb["encoder"]
-    feats = perc.encode(name, [a for a, _ in pairs] + [b for _, b in pairs])
+def cross_departure(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    pairs = _pairs(item, settings)
+    name = backbones["encoder"]
+    feats = perception.encode(name, [a for a, _ in pairs] + [b for _, b in pairs])
     fa, fb = feats[: len(pairs)], feats[len(pairs):]
     sims = np.clip(np.sum(fa * fb, axis=1) / np.maximum(
         np.linalg.norm(fa, axis=1) * np.linalg.norm(fb, axis=1), 1e-12), 0, 1)
-    return entry("diagnostic.cross_departure", perc.label(name, "encoder"), perc.kind(name), float(sims.mean()),
+    return entry("diagnostic.cross_departure", perception.label(name, "encoder"), perception.kind(name), float(sims.mean()),
                  pairs=pairs)
 
 
-FAMILY = Family(
-    "diagnostic",
-    ("encoders", "return_frame_poses", "pose_estimators", "memory_stride"),
-    (Metric("diagnostic.revisit_psnr", (), revisit_psnr, lambda ctx, ecfg: ctx.num_revisits > 0),
-     Metric("diagnostic.revisit_ssim", (), revisit_ssim, lambda ctx, ecfg: ctx.num_revisits > 0),
-     Metric("diagnostic.cross_departure", ("encoder",), cross_departure, lambda ctx, ecfg: bool(_pairs(ctx, ecfg)))),
+def _has_revisits(item: EvalItem, settings: EvalConfig) -> bool:
+    return item.num_revisits > 0
+
+
+def _has_pairs(item: EvalItem, settings: EvalConfig) -> bool:
+    return bool(_pairs(item, settings))
+
+
+SPECS = (
+    MetricSpec("diagnostic.revisit_psnr", "diagnostic", True, "pixels", False, "PSNR return frame vs frame 0",
+               (Compute(revisit_psnr, (), _has_revisits),), static=True, resolution=0.5),
+    MetricSpec("diagnostic.revisit_ssim", "diagnostic", True, "pixels", False, "SSIM return frame vs frame 0",
+               (Compute(revisit_ssim, (), _has_revisits),), static=True),
+    MetricSpec("diagnostic.cross_departure", "diagnostic", True, "encoder", False,
+               "similarity of frames at matching poses across the first two departures",
+               (Compute(cross_departure, ("encoder",), _has_pairs),), static=True),
 )
+
+FAMILY = Family("diagnostic", ("encoders", "return_frame_poses", "pose_estimators", "memory_stride"), SPECS)

@@ -7,73 +7,101 @@ The return frame of each revisit comes from the first available pose source of `
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .. import memory as mem
 from ..perception.base import BackboneUnavailable
-from . import Entries, Family, Metric, entry
+from ..registry import Backbones, Chance, Compute, MetricSpec
+from ..results import Entries
+from .base import Family, entry
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
+    from ..item import EvalItem
+    from ..perceive import ItemPerception
 
 
 class NoPoseSource(BackboneUnavailable):
     """No configured return-frame pose source is available (-> "not computed" with the reasons)."""
 
 
-def _returns(ctx, perc, ecfg) -> dict:
-    r = perc.return_frames(tuple(ecfg.return_frame_poses))
+def _returns(item: EvalItem, perception: ItemPerception, settings: EvalConfig) -> dict[str, Any]:
+    """The return frame of each revisit from the first available pose source of ``return_frame_poses``
+    (:meth:`evaluate.perceive.ItemPerception.return_frames`); raises :class:`NoPoseSource` when none is."""
+    r = perception.return_frames(tuple(settings.return_frame_poses))
     if r["source"] is None:
         why = "; ".join(f"{k}: {v}" for k, v in r["reasons"].items())
-        raise NoPoseSource(f"no pose source of return_frame_poses={list(ecfg.return_frame_poses)} is available "
+        raise NoPoseSource(f"no pose source of return_frame_poses={list(settings.return_frame_poses)} is available "
                            f"to select return frames ({why})")
     return r
 
 
-def _common(r: dict) -> dict:
+def _common(r: dict[str, Any]) -> dict[str, Any]:
     return {"return_frames": r["frames"], "return_pose_estimator": r["label"], "pose_source": r["label"],
             "qualification": r["qualification"], "reference_frames": [0]}
 
 
-def visible(ctx, perc, ecfg, bb) -> Entries:
-    r = _returns(ctx, perc, ecfg)
-    name = bb["encoder"]
-    f = perc.encode(name, [0] + r["frames"])
-    per = [float(np.clip(mem.cosine_matrix(f[i + 1 : i + 2], f[:1])[0, 0], 0, 1)) for i in range(ctx.num_revisits)]
-    return entry("environment.visible", perc.label(name, "encoder"), perc.kind(name), float(np.mean(per)),
+def visible(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    r = _returns(item, perception, settings)
+    name = backbones["encoder"]
+    f = perception.encode(name, [0] + r["frames"])
+    per = [float(np.clip(mem.cosine_matrix(f[i + 1 : i + 2], f[:1])[0, 0], 0, 1)) for i in range(item.num_revisits)]
+    return entry("environment.visible", perception.label(name, "encoder"), perception.kind(name), float(np.mean(per)),
                  per_revisit=per, **_common(r))
 
 
-def _depths(ctx, perc, ecfg, name, r):
-    return perc.depth(name, [0] + r["frames"])
+def _depths(perception: ItemPerception, depth_backbone: str, returns: dict[str, Any]) -> tuple[str, np.ndarray]:
+    """(depth label, (1 + K, H, W) depth of frame 0 and of each return frame)."""
+    return perception.depth(depth_backbone, [0] + returns["frames"])
 
 
-def depth_rank(ctx, perc, ecfg, bb) -> Entries:
-    r = _returns(ctx, perc, ecfg)
-    label, d = _depths(ctx, perc, ecfg, bb["depth"], r)
-    sp = [mem.depth_spearman(d[0], d[i + 1], stride=int(ecfg.depth_stride)) for i in range(ctx.num_revisits)]
-    return entry("environment.depth", label, perc.kind(bb["depth"]), float(np.mean(sp)), per_revisit=sp,
+def depth_rank(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    r = _returns(item, perception, settings)
+    label, d = _depths(perception, backbones["depth"], r)
+    sp = [mem.depth_spearman(d[0], d[i + 1], stride=int(settings.depth_stride)) for i in range(item.num_revisits)]
+    return entry("environment.depth", label, perception.kind(backbones["depth"]), float(np.mean(sp)), per_revisit=sp,
                  depth_source=label, **_common(r))
 
 
-def reconstruction(ctx, perc, ecfg, bb) -> Entries:
-    r = _returns(ctx, perc, ecfg)
-    label, d = _depths(ctx, perc, ecfg, bb["depth"], r)
-    _, pe = perc.poses(r["source"])
+def reconstruction(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+    r = _returns(item, perception, settings)
+    label, d = _depths(perception, backbones["depth"], r)
+    _, pe = perception.poses(r["source"])
     ret = r["frames"]
-    Hgrid = mem.spherical_grid(d[0], ctx.intrinsics, pe.c2w[0], ecfg.sphere_bin_deg)
+    Hgrid = mem.spherical_grid(d[0], item.intrinsics, pe.c2w[0], settings.sphere_bin_deg)
     rec = [mem.spherical_reconstruction_score(
-        Hgrid, mem.spherical_grid(d[i + 1], ctx.intrinsics, pe.c2w[ret[i]], ecfg.sphere_bin_deg))
-        for i in range(ctx.num_revisits)]
-    return entry("environment.reconstruction", label, perc.kind(bb["depth"]), float(np.mean(rec)),
+        Hgrid, mem.spherical_grid(d[i + 1], item.intrinsics, pe.c2w[ret[i]], settings.sphere_bin_deg))
+        for i in range(item.num_revisits)]
+    return entry("environment.reconstruction", label, perception.kind(backbones["depth"]), float(np.mean(rec)),
                  per_revisit=rec, depth_source=label, **_common(r))
 
 
-def _is_env(ctx, ecfg) -> bool:
-    return ctx.family == "environment"
+def _is_env(item: EvalItem, settings: EvalConfig) -> bool:
+    return item.family == "environment"
 
+
+#: how the thumbnail chance levels were measured (tests/evaluate/test_measurement_validity.py re-measures them)
+UNRELATED = ("measured: the reference set of one demo case against the revisit frames of another (a != b), on the "
+             "five demo cases' reference-model FullKV videos at 96x160, LRLR and LRLRLR, 193 and 289 frames "
+             "(tests/evaluate/test_measurement_validity.py re-measures it)")
+
+SPECS = (
+    MetricSpec("environment.visible", "environment", True, "encoder", True, "global features of the return frame",
+               (Compute(visible, ("encoder",), _is_env),), table2="dinov2",
+               # centred 16x16 thumbnails: unrelated photos are nearly orthogonal, the clip at 0 keeps the positive half
+               chance={"pixel-thumb16": Chance(0.10, 0.11, UNRELATED + "; frame 0 vs the return frames: 0.10 at both "
+                                               "lengths")}),
+    MetricSpec("environment.depth", "environment", True, "depth", True, "Spearman of depth at the return frame",
+               (Compute(depth_rank, ("depth",), _is_env),), table2="da3",
+               chance={"*": Chance(0.0, 0.0, "derived: Spearman of independent depth maps")}),
+    MetricSpec("environment.reconstruction", "environment", True, "depth", True, "Eq. 6 spherical score",
+               (Compute(reconstruction, ("depth",), _is_env),), table2="da3"),
+)
 
 FAMILY = Family(
     "environment",
     ("encoders", "depth", "return_frame_poses", "pose_estimators", "memory_stride", "sphere_bin_deg", "depth_stride"),
-    (Metric("environment.visible", ("encoder",), visible, _is_env),
-     Metric("environment.depth", ("depth",), depth_rank, _is_env),
-     Metric("environment.reconstruction", ("depth",), reconstruction, _is_env)),
+    SPECS,
 )

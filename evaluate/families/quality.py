@@ -3,24 +3,36 @@ per-frame scores (normalised to [0, 1] by the backbone) over every ``quality_str
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..protocol import quality_frames
-from . import Entries, Family, Metric, entry
+from ..registry import Backbones, Compute, ComputeFn, MetricSpec
+from ..results import Entries
+from .base import Family, entry
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
+    from ..item import EvalItem
+    from ..perceive import ItemPerception
 
 
-def _score(metric: str, role: str):
-    def compute(ctx, perc, ecfg, bb) -> Entries:
-        frames = quality_frames(ctx.num_frames, int(ecfg.quality_stride))
-        s = perc.score(bb[role], role, frames)
-        return entry(metric, perc.label(bb[role], role), perc.kind(bb[role]), float(np.mean(s)),
-                     frames_scored=len(frames), stride=int(ecfg.quality_stride))
+def _score(metric: str, role: str) -> ComputeFn:
+    """The compute of ``metric``: the mean of the ``role`` scorer's per-frame scores over the strided frames."""
+    def compute(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
+        frames = quality_frames(item.num_frames, int(settings.quality_stride))
+        s = perception.score(backbones[role], role, frames)
+        return entry(metric, perception.label(backbones[role], role), perception.kind(backbones[role]), float(np.mean(s)),
+                     frames_scored=len(frames), stride=int(settings.quality_stride))
     return compute
 
 
-FAMILY = Family(
-    "quality",
-    ("imaging", "aesthetic", "quality_stride"),
-    (Metric("quality.imaging", ("imaging",), _score("quality.imaging", "imaging")),
-     Metric("quality.aesthetic", ("aesthetic",), _score("quality.aesthetic", "aesthetic"))),
+SPECS = (
+    MetricSpec("quality.imaging", "quality", True, "quality", True, "MUSIQ-SPAQ / 100, every 4th frame",
+               (Compute(_score("quality.imaging", "imaging"), ("imaging",)),), table2="musiq-spaq"),
+    MetricSpec("quality.aesthetic", "quality", True, "quality", True, "LAION aesthetic / 10, every 4th frame",
+               (Compute(_score("quality.aesthetic", "aesthetic"), ("aesthetic",)),), table2="laion"),
 )
+
+FAMILY = Family("quality", ("imaging", "aesthetic", "quality_stride"), SPECS)

@@ -13,191 +13,35 @@ Entry points:
 See ``docs/judge.md``.
 """
 
-from __future__ import annotations
-
-from concurrent.futures import Future
-from pathlib import Path
-from typing import Any, Mapping, Optional, Self, Sequence
-
-from ..results import BackboneKind, Entries, MetricEntry, entries
+from .check import check_server
 from .client import JudgeError, JudgeSession, Verdict, session_for
 from .parse import ParseFailure, parse_reply
 from .prompt import JudgeInput, JudgeInputError, build_request, event_dict, images_digest
+from .run import RunJudge
+from .scoring import METRICS, judge_item, load_item_input, not_computed, recorded_settings, score_item
 from .settings import DEFAULT_MODEL, JudgeSettings, JudgeSettingsError
 
-__all__ = ["JudgeInput", "JudgeInputError", "JudgeSettings", "JudgeSettingsError", "JudgeSession", "JudgeError",
-           "Verdict", "ParseFailure", "DEFAULT_MODEL", "build_request", "images_digest", "parse_reply", "score_item",
-           "judge_item", "load_item_input", "RunJudge", "check_server", "session_for", "METRICS"]
-
-#: Metric ids this module writes (per item; run tables average them: mean of ``started`` = p_start, of
-#: ``overall`` = S_gated, of ``conditional`` (started items only) = S_cond).
-METRICS = ("dynamic.overall", "dynamic.started", "dynamic.conditional", "dynamic.return_progress",
-           "dynamic.persistence_reset", "dynamic.final_state", "dynamic.causal_physical")
-
-
-def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, MetricEntry]:
-    e = MetricEntry.computed(metric, label, BackboneKind.JUDGE, value, **extra)
-    return e.key, e
-
-
-def recorded_settings(settings: JudgeSettings, fallbacks: Optional[dict] = None) -> dict:
-    """The judge settings recorded with each metric: the configured ones plus ``fallbacks`` (request field the
-    server refused -> what was sent instead; empty when the request went as configured)."""
-    return {**settings.to_dict(), "fallbacks": dict(fallbacks or {})}
-
-
-def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallbacks: Optional[dict] = None) -> Entries:
-    """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
-    next run even when nothing else changed."""
-    label = settings.model
-    return entries(*(MetricEntry.unavailable(m, label, reason, retryable=bool(retryable),
-                                             judge={"settings": recorded_settings(settings, fallbacks)})
-                     for m in METRICS))
-
-
-def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
-               session: Optional[JudgeSession] = None) -> Entries:
-    """Judge one video and score its checklist.
-
-    Args:
-        inp: frames at the judged indices, phases, fps and the case's event (with its frozen reference answers).
-        settings: the judge settings. item_dir: the item folder; requests and replies go to ``item_dir/judge/``.
-        session: the run's session (default: the current one for ``settings``).
-    Returns:
-        ``{"dynamic.<metric>[<model>]": entry}`` for :data:`METRICS`; not started -> every gated score 0 and
-        ``conditional`` not computed (S_cond averages started videos only).
-    """
-    session = session or session_for(settings)
-    try:
-        inp.validate()
-    except JudgeInputError as exc:
-        return not_computed(settings, f"cannot judge this item: {exc}", retryable=False)
-    return _scored(session.judge(inp, Path(item_dir)), inp.frame_indices, inp.event, settings)
-
-
-def _scored(v: Verdict, frame_indices: Sequence[int], event: Mapping[str, Any], settings: JudgeSettings) -> Entries:
-    """The entries of :func:`score_item` from the server's verdict on one item."""
-    from evaluate.dynamic import ASPECTS, score_checklist
-
-    if not v.ok:
-        return not_computed(settings, v.reason, v.retryable, v.fallbacks)
-    refs = list(event["questions"])
-    sc = score_checklist(v.started, v.answers, refs)
-    record = {"settings": recorded_settings(settings, v.fallbacks), "server_model": v.server_model,
-              "request_key": v.key,
-              "cached": v.cached, "repaired": v.repaired, "frames": [int(t) for t in frame_indices]}
-    common = {"started": v.started, "answers": v.answers, "references": [q["answer"] for q in refs],
-              "items": sc["items"], "judge": record}
-    label = settings.model
-    out = dict([_entry("dynamic.overall", label, sc["overall"], **common),
-                _entry("dynamic.started", label, 1.0 if v.started else 0.0, judge=record)])
-    for aspect in ASPECTS:
-        k, e = _entry(f"dynamic.{aspect}", label, sc[aspect], judge=record)
-        out[k] = e
-    if v.started:
-        k, e = _entry("dynamic.conditional", label, sc["overall"], judge=record)
-    else:
-        e = MetricEntry.unavailable("dynamic.conditional", label, "gated out: the judge saw no event start in the "
-                                    "initial hold (S_cond averages started videos only)", retryable=False,
-                                    judge=record)
-        k = e.key
-    out[k] = e
-    return out
-
-
-def load_item_input(item_dir: Path, stride: int = 8) -> JudgeInput:
-    """The judge input of a harness item folder: frames every ``stride``-th plus first and last, from
-    ``video.mp4``; phases and fps from ``camera.npz``; the event from ``meta.json``'s case."""
-    from evaluate.protocol import judge_frames
-    from harness.io import read_json
-    from harness.video import read_frames
-    from trajectories import load_path
-
-    item_dir = Path(item_dir)
-    meta = read_json(item_dir / "meta.json")
-    path = load_path(item_dir / "camera.npz")
-    idx = judge_frames(path.num_frames, stride)
-    got, frames = read_frames(item_dir / "video.mp4", indices=idx)
-    if list(got) != idx:
-        raise JudgeInputError(f"video.mp4 has {len(got)} of the {len(idx)} judged frames (shorter than "
-                              f"camera.npz's {path.num_frames} frames?)")
-    return JudgeInput(frames=frames, frame_indices=idx, phases={k: tuple(v) for k, v in path.phases.items()},
-                      fps=float(path.fps), event=event_dict((meta.get("case") or {}).get("event")) or {})
-
-
-def judge_item(item_dir: Path, settings: Any, stride: int = 8, session: Optional[JudgeSession] = None) -> Entries:
-    """:func:`score_item` on an item folder; unreadable inputs become "not computed" with the reason."""
-    settings = JudgeSettings.from_dict(settings)
-    try:
-        inp = load_item_input(item_dir, stride)
-    except JudgeInputError as exc:
-        return not_computed(settings, f"cannot judge this item: {exc}", retryable=False)
-    except (OSError, ValueError, KeyError) as exc:
-        return not_computed(settings, f"cannot read the item for the judge: {type(exc).__name__}: {exc}", False)
-    return score_item(inp, settings, item_dir, session)
-
-
-class RunJudge:
-    """An evaluation run's judge: a fresh session (budget, pre-flight) and ``concurrency`` worker threads.
-
-    :meth:`submit` takes a dynamic item's input built from the frames the run already decoded for every other
-    family (nothing is read or decoded again); the request body (the JPEG frames) is built in the caller's thread, so
-    a queued request holds a few MB of JPEG, not the frames; the exchange with the server runs on the pool, so up to
-    ``concurrency`` requests are in flight while the run scores other items. One request per item: the session
-    reuses stored answers and never re-sends a request key within the run. Use as a context manager (the pool is
-    shut down, waiting for what is in flight, on exit).
-    """
-
-    def __init__(self, settings: Any):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.settings = JudgeSettings.from_dict(settings)
-        self.session = session_for(self.settings, fresh=True)
-        self._pool = ThreadPoolExecutor(max_workers=int(self.settings.concurrency), thread_name_prefix="judge")
-
-    def submit(self, inp: JudgeInput, item_dir: Path) -> "Future[Entries]":
-        """The item's ``dynamic.*`` entries (as :func:`score_item` returns them), as a future."""
-        from concurrent.futures import Future
-
-        try:
-            inp.validate()
-            request = build_request(inp, self.settings)
-        except JudgeInputError as exc:
-            done: Future = Future()
-            done.set_result(not_computed(self.settings, f"cannot judge this item: {exc}", retryable=False))
-            return done
-        indices, event = list(inp.frame_indices), dict(inp.event)  # the worker keeps these, not the frames
-        return self._pool.submit(lambda: _scored(self.session.judge(None, Path(item_dir), request), indices, event,
-                                                 self.settings))
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def check_server(settings: Any, out=print) -> int:
-    """Ping the configured server, print what it serves and whether the configured model is among them.
-
-    Returns the exit code: 0 ready, 1 unreachable / unusable, 2 not configured.
-    """
-    settings = JudgeSettings.from_dict(settings)
-    if not settings.base_url:
-        out("judge: no server configured; set evaluate.judge.base_url=http://HOST:PORT/v1 (docs/judge.md)")
-        return 2
-    s = JudgeSession(settings)
-    reason = s.preflight()
-    out(f"judge server: {settings.base_url}")
-    if s.served is not None:
-        out("serves: " + (", ".join(s.served) if s.served else "(no models listed)"))
-    out(f"configured model: {settings.model}  (key from ${settings.api_key_env}: "
-        f"{'set' if __import__('os').environ.get(settings.api_key_env) else 'not set'})")
-    if reason:
-        out(f"NOT READY: {reason}")
-        return 1
-    out("ready")
-    return 0
+__all__ = [
+           "DEFAULT_MODEL",
+           "METRICS",
+           "JudgeError",
+           "JudgeInput",
+           "JudgeInputError",
+           "JudgeSession",
+           "JudgeSettings",
+           "JudgeSettingsError",
+           "ParseFailure",
+           "RunJudge",
+           "Verdict",
+           "build_request",
+           "check_server",
+           "event_dict",
+           "images_digest",
+           "judge_item",
+           "load_item_input",
+           "not_computed",
+           "parse_reply",
+           "recorded_settings",
+           "score_item",
+           "session_for",
+]

@@ -254,7 +254,11 @@ class JudgeSession:
               request: Optional[tuple[dict, dict]] = None) -> Verdict:
         """Judge one item, reusing a stored answer when the request key matches (see the module docstring).
         ``request``: ``build_request(inp, settings)`` when the caller built it already (then ``inp`` is not read)."""
-        body, ident = request or build_request(inp, self.settings)
+        if request is None:
+            if inp is None:
+                raise ValueError("JudgeSession.judge: give the item's input or the request built from it")
+            request = build_request(inp, self.settings)
+        body, ident = request
         key = ident["key"]
         with self._lock:
             if key in self._verdicts:

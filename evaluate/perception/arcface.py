@@ -62,7 +62,8 @@ class HaarFaceDetector:
     def __init__(self, min_size: int = 12):
         import cv2
 
-        self.cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
+        cascades = cv2.data.haarcascades  # type: ignore[attr-defined]  # cv2.data: OpenCV's stubs leave it out
+        self.cascade = cv2.CascadeClassifier(cascades + "haarcascade_frontalface_default.xml")
         if self.cascade.empty():
             raise RuntimeError("OpenCV's bundled haarcascade_frontalface_default.xml could not be loaded")
         self.min_size = min_size

@@ -98,7 +98,7 @@ class QualityScorer(Protocol):
 class RedetectingTracker(Tracker, Protocol):
     """A tracker that can re-acquire a lost target at given frames (the paper re-detects at revisits)."""
 
-    def track(self, frames: np.ndarray, init_mask: np.ndarray,  # type: ignore[override]
+    def track(self, frames: np.ndarray, init_mask: np.ndarray,
               redetect_at: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`Tracker.track`; where the track is lost at a position in ``redetect_at`` (indices into
         ``frames``), re-prompt from the frame-0 prompt and keep the result only if the model sees the object."""
@@ -115,13 +115,6 @@ class PaperBackbone(Protocol):
     ``source_url(s)`` (where a file comes from when not from ``hf_repo``). Instances have ``settings()``: the recipe
     values that change their outputs (for the caller's cache key and ``metrics.json``)."""
 
-
-class Judge(Protocol):
-    name: str
-
-    def judge(self, frames: np.ndarray, indices: list[int], case: Any) -> dict[str, Any]:
-        """``{"started": bool, "answers": [8 x "yes"|"no"], ...}`` for a dynamic case from its sampled frames."""
-
     name: str
     kind: str
     hf_repo: Optional[str]
@@ -129,3 +122,10 @@ class Judge(Protocol):
     files: tuple[str, ...]
     library: str
     recipe: str
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, frames: np.ndarray, indices: list[int], case: Any) -> dict[str, Any]:
+        """``{"started": bool, "answers": [8 x "yes"|"no"], ...}`` for a dynamic case from its sampled frames."""

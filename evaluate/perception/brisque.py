@@ -105,7 +105,7 @@ def brisque_features(rgb: np.ndarray) -> np.ndarray:
         raise ValueError(f"brisque: a frame must be (H, W, 3) uint8 RGB with H, W >= 16, got {rgb.shape} {rgb.dtype}")
     gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY).astype(np.float32) / np.float32(255)
     feats: list[float] = []
-    img = gray
+    img: np.ndarray = gray
     for scale in range(2):
         if scale:
             img = cv2.resize(gray, (gray.shape[1] // 2, gray.shape[0] // 2), interpolation=cv2.INTER_CUBIC)
@@ -143,7 +143,7 @@ class Brisque:
 
         self._paths = resolve(self.name, self.shipped_files())
         try:
-            self.svm = cv2.ml.SVM_load(str(self._paths[MODEL.label]))
+            self.svm = cv2.ml.SVM.load(str(self._paths[MODEL.label]))
             fs = cv2.FileStorage(str(self._paths[RANGE.label]), cv2.FILE_STORAGE_READ)
             rng = fs.getNode("range").mat()
             fs.release()

@@ -84,7 +84,7 @@ class DepthAnything3:
             raise corrupt(cls.name, cfg_path, exc) from exc
         model_name = meta.get("model_name") if isinstance(meta, dict) else None
         da3_cfg, registry = import_da3()
-        if model_name not in registry:
+        if not isinstance(model_name, str) or model_name not in registry:
             raise corrupt(cls.name, cfg_path, f"model_name {model_name!r} is not one of {sorted(registry)}")
         check_safetensors(cls.name, st_path)
         net = da3_cfg.create_object(da3_cfg.load_config(registry[model_name]))

@@ -73,7 +73,8 @@ class Dinov2Encoder:
         except Exception as exc:  # shape mismatch, bad config
             raise corrupt(cls.name, st_path, exc) from exc
         dev = resolve_device(device)
-        model = model.to(dev).eval()
+        # transformers' stubs type .to(device) as taking the model: a device string is what it takes at run time
+        model = model.to(dev).eval()  # type: ignore[arg-type]
         kw = {}
         proc = weights_dir / "preprocessor_config.json"
         if proc.is_file():

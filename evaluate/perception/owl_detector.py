@@ -47,7 +47,9 @@ class OwlDetector:
             raise BackboneUnavailable(f"OWLv2 needs torch and transformers (pip install '.[eval]'): {exc}") from exc
         try:
             self.processor = Owlv2Processor.from_pretrained(str(d), local_files_only=True)
-            self.model = Owlv2ForObjectDetection.from_pretrained(str(d), local_files_only=True).to(device).eval()
+            model = Owlv2ForObjectDetection.from_pretrained(str(d), local_files_only=True)
+            # transformers' stubs type .to(device) as taking the model: a device string is what it takes at run time
+            self.model = model.to(device).eval()  # type: ignore[arg-type]
         except (OSError, ValueError) as exc:
             raise BackboneUnavailable(f"cannot load OWLv2 from {d}: {exc}") from exc
         self.name = d.name

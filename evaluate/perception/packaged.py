@@ -115,10 +115,10 @@ def dist_versions(names: Sequence[str]) -> dict[str, Optional[str]]:
     return out
 
 
-def fingerprint(files: Sequence[ShippedFile]) -> list:
+def fingerprint(files: Sequence[ShippedFile]) -> list[list[str | int]]:
     """Cheap state of the files (path, size, mtime; "missing"), for the family hashes: installing or upgrading a
     provider recomputes the metrics that use it."""
-    out = []
+    out: list[list[str | int]] = []
     for f in files:
         p = f.locate()
         if p is None:

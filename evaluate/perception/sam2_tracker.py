@@ -70,9 +70,11 @@ class Sam2Tracker:
             except Exception as exc:
                 raise corrupt(cls.name, weights_dir / "processor_config.json", exc) from exc
         else:
-            processor = default_processor(int(model.config.image_size))
+            # transformers types image_size as int | list | tuple; SAM2's config holds an int
+            processor = default_processor(int(model.config.image_size))  # type: ignore[arg-type]
         dev = resolve_device(device)
-        return cls(model.to(dev).eval(), processor, dev)
+        # transformers' stubs type .to(device) as taking the model: a device string is what it takes at run time
+        return cls(model.to(dev).eval(), processor, dev)  # type: ignore[arg-type]
 
     def prompt_for(self, init_mask: np.ndarray) -> dict:
         """The frame-0 prompt: ``{"input_boxes": ...}`` when the mask fills its tight box (a person box), else

@@ -43,8 +43,10 @@ def write_dinov2(d: Path) -> None:
     """A 2-layer ``Dinov2Model`` (hidden 32, patch 14) as a ``save_pretrained`` folder."""
     from transformers import Dinov2Config, Dinov2Model
 
-    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                             image_size=56, patch_size=14)).save_pretrained(d)
+    # intermediate_size is kept as an extra config attribute (Dinov2 sizes its MLP with mlp_ratio): the files stay as
+    # they were written
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,  # type: ignore[call-arg]
+                             intermediate_size=64, image_size=56, patch_size=14)).save_pretrained(d)
 
 
 def write_sam2(d: Path) -> None:
@@ -104,14 +106,15 @@ def write_arcface(d: Path, detector_bias: float = 5.0) -> None:
             return tuple(sc + bb + kp)
 
     d.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(Recogniser().eval(), torch.zeros(1, 3, 112, 112), str(d / "w600k_r50.onnx"),
+    example = (torch.zeros(1, 3, 112, 112),)  # export's args: a tuple of the inputs (one tensor)
+    torch.onnx.export(Recogniser().eval(), example, str(d / "w600k_r50.onnx"),
                       input_names=["input.1"], output_names=["embedding"], dynamic_axes={"input.1": {0: "N"}},
                       dynamo=False)
     det = Detector().eval()
     with torch.no_grad():
         for h in det.heads:
-            h.bias[:2] = detector_bias
-    torch.onnx.export(det, torch.zeros(1, 3, 64, 64), str(d / "det_10g.onnx"), input_names=["input.1"],
+            h.bias[:2] = detector_bias  # type: ignore[operator]  # a Conv2d's bias: torch types it loosely
+    torch.onnx.export(det, (torch.zeros(1, 3, 64, 64),), str(d / "det_10g.onnx"), input_names=["input.1"],
                       dynamic_axes={"input.1": {2: "H", 3: "W"}}, dynamo=False)
 
 

@@ -152,8 +152,9 @@ class ClassicalPoseEstimator:
             p0 = cv2.goodFeaturesToTrack(g0, self.corners, 0.01, 7)
         if p0 is None or len(p0) < self.min_inliers:
             return T, False, 0, None
-        p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None, winSize=(self.flow_window, self.flow_window),
-                                             maxLevel=3)
+        # OpenCV's stubs leave out None for nextPts, which its API takes (no initial guess)
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(g0, g1, p0, None,  # type: ignore[call-overload]
+                                             winSize=(self.flow_window, self.flow_window), maxLevel=3)
         good = st.reshape(-1) == 1
         h, w = g1.shape[:2]
         q = p1[good]
@@ -229,7 +230,7 @@ class ClassicalPoseEstimator:
         s = max(1.0, float(self.orb_min_side) / min(ref.shape[:2]))
         # FAST compares intensities on a 3-px circle: upsampling by s shrinks those differences about s-fold, so the
         # corner threshold (OpenCV's default 20) shrinks with it (else smooth synthesised walls give no corners).
-        orb = cv2.ORB_create(self.features, fastThreshold=max(5, int(round(20 / s))))
+        orb = cv2.ORB.create(self.features, fastThreshold=max(5, int(round(20 / s))))
 
         def gray(img: np.ndarray) -> np.ndarray:
             g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
@@ -250,20 +251,20 @@ class ClassicalPoseEstimator:
         out = np.full(len(frames), np.inf)
         if d0 is None:
             return out
-        pts0 = np.float64([kp.pt for kp in kp0])
+        pts0 = np.array([kp.pt for kp in kp0], np.float64)
 
         def one(i: int) -> Optional[float]:
             # a detector per call: OpenCV's objects are not shared between threads
             import cv2
 
-            o = cv2.ORB_create(orb.getMaxFeatures(), fastThreshold=orb.getFastThreshold())
+            o = cv2.ORB.create(orb.getMaxFeatures(), fastThreshold=orb.getFastThreshold())
             kp1, d1 = o.detectAndCompute(gray(frames[i]), None)
             if d1 is None:
                 return None
             q, t = hamming_cross_check(d0, d1)
             if len(q) < self.min_inliers:
                 return None
-            return fit(pts0[q], np.float64([kp.pt for kp in kp1])[t], Kinv, s)
+            return fit(pts0[q], np.array([kp.pt for kp in kp1], np.float64)[t], Kinv, s)
 
         for i, v in enumerate(thread_map(one, list(range(len(frames))), self._threads)):
             if v is not None:
@@ -354,7 +355,7 @@ def hamming_cross_check(d0: np.ndarray, d1: np.ndarray) -> tuple[np.ndarray, np.
         np.left_shift(dist[:m], bits, out=key[:m], dtype=key_t)
         key[:m] |= np.arange(s, e, dtype=key_t)[:, None]
         np.minimum(col, key[:m].min(axis=0), out=col)
-    back = (col & key_t((1 << bits) - 1)).astype(np.intp)
+    back = (col & np.asarray((1 << bits) - 1, key_t)).astype(np.intp)
     q = np.flatnonzero(back[fwd] == np.arange(n0))
     return q, fwd[q]
 

@@ -293,7 +293,7 @@ def table_lines(result: dict[str, Any]) -> list[str]:
 def verdict_lines(result: dict[str, Any]) -> list[str]:
     """One line per preset: whether its videos follow the harness's reading of the name."""
     out = []
-    by: dict[str, list[dict]] = {}
+    by: dict[str, list[dict[str, Any]]] = {}
     for v in result["videos"]:
         by.setdefault(v["trajectory"], []).append(v)
     for traj, vs in sorted(by.items()):

@@ -12,8 +12,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .layout import COLUMNS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HUB = "https://huggingface.co/datasets/rescuerz"
 
@@ -79,7 +83,7 @@ def place_video(root: Path, rel: str, src: Path) -> Path:
     return root / rel
 
 
-def png_bytes(image) -> bytes:
+def png_bytes(image: np.ndarray) -> bytes:
     """PNG bytes of an (H, W, 3) uint8 RGB array."""
     import cv2
 

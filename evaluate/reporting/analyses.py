@@ -82,9 +82,9 @@ def revisit_units(study: Study, its: list[Item], key: str) -> tuple[list[str], l
     dec, dec_q = [], []
     for it in its:
         m = it.entry(key)
-        pr = m.per_revisit if m is not None else None
-        if not pr or len(pr) < 2:
+        if m is None or not m.per_revisit or len(m.per_revisit) < 2:
             continue
+        pr = m.per_revisit
         if len(pr) > len(labels):
             labels = window_labels(it, m)
             per_w += [[] for _ in range(len(pr) - len(per_w))]
@@ -138,14 +138,13 @@ def cross_axis_units(study: Study, its: list[Item], key: str, model: str = "", c
             per[it.trajectory][(it.case_id, it.seed)] = it
     out = CrossAxis(model, context, key, [], [], [], [], [], [])
     for ck in sorted(set(per["lrlr"]) & set(per["lrud"])):
-        parts = {}
+        parts: dict[str, tuple[Item, MetricEntry, list[float]]] = {}
         for traj in ("lrlr", "lrud"):
             it = per[traj][ck]
             m = it.entry(key)
-            pr = m.per_revisit if m is not None else None
-            if not pr or len(pr) < 2:
+            if m is None or not m.per_revisit or len(m.per_revisit) < 2:
                 break
-            parts[traj] = (it, m, pr)
+            parts[traj] = (it, m, m.per_revisit)
         if len(parts) < 2:
             continue
         terms, d = {}, {}

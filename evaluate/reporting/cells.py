@@ -76,13 +76,13 @@ class Cell:
                           for u in self.units]}
 
 
-def mean_cell(units: Sequence[Unit], boot: dict, reason: str = "no computed value") -> Cell:
-    """Mean of the finite unit values with a percentile bootstrap interval."""
-    us = [u for u in units if u.value is not None and np.isfinite(u.value)]
+def mean_cell(units: Sequence[Unit | None], boot: dict, reason: str = "no computed value") -> Cell:
+    """Mean of the finite unit values with a percentile bootstrap interval (None: a video without a value)."""
+    us = [u for u in units if u is not None and u.value is not None and np.isfinite(u.value)]
     if not us:
         return Cell(reason=reason)
     ci = bootstrap_ci([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
-    return Cell(ci["mean"], ci["lo"], ci["hi"], ci["n"], list(us))
+    return Cell(ci["mean"], ci["lo"], ci["hi"], int(ci["n"]), list(us))
 
 
 def ratio_cell(num: Sequence[Unit], den: Sequence[Unit], boot: dict) -> Cell:
@@ -124,6 +124,8 @@ def resolve(result: ItemResult, key: Optional[str], fld: str) -> float:
         return float(node)
     m = result.metrics[key]
     if fld == "value":
+        if m.value is None:
+            raise TypeError(f"{key} has no value")
         return float(m.value)
     if fld == "started":
         return float(bool(m.get("started")))

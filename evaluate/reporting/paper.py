@@ -32,6 +32,12 @@ def load_paper_numbers(path: Path = PAPER_FILE) -> dict[str, Any]:
                 raise ValueError(f"{path}: numbers[{i}] lacks {k!r}")
         if not isinstance(e["value"], (int, float)):
             raise ValueError(f"{path}: numbers[{i}].value must be a number, got {e['value']!r}")
+    from ..catalog import METRICS  # the metric registry: every named metric must be one of ours
+
+    for name, mdef in (data.get("metrics") or {}).items():
+        if mdef.get("id") not in METRICS:
+            raise ValueError(f"{path}: metrics.{name}.id {mdef.get('id')!r} is not a registered metric; one of "
+                             f"{sorted(METRICS)} (evaluate/catalog.py)")
     return data
 
 
@@ -62,7 +68,7 @@ class Ours:
         m = spec.get("model", "*")
         return sorted(self.main) if m == "*" else [m]
 
-    def cell(self, spec: dict, key: str) -> Cell:
+    def cell(self, spec: dict, key: str | None) -> Cell:
         q = spec["quantity"]
         models = self._models(spec)
         if q.startswith("decrease") or q == "per_revisit":
@@ -70,7 +76,7 @@ class Ours:
             for m in models:
                 its = self._model_items(m, spec.get("trajectory"))
                 if its:
-                    per[m] = revisit_units(self.s, its, key)
+                    per[m] = revisit_units(self.s, its, key or "")
             if q == "per_revisit":
                 r = int(spec["revisit"]) - 1
                 per_r = {m: (v[1][r] if r < len(v[1]) else []) for m, v in per.items()}
@@ -80,13 +86,16 @@ class Ours:
                 return self._agg(per_r, spec)
             return self._sub(q[len("decrease"):], {m: (v[2], v[3]) for m, v in per.items()}, spec)
         if q.startswith("delta_axis"):
-            per = {m: cross_axis_units(self.s, self._model_items(m), key) for m in models if self._model_items(m)}
-            return self._sub(q[len("delta_axis"):], {m: (v.delta, v.delta_q) for m, v in per.items()}, spec)
+            axes = {m: cross_axis_units(self.s, self._model_items(m), key or "") for m in models
+                    if self._model_items(m)}
+            return self._sub(q[len("delta_axis"):], {m: (v.delta, v.delta_q) for m, v in axes.items()}, spec)
         if q in ("latency", "speedup"):
             t = self.b.context_table()
             for (model, ctx), row in t.rows:
                 if model == spec["model"] and ctx == spec["context"]:
-                    return row["latency_s" if q == "latency" else "speedup"]
+                    found = row["latency_s" if q == "latency" else "speedup"]
+                    if isinstance(found, Cell):
+                        return found
             return Cell(reason=f"{spec['model']} was not run under {spec['context']} and another policy on matched "
                                "items")
         if q.startswith("dyn_"):
@@ -95,7 +104,9 @@ class Ours:
                    "dyn_s_gated": "s_gated"}[q]
             for (model, ctx, k), row in t.rows:
                 if model == spec["model"] and ctx == self.main.get(model, ("",))[0] and k == key:
-                    return row[col]
+                    found = row[col]
+                    if isinstance(found, Cell):
+                        return found
             return Cell(reason=f"no dynamic videos of {spec['model']} in these runs")
         raise ValueError(f"paper_numbers.yaml: unknown quantity {q!r}")
 
@@ -161,10 +172,11 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
             continue
         mdef = metrics.get(spec.get("metric", "Dynamic Overall") if spec["quantity"].startswith("dyn_")
                            else spec.get("metric", ""), None)
-        keys = [None]
+        keys: list[str | None] = [None]
         if mdef:
-            keys = [k for k in computed_keys if k.split("[")[0] == mdef["id"]] or \
-                [k for k in all_keys if k.split("[")[0] == mdef["id"]][:1] or [f"{mdef['id']}[{mdef['backbone']}]"]
+            keys = list([k for k in computed_keys if k.split("[")[0] == mdef["id"]] or
+                        [k for k in all_keys if k.split("[")[0] == mdef["id"]][:1] or
+                        [f"{mdef['id']}[{mdef['backbone']}]"])
         for key in keys:
             if key and key not in computed_keys and spec["quantity"] not in ("latency", "speedup"):
                 cell = Cell(reason=b.study.reason(b.study.items, key))
@@ -181,10 +193,10 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
                 row["same_backbone"] = "yes" if _backbone_matches(bb, mdef["backbone"]) else \
                     f"no (paper: {mdef['backbone']})"
             t.rows.append((key_row, row))
-    comparable = sum(1 for _, row in t.rows if row.get("same_backbone") == "yes" and isinstance(row.get("ours"), Cell)
-                     and row["ours"].ok())
+    comparable = sum(1 for _, row in t.rows if row.get("same_backbone") == "yes"
+                     and isinstance(o := row.get("ours"), Cell) and o.ok())
     if not comparable:  # a wall of n/c and non-reproduction rows says nothing: one line instead
-        ours = sum(1 for _, row in t.rows if isinstance(row.get("ours"), Cell) and row["ours"].ok())
+        counterparts = sum(1 for _, row in t.rows if isinstance(o := row.get("ours"), Cell) and o.ok())
         t.collapsed = (f"Nothing comparable with the paper in these runs: of its {len(data['numbers'])} published "
-                       f"numbers, {ours} have a counterpart here, none computed with the paper's backbone.")
+                       f"numbers, {counterparts} have a counterpart here, none computed with the paper's backbone.")
     return t

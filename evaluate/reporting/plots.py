@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
@@ -32,7 +32,7 @@ MAX_PANELS = 24
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
             "#17becf")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
-_LINESTYLES = ("-", "--", ":", "-.")
+_LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
 LEGEND_FONT = 9
 
 
@@ -145,7 +145,8 @@ def decay_curves(an: Analyses, pal: Palette, out: Path, first: Optional[list[str
         mine: list[RevisitSeries] = [x for x in series if x.key == key and x.trajectory == traj]
         labels = max((x.labels for x in mine), key=len)
         allv: list[float] = []
-        info = {"metric": key, "trajectory": traj, "windows": labels, "series": []}
+        panel_series: list[dict[str, str]] = []
+        info: dict[str, Any] = {"metric": key, "trajectory": traj, "windows": labels, "series": panel_series}
         for x in mine:
             name = pal.name(x.model, x.context)
             cells = [mean_cell(u, boot) for u in x.per_window]
@@ -157,7 +158,7 @@ def decay_curves(an: Analyses, pal: Palette, out: Path, first: Optional[list[str
             allv += list(hi)
             ax.errorbar(xs, m, yerr=[m - lo, hi - m], color=pal.colours[name], marker=pal.markers[name],
                         linestyle=style[traj], markersize=5, capsize=3, linewidth=1.4, label=name)
-            info["series"].append({"name": name, "colour": pal.colours[name], "marker": pal.markers[name]})
+            panel_series.append({"name": name, "colour": pal.colours[name], "marker": pal.markers[name]})
             drawn.append(name)
         lo_, top, cap = metric_range(key, allv)
         ax.set_ylim(lo_, top + 0.02 * (top - lo_))  # a margin so markers at the ceiling stay visible
@@ -205,10 +206,12 @@ def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cols) * max(1, len(main.rows)) ** 0.5 + 2), 3.8))
     w = 0.8 / len(main.rows)
-    info = {"series": []}
+    info: dict[str, list[dict[str, str]]] = {"series": []}
     for j, ((model, ctx), cells) in enumerate(main.rows):
         name = pal.name(model, ctx)
-        xs, ms, err = [], [], [[], []]
+        xs: list[float] = []
+        ms: list[float] = []
+        err: list[list[float]] = [[], []]
         for i, c in enumerate(cols):
             v = cells.get(c)
             if isinstance(v, Cell) and v.ok():
@@ -251,7 +254,8 @@ def latency_vs_memory(an: Analyses, pal: Palette, out: Path, max_panels: int = 4
     fig, axes = subplot_grid(len(todo), 4, 3.6, 3.2)
     panels, drawn = [], []
     for ax, (c, key, none) in zip(axes, todo):
-        info = {"metric": key, "model": c.model, "separates": not none, "series": []}
+        lat_series: list[dict[str, str]] = []
+        info = {"metric": key, "model": c.model, "separates": not none, "series": lat_series}
         allv, xmax = [], 0.0
         for p in c.contenders:
             lat, m = c.latency[p], c.metrics[key].means[p]
@@ -264,7 +268,7 @@ def latency_vs_memory(an: Analyses, pal: Palette, out: Path, max_panels: int = 4
                         marker=pal.markers[name], markersize=7, capsize=3, linestyle="none")
             allv.append(m.hi if np.isfinite(m.hi) else m.mean)
             xmax = max(xmax, lat.hi if np.isfinite(lat.hi) else lat.mean)
-            info["series"].append({"name": name, "colour": pal.colours[name], "marker": pal.markers[name]})
+            lat_series.append({"name": name, "colour": pal.colours[name], "marker": pal.markers[name]})
             drawn.append(name)
         lo_, top, cap = metric_range(key, allv)
         ax.set_ylim(lo_, top + 0.02 * (top - lo_))

@@ -36,7 +36,7 @@ def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]],
     run_dir = Path(run_dir)
     ev = run_dir / "eval"
     items = items_of(run_dir, results)
-    tables = write_tables(ev, items, ecfg)
+    tables: dict[str, str | None] = dict(write_tables(ev, items, ecfg))
     tables["dynamic"] = write_dynamic_table(ev, items)
     done = [r for _, r in results]
     vrows, vmd = validity_table(done)

@@ -43,7 +43,7 @@ def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict], dict
     for it in items:
         model, ctx, traj = _group(it)
         for k, m in it.metrics.items():
-            if not m.is_computed:
+            if not m.is_computed or m.value is None:
                 reasons.setdefault(k, m.reason or "")
                 continue
             for g in ((model, ctx, traj), (model, ctx, "all")):
@@ -72,10 +72,10 @@ def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
     write_text(out_dir / "per_item.csv", buf.getvalue())
     rows, reasons = summarise(items, ecfg.bootstrap)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
-                                        "hi", "n"])
-    w.writeheader()
-    w.writerows(rows)
+    dw = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
+                                         "hi", "n"])
+    dw.writeheader()
+    dw.writerows(rows)
     write_text(out_dir / "summary.csv", buf.getvalue())
     # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
     ran = context_ran(items)
@@ -153,7 +153,7 @@ def dynamic_rows(items: list[Item]) -> list[dict]:
                 continue
             for traj in (it.trajectory, "all"):
                 g = (m.backbone, it.model, it.context, traj)
-                if m.is_computed:
+                if m.is_computed and m.value is not None:
                     groups[g].append({"started": bool(m.get("started")), "overall": float(m.value)})
                 else:
                     missing[g] += 1
@@ -290,17 +290,17 @@ def analyses_markdown(an: Analyses) -> str:
         L += ["## Cross-axis excess degradation Δ_axis = d_LRUD - d_LRLR (d = R1 - R2, matched case and seed)", "",
               "| model | context | metric | d_LRLR | d_LRUD | Δ_axis | qualified n | qualified Δ_axis |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for x in an.cross_axis:
-            L.append(f"| {x.model} | {x.context} | {x.key} | {fmt(mean_cell(x.d_lrlr, s.boot))} | "
-                     f"{fmt(mean_cell(x.d_lrud, s.boot))} | {fmt(mean_cell(x.delta, s.boot))} | {len(x.delta_q)} | "
-                     f"{fmt(mean_cell(x.delta_q, s.boot)) if x.delta_q else 'n/a'} |")
+        for ca in an.cross_axis:
+            L.append(f"| {ca.model} | {ca.context} | {ca.key} | {fmt(mean_cell(ca.d_lrlr, s.boot))} | "
+                     f"{fmt(mean_cell(ca.d_lrud, s.boot))} | {fmt(mean_cell(ca.delta, s.boot))} | {len(ca.delta_q)} | "
+                     f"{fmt(mean_cell(ca.delta_q, s.boot)) if ca.delta_q else 'n/a'} |")
         L.append("")
     if an.coverage:
         L += ["## Departure / return coverage (appendix G.1)", ""]
-        for x in an.coverage:
+        for cov in an.coverage:
             rest = ", ".join(f"{'departure' if k == 'D' else k}: {np.mean([u.value for u in us]):.0%} of {len(us)}"
-                             for k, us in x.slots.items())
-            L.append(f"- {x.model} / {x.context} / {x.trajectory} (poses: {', '.join(x.pose_sources) or '-'}): "
+                             for k, us in cov.slots.items())
+            L.append(f"- {cov.model} / {cov.context} / {cov.trajectory} (poses: {', '.join(cov.pose_sources) or '-'}): "
                      f"{rest or 'no revisit slot'}")
         L.append("")
     return "\n".join(L)

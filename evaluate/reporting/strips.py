@@ -112,7 +112,7 @@ def strip_rows(it: Item) -> list[StripRow]:
             if rot is None:
                 rot = _orientations(it)
             ref = _closest(refs, frames[0], rot)
-        pr = m.per_revisit
+        pr = m.per_revisit or []
         sig = (ref, tuple(frames))
         if sig not in rows:
             rows[sig] = StripRow(ref, frames, window_labels(it, m))
@@ -200,7 +200,7 @@ class StripsAhead:
     """Draws a run's strips while the run is evaluated: each item's strip as soon as its ``metrics.json`` is
     written, on one background thread, from the frames the evaluation kept of the video it had decoded anyway
     (:func:`strip_frame_candidates`), into the folder the run's report reads, which then finds them fresh
-    (:func:`evaluate.reporting.draw_strips`). So the drawing overlaps the scoring of the next videos instead of
+    (:func:`evaluate.reporting.build.draw_strips`). So the drawing overlaps the scoring of the next videos instead of
     following the last one, and no video is decoded a second time for its strip; the PNGs are the ones the report
     would draw. At most ``max_waiting`` items wait with their frames (then :meth:`submit` waits); a strip that
     fails here is only logged: the report draws it again."""

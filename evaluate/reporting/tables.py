@@ -108,8 +108,9 @@ class Table:
                 continue
             order = sorted(vals, key=lambda x: x[2], reverse=bool(c.higher_is_better))
 
-            def apart(x: tuple, rest: list[tuple], col: str = c.key) -> bool:
-                return all(x[2] != y[2] and self.separated(x[1], y[1], col) for y in rest)
+            def apart(x: tuple, rest: list[tuple], col: str = c.key,
+                      separated: Callable[[tuple, tuple, str], bool] = self.separated) -> bool:
+                return all(x[2] != y[2] and separated(x[1], y[1], col) for y in rest)
 
             if apart(order[0], order[1:]):
                 out[(order[0][0], c.key)] = 1

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evaluate.families import Metric, all_families, departure, diagnostic, entity, entry, environment, missing, quality
+from evaluate.families import Computation, all_families, departure, diagnostic, entity, entry, environment, missing, quality
 from evaluate.families import camera as camera_family
 from evaluate.families import dynamic as dynamic_family
 from evaluate.item import EvalItem, arrived_frames
@@ -719,8 +719,8 @@ def test_judge_input_samples_every_stride_plus_the_last_frame_and_reads_the_even
 def test_family_helpers():
     from evaluate.catalog import METRICS  # noqa: F401  (the ids below are catalogued metrics)
 
-    m = Metric("x.y", (), lambda *a: {})
-    assert m.ids == ("x.y",) and Metric("x.y", (), m.compute, reports=("a", "b")).ids == ("a", "b")
+    m = Computation("x.y", (), lambda *a: {})
+    assert m.ids == ("x.y",) and Computation("x.y", (), m.compute, reports=("a", "b")).ids == ("a", "b")
     assert m.applies(None, None)
     (k, e), = entry("x.y", "", "diagnostic", 0.5).items()
     assert k == "x.y" and e.value == 0.5

@@ -1,0 +1,80 @@
+"""What every metric family module uses: the :class:`Family` (its settings and its metric specs), the
+:class:`Computation` steps the stage runs, the backbone roles and the entry builders.
+
+A metric names the backbone *roles* its computations need; the stage iterates the configured backbones of each role
+(``evaluate.<setting>``, :data:`ROLE_SETTINGS`), records the unavailable ones as ``not_computed`` with the reason and
+a failing one as ``failed`` with the error (:mod:`evaluate.results`), and calls the compute function with the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..registry import AppliesFn, Compute, ComputeFn, MetricSpec, always
+from ..results import Entries, MetricEntry, Status, entries
+
+#: backbone role -> the evaluation setting that lists its backbones in order
+ROLE_SETTINGS = {"encoder": "encoders", "face": "face", "tracker": "trackers", "depth": "depth",
+                 "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic"}
+# The dynamic-memory judge is not a role: it is a server configured by the ``evaluate.judge`` settings block
+# (evaluate/judge, docs/judge.md), and the dynamic family calls it directly.
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One step of a family's evaluation: a :class:`~evaluate.registry.Compute` of the metric ``id``.
+
+    Attributes:
+        id: the metric whose spec owns the computation (key prefix in ``metrics.json``).
+        roles: backbone roles, iterated over the configured backbones of each (their product).
+        compute: ``(item, perception, settings, backbones: {role: name}) -> {key: entry}``.
+        applies: ``(item, settings) -> bool`` (e.g. only object cases).
+        reports: ids recorded when a backbone is unavailable (default: ``id``).
+    """
+
+    id: str
+    roles: tuple[str, ...]
+    compute: ComputeFn
+    applies: AppliesFn = always
+    reports: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return self.reports or (self.id,)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A metric family: its settings (whose change recomputes it) and its metric specs, in report order."""
+
+    name: str
+    settings: tuple[str, ...]
+    specs: tuple[MetricSpec, ...] = field(default_factory=tuple)
+
+    @property
+    def metrics(self) -> tuple[Computation, ...]:
+        """The computations of its specs, in spec order (the order of the keys in ``metrics.json``)."""
+        return tuple(_step(s.id, c) for s in self.specs for c in s.computations)
+
+
+def _step(metric_id: str, c: Compute) -> Computation:
+    return Computation(metric_id, c.roles, c.function, c.applies, c.reports)
+
+
+def entry(metric: str, backbone: str, kind: str, value: float, **details: Any) -> Entries:
+    """A computed value, keyed ``metric[backbone]`` (``metric`` alone when ``backbone`` is empty)."""
+    return entries(MetricEntry.computed(metric, backbone, kind, value, **details))
+
+
+def missing(metric: str, backbone: str, reason: str, status: Status = Status.NOT_COMPUTED) -> Entries:
+    """A value that is not computed (backbone unavailable), not applicable, or failed, with the reason."""
+    return entries(MetricEntry.unavailable(metric, backbone, reason, Status(status)))
+
+
+def all_families() -> tuple[Family, ...]:
+    """Every family in evaluation order (imported lazily)."""
+    from . import camera, departure, diagnostic, dynamic, entity, environment, quality
+
+    return (camera.FAMILY, environment.FAMILY, entity.HUMAN, entity.OBJECT, diagnostic.FAMILY, departure.FAMILY,
+            quality.FAMILY, dynamic.FAMILY)

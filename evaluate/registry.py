@@ -1,0 +1,170 @@
+"""The metric registry's types: one :class:`MetricSpec` per metric, owning its compute, its aggregation across
+videos, its direction and its table membership, and a generic ordered :class:`Registry` of them.
+
+The shape follows lm-evaluation-harness, where a metric is registered once with its compute function, whether higher
+is better and its aggregation (``register_metric`` in EleutherAI/lm-evaluation-harness@47f16bf6
+``lm_eval/api/registry.py``). Here the specs are declared in the module of their family (:mod:`evaluate.families`,
+beside the functions that compute them) and gathered by :mod:`evaluate.catalog`, which every reader asks.
+
+A metric's values are written either by computations of its own (:class:`Compute`: a function of the item, its
+perception, the settings and one backbone per role) or by another metric's computation (:class:`ComputedBy`: the
+judge's checklist writes the seven ``dynamic.*`` metrics in one call; the camera computations write the ``_strided``
+variants when ``evaluate.rpe_stride`` > 1). Nothing is computed anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from .results import Entries
+
+if TYPE_CHECKING:  # annotations only: the registry imports neither the item nor the perception layer
+    from .config import EvalConfig
+    from .item import EvalItem
+    from .perceive import ItemPerception
+
+#: role -> backbone name, one combination of the configured backbones of a computation's roles
+Backbones = Mapping[str, str]
+#: ``(item, perception, settings, backbones) -> {metrics.json key: entry}``
+ComputeFn = Callable[["EvalItem", "ItemPerception", "EvalConfig", Backbones], Entries]
+#: ``(item, settings) -> whether the computation applies to the item`` (e.g. object cases only)
+AppliesFn = Callable[["EvalItem", "EvalConfig"], bool]
+
+
+def always(item: EvalItem, settings: EvalConfig) -> bool:
+    """The default :attr:`Compute.applies`: every item."""
+    return True
+
+
+@dataclass(frozen=True)
+class Compute:
+    """One computation of a metric, run by the evaluation stage for every combination of the configured backbones
+    of its ``roles`` (their product; no role: run once).
+
+    Attributes:
+        function: the compute function (:data:`ComputeFn`).
+        roles: backbone roles (:data:`evaluate.families.ROLE_SETTINGS` keys), e.g. ``("encoder", "tracker")``.
+        applies: whether the computation applies to an item (:data:`AppliesFn`; default every item).
+        reports: the metric ids recorded "not computed" / "failed" when a backbone is unavailable or the function
+            raises (default: the owning metric's id alone; a computation that writes several metrics names them).
+    """
+
+    function: ComputeFn
+    roles: tuple[str, ...] = ()
+    applies: AppliesFn = always
+    reports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComputedBy:
+    """A metric whose values another metric's computation writes (``metric``), with how (``how``)."""
+
+    metric: str
+    how: str
+
+
+@dataclass(frozen=True)
+class Chance:
+    """What a video with no memory of the content scores: ``value`` (mean), ``spread`` (one SD across the
+    measured pairs) and how it was measured or derived."""
+
+    value: float
+    spread: float
+    how: str
+
+
+#: aggregation name -> how a metric's per-video values combine into a table cell (the report's
+#: :func:`evaluate.reporting.cells.mean_cell`); every metric of the benchmark today is a mean
+AGGREGATIONS: dict[str, str] = {
+    "mean": "mean over the videos of the finite values, with a 95 % percentile bootstrap interval over them",
+}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: what it measures, how it is computed, aggregated, ranked and tabled.
+
+    Attributes:
+        id: ``<family>.<name>``, the key prefix in ``metrics.json`` (``id[backbone]``).
+        family: the metric family (:class:`evaluate.families.Family` name) whose settings recompute it.
+        higher_is_better: the direction (False: lower is better, e.g. RPE).
+        needs: the backbone kind: encoder | face | tracker | depth | pose | quality | judge | pixels | detector.
+        paper: one of WorldMemBench's reported metrics (False: a diagnostic or protocol extension of this harness).
+        description: the rule in one line (report legends, docs).
+        compute: its own computations in order (:class:`Compute`), or the metric whose computation writes it
+            (:class:`ComputedBy`).
+        table2: the backbone part of the key under which the paper's Table 2 reports it (``""``: a bare key that
+            combines the paper's estimators, e.g. Eq. 2's mean over DA3 and ViPE); None: not a Table 2 column.
+        static: scores the retention of *static* content from the frames (pixel / feature similarity at revisits).
+            A dynamic case's content legitimately changes while out of view, so dynamic cases are left out of every
+            aggregate of such a metric (:func:`evaluate.catalog.scores_case`).
+        resolution: the smallest difference between two policies or models worth reporting, in the metric's unit
+            (0.01 on a [0, 1] score). A smaller paired difference reads as a tie (≈) in the verdict even when its
+            interval excludes 0: the reference model's FoV and FullKV differ by 0.0003 on departure.visible with an
+            interval of +-0.0001, which is real and says nothing.
+        chance: backbone (``"*"``: any) -> the chance level (:class:`Chance`); empty when it has none (PSNR, RPE).
+        aggregation: how per-video values combine across videos (an :data:`AGGREGATIONS` name).
+    """
+
+    id: str
+    family: str
+    higher_is_better: bool
+    needs: str
+    paper: bool
+    description: str
+    compute: tuple[Compute, ...] | ComputedBy
+    table2: str | None = None
+    static: bool = False
+    resolution: float = 0.01
+    chance: Mapping[str, Chance] = field(default_factory=dict)
+    aggregation: str = "mean"
+
+    @property
+    def computations(self) -> tuple[Compute, ...]:
+        """Its own computations (none when :class:`ComputedBy` another metric)."""
+        return () if isinstance(self.compute, ComputedBy) else self.compute
+
+
+S = TypeVar("S", bound=MetricSpec)
+
+
+class Registry(Generic[S]):
+    """Specs by id, in registration order; an id is registered once, a :class:`ComputedBy` names a registered
+    metric whose computation reports it, and an aggregation is a known one (:meth:`check`)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, S] = {}
+
+    def register(self, *specs: S) -> None:
+        for s in specs:
+            if s.id in self._specs:
+                raise ValueError(f"metric {s.id!r} is registered twice")
+            if s.aggregation not in AGGREGATIONS:
+                raise ValueError(f"metric {s.id!r}: unknown aggregation {s.aggregation!r}; one of "
+                                 f"{sorted(AGGREGATIONS)}")
+            self._specs[s.id] = s
+
+    def check(self) -> None:
+        """Every :class:`ComputedBy` names a registered metric that has computations of its own."""
+        for s in self._specs.values():
+            if isinstance(s.compute, ComputedBy):
+                owner = self._specs.get(s.compute.metric)
+                if owner is None or not owner.computations:
+                    raise ValueError(f"metric {s.id!r} is computed by {s.compute.metric!r}, which computes nothing")
+            elif not s.compute:
+                raise ValueError(f"metric {s.id!r} has no computation: give a Compute or a ComputedBy")
+
+    def get(self, metric_id: str) -> S | None:
+        return self._specs.get(metric_id)
+
+    def as_dict(self) -> dict[str, S]:
+        """A copy, id -> spec, in registration order."""
+        return dict(self._specs)
+
+    def __iter__(self) -> Iterator[S]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)

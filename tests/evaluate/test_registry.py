@@ -1,0 +1,120 @@
+"""The metric registry (evaluate/registry.py, evaluate/catalog.py): one spec per metric, owning its compute, and
+every reader of a metric's properties asking it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluate import catalog
+from evaluate.families import all_families
+from evaluate.registry import Compute, ComputedBy, MetricSpec, Registry
+from evaluate.results import Entries
+
+
+def _compute(*args: object) -> Entries:
+    return {}
+
+
+_COMPUTES = (Compute(_compute),)
+
+
+def _spec(metric_id: str, compute: tuple[Compute, ...] | ComputedBy = _COMPUTES, **kw: object) -> MetricSpec:
+    return MetricSpec(metric_id, metric_id.split(".")[0], True, "encoder", False, "a test metric", compute, **kw)
+
+
+def test_the_registry_refuses_a_second_spec_of_an_id_and_an_unknown_aggregation():
+    reg: Registry[MetricSpec] = Registry()
+    reg.register(_spec("x.a"))
+    with pytest.raises(ValueError, match="'x.a' is registered twice"):
+        reg.register(_spec("x.a"))
+    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
+        reg.register(_spec("x.b", aggregation="median"))
+    assert [s.id for s in reg] == ["x.a"] and len(reg) == 1 and reg.get("x.b") is None
+
+
+def test_a_computed_by_must_name_a_metric_that_computes():
+    reg: Registry[MetricSpec] = Registry()
+    reg.register(_spec("x.a"), _spec("x.b", ComputedBy("x.a", "written with x.a")))
+    reg.check()  # x.a computes: fine
+    reg.register(_spec("x.c", ComputedBy("x.b", "x.b computes nothing itself")))
+    with pytest.raises(ValueError, match="'x.c' is computed by 'x.b', which computes nothing"):
+        reg.check()
+    empty: Registry[MetricSpec] = Registry()
+    empty.register(_spec("x.d", ()))
+    with pytest.raises(ValueError, match="'x.d' has no computation"):
+        empty.check()
+
+
+def test_every_family_step_is_the_computation_of_a_registered_spec_of_that_family():
+    seen = set()
+    for fam in all_families():
+        assert {s.family for s in fam.specs} == {fam.name}
+        for step in fam.metrics:
+            spec = catalog.METRICS[step.id]
+            assert any(c.function is step.compute for c in spec.computations)
+            assert all(catalog.spec_of(i) is not None for i in step.ids)
+        seen |= {s.id for s in fam.specs}
+    assert seen == set(catalog.METRICS)  # nothing is registered outside a family module
+
+
+def test_metrics_computed_by_another_name_it_and_the_judge_writes_the_registry_s_dynamic_ids():
+    from evaluate.judge import METRICS
+
+    by = {s.id: s.compute.metric for s in catalog.REGISTRY if isinstance(s.compute, ComputedBy)}
+    assert by["camera.rpe_trans_strided"] == "camera.rpe_trans" and by["dynamic.started"] == "dynamic.overall"
+    assert METRICS == catalog.family_ids("dynamic") and METRICS[0] == "dynamic.overall" and len(METRICS) == 7
+    (judge_step,) = [s for f in all_families() if f.name == "dynamic" for s in f.metrics]
+    assert judge_step.ids == METRICS  # a judge failure is recorded under every dynamic id
+
+
+def test_table2_membership_is_the_spec_s_and_the_column_order_lists_exactly_those():
+    assert set(catalog.TABLE2_ORDER) == {s.id for s in catalog.REGISTRY if s.table2 is not None}
+    assert catalog.table2_key("environment.visible") == "environment.visible[dinov2]"
+    assert catalog.is_table2_key("camera.rpe_trans") and not catalog.is_table2_key("camera.rpe_trans[da3]")
+    with pytest.raises(KeyError, match="not a column"):
+        catalog.table2_key("departure.visible")
+
+
+def test_chance_levels_and_directions_come_from_the_specs():
+    spec = catalog.METRICS["departure.visible"]
+    assert catalog.chance_level("departure.visible[pixel-thumb16]") is spec.chance["pixel-thumb16"]
+    assert catalog.chance_level("environment.depth[da3]") is catalog.METRICS["environment.depth"].chance["*"]
+    assert catalog.chance_level("departure.visible[dinov2]") is None and catalog.chance_level("new.metric") is None
+    assert catalog.direction("camera.rpe_rot[da3]") is False and catalog.direction("new.metric") is None
+    assert all(s.aggregation == "mean" for s in catalog.REGISTRY)
+
+
+def test_the_paper_numbers_name_registered_metrics_only(tmp_path):
+    from evaluate.reporting.paper import PAPER_FILE, load_paper_numbers
+
+    load_paper_numbers()  # the shipped file names registered metrics
+    bad = tmp_path / "paper.yaml"
+    bad.write_text(PAPER_FILE.read_text().replace("{id: environment.depth,", "{id: environment.depht,"))
+    with pytest.raises(ValueError, match="metrics.Environment Depth.id 'environment.depht' is not a registered"):
+        load_paper_numbers(bad)
+
+
+def test_the_specs_say_what_the_paper_and_the_report_rely_on():
+    """Directions (the paper's Table 2 arrows: only camera following is lower-is-better), the paper flag, the
+    static-content metrics (left out of dynamic cases), the resolutions (the verdict's ties), the Table 2 backbones
+    and the chance levels (re-measured by tests/evaluate/test_measurement_validity.py)."""
+    specs = catalog.METRICS
+    strided = {"camera.rpe_trans_strided", "camera.rpe_rot_strided"}
+    diagnostics = {"diagnostic.revisit_psnr", "diagnostic.revisit_ssim", "diagnostic.cross_departure"}
+    departures = {"departure.visible", "departure.return_visible", "departure.sweep_visible"}
+    assert {i for i, s in specs.items() if not s.higher_is_better} == {"camera.rpe_trans", "camera.rpe_rot"} | strided
+    assert {i for i, s in specs.items() if s.static} == diagnostics | departures
+    assert {i for i, s in specs.items() if not s.paper} == strided | diagnostics | departures | {"object.ors"}
+    assert {i: s.resolution for i, s in specs.items() if s.resolution != 0.01} == {
+        "camera.rpe_trans": 0.005, "camera.rpe_rot": 0.005, "diagnostic.revisit_psnr": 0.5}
+    judge = catalog.PAPER_JUDGE
+    assert {i: s.table2 for i, s in specs.items() if s.table2 is not None} == {
+        "quality.imaging": "musiq-spaq", "quality.aesthetic": "laion", "human.identity": "arcface+sam2",
+        "human.appearance": "dinov2+sam2", "object.appearance": "dinov2+sam2", "object.geometry": "sam2",
+        "environment.visible": "dinov2", "environment.depth": "da3", "environment.reconstruction": "da3",
+        "dynamic.overall": judge, "dynamic.return_progress": judge, "dynamic.persistence_reset": judge,
+        "dynamic.final_state": judge, "dynamic.causal_physical": judge, "camera.rpe_trans": "", "camera.rpe_rot": ""}
+    assert {k: (c.value, c.spread) for k, c in catalog.CHANCE.items()} == {
+        ("environment.visible", "pixel-thumb16"): (0.10, 0.11), ("environment.depth", "*"): (0.0, 0.0),
+        ("departure.visible", "pixel-thumb16"): (0.07, 0.08), ("departure.return_visible", "pixel-thumb16"): (0.06, 0.08),
+        ("departure.sweep_visible", "pixel-thumb16"): (0.15, 0.04), ("dynamic.conditional", "*"): (0.5, 0.0)}
