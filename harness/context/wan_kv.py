@@ -91,6 +91,10 @@ class WanModel(Protocol):
     def __call__(self, hidden_states: torch.Tensor, timestep: torch.Tensor, encoder_hidden_states: torch.Tensor,
                  *, return_dict: bool) -> tuple[torch.Tensor, ...]: ...
 
+    def to(self, *args: Any, **kwargs: Any) -> WanModel:
+        """``torch.nn.Module.to``: the same model on another device or dtype."""
+        ...
+
 
 @dataclass
 class WanKVState:
