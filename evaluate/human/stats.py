@@ -142,10 +142,11 @@ def win_rates(pairs: Sequence[tuple[str, str, Sequence[str], str | None]]) -> di
         if arm_a == arm_b:
             raise ValueError(f"a pair compares {arm_a!r} with itself")
         auto_a = SCORE[_check_choice(pref)]
+        human_a = [SCORE[_check_choice(v)] for v in votes]  # side A's score of each vote
         for arm, flip in ((arm_a, False), (arm_b, True)):
             r = acc.setdefault(arm, {"h": [], "a": []})
             r["a"].append(1.0 - auto_a if flip else auto_a)
-            r["h"] += [1.0 - SCORE[_check_choice(v)] if flip else SCORE[v] for v in votes]
+            r["h"] += [1.0 - x if flip else x for x in human_a]
     return {arm: {"human": float(np.mean(r["h"])) if r["h"] else float("nan"), "auto": float(np.mean(r["a"])),
                   "votes": len(r["h"]), "pairs": len(r["a"])} for arm, r in acc.items()}
 
