@@ -464,14 +464,15 @@ def _launcher(tmp_path: Path, models: dict[str, int], lcfg: dict[str, Any] | Non
     cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "sweep7")}},
                             "output_root": str(tmp_path / "outputs"), "run": "r1"})
     launcher_cfg = {"submitit_folder": str(tmp_path / "subm"), "time": "0:30", "array_parallelism": 4,
-                    "gres": "auto", "cpus_per_task": 2, "mem_gb": 4, "partition": "gpu", "max_num_timeout": 0,
+                    "gres": "auto", "cpus_per_task": 2, "mem_gb": 4, "partition": "${part}", "max_num_timeout": 0,
                     **(lcfg or {})}
     loads: list[list[str]] = []
 
     def load_sweep_config(_cfg: Any, overrides: list[str]) -> Any:
         loads.append(overrides)
         model = next((o.split("=", 1)[1] for o in overrides if o.startswith("model=")), "m0")
-        return OmegaConf.create({"hydra": {"launcher": launcher_cfg}, "model": {"gpus_per_job": models[model]}})
+        return OmegaConf.create({"hydra": {"launcher": launcher_cfg}, "model": {"gpus_per_job": "${ngpu}"},
+                                 "ngpu": models[model], "part": "gpu"})  # interpolations, resolved for submitit
 
     return SimpleNamespace(config=cfg, params={"poll_s": 0.5, "max_poll_s": 1.0, **(params or {})},
                            hydra_context=SimpleNamespace(config_loader=SimpleNamespace(
@@ -490,7 +491,13 @@ def stand_in_submitit(monkeypatch):
 
 
 def _sacct_says(tmp_path: Path, monkeypatch, lines: str) -> None:
-    _answers(tmp_path, monkeypatch, sacct=lines)
+    """sacct answers ``lines``; its first call also copies the sweep's summary as it stands (``first.json``)."""
+    (tmp_path / "sacct.out").write_text(lines)
+    (tmp_path / "squeue.out").write_text("")
+    summary, first = tmp_path / "outputs" / "r1" / "slurm" / "sweep7.json", tmp_path / "first.json"
+    monkeypatch.setenv("PATH", _bin(
+        tmp_path, sacct=f"[ -e {first} ] || {_CAT} < {summary} > {first}; {_CAT} < {tmp_path / 'sacct.out'}",
+        squeue=f"{_CAT} < {tmp_path / 'squeue.out'}"))
 
 
 def test_a_sweep_submits_one_array_per_resource_set_and_waits(tmp_path, monkeypatch, stand_in_submitit, capsys):
@@ -533,6 +540,10 @@ def test_a_sweep_submits_one_array_per_resource_set_and_waits(tmp_path, monkeypa
     assert fn_overrides == (["model=a", "context=fov"], ["model=a", "context=full"])
     assert sweep_keys == ("hydra.sweep.dir", "hydra.sweep.dir") and nums == (5, 7)
     assert names == ("job_id_for_5", "job_id_for_7")
+    first = json.loads((tmp_path / "first.json").read_text())  # written at submission, before the first poll
+    assert first["finished"] is False and [(j["slurm_id"], j["state"]) for j in first["jobs"]] == [
+        ("100_0", "PENDING"), ("101_0", "PENDING"), ("100_1", "PENDING")]
+    assert (tmp_path / "multirun" / "sweep7").is_dir()  # the sweep folder (and its parents) made before submitting
     data = json.loads((tmp_path / "outputs" / "r1" / "slurm" / "sweep7.json").read_text())
     assert [(j["num"], j["slurm_id"], j["state"]) for j in data["jobs"]] == [
         (5, "100_0", "COMPLETED"), (6, "101_0", "COMPLETED"), (7, "100_1", "COMPLETED")]
@@ -642,3 +653,66 @@ def test_with_requeue_or_an_unknown_signal_the_handler_is_left_alone(monkeypatch
     monkeypatch.setenv("SUBMITIT_PREEMPT_SIGNAL", "NOPE")
     slurm.quiet_time_limit_signal(0)
     assert signal.getsignal(signal.SIGUSR2) == signal.SIG_DFL
+
+
+def test_default_polling_backs_off_to_15_seconds_and_waits_for_every_job(tmp_path, monkeypatch, stand_in_submitit):
+    clock = stand_in_submitit
+    launcher = _launcher(tmp_path, {"m0": 1}, lcfg={"max_num_timeout": None},
+                         params={"poll_s": None, "max_poll_s": None})
+    (tmp_path / "multirun" / "sweep7").mkdir(parents=True)  # a sweep folder that exists already is fine
+    _sacct_says(tmp_path, monkeypatch, "100_0|COMPLETED|0:0|00:00:01|00:01:00|None\n"
+                                       "100_1|RUNNING|0:0|00:00:01|00:01:00|None\n")
+    writes = []
+    real_write = slurm.Summary.write
+    monkeypatch.setattr(slurm.Summary, "write", lambda self, jobs, done: (writes.append(done),
+                                                                          real_write(self, jobs, done)))
+    real_sleep = clock.sleep
+
+    def sleep(s: float) -> None:
+        real_sleep(s)
+        if len(clock.slept) == 7:  # job 1 finishes after 7 polls; job 0 finished at once
+            (tmp_path / "sacct.out").write_text("100_0|COMPLETED|0:0|00:00:01|00:01:00|None\n"
+                                                "100_1|COMPLETED|0:0|00:00:02|00:01:00|None\n")
+
+    clock.sleep = sleep
+    assert slurm.launch(launcher, [["context=fov"], ["context=full"]], 0) == []
+    assert clock.slept == [2.0, 3.0, 4.5, 6.75, 10.125, 15.0, 15.0]
+    assert _Executor.made[0].max_num_timeout == 0
+    # written at submission, when the states first came in, when job 1 finished and at the end: never for a poll
+    # that changed nothing
+    assert writes == [False, False, False, True]
+
+
+def test_a_job_seen_only_by_accounting_restarts_its_grace_period(tmp_path, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(slurm, "time", clock)
+    _answers(tmp_path, monkeypatch)
+    reader = StateReader()  # the default grace: 10 s
+    reader.read(["4_0"])
+    clock.now += 6
+    (tmp_path / "sacct.out").write_text("4_0|PENDING|0:0|00:00:00|00:10:00|Priority\n")
+    assert reader.read(["4_0"])["4_0"].source == "sacct"
+    (tmp_path / "sacct.out").write_text("")
+    clock.now += 6
+    assert reader.read(["4_0"])["4_0"].reason == "not listed yet"
+    clock.now += 9.9
+    assert reader.read(["4_0"])["4_0"].word == "PENDING"
+    clock.now += 0.1
+    assert reader.read(["4_0"])["4_0"].word == "UNKNOWN"
+
+
+def test_sacct_is_said_to_fail_for_any_nonzero_exit_and_never_when_it_works(tmp_path, monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING, logger="harness.app.slurm"):
+        _answers(tmp_path, monkeypatch)
+        StateReader(grace_s=0.0).read(["2_0"])
+        assert "sacct failed" not in caplog.text
+        _answers(tmp_path, monkeypatch, sacct_rc=1)
+        reader = StateReader(grace_s=0.0)
+        reader.read(["2_0"])
+    assert "sacct failed (sacct: no db)" in caplog.text and reader.sacct_error == "sacct: no db"
+
+
+def test_a_boolean_is_not_a_count():
+    for k in ("array_parallelism", "cpus_per_task", "mem_gb"):
+        with pytest.raises(SlurmSettingError, match=rf"^slurm\.{k}=True: must be a whole number"):
+            executor_parameters({**BASE, k: True}, {})
