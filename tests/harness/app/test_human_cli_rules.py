@@ -127,3 +127,67 @@ def test_plan_names_its_study_and_prints_what_it_planned(runs, tmp_path, capsys)
     assert cli.main(["plan", *[f"run={x}" for x in runs], f"out={tmp_path / 'elsewhere'}",
                      "metric=environment.visible"]) == 0
     assert (tmp_path / "elsewhere" / "study.json").is_file()
+
+
+def test_the_organisers_commands_on_a_planned_study(runs, tmp_path, capsys):
+    """status (the progress table), export (blinded or not), tokens (new annotators, a new organiser token) and
+    report, each on a small planned study with three votes."""
+    from evaluate.human.store import VoteStore, study_hash
+
+    root = f"output_root={tmp_path}"
+    assert cli.main(["plan", *[f"run={x}" for x in runs], root, "metric=environment.visible", "name=s1"]) == 0
+    study = tmp_path / "studies" / "s1"
+    orders = {a["id"]: a["order"] for a in json.loads((study / "annotators.json").read_text())["annotators"]}
+    store = VoteStore(study / "votes.sqlite", study_hash(study / "study.json"))
+    for item in orders["a1"][:3]:
+        store.record("a1", item, "static", {"choice": "A"})
+    capsys.readouterr()
+    assert cli.main(["status", "study=s1", root]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = sum(len(o) for o in orders.values())
+    assert lines[0] == f"study s1: 3 of {total} answers in"
+    assert lines[1] == "  annotator           done last vote (UTC)      changed checks ok  agree w/ metric"
+    assert lines[2].startswith(f"  a1           {'3 / ' + str(len(orders['a1'])):>11} 20") and " % of " in lines[2]
+    assert lines[3] == f"  a2           {'0 / ' + str(len(orders['a2'])):>11} -                          0         -" \
+                       "                -"
+    assert cli.main(["export", "study=s1", root, "unblind=false"]) == 0
+    assert capsys.readouterr().out == (f"exported 3 vote(s): {study / 'exports' / 'votes.csv'}  "
+                                       f"{study / 'exports' / 'votes.jsonl'}\n")
+    assert "arm_A" not in (study / "exports" / "votes.csv").read_text().splitlines()[0]
+    assert cli.main(["export", "study=s1", root, f"out={tmp_path / 'ex'}"]) == 0  # unblinded by default
+    assert "arm_A" in (tmp_path / "ex" / "votes.csv").read_text().splitlines()[0]
+    capsys.readouterr()
+    assert cli.main(["tokens", "study=s1", root, "add=z9,z8"]) == 0
+    assert capsys.readouterr().out == (f"added z9, z8; their tokens are in {study / 'tokens.txt'} (restart human "
+                                       "serve to admit them)\n")
+    before = (study / "organiser.txt").read_text()
+    assert cli.main(["tokens", "study=s1", root, "organiser=new"]) == 0
+    assert capsys.readouterr().out.startswith(f"new organiser token in {study / 'organiser.txt'} (mode 0600;")
+    assert (study / "organiser.txt").read_text() != before
+    assert cli.main(["report", "study=s1", root, "n_boot=100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# Human study: s1 (static)"
+    assert out[-1] == (f"report: {study / 'report' / 'agreement.md'}  {study / 'report' / 'agreement.json'}  "
+                       f"tables: {study / 'report' / 'tables'}")
+    assert "(100 resamples, seed 0)" in "\n".join(out)
+    assert cli.main(["report", "study=s1", root, "n_boot=99"]) == 2
+    assert "n_boot=99: must be an integer in [100, 1000000]" in capsys.readouterr().err
+
+
+def test_serve_hands_the_study_host_and_port_to_the_server(runs, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from harness.app.human import server
+
+    root = f"output_root={tmp_path}"
+    assert cli.main(["plan", *[f"run={x}" for x in runs], root, "metric=environment.visible", "name=s2"]) == 0
+    calls = []
+    monkeypatch.setattr(server, "serve", lambda study, host, port, announce: calls.append((study, host, port)))
+    capsys.readouterr()
+    assert cli.main(["serve", "study=s2", root]) == 0
+    assert calls == [((tmp_path / "studies" / "s2").resolve(), "127.0.0.1", 8765)]
+    assert capsys.readouterr().err == ""  # loopback: no warning
+    assert cli.main(["serve", "study=s2", root, "host=0.0.0.0", "port=0"]) == 0
+    assert calls[-1][1:] == ("0.0.0.0", 0)
+    assert capsys.readouterr().err.startswith("warning: host=0.0.0.0 exposes the study beyond this machine")
+    assert cli.main(["serve", "study=s2", root, "port=65536"]) == 2
