@@ -84,3 +84,54 @@ def test_rho_and_the_json_form():
     assert a["rank_human"] == 2 and a["rank_metric"] == 2 and a["auto_win_rate"] == 0.5 and a["votes"] == 18
     two = human_ranking([("x", "y", ["A", "B", "A"], "A"), ("y", "x", ["A"], "B")], n_boot=0)
     assert np.isnan(two.rho) and "needs at least 3 arms (models or policies), has 2" in two.rho_reason
+
+
+def _score_equations(pairs, scores) -> float:
+    """The largest residual of the maximum-likelihood equations: every arm's votes won (ties half) equal the
+    votes it is expected to win, sum_j N_ij / (1 + exp(theta_j - theta_i))."""
+    arms = sorted({a for a, _, _ in pairs} | {b for _, b, _ in pairs})
+    ix = {a: k for k, a in enumerate(arms)}
+    won, expected = np.zeros(len(arms)), np.zeros(len(arms))
+    share = {"A": 1.0, "T": 0.5, "B": 0.0}
+    for a, b, votes in pairs:
+        i, j = ix[a], ix[b]
+        for v in votes:
+            won[i] += share[v]
+            won[j] += 1 - share[v]
+        p = 1 / (1 + np.exp(scores[j] - scores[i]))
+        expected[i] += len(votes) * p
+        expected[j] += len(votes) * (1 - p)
+    return float(np.abs(won - expected).max())
+
+
+def test_the_fit_solves_the_likelihood_equations():
+    # a vote set on which stopping at the smallest Newton step (not the largest) leaves the fit 0.39 off
+    pairs = [("0", "1", ["B", "A", "T"]), ("0", "2", ["B", "B", "T"]), ("0", "3", ["B"]), ("1", "2", ["B", "T", "B"]),
+             ("1", "3", ["B"]), ("2", "3", ["B", "B", "A"])]
+    fit = bradley_terry(pairs)
+    assert fit.ok() and _score_equations(pairs, fit.scores) < 1e-9
+    assert _score_equations(VOTES, bradley_terry(VOTES).scores) < 1e-9
+
+
+def test_a_lopsided_pair_converges_to_the_closed_form():
+    fit = bradley_terry([("x", "y", ["A"] * 199 + ["B"])])
+    assert fit.scores[0] - fit.scores[1] == pytest.approx(np.log(199.0), abs=1e-12)
+
+
+def test_a_cycle_of_wins_is_strongly_connected():
+    """a beats b beats c beats d beats a: every arm reaches every other only through the others."""
+    fit = bradley_terry([("a", "b", ["A"]), ("b", "c", ["A"]), ("c", "d", ["A"]), ("d", "a", ["A"])])
+    assert fit.ok() and fit.reason == "" and np.allclose(fit.scores, 0.0)
+
+
+def test_one_resample_is_a_bootstrap_and_the_defaults_are_2000_and_seed_0():
+    pairs = _pairs()
+    one = human_ranking(pairs, n_boot=1, seed=5)
+    rng = np.random.default_rng(5)
+    idx = rng.integers(0, len(pairs), len(pairs))
+    f = bradley_terry([pairs[i][:3] for i in idx])
+    assert one.dropped == 0 and f.ok()
+    for k, a in enumerate(one.arms):
+        assert one.lo[a] == pytest.approx(f.scores[k], abs=1e-7) and one.hi[a] == pytest.approx(f.scores[k], abs=1e-7)
+    d = human_ranking(pairs)
+    assert d.n_boot == 2000 and d.lo == human_ranking(pairs, 2000, 0).lo

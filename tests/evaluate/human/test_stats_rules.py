@@ -154,3 +154,18 @@ def test_majority_label_and_aspects():
     assert stats.majority_label([1, 1, 1, 0]) == 1
     a = stats.aspect_scores([1, 0, 0.5, 1], ["p", "q", "p", "q"])
     assert a == {"p": 0.75, "q": 0.5, "overall": 0.625} and list(a) == ["p", "q", "overall"]
+
+
+def test_the_bootstrap_defaults_and_both_tails():
+    hits = [True] * 130 + [False] * 70  # fine-grained shares: every quantile moves with alpha
+    assert stats.bootstrap_share(hits) == stats.bootstrap_share(hits, 2000, 0, 0.05)
+    lo, hi = stats.bootstrap_share(hits, 400, 1, 0.3)
+    assert (lo, hi) == pytest.approx(_independent_bootstrap(hits, 400, 1, 0.3), abs=1e-15)
+    assert stats.pairwise_agreement([(["A"], "A")])["n_boot"] == 2000
+    assert stats.pairwise_agreement([(["A"], "A")])["boot_seed"] == 0
+
+
+def test_fleiss_kappa_of_one_subject_and_of_near_total_agreement():
+    assert stats.fleiss_kappa(np.array([[2, 1]])) == pytest.approx(-0.5)  # P = 1/3, p_e = 5/9
+    # one category holds all but one of four billion ratings: chance agreement is 1 within 1e-9, kappa undefined
+    assert np.isnan(stats.fleiss_kappa(np.array([[2e9, 1.0], [2e9, 0.0]])))
