@@ -160,3 +160,31 @@ def test_a_study_without_votes_reads_as_empty(tmp_path):
                                                                                      {"choice": "T"})
     assert [(v["annotator"], v["choice"]) for v in read_votes(tmp_path)] == [("a1", "T")]
     assert study_hash(tmp_path / "study.json") == "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+
+def test_a_linked_vote_database_is_not_narrowed_through_the_link(tmp_path):
+    """votes.sqlite as a symbolic link: it is neither created over nor chmod-ed through (the mode of whatever it
+    points at is not the store's to change)."""
+    target = tmp_path / "elsewhere.sqlite"
+    VoteStore(target, "h" * 64)
+    os.chmod(target, 0o644)
+    link = tmp_path / "votes.sqlite"
+    link.symlink_to(target)
+    VoteStore(link, "h" * 64).record("a1", "p1", "static", {"choice": "A"})
+    assert link.is_symlink() and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_every_connection_is_durable_and_checks_references(tmp_path):
+    from contextlib import closing
+
+    s = _store(tmp_path)
+    with closing(s._connect()) as c:
+        assert c.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: the WAL is synced at every commit
+        assert c.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert c.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_session_id_carries_256_random_bits(tmp_path):
+    sid = _store(tmp_path).new_session("a1")
+    assert len(sid) == 43  # secrets.token_urlsafe(32): 32 bytes, base64url without padding
