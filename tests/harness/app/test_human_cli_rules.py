@@ -191,3 +191,63 @@ def test_serve_hands_the_study_host_and_port_to_the_server(runs, tmp_path, capsy
     assert calls[-1][1:] == ("0.0.0.0", 0)
     assert capsys.readouterr().err.startswith("warning: host=0.0.0.0 exposes the study beyond this machine")
     assert cli.main(["serve", "study=s2", root, "port=65536"]) == 2
+
+
+def test_plan_defaults(runs, tmp_path, capsys):
+    """Seed 0, three annotators, no attention checks, no practice items; a named metric plans without a warning,
+    metric=static warns about the paper metrics it leaves out."""
+    assert cli.main(["plan", *[f"run={x}" for x in runs], f"output_root={tmp_path}",
+                     "metric=environment.visible"]) == 0
+    out = capsys.readouterr().out
+    names = "+".join(Path(x).name for x in runs)
+    study = tmp_path / "studies" / f"static-{names}-seed0"
+    items = json.loads((study / "study.json").read_text())["items"]
+    pairs = int(out.splitlines()[1].split(": ")[1].split(" of ")[0])
+    assert out.startswith(f"planned static study: {pairs} item(s)") and len(items) == pairs
+    assert "annotators: a1, a2, a3;" in out and "attention checks" not in out and "warning" not in out
+    assert cli.main(["plan", *[f"run={x}" for x in runs], f"output_root={tmp_path}", "metric=static", "name=st"]) == 0
+    assert "warning: metric=static plans" in capsys.readouterr().out
+    for opt, bounds in (("instances", "[1, 1000000]"), ("pairs", "[1, 1000000]")):
+        assert cli.main(["plan", *[f"run={x}" for x in runs], f"output_root={tmp_path}", f"{opt}=0"]) == 2
+        assert f"{opt}=0: must be an integer in {bounds}" in capsys.readouterr().err
+
+
+def test_report_default_resamples_and_leaving_out_failed_checks(runs, tmp_path, capsys):
+    from evaluate.human.store import VoteStore, study_hash
+
+    root = f"output_root={tmp_path}"
+    assert cli.main(["plan", *[f"run={x}" for x in runs], root, "metric=environment.visible", "name=c1",
+                     "checks=1"]) == 0
+    assert "  attention checks: 1 (mixed among the items; never in the statistics)" in capsys.readouterr().out
+    study = tmp_path / "studies" / "c1"
+    check = next(i for i in json.loads((study / "key.json").read_text())["items"] if i.get("check"))
+    wrong = "B" if check["check"]["expected"] == "A" else "A"
+    VoteStore(study / "votes.sqlite", study_hash(study / "study.json")).record("a1", check["id"], "static",
+                                                                               {"choice": wrong})
+    assert cli.main(["report", "study=c1", root]) == 0
+    assert "(2000 resamples, seed 0)" in capsys.readouterr().out
+    assert json.loads((study / "report" / "agreement.json").read_text())["excluded"] == []
+    assert cli.main(["report", "study=c1", root, "exclude=failed_checks", "n_boot=100"]) == 0
+    assert json.loads((study / "report" / "agreement.json").read_text())["excluded"] == ["a1"]
+
+
+def test_a_closed_pipe_ends_quietly_with_1(monkeypatch):
+    import io
+    import os
+    import sys
+
+    class Out(io.StringIO):
+        def fileno(self) -> int:
+            return 99
+
+    calls = []
+    monkeypatch.setattr(sys, "stdout", Out())
+    monkeypatch.setattr(os, "open", lambda path, flags: calls.append(("open", path, flags)) or 42)
+    monkeypatch.setattr(os, "dup2", lambda a, b: calls.append(("dup2", a, b)))
+
+    def closed(args):
+        raise BrokenPipeError
+
+    monkeypatch.setitem(cli.COMMANDS, "status", closed)
+    assert cli.main(["status"]) == 1
+    assert calls == [("open", os.devnull, os.O_WRONLY), ("dup2", 42, 99)]  # stdout now writes to /dev/null
