@@ -169,3 +169,8 @@ def test_fleiss_kappa_of_one_subject_and_of_near_total_agreement():
     assert stats.fleiss_kappa(np.array([[2, 1]])) == pytest.approx(-0.5)  # P = 1/3, p_e = 5/9
     # one category holds all but one of four billion ratings: chance agreement is 1 within 1e-9, kappa undefined
     assert np.isnan(stats.fleiss_kappa(np.array([[2e9, 1.0], [2e9, 0.0]])))
+
+
+def test_the_default_bootstrap_draws_2000_resamples():
+    hits = [bool(x) for x in [0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 0]]
+    assert stats.bootstrap_share(hits) == stats.bootstrap_share(hits, 2000, 0) != stats.bootstrap_share(hits, 2001, 0)

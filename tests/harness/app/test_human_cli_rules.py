@@ -251,3 +251,10 @@ def test_a_closed_pipe_ends_quietly_with_1(monkeypatch):
     monkeypatch.setitem(cli.COMMANDS, "status", closed)
     assert cli.main(["status"]) == 1
     assert calls == [("open", os.devnull, os.O_WRONLY), ("dup2", 42, 99)]  # stdout now writes to /dev/null
+
+
+def test_plan_requires_the_named_judge_by_default(runs, tmp_path, capsys):
+    args = ["plan", *[f"run={x}" for x in runs], f"output_root={tmp_path}", "metric=dynamic", "judge=nosuch"]
+    assert cli.main(args) == 2
+    assert "judge=nosuch: no dynamic video of these runs has its verdict" in capsys.readouterr().err
+    assert cli.main([*args, "require_judge=false"]) == 0  # human labels without a comparison
