@@ -35,3 +35,16 @@ def test_a_study_is_a_folder_or_a_name_under_output_root(tmp_path):
     (tmp_path / "root" / "studies" / "s3").mkdir()  # a folder without study.json is not a study
     with pytest.raises(StudyError, match="study=s3: no study.json"):
         resolve_study("s3", tmp_path / "root")
+
+
+def test_study_files_carry_format_version_1(tmp_path):
+    import json
+
+    from harness.app.human.cli import main
+    from tests.support.human_data import make_runs
+
+    runs = make_runs(tmp_path / "runs")
+    assert main(["plan", *[f"run={r}" for r in runs], f"output_root={tmp_path}", "metric=environment.visible",
+                 "name=v"]) == 0
+    for name in ("study.json", "key.json"):
+        assert json.loads((tmp_path / "studies" / "v" / name).read_text())["schema"] == 1, name
