@@ -155,6 +155,8 @@ def test_the_targets_cover_the_modules_the_score_is_promised_for_and_name_existi
               "adapters/yume/controls.py", "adapters/hy_worldplay/controls.py"):
         assert f in mods, f
     assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "evaluate" / "families").glob("*.py")} <= mods
+    human = {p.relative_to(ROOT).as_posix() for d in ("evaluate/human", "harness/app/human") for p in (ROOT / d).glob("*.py")}
+    assert human | {"harness/app/slurm.py"} <= mods  # the human study and the Slurm launcher (groups human, slurm)
     for t in targets:
         assert (ROOT / t["module"]).is_file()
         for test in t["tests"]:

@@ -39,6 +39,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from evaluate.results import MetricEntry
 from harness.errors import ConfigError
 from trajectories.phases import PhaseKind, count, departure, phase_at, revisit
 
@@ -215,10 +216,11 @@ def _targets(meta: dict) -> str:
     return " and ".join(n for n in names if n) or "target"
 
 
-def _windows(metric_id: str, entries: Sequence[dict], phases: dict, num_revisits: int) -> list[tuple[str, int, int]]:
+def _windows(metric_id: str, entries: Sequence[MetricEntry | dict[str, Any]], phases: dict,
+             num_revisits: int) -> list[tuple[str, int, int]]:
     """(label, start, end) half-open frame windows both clips of a pair show: the metric's recorded revisit frames
     (union over the two sides, first to last per revisit), else the revisit phases."""
-    lists = [e.get("revisit_frames") for e in entries if e.get("revisit_frames")]
+    lists: list[Any] = [e.get("revisit_frames") for e in entries if e.get("revisit_frames")]
     out = []
     for k in range(max((len(x) for x in lists), default=0)):
         fr = [int(f) for x in lists if k < len(x) for f in x[k]]
@@ -370,7 +372,8 @@ def _static_media(rec: dict, sid: str, media: Path) -> dict:
     """Write a pair's clips and reference frame(s); return its public record."""
     left, right, first = rec.pop("_items")
     mid = rec["metric_id"]
-    ents = [sources.entry(left, rec["metric"]) or {}, sources.entry(right, rec["metric"]) or {}]
+    ents: list[MetricEntry | dict[str, Any]] = [sources.entry(left, rec["metric"]) or {},
+                                                sources.entry(right, rec["metric"]) or {}]
     phases = _phases(first)
     windows = _windows(mid, ents, phases, int(first.result.num_revisits))
     if not windows:

@@ -161,7 +161,7 @@ def _ranks(values: dict[Hashable, float]) -> dict[Hashable, int]:
     return {a: 1 + sum(1 for w in have.values() if w > v) for a, v in have.items()}
 
 
-def human_ranking(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str], str]], n_boot: int = 2000,
+def human_ranking(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str], str | None]], n_boot: int = 2000,
                   seed: int = 0) -> HumanRanking:
     """``pairs``: (arm A, arm B, the pair's votes, the metric's preference "A"/"T"/"B"), as for
     :func:`evaluate.human.stats.win_rates`. Bootstrap: ``n_boot`` resamples of the pairs with ``seed``."""

@@ -271,10 +271,11 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
                     return "n/c", None
                 v, d = (min if dim == "min" else max)(vals)
                 return f"{v:.3f}", f"dynamic.{d}"
-            d = {v: k for k, v in DIMENSIONS.items()}.get(dim)
-            if d is None:
+            by_name: dict[Any, str] = {v: k for k, v in DIMENSIONS.items()}
+            key = by_name.get(dim)
+            if key is None:
                 return "", None
-            return _f(res["dimensions"][d][col]), f"dynamic.{d}"
+            return _f(res["dimensions"][key][col]), f"dynamic.{key}"
         if measure == "instances":
             return str(res["instances_voted"]), None
         if measure == "items":

@@ -9,9 +9,9 @@ is not ground truth (the reference model's own geometry never scores a video, an
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 from harness.errors import ConfigError
 from harness.io import read_json, seal_problem
@@ -112,7 +112,7 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
     return sorted(items.values(), key=lambda i: i.key)
 
 
-def entry(item: RunItem, key: str) -> Optional[MetricEntry]:
+def entry(item: RunItem, key: str) -> MetricEntry | None:
     """The computed entry ``key`` (``metric[backbone]``) of an item with a finite value, else None."""
     e = item.result.metrics.get(key)
     if e is None or not e.is_computed or e.value is None or not math.isfinite(e.value):
@@ -120,10 +120,14 @@ def entry(item: RunItem, key: str) -> Optional[MetricEntry]:
     return e
 
 
-def value(item: RunItem, key: str) -> Optional[float]:
+def value(item: RunItem, key: str) -> float | None:
     """The computed value of ``key``, or None (not computed, failed, not finite, oracle)."""
     e = entry(item, key)
-    return None if e is None else float(e.value)
+    if e is None:
+        return None
+    v = e.value
+    assert v is not None  # entry() returns computed entries with a finite value only
+    return float(v)
 
 
 def computed_keys(items: Sequence[RunItem], metric_id: str) -> dict[str, int]:
@@ -150,11 +154,13 @@ def judge_labels(items: Sequence[RunItem]) -> dict[str, int]:
     return {k.split("[", 1)[1].rstrip("]"): n for k, n in computed_keys(items, "dynamic.overall").items()}
 
 
-def judge_answers(item: RunItem, judge: str) -> Optional[dict]:
+def judge_answers(item: RunItem, judge: str) -> dict | None:
     """The judge's verdict of a dynamic item: ``{"started": bool, "answers": 8 x yes/no, "items": 8 x 0/1 (gated),
     "overall": float}`` from its ``dynamic.overall[<judge>]`` entry, or None when it was not judged."""
     e = entry(item, f"dynamic.overall[{judge}]")
     if e is None or "items" not in e.details:
         return None
+    overall = e.value
+    assert overall is not None  # entry() returns computed entries with a finite value only
     return {"started": bool(e.get("started")), "answers": list(e.get("answers") or []),
-            "items": [int(x) for x in e.get("items")], "overall": float(e.value)}
+            "items": [int(x) for x in e.get("items")], "overall": float(overall)}

@@ -31,17 +31,20 @@ points or of a constant vector, an agreement with no decisive pair).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 CHOICES = ("A", "T", "B")  # the three answers of a static pair: side A wins, tie, side B wins
 SCORE = {"A": 1.0, "T": 0.5, "B": 0.0}  # side A's score for a vote (Win / Tie / Loss = 1 / 0.5 / 0)
+#: a 1-D run of values: a sequence of floats or a float array
+Values = Sequence[float] | np.ndarray
 DECISIVE, MAJORITY_TIE, SPLIT, NO_VOTES = "decisive", "majority_tie", "split", "no_votes"
 
 
-def _check_choice(v: str) -> str:
+def _check_choice(v: str | None) -> str:
     if v not in CHOICES:
         raise ValueError(f"vote {v!r} is not one of {CHOICES} (A wins, tie, B wins)")
     return v
@@ -52,7 +55,7 @@ class Majority:
     """``label``: the majority answer ("A", "T", "B") or None; ``kind``: decisive | majority_tie | split |
     no_votes."""
 
-    label: Optional[str]
+    label: str | None
     kind: str
 
 
@@ -67,7 +70,7 @@ def majority(votes: Sequence[str]) -> Majority:
     return Majority(None, SPLIT)
 
 
-def metric_preference(value_a: float, value_b: float, higher_is_better: bool = True) -> Optional[str]:
+def metric_preference(value_a: float, value_b: float, higher_is_better: bool = True) -> str | None:
     """The side the metric prefers: "A", "B", or "T" when both sides score the same; None when either value is
     missing or not finite (the pair cannot be compared)."""
     if value_a is None or value_b is None or not (np.isfinite(value_a) and np.isfinite(value_b)):
@@ -89,7 +92,7 @@ def bootstrap_share(hits: Sequence[bool], n_boot: int = 2000, seed: int = 0, alp
     return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
 
 
-def pairwise_agreement(pairs: Sequence[tuple[Sequence[str], Optional[str]]], n_boot: int = 2000, seed: int = 0
+def pairwise_agreement(pairs: Sequence[tuple[Sequence[str], str | None]], n_boot: int = 2000, seed: int = 0
                        ) -> dict:
     """Agreement of a metric with the decisive human majority.
 
@@ -101,7 +104,7 @@ def pairwise_agreement(pairs: Sequence[tuple[Sequence[str], Optional[str]]], n_b
         ``lo`` / ``hi`` (95 % bootstrap interval over the decisive pairs), ``majority_ties``, ``splits``,
         ``no_votes``, ``metric_ties`` (decisive pairs the metric scored equal).
     """
-    out = {"pairs": len(pairs), "decisive": 0, "agree": 0, "majority_ties": 0, "splits": 0, "no_votes": 0,
+    out: dict[str, Any] = {"pairs": len(pairs), "decisive": 0, "agree": 0, "majority_ties": 0, "splits": 0, "no_votes": 0,
            "metric_ties": 0}
     hits = []
     for votes, pref in pairs:
@@ -126,7 +129,7 @@ def pairwise_agreement(pairs: Sequence[tuple[Sequence[str], Optional[str]]], n_b
     return out
 
 
-def win_rates(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str], str]]) -> dict[Hashable, dict]:
+def win_rates(pairs: Sequence[tuple[str, str, Sequence[str], str | None]]) -> dict[str, dict[str, Any]]:
     """Per arm: human win rate over every raw vote of its pairs and automatic win rate over the pairs.
 
     Args:
@@ -134,15 +137,16 @@ def win_rates(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str], str]]) ->
     Returns:
         ``{arm: {"human", "auto", "votes", "pairs"}}``; ``human`` is NaN for an arm without votes.
     """
-    acc: dict[Hashable, dict] = {}
+    acc: dict[str, dict[str, list[float]]] = {}
     for arm_a, arm_b, votes, pref in pairs:
         if arm_a == arm_b:
             raise ValueError(f"a pair compares {arm_a!r} with itself")
         auto_a = SCORE[_check_choice(pref)]
+        human_a = [SCORE[_check_choice(v)] for v in votes]  # side A's score of each vote
         for arm, flip in ((arm_a, False), (arm_b, True)):
             r = acc.setdefault(arm, {"h": [], "a": []})
             r["a"].append(1.0 - auto_a if flip else auto_a)
-            r["h"] += [1.0 - SCORE[_check_choice(v)] if flip else SCORE[v] for v in votes]
+            r["h"] += [1.0 - x if flip else x for x in human_a]
     return {arm: {"human": float(np.mean(r["h"])) if r["h"] else float("nan"), "auto": float(np.mean(r["a"])),
                   "votes": len(r["h"]), "pairs": len(r["a"])} for arm, r in acc.items()}
 
@@ -159,7 +163,7 @@ class Correlation:
         return bool(np.isfinite(self.value))
 
 
-def _xy(x: Sequence[float], y: Sequence[float], what: str, unit: str = "points"
+def _xy(x: Values, y: Values, what: str, unit: str = "points"
         ) -> tuple[np.ndarray, np.ndarray, str]:
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
@@ -174,7 +178,7 @@ def _xy(x: Sequence[float], y: Sequence[float], what: str, unit: str = "points"
     return a, b, ""
 
 
-def spearman(x: Sequence[float], y: Sequence[float], unit: str = "points") -> Correlation:
+def spearman(x: Values, y: Values, unit: str = "points") -> Correlation:
     """Spearman's rho (average ranks for ties, scipy) over the points where both are finite; ``unit`` names the
     points in the reason of an undefined value (e.g. "arms")."""
     from scipy.stats import spearmanr
@@ -185,7 +189,7 @@ def spearman(x: Sequence[float], y: Sequence[float], unit: str = "points") -> Co
     return Correlation(float(spearmanr(a, b).statistic), len(a))
 
 
-def plcc(x: Sequence[float], y: Sequence[float], unit: str = "points") -> Correlation:
+def plcc(x: Values, y: Values, unit: str = "points") -> Correlation:
     """Pearson's linear correlation coefficient (PLCC, scipy) over the points where both are finite."""
     from scipy.stats import pearsonr
 
@@ -236,7 +240,7 @@ def _yes(a: object, what: str) -> bool:
     return s == "yes"
 
 
-def gated_items(started: bool, answers: Optional[Sequence[str]], references: Sequence[str]) -> list[int]:
+def gated_items(started: bool, answers: Sequence[str] | None, references: Sequence[str]) -> list[int]:
     """One annotator's eight gated scores: all 0 when ``started`` is false (the answers are not read), else 1 where
     the answer (yes/no) equals the reference answer."""
     if len(references) != 8:
@@ -249,7 +253,7 @@ def gated_items(started: bool, answers: Optional[Sequence[str]], references: Seq
             for i, (a, r) in enumerate(zip(answers, references))]
 
 
-def majority_label(values: Sequence[int]) -> Optional[int]:
+def majority_label(values: Sequence[int]) -> int | None:
     """The majority of 0/1 values: 1 when more than half are 1, 0 when more than half are 0, None on a tie or
     without values."""
     ones = int(sum(values))
@@ -260,7 +264,7 @@ def majority_label(values: Sequence[int]) -> Optional[int]:
     return None
 
 
-def aspect_scores(items: Sequence[Optional[float]], aspects: Sequence[str]) -> dict[str, float]:
+def aspect_scores(items: Sequence[float | None], aspects: Sequence[str]) -> dict[str, float]:
     """Per aspect, the mean of its items (NaN when one of them is undefined), plus ``overall`` (mean of all)."""
     v = np.asarray([np.nan if x is None else x for x in items], dtype=np.float64)
     out = {a: float(v[[i for i, b in enumerate(aspects) if b == a]].mean()) for a in dict.fromkeys(aspects)}

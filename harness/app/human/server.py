@@ -29,8 +29,9 @@ import hmac
 import html
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from evaluate.human.common import (
@@ -44,6 +45,11 @@ from evaluate.human.common import (
     token_hash,
 )
 from evaluate.human.store import VoteError, VoteStore, study_hash
+
+if TYPE_CHECKING:  # the web framework is imported only by ``serve`` (and the app's tests)
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -107,7 +113,7 @@ class Study:
         org = self.dir / ORGANISER_FILE  # only its hash is kept, like the annotators' tokens
         self.organiser_sha256 = token_hash(org.read_text().strip()) if org.is_file() else None
 
-    def annotator_for(self, token: str) -> Optional[str]:
+    def annotator_for(self, token: str) -> str | None:
         """The annotator whose token this is (every hash compared in constant time), else None."""
         h = hashlib.sha256(token.encode()).hexdigest()
         found = None
@@ -122,7 +128,7 @@ class Study:
 
     def payload(self, item_id: str) -> dict[str, Any]:
         """What the page gets for an item: its public record with media names as URLs."""
-        it = json.loads(json.dumps(self.items[item_id]))
+        it: dict[str, Any] = json.loads(json.dumps(self.items[item_id]))
         if it["kind"] == "dynamic":
             it["clip"] = f"/media/{it['clip']}"
         else:
@@ -130,7 +136,7 @@ class Study:
             it["first_view"] = [f"/media/{v}" for v in it["first_view"]]
         return it
 
-    def next_for(self, annotator: str) -> tuple[int, int, Optional[str]]:
+    def next_for(self, annotator: str) -> tuple[int, int, str | None]:
         """(done, total, next unanswered item in this annotator's order or None)."""
         done = self.store.done(annotator)
         order = self.orders[annotator]
@@ -138,7 +144,7 @@ class Study:
         return sum(i in done for i in order), len(order), nxt
 
 
-def create_app(study_dir: Path, host: str = "127.0.0.1"):
+def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
     """The Starlette application serving ``study_dir``."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
@@ -157,7 +163,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
     study = Study(study_dir)
     title = "Memory study" if study.kind == "static" else "Event study"
 
-    def who(request: Request) -> Optional[str]:
+    def who(request: Request) -> str | None:
         aid = study.store.session(request.cookies.get(COOKIE))
         return aid if aid in study.orders else None
 
@@ -195,23 +201,23 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
 
     # endpoints that only read the session database are plain functions: Starlette runs them in its worker pool,
     # so no SQLite call blocks the event loop
-    def index(request: Request):
+    def index(request: Request) -> Response:
         if who(request):
             return RedirectResponse("/annotate", status_code=303)
         return page("login", _LOGIN)
 
-    def annotate(request: Request):
+    def annotate(request: Request) -> Response:
         if not who(request):
             return RedirectResponse("/", status_code=303)
         return page("annotate", "<p class='loading'>Loading...</p>")
 
-    def login_sync(token: str):
+    def login_sync(token: str) -> str | None:
         aid = study.annotator_for(token)
         if aid is None:
             time.sleep(0.25)  # slows guessing; runs in the worker pool, the event loop stays free
         return aid
 
-    async def login(request: Request):
+    async def login(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         try:
@@ -229,13 +235,13 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         r.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=30 * 86400)
         return r
 
-    def logout(request: Request):
+    def logout(request: Request) -> Response:
         study.store.end_session(request.cookies.get(COOKIE))
         r = JSONResponse({"ok": True})
         r.delete_cookie(COOKIE, path="/")
         return r
 
-    def state(aid: str) -> dict:
+    def state(aid: str) -> dict[str, Any]:
         done, total, nxt = study.next_for(aid)
         last = study.store.last_vote(aid)  # the answer that may still be changed (before the next one)
         return {"annotator": aid, "done": done, "total": total, "kind": study.kind,
@@ -244,7 +250,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
                 "last": None if last is None else {"item": study.payload(last["item"]), "choice": last["choice"],
                                                    "started": last["started"], "answers": last["answers"]}}
 
-    async def next_item(request: Request):
+    async def next_item(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         aid = who(request)
@@ -252,7 +258,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             return err(401, "log in first")
         return JSONResponse(await run_in_threadpool(state, aid), headers={"Cache-Control": "no-store"})
 
-    async def item_body(request: Request) -> tuple[dict, str]:
+    async def item_body(request: Request) -> tuple[dict[str, Any], str]:
         """The JSON object of a vote or a correction, and its item id (:class:`VoteError`, a 4xx, for anything
         else: a body over the limit, not an object, an item that is not a string, which a list or a mapping is)."""
         data = await body_json(request)
@@ -263,7 +269,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             raise VoteError("item: the id of an item, a string")
         return data, item
 
-    async def vote(request: Request):
+    async def vote(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         aid = who(request)
@@ -281,7 +287,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         return JSONResponse({"status": status, "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
-    async def correct(request: Request):
+    async def correct(request: Request) -> Response:
         """Change the answer of the annotator's last item (the store keeps the audit trail)."""
         from starlette.concurrency import run_in_threadpool
 
@@ -300,7 +306,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
         return JSONResponse({"status": "corrected", "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
-    def media(request: Request):
+    def media(request: Request) -> Response:
         name = request.path_params["name"]
         if not who(request):
             return err(401, "log in first")
@@ -308,7 +314,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             return err(404, "no such file")
         return FileResponse(study.dir / MEDIA_DIR / name, headers={"Cache-Control": "private, max-age=3600"})
 
-    async def static(request: Request):
+    async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in STATIC_FILES:
             return err(404, "no such file")
@@ -370,7 +376,7 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
                 "share of an annotator's A or B votes on real pairs that side with the metric (static studies). "
                 "Reload to refresh.</p><table id='organiser-table'>" + head + "".join(cells) + "</table>")
 
-    async def organiser(request: Request):
+    async def organiser(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         try:
@@ -386,10 +392,10 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
             return organiser_denied("not the organiser token")
         return organiser_page(200, await run_in_threadpool(organiser_table))
 
-    async def health(request: Request):
+    async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    async def favicon(request: Request):  # browsers ask for one; an empty answer keeps their consoles clean
+    async def favicon(request: Request) -> Response:  # browsers ask for one; an empty answer keeps their consoles clean
         return Response(status_code=204)
 
     routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
@@ -409,14 +415,14 @@ def create_app(study_dir: Path, host: str = "127.0.0.1"):
 class _SecurityHeaders:
     """ASGI middleware: the headers of :data:`HEADERS` on every response."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
-        async def send_with_headers(message):
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 have = {k.lower() for k, _ in message.get("headers", [])}
                 message.setdefault("headers", [])
@@ -427,7 +433,8 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def serve(study_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce=print) -> None:
+def serve(study_dir: Path, host: str = "127.0.0.1", port: int = 8765,
+          announce: Callable[[str], object] = print) -> None:
     """Run the app until interrupted. ``port=0`` picks a free port; the URL is announced once it listens."""
     import socket
 
