@@ -18,8 +18,6 @@ _SPLIT = "being split by the engineer restructuring harness/app (issue 32, item 
 #: ``<file>::<qualified name>`` -> why it is still over the limit. An entry whose function has shrunk (or gone)
 #: fails :func:`test_the_exceptions_are_still_needed`, so the list only gets shorter.
 EXCEPTIONS: dict[str, str] = {
-    "harness/app/human/server.py::create_app": "the annotation app's routes are closures over one store and "
-                                               "settings (starlette); " + _SPLIT,
 }
 
 

@@ -48,7 +48,9 @@ from evaluate.human.store import VoteError, VoteStore, study_hash
 
 if TYPE_CHECKING:  # the web framework is imported only by ``serve`` (and the app's tests)
     from starlette.applications import Starlette
-    from starlette.responses import Response
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -144,224 +146,238 @@ class Study:
         return sum(i in done for i in order), len(order), nxt
 
 
-def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
-    """The Starlette application serving ``study_dir``."""
-    from starlette.applications import Starlette
-    from starlette.middleware import Middleware
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from starlette.requests import Request
-    from starlette.responses import (
-        FileResponse,
-        HTMLResponse,
-        JSONResponse,
-        PlainTextResponse,
-        RedirectResponse,
-        Response,
-    )
-    from starlette.routing import Route
+def _err(status: int, msg: str) -> JSONResponse:
+    from starlette.responses import JSONResponse
 
-    study = Study(study_dir)
-    title = "Memory study" if study.kind == "static" else "Event study"
+    return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
 
-    def who(request: Request) -> str | None:
-        aid = study.store.session(request.cookies.get(COOKIE))
-        return aid if aid in study.orders else None
 
-    def page(name: str, body: str) -> HTMLResponse:
-        return HTMLResponse(_PAGE.format(title=title, page=name, body=body), headers={"Cache-Control": "no-store"})
+def _content_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
-    def err(status: int, msg: str) -> JSONResponse:
-        return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
 
-    def content_type(request: Request) -> str:
-        return request.headers.get("content-type", "").split(";")[0].strip().lower()
+async def _body_json(request: Request) -> Any:
+    """The JSON body, read only up to :data:`MAX_BODY` bytes (:func:`body_bytes`)."""
+    if _content_type(request) != "application/json":
+        raise VoteError("send application/json")
+    raw = await _body_bytes(request)
+    try:
+        return json.loads(raw)
+    except ValueError:  # also a body that is not UTF-8
+        raise VoteError("not valid JSON") from None
 
-    async def body_json(request: Request) -> Any:
-        """The JSON body, read only up to :data:`MAX_BODY` bytes (:func:`body_bytes`)."""
-        if content_type(request) != "application/json":
-            raise VoteError("send application/json")
-        raw = await body_bytes(request)
-        try:
-            return json.loads(raw)
-        except ValueError:  # also a body that is not UTF-8
-            raise VoteError("not valid JSON") from None
 
-    async def body_bytes(request: Request) -> bytes:
-        """The body, read only up to :data:`MAX_BODY` bytes: a larger declared ``Content-Length`` is refused
-        before a byte is read, a larger streamed body as soon as it passes the bound (a 400 MB POST costs nothing)."""
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+async def _body_bytes(request: Request) -> bytes:
+    """The body, read only up to :data:`MAX_BODY` bytes: a larger declared ``Content-Length`` is refused
+    before a byte is read, a larger streamed body as soon as it passes the bound (a 400 MB POST costs nothing)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
             raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
-        raw = bytearray()
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > MAX_BODY:
-                raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
-        return bytes(raw)
+    return bytes(raw)
 
-    # endpoints that only read the session database are plain functions: Starlette runs them in its worker pool,
-    # so no SQLite call blocks the event loop
-    def index(request: Request) -> Response:
-        if who(request):
+
+async def _item_body(request: Request) -> tuple[dict[str, Any], str]:
+    """The JSON object of a vote or a correction, and its item id (:class:`VoteError`, a 4xx, for anything
+    else: a body over the limit, not an object, an item that is not a string, which a list or a mapping is)."""
+    data = await _body_json(request)
+    if not isinstance(data, dict):
+        raise VoteError("send a JSON object")
+    item = data.get("item")
+    if not isinstance(item, str):
+        raise VoteError("item: the id of an item, a string")
+    return data, item
+
+
+async def _organiser_token(request: Request) -> str | None:
+    """The token of an organiser request: ``Authorization: Bearer`` (any method), else on a POST the form's
+    (or a JSON object's) ``token`` field; None when there is none. Raises :class:`VoteError` (400 / 413) for
+    a malformed or oversized body."""
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    if request.method != "POST":
+        return None
+    ctype = _content_type(request)
+    if ctype == "application/json":
+        data = await _body_json(request)
+        token = data.get("token") if isinstance(data, dict) else None
+    elif ctype == "application/x-www-form-urlencoded":
+        raw = await _body_bytes(request)
+        try:
+            fields = parse_qs(raw.decode("ascii"), strict_parsing=bool(raw), max_num_fields=8)
+        except (UnicodeDecodeError, ValueError):
+            raise VoteError("token: a form with one token field") from None
+        token = fields.get("token", [None])[0]
+    else:
+        raise VoteError("send the organiser form (application/x-www-form-urlencoded) or application/json")
+    return token if isinstance(token, str) else None
+
+
+class _Site:
+    """The annotation app's endpoints for one study (``study``, and the pages' ``title``): each public method is
+    one route's handler. Endpoints that only read the session database are plain methods: Starlette runs them in
+    its worker pool, so no SQLite call blocks the event loop."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.title = "Memory study" if study.kind == "static" else "Event study"
+
+    def who(self, request: Request) -> str | None:
+        aid = self.study.store.session(request.cookies.get(COOKIE))
+        return aid if aid in self.study.orders else None
+
+    def page(self, name: str, body: str) -> HTMLResponse:
+        from starlette.responses import HTMLResponse
+
+        return HTMLResponse(_PAGE.format(title=self.title, page=name, body=body), headers={"Cache-Control": "no-store"})
+
+    def index(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        if self.who(request):
             return RedirectResponse("/annotate", status_code=303)
-        return page("login", _LOGIN)
+        return self.page("login", _LOGIN)
 
-    def annotate(request: Request) -> Response:
-        if not who(request):
+    def annotate(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        if not self.who(request):
             return RedirectResponse("/", status_code=303)
-        return page("annotate", "<p class='loading'>Loading...</p>")
+        return self.page("annotate", "<p class='loading'>Loading...</p>")
 
-    def login_sync(token: str) -> str | None:
-        aid = study.annotator_for(token)
+    def login_sync(self, token: str) -> str | None:
+        aid = self.study.annotator_for(token)
         if aid is None:
             time.sleep(0.25)  # slows guessing; runs in the worker pool, the event loop stays free
         return aid
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
 
         try:
-            data = await body_json(request)
+            data = await _body_json(request)
         except VoteError as exc:
-            return err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
+            return _err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
         token = data.get("token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not 0 < len(token) <= 256:
-            return err(400, "token: give your token")
-        aid = await run_in_threadpool(login_sync, token)
+            return _err(400, "token: give your token")
+        aid = await run_in_threadpool(self.login_sync, token)
         if aid is None:
-            return err(401, "unknown token")
-        sid = await run_in_threadpool(study.store.new_session, aid)
+            return _err(401, "unknown token")
+        sid = await run_in_threadpool(self.study.store.new_session, aid)
         r = JSONResponse({"annotator": aid})
         r.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=30 * 86400)
         return r
 
-    def logout(request: Request) -> Response:
-        study.store.end_session(request.cookies.get(COOKIE))
+    def logout(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        self.study.store.end_session(request.cookies.get(COOKIE))
         r = JSONResponse({"ok": True})
         r.delete_cookie(COOKIE, path="/")
         return r
 
-    def state(aid: str) -> dict[str, Any]:
-        done, total, nxt = study.next_for(aid)
-        last = study.store.last_vote(aid)  # the answer that may still be changed (before the next one)
-        return {"annotator": aid, "done": done, "total": total, "kind": study.kind,
-                "instructions": study.public.get("instructions", ""),
-                "item": study.payload(nxt) if nxt else None,
-                "last": None if last is None else {"item": study.payload(last["item"]), "choice": last["choice"],
+    def state(self, aid: str) -> dict[str, Any]:
+        done, total, nxt = self.study.next_for(aid)
+        last = self.study.store.last_vote(aid)  # the answer that may still be changed (before the next one)
+        return {"annotator": aid, "done": done, "total": total, "kind": self.study.kind,
+                "instructions": self.study.public.get("instructions", ""),
+                "item": self.study.payload(nxt) if nxt else None,
+                "last": None if last is None else {"item": self.study.payload(last["item"]), "choice": last["choice"],
                                                    "started": last["started"], "answers": last["answers"]}}
 
-    async def next_item(request: Request) -> Response:
+    async def next_item(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
 
-        aid = who(request)
+        aid = self.who(request)
         if not aid:
-            return err(401, "log in first")
-        return JSONResponse(await run_in_threadpool(state, aid), headers={"Cache-Control": "no-store"})
+            return _err(401, "log in first")
+        return JSONResponse(await run_in_threadpool(self.state, aid), headers={"Cache-Control": "no-store"})
 
-    async def item_body(request: Request) -> tuple[dict[str, Any], str]:
-        """The JSON object of a vote or a correction, and its item id (:class:`VoteError`, a 4xx, for anything
-        else: a body over the limit, not an object, an item that is not a string, which a list or a mapping is)."""
-        data = await body_json(request)
-        if not isinstance(data, dict):
-            raise VoteError("send a JSON object")
-        item = data.get("item")
-        if not isinstance(item, str):
-            raise VoteError("item: the id of an item, a string")
-        return data, item
-
-    async def vote(request: Request) -> Response:
+    async def vote(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
 
-        aid = who(request)
+        aid = self.who(request)
         if not aid:
-            return err(401, "log in first")
+            return _err(401, "log in first")
         try:
-            data, item = await item_body(request)
-            if item not in study.items or item not in study.orders[aid]:
-                return err(403, "item: not one of your items")
-            status, _ = await run_in_threadpool(study.store.record, aid, item, study.items[item]["kind"], data,
+            data, item = await _item_body(request)
+            if item not in self.study.items or item not in self.study.orders[aid]:
+                return _err(403, "item: not one of your items")
+            status, _ = await run_in_threadpool(self.study.store.record, aid, item, self.study.items[item]["kind"], data,
                                                      data.get("client_id"), data.get("elapsed_ms"))
         except VoteError as exc:
-            return err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
-        done, total, _ = await run_in_threadpool(study.next_for, aid)
+            return _err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
+        done, total, _ = await run_in_threadpool(self.study.next_for, aid)
         return JSONResponse({"status": status, "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
-    async def correct(request: Request) -> Response:
+    async def correct(self, request: Request) -> Response:
         """Change the answer of the annotator's last item (the store keeps the audit trail)."""
         from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
 
-        aid = who(request)
+        aid = self.who(request)
         if not aid:
-            return err(401, "log in first")
+            return _err(401, "log in first")
         try:
-            data, item = await item_body(request)
-            if item not in study.items or item not in study.orders[aid]:
-                return err(403, "item: not one of your items")
-            await run_in_threadpool(study.store.correct, aid, item, study.items[item]["kind"], data)
+            data, item = await _item_body(request)
+            if item not in self.study.items or item not in self.study.orders[aid]:
+                return _err(403, "item: not one of your items")
+            await run_in_threadpool(self.study.store.correct, aid, item, self.study.items[item]["kind"], data)
         except VoteError as exc:
-            return err(413 if isinstance(exc, BodyTooLarge) else 409 if "only your last answer" in str(exc) else 400,
+            return _err(413 if isinstance(exc, BodyTooLarge) else 409 if "only your last answer" in str(exc) else 400,
                        str(exc))
-        done, total, _ = await run_in_threadpool(study.next_for, aid)
+        done, total, _ = await run_in_threadpool(self.study.next_for, aid)
         return JSONResponse({"status": "corrected", "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
 
-    def media(request: Request) -> Response:
-        name = request.path_params["name"]
-        if not who(request):
-            return err(401, "log in first")
-        if name not in study.media:  # a fixed set of plain names: no path ever reaches the filesystem
-            return err(404, "no such file")
-        return FileResponse(study.dir / MEDIA_DIR / name, headers={"Cache-Control": "private, max-age=3600"})
+    def media(self, request: Request) -> Response:
+        from starlette.responses import FileResponse
 
-    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if not self.who(request):
+            return _err(401, "log in first")
+        if name not in self.study.media:  # a fixed set of plain names: no path ever reaches the filesystem
+            return _err(404, "no such file")
+        return FileResponse(self.study.dir / MEDIA_DIR / name, headers={"Cache-Control": "private, max-age=3600"})
+
+    async def static(self, request: Request) -> Response:
+        from starlette.responses import FileResponse
+
         name = request.path_params["name"]
         if name not in STATIC_FILES:
-            return err(404, "no such file")
+            return _err(404, "no such file")
         return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name], headers={"Cache-Control": "no-cache"})
 
-    def organiser_page(status: int, body: str) -> HTMLResponse:
-        return HTMLResponse(_ORGANISER_PAGE.format(title=f"{title}: organiser", body=body), status_code=status,
+    def organiser_page(self, status: int, body: str) -> HTMLResponse:
+        from starlette.responses import HTMLResponse
+
+        return HTMLResponse(_ORGANISER_PAGE.format(title=f"{self.title}: organiser", body=body), status_code=status,
                             headers={"Cache-Control": "no-store"})
 
-    def organiser_denied(error: str = "") -> HTMLResponse:
-        return organiser_page(403, _ORGANISER_LOGIN.format(error=html.escape(error)))
+    def organiser_denied(self, error: str = "") -> HTMLResponse:
+        return self.organiser_page(403, _ORGANISER_LOGIN.format(error=html.escape(error)))
 
-    def organiser_check(token: str) -> bool:
-        ok = study.is_organiser(token)
+    def organiser_check(self, token: str) -> bool:
+        ok = self.study.is_organiser(token)
         if not ok:
             time.sleep(0.25)  # slows guessing, as at the annotators' login (in the worker pool)
         return ok
 
-    async def organiser_token(request: Request) -> str | None:
-        """The token of an organiser request: ``Authorization: Bearer`` (any method), else on a POST the form's
-        (or a JSON object's) ``token`` field; None when there is none. Raises :class:`VoteError` (400 / 413) for
-        a malformed or oversized body."""
-        auth = request.headers.get("authorization", "")
-        if auth[:7].lower() == "bearer ":
-            return auth[7:].strip()
-        if request.method != "POST":
-            return None
-        ctype = content_type(request)
-        if ctype == "application/json":
-            data = await body_json(request)
-            token = data.get("token") if isinstance(data, dict) else None
-        elif ctype == "application/x-www-form-urlencoded":
-            raw = await body_bytes(request)
-            try:
-                fields = parse_qs(raw.decode("ascii"), strict_parsing=bool(raw), max_num_fields=8)
-            except (UnicodeDecodeError, ValueError):
-                raise VoteError("token: a form with one token field") from None
-            token = fields.get("token", [None])[0]
-        else:
-            raise VoteError("send the organiser form (application/x-www-form-urlencoded) or application/json")
-        return token if isinstance(token, str) else None
-
-    def organiser_table() -> str:
+    def organiser_table(self) -> str:
         """The organiser's table from :func:`evaluate.human.analysis.progress` (annotator ids and counts only)."""
         from evaluate.human.analysis import progress
 
-        rows = progress(study.dir)
+        rows = progress(self.study.dir)
         head = ("<tr><th>Annotator</th><th>Answered</th><th>Assigned</th><th>Last vote (UTC)</th>"
                 "<th>Answers changed</th><th>Checks passed</th><th>Checks failed</th>"
                 "<th>Agreement with the metric</th><th>Decisive votes</th></tr>")
@@ -376,39 +392,56 @@ def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
                 "share of an annotator's A or B votes on real pairs that side with the metric (static studies). "
                 "Reload to refresh.</p><table id='organiser-table'>" + head + "".join(cells) + "</table>")
 
-    async def organiser(request: Request) -> Response:
+    async def organiser(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            token = await organiser_token(request)
+            token = await _organiser_token(request)
         except VoteError as exc:
-            return organiser_page(413 if isinstance(exc, BodyTooLarge) else 400, html.escape(str(exc)))
-        if study.organiser_sha256 is None:
-            return organiser_denied("this study has no organiser token: create one with python -m harness human "
+            return self.organiser_page(413 if isinstance(exc, BodyTooLarge) else 400, html.escape(str(exc)))
+        if self.study.organiser_sha256 is None:
+            return self.organiser_denied("this study has no organiser token: create one with python -m harness human "
                                     "tokens study=<study> organiser=new, then restart human serve")
         if token is None:
-            return organiser_denied()
-        if not 0 < len(token) <= 256 or not await run_in_threadpool(organiser_check, token):
-            return organiser_denied("not the organiser token")
-        return organiser_page(200, await run_in_threadpool(organiser_table))
+            return self.organiser_denied()
+        if not 0 < len(token) <= 256 or not await run_in_threadpool(self.organiser_check, token):
+            return self.organiser_denied("not the organiser token")
+        return self.organiser_page(200, await run_in_threadpool(self.organiser_table))
 
-    async def health(request: Request) -> Response:
+    async def health(self, request: Request) -> Response:
+        from starlette.responses import PlainTextResponse
+
         return PlainTextResponse("ok")
 
-    async def favicon(request: Request) -> Response:  # browsers ask for one; an empty answer keeps their consoles clean
+    async def favicon(self, request: Request) -> Response:  # browsers ask for one; an empty answer keeps their consoles clean
+        from starlette.responses import Response
+
         return Response(status_code=204)
 
-    routes = [Route("/", index), Route("/annotate", annotate), Route("/api/login", login, methods=["POST"]),
-              Route("/api/logout", logout, methods=["POST"]), Route("/api/next", next_item),
-              Route("/api/vote", vote, methods=["POST"]), Route("/api/correct", correct, methods=["POST"]),
-              Route("/media/{name}", media), Route("/organiser", organiser, methods=["GET", "POST"]),
-              Route("/static/{name}", static), Route("/healthz", health),
-              Route("/favicon.ico", favicon)]
+    def routes(self) -> list[Route]:
+        """Every route of the app, each to its method."""
+        from starlette.routing import Route
+
+        return [Route("/", self.index), Route("/annotate", self.annotate),
+                Route("/api/login", self.login, methods=["POST"]), Route("/api/logout", self.logout, methods=["POST"]),
+                Route("/api/next", self.next_item), Route("/api/vote", self.vote, methods=["POST"]),
+                Route("/api/correct", self.correct, methods=["POST"]), Route("/media/{name}", self.media),
+                Route("/organiser", self.organiser, methods=["GET", "POST"]), Route("/static/{name}", self.static),
+                Route("/healthz", self.health), Route("/favicon.ico", self.favicon)]
+
+
+def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
+    """The Starlette application serving ``study_dir``."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    site = _Site(Study(study_dir))
     middleware = [Middleware(_SecurityHeaders)]
     if host in LOOPBACK:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"]))
-    app = Starlette(routes=routes, middleware=middleware)
-    app.state.study = study
+    app = Starlette(routes=site.routes(), middleware=middleware)
+    app.state.study = site.study
     return app
 
 
