@@ -439,8 +439,8 @@ def test_run_problems_name_every_lock_and_leftover(tmp_path):
     (tmp_path / ".eval.lock").write_text("")
     (tmp_path / ".adir").mkdir()
     assert run.problems() == [
-        f"lock left: {tmp_path / '.locks' / 'k.lock'} (a process is working on that item, or died; a rerun takes a "
-        "dead one over)",
+        (f"lock left: {tmp_path / '.locks' / 'k.lock'} (a process is working on that item, or died; a rerun takes a "
+         "dead one over)"),
         f"temporary file left: {tmp_path / 'a' / '.meta.json.tmp'} (a writer was killed; a rerun removes it)",
         f"partial video left: {tmp_path / 'a' / '.video.h-1.x.partial.mp4'} (a writer was killed; a rerun removes it)"]
 
@@ -533,9 +533,9 @@ def test_leftovers_of_a_killed_writer_make_an_item_unclean(tmp_path, video_bytes
     (tmp_path / ".locks" / lock_name(ITEM.key)).write_text("")
     c = check(tmp_path)
     assert c.results["clean"] is False and not c.ok and c.results["done"]
-    assert c.notes == [f"temporary files left: .a.json.tmp, .video.h-1.x.partial.mp4 (a partial video), "
-                       f"{tmp_path / '.locks' / lock_name(ITEM.key)} (a lock: a process is on it, or died; a rerun "
-                       "takes a dead one over)"]
+    assert c.notes == [(f"temporary files left: .a.json.tmp, .video.h-1.x.partial.mp4 (a partial video), "
+                        f"{tmp_path / '.locks' / lock_name(ITEM.key)} (a lock: a process is on it, or died; a rerun "
+                        "takes a dead one over)")]
 
 
 @pytest.mark.parametrize("meta, note", [

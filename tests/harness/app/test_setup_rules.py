@@ -85,8 +85,8 @@ class Hub:
 
 
 def _weight(**kw):
-    base = dict(name="dit", repo="org/model", hub="huggingface", hf_cache=False, source="upstream README",
-                gated=False, size_gb=None)
+    base = {"name": "dit", "repo": "org/model", "hub": "huggingface", "hf_cache": False, "source": "upstream README",
+            "gated": False, "size_gb": None}
     return SimpleNamespace(**{**base, **kw})
 
 
