@@ -1,0 +1,197 @@
+"""The rules of the contract validator (adapters/contracts/validation.py) one at a time: the identity of a contract
+(model, repository, the full 40-hex commit: an abbreviated one is refused), the type coercion of each fact, unknown
+keys and free-text provenance, the untyped launch facts and the references between sections. Each case edits a
+real contract (``evoke``) in memory and checks the error's key and problem."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pytest
+import yaml
+
+from adapters import contracts
+from adapters.contracts import ContractSchemaError
+from adapters.contracts.validation import _build, _coerce, contract_from_raw, validate
+
+MODEL = "evoke"
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    return yaml.safe_load(contracts.contract_path(MODEL).read_text())
+
+
+def refused(raw: dict, key: str, problem: str) -> ContractSchemaError:
+    with pytest.raises(ContractSchemaError) as e:
+        contract_from_raw(raw, MODEL)
+    assert (e.value.model, e.value.key) == (MODEL, key), str(e.value)
+    assert problem in e.value.problem, e.value.problem
+    return e.value
+
+
+def edited(base: dict, edit) -> dict:
+    raw = copy.deepcopy(base)
+    edit(raw)
+    return raw
+
+
+def test_the_real_contract_is_valid_and_typed(base):
+    c = contract_from_raw(copy.deepcopy(base), MODEL)
+    assert (c.model, c.repo, c.commit) == (MODEL, base["repo"], base["commit"])
+    assert c.sys_path == [str(sp["path"]) for sp in base["entry"]["sys_path"]] and c.flags == {}  # evoke passes no flags
+    assert c.env == base["env"] and c.output == base["output"] and c.canvas == base["canvas"]
+    assert c.raw["commit"] == base["commit"] and c.literals == (base.get("literals") or {})
+
+
+@pytest.mark.parametrize("commit", ["", "abc1234", "A" * 40, "g" * 40, "a" * 39, "a" * 41, 1234567])
+def test_the_commit_must_be_the_full_40_hex_one(base, commit):
+    problem = "required text" if not isinstance(commit, str) or not commit else "the full 40-hex commit"
+    refused(edited(base, lambda r: r.update(commit=commit)), "commit", problem)
+
+
+@pytest.mark.parametrize("key", ["model", "repo", "commit"])
+def test_the_identity_keys_are_required_text(base, key):
+    refused(edited(base, lambda r: r.pop(key)), key, "required text")
+    refused(edited(base, lambda r: r.update({key: ""})), key, "required text")
+    refused(edited(base, lambda r: r.update({key: ["x"]})), key, "required text")
+
+
+def test_the_contract_names_its_own_model_and_only_known_sections(base):
+    e = refused(edited(base, lambda r: r.update(model="yume")), "model", "'yume' is not the file's model 'evoke'")
+    assert str(e) == "adapters/evoke/contract.yaml: model: 'yume' is not the file's model 'evoke'"
+    refused(edited(base, lambda r: r.update(gpus_count=2)), "gpus_count", "unknown section; known: [")
+    contract_from_raw(edited(base, lambda r: r.update(gpus_source="README", gpus_note="x")), MODEL)  # provenance
+    with pytest.raises(ContractSchemaError) as e:
+        validate(["not", "a", "mapping"], MODEL)  # type: ignore[arg-type]
+    assert (e.value.key, e.value.problem) == ("<top>", "must be a mapping")
+
+
+@pytest.mark.parametrize("section", ["environment", "weights", "env_vars", "writer", "checkpoint", "license"])
+def test_every_required_section_must_be_there(base, section):
+    if section not in base:
+        pytest.skip(f"{MODEL} has no {section}")
+    refused(edited(base, lambda r: r.pop(section)), section, "required section")
+
+
+# -- the untyped launch facts ----------------------------------------------------------------------------------------
+def test_the_entry_names_its_script_and_every_flag_cites_upstream(base):
+    refused(edited(base, lambda r: r.pop("entry")), "entry.script", "required: the script command.sh runs")
+    refused(edited(base, lambda r: r["entry"].update(script=3)), "entry.script", "required")
+    flag = "--steps"
+    flags = {flag: {"type": "int", "source": "generate.py:12"}}
+    assert contract_from_raw(edited(base, lambda r: r["entry"].update(flags=flags)), MODEL).flags == flags
+    refused(edited(base, lambda r: r["entry"].update(flags={flag: {"type": "int"}})), f"entry.flags.{flag}.source",
+            "every flag cites upstream")
+    refused(edited(base, lambda r: r["entry"].update(flags={flag: "x"})), f"entry.flags.{flag}.source", "cites")
+    contract_from_raw(edited(base, lambda r: r["entry"].update(flags=None)), MODEL)  # no flags at all is allowed
+
+
+def test_sys_path_items_are_a_path_and_a_source(base):
+    refused(edited(base, lambda r: r["entry"]["sys_path"][0].pop("source")), "entry.sys_path", "items are {path, source}")
+    refused(edited(base, lambda r: r["entry"]["sys_path"].append(".")), "entry.sys_path", "items are")
+    c = contract_from_raw(edited(base, lambda r: r["entry"].update(sys_path=None)), MODEL)
+    assert c.sys_path == []
+
+
+def test_every_variable_cites_upstream_and_output_and_canvas_are_required(base):
+    var = next(iter(base["env"]))
+    refused(edited(base, lambda r: r["env"][var].pop("source")), f"env.{var}.source", "every variable cites upstream")
+    refused(edited(base, lambda r: r["env"].update({var: "1"})), f"env.{var}.source", "cites")
+    for section in ("output", "canvas"):
+        refused(edited(base, lambda r: r.pop(section)), f"{section}.source", "required")
+        refused(edited(base, lambda r: r[section].pop("source")), f"{section}.source", "required")
+        refused(edited(base, lambda r: r.update({section: "x"})), f"{section}.source", "required")
+
+
+# -- references between sections --------------------------------------------------------------------------------------
+def test_a_hub_fetch_avoided_by_a_file_or_an_import_names_a_known_key_or_module(base):
+    def add(avoided):
+        return edited(base, lambda r: r.setdefault("hub_fetches", []).append(
+            {"repo": "org/x", "what": "x", "call": "from_pretrained", "avoided_by": avoided, "source": "s",
+             "fix": "setup"}))
+
+    i = len(base.get("hub_fetches") or [])
+    refused(add({"file": ["no_such_key", "f"]}), f"hub_fetches[{i}].avoided_by.file", "the key must be one of [")
+    contract_from_raw(add({"file": ["upstream_dir", "f"]}), MODEL)  # the checkout itself is always a key
+    refused(add({"import": "no_such_module"}), f"hub_fetches[{i}].avoided_by.import", "must be in imports")
+    module = edited(base, lambda r: r.update(imports=[*(r.get("imports") or []), "extra_mod"]))
+    module["hub_fetches"] = add({"import": "extra_mod"})["hub_fetches"]
+    contract_from_raw(module, MODEL)
+
+
+def test_imports_are_module_names_or_probes(base):
+    own = list(base["imports"])
+    c = contract_from_raw(edited(base, lambda r: r.update(imports=[*own, "a.b", {"module": "c"}])), MODEL)
+    assert [m.module for m in c.imports] == [*own, "a.b", "c"]
+    refused(edited(base, lambda r: r.update(imports=[*own, {"mod": "c"}])), f"imports[{len(own)}].mod", "unknown key")
+    no_fetch = edited(base, lambda r: r.update(imports=None, hub_fetches=[]))
+    assert contract_from_raw(no_fetch, MODEL).imports == ()
+
+
+# -- the type coercion ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Inner:
+    n: int
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    rate: float = 1.0
+    count: int = 0
+    on: bool = False
+    pair: tuple[int, str] = (0, "")
+    many: tuple[Inner, ...] = ()
+    table: dict[str, int] = field(default_factory=dict)
+    maybe: Optional[int] = None
+    union: int | None = None
+    anything: Any = None
+
+
+def build(**data):
+    return _build(Fact, data, "m", "fact")
+
+
+def bad(problem_start: str, key: str, **data):
+    with pytest.raises(ContractSchemaError) as e:
+        build(**data)
+    assert e.value.key == key and e.value.problem.startswith(problem_start), (e.value.key, e.value.problem)
+
+
+def test_each_type_is_checked_never_guessed():
+    f = build(name="x", rate=2, count=3, on=True, pair=[1, "a"], many=[{"n": 1}], table={"a": 1}, maybe=None,
+              union=4, anything={"free": [1]})
+    assert (f.rate, type(f.rate), f.count, f.on, f.pair, f.many, f.table, f.maybe, f.union) == (
+        2.0, float, 3, True, (1, "a"), (Inner(1),), {"a": 1}, None, 4)
+    assert build(name=3).name == "3" and build(name=2.5).name == "2.5"  # a number in a text fact
+    bad("must be text, got bool True", "fact.name", name=True)
+    bad("must be text, got list", "fact.name", name=["x"])
+    bad("must be a number, got True", "fact.rate", name="x", rate=True)
+    bad("must be a number, got '1'", "fact.rate", name="x", rate="1")
+    bad("must be an integer, got 1.0", "fact.count", name="x", count=1.0)
+    bad("must be an integer, got False", "fact.count", name="x", count=False)
+    bad("must be true or false, got 1", "fact.on", name="x", on=1)
+    bad("must be a list, got str", "fact.pair", name="x", pair="1a")
+    bad("must have 2 items", "fact.pair", name="x", pair=[1])
+    bad("must have 2 items", "fact.pair", name="x", pair=[1, "a", 2])
+    bad("must be text", "fact.pair[1]", name="x", pair=[1, None])
+    bad("must be an integer", "fact.many[1].n", name="x", many=[{"n": 1}, {"n": "2"}])
+    bad("must be a mapping with keys ['n'], got int", "fact.many[0]", name="x", many=[3])
+    bad("must be a mapping, got list", "fact.table", name="x", table=[1])
+    bad("must be an integer", "fact.table.a", name="x", table={"a": "1"})
+    bad("must be an integer, got 'x'", "fact.maybe", name="x", maybe="x")
+    bad("must be an integer, got 'x'", "fact.union", name="x", union="x")
+    bad("required", "fact.name")
+    bad("unknown key; allowed: ['anything', 'count', ", "fact.nmae", name="x", nmae="y")
+    bad("provenance is text", "fact.rate_source", name="x", rate_source=3)
+    assert build(name="x", rate_source="README", count_note="why").name == "x"
+    with pytest.raises(ContractSchemaError) as e:
+        _build(Fact, ["x"], "m", "fact")
+    assert e.value.problem.startswith("must be a mapping with keys ['name', 'rate',") and e.value.problem.endswith(
+        ", got list")
+    with pytest.raises(TypeError, match="is not modelled"):
+        _coerce(set, {1}, "m", "x")
+    assert _coerce(Optional[Inner], None, "m", "x") is None and _coerce(Inner | None, {"n": 2}, "m", "x") == Inner(2)
