@@ -101,9 +101,9 @@ def test_every_variable_cites_upstream_and_output_and_canvas_are_required(base):
     refused(edited(base, lambda r: r["env"][var].pop("source")), f"env.{var}.source", "every variable cites upstream")
     refused(edited(base, lambda r: r["env"].update({var: "1"})), f"env.{var}.source", "cites")
     for section in ("output", "canvas"):
-        refused(edited(base, lambda r: r.pop(section)), f"{section}.source", "required")
-        refused(edited(base, lambda r: r[section].pop("source")), f"{section}.source", "required")
-        refused(edited(base, lambda r: r.update({section: "x"})), f"{section}.source", "required")
+        refused(edited(base, lambda r, s=section: r.pop(s)), f"{section}.source", "required")
+        refused(edited(base, lambda r, s=section: r[s].pop("source")), f"{section}.source", "required")
+        refused(edited(base, lambda r, s=section: r.update({s: "x"})), f"{section}.source", "required")
 
 
 # -- references between sections --------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class Fact:
     pair: tuple[int, str] = (0, "")
     many: tuple[Inner, ...] = ()
     table: dict[str, int] = field(default_factory=dict)
-    maybe: Optional[int] = None
+    maybe: Optional[int] = None  # noqa: UP045 - typing.Union's spelling, apart from X | None below
     union: int | None = None
     anything: Any = None
 
@@ -194,4 +194,5 @@ def test_each_type_is_checked_never_guessed():
         ", got list")
     with pytest.raises(TypeError, match="is not modelled"):
         _coerce(set, {1}, "m", "x")
-    assert _coerce(Optional[Inner], None, "m", "x") is None and _coerce(Inner | None, {"n": 2}, "m", "x") == Inner(2)
+    assert _coerce(Optional[Inner], None, "m", "x") is None  # noqa: UP045 - typing.Union's spelling
+    assert _coerce(Inner | None, {"n": 2}, "m", "x") == Inner(2)
