@@ -149,3 +149,13 @@ def test_the_log_filter_goes_on_every_handler_once():
     finally:
         lg.removeHandler(plain)
         lg.removeHandler(other)
+
+
+def test_a_fresh_import_reads_the_environment_on_first_use(monkeypatch):
+    """Nothing needs to clear the registry first: the first ``registered()`` of a process (here: of a freshly
+    executed module) registers the environment's secrets."""
+    import importlib
+
+    monkeypatch.setenv("FRESH_TOKEN", "fresh-value-9")
+    importlib.reload(secrets)  # the module's code runs again in the same module object (its globals start over)
+    assert secrets.registered() == {"fresh-value-9": "FRESH_TOKEN"}
