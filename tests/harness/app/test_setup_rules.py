@@ -252,3 +252,89 @@ def test_a_path_hydra_would_interpolate_is_refused():
     with pytest.raises(setup.ConfigError, match=r"'/a/\$\{x\}': a path with '\$\{' would be read by Hydra"):
         setup.hydra_value("/a/${x}")
     assert setup.hydra_value("/a/$x") == "'/a/$x'"
+
+
+# -- the plan: where everything goes -----------------------------------------------------------------------------------
+def _plan_for(model: str, *extra: str):
+    from tests.support import compose
+
+    return setup.make_plan(compose(["cmd=setup", f"model={model}", *extra]))
+
+
+def test_every_path_is_derived_under_the_setup_root(tmp_path):
+    p = _plan_for("hy_worldplay", f"setup.root={tmp_path}")
+    w = tmp_path / "weights" / "hy_worldplay"
+    assert (p.root, p.checkout, p.env_dir, p.python) == (tmp_path, tmp_path / "repos" / "HY-WorldPlay",
+                                                         tmp_path / "envs" / "hy_worldplay",
+                                                         str(tmp_path / "envs" / "hy_worldplay" / "bin" / "python"))
+    assert p.python_bin == f"python{p.contract.environment.python}"
+    assert p.paths == {"upstream_dir": str(p.checkout), "model_path": str(w / "model_path"),
+                       "checkpoint": str(w / "action_ckpt" / "ar_distilled_action_model" / "model.safetensors")}
+    jobs = {j.weight.name: j for j in p.jobs}
+    # a file weight downloads into the folder its repository path starts from
+    assert jobs["action_ckpt"].local_dir == w / "action_ckpt"
+    assert jobs["action_ckpt"].patterns == ["ar_distilled_action_model/model.safetensors"]
+    assert jobs["byt5_small"].local_dir == w / "model_path" / "text_encoder" / "byt5-small"  # `into` the key's folder
+    assert all(j.revision == "main" for j in p.jobs) and p.clone_url == f"https://github.com/{p.contract.repo}.git"
+    assert p.notes[0] == ("tencent/HY-WorldPlay: the contract pins no revision; setup resolves main and records the "
+                          "commit in .harness-weights.json (pin it with setup.revisions.<weight>=<commit>)")
+    assert len(p.notes) == len(set(p.notes)) and p.steps == setup.STEPS and p.optional_steps is False
+
+
+def test_a_revision_given_for_a_weight_is_used_and_silences_its_note(tmp_path):
+    p = _plan_for("hy_worldplay", f"setup.root={tmp_path}", "+setup.revisions.action_ckpt=abc123")
+    assert {j.weight.name: j.revision for j in p.jobs}["action_ckpt"] == "abc123"
+    assert not any(n.startswith("tencent/HY-WorldPlay:") for n in p.notes)
+
+
+def test_configured_paths_python_and_clone_url_are_taken_as_given(tmp_path):
+    p = _plan_for("hy_worldplay", f"setup.root={tmp_path}", f"model.upstream_dir={tmp_path / 'mine'}",
+                  f"model.model_path={tmp_path / 'mp'}", f"model.python={tmp_path / 'py'}",
+                  "setup.clone_url=/srv/git/x", "setup.python_bin=python3.99", "setup.optional_steps=true")
+    assert p.checkout == tmp_path / "mine" and p.paths["upstream_dir"] == str(tmp_path / "mine")
+    assert p.paths["model_path"] == str(tmp_path / "mp") and p.env_dir is None and p.python == str(tmp_path / "py")
+    assert (p.clone_url, p.python_bin, p.optional_steps) == ("/srv/git/x", "python3.99", True)
+    assert {j.weight.name: j.local_dir for j in p.jobs}["byt5_small"] == tmp_path / "mp" / "text_encoder" / "byt5-small"
+
+
+def test_a_configured_file_path_must_end_in_the_files_name(tmp_path):
+    with pytest.raises(setup.ConfigError) as e:
+        _plan_for("hy_worldplay", f"setup.root={tmp_path}", f"model.checkpoint={tmp_path / 'ckpt.bin'}")
+    assert str(e.value).startswith(f"model.checkpoint={tmp_path / 'ckpt.bin'}: setup downloads tencent/HY-WorldPlay's "
+                                   "ar_distilled_action_model/model.safetensors as model.safetensors;")
+    (tmp_path / "ckpt.bin").write_bytes(b"")  # an existing file of the user's: taken as it is
+    p = _plan_for("hy_worldplay", f"setup.root={tmp_path}", f"model.checkpoint={tmp_path / 'ckpt.bin'}")
+    assert p.paths["checkpoint"] == str(tmp_path / "ckpt.bin")
+
+
+@pytest.mark.parametrize("extra, text", [
+    (["setup.steps=[checkout,build]"], "setup.steps: 'build' is not a step; use some of ['checkout', 'environment', "
+                                       "'weights', 'readiness']"),
+    (["setup.harness_python=python3"], "setup.harness_python='python3': give an absolute path"),
+])
+def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, extra, text):
+    with pytest.raises(setup.ConfigError) as e:
+        _plan_for("lingbot_v2", f"setup.root={tmp_path}", *extra)
+    assert str(e.value).startswith(text)
+
+
+def test_a_model_without_a_contract_has_nothing_to_set_up(tmp_path):
+    with pytest.raises(setup.ConfigError) as e:
+        _plan_for("reference", f"setup.root={tmp_path}")
+    assert str(e.value).startswith("model=reference: setup is for upstream models with a contract")
+
+
+def test_the_root_is_setup_root_else_worldmem_models_else_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLDMEM_MODELS", str(tmp_path / "env-root"))
+    assert _plan_for("lingbot_v2").root == tmp_path / "env-root"
+    assert _plan_for("lingbot_v2", f"setup.root={tmp_path / 'r'}").root == tmp_path / "r"
+    monkeypatch.delenv("WORLDMEM_MODELS")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _plan_for("lingbot_v2").root == tmp_path / "home" / "worldmem-models"
+
+
+def test_the_local_block_quotes_every_value():
+    plan = SimpleNamespace(model="m", paths={"b": "/x #y", "a": "*z: w"}, python="/p y/python")
+    assert setup.SetupPlan.local_block(plan) == "\n".join([
+        "# conf/local/default.yaml (git-ignored): the paths setup used", "models:", "  m:",
+        '    a: "*z: w"', '    b: "/x #y"', '    python: "/p y/python"'])
