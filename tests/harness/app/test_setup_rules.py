@@ -308,8 +308,8 @@ def test_a_configured_file_path_must_end_in_the_files_name(tmp_path):
 
 
 @pytest.mark.parametrize("extra, text", [
-    (["setup.steps=[checkout,build]"], "setup.steps: 'build' is not a step; use some of ['checkout', 'environment', "
-                                       "'weights', 'readiness']"),
+    (["setup.steps=[checkout,build]"], ("setup.steps: 'build' is not a step; use some of ['checkout', "
+                                        "'environment', 'weights', 'readiness']")),
     (["setup.harness_python=python3"], "setup.harness_python='python3': give an absolute path"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, extra, text):
@@ -335,6 +335,6 @@ def test_the_root_is_setup_root_else_worldmem_models_else_the_home_folder(tmp_pa
 
 def test_the_local_block_quotes_every_value():
     plan = SimpleNamespace(model="m", paths={"b": "/x #y", "a": "*z: w"}, python="/p y/python")
-    assert setup.SetupPlan.local_block(plan) == "\n".join([
+    assert setup.SetupPlan.local_block(plan).splitlines() == [
         "# conf/local/default.yaml (git-ignored): the paths setup used", "models:", "  m:",
-        '    a: "*z: w"', '    b: "/x #y"', '    python: "/p y/python"'])
+        '    a: "*z: w"', '    b: "/x #y"', '    python: "/p y/python"']
