@@ -338,3 +338,161 @@ def test_the_local_block_quotes_every_value():
     assert setup.SetupPlan.local_block(plan).splitlines() == [
         "# conf/local/default.yaml (git-ignored): the paths setup used", "models:", "  m:",
         '    a: "*z: w"', '    b: "/x #y"', '    python: "/p y/python"']
+
+
+# -- the recipe's commands -------------------------------------------------------------------------------------------
+def _env_plan(tmp_path, steps, torch=None, forks=(), env_dir=True, optional_steps=False, user_forks=None):
+    from adapters.contracts.schema import Environment, TorchSpec
+
+    env = Environment(python="3.10", torch=torch or TorchSpec(source="README"), steps=tuple(steps),
+                      forks=tuple(forks))
+    return SimpleNamespace(contract=SimpleNamespace(environment=env, raw={"environment": {"python_source": "README"}}),
+                           python=str(tmp_path / "env" / "bin" / "python"), python_bin="python3.10",
+                           env_dir=tmp_path / "env" if env_dir else None, checkout=tmp_path / "co",
+                           optional_steps=optional_steps, forks=user_forks or {}, model="m")
+
+
+def test_each_recipe_step_becomes_its_command_in_a_subshell_of_its_folder(tmp_path):
+    from adapters.contracts.schema import Fork, Step, TorchSpec
+
+    py = setup._q(str(tmp_path / "env" / "bin" / "python"))
+    steps = [Step(source="s1", torch=True), Step(source="s2", pip="numpy<2", cwd="sub"),
+             Step(source="s3", editable=".", no_deps=True), Step(source="s4", run="make all", note="short note"),
+             Step(source="s5", fork="kern", no_deps=True), Step(source="s6", run="x", optional=True),
+             Step(source="s7", run="y", optional=True, note="needs a GPU")]
+    torch = TorchSpec(source="README", version="2.6.0", index_url="https://download.pytorch.org/whl/cu124")
+    plan = _env_plan(tmp_path, steps, torch=torch, forks=[Fork(package="kern", source="issue 3")])
+    out = setup.environment_commands(plan)
+    co = tmp_path / "co"
+    assert out[0] == ("a virtual environment with Python 3.10 (README)",
+                      f"test -x {py} || python3.10 -m venv {tmp_path / 'env'}")
+    assert out[1] == ("step 1: s1", (f"( cd {co} && {py} -m pip install torch==2.6.0 --index-url "
+                                     "https://download.pytorch.org/whl/cu124 )"))
+    assert out[2] == ("step 2: s2", f"( cd {co / 'sub'} && {py} -m pip install numpy<2 )")
+    assert out[3] == ("step 3: s3", f"( cd {co} && {py} -m pip install --no-deps -e {co} )")
+    assert out[4] == ("step 4: s4; short note", f"( cd {co} && make all )")
+    assert out[5][0] == "step 5: s5" and out[5][1].startswith(f"( cd {co} && {py} -m pip install --no-deps "
+                                                              '"${HARNESS_FORK_KERN:?kern: upstream names no source')
+    assert out[6] == ("step 6: s6 (optional, skipped: setup.optional_steps=true runs it)", ":")
+    assert out[7] == ("step 7: s7 (optional, skipped: needs a GPU)", ":")
+    assert out[8][0] == "torch is still the recipe's build (README)"
+    assert 'torch.__version__.split("+")[0] == "2.6.0" and torch.version.cuda == "12.4"' in out[8][1]
+    assert len(out) == 9
+    plan = _env_plan(tmp_path, steps[3:5], forks=[Fork(package="kern", source="i", url="https://g/k.git", ref="dev")],
+                     env_dir=False, optional_steps=True)
+    out = setup.environment_commands(plan)
+    assert out[0] == ("step 1: s4; short note", f"( cd {co} && make all )")  # no venv line for the user's Python
+    assert out[1][1] == f"( cd {co} && {py} -m pip install --no-deps git+https://g/k.git@dev )" and len(out) == 2
+
+
+def test_a_requirements_step_drops_the_excluded_packages_and_stops_when_the_file_is_missing(tmp_path):
+    from adapters.contracts.schema import Step
+
+    plan = _env_plan(tmp_path, [Step(source="s", requirements="req.txt", exclude=("flash_attn", "x.y"))])
+    (why, cmd), = setup.environment_commands(plan)[1:]
+    filtered = tmp_path / "env" / "requirements-step1.txt"
+    assert why == "step 1: s"
+    assert "{ grep -viE '^[[:space:]]*(flash_attn|x\\.y)([^A-Za-z0-9_.-]|$)' req.txt || test $? -eq 1; } > " in cmd
+    assert cmd.endswith(f"{filtered} && {tmp_path / 'env' / 'bin' / 'python'} -m pip install -r {filtered} )")
+    assert f"setup: missing requirements file {tmp_path / 'co' / 'req.txt'} (step 1: s)" in cmd
+    plain = _env_plan(tmp_path, [Step(source="s", requirements="req.txt")], env_dir=False)
+    (_, cmd), = setup.environment_commands(plain)
+    assert cmd.endswith("-m pip install -r req.txt )") and "grep" not in cmd
+
+
+def test_torch_without_a_pinned_version_or_cuda_index_is_not_checked_afterwards(tmp_path):
+    from adapters.contracts.schema import Step, TorchSpec
+
+    out = setup.environment_commands(_env_plan(tmp_path, [Step(source="s", torch=True)],
+                                               torch=TorchSpec(source="r", index_url="https://x/whl/cpu")))
+    assert [w for w, _ in out] == ["a virtual environment with Python 3.10 (README)", "step 1: s"]
+    out = setup.environment_commands(_env_plan(tmp_path, [Step(source="s", torch=True)],
+                                               torch=TorchSpec(source="r", index_url="https://x/whl/cu118")))
+    assert 'torch.version.cuda == "11.8"' in out[-1][1] and ".split(" not in out[-1][1]
+
+
+def test_weight_commands_say_where_each_weight_comes_from(tmp_path):
+    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", jobs=[
+        WeightJob(_weight(hub="checkout", name="cfg"), tmp_path / "co", ["a.yaml", "b.yaml"], "main"),
+        WeightJob(_weight(hub="modelscope", name="ms", size_gb=1.5), tmp_path / "ms", ["x/*"], "main"),
+        WeightJob(_weight(hf_cache=True, name="enc", gated=True), None, ["*"], "v2"),
+        WeightJob(_weight(name="dit"), tmp_path / "w", ["*.bin"], "main")])
+    out = setup.weight_commands(plan)
+    assert out[0] == ("cfg: org/model (upstream README)",
+                      f"test -e {tmp_path / 'co' / 'a.yaml'} && test -e {tmp_path / 'co' / 'b.yaml'}")
+    assert out[1][0] == "ms: org/model (upstream README); about 1.5 GB (ModelScope, from the model's environment)"
+    assert out[1][1].startswith("/env/python -c ") and "from modelscope import snapshot_download" in out[1][1]
+    assert out[2][0].startswith("enc: org/model (upstream README); gated: org/model is gated on Hugging Face")
+    assert out[2][0].endswith("(into the Hugging Face cache: upstream reads it there with HF_HUB_OFFLINE=1)")
+    assert 'revision="v2"' in out[2][1] and f'cache_dir="{tmp_path / "hf"}"' in out[2][1]
+    assert out[3][0] == "dit: org/model (upstream README)" and "revision" not in out[3][1]
+    assert out[3][1].startswith('"$HARNESS_PY" -c ') and f'local_dir="{tmp_path / "w"}"' in out[3][1]
+
+
+def test_checkout_commands_clone_once_fetch_the_pin_and_its_refs_then_detach(tmp_path):
+    c = SimpleNamespace(commit="a" * 40, raw={"provenance": {"fetch_refs": ["refs/pull/7/head"]}})
+    plan = SimpleNamespace(contract=c, checkout=tmp_path / "co", clone_url="https://g/x.git")
+    d = tmp_path / "co"
+    assert setup.checkout_commands(plan) == [
+        f"test -d {d}/.git || git clone --no-checkout https://g/x.git {d}",
+        f"git -C {d} cat-file -e {'a' * 40}^{{commit}} 2>/dev/null || git -C {d} fetch origin {'a' * 40} || true",
+        f"git -C {d} cat-file -e {'a' * 40}^{{commit}} 2>/dev/null || git -C {d} fetch origin refs/pull/7/head || true",
+        f"git -C {d} checkout --detach {'a' * 40}"]
+    c.raw = {}
+    assert len(setup.checkout_commands(plan)) == 3
+
+
+# -- running -----------------------------------------------------------------------------------------------------------
+def test_a_failing_command_stops_setup_with_the_command_and_its_last_output(tmp_path):
+    plan = SimpleNamespace(model="m", env_dir=tmp_path / "env")
+    logs: list[str] = []
+    setup._run_shell('test "$VIRTUAL_ENV" = ' + str(tmp_path / "env") + ' && case "$PATH" in ' +
+                     str(tmp_path / "env" / "bin") + ":*) true;; *) false;; esac", plan, logs.append)
+    assert logs[0].startswith("$ test ")
+    with pytest.raises(SetupError) as e:
+        setup._run_shell("echo out; echo " + "x" * 2000 + " >&2; exit 3", plan, logs.append)
+    msg = str(e.value)
+    assert msg.startswith("setup of m stopped at: echo out;") and msg.endswith("x" * 1500)
+    assert len(msg.split("\n", 1)[1]) == 1500
+    with pytest.raises(SetupError) as e:
+        setup._run_shell("echo only-stdout; false", plan, logs.append)
+    assert str(e.value).endswith("\nonly-stdout")
+
+
+def test_a_folder_in_the_way_of_the_checkout_is_refused_and_a_users_checkout_is_not_moved(tmp_path):
+    c = SimpleNamespace(commit="b" * 40, repo="org/x")
+    (tmp_path / "co").mkdir()
+    (tmp_path / "co" / "file").write_text("")
+    plan = SimpleNamespace(contract=c, checkout=tmp_path / "co", config={}, model="m", env_dir=None)
+    with pytest.raises(SetupError, match="exists and is not a git checkout of org/x; point it at one or at an empty"):
+        setup.run_checkout(plan, print)
+    co = tmp_path / "co"
+    subprocess.run(["git", "init", "-q", str(co)], check=True)
+    subprocess.run(["git", "-C", str(co), "-c", "user.email=a@b", "-c", "user.name=a", "add", "."], check=True)
+    subprocess.run(["git", "-C", str(co), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"], check=True)
+    head = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    plan.config = {"upstream_dir": str(co)}
+    with pytest.raises(SetupError) as e:
+        setup.run_checkout(plan, print)
+    assert str(e.value) == (f"model.upstream_dir={co} is at {head[:12]}, the contract was read at bbbbbbbbbbbb: "
+                            f"git -C {co} checkout {'b' * 40} (setup does not move your checkout)")
+    c.commit = head
+    logs: list[str] = []
+    setup.run_checkout(plan, logs.append)
+    assert logs == [f"checkout {co} is at {head[:12]}"]
+
+
+def test_an_environment_step_from_a_fork_without_a_source_stops_before_anything_runs(tmp_path):
+    from adapters.contracts.schema import Fork, Step
+
+    plan = _env_plan(tmp_path, [Step(source="s", run="touch ran"), Step(source="s", fork="kern")],
+                     forks=[Fork(package="kern", source="issue 3", ref="v1")])
+    with pytest.raises(SetupError) as e:
+        setup.run_environment(plan, print)
+    assert str(e.value) == ("m needs kern v1 from a fork that upstream names no source for (issue 3): give "
+                            "setup.forks.kern=<pip spec or path>")
+    plan = _env_plan(tmp_path, [Step(source="s", fork="kern", optional=True)], forks=[Fork(package="kern", source="i")])
+    plan.env_dir, plan.python = None, str(tmp_path / "no-python")
+    with pytest.raises(SetupError, match="model.python=.*no-python does not exist; unset it"):
+        setup.run_environment(plan, print)  # an optional fork step that is skipped needs no source
