@@ -600,3 +600,176 @@ def test_the_manifest_rows_verify_reads(tmp_path):
     run = _rows(tmp_path, _row())
     assert list(verify._manifest_rows(run, problems)) == [ITEM.key] and problems == []
 
+
+
+# -- verify: a whole run -------------------------------------------------------------------------------------------------
+SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.include=[environment_rocket]",
+         "evaluate=off", "progress=false"]
+
+
+@pytest.fixture(scope="module")
+def small_cfg(tmp_path_factory):
+    """The config of a one-item run under a module-wide output root, and that item with its fingerprint."""
+    from harness.app.plan import plan_from_config
+    from harness.app.runner import fingerprints
+    from tests.support import compose
+
+    root = tmp_path_factory.mktemp("verify-runs")
+    cfg = compose(["run=r", f"output_root={root}", *SMALL])
+    plan = plan_from_config({**cfg, "shard": "0/1"}, for_writing=False)
+    (item,) = plan.all_items
+    return cfg, plan.run_dir, item, fingerprints(plan)[item.key][0]
+
+
+def test_verify_of_a_run_that_does_not_exist_names_it_and_creates_nothing(small_cfg):
+    cfg, run_dir, _, _ = small_cfg
+    with pytest.raises(PlanError) as e:
+        verify.verify_run({**cfg, "run": "missing"})
+    assert str(e.value).startswith(f"run='missing': no run at {run_dir.parent / 'missing'}; give verify the overrides")
+    assert not (run_dir.parent / "missing").exists()
+
+
+def test_verify_checks_every_planned_item_and_names_what_lies_outside_the_plan(small_cfg, video_bytes):
+    from harness.locks import lock_name
+
+    cfg, run_dir, item, fp = small_cfg
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    make_item(run_dir, video_bytes, item, fingerprint=fp)
+    rep = verify.verify_run(cfg)
+    assert [i.key for i in rep.items] == [item.key] and rep.items[0].results == dict.fromkeys(verify.CHECKS, True)
+    assert rep.ok and rep.extra == [] and rep.problems == [] and rep.run_dir == run_dir
+    other = WorkItem("reference", "fov", 2, "lrlr", "environment_rocket")
+    make_item(run_dir, video_bytes, other, fingerprint=fp)  # another seed: a folder of another config
+    (run_dir / item.rel_dir / ".meta.json.x.tmp").write_text("")  # the planned item's own leftover: in its row
+    (run_dir / ".locks").mkdir()
+    (run_dir / ".locks" / lock_name(item.key)).write_text("")
+    (run_dir / ".locks" / lock_name(other.key)).write_text("")
+    (run_dir / other.rel_dir / ".video.x.partial.mp4").write_text("")
+    rep = verify.verify_run(cfg)
+    assert rep.extra == [other.key] and not rep.ok and rep.items[0].results["clean"] is False
+    assert rep.problems == [
+        (f"lock left: {run_dir / '.locks' / lock_name(other.key)} (a process is working on that item, or died; a "
+         "rerun takes a dead one over)"),
+        (f"partial video left: {run_dir / other.rel_dir / '.video.x.partial.mp4'} (a writer was killed; a rerun "
+         "removes it)")]
+    (run_dir / "manifest.jsonl").unlink()
+    rep = verify.verify_run(cfg)
+    assert rep.problems[0] == f"{run_dir / 'manifest.jsonl'} is missing" and rep.items[0].results["manifest"] is False
+
+
+# -- more rules of single checks -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def one_fps_video(tmp_path_factory) -> bytes:
+    from harness.video import VideoWriter
+
+    path = tmp_path_factory.mktemp("video1") / "video.mp4"
+    w = VideoWriter(path, fps=1)
+    for i in range(FRAMES):
+        w.write(np.full((32, 32, 3), 40 * i, np.uint8))
+    w.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("meta_fps, ok", [(1, True), (1.0, True), (True, False), ("1", False), (None, False)])
+def test_a_one_fps_video_passes_only_with_a_numeric_rate_of_one(tmp_path, one_fps_video, meta_fps, ok):
+    make_item(tmp_path, one_fps_video, meta_fps=meta_fps)
+    assert check(tmp_path).results["fps"] is ok
+
+
+def test_a_missing_video_hash_fails_the_hash_check_not_the_files_check(tmp_path, video_bytes):
+    d = make_item(tmp_path, video_bytes)
+    meta = json.loads((d / "meta.json").read_text())
+    del meta["video"]["sha256"]
+    (d / "meta.json").write_text(json.dumps(meta))
+    c = check(tmp_path)
+    assert (c.results["sha256"], c.results["files"]) == (False, True) and "meta.json: video.sha256 is missing" in c.notes
+
+
+def test_the_report_is_ok_only_when_every_item_is(tmp_path):
+    good = verify.ItemCheck("a", dict.fromkeys(verify.CHECKS, True))
+    bad = verify.ItemCheck("b", {"done": False})
+    assert not verify.VerifyReport(tmp_path, [good, bad]).ok and not verify.VerifyReport(tmp_path, [bad, good]).ok
+    lines = verify.VerifyReport(tmp_path, [verify.ItemCheck("k", {"done": True})]).table().splitlines()
+    assert lines[1] == "item  " + " ".join(f"{c:>11}" for c in verify.CHECKS)  # the column is 4 wide at least
+    assert lines[3] == "k     " + " ".join(f"{'ok' if c == 'done' else '-':>11}" for c in verify.CHECKS)
+
+
+def test_a_meta_json_without_some_sections_has_no_section_problem(tmp_path, video_bytes):
+    d = make_item(tmp_path, video_bytes)
+    meta = json.loads((d / "meta.json").read_text())
+    assert item_problems(d, {k: v for k, v in meta.items() if k != "controls"}) == []
+    assert item_problems(d, {"status": "failed", "camera": meta["camera"]}) == []  # no video section either
+
+
+def test_an_absolute_item_dir_is_refused_even_inside_the_run(tmp_path):
+    with pytest.raises(PlanError, match="escapes the run directory"):
+        RunDir(tmp_path).item_dir(str(tmp_path / "m" / "x"))
+
+
+def test_done_rows_without_a_dir_are_told_apart_by_their_key(tmp_path):
+    other = WorkItem("m", "fullkv", 1, "lrlr", "c2")
+    run = _rows(tmp_path / "r", _row(dir=None), _row(other, dir=None))
+    assert [r.key for r in run.done_rows()] == [ITEM.key, other.key]
+
+
+def test_manifest_lines_are_written_with_sorted_keys_and_other_lines_kept_as_they_are(tmp_path, video_bytes):
+    from harness import secrets
+
+    run = RunDir(tmp_path)
+    other = WorkItem("a", "fullkv", 1, "lrlr", "c2")
+    run.update_manifest([{"status": "failed", **_row(other, status="failed", error="kept-words-abc")}])
+    first = run.manifest.read_text()
+    assert first == json.dumps(json.loads(first), sort_keys=True) + "\n"
+    secrets.register({"kept-words-abc": "LATER_SECRET"})  # registered after that line was written
+    try:
+        run.update_manifest([_row()])
+        assert run.manifest.read_text().splitlines()[0] == first.strip()  # not rewritten
+    finally:
+        secrets.clear_registry()
+    d = make_item(tmp_path / "b", video_bytes, row=False)
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, "manifest": {"z": 1, **_row(), "a": 2}}))
+    RunDir(tmp_path / "b").rebuild_manifest()
+    line = (tmp_path / "b" / "manifest.jsonl").read_text().strip()
+    assert line == json.dumps(json.loads(line), sort_keys=True)
+
+
+def test_hidden_files_of_the_lock_folder_are_not_leftovers(tmp_path):
+    (tmp_path / ".locks").mkdir()
+    (tmp_path / ".locks" / ".k.lock.tmp").write_text("")
+    assert RunDir(tmp_path).problems() == []
+
+
+def test_versions_name_torch_only_once_it_is_imported(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    v = outputs.versions()
+    assert "torch" not in v and v["numpy"] == np.__version__ and v["python"]
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="9.9"))
+    assert outputs.versions()["torch"] == "9.9"
+
+
+def test_git_state_asks_git_for_the_commit_and_dirtiness_within_five_seconds(monkeypatch):
+    import subprocess
+
+    calls = []
+
+    def run(args, **kw):
+        calls.append((args, kw))
+        out = {"rev-parse": "f" * 40 + "\n", "status": " M x\n"}[args[1]]
+        return subprocess.CompletedProcess(args, 0 if code[0] is None else code[0], out, "")
+
+    code = [None]
+    monkeypatch.setattr(outputs.subprocess, "run", run)
+    assert outputs.git_state() == {"sha": "f" * 40, "dirty": True}
+    kw = {"cwd": outputs.PROJECT_ROOT, "capture_output": True, "text": True, "timeout": 5}
+    assert calls == [(["git", "rev-parse", "HEAD"], kw), (["git", "status", "--porcelain"], kw)]
+    code[0] = 128  # not a git checkout
+    assert outputs.git_state() == {"sha": None, "dirty": None}
+    code[0] = 1
+    assert outputs.git_state() == {"sha": None, "dirty": None}
