@@ -189,10 +189,11 @@ def test_a_manifest_row_keeps_the_keys_it_does_not_know_and_reads_its_item_back(
     assert d["key"] == d["dir"] == ITEM.key and d["video"] == "video.mp4" and d["video_sha256"] == "v"
     assert (d["frames_sha256"], d["spec_hash"], d["num_frames"], d["fps"], d["phases"], d["timings"],
             d["fingerprint"]) == ("f", "s", 3, 16.0, {"V": [0, 3]}, {"a": 1}, "fp")
-    assert "extra" not in d and d["schema_version"] == outputs.SCHEMA_VERSION
+    assert "extra" not in d and d["schema_version"] == 2  # the manifest rows' format (outputs.SCHEMA_VERSION)
     back = ManifestRow.from_dict({**d, "external": {"source": "x"}})
     assert back.extra == {"external": {"source": "x"}} and back.to_dict() == {**d, "external": {"source": "x"}}
     assert back.item == ITEM and back.done
+    assert back == ManifestRow.from_dict(d) and "extra" not in repr(back)  # unknown keys neither compared nor shown
     failed = ManifestRow.from_meta(ITEM, {"status": "failed", "error": "boom", "video": [1], "camera": "x"})
     assert failed.video is None and not failed.done and failed.error == "boom" and failed.video_sha256 is None
 
