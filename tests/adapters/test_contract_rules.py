@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import pytest
 import yaml
 
 from adapters import contracts
-from adapters.contracts import ContractSchemaError
+from adapters.contracts import ContractSchemaError, launch
+from adapters.contracts.launch import ContractViolation
 from adapters.contracts.validation import _build, _coerce, contract_from_raw, validate
 
 MODEL = "evoke"
@@ -196,3 +198,132 @@ def test_each_type_is_checked_never_guessed():
         _coerce(set, {1}, "m", "x")
     assert _coerce(Optional[Inner], None, "m", "x") is None  # noqa: UP045 - typing.Union's spelling
     assert _coerce(Inner | None, {"n": 2}, "m", "x") == Inner(2)
+
+
+# -- launch: command.sh, flags and variables ------------------------------------------------------------------------------
+
+
+def test_command_sh_is_its_exports_and_one_launch_line():
+    text = ("#!/usr/bin/env bash\nset -euo pipefail\ncd /co\n# a comment\n\nexport A='x y'\nexport B=\n"
+            "export C=\"${C:?set C}\"\npython gen.py \\\n  --n 3 'a b'\n")
+    env, argv = launch.parse_command_sh(text)
+    assert env == {"A": "x y", "B": "", "C": "${C:?set C}"} and argv == ["python", "gen.py", "--n", "3", "a b"]
+    with pytest.raises(ContractViolation, match="one launch line; found 2"):
+        launch.parse_command_sh("a\nb\n")
+    with pytest.raises(ContractViolation, match="found 0"):
+        launch.parse_command_sh("export A=1\n")
+
+
+def test_a_launch_splits_around_the_entry_script_and_its_shim():
+    p = launch.split_launch("torchrun --nproc 2 /h/adapters/x/shim.py --seed 1 -- gen.py --n 3\n", "gen.py")
+    assert (p.launcher, p.shim, p.shim_args, p.script, p.args) == (["torchrun", "--nproc", "2"],
+                                                                   "/h/adapters/x/shim.py", ["--seed", "1"],
+                                                                   "gen.py", ["--n", "3"])
+    plain = launch.split_launch("export A=1\npython gen.py --n 3\n", "gen.py")
+    assert (plain.env, plain.launcher, plain.shim, plain.shim_args, plain.args) == ({"A": "1"}, ["python"], None, [],
+                                                                                    ["--n", "3"])
+    with pytest.raises(ContractViolation, match="does not run upstream's entry script 'gen.py'"):
+        launch.split_launch("python other.py\n", "gen.py")
+    with pytest.raises(ContractViolation, match="has '--' but no harness shim before it"):
+        launch.split_launch("python /h/lib/shim.py -- gen.py\n", "gen.py")
+
+
+def _launch_contract(flags, env=None, **entry):
+    return SimpleNamespace(model="m", commit="c" * 40, entry={"script": "gen.py", **entry}, flags=flags,
+                           env=env or {})
+
+
+def test_flags_are_parsed_with_their_recorded_types_choices_and_actions():
+    flags = {"--n": {"type": "int", "choices": ["1", "2"]}, "--s": {"type": "float"}, "--p": {"type": "Path"},
+             "--on": {"type": "bool_text"}, "--yes": {"type": "bool_text", "accepts": ["Y", "n"]},
+             "--fast": {"action": "store_true"}, "--slow": {"action": "store_false"},
+             "--many": {"nargs": "+"}, "--opt": {"nargs": "?", "const": "c"}, "--req": {"required": True,
+                                                                                      "aliases": ["-r"]}}
+    c = _launch_contract(flags)
+    ns = launch.check_args(c, ["--n", "2", "--s", "1.5", "--p", "x", "--on", "YES", "--yes", "y", "--fast",
+                               "--slow", "--many", "a", "b", "--opt", "-r", "q"])
+    assert (ns.n, ns.s, ns.p, ns.on, ns.yes, ns.fast, ns.slow, ns.many, ns.opt, ns.req) == (
+        2, 1.5, "x", True, True, True, False, ["a", "b"], "c", "q")
+    ns = launch.check_args(c, ["--req", "q", "--on", "0", "--yes", "N"])
+    assert (ns.on, ns.yes, ns.fast, ns.slow, ns.n) == (False, False, False, True, None)
+    for args, text in ((["--n", "3", "--req", "q"], "invalid choice"), (["--s", "x", "--req", "q"], "invalid float"),
+                       (["--on", "maybe", "--req", "q"], "'maybe' is not one of"), ([], "required: --req"),
+                       (["--nope", "1"], "flag --nope is not defined by gen.py at cccccccccccc (exact names only")):
+        with pytest.raises(ContractViolation, match=text.replace("(", r"\(")):
+            launch.check_args(c, args)
+    with pytest.raises(ValueError, match="contract type 'list' is not modelled"):
+        launch.check_args(_launch_contract({"--x": {"type": "list"}}), [])
+
+
+def test_abbreviations_and_one_of_required_groups_follow_upstreams_parser():
+    flags = {"--image": {}, "--video": {}, "--steps": {"type": "int"}}
+    c = _launch_contract(flags, allow_abbrev=False, one_of_required=[["--image", "--video"]])
+    assert launch.check_args(c, ["--image", "a"]).image == "a"
+    with pytest.raises(ContractViolation, match="one of the arguments --image --video is required"):
+        launch.check_args(c, ["--steps", "3"])
+    with pytest.raises(ContractViolation, match="not allowed with argument"):
+        launch.check_args(c, ["--image", "a", "--video", "b"])
+    parser = launch.build_parser(flags, "gen.py", allow_abbrev=False)
+    with pytest.raises(ContractViolation, match="unrecognized arguments: --ste 3"):
+        parser.parse_args(["--ste", "3"])
+    assert launch.build_parser(flags, "gen.py").parse_args(["--ste", "3"]).steps == 3  # upstream's default
+
+
+def test_exported_variables_must_be_read_upstream_set_when_required_and_of_their_type():
+    env = {"MODE": {"choices": [1, 2], "source": "s1"}, "N": {"type": "int"}, "X": {"type": "float"},
+           "NEED": {"required": True, "source": "s2"}}
+    c = _launch_contract({}, env)
+    launch.check_env(c, {"MODE": "1", "N": "3", "X": "0.5", "NEED": "y", "CUDA_VISIBLE_DEVICES": "0"})
+    for bad, text in (({"NEED": "y", "OTHER": "1"}, "exports OTHER, which upstream never reads"),
+                      ({"NEED": "y", "MODE": "3"}, "MODE='3' is not one of [1, 2] (s1)"),
+                      ({"NEED": "y", "N": "1.5"}, "N='1.5' is not a int"),
+                      ({"NEED": "y", "X": "x"}, "X='x' is not a float"), ({}, "NEED must be exported (s2)")):
+        with pytest.raises(ContractViolation) as e:
+            launch.check_env(c, bad)
+        assert str(e.value) == f"m: {text}" or str(e.value).startswith(f"m: {text}")
+
+
+def _overlay(name="hud", default="on", flag=None, env=None, off="0", writer_call=None):
+    switch = SimpleNamespace(flag=flag, env=env, off=off) if (flag or env) else None
+    return SimpleNamespace(name=name, default=default, switch=switch, writer_call=writer_call, what="a HUD",
+                           source="gen.py:9")
+
+
+def _writer_contract(*overlays, spawned=()):
+    return SimpleNamespace(writer=SimpleNamespace(overlays=overlays, spawned_with=list(spawned)), hub_fetches=[])
+
+
+def test_an_overlay_on_by_default_is_switched_off_or_shimmed_in_the_writing_process():
+    flag = _writer_contract(_overlay(flag="--hud"))
+    assert launch.overlay_violations(flag, ["--hud", "0"], {}, set()) == []
+    assert launch.overlay_violations(flag, ["--hud", "1"], {}, set()) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]
+    assert launch.overlay_violations(flag, ["--hud"], {}, set()) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]  # the flag without its value
+    env = _writer_contract(_overlay(env="HUD"))
+    assert launch.overlay_violations(env, [], {"HUD": "0"}, set()) == []
+    assert launch.overlay_violations(env, [], {}, set()) == ["hud (a HUD) stays in every frame: set HUD 0 (gen.py:9)"]
+    shim = _writer_contract(_overlay(writer_call="draw"), spawned=["--workers"])
+    assert launch.overlay_violations(shim, [], {}, {"draw"}) == []
+    assert launch.overlay_violations(shim, [], {}, set()) == [
+        "hud (a HUD) stays in every frame: replace draw with a shim in the process that writes (gen.py:9)"]
+    assert launch.overlay_violations(shim, ["--workers", "2"], {}, {"draw"}) == [
+        ("hud (a HUD) stays in every frame (--workers moves the writer into a spawned worker): replace draw with a "
+         "shim in the process that writes (gen.py:9)")]
+
+
+def test_an_overlay_off_by_default_must_not_be_switched_on():
+    c = _writer_contract(_overlay(default="off", flag="--hud", off="false"), _overlay("logo", default="off", env="L"))
+    assert launch.overlay_violations(c, [], {}, set()) == []
+    assert launch.overlay_violations(c, ["--hud", "false"], {"L": "0"}, set()) == []  # their off values
+    assert launch.overlay_violations(c, ["--hud", "false"], {"L": "1"}, set()) == ["logo: L=1 turns it on (gen.py:9)"]
+    assert launch.overlay_violations(c, ["--hud", "true"], {}, set()) == ["hud: --hud=true turns it on (gen.py:9)"]
+
+
+def test_a_run_time_download_must_be_avoided_by_the_launchs_flag():
+    h = SimpleNamespace(repo="org/x", what="a VAE", source="gen.py:3", avoided_by={"flag": "--vae"})
+    other = SimpleNamespace(repo="org/y", what="y", source="s", avoided_by={"offline_cache": True})
+    c = SimpleNamespace(hub_fetches=[h, other])
+    assert launch.hub_fetch_violations(c, ["--vae", "p"]) == []
+    assert launch.hub_fetch_violations(c, []) == [
+        "org/x (a VAE) is fetched at run time (gen.py:3): the launch must pass --vae"]
