@@ -774,3 +774,12 @@ def test_git_state_asks_git_for_the_commit_and_dirtiness_within_five_seconds(mon
     assert outputs.git_state() == {"sha": None, "dirty": None}
     code[0] = 1
     assert outputs.git_state() == {"sha": None, "dirty": None}
+
+
+def test_verify_reads_a_run_it_could_not_write(small_cfg, video_bytes, monkeypatch):
+    """A delivered run on a read-only disk is verified: verify plans for reading, without the writability check."""
+    cfg, run_dir, item, fp = small_cfg
+    if not (run_dir / item.rel_dir / "meta.json").exists():
+        make_item(run_dir, video_bytes, item, fingerprint=fp)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert [i.key for i in verify.verify_run(cfg).items] == [item.key]
