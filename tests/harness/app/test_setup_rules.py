@@ -496,3 +496,98 @@ def test_an_environment_step_from_a_fork_without_a_source_stops_before_anything_
     plan.env_dir, plan.python = None, str(tmp_path / "no-python")
     with pytest.raises(SetupError, match="model.python=.*no-python does not exist; unset it"):
         setup.run_environment(plan, print)  # an optional fork step that is skipped needs no source
+
+
+# -- what the sampled mutation run pointed at ---------------------------------------------------------------------------
+def test_the_hub_is_asked_for_file_metadata_and_each_file_keeps_its_checksum(monkeypatch):
+    import huggingface_hub
+
+    asked = []
+
+    class Api:
+        def __init__(self, endpoint=None, token=None):
+            asked.append(("api", endpoint, token))
+
+        def model_info(self, repo, revision=None, files_metadata=False):
+            asked.append((repo, revision, files_metadata))
+            return SimpleNamespace(sha="d" * 40, siblings=[
+                SimpleNamespace(rfilename="a.safetensors", size=9, lfs={"sha256": "e" * 64}, blob_id="b1"),
+                SimpleNamespace(rfilename="b.bin", size=5, lfs=SimpleNamespace(sha256="f" * 64), blob_id="b2"),
+                SimpleNamespace(rfilename="c.json", size=2, lfs=None, blob_id="b3")])
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    commit, files = setup.HfHub(endpoint="http://hub", token="t", model="m").files("org/x", "main")
+    assert commit == "d" * 40 and asked == [("api", "http://hub", "t"), ("org/x", "main", True)]
+    assert files == [RemoteFile("a.safetensors", 9, "e" * 64, None), RemoteFile("b.bin", 5, "f" * 64, None),
+                     RemoteFile("c.json", 2, None, "b3")]
+
+
+def test_a_weight_kept_in_the_checkout_is_checked_there(tmp_path):
+    p = _plan_for("sana_wm", f"setup.root={tmp_path}")
+    (job,) = [j for j in p.jobs if j.weight.hub == "checkout"]
+    assert job.local_dir == p.checkout and job.patterns == list(job.weight.files)
+
+
+@pytest.mark.parametrize("length, shown", [(159, True), (160, False)])
+def test_a_steps_note_is_shown_beside_it_only_when_short(tmp_path, length, shown):
+    from adapters.contracts.schema import Step
+
+    note = "n" * length
+    (why, _), = setup.environment_commands(_env_plan(tmp_path, [Step(source="s", run="x", note=note)], env_dir=False))
+    assert why == ("step 1: s; " + note if shown else "step 1: s")
+
+
+def _git_repo(path: Path) -> list[str]:
+    """A repository with two commits; their shas, oldest first."""
+    git = ["git", "-C", str(path), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    shas = []
+    for i in range(2):
+        (path / "f").write_text(str(i))
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", str(i)], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    return shas
+
+
+def test_setups_own_checkout_is_moved_to_the_pinned_commit(tmp_path):
+    """Only a checkout the user configured (model.upstream_dir) is verified and left alone; the one setup cloned
+    earlier is fetched and checked out at the contract's commit."""
+    old, new = _git_repo(tmp_path / "upstream")
+    co = tmp_path / "co"
+    subprocess.run(["git", "clone", "-q", str(tmp_path / "upstream"), str(co)], check=True)
+    subprocess.run(["git", "-C", str(co), "checkout", "-q", "--detach", old], check=True)
+    plan = SimpleNamespace(contract=SimpleNamespace(commit=new, repo="org/x", raw={}), checkout=co, config={},
+                           model="m", env_dir=None, clone_url=str(tmp_path / "upstream"))
+    setup.run_checkout(plan, lambda _: None)
+    head = subprocess.run(["git", "-C", str(co), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert head == new
+
+
+def test_run_environment_runs_each_step_and_checks_an_optional_fork_that_will_run(tmp_path):
+    import sys
+
+    from adapters.contracts.schema import Fork, Step
+
+    (tmp_path / "co").mkdir()
+    plan = _env_plan(tmp_path, [Step(source="s", run="touch ran")], env_dir=False)
+    plan.python = sys.executable
+    setup.run_environment(plan, lambda _: None)
+    assert (tmp_path / "co" / "ran").is_file()
+    plan = _env_plan(tmp_path, [Step(source="s", fork="kern", optional=True)], forks=[Fork(package="kern", source="i")],
+                     optional_steps=True)
+    with pytest.raises(SetupError, match="m needs kern  from a fork that upstream names no source for"):
+        setup.run_environment(plan, lambda _: None)
+
+
+def test_run_setup_runs_the_readiness_step_and_says_the_model_is_ready(tmp_path, monkeypatch):
+    from tests.support import compose
+
+    seen = []
+    monkeypatch.setattr(setup, "run_readiness", lambda plan, log: seen.append(plan.model))
+    logs: list[str] = []
+    plan = setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}",
+                                    "setup.steps=[readiness]"]), log=logs.append)
+    assert seen == ["lingbot_v2"] and logs[0] == "lingbot_v2 is ready" and logs[1] == plan.local_block()
