@@ -591,3 +591,38 @@ def test_run_setup_runs_the_readiness_step_and_says_the_model_is_ready(tmp_path,
     plan = setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}",
                                     "setup.steps=[readiness]"]), log=logs.append)
     assert seen == ["lingbot_v2"] and logs[0] == "lingbot_v2 is ready" and logs[1] == plan.local_block()
+
+
+def test_only_an_unpinned_hugging_face_weight_gets_a_note(tmp_path):
+    p = _plan_for("hy_worldplay", f"setup.root={tmp_path}")
+    (ms,) = [j.weight for j in p.jobs if j.weight.hub == "modelscope"]
+    assert ms.revision is None and not any(n.startswith(f"{ms.repo}:") for n in p.notes)
+
+
+def test_the_script_of_the_readiness_step_alone_ends_with_the_harness_check(tmp_path):
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[readiness]")
+    text = setup.script(p)
+    assert "-m harness setup model=lingbot_v2 'setup.steps=[weights,readiness]'" in text
+    assert "# -- checkout" not in text and "# -- weights" not in text
+
+
+def test_an_empty_folder_is_a_fine_place_for_the_checkout(tmp_path):
+    old, new = _git_repo(tmp_path / "upstream")
+    (tmp_path / "co").mkdir()
+    plan = SimpleNamespace(contract=SimpleNamespace(commit=new, repo="org/x", raw={}), checkout=tmp_path / "co",
+                           config={}, model="m", env_dir=None, clone_url=str(tmp_path / "upstream"))
+    setup.run_checkout(plan, lambda _: None)
+    assert (tmp_path / "co" / "f").read_text() == "1"
+
+
+def test_run_setup_prints_the_script_or_runs_the_weights_with_the_hub_given(tmp_path, monkeypatch, capsys):
+    from tests.support import compose
+
+    base = ["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}"]
+    setup.run_setup(compose([*base, "print=true"]))
+    assert capsys.readouterr().out.startswith("#!/usr/bin/env bash\n")
+    used = []
+    monkeypatch.setattr(setup, "run_weights", lambda plan, hub, log: used.append(hub))
+    hub = Hub({})
+    setup.run_setup(compose([*base, "setup.steps=[weights]"]), hub=hub, log=lambda _: None)
+    assert used == [hub]
