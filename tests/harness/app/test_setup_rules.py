@@ -607,7 +607,7 @@ def test_the_script_of_the_readiness_step_alone_ends_with_the_harness_check(tmp_
 
 
 def test_an_empty_folder_is_a_fine_place_for_the_checkout(tmp_path):
-    old, new = _git_repo(tmp_path / "upstream")
+    _, new = _git_repo(tmp_path / "upstream")
     (tmp_path / "co").mkdir()
     plan = SimpleNamespace(contract=SimpleNamespace(commit=new, repo="org/x", raw={}), checkout=tmp_path / "co",
                            config={}, model="m", env_dir=None, clone_url=str(tmp_path / "upstream"))
