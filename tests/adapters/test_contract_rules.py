@@ -327,3 +327,43 @@ def test_a_run_time_download_must_be_avoided_by_the_launchs_flag():
     assert launch.hub_fetch_violations(c, ["--vae", "p"]) == []
     assert launch.hub_fetch_violations(c, []) == [
         "org/x (a VAE) is fetched at run time (gen.py:3): the launch must pass --vae"]
+
+
+# -- the loader ------------------------------------------------------------------------------------------------------------
+def test_available_models_are_the_folders_holding_a_contract(tmp_path):
+    from adapters.contracts import loader
+
+    assert "evoke" in loader.available() and loader.available() == loader.available(loader.ADAPTERS_DIR)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "contract.yaml").write_text("")
+    (tmp_path / "b").mkdir()
+    assert loader.available(tmp_path) == ["a"]
+
+
+def test_an_out_of_tree_model_is_a_package_holding_its_contract(tmp_path, monkeypatch):
+    from adapters.contracts import loader
+
+    pkg = tmp_path / "toy_rules_wm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert loader._package_dir("toy_rules_wm") == pkg
+    assert loader._package_dir("not-a-name") is None and loader._package_dir("json.decoder") is None
+    assert loader._package_dir("no_such_package_xyz") is None and loader._package_dir("shlex") is None  # a module
+    in_tree = loader.ADAPTERS_DIR / "toy_rules_wm" / "contract.yaml"
+    assert loader.contract_path("toy_rules_wm") == in_tree  # a package without a contract: the in-tree path
+    (pkg / "contract.yaml").write_text("")
+    assert loader.contract_path("toy_rules_wm") == pkg / "contract.yaml"
+    assert loader.contract_path("toy_rules_wm", tmp_path / "dir") == tmp_path / "dir" / "toy_rules_wm" / "contract.yaml"
+    assert loader.contract_path("evoke") == loader.ADAPTERS_DIR / "evoke" / "contract.yaml"
+    with pytest.raises(ContractSchemaError) as e:
+        contracts.load("toy_rules_wm")  # an empty contract file is an empty mapping
+    assert (e.value.key, e.value.problem) == ("model", "required text")
+
+
+def test_empty_launch_sections_read_as_empty_mappings(base):
+    raw = edited(base, lambda r: r.update(env=None, call_sites=None, literals=None))
+    c = contract_from_raw(raw, MODEL)
+    assert (c.env, c.call_sites, c.literals) == ({}, {}, {})
+    assert contract_from_raw(edited(base, lambda r: r.update(call_sites={"gen": "x.py:1"})), MODEL).call_sites == {
+        "gen": "x.py:1"}
