@@ -626,3 +626,20 @@ def test_run_setup_prints_the_script_or_runs_the_weights_with_the_hub_given(tmp_
     hub = Hub({})
     setup.run_setup(compose([*base, "setup.steps=[weights]"]), hub=hub, log=lambda _: None)
     assert used == [hub]
+
+
+def test_hub_errors_become_what_the_user_does_about_them():
+    import httpx
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    resp = httpx.Response(401, request=httpx.Request("GET", "https://huggingface.co/api/models/org/x"))
+    hub = setup.HfHub(model="m")
+    gated = hub._errors("org/x", GatedRepoError("gated", response=resp))
+    assert type(gated) is setup.GatedError and str(gated) == setup.gated_message("org/x", "m")
+    missing = hub._errors("org/x", RepositoryNotFoundError("nope", response=resp))
+    assert type(missing) is setup.GatedError
+    assert str(missing) == "org/x is not reachable (not found, private or gated). " + setup.gated_message("org/x", "m")
+    rev = hub._errors("org/x", RevisionNotFoundError("no rev", response=resp))
+    assert type(rev) is SetupError and str(rev).startswith("org/x: the revision is not on the hub (")
+    other = OSError("disk")
+    assert hub._errors("org/x", other) is other
