@@ -68,6 +68,15 @@ def test_wrong_fps_fails_fps(tmp_path):
     assert _failed(report) == ["fps"] and "17.000 fps" in report.by_name()["fps"].message
 
 
+@pytest.mark.parametrize("fps, ok", [(16.79, True), (15.21, True), (16.81, False), (15.19, False), (12.0, False)])
+def test_the_fps_check_is_two_sided_within_five_percent(tmp_path, fps, ok):
+    """A slower file fails like a faster one; within 5 % of the contract's rate either way passes (16: 15.2 .. 16.8)."""
+    report = check_video(_write(tmp_path / "v.mp4", _pan(4), fps=fps), _spec(frames=4))
+    check = report.by_name()["fps"]
+    assert check.ok is ok and check.value == pytest.approx(fps, abs=1e-3) and check.expected == 16.0
+    assert (check.message == "") is ok
+
+
 def test_a_missing_frame_fails_frames(tmp_path):
     """e.g. SANA-WM's 480 frames taken for 481 poses, without the alignment rule."""
     report = check_video(_write(tmp_path / "v.mp4", _pan(T - 1)), _spec())

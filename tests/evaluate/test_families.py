@@ -808,3 +808,13 @@ def test_quality_metrics_average_not_pick_the_best_frame():
 def test_the_dynamic_checklist_applies_to_dynamic_items_only():
     (m,) = dynamic_family.FAMILY.metrics
     assert m.applies(make_item(family="dynamic"), ECFG) and not m.applies(make_item(family="environment"), ECFG)
+
+
+def test_a_target_mask_keeps_a_canvas_pixel_only_above_half_covered():
+    """The frame-0 target mask on the canvas keeps a pixel when the resized 0/255 mask is above 127. An area
+    resize of a half-covered pixel gives 128 at most columns and 127 at some (fixed-point rounding): 2x11 -> 1x7
+    leaves 127 at column 3, which is outside the mask."""
+    m = np.zeros((2, 11), bool)
+    m[0] = True
+    out = entity._canvas_mask(SimpleNamespace(height=1, width=7), m)
+    assert out.tolist() == [[True, True, True, False, True, True, True]]

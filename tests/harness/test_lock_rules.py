@@ -96,11 +96,15 @@ def test_without_squeue_or_when_it_hangs_the_lock_is_honoured(tmp_path, monkeypa
     assert locks.slurm_job_alive("5") is True
     locks._SLURM_CACHE.clear()
 
+    bounds = []
+
     def hang(*_a, **kw):
+        bounds.append(kw.get("timeout"))
         raise subprocess.TimeoutExpired("squeue", kw.get("timeout"))
 
     monkeypatch.setattr(locks.subprocess, "run", hang)
     assert locks.slurm_job_alive("6") is True
+    assert bounds == [20]  # a squeue that hangs is given up after 20 s (the documented bound), not later
     locks._SLURM_CACHE.clear()
 
 
@@ -152,6 +156,31 @@ def test_an_unwritten_lock_is_young_below_ten_seconds_and_garbage_from_ten(tmp_p
     monkeypatch.setattr(locks.time, "time", lambda: mtime + age)
     assert locks_.try_acquire("k") is taken
     assert p.read_text() == (json.dumps(locks_.owner.__dict__) if taken else "")
+
+
+def test_a_garbage_lock_is_taken_over_even_where_every_possible_pid_is_alive(tmp_path, monkeypatch):
+    """A garbage lock (unparsable, 10 s old) names a placeholder owner whose pid no Linux process can have (above
+    pid_max's largest value, 2**22): on a host where pid_max is 2**22 and the highest pid runs, it is still dead."""
+    locks_ = ItemLocks(tmp_path)
+    locks_.dir.mkdir()
+    p = locks_.path("k")
+    p.write_text("{not json")
+    mtime = p.stat().st_mtime
+    monkeypatch.setattr(locks.time, "time", lambda: mtime + 60)
+    monkeypatch.setattr(locks, "pid_alive", lambda pid, start=None: 0 < pid < 2**22)  # every real pid is alive
+    assert locks_.holder("k") is None
+    assert locks_.try_acquire("k") is True and locks_.taken_over == ["k"]
+
+
+def test_an_unwritten_young_lock_is_held_by_a_placeholder_that_names_no_process(tmp_path):
+    """A lock being written (empty, under 10 s old) is honoured; the wait message names its owner as pid -1 on
+    host '?' (no real process or host), the way the run's log line shows it."""
+    locks_ = ItemLocks(tmp_path)
+    locks_.dir.mkdir()
+    locks_.path("k").write_text("")
+    owner = locks_.holder("k")
+    assert owner is not None and (owner.host, owner.pid, owner.pid_start, owner.token) == ("?", -1, None, "")
+    assert owner.describe().startswith("pid -1 on ? since ")
 
 
 def test_a_lock_in_a_run_folder_that_does_not_exist_yet(tmp_path):

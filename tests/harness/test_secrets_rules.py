@@ -1,0 +1,161 @@
+"""The rules of harness/secrets.py one at a time, at their boundaries: which names are secret, which config and
+environment values are registered (lengths, types, nesting), the process registry, the ``Bearer``/``Basic`` and
+``NAME=value`` shapes, and the log filter (a record's text frozen scrubbed, its traceback scrubbed, installed once
+per handler)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from harness import secrets
+from harness.secrets import REDACTED, environment_secrets, is_secret_name, redact, scrub, secret_values
+
+
+@pytest.fixture(autouse=True)
+def empty_registry(monkeypatch):
+    for k in [k for k in __import__("os").environ if is_secret_name(k)]:
+        monkeypatch.delenv(k)
+    secrets.clear_registry()
+    yield
+    secrets.clear_registry()
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("pass", True), ("AUTH", True), ("pw", True), ("pat", True), ("oauth", True),  # one part, unqualified: secret
+    ("key", False), ("session", False),  # one part that needs a qualifier
+    ("api_key", True), ("user_session", True), ("", False), ("PWD", False), ("token_file", False),
+    ("max_tokens", False),
+])
+def test_a_name_is_secret_by_its_words_and_parts(name, secret):
+    assert is_secret_name(name) is secret
+
+
+# -- values of a config ----------------------------------------------------------------------------------------------
+def test_env_values_must_be_scalars_and_booleans_are_settings():
+    cfg = {"env": {"MY_FLAG": True, "MY_VAL": "abcdefgh", "MY_N": 12345, "MY_LIST": ["abcdefgh"]}}
+    assert secret_values(cfg) == {"abcdefgh": "MY_VAL", "12345": "MY_N"}
+    assert redact(cfg)["env"] == {"MY_FLAG": True, "MY_VAL": REDACTED, "MY_N": REDACTED, "MY_LIST": ["abcdefgh"]}
+
+
+def test_a_secret_named_key_holds_a_secret_only_as_text_of_four_characters_or_more():
+    assert secret_values({"api_token": "abcd"}) == {"abcd": "api_token"}
+    assert secret_values({"api_token": "abc"}) == {}
+    assert secret_values({"api_token": 12345678}) == {}  # a number under a secret-looking key is a setting
+    assert secret_values({"api_token": {"inner_secret": "wxyz"}}) == {"wxyz": "inner_secret"}
+    assert redact({"api_token": "abc", "n_token": 5}) == {"api_token": "abc", "n_token": 5}
+    assert redact({"api_token": "abcd"}) == {"api_token": REDACTED}
+
+
+def test_secrets_inside_lists_of_a_config_are_found():
+    cfg = {"runs": [{"db_password": "hunter22"}, [{"env": {"X": "abcdefgh"}}]], "t": ("q", {"auth": "zzzz"})}
+    assert secret_values(cfg) == {"hunter22": "db_password", "abcdefgh": "X", "zzzz": "auth"}
+
+
+# -- values of the environment ----------------------------------------------------------------------------------------
+def test_environment_secrets_are_secret_named_and_eight_non_blank_characters_or_more():
+    env = {"API_TOKEN": "12345678", "GH_TOKEN": "1234567", "HOME": "/a/long/home/folder", "DB_PASSWORD": " " * 10,
+           "MY_SECRET": " abcdefg"}
+    assert environment_secrets(env) == {"12345678": "API_TOKEN", " abcdefg": "MY_SECRET"}
+
+
+def test_the_environment_is_read_once_per_process_and_the_registry_can_be_cleared(monkeypatch):
+    monkeypatch.setenv("FIRST_TOKEN", "first-value-1")
+    assert secrets.registered() == {"first-value-1": "FIRST_TOKEN"}
+    monkeypatch.setenv("LATER_TOKEN", "later-value-2")
+    assert "later-value-2" not in secrets.registered()  # read once: a variable set later is not looked at
+    secrets.register({"registered-3": "X"})
+    assert secrets.registered() == {"first-value-1": "FIRST_TOKEN", "registered-3": "X"}
+    secrets.clear_registry()
+    monkeypatch.delenv("FIRST_TOKEN")
+    monkeypatch.delenv("LATER_TOKEN")
+    assert secrets.registered() == {}  # cleared, and the environment read again (now without them)
+
+
+# -- shapes ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value, redacted", [
+    ("abcdefghijklmnopqrst", True),  # 20 letters: long enough to be a credential
+    ("abcdefghijklmnopqrs", False),  # 19 letters and nothing else: prose ("Basic settings")
+    ("abcdefg1", True), ("abcdefg=", True), ("abcdefgh", False),
+])
+def test_an_authorisation_value_is_a_credential_when_it_is_long_or_has_a_digit_or_symbol(value, redacted):
+    for scheme in ("Bearer", "basic"):
+        out = scrub(f"send {scheme} {value} now")
+        assert out == (f"send {scheme} {REDACTED} now" if redacted else f"send {scheme} {value} now")
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("API_TOKEN=abcdefgh", False),
+    ("xAPI_TOKEN=abcdefgh", True),  # inside a longer lower-case word: not an env-style name
+    ("a xAPI_TOKEN=abcdefgh", True),
+    ("_API_TOKEN=abcdefgh", True),  # a name starts with a letter
+    ("9_TOKEN=abcdefgh", True),
+    ("API_TOKEN=null", True), ("API_TOKEN=None", True), ("API_TOKEN=~", True),  # no value
+    ("API_TOKEN=${API_TOKEN}", True), ("API_TOKEN=<redacted>", True),
+    ("A API_TOKEN=abcdefgh", False),
+])
+def test_an_assignment_is_redacted_only_for_an_env_style_name_with_a_value(text, kept):
+    assert (scrub(text) == text) is kept
+    if not kept:
+        assert scrub(text).endswith(f"API_TOKEN={REDACTED}")
+
+
+# -- logs --------------------------------------------------------------------------------------------------------------
+def _record(msg, args=None, exc_text=None) -> logging.LogRecord:
+    r = logging.LogRecord("t", logging.INFO, __file__, 1, msg, args, None)
+    r.exc_text = exc_text
+    return r
+
+
+def test_the_filter_scrubs_a_records_text_and_its_traceback():
+    f = secrets.RedactFilter()
+    r = _record("token hf_abcdefghijklmnop here", exc_text="Traceback: key=sk-abcdefghijklmnopqr")
+    assert f.filter(r) is True
+    assert r.getMessage() == f"token {REDACTED} here" and r.exc_text == f"Traceback: key={REDACTED}"
+    clean = _record("nothing here")
+    assert f.filter(clean) is True and clean.msg == "nothing here" and clean.exc_text is None
+
+
+def test_the_filter_freezes_a_formatted_message_so_formatting_again_cannot_bring_a_secret_back():
+    class Flips:
+        calls = 0
+
+        def __str__(self):
+            Flips.calls += 1
+            return "fine" if Flips.calls == 1 else "hf_abcdefghijklmnop"
+
+    r = _record("value %s", (Flips(),))
+    assert secrets.RedactFilter().filter(r) is True
+    assert (r.msg, r.args, r.getMessage()) == ("value fine", None, "value fine")
+
+
+def test_a_record_that_cannot_be_formatted_is_left_to_the_handler():
+    r = _record("%d items", ("many",))
+    assert secrets.RedactFilter().filter(r) is True and r.args == ("many",)
+
+
+def test_the_log_filter_goes_on_every_handler_once():
+    lg = logging.getLogger("harness-test-secrets-rules")
+    plain, other = logging.NullHandler(), logging.NullHandler()
+    other.addFilter(logging.Filter("x"))
+    lg.addHandler(plain)
+    lg.addHandler(other)
+    try:
+        for _ in range(2):
+            secrets.install_log_filter()
+        for h in (plain, other):
+            assert sum(isinstance(f, secrets.RedactFilter) for f in h.filters) == 1
+    finally:
+        lg.removeHandler(plain)
+        lg.removeHandler(other)
+
+
+def test_a_fresh_import_reads_the_environment_on_first_use(monkeypatch):
+    """Nothing needs to clear the registry first: the first ``registered()`` of a process (here: of a freshly
+    executed module) registers the environment's secrets."""
+    import importlib
+
+    monkeypatch.setenv("FRESH_TOKEN", "fresh-value-9")
+    importlib.reload(secrets)  # the module's code runs again in the same module object (its globals start over)
+    assert secrets.registered() == {"fresh-value-9": "FRESH_TOKEN"}
