@@ -1,82 +1,133 @@
 """The evaluation settings (``conf/evaluate/<name>.yaml``, the ``evaluate`` block of a run): :class:`EvalConfig`,
 validated once at the boundary (:meth:`EvalConfig.from_dict`), before anything is evaluated. A bad value is a
 :class:`harness.errors.ConfigError` naming the setting and the fix.
+
+The types and ranges are declared on the fields and checked by pydantic (a pydantic dataclass: the project's one
+config-validation mechanism, as :class:`harness.app.run_config.RunConfig` and :mod:`harness.cases`);
+:meth:`EvalConfig.from_dict` turns pydantic's first error into the project's message for that setting.
+:meth:`EvalConfig.check` then checks what needs the registries (backbone names and roles, the device).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, field
+from typing import Annotated, Any
 
-from harness.errors import ConfigError
+from annotated_types import Ge, Gt, Le
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+from pydantic.dataclasses import dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from typing_extensions import TypedDict
+
+from harness.errors import ConfigError, UserError
 
 from . import memory as mem
 from .backbones import BACKBONES, check_names, spec
 from .families.base import ROLE_SETTINGS, Family, all_families
 from .perception._loading import resolve_device
 
+#: a finite number (an integer stays an integer: the settings are recorded as given in each ``metrics.json``)
+_Number = StrictInt | Annotated[float, Field(strict=True, allow_inf_nan=False)]
+#: backbone names, e.g. ``[dinov2, pixel]`` (a list in YAML, a tuple here)
+_Names = tuple[StrictStr, ...]
 
-@dataclass(frozen=True)
+
+class _Bootstrap(TypedDict, total=False):
+    """``evaluate.bootstrap``: ``n`` resamples (the paper uses 2000) and the ``seed`` of the resampling."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]  # pydantic's TypedDict config hook
+    n: Annotated[int, Field(strict=True, ge=1)]
+    seed: Annotated[int, Field(strict=True, ge=0)]
+
+
+_BOOTSTRAP = TypeAdapter(_Bootstrap)
+
+
+def _bootstrap(value: Any) -> Any:
+    """``value`` as given (its keys in their order) once it is a valid :class:`_Bootstrap`."""
+    _BOOTSTRAP.validate_python(value)
+    return value
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class EvalConfig:
     """Evaluation settings (``conf/evaluate/<name>.yaml``); every value is recorded in each ``metrics.json``."""
 
-    enabled: bool = True
-    encoders: tuple[str, ...] = ("dinov2", "pixel")
-    face: tuple[str, ...] = ("arcface",)
-    trackers: tuple[str, ...] = ("sam2", "template")
-    depth: tuple[str, ...] = ("da3",)
-    pose_estimators: tuple[str, ...] = ("da3", "vipe", "classical")
-    rpe_trans_estimators: tuple[str, ...] = ("da3", "vipe")
-    rpe_rot_estimator: str = "da3"
-    rpe_stride: int = 1
-    return_frame_poses: tuple[str, ...] = ("da3", "classical")
-    imaging: tuple[str, ...] = ("musiq-spaq",)
-    aesthetic: tuple[str, ...] = ("laion",)
+    enabled: StrictBool = True
+    encoders: _Names = ("dinov2", "pixel")
+    face: _Names = ("arcface",)
+    trackers: _Names = ("sam2", "template")
+    depth: _Names = ("da3",)
+    pose_estimators: _Names = ("da3", "vipe", "classical")
+    rpe_trans_estimators: _Names = ("da3", "vipe")
+    rpe_rot_estimator: StrictStr = "da3"
+    rpe_stride: Annotated[int, Field(strict=True, ge=1)] = 1
+    return_frame_poses: _Names = ("da3", "classical")
+    imaging: _Names = ("musiq-spaq",)
+    aesthetic: _Names = ("laion",)
     judge: dict[str, Any] = field(default_factory=dict)  # the checklist judge server: JudgeSettings (docs/judge.md)
-    memory_stride: int = 4
-    quality_stride: int = 4
-    judge_stride: int = 8
-    canvas: int = mem.CANVAS
-    sphere_bin_deg: float = mem.SPHERE_BIN_DEG
-    depth_stride: int = 1
-    tracker_threshold: float = 0.6
-    revisit_tolerance_deg: float = 5.0
-    revisit_tolerance_translation: float = 0.05
-    departure_deg: float = 30.0
-    return_tolerances_deg: tuple[float, ...] = (30.0, 15.0, 5.0)
-    bootstrap: dict[str, int] = field(default_factory=lambda: {"n": 2000, "seed": 0})
-    validity: bool = True
-    device: str = "auto"
+    memory_stride: Annotated[int, Field(strict=True, ge=1)] = 4
+    quality_stride: Annotated[int, Field(strict=True, ge=1)] = 4
+    judge_stride: Annotated[int, Field(strict=True, ge=1)] = 8
+    canvas: Annotated[int, Field(strict=True, ge=8)] = mem.CANVAS
+    sphere_bin_deg: Annotated[_Number, Gt(0), Le(90)] = mem.SPHERE_BIN_DEG
+    depth_stride: Annotated[int, Field(strict=True, ge=1)] = 1
+    tracker_threshold: Annotated[_Number, Ge(0), Le(1)] = 0.6
+    revisit_tolerance_deg: Annotated[_Number, Ge(0), Le(180)] = 5.0
+    revisit_tolerance_translation: Annotated[_Number, Ge(0)] = 0.05
+    departure_deg: Annotated[_Number, Gt(0), Le(180)] = 30.0
+    return_tolerances_deg: Annotated[tuple[Annotated[_Number, Gt(0), Le(180)], ...], Field(min_length=1)] = (
+        30.0, 15.0, 5.0)
+    bootstrap: Annotated[dict[str, int], BeforeValidator(_bootstrap)] = field(
+        default_factory=lambda: {"n": 2000, "seed": 0})
+    validity: StrictBool = True
+    device: StrictStr = "auto"
     #: per learned backbone, keyword options of its ``load`` (its recipe knobs), e.g. ``{da3: {process_res: 504}}``;
-    #: recorded in the backbone's settings and part of every family hash that uses it
-    backbone_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    ors: dict[str, Any] = field(default_factory=dict)  # MemoBench ORS detector (evaluate/ors.py)
+    #: recorded in the backbone's settings and part of every family hash that uses it (checked by :meth:`check`)
+    backbone_options: Annotated[dict[str, dict[str, Any]], SkipValidation] = field(default_factory=dict)
+    ors: Annotated[dict[str, Any], SkipValidation] = field(default_factory=dict)  # MemoBench ORS (evaluate/ors.py)
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge(cls, value: Any) -> dict[str, Any]:
+        """The judge server's settings, checked and with their defaults (:class:`evaluate.judge.JudgeSettings`)."""
+        from .judge import JudgeSettings
+
+        return JudgeSettings.from_dict(value or {}).to_dict()
+
+    @field_validator("ors")
+    @classmethod
+    def _ors(cls, value: Any) -> Any:
+        """Only the ORS detector's known settings (:data:`evaluate.ors.ORS_DEFAULTS`); kept as given."""
+        from trajectories.fields import check_fields
+
+        from .ors import ORS_DEFAULTS
+
+        check_fields("evaluate.ors", value or {}, ORS_DEFAULTS, ConfigError)
+        return value
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> EvalConfig:
+        """The settings of ``d`` (a resolved ``evaluate`` block; ``description`` ignored) over the defaults, the
+        judge's settings filled in; :class:`ConfigError` naming the first bad setting and its fix."""
         d = {k: v for k, v in (d or {}).items() if k != "description"}
-        allowed = set(EvalConfig.__dataclass_fields__)
-        bad = set(d) - allowed
-        if bad:
-            from trajectories.fields import unknown_field_message
-
-            msg = unknown_field_message("evaluate", bad, allowed)
-            raise ConfigError(msg.replace("unknown field", "unknown setting"))
-        _check_types(d)
-        for k, v in list(d.items()):
-            if isinstance(v, list):
-                d[k] = tuple(v)
-        if "ors" in d:
-            from trajectories.fields import check_fields
-
-            from .ors import ORS_DEFAULTS
-
-            check_fields("evaluate.ors", d["ors"] or {}, ORS_DEFAULTS, ConfigError)
-        # validated (and defaults filled) here, so a bad judge setting is a config error before anything runs
-        from .judge import JudgeSettings
-
-        d["judge"] = JudgeSettings.from_dict(d.get("judge") or {}).to_dict()
-        cfg = EvalConfig(**d)
+        d["judge"] = d.get("judge")  # validated (and defaults filled) even when not given
+        try:
+            cfg = _ADAPTER.validate_python(d)
+        except ValidationError as exc:
+            raise _config_error(exc.errors(), d) from None
         cfg.check()
         return cfg
 
@@ -116,55 +167,82 @@ class EvalConfig:
         return {k: s[k] for k in _family(family).settings}
 
 
-#: the numeric settings and their ranges: (kind, lower bound, inclusive, upper bound or None)
-_RANGES: dict[str, tuple[type, float, bool, float | None]] = {
-    "rpe_stride": (int, 1, True, None), "memory_stride": (int, 1, True, None), "quality_stride": (int, 1, True, None),
-    "judge_stride": (int, 1, True, None), "canvas": (int, 8, True, None), "depth_stride": (int, 1, True, None),
-    "sphere_bin_deg": (float, 0, False, 90), "tracker_threshold": (float, 0, True, 1),
-    "revisit_tolerance_deg": (float, 0, True, 180), "revisit_tolerance_translation": (float, 0, True, None),
-    "departure_deg": (float, 0, False, 180),
-}
+_ADAPTER = TypeAdapter(EvalConfig)
+#: the declared fields (their types and bounds), as pydantic collected them
+_FIELDS: dict[str, FieldInfo] = EvalConfig.__pydantic_fields__  # type: ignore[attr-defined]  # set by pydantic.dataclasses
+
+#: the order in which the settings' problems are reported (the first one is the error)
+_ORDER = ("rpe_stride", "memory_stride", "quality_stride", "judge_stride", "canvas", "depth_stride", "sphere_bin_deg",
+          "tracker_threshold", "revisit_tolerance_deg", "revisit_tolerance_translation", "departure_deg", "enabled",
+          "validity", "return_tolerances_deg", "bootstrap", "encoders", "face", "trackers", "depth",
+          "pose_estimators", "rpe_trans_estimators", "return_frame_poses", "imaging", "aesthetic",
+          "rpe_rot_estimator", "device", "ors", "judge")
+#: the settings that are lists of backbone names
+_NAMES = _ORDER[15:24]
 
 
-def _check_types(d: dict[str, Any]) -> None:
-    """Every numeric setting a number of the right kind in its range, ``bootstrap`` ``{n >= 1, seed >= 0}``,
-    ``return_tolerances_deg`` positive degrees, ``enabled`` / ``validity`` booleans: a bad value fails here, before
-    anything is evaluated, naming the setting (never as a per-item Python error, or after every item)."""
-    def num(v: Any, kind: type) -> bool:
-        if isinstance(v, bool):
-            return False
-        return isinstance(v, int) if kind is int else isinstance(v, (int, float)) and v == v and abs(v) != float("inf")  # noqa: PLR0124 - NaN
+def _rank(err: ErrorDetails) -> tuple[int, int]:
+    """Where ``err`` comes in :data:`_ORDER` (an unknown setting first); within ``bootstrap``: the mapping, n, seed."""
+    loc = err["loc"]
+    if err["type"] == "unexpected_keyword_argument" or not loc or loc[0] not in _ORDER:
+        return (-1, 0)
+    sub = loc[1] if len(loc) > 1 and err["type"] != "extra_forbidden" else None
+    return (_ORDER.index(str(loc[0])), {None: 0, "n": 1, "seed": 2}.get(sub, 0) if isinstance(sub, str) else 0)
 
-    for k, (kind, lo, incl, hi) in _RANGES.items():
-        if k not in d:
-            continue
-        v = d[k]
-        rng = f"{'>=' if incl else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
-        if not num(v, kind) or (v < lo if incl else v <= lo) or (hi is not None and v > hi):
-            what = "an integer" if kind is int else "a number"
-            raise ConfigError(f"evaluate.{k}={v!r}: must be {what} {rng} (see conf/evaluate/default.yaml)")
-    for k in ("enabled", "validity"):
-        if k in d and not isinstance(d[k], bool):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: use true or false")
-    if "return_tolerances_deg" in d:
-        v = d["return_tolerances_deg"]
-        if not isinstance(v, (list, tuple)) or not v or not all(num(x, float) and 0 < x <= 180 for x in v):
-            raise ConfigError(f"evaluate.return_tolerances_deg={v!r}: a list of degrees in (0, 180], e.g. [30, 15, 5]")
-    if "bootstrap" in d:
-        b = d["bootstrap"]
-        if not isinstance(b, dict) or set(b) - {"n", "seed"}:
-            raise ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
-        if "n" in b and (not num(b["n"], int) or b["n"] < 1):
-            raise ConfigError(f"evaluate.bootstrap.n={b['n']!r}: must be an integer >= 1 (the paper uses 2000)")
-        if "seed" in b and (not num(b["seed"], int) or b["seed"] < 0):
-            raise ConfigError(f"evaluate.bootstrap.seed={b['seed']!r}: must be an integer >= 0")
-    for k in ("encoders", "face", "trackers", "depth", "pose_estimators", "rpe_trans_estimators",
-              "return_frame_poses", "imaging", "aesthetic"):
-        if k in d and not (isinstance(d[k], (list, tuple)) and all(isinstance(x, str) for x in d[k])):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: a list of backbone names, e.g. evaluate.{k}=[pixel]")
-    for k in ("rpe_rot_estimator", "device"):
-        if k in d and not isinstance(d[k], str):
-            raise ConfigError(f"evaluate.{k}={d[k]!r}: give a name")
+
+def _range(key: str) -> str:
+    """``">= 1"``, ``"> 0 and <= 90"``: the bounds declared on the numeric setting ``key``."""
+    lo, hi = "", ""
+    for m in _FIELDS[key].metadata:
+        if isinstance(m, Ge):
+            lo = f">= {m.ge:g}"
+        elif isinstance(m, Gt):
+            lo = f"> {m.gt:g}"
+        elif isinstance(m, Le):
+            hi = f" and <= {m.le:g}"
+    return lo + hi
+
+
+def _config_error(errors: list[ErrorDetails], given: dict[str, Any]) -> UserError:
+    """The project's message for the first of pydantic's ``errors`` (:data:`_ORDER`) about the settings ``given``:
+    it names the setting (``evaluate.<key>``), the value and the fix."""
+    unknown = [e["loc"][0] for e in errors if e["type"] == "unexpected_keyword_argument" and e["loc"]]
+    if unknown:
+        from trajectories.fields import unknown_field_message
+
+        msg = unknown_field_message("evaluate", [str(k) for k in unknown], EvalConfig.__dataclass_fields__)
+        return ConfigError(msg.replace("unknown field", "unknown setting"))
+    err = min(errors, key=_rank)
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, UserError):  # a rule of the project's own (judge, ors): its message names the key and the fix
+        return cause
+    key = str(err["loc"][0]) if err["loc"] else ""
+    v = given.get(key)
+    if key in _ORDER[:11]:
+        what = "an integer" if _FIELDS[key].annotation is int else "a number"
+        return ConfigError(f"evaluate.{key}={v!r}: must be {what} {_range(key)} (see conf/evaluate/default.yaml)")
+    if key in ("enabled", "validity"):
+        return ConfigError(f"evaluate.{key}={v!r}: use true or false")
+    if key == "return_tolerances_deg":
+        return ConfigError(f"evaluate.return_tolerances_deg={v!r}: a list of degrees in (0, 180], e.g. [30, 15, 5]")
+    if key == "bootstrap":
+        return _bootstrap_error(err, v)
+    if key in ("rpe_rot_estimator", "device"):
+        return ConfigError(f"evaluate.{key}={v!r}: give a name")
+    if key in _NAMES:
+        return ConfigError(f"evaluate.{key}={v!r}: a list of backbone names, e.g. evaluate.{key}=[pixel]")
+    where = ".".join(str(p) for p in err["loc"])
+    return ConfigError(f"evaluate.{where}={err.get('input')!r}: {err['msg']}")
+
+
+def _bootstrap_error(err: ErrorDetails, b: Any) -> ConfigError:
+    """``evaluate.bootstrap``'s message: the mapping itself, or its ``n`` or ``seed``."""
+    sub = err["loc"][1] if len(err["loc"]) > 1 and err["type"] != "extra_forbidden" else None
+    if sub == "n":
+        return ConfigError(f"evaluate.bootstrap.n={b['n']!r}: must be an integer >= 1 (the paper uses 2000)")
+    if sub == "seed":
+        return ConfigError(f"evaluate.bootstrap.seed={b['seed']!r}: must be an integer >= 0")
+    return ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
 
 
 def _family(name: str) -> Family:
