@@ -109,11 +109,17 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tuple[tp], config=ConfigDict(extra="forbid"))
 
 
-def _plain(value: Any, model: str, where: str) -> str:
-    def refuse(obj: Any) -> Any:
-        raise ContractSchemaError(model, where, f"holds {type(obj).__name__} {obj!r}: a contract holds text, numbers, "
-                                  "true/false, lists and mappings")
-    return json.dumps(value, default=refuse)
+def _plain(value: Any, model: str, where: str) -> Any:
+    """``value`` as JSON data for pydantic (mapping keys as text: YAML's ``1:`` is the key ``"1"``); a YAML date,
+    binary or set is no contract fact and is refused at its key."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v, model, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, model, f"{where}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return value
+    raise ContractSchemaError(model, where, "must be text, a number, true/false, a list or a mapping, got "
+                              f"{type(value).__name__} {value!r}")
 
 
 def _typed(tp: Any, value: Any, model: str, where: str) -> Any:
@@ -121,7 +127,7 @@ def _typed(tp: Any, value: Any, model: str, where: str) -> Any:
     Any, scalars), then each dataclass's own ``check``. Two YAML habits are accepted: a number in a text fact
     (``ours: 3`` is ``"3"``) and free-text provenance beside a fact (a key ending in ``_source`` or ``_note``, which must
     be text); every other error becomes a :class:`ContractSchemaError` at the dotted key."""
-    data: Any = [json.loads(_plain(value, model, where))]
+    data: Any = [_plain(value, model, where)]
     while True:
         try:
             (obj,) = _adapter(tp).validate_json(json.dumps(data), strict=True)

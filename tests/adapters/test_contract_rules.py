@@ -208,9 +208,10 @@ def test_a_typo_is_reported_before_the_missing_key_it_leaves():
 
 
 def test_a_value_yaml_cannot_give_as_plain_data_is_refused():
-    """A bare YAML date (``2024-01-01``) is no text, number, flag, list or mapping: the section is refused (pydantic
+    """A bare YAML date (``2024-01-01``) is no text, number, flag, list or mapping: refused at its key (pydantic
     validates the facts as JSON data, see adapters/contracts/validation.py)."""
-    bad("holds date datetime.date(2024, 1, 1)", "fact", name=datetime.date(2024, 1, 1))
+    bad("must be text, a number, true/false, a list or a mapping, got date", "fact.name", name=datetime.date(2024, 1, 1))
+    bad("must be text, a number, true/false, a list or a mapping, got set", "fact.many[0].n", name="x", many=[{"n": {1}}])
 
 
 def _typed_as_declared(obj: Any, tp: Any, where: str) -> None:
