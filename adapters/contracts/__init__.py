@@ -25,7 +25,7 @@ compiled ``command.sh`` against its contract (:func:`check_args`, :func:`check_e
 replacement the way the recorded call site does. Nothing here imports torch or touches upstream code.
 
 The package is three modules plus the loader, re-exported here: :mod:`~adapters.contracts.schema` (the
-dataclasses and :class:`Contract`), :mod:`~adapters.contracts.validation` (the coercer that builds and checks
+dataclasses and :class:`Contract`), :mod:`~adapters.contracts.validation` (builds them with pydantic and checks
 them), :mod:`~adapters.contracts.launch` (the argparse builder, the ``command.sh`` parser and the launch checks)
 and :mod:`~adapters.contracts.loader` (where the files are, :func:`load`, :func:`available`).
 """

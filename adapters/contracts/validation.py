@@ -1,6 +1,7 @@
-"""Validation of a contract mapping against :mod:`adapters.contracts.schema`: the coercer that builds each section's
-dataclass from its YAML (types, required keys, enumerated values, unknown keys) and :func:`contract_from_raw`, which
-checks the whole mapping and returns the typed :class:`~adapters.contracts.schema.Contract`.
+"""Validation of a contract mapping against :mod:`adapters.contracts.schema`: pydantic (the project's config
+validation, as :class:`harness.app.run_config.RunConfig`) builds each section's dataclass from its YAML (strict types,
+required keys, unknown keys refused), each section's ``check`` its invariants, and :func:`contract_from_raw` checks the
+whole mapping and returns the typed :class:`~adapters.contracts.schema.Contract`.
 
 Every error is a :class:`~adapters.contracts.schema.ContractSchemaError` naming the model and the dotted key
 (``writer.overlays[0].switch``) and what is allowed.
@@ -9,10 +10,15 @@ Every error is a :class:`~adapters.contracts.schema.ContractSchemaError` naming 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import re
 import types
 import typing
 from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from adapters.contracts.schema import (
     CheckpointEntry,
@@ -51,75 +57,111 @@ def _is_provenance(key: str) -> bool:
     return isinstance(key, str) and key.endswith(_PROVENANCE_SUFFIXES)
 
 
-def _coerce(tp: Any, value: Any, model: str, where: str) -> Any:
-    """``value`` checked against the type hint ``tp`` (dataclasses, tuples, dicts, Optional, Any, scalars)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin is typing.Union or origin is types.UnionType:  # Optional[X] / X | None
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, model, where)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _build(tp, value, model, where)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ContractSchemaError(model, where, f"must be a list, got {type(value).__name__}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(args[0], v, model, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ContractSchemaError(model, where, f"must have {len(args)} items")
-        return tuple(_coerce(a, v, model, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ContractSchemaError(model, where, f"must be a mapping, got {type(value).__name__}")
-        return {str(k): _coerce(args[1], v, model, f"{where}.{k}") for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ContractSchemaError(model, where, f"must be a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ContractSchemaError(model, where, f"must be an integer, got {value!r}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ContractSchemaError(model, where, f"must be true or false, got {value!r}")
-        return value
-    if tp is str:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)  # a number written as a plain scalar in a text fact (``ours: 3``)
-        if not isinstance(value, str):
-            raise ContractSchemaError(model, where, f"must be text, got {type(value).__name__} {value!r}")
-        return value
-    raise TypeError(f"schema type {tp!r} is not modelled")  # a bug in this module, not in a contract
+def _type_at(tp: Any, loc: tuple[int | str, ...]) -> Any:
+    """The type hint reached from ``tp`` along a pydantic error location (fields, list items, mapping values)."""
+    for part in loc:
+        tp = _unwrap_optional(tp)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            tp = typing.get_type_hints(tp)[str(part)]
+        elif typing.get_origin(tp) is tuple:
+            args = typing.get_args(tp)
+            tp = args[0] if args[1:] == (Ellipsis,) else args[int(part)]
+        elif typing.get_origin(tp) is dict:
+            tp = typing.get_args(tp)[1]
+    return _unwrap_optional(tp)
 
 
-def _build(cls: type, data: Any, model: str, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise ContractSchemaError(model, where, f"must be a mapping with keys {[f.name for f in dataclasses.fields(cls)]}"
-                                  f", got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in fields and not _is_provenance(key):
-            raise ContractSchemaError(model, f"{where}.{key}", f"unknown key; allowed: {sorted(fields)} (free text goes "
-                                      "under a key ending in _source or _note)")
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ContractSchemaError(model, f"{where}.{name}", "required")
-            continue
-        kwargs[name] = _coerce(hints[name], data[name], model, f"{where}.{name}")
-    obj = cls(**kwargs)
-    if hasattr(obj, "check"):
-        obj.check(model, where)
-    for key, value in data.items():
-        if _is_provenance(key) and not isinstance(value, str):
-            raise ContractSchemaError(model, f"{where}.{key}", "provenance is text")
+def _unwrap_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(tp) if a is not type(None))
+    return tp
+
+
+def _problem(tp: Any, err: ErrorDetails) -> tuple[tuple[int | str, ...], str]:
+    """(location, problem) of a pydantic error in the words of this module (what the fact must be)."""
+    loc, value, kind = err["loc"], err["input"], err["type"]
+    got = f"got {type(value).__name__}"
+    if kind == "unexpected_keyword_argument":
+        allowed = sorted(f.name for f in dataclasses.fields(_type_at(tp, loc[:-1])))
+        return loc, f"unknown key; allowed: {allowed} (free text goes under a key ending in _source or _note)"
+    if kind == "missing" and isinstance(loc[-1], int):  # a fixed-length tuple given too few items
+        return loc[:-1], f"must have {len(typing.get_args(_type_at(tp, loc[:-1])))} items"
+    messages = {"missing": "required", "string_type": f"must be text, {got} {value!r}",
+                "float_type": f"must be a number, got {value!r}", "int_type": f"must be an integer, got {value!r}",
+                "bool_type": f"must be true or false, got {value!r}", "tuple_type": f"must be a list, {got}",
+                "too_long": f"must have {err.get('ctx', {}).get('max_length')} items",
+                "dict_type": f"must be a mapping, {got}"}
+    if kind == "dataclass_type":
+        keys = [f.name for f in dataclasses.fields(_type_at(tp, loc))]
+        return loc, f"must be a mapping with keys {keys}, {got}"
+    return loc, messages.get(kind, err["msg"])
+
+
+def _where(where: str, loc: tuple[int | str, ...]) -> str:
+    return where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+
+
+@functools.cache
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    """pydantic's validator of ``tp`` (wrapped in a 1-tuple: a dataclass cannot take a config of its own here).
+    Unknown keys are refused (``extra="forbid"``); validated as strict JSON, so no scalar is coerced (``"1"`` is not a
+    number, ``1`` is not true) while YAML lists fill tuples and integers fill floats, as the schema intends."""
+    return TypeAdapter(tuple[tp], config=ConfigDict(extra="forbid"))
+
+
+def _plain(value: Any, model: str, where: str) -> Any:
+    """``value`` as JSON data for pydantic (mapping keys as text: YAML's ``1:`` is the key ``"1"``); a YAML date,
+    binary or set is no contract fact and is refused at its key."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v, model, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, model, f"{where}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return value
+    raise ContractSchemaError(model, where, "must be text, a number, true/false, a list or a mapping, got "
+                              f"{type(value).__name__} {value!r}")
+
+
+def _typed(tp: Any, value: Any, model: str, where: str) -> Any:
+    """``value`` (YAML data) validated by pydantic as the type hint ``tp`` (schema dataclasses, tuples, dicts, Optional,
+    Any, scalars), then each dataclass's own ``check``. Two YAML habits are accepted: a number in a text fact
+    (``ours: 3`` is ``"3"``) and free-text provenance beside a fact (a key ending in ``_source`` or ``_note``, which must
+    be text); every other error becomes a :class:`ContractSchemaError` at the dotted key."""
+    data: Any = [_plain(value, model, where)]
+    while True:
+        try:
+            (obj,) = _adapter(tp).validate_json(json.dumps(data), strict=True)
+            break
+        except ValidationError as exc:
+            errors = sorted(exc.errors(), key=lambda e: e["type"] != "unexpected_keyword_argument")  # typos first
+            patched = False
+            for err in errors:
+                loc, value_ = err["loc"], err["input"]
+                parent: Any = functools.reduce(lambda d, k: d[k], loc[:-1], data)
+                if err["type"] == "string_type" and isinstance(value_, (int, float)) and not isinstance(value_, bool):
+                    parent[loc[-1]], patched = str(value_), True  # a number written as a plain scalar in a text fact
+                elif err["type"] == "unexpected_keyword_argument" and _is_provenance(str(loc[-1])):
+                    if not isinstance(value_, str):
+                        raise ContractSchemaError(model, _where(where, loc[1:]), "provenance is text") from None
+                    del parent[loc[-1]]
+                    patched = True
+            if not patched:
+                loc, problem = _problem(tuple[tp], errors[0])
+                raise ContractSchemaError(model, _where(where, loc[1:]), problem) from None
+    _check(obj, model, where)
     return obj
+
+
+def _check(obj: Any, model: str, where: str) -> None:
+    """Each dataclass's ``check`` (the invariants across its fields), innermost first, in field order."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _check(getattr(obj, f.name), model, f"{where}.{f.name}")
+        if hasattr(obj, "check"):
+            obj.check(model, where)
+    elif isinstance(obj, tuple):
+        for i, item in enumerate(obj):
+            _check(item, model, f"{where}[{i}]")
 
 
 def _check_identity(raw: Any, model: str) -> None:
@@ -182,10 +224,10 @@ def validate(raw: dict[str, Any], model: str) -> dict[str, Any]:
             if required:
                 raise ContractSchemaError(model, key, "required section")
             continue
-        typed[key] = _coerce(tp, raw[key], model, key)
+        typed[key] = _typed(tp, raw[key], model, key)
     _check_launch_facts(raw, model)
     typed["imports"] = tuple(ImportProbe(module=item) if isinstance(item, str) else
-                             _build(ImportProbe, item, model, f"imports[{i}]")
+                             _typed(ImportProbe, item, model, f"imports[{i}]")
                              for i, item in enumerate(raw.get("imports") or []))
     _check_references(typed, model)
     return typed

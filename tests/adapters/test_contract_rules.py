@@ -6,6 +6,10 @@ real contract (``evoke``) in memory and checks the error's key and problem."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime
+import types
+import typing
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -16,7 +20,8 @@ import yaml
 from adapters import contracts
 from adapters.contracts import ContractSchemaError, launch
 from adapters.contracts.launch import ContractViolation
-from adapters.contracts.validation import _build, _coerce, contract_from_raw, validate
+from adapters.contracts.schema import Contract
+from adapters.contracts.validation import _SECTIONS, _typed, contract_from_raw, validate
 
 MODEL = "evoke"
 
@@ -154,7 +159,7 @@ class Fact:
 
 
 def build(**data):
-    return _build(Fact, data, "m", "fact")
+    return _typed(Fact, data, "m", "fact")
 
 
 def bad(problem_start: str, key: str, **data):
@@ -191,13 +196,55 @@ def test_each_type_is_checked_never_guessed():
     bad("provenance is text", "fact.rate_source", name="x", rate_source=3)
     assert build(name="x", rate_source="README", count_note="why").name == "x"
     with pytest.raises(ContractSchemaError) as e:
-        _build(Fact, ["x"], "m", "fact")
+        _typed(Fact, ["x"], "m", "fact")
     assert e.value.problem.startswith("must be a mapping with keys ['name', 'rate',") and e.value.problem.endswith(
         ", got list")
-    with pytest.raises(TypeError, match="is not modelled"):
-        _coerce(set, {1}, "m", "x")
-    assert _coerce(Optional[Inner], None, "m", "x") is None  # noqa: UP045 - typing.Union's spelling
-    assert _coerce(Inner | None, {"n": 2}, "m", "x") == Inner(2)
+    assert _typed(Optional[Inner], None, "m", "x") is None  # noqa: UP045 - typing.Union's spelling
+    assert _typed(Inner | None, {"n": 2}, "m", "x") == Inner(2)
+
+
+def test_a_typo_is_reported_before_the_missing_key_it_leaves():
+    bad("unknown key; allowed: [", "fact.nmae", nmae="x")  # not "fact.name: required"
+
+
+def test_a_value_yaml_cannot_give_as_plain_data_is_refused():
+    """A bare YAML date (``2024-01-01``) is no text, number, flag, list or mapping: refused at its key (pydantic
+    validates the facts as JSON data, see adapters/contracts/validation.py)."""
+    bad("must be text, a number, true/false, a list or a mapping, got date", "fact.name", name=datetime.date(2024, 1, 1))
+    bad("must be text, a number, true/false, a list or a mapping, got set", "fact.many[0].n", name="x", many=[{"n": {1}}])
+
+
+def _typed_as_declared(obj: Any, tp: Any, where: str) -> None:
+    """``obj`` has the type hint ``tp`` all the way down (floats are floats, lists became tuples)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return
+    if origin in (typing.Union, types.UnionType):
+        if obj is not None:
+            _typed_as_declared(obj, next(a for a in args if a is not type(None)), where)
+    elif dataclasses.is_dataclass(tp):
+        assert type(obj) is tp, where
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            _typed_as_declared(getattr(obj, f.name), hints[f.name], f"{where}.{f.name}")
+    elif origin is tuple:
+        assert type(obj) is tuple, where
+        for i, item in enumerate(obj):
+            _typed_as_declared(item, args[0] if args[1:] == (Ellipsis,) else args[i], f"{where}[{i}]")
+    elif origin is dict:
+        assert type(obj) is dict and all(type(k) is str for k in obj), where
+        for k, v in obj.items():
+            _typed_as_declared(v, args[1], f"{where}.{k}")
+    else:
+        assert type(obj) is tp, (where, obj)
+
+
+@pytest.mark.parametrize("model", contracts.available(contracts.ADAPTERS_DIR))
+def test_every_in_tree_contract_is_built_with_its_declared_types(model):
+    c = contract_from_raw(yaml.safe_load(contracts.contract_path(model).read_text()), model)
+    hints = typing.get_type_hints(Contract)
+    for section in (*_SECTIONS, "imports"):
+        _typed_as_declared(getattr(c, section), hints[section], section)
 
 
 # -- launch: command.sh, flags and variables ------------------------------------------------------------------------------
