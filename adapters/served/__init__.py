@@ -5,27 +5,6 @@
 (see docs/served.md).
 """
 
-from __future__ import annotations
+from .backend import DEFAULT_BACKEND, for_backend
 
-from typing import Any
-
-#: the backend that runs the model's own adapter (an upstream checkout, or in process for built-in models)
-DEFAULT_BACKEND = "upstream"
-
-
-def for_backend(adapter: Any, backend: dict[str, Any] | None, endpoint: Any = None) -> Any:
-    """``adapter`` itself for the default backend, else the served wrapper for ``backend`` (a ``conf/backend``
-    mapping) at ``endpoint``. Raises :class:`adapters.served.config.BackendConfigError` (exit code 2) on a bad
-    setting."""
-    name = (backend or {}).get("name", DEFAULT_BACKEND)
-    if name == DEFAULT_BACKEND:
-        if endpoint is not None:
-            from .config import BackendConfigError
-
-            raise BackendConfigError(f"endpoint={endpoint!r} is set but backend=upstream runs the model's own "
-                                     "adapter; choose backend=sglang or backend=vllm_omni (or drop endpoint)")
-        return adapter
-    from .adapter import ServedAdapter
-    from .config import BackendConfig
-
-    return ServedAdapter(adapter, BackendConfig.from_dict(dict(backend or {}), endpoint))
+__all__ = ["DEFAULT_BACKEND", "for_backend"]
