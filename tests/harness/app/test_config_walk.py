@@ -18,7 +18,7 @@ RECEIVERS = {
     "harness/app/commands/run.py", "harness/app/commands/evaluation.py", "harness/app/run_config.py",
     "harness/app/plan.py", "harness/app/runner.py",
     "harness/config_groups.py", "harness/cases.py", "harness/secrets.py", "harness/io.py",
-    "adapters/base.py", "adapters/served/__init__.py", "adapters/served/config.py",
+    "adapters/base.py", "adapters/served/backend.py", "adapters/served/config.py",
     "harness/context/policies.py", "trajectories/builders.py", "trajectories/fields.py",
     "evaluate/external.py",
 }
