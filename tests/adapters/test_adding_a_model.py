@@ -13,14 +13,13 @@ import importlib
 import sys
 
 import pytest
-import yaml
 from hydra.core.hydra_config import HydraConfig
 
 from adapters import contracts
 from harness.config_groups import list_group
 from tests.support.cli import in_process_cli
+from tests.support.toy_model import write_toy_model
 
-ROOT_CONF = contracts.ADAPTERS_DIR.parent / "conf"
 TOY_REPO = "example/toy-world-model"
 
 
@@ -29,20 +28,8 @@ def toy(tmp_path, monkeypatch):
     """The two pieces of a new model, written outside the repository: ``<tmp>/pkgs/toy_wm/`` and
     ``<tmp>/conf/model/toy_wm.yaml``."""
     pkg = tmp_path / "pkgs" / "toy_wm"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text('"""A toy upstream model (tests/adapters/test_adding_a_model.py)."""\n')
-    (pkg / "adapter.py").write_text(
-        "from adapters.lingbot_v2.adapter import LingBotV2Adapter\n\n\n"
-        "class ToyAdapter(LingBotV2Adapter):\n"
-        '    """A toy upstream model with LingBot-World v2\'s controls and launch."""\n')
-    raw = yaml.safe_load(contracts.contract_path("lingbot_v2").read_text())
-    raw.update(model="toy_wm", repo=TOY_REPO)
-    (pkg / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    cfg = yaml.safe_load((ROOT_CONF / "model" / "lingbot_v2.yaml").read_text())
-    cfg.update(name="toy_wm", adapter="toy_wm.adapter:ToyAdapter", description="a toy upstream model",
-               upstream_repo=TOY_REPO)
-    (tmp_path / "conf" / "model").mkdir(parents=True)
-    (tmp_path / "conf" / "model" / "toy_wm.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_toy_model(pkg, tmp_path / "conf" / "model" / "toy_wm.yaml", name="toy_wm", repo=TOY_REPO,
+                    what="a toy upstream model")
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
     importlib.invalidate_caches()
     yield {"pkg": pkg, "conf": tmp_path / "conf", "run": tmp_path / "work"}

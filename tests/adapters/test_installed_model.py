@@ -14,14 +14,13 @@ import importlib
 import sys
 
 import pytest
-import yaml
 
 from adapters import contracts
 from harness.config_groups import list_group
 from harness.installed_models import GROUP, InstalledModelError, installed_models
 from tests.support.cli import in_process_cli
+from tests.support.toy_model import write_toy_model
 
-ROOT_CONF = contracts.ADAPTERS_DIR.parent / "conf"
 TOY_REPO = "example/toy-installed-model"
 
 
@@ -50,19 +49,8 @@ def toy(site):
     """The installed toy model ``toy_ep`` (package ``toy_world_model``): LingBot-World v2's adapter, contract facts and
     config under its own name and repository."""
     pkg = site / "toy_world_model"
-    (pkg / "conf" / "model").mkdir(parents=True)
-    (pkg / "__init__.py").write_text('"""A toy installed model (tests/adapters/test_installed_model.py)."""\n')
-    (pkg / "adapter.py").write_text(
-        "from adapters.lingbot_v2.adapter import LingBotV2Adapter\n\n\n"
-        "class ToyAdapter(LingBotV2Adapter):\n"
-        '    """A toy installed model with LingBot-World v2\'s controls and launch."""\n')
-    raw = yaml.safe_load(contracts.contract_path("lingbot_v2").read_text())
-    raw.update(model="toy_ep", repo=TOY_REPO)
-    (pkg / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    cfg = yaml.safe_load((ROOT_CONF / "model" / "lingbot_v2.yaml").read_text())
-    cfg.update(name="toy_ep", adapter="toy_world_model.adapter:ToyAdapter", description="an installed toy model",
-               upstream_repo=TOY_REPO)
-    (pkg / "conf" / "model" / "toy_ep.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_toy_model(pkg, pkg / "conf" / "model" / "toy_ep.yaml", name="toy_ep", repo=TOY_REPO,
+                    what="an installed toy model")
     _install(site, "toy_ep = toy_world_model")
     return {"pkg": pkg, "run": site.parent / "work"}
 
