@@ -13,7 +13,8 @@ from typing import Any
 
 from .backbones import BACKBONES, spec
 from .config import EvalConfig
-from .families.base import Family, all_families
+from .families.base import Family
+from .families.order import all_families
 from .perception.base import BackboneUnavailable
 from .results import ItemResult
 
@@ -74,7 +75,7 @@ def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: di
             memo[f.name] = _weights_state(f, ecfg, root, pack)
         return memo[f.name]
 
-    out = {f.name: _hash([video_sha, ecfg.family_settings(f.name), SCHEMA_VERSION, weights(f)])
+    out = {f.name: _hash([video_sha, ecfg.family_settings(f.settings), SCHEMA_VERSION, weights(f)])
            for f in all_families()}
     vf = Family("validity", ("pose_estimators", "depth", "return_frame_poses", "memory_stride", "validity"))
     out["validity"] = _hash([video_sha, {k: getattr(ecfg, k) for k in vf.settings}, VALIDITY_VERSION, weights(vf)])

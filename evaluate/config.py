@@ -11,7 +11,7 @@ config-validation mechanism, as :class:`harness.app.run_config.RunConfig` and :m
 from __future__ import annotations
 
 from dataclasses import asdict, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Iterable
 
 from annotated_types import Ge, Gt, Le
 from pydantic import (
@@ -35,13 +35,17 @@ from harness.errors import ConfigError, UserError
 
 from . import memory as mem
 from .backbones import BACKBONES, check_names, spec
-from .families.base import ROLE_SETTINGS, Family, all_families
 from .perception._loading import resolve_device
 
 #: a finite number (an integer stays an integer: the settings are recorded as given in each ``metrics.json``)
 _Number = StrictInt | Annotated[float, Field(strict=True, allow_inf_nan=False)]
 #: backbone names, e.g. ``[dinov2, pixel]`` (a list in YAML, a tuple here)
 _Names = tuple[StrictStr, ...]
+
+
+#: backbone role -> the setting that names its backbones (``evaluate.<setting>``)
+ROLE_SETTINGS = {"encoder": "encoders", "face": "face", "tracker": "trackers", "depth": "depth",
+                 "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic"}
 
 
 class _Bootstrap(TypedDict, total=False):
@@ -162,9 +166,10 @@ class EvalConfig:
                 raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
                                  "{da3: {process_res: 504}}")
 
-    def family_settings(self, family: str) -> dict[str, Any]:
+    def family_settings(self, names: Iterable[str]) -> dict[str, Any]:
+        """The settings ``names`` (a family's ``settings``) and their values: what a family's results depend on."""
         s = asdict(self)
-        return {k: s[k] for k in _family(family).settings}
+        return {k: s[k] for k in names}
 
 
 _ADAPTER = TypeAdapter(EvalConfig)
@@ -245,5 +250,3 @@ def _bootstrap_error(err: ErrorDetails, b: Any) -> ConfigError:
     return ConfigError(f"evaluate.bootstrap={b!r}: a mapping {{n: <resamples >= 1>, seed: <integer >= 0>}}")
 
 
-def _family(name: str) -> Family:
-    return {f.name: f for f in all_families()}[name]

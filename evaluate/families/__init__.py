@@ -5,7 +5,9 @@ every spec into the one registry. Formulas stay in :mod:`evaluate.camera`, :mod:
 :mod:`evaluate.dynamic` and :mod:`evaluate.aggregate`.
 """
 
+from ..config import ROLE_SETTINGS
 from ..results import Entries
-from .base import ROLE_SETTINGS, Computation, Family, all_families, entry, missing
+from .base import Computation, Family, entry, missing
+from .order import all_families
 
 __all__ = ["ROLE_SETTINGS", "Computation", "Entries", "Family", "all_families", "entry", "missing"]

@@ -14,10 +14,9 @@ from typing import Any
 from ..registry import AppliesFn, Compute, ComputeFn, MetricSpec, always
 from ..results import Entries, MetricEntry, Status, entries
 
-#: backbone role -> the evaluation setting that lists its backbones in order
-ROLE_SETTINGS = {"encoder": "encoders", "face": "face", "tracker": "trackers", "depth": "depth",
-                 "pose": "pose_estimators", "imaging": "imaging", "aesthetic": "aesthetic"}
-# The dynamic-memory judge is not a role: it is a server configured by the ``evaluate.judge`` settings block
+# ROLE_SETTINGS (backbone role -> the evaluation setting that lists its backbones in order) lives in
+# evaluate.config, beside the settings it names. The dynamic-memory judge is not a role: it is a server configured
+# by the ``evaluate.judge`` settings block
 # (evaluate/judge, docs/judge.md), and the dynamic family calls it directly.
 
 
@@ -70,11 +69,3 @@ def entry(metric: str, backbone: str, kind: str, value: float, **details: Any) -
 def missing(metric: str, backbone: str, reason: str, status: Status = Status.NOT_COMPUTED) -> Entries:
     """A value that is not computed (backbone unavailable), not applicable, or failed, with the reason."""
     return entries(MetricEntry.unavailable(metric, backbone, reason, Status(status)))
-
-
-def all_families() -> tuple[Family, ...]:
-    """Every family in evaluation order (imported lazily)."""
-    from . import camera, departure, diagnostic, dynamic, entity, environment, quality
-
-    return (camera.FAMILY, environment.FAMILY, entity.HUMAN, entity.OBJECT, diagnostic.FAMILY, departure.FAMILY,
-            quality.FAMILY, dynamic.FAMILY)

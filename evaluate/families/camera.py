@@ -126,9 +126,11 @@ SPECS = (
                (Compute(paper_rot), Compute(per_estimator, ("pose",), reports=("camera.rpe_trans", "camera.rpe_rot"))),
                table2="", resolution=0.005),
     MetricSpec("camera.rpe_trans_strided", "camera", False, "pose", False,
-               "Eq. 2 on every rpe_stride-th frame (a named non-paper variant)", ComputedBy("camera.rpe_trans", _STRIDED)),
+               "Eq. 2 on every rpe_stride-th frame (a named non-paper variant)",
+               ComputedBy("camera.rpe_trans", _STRIDED)),
     MetricSpec("camera.rpe_rot_strided", "camera", False, "pose", False,
-               "Eq. 3 on every rpe_stride-th frame (a named non-paper variant)", ComputedBy("camera.rpe_rot", _STRIDED)),
+               "Eq. 3 on every rpe_stride-th frame (a named non-paper variant)",
+               ComputedBy("camera.rpe_rot", _STRIDED)),
 )
 
 FAMILY = Family("camera", ("pose_estimators", "rpe_trans_estimators", "rpe_rot_estimator", "rpe_stride"), SPECS)

@@ -55,7 +55,8 @@ def _ssim_stats(a: np.ndarray, win: int = 7) -> tuple[np.ndarray, np.ndarray, np
     return x, ux, _window_mean(x * x, win) - ux * ux
 
 
-def _ssim_to(ref: tuple[np.ndarray, np.ndarray, np.ndarray], b: np.ndarray, data_range: float = 255.0, win: int = 7) -> float:
+def _ssim_to(ref: tuple[np.ndarray, np.ndarray, np.ndarray], b: np.ndarray, data_range: float = 255.0,
+             win: int = 7) -> float:
     """:func:`ssim` of the image behind ``ref`` (:func:`_ssim_stats`) and ``b``: the textbook expression
 
         ((2 ux uy + c1) (2 cov vxy + c2)) / ((ux^2 + uy^2 + c1) (cov vx + cov vy + c2))
@@ -137,8 +138,8 @@ def cross_departure(item: EvalItem, perception: ItemPerception, settings: EvalCo
     fa, fb = feats[: len(pairs)], feats[len(pairs):]
     sims = np.clip(np.sum(fa * fb, axis=1) / np.maximum(
         np.linalg.norm(fa, axis=1) * np.linalg.norm(fb, axis=1), 1e-12), 0, 1)
-    return entry("diagnostic.cross_departure", perception.label(name, "encoder"), perception.kind(name), float(sims.mean()),
-                 pairs=pairs)
+    return entry("diagnostic.cross_departure", perception.label(name, "encoder"), perception.kind(name),
+                 float(sims.mean()), pairs=pairs)
 
 
 def _has_revisits(item: EvalItem, settings: EvalConfig) -> bool:

@@ -52,8 +52,8 @@ def _is_dynamic(item: EvalItem, settings: EvalConfig) -> bool:
     return item.family == "dynamic"
 
 
-_JUDGED_BY = ComputedBy("dynamic.overall", "the checklist judgement of dynamic.overall writes every dynamic.* metric of "
-                        "the item in one call (evaluate.judge.score_item)")
+_JUDGED_BY = ComputedBy("dynamic.overall", "the checklist judgement of dynamic.overall writes every dynamic.* "
+                        "metric of the item in one call (evaluate.judge.score_item)")
 
 SPECS = (
     MetricSpec("dynamic.overall", "dynamic", True, "judge", True, "gated 8-question checklist (appendix D)",

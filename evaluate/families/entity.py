@@ -107,8 +107,8 @@ def geometry(item: EvalItem, perception: ItemPerception, settings: EvalConfig, b
         ref = [t[f][0] for f in item.ref_idx if t[f][1]]
         per_t[tid] = [mem.silhouette_revisit_score(ref, [t[f][0] for f in w if t[f][1]], settings.canvas)
                       for w in item.rev_idx_arrived]
-    return entry("object.geometry", label, perception.kind(backbones["tracker"]), rollout_score(per_t, item.num_revisits),
-                 per_target=per_t, **_extra(item, track, label))
+    return entry("object.geometry", label, perception.kind(backbones["tracker"]),
+                 rollout_score(per_t, item.num_revisits), per_target=per_t, **_extra(item, track, label))
 
 
 def _eq4(item: EvalItem, perception: ItemPerception, track: Tracks, name: str, role: str,
@@ -160,9 +160,9 @@ def identity(item: EvalItem, perception: ItemPerception, settings: EvalConfig, b
     # detector that never fires reads as forgetting, one that fires on anything as memory
     found = sum(d["reference"][0] + sum(r[0] for r in d["revisits"]) for d in det.values())
     seen = sum(d["reference"][1] + sum(r[1] for r in d["revisits"]) for d in det.values())
-    return entry("human.identity", f"{fl}+{tl}", perception.kind(backbones["face"]), rollout_score(per_t, item.num_revisits),
-                 per_target=per_t, face_detection=det, face_detection_rate=found / seen if seen else None,
-                 **_extra(item, track, tl))
+    return entry("human.identity", f"{fl}+{tl}", perception.kind(backbones["face"]),
+                 rollout_score(per_t, item.num_revisits), per_target=per_t, face_detection=det,
+                 face_detection_rate=found / seen if seen else None, **_extra(item, track, tl))
 
 
 def ors(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:

@@ -23,8 +23,8 @@ def _score(metric: str, role: str) -> ComputeFn:
     def compute(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:
         frames = quality_frames(item.num_frames, int(settings.quality_stride))
         s = perception.score(backbones[role], role, frames)
-        return entry(metric, perception.label(backbones[role], role), perception.kind(backbones[role]), float(np.mean(s)),
-                     frames_scored=len(frames), stride=int(settings.quality_stride))
+        return entry(metric, perception.label(backbones[role], role), perception.kind(backbones[role]),
+                     float(np.mean(s)), frames_scored=len(frames), stride=int(settings.quality_stride))
     return compute
 
 

@@ -11,15 +11,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..catalog import family_ids
+from ..dynamic import ASPECTS
 from ..results import BackboneKind, Entries, MetricEntry, entries
 from .client import JudgeSession, Verdict, session_for
 from .prompt import JudgeInput, JudgeInputError, event_dict
 from .settings import JudgeSettings
 
 #: Metric ids this module writes (per item; run tables average them: mean of ``started`` = p_start, of
-#: ``overall`` = S_gated, of ``conditional`` (started items only) = S_cond): the dynamic family's, from the registry.
-METRICS = family_ids("dynamic")
+#: ``overall`` = S_gated, of ``conditional`` (started items only) = S_cond), one per aspect of the checklist. The
+#: registry's dynamic family declares the same ids (tests/evaluate/test_registry.py holds them equal); they are
+#: spelled here rather than read from :mod:`evaluate.catalog` so the judge does not import the registry that imports it.
+METRICS = ("dynamic.overall", "dynamic.started", "dynamic.conditional") + tuple(f"dynamic.{a}" for a in ASPECTS)
 
 
 def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, MetricEntry]:

@@ -16,6 +16,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
 
 
+def in_sweep() -> bool:
+    """This process is one job of a Hydra sweep (``-m``)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return str(HydraConfig.get().mode).endswith("MULTIRUN")
+    except Exception:  # noqa: BLE001 - not under Hydra (API use)
+        return False
+
+
 def eval_config(cfg: RunConfig) -> EvalConfig:
     """The evaluation settings, validated (a bad ``evaluate.*`` value fails before anything is generated)."""
     from evaluate.stage import EvalConfig
@@ -27,7 +37,6 @@ def no_comparison_hint(cfg: RunConfig) -> str:
     """The console's hint when a run has nothing to compare, fitted to the command that ran: a sweep job is
     already running several (its siblings add theirs to the same run), external videos come from a manifest."""
     from evaluate.reporting.verdict import NO_COMPARISON_HINT
-    from harness.app.commands.run import in_sweep
 
     run = cfg.run or "<name>"
     if cfg.videos:

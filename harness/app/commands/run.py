@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.app.commands.evaluation import eval_config, evaluate
+from harness.app.commands.evaluation import eval_config, evaluate, in_sweep
 from harness.app.run_config import RunConfig
 from harness.errors import ConfigError
 
@@ -106,16 +106,6 @@ def validate_job(cfg: RunConfig) -> None:
         plans = _PREPARED.get()
         if plan is not None and plans is not None:
             plans[config_key(cfg)] = plan
-
-
-def in_sweep() -> bool:
-    """This process is one job of a Hydra sweep (``-m``)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return str(HydraConfig.get().mode).endswith("MULTIRUN")
-    except Exception:  # noqa: BLE001 - not under Hydra (API use)
-        return False
 
 
 def _plan_for(cfg: RunConfig) -> Optional[Plan]:

@@ -515,15 +515,15 @@ def test_the_no_comparison_hint_fits_the_command(monkeypatch):
     """A single run suggests a sweep; a sweep job (already one) and external videos (no -m to run) do not."""
     from evaluate.reporting.verdict import NO_COMPARISON_HINT
 
-    from harness.app.commands import run
+    from harness.app.commands import evaluation
     from harness.app.commands.evaluation import no_comparison_hint
     from harness.app.run_config import RunConfig
 
-    monkeypatch.setattr(run, "in_sweep", lambda: False)
+    monkeypatch.setattr(evaluation, "in_sweep", lambda: False)
     assert no_comparison_hint(RunConfig.from_mapping({"run": "default"})) == NO_COMPARISON_HINT
     ext = no_comparison_hint(RunConfig.from_mapping({"run": "ext", "videos": "/my/videos"}))
     assert "-m context" not in ext and "manifest.json" in ext
-    monkeypatch.setattr(run, "in_sweep", lambda: True)
+    monkeypatch.setattr(evaluation, "in_sweep", lambda: True)
     job = no_comparison_hint(RunConfig.from_mapping({"run": "study"}))
     assert "-m context" not in job and "report run=study" in job
 
