@@ -31,8 +31,26 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs
+
+# The web framework: this module is imported only by ``human serve`` (after it checked that the ``human`` extra is
+# installed) and the app's tests, so nothing else pays for starlette.
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evaluate.human.common import (
     ANNOTATORS_FILE,
@@ -45,13 +63,6 @@ from evaluate.human.common import (
     token_hash,
 )
 from evaluate.human.store import VoteError, VoteStore, study_hash
-
-if TYPE_CHECKING:  # the web framework is imported only by ``serve`` (and the app's tests)
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response
-    from starlette.routing import Route
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -147,8 +158,6 @@ class Study:
 
 
 def _err(status: int, msg: str) -> JSONResponse:
-    from starlette.responses import JSONResponse
-
     return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
 
 
@@ -232,20 +241,14 @@ class _Site:
         return aid if aid in self.study.orders else None
 
     def page(self, name: str, body: str) -> HTMLResponse:
-        from starlette.responses import HTMLResponse
-
         return HTMLResponse(_PAGE.format(title=self.title, page=name, body=body), headers={"Cache-Control": "no-store"})
 
     def index(self, request: Request) -> Response:
-        from starlette.responses import RedirectResponse
-
         if self.who(request):
             return RedirectResponse("/annotate", status_code=303)
         return self.page("login", _LOGIN)
 
     def annotate(self, request: Request) -> Response:
-        from starlette.responses import RedirectResponse
-
         if not self.who(request):
             return RedirectResponse("/", status_code=303)
         return self.page("annotate", "<p class='loading'>Loading...</p>")
@@ -257,9 +260,6 @@ class _Site:
         return aid
 
     async def login(self, request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
-
         try:
             data = await _body_json(request)
         except VoteError as exc:
@@ -276,8 +276,6 @@ class _Site:
         return r
 
     def logout(self, request: Request) -> Response:
-        from starlette.responses import JSONResponse
-
         self.study.store.end_session(request.cookies.get(COOKIE))
         r = JSONResponse({"ok": True})
         r.delete_cookie(COOKIE, path="/")
@@ -293,18 +291,12 @@ class _Site:
                                                    "started": last["started"], "answers": last["answers"]}}
 
     async def next_item(self, request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
-
         aid = self.who(request)
         if not aid:
             return _err(401, "log in first")
         return JSONResponse(await run_in_threadpool(self.state, aid), headers={"Cache-Control": "no-store"})
 
     async def vote(self, request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
-
         aid = self.who(request)
         if not aid:
             return _err(401, "log in first")
@@ -312,8 +304,8 @@ class _Site:
             data, item = await _item_body(request)
             if item not in self.study.items or item not in self.study.orders[aid]:
                 return _err(403, "item: not one of your items")
-            status, _ = await run_in_threadpool(self.study.store.record, aid, item, self.study.items[item]["kind"], data,
-                                                     data.get("client_id"), data.get("elapsed_ms"))
+            status, _ = await run_in_threadpool(self.study.store.record, aid, item, self.study.items[item]["kind"],
+                                                data, data.get("client_id"), data.get("elapsed_ms"))
         except VoteError as exc:
             return _err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
         done, total, _ = await run_in_threadpool(self.study.next_for, aid)
@@ -322,8 +314,6 @@ class _Site:
 
     async def correct(self, request: Request) -> Response:
         """Change the answer of the annotator's last item (the store keeps the audit trail)."""
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import JSONResponse
 
         aid = self.who(request)
         if not aid:
@@ -341,8 +331,6 @@ class _Site:
                             headers={"Cache-Control": "no-store"})
 
     def media(self, request: Request) -> Response:
-        from starlette.responses import FileResponse
-
         name = request.path_params["name"]
         if not self.who(request):
             return _err(401, "log in first")
@@ -351,16 +339,12 @@ class _Site:
         return FileResponse(self.study.dir / MEDIA_DIR / name, headers={"Cache-Control": "private, max-age=3600"})
 
     async def static(self, request: Request) -> Response:
-        from starlette.responses import FileResponse
-
         name = request.path_params["name"]
         if name not in STATIC_FILES:
             return _err(404, "no such file")
         return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name], headers={"Cache-Control": "no-cache"})
 
     def organiser_page(self, status: int, body: str) -> HTMLResponse:
-        from starlette.responses import HTMLResponse
-
         return HTMLResponse(_ORGANISER_PAGE.format(title=f"{self.title}: organiser", body=body), status_code=status,
                             headers={"Cache-Control": "no-store"})
 
@@ -393,8 +377,6 @@ class _Site:
                 "Reload to refresh.</p><table id='organiser-table'>" + head + "".join(cells) + "</table>")
 
     async def organiser(self, request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
         try:
             token = await _organiser_token(request)
         except VoteError as exc:
@@ -409,19 +391,14 @@ class _Site:
         return self.organiser_page(200, await run_in_threadpool(self.organiser_table))
 
     async def health(self, request: Request) -> Response:
-        from starlette.responses import PlainTextResponse
-
         return PlainTextResponse("ok")
 
-    async def favicon(self, request: Request) -> Response:  # browsers ask for one; an empty answer keeps their consoles clean
-        from starlette.responses import Response
-
+    async def favicon(self, request: Request) -> Response:
+        """Browsers ask for one; an empty answer keeps their consoles clean."""
         return Response(status_code=204)
 
     def routes(self) -> list[Route]:
         """Every route of the app, each to its method."""
-        from starlette.routing import Route
-
         return [Route("/", self.index), Route("/annotate", self.annotate),
                 Route("/api/login", self.login, methods=["POST"]), Route("/api/logout", self.logout, methods=["POST"]),
                 Route("/api/next", self.next_item), Route("/api/vote", self.vote, methods=["POST"]),
@@ -432,10 +409,6 @@ class _Site:
 
 def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
     """The Starlette application serving ``study_dir``."""
-    from starlette.applications import Starlette
-    from starlette.middleware import Middleware
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
-
     site = _Site(Study(study_dir))
     middleware = [Middleware(_SecurityHeaders)]
     if host in LOOPBACK:
