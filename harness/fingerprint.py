@@ -3,7 +3,8 @@
 Inputs (canonical JSON, sorted keys): the model config minus fields that cannot change a frame (paths to the
 checkout/environment, timeouts, descriptions, environment variables), the context policy, the trajectory spec,
 the case (minus the file it was read from) with the sha256 of its image, the seed, the item key, the source of
-the adapter's code (its package and every ``adapters.*`` base class it inherits), and the encoder settings.
+the adapter's code (its package, also when installed from another distribution, and every ``adapters.*``
+base class it inherits), and the encoder settings.
 A rerun whose fingerprint differs from a finished item's refuses instead of silently skipping it.
 """
 
@@ -76,22 +77,36 @@ def file_sha256(path: str | Path) -> str:
     return _file_sha(str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
 
 
-@functools.lru_cache(maxsize=64)
-def adapter_code_version(cls: type) -> str:
-    """sha256 over the source of the adapter's package and of every ``adapters.*`` class in its MRO."""
+def adapter_code_files(cls: type) -> list[Path]:
+    """The source files whose bytes make :func:`adapter_code_version`, sorted, resolved.
+
+    The adapter's own package counts whole, whatever it is called (a model from an installed distribution included);
+    a base class counts by its module alone, and only an ``adapters.*`` one (``adapters/base.py``,
+    ``adapters/upstream.py``, another model's ``adapter.py``): the standard library, typing and third-party bases do
+    not. A class whose module is not imported or has no file (made at run time) adds nothing.
+    """
     files: set[Path] = set()
     for klass in cls.__mro__:
         mod = inspect.getmodule(klass)
+        if mod is None or not (klass is cls or mod.__name__.startswith("adapters")):
+            continue
         file = getattr(mod, "__file__", None)
-        if mod is None or not file or not mod.__name__.startswith("adapters"):
+        if not file:
             continue
         f = Path(file).resolve()
         files.add(f)
         if klass is cls and f.parent.name != "adapters":  # the adapter's own package: every module in it
             files.update(p.resolve() for p in f.parent.glob("*.py"))
+    return sorted(files)
+
+
+@functools.lru_cache(maxsize=64)
+def adapter_code_version(cls: type) -> str:
+    """sha256 over ``relative path NUL bytes NUL`` of each of :func:`adapter_code_files` (the path relative to the
+    project root, or the file's name for a file outside it)."""
     h = hashlib.sha256()
     root = PROJECT_ROOT
-    for f in sorted(files):
+    for f in adapter_code_files(cls):
         rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
         h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()

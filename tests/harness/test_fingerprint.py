@@ -164,3 +164,106 @@ def test_canonical_json_is_key_order_free_and_compact():
     import hashlib
 
     assert fp.sha256_text("é") == hashlib.sha256("é".encode()).hexdigest()
+
+
+def _adapters_root() -> Path:
+    import adapters
+
+    return Path(adapters.__file__).parent.resolve()
+
+
+def test_the_code_files_are_the_package_and_each_adapters_base_module_and_nothing_else():
+    """Exact sets: the adapter's package whole; each base class in ``adapters`` by its module alone (another model's
+    ``adapter.py`` too, not that model's folder); a class defined in ``adapters/`` itself counts alone."""
+    from adapters.hy_worldplay.adapter import HYWorldPlayAdapter
+    from adapters.lingbot_v2.adapter import LingBotV2Adapter
+    from adapters.upstream import UpstreamAdapter
+
+    root = _adapters_root()
+    shared = {root / "upstream.py", root / "base.py"}
+    assert set(fp.adapter_code_files(HYWorldPlayAdapter)) == set((root / "hy_worldplay").glob("*.py")) | shared
+    assert set(fp.adapter_code_files(LingBotV2Adapter)) == (
+        set((root / "lingbot_v2").glob("*.py")) | {root / "lingbot" / "adapter.py"} | shared)
+    assert fp.adapter_code_files(UpstreamAdapter) == sorted(shared)
+    assert fp.adapter_code_files(HYWorldPlayAdapter) == sorted(fp.adapter_code_files(HYWorldPlayAdapter))
+
+
+class _TestMixin:
+    """A base class from outside ``adapters`` (this test module)."""
+
+
+def test_bases_outside_adapters_and_modules_without_a_file_add_nothing(monkeypatch):
+    import sys
+    import types
+
+    from adapters.reference.adapter import ReferenceAdapter
+
+    root = _adapters_root()
+    made = types.ModuleType("adapters._made_at_run_time")  # no __file__
+    monkeypatch.setitem(sys.modules, made.__name__, made)
+    runtime_base = type("RuntimeBase", (), {"__module__": made.__name__})
+    unimported = type("Unimported", (), {"__module__": "adapters._not_imported_anywhere"})
+    cls = type("Mixed", (ReferenceAdapter, _TestMixin, runtime_base, unimported), {"__module__": made.__name__})
+    assert fp.adapter_code_files(cls) == [root / "base.py", root / "reference" / "adapter.py"]
+
+
+def test_an_installed_models_package_counts_whole_and_outside_the_project_by_file_name(tmp_path, monkeypatch):
+    """A model from another distribution (any package name, outside the project): every module of its package is
+    hashed under its file name, so editing any of them invalidates its finished items."""
+    import importlib
+    import sys
+
+    pkg = tmp_path / "toy_installed_model"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("SPEED = 1\n")
+    (pkg / "adapter.py").write_text("from adapters.reference.adapter import ReferenceAdapter\n\n\n"
+                                    "class ToyAdapter(ReferenceAdapter):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toy = importlib.import_module("toy_installed_model.adapter").ToyAdapter
+    try:
+        root = _adapters_root()
+        files = fp.adapter_code_files(toy)
+        assert files == sorted({root / "base.py", root / "reference" / "adapter.py",
+                                *(p.resolve() for p in pkg.glob("*.py"))})
+        before = fp.adapter_code_version.__wrapped__(toy)
+        (pkg / "helpers.py").write_text("SPEED = 2\n")
+        assert fp.adapter_code_version.__wrapped__(toy) != before
+        import hashlib
+
+        expected = hashlib.sha256()
+        for f in files:
+            rel = f.relative_to(fp.PROJECT_ROOT).as_posix() if f.parent != pkg.resolve() else f.name
+            expected.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+        assert fp.adapter_code_version.__wrapped__(toy) == expected.hexdigest()
+    finally:
+        for name in [m for m in sys.modules if m.startswith("toy_installed_model")]:
+            del sys.modules[name]
+
+
+def test_the_code_hash_names_each_file_by_its_path_in_the_project():
+    """Two packages with a same-named module (``controls.py``) hash under their paths: moving a file changes the
+    hash."""
+    import hashlib
+
+    from adapters.hy_worldplay.adapter import HYWorldPlayAdapter
+
+    expected = hashlib.sha256()
+    for f in fp.adapter_code_files(HYWorldPlayAdapter):
+        expected.update(f.relative_to(fp.PROJECT_ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    assert fp.adapter_code_version.__wrapped__(HYWorldPlayAdapter) == expected.hexdigest()
+
+
+def test_a_skimage_image_is_named_not_read_and_a_missing_file_is_not_hashed(tmp_path, monkeypatch):
+    """``skimage://rocket`` is never read from disk, even where a file by that spelling exists in the working
+    folder; a case whose image file is missing has no image hash (loading it fails later, naming the field)."""
+    from harness.cases import Case
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "skimage:").mkdir()
+    (tmp_path / "skimage:" / "rocket").write_bytes(b"not an image")
+    assert Path("skimage://rocket").is_file()  # the spelling a path would read
+    sk = Case(id="c", family="environment", image="skimage://rocket", prompt="p")
+    assert "image_sha256" not in fp.case_identity(sk)
+    gone = Case(id="c", family="environment", image="gone.png", prompt="p", source=str(tmp_path / "cases.yaml"))
+    assert "image_sha256" not in fp.case_identity(gone)
