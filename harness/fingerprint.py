@@ -14,8 +14,9 @@ import functools
 import hashlib
 import inspect
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from . import PROJECT_ROOT
 from .io import sha256_file
