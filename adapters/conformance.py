@@ -18,9 +18,10 @@ writer in the same pass). Poses are OpenCV camera-to-world (:mod:`trajectories.c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Check:
     """One conformance result. ``ok`` None: not checked (with the reason in ``message``)."""
 
     name: str
-    ok: Optional[bool]
+    ok: bool | None
     value: Any
     expected: Any
     message: str = ""
@@ -47,8 +48,8 @@ class ConformanceSpec:
     frames: int
     height: int
     width: int
-    poses: Optional[np.ndarray] = None
-    canvas: Optional[np.ndarray] = None
+    poses: np.ndarray | None = None
+    canvas: np.ndarray | None = None
     fps_tolerance: float = 0.05
     first_frame_min_ncc: float = 0.6
     overlay_max_change: float = 8.0  # grey levels a drawn pixel may flicker by (codec noise)
@@ -127,12 +128,12 @@ class _OverlayAccumulator:
 
     BLOCK = 32
 
-    def __init__(self, moving: Optional[np.ndarray]):
+    def __init__(self, moving: np.ndarray | None):
         self.moving = moving
-        self.prev: Optional[np.ndarray] = None
-        self.max_change: Optional[np.ndarray] = None
-        self.gx: Optional[np.ndarray] = None
-        self.gy: Optional[np.ndarray] = None
+        self.prev: np.ndarray | None = None
+        self.max_change: np.ndarray | None = None
+        self.gx: np.ndarray | None = None
+        self.gy: np.ndarray | None = None
         self.pairs = 0
 
     def add(self, i: int, frame: np.ndarray) -> None:
@@ -153,9 +154,10 @@ class _OverlayAccumulator:
         expected = f"< {spec.overlay_min_blocks} blocks with unmoving edges"
         if self.moving is None:
             return Check("overlay", None, None, expected, "no poses given")
-        if self.pairs < spec.overlay_min_moving or self.max_change is None or self.gx is None or self.gy is None:
+        if self.pairs < spec.overlay_min_moving or self.max_change is None:
             return Check("overlay", None, {"moving_pairs": self.pairs}, expected,
                          f"the camera moves in only {self.pairs} frame pairs; not enough to judge")
+        assert self.gx is not None and self.gy is not None  # set by the same pair as max_change
         b = self.BLOCK
         H, W = self.max_change.shape
         bh, bw = H // b, W // b
@@ -191,7 +193,7 @@ class _OverlayAccumulator:
 
 
 def check_video(path: str | Path, spec: ConformanceSpec,
-                on_frame: Optional[Callable[[int, np.ndarray], None]] = None) -> Report:
+                on_frame: Callable[[int, np.ndarray], None] | None = None) -> Report:
     """Decode ``path`` once, hand every frame to ``on_frame`` and check it against ``spec`` (see the module doc)."""
     import av
 
@@ -205,7 +207,7 @@ def check_video(path: str | Path, spec: ConformanceSpec,
             moving = moving_pairs(np.asarray(spec.poses, np.float64), spec.moving_deg)
         acc = _OverlayAccumulator(moving)
         n = 0
-        first_ncc: Optional[float] = None
+        first_ncc: float | None = None
         for i, f in enumerate(c.decode(s)):
             frame = f.to_ndarray(format="rgb24")
             if i == 0 and spec.canvas is not None:
@@ -214,7 +216,7 @@ def check_video(path: str | Path, spec: ConformanceSpec,
             if on_frame is not None:
                 on_frame(i, frame)
             n += 1
-    ok_fps = bool(np.isfinite(fps) and abs(fps - spec.fps) <= spec.fps_tolerance * spec.fps)
+    ok_fps = bool(abs(fps - spec.fps) <= spec.fps_tolerance * spec.fps)  # False for NaN (a file without a rate)
     report.checks.append(Check("fps", ok_fps, round(fps, 4), spec.fps, "" if ok_fps else
                                f"the file is {fps:.3f} fps, upstream's writer writes {spec.fps:g} (contract writer.fps)"))
     ok_n = n == spec.frames
@@ -224,10 +226,11 @@ def check_video(path: str | Path, spec: ConformanceSpec,
     ok_hw = hw == (spec.height, spec.width)
     report.checks.append(Check("resolution", ok_hw, list(hw), [spec.height, spec.width], "" if ok_hw else
                                f"{hw[0]}x{hw[1]} frames, the canvas rule says {spec.height}x{spec.width}"))
-    if spec.canvas is None or first_ncc is None:
-        report.checks.append(Check("first_frame", None, None, spec.first_frame_min_ncc, "no conditioning canvas"))
+    if first_ncc is None:
+        report.checks.append(Check("first_frame", None, None, spec.first_frame_min_ncc,
+                                   "no conditioning canvas" if spec.canvas is None else "the file has no frames"))
     else:
-        ok = first_ncc >= spec.first_frame_min_ncc
+        ok = bool(first_ncc >= spec.first_frame_min_ncc)  # a bool (Report.failed: `is False`), numpy threshold too
         report.checks.append(Check("first_frame", ok, round(first_ncc, 4), f">= {spec.first_frame_min_ncc}", "" if ok else
                                    f"the first frame does not match the conditioning image (correlation {first_ncc:.2f}): "
                                    "another image, warm-up frames, or frames out of step with the poses"))
