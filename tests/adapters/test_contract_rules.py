@@ -1,7 +1,9 @@
 """The rules of the contract validator (adapters/contracts/validation.py) one at a time: the identity of a contract
 (model, repository, the full 40-hex commit: an abbreviated one is refused), the type coercion of each fact, unknown
 keys and free-text provenance, the untyped launch facts and the references between sections. Each case edits a
-real contract (``evoke``) in memory and checks the error's key and problem."""
+real contract (``evoke``) in memory and checks the error's key and problem. Then the schema's defaults and cross-field
+checks (a minimal section that leaves a field out), the launch checks (adapters/contracts/launch.py), the loader and
+the argparse extractor (adapters/contracts/extract.py), each rule at the input where it flips."""
 
 from __future__ import annotations
 
