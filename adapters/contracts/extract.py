@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> None:
 
     if not argv:
         raise SystemExit("usage: python -m adapters.contracts.extract <upstream_script.py>")
-    flags, parser = extract_flags(open(argv[0]).read())
+    flags, parser = extract_flags(Path(argv[0]).read_text())
     out = {"parser": parser, "flags": {f.pop("name"): f for f in flags}}
     print(yaml.safe_dump(out, sort_keys=False, default_flow_style=None, width=120))
 

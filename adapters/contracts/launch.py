@@ -143,7 +143,8 @@ def parse_command_sh(text: str) -> tuple[dict[str, str], list[str]]:
         body.append(s)
     if len(body) != 1:
         raise ContractViolation(f"command.sh should hold one launch line; found {len(body)}")
-    return env, shlex.split(body[0])
+    (launch_line,) = body
+    return env, shlex.split(launch_line)
 
 
 @dataclass
@@ -183,7 +184,7 @@ def check_args(contract: Contract, args: list[str]) -> argparse.Namespace:
     known = {n for name, spec in flags.items() for n in (name, *spec.get("aliases", []))}
     for a in args:
         if a.startswith("--"):
-            name = a.split("=", 1)[0]
+            name = a.partition("=")[0]
             if name not in known:
                 raise ContractViolation(
                     f"{contract.model}: flag {name} is not defined by {entry.get('script')} at {contract.commit[:12]} "

@@ -61,7 +61,7 @@ def _type_at(tp: Any, loc: tuple[int | str, ...]) -> Any:
     """The type hint reached from ``tp`` along a pydantic error location (fields, list items, mapping values)."""
     for part in loc:
         tp = _unwrap_optional(tp)
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if dataclasses.is_dataclass(tp):  # a type hint: a dataclass is a class here, never an instance
             tp = typing.get_type_hints(tp)[str(part)]
         elif typing.get_origin(tp) is tuple:
             args = typing.get_args(tp)
@@ -153,8 +153,9 @@ def _typed(tp: Any, value: Any, model: str, where: str) -> Any:
 
 
 def _check(obj: Any, model: str, where: str) -> None:
-    """Each dataclass's ``check`` (the invariants across its fields), innermost first, in field order."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    """Each dataclass's ``check`` (the invariants across its fields), innermost first, in field order. ``obj`` is
+    pydantic's output (instances and tuples of them, never a class)."""
+    if dataclasses.is_dataclass(obj):
         for f in dataclasses.fields(obj):
             _check(getattr(obj, f.name), model, f"{where}.{f.name}")
         if hasattr(obj, "check"):
@@ -241,5 +242,5 @@ def contract_from_raw(raw: dict[str, Any], model: str) -> Contract:
                     flags=entry.get("flags", {}) or {},
                     sys_path=[str(sp["path"]) for sp in entry.get("sys_path", []) or []],
                     env=raw.get("env", {}) or {}, call_sites=raw.get("call_sites", {}) or {},
-                    output=raw.get("output", {}) or {}, canvas=raw.get("canvas", {}) or {},
+                    output=raw["output"], canvas=raw["canvas"],  # mappings: _check_launch_facts
                     literals=raw.get("literals", {}) or {}, raw=raw, **typed)

@@ -1,7 +1,9 @@
 """The rules of the contract validator (adapters/contracts/validation.py) one at a time: the identity of a contract
 (model, repository, the full 40-hex commit: an abbreviated one is refused), the type coercion of each fact, unknown
 keys and free-text provenance, the untyped launch facts and the references between sections. Each case edits a
-real contract (``evoke``) in memory and checks the error's key and problem."""
+real contract (``evoke``) in memory and checks the error's key and problem. Then the schema's defaults and cross-field
+checks (a minimal section that leaves a field out), the launch checks (adapters/contracts/launch.py), the loader and
+the argparse extractor (adapters/contracts/extract.py), each rule at the input where it flips."""
 
 from __future__ import annotations
 
@@ -414,3 +416,274 @@ def test_empty_launch_sections_read_as_empty_mappings(base):
     assert (c.env, c.call_sites, c.literals) == ({}, {}, {})
     assert contract_from_raw(edited(base, lambda r: r.update(call_sites={"gen": "x.py:1"})), MODEL).call_sites == {
         "gen": "x.py:1"}
+
+
+def test_an_installed_model_is_listed_and_read_from_its_package_unless_the_name_is_in_tree(tmp_path, monkeypatch):
+    from adapters.contracts import loader
+    from harness.installed_models import InstalledModel
+
+    def installed(name):
+        return InstalledModel(name=name, distribution="toy 1.0", entry_point=f"{name} = toy_pkg",
+                              package_dir=tmp_path / name)
+
+    monkeypatch.setattr(loader, "installed_models", lambda: {"toy_installed_wm": installed("toy_installed_wm"),
+                                                              "evoke": installed("evoke")})
+    assert "toy_installed_wm" in loader.available() and "evoke" in loader.available()
+    assert "toy_installed_wm" not in loader.available(loader.ADAPTERS_DIR)  # a folder lists its own models only
+    assert loader.contract_path("toy_installed_wm") == tmp_path / "toy_installed_wm" / "contract.yaml"
+    assert loader.contract_path("evoke") == loader.ADAPTERS_DIR / "evoke" / "contract.yaml"  # the in-tree file wins
+    missing = "no_such_model_xyz"
+    assert loader.contract_path(missing) == loader.ADAPTERS_DIR / missing / "contract.yaml"  # no package either
+
+
+# -- the schema's defaults and cross-field checks -----------------------------------------------------------------------
+def section(tp, data):
+    return _typed(tp, data, MODEL, "s")
+
+
+def section_refused(tp, data, key: str, problem: str) -> None:
+    with pytest.raises(ContractSchemaError) as e:
+        section(tp, data)
+    assert (e.value.key, problem in e.value.problem) == (key, True), (e.value.key, e.value.problem)
+
+
+def _environment(*steps, **more):
+    return {"python": "3.10", "torch": {"source": "s"}, "steps": list(steps), **more}
+
+
+def test_a_minimal_environment_takes_the_defaults_and_installs_torch_once():
+    from adapters.contracts.schema import Environment
+
+    env = section(Environment, _environment({"source": "s", "torch": True},
+                                            {"source": "s", "editable": "pkg"},
+                                            editable=[{"path": "pkg", "source": "s"}]))
+    torch_step, editable_step = env.steps
+    assert (torch_step.no_deps, torch_step.optional, torch_step.cwd, editable_step.action) == (False, False, ".",
+                                                                                               "editable")
+    assert env.editable[0].no_deps is False
+    section_refused(Environment, _environment({"source": "s", "torch": True}, {"source": "t", "torch": True}),
+                    "s.steps", "torch is installed by at most one step")
+
+
+_WEIGHT = {"name": "w", "repo": "org/w", "source": "s", "key": "checkpoint"}
+
+
+def test_a_weight_is_required_by_default_and_a_file_weight_has_neither_into_nor_prefix():
+    from adapters.contracts.schema import Weight
+
+    w = section(Weight, {**_WEIGHT, "files": ["*.pt"]})
+    assert (w.required, w.hf_cache, w.hub, w.into, w.prefix) == (True, False, "huggingface", "", "")
+    assert section(Weight, {**_WEIGHT, "file": "m.pt"}).file == "m.pt"
+    for where in ("into", "prefix"):
+        section_refused(Weight, {**_WEIGHT, "file": "m.pt", where: "sub"}, "s", "a file weight has neither into nor")
+        assert getattr(section(Weight, {**_WEIGHT, "files": ["*.pt"], where: "sub"}), where) == "sub"
+    section_refused(Weight, {**_WEIGHT, "files": ["*.pt"], "into": "a", "prefix": "b"}, "s", "exclusive")
+
+
+_FETCH = {"repo": "org/x", "what": "x", "call": "from_pretrained", "source": "s"}
+
+
+def test_a_hub_fetch_is_avoided_one_way_with_a_value_of_its_shape():
+    from adapters.contracts.schema import HubFetch
+
+    for avoided in ({}, {"flag": "--vae", "import": "m"}, {"cache": True}):
+        section_refused(HubFetch, {**_FETCH, "avoided_by": avoided}, "s.avoided_by", "give one of ['flag', 'file',")
+    assert section(HubFetch, {**_FETCH, "avoided_by": {"flag": "--vae"}}).avoided_by == {"flag": "--vae"}
+    section_refused(HubFetch, {**_FETCH, "avoided_by": {"flag": "vae"}}, "s.avoided_by.flag", "a flag name")
+    assert section(HubFetch, {**_FETCH, "avoided_by": {"file": ["checkpoint", "vae.pt"]}}).when == "always"
+    for value in (["checkpoint"], ["checkpoint", "vae.pt", "x"], ["checkpoint", 1], [1, 2], "checkpoint/vae.pt"):
+        section_refused(HubFetch, {**_FETCH, "avoided_by": {"file": value}}, "s.avoided_by.file",
+                        "[config key, relative path]")
+
+
+def test_an_overlay_off_by_default_needs_no_switch_and_one_on_by_default_does():
+    from adapters.contracts.schema import Overlay
+
+    off = section(Overlay, {"name": "logo", "what": "w", "source": "s", "default": "off"})
+    assert (off.switch, off.writer_call) == (None, None)
+    section_refused(Overlay, {"name": "logo", "what": "w", "source": "s", "default": "on"}, "s",
+                    "an overlay on by default needs a switch or a writer_call")
+
+
+_WRITER = {"file": "out.mp4", "fps": 16, "frames": "n", "anchor_frame": "kept", "first_pose": 0, "process": "main"}
+
+
+def test_a_writer_writes_at_a_positive_rate_and_does_not_skip_existing_files_by_default():
+    from adapters.contracts.schema import Writer
+
+    w = section(Writer, _WRITER)
+    assert (w.skip_if_exists, w.fps, w.overlays, w.spawned_with) == (False, 16.0, (), ())
+    assert section(Writer, {**_WRITER, "fps": 0.5}).fps == 0.5  # a slow rate is a rate
+    section_refused(Writer, {**_WRITER, "fps": 0}, "s.fps", "must be > 0")
+    section_refused(Writer, {**_WRITER, "fps": -1}, "s.fps", "must be > 0")
+
+
+def test_an_import_probe_needs_no_gpu_unless_it_says_so(base):
+    c = contract_from_raw(edited(base, lambda r: r.update(imports=["a.b", {"module": "c"},
+                                                                   {"module": "d", "needs_gpu": True}],
+                                                          hub_fetches=[])), MODEL)
+    assert [(m.module, m.needs_gpu) for m in c.imports] == [("a.b", False), ("c", False), ("d", True)]
+
+
+def test_a_contracts_repr_leaves_out_the_raw_yaml(base):
+    c = contract_from_raw(copy.deepcopy(base), MODEL)
+    assert "raw=" not in repr(c) and repr(c).startswith("Contract(model='evoke', repo=")
+
+
+@pytest.mark.parametrize("section_name", list(_SECTIONS))
+def test_every_section_of_the_table_is_required(base, section_name):
+    refused(edited(base, lambda r: r.pop(section_name)), section_name, "required section")
+
+
+# -- validation: the keys of errors deep inside a section ---------------------------------------------------------------
+def test_a_top_level_key_that_is_not_text_is_an_unknown_section(base):
+    refused(edited(base, lambda r: r.update({1: "x"})), 1, "unknown section")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Nest:
+    items: tuple[Inner, ...] = ()
+    pair: tuple[int, Inner] = (0, Inner(0))
+    by_name: dict[str, Inner] = field(default_factory=dict)
+    opt: Inner | None = None
+
+
+@pytest.mark.parametrize(("data", "key"), [
+    ({"items": [{"n": 1}, {"n": 2, "x": 3}]}, "nest.items[1].x"),  # the 2nd item of a tuple of any length
+    ({"pair": [1, {"n": 2, "x": 3}]}, "nest.pair[1].x"),  # the 2nd place of a fixed tuple
+    ({"by_name": {"a": {"n": 2, "x": 3}}}, "nest.by_name.a.x"),  # a mapping's value
+    ({"opt": {"n": 2, "x": 3}}, "nest.opt.x"),  # an Optional dataclass
+])
+def test_an_unknown_key_deep_in_a_section_lists_the_keys_of_its_own_dataclass(data, key):
+    with pytest.raises(ContractSchemaError) as e:
+        _typed(Nest, data, "m", "nest")
+    assert (e.value.key, e.value.problem.split(" (")[0]) == (key, "unknown key; allowed: ['n']")
+
+
+def test_a_mapping_key_that_looks_like_provenance_is_still_a_fact():
+    bad("must be an integer, got 'x'", "fact.table.a_source", name="x", table={"a_source": "x"})
+    bad("must be text, got bool True", "fact.name", name=True, rate_source="README")
+
+
+def test_a_sys_path_item_is_a_mapping_not_a_list_of_its_keys(base):
+    refused(edited(base, lambda r: r["entry"]["sys_path"].append(["path", "source"])), "entry.sys_path", "items are")
+
+
+def test_null_flags_read_as_no_flags_and_literals_are_kept(base):
+    assert contract_from_raw(edited(base, lambda r: r["entry"].update(flags=None)), MODEL).flags == {}
+    literals = {"fps": {"value": 16, "source": "gen.py:3"}}
+    assert contract_from_raw(edited(base, lambda r: r.update(literals=literals)), MODEL).literals == literals
+
+
+# -- launch: boundaries of the overlay, parser and command.sh rules ----------------------------------------------------
+def test_an_empty_switch_name_or_writer_call_names_nothing():
+    env_only = _writer_contract(_overlay(flag="", env="HUD"))  # flag "" is no flag: the variable decides
+    assert launch.overlay_violations(env_only, ["--prompt", "", "--n", "1"], {"HUD": "0"}, set()) == []
+    flag_only = _writer_contract(_overlay(flag="--hud", env=""))  # env "" is no variable: the flag decides
+    assert launch.overlay_violations(flag_only, [], {"": "0"}, set()) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]
+    no_call = _writer_contract(_overlay(flag="--hud", writer_call=""))
+    assert launch.overlay_violations(no_call, [], {}, {""}) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]
+
+
+def test_the_switch_value_is_the_argument_after_the_flag_wherever_it_stands():
+    c = _writer_contract(_overlay(flag="--hud"))
+    assert launch.overlay_violations(c, ["--x", "1", "--hud", "0"], {}, set()) == []
+    assert launch.overlay_violations(c, ["--x", "0", "--hud", "1"], {}, set()) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]
+
+
+def test_a_spawned_writer_is_named_only_for_an_overlay_a_shim_would_replace():
+    c = _writer_contract(_overlay(flag="--hud"), spawned=["--workers"])
+    assert launch.overlay_violations(c, ["--workers", "2"], {}, set()) == [
+        "hud (a HUD) stays in every frame: set --hud 0 (gen.py:9)"]
+
+
+def test_the_parser_has_no_help_flag_upstream_did_not_record():
+    with pytest.raises(ContractViolation, match="unrecognized arguments: -h"):
+        launch.build_parser({}, "gen.py").parse_args(["-h"])
+
+
+def test_the_members_of_a_one_of_required_group_are_required_as_a_group_only():
+    flags = {"--image": {"required": True}, "--video": {"required": True}, "--steps": {"required": True}}
+    c = _launch_contract(flags, one_of_required=[["--image", "--video"]])
+    assert launch.check_args(c, ["--video", "b", "--steps", "3"]).video == "b"
+    with pytest.raises(ContractViolation, match="required: --steps"):
+        launch.check_args(c, ["--video", "b"])
+
+
+def test_a_flag_with_its_value_after_an_equals_sign_is_checked_by_its_name():
+    c = _launch_contract({"--n": {"type": "int"}, "--s": {}})
+    ns = launch.check_args(c, ["--n=3", "--s=a=b"])
+    assert (ns.n, ns.s) == (3, "a=b")
+    with pytest.raises(ContractViolation, match="flag --nope is not defined"):
+        launch.check_args(c, ["--nope=3"])
+
+
+def test_an_export_takes_the_first_word_of_its_value():
+    assert launch.parse_command_sh("export A=1 B=2\npython gen.py\n")[0] == {"A": "1"}
+
+
+def test_the_shim_is_the_first_python_file_under_adapters_before_the_separator():
+    p = launch.split_launch("python -X pycache_prefix=/h/adapters/cache /h/adapters/x/shim.py -- gen.py --n 3\n",
+                            "gen.py")
+    assert (p.launcher, p.shim, p.shim_args, p.args) == (["python", "-X", "pycache_prefix=/h/adapters/cache"],
+                                                         "/h/adapters/x/shim.py", [], ["--n", "3"])
+
+
+# -- the extractor (adapters/contracts/extract.py) ---------------------------------------------------------------------
+UPSTREAM = '''\
+import argparse
+MODES = ["a", "b"]
+p = argparse.ArgumentParser(allow_abbrev=False)
+if True:
+    p.add_argument("--steps", "-s", type=int, required=True)
+p.add_argument("video")
+p.add_argument(FLAG)
+p.add_argument("input", "-i")
+p.add_argument("--size", 512)
+p.add_argument("--mode", choices=MODES, nargs="+")
+p.add_argument("--hud", action=HudAction)
+p.add_argument("--fast", action="store_true", const=None)
+'''
+
+
+def test_the_extractor_reads_each_flag_of_an_upstream_parser_in_line_order():
+    from adapters.contracts.extract import extract_flags
+
+    flags, parser = extract_flags(UPSTREAM)
+    assert parser == {"line": 3, "allow_abbrev": False}
+    assert flags == [  # positionals, names that are no text literal and non-text literals are left out
+        {"name": "--steps", "line": 5, "aliases": ["-s"], "type": "int", "required": True},
+        {"name": "--size", "line": 9},
+        {"name": "--mode", "line": 10, "choices": None, "nargs": "+"},  # choices from a variable: not a literal
+        {"name": "--hud", "line": 11, "action": "HudAction"},  # an action class is named as written
+        {"name": "--fast", "line": 12, "action": "store_true", "const": None}]
+
+
+def test_the_extractor_prints_the_flags_of_the_script_it_is_given(tmp_path, capsys):
+    from adapters.contracts import extract
+
+    script = tmp_path / "gen.py"
+    script.write_text(UPSTREAM)
+    extract.main([str(script), "--parser-line"])
+    out = yaml.safe_load(capsys.readouterr().out)
+    assert out["parser"] == {"line": 3, "allow_abbrev": False} and list(out["flags"]) == [
+        "--steps", "--size", "--mode", "--hud", "--fast"]
+    assert out["flags"]["--steps"] == {"line": 5, "aliases": ["-s"], "type": "int", "required": True}
+    with pytest.raises(SystemExit, match="usage: python -m adapters.contracts.extract"):
+        extract.main([])
+
+
+def test_the_extractor_runs_as_a_module(tmp_path, capsys, monkeypatch):
+    import runpy
+    import warnings
+
+    script = tmp_path / "gen.py"
+    script.write_text(UPSTREAM)
+    monkeypatch.setattr("sys.argv", ["extract.py", str(script)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the module may be imported already
+        runpy.run_module("adapters.contracts.extract", run_name="__main__")
+    assert list(yaml.safe_load(capsys.readouterr().out)["flags"]) == ["--steps", "--size", "--mode", "--hud", "--fast"]
