@@ -1,7 +1,8 @@
 """Read an upstream script's ``argparse`` definitions into contract data (a maintenance tool, not used at runtime).
 
-``python -m adapters.contracts.extract <script.py> [--parser-line]`` prints the flags of every ``add_argument``
-call in the file as YAML (name, aliases, required, type, choices, action, nargs, the line), to paste into
+``python -m adapters.contracts.extract <script.py>`` prints the ``ArgumentParser`` call (its line, ``allow_abbrev``) and
+the flags of every ``add_argument`` call in the file as YAML (name, aliases, required, type, choices, action, nargs,
+the line), to paste into
 ``adapters/<model>/contract.yaml`` after checking the checkout is at the pinned commit. It reads the source with
 :mod:`ast` only; nothing upstream is imported or executed.
 """

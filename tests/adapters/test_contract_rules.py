@@ -667,7 +667,7 @@ def test_the_extractor_prints_the_flags_of_the_script_it_is_given(tmp_path, caps
 
     script = tmp_path / "gen.py"
     script.write_text(UPSTREAM)
-    extract.main([str(script), "--parser-line"])
+    extract.main([str(script)])
     out = yaml.safe_load(capsys.readouterr().out)
     assert out["parser"] == {"line": 3, "allow_abbrev": False} and list(out["flags"]) == [
         "--steps", "--size", "--mode", "--hud", "--fast"]
