@@ -268,7 +268,7 @@ def _weight_jobs(contract: Contract, mcfg: dict[str, Any], s: SetupSettings, nam
     """The downloads of the contract's required weights (those whose ``when`` key is set), and notes on unpinned
     revisions. ``paths`` gains config key -> path: the configured one, else derived from the first weight that
     lands under the key."""
-    revisions = dict(s.revisions or {})
+    revisions = dict(s.revisions)  # SetupSettings refuses None (a mapping or nothing)
     jobs: list[WeightJob] = []
     notes: list[str] = []
     for w in contract.weights:

@@ -643,3 +643,305 @@ def test_hub_errors_become_what_the_user_does_about_them():
     assert type(rev) is SetupError and str(rev).startswith("org/x: the revision is not on the hub (")
     other = OSError("disk")
     assert hub._errors("org/x", other) is other
+
+
+# -- the full pass's survivors: each rule at its boundary ---------------------------------------------------------------
+def test_a_hub_repository_without_a_file_list_has_no_files(monkeypatch):
+    import huggingface_hub
+
+    class Api:
+        def __init__(self, endpoint=None, token=None):
+            pass
+
+        def model_info(self, repo, revision=None, files_metadata=False):
+            return SimpleNamespace(sha="d" * 40, siblings=None)  # the hub leaves siblings out
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    assert setup.HfHub().files("org/x", "main") == ("d" * 40, [])
+
+
+def _contract(monkeypatch, weights=None, checkpoint=None):
+    """lingbot_v2's real contract with these weights / checkpoint entries, served by ``contracts.load``."""
+    import dataclasses
+
+    from adapters import contracts
+
+    real = contracts.load("lingbot_v2")
+    fake = dataclasses.replace(real, weights=tuple(real.weights if weights is None else weights),
+                               checkpoint=tuple(real.checkpoint if checkpoint is None else checkpoint))
+    monkeypatch.setattr(contracts, "load", lambda name: fake)
+    return fake
+
+
+def test_a_config_without_a_setup_section_uses_every_default(tmp_path, monkeypatch):
+    from tests.support import compose
+
+    raw = compose(["cmd=setup", "model=lingbot_v2"])
+    del raw["setup"]  # an API caller's mapping: no setup.* at all
+    monkeypatch.setenv("WORLDMEM_MODELS", str(tmp_path))
+    p = setup.make_plan(raw)
+    assert p.root == tmp_path and p.steps == setup.STEPS and p.optional_steps is False
+
+
+@pytest.mark.parametrize("steps", ["null", "[]"])
+def test_no_steps_given_means_every_step(tmp_path, steps):
+    assert _plan_for("lingbot_v2", f"setup.root={tmp_path}", f"setup.steps={steps}").steps == setup.STEPS
+
+
+def test_the_hugging_face_cache_follows_the_models_own_environment_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "process"))
+    assert _plan_for("lingbot_v2", f"setup.root={tmp_path}").hf_cache == tmp_path / "process"
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", f"++model.env.HF_HUB_CACHE={tmp_path / 'model'}")
+    assert p.hf_cache == tmp_path / "model"
+
+
+def test_a_checkpoint_key_without_a_weight_keeps_its_configured_path_and_a_weights_key_its_derived_one(
+        tmp_path, monkeypatch):
+    from adapters.contracts.schema import CheckpointEntry
+
+    _contract(monkeypatch, checkpoint=[CheckpointEntry(key="checkpoint", kind="dir", source="s"),
+                                       CheckpointEntry(key="vae_dir", kind="dir", source="s"),
+                                       CheckpointEntry(key="lora_dir", kind="dir", source="s")])
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "model.checkpoint='~/ck'", "++model.vae_dir=/data/vae")
+    # the weight's key: its path with ~ expanded (never the configured text); a user's folder: as configured; a key
+    # neither configured nor downloaded: absent
+    assert p.paths == {"upstream_dir": str(tmp_path / "repos" / "lingbot-world-v2"),
+                       "checkpoint": str(tmp_path / "home" / "ck"), "vae_dir": "/data/vae"}
+
+
+def _w(name, repo="org/b", **kw):
+    from adapters.contracts.schema import Weight
+
+    return Weight(name=name, repo=repo, source="s", key=kw.pop("key", name), files=("*",), **kw)
+
+
+def test_a_weights_revision_is_the_given_one_else_the_contracts_pin_else_main_and_only_main_gets_one_note(
+        tmp_path, monkeypatch):
+    _contract(monkeypatch, weights=[_w("pinned", repo="org/a", revision="abc"),
+                                    _w("pinned_given", repo="org/a", revision="abc"),
+                                    _w("open1"), _w("open2"), _w("open_given", repo="org/c")])
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "+setup.revisions.pinned_given=r1",
+                  "+setup.revisions.open_given=r2")
+    assert {j.weight.name: j.revision for j in p.jobs} == {"pinned": "abc", "pinned_given": "r1", "open1": "main",
+                                                           "open2": "main", "open_given": "r2"}
+    assert p.notes == [("org/b: the contract pins no revision; setup resolves main and records the commit in "
+                        ".harness-weights.json (pin it with setup.revisions.<weight>=<commit>)")]
+
+
+def test_a_second_weight_under_a_key_goes_where_the_first_one_put_it(tmp_path, monkeypatch):
+    _contract(monkeypatch, weights=[_w("dit", key="checkpoint", prefix="ckpt/dit"),
+                                    _w("dit_extra", key="checkpoint", prefix="ckpt/dit")])
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}")
+    first = tmp_path / "weights" / "lingbot_v2" / "dit"
+    assert p.paths["checkpoint"] == str(first / "ckpt" / "dit")
+    # a prefix weight downloads into the folder above its prefix (the hub's paths start with the prefix)
+    assert [(j.weight.name, j.local_dir) for j in p.jobs] == [("dit", first), ("dit_extra", first)]
+
+
+def test_an_optional_step_runs_when_optional_steps_is_set(tmp_path):
+    from adapters.contracts.schema import Step
+
+    plan = _env_plan(tmp_path, [Step(source="s", run="x", optional=True)], env_dir=False, optional_steps=True)
+    assert setup.environment_commands(plan) == [("step 1: s", f"( cd {tmp_path / 'co'} && x )")]
+
+
+def test_the_contract_label_is_the_repositorys_path_else_the_packages_file_on_one_line(monkeypatch):
+    from adapters import contracts
+
+    assert setup._contract_label("lingbot_v2") == "adapters/lingbot_v2/contract.yaml"
+    monkeypatch.setattr(contracts, "contract_path", lambda model: Path("/site/pkg\nx/contract.yaml"))
+    assert setup._contract_label("lingbot_v2") == "/site/pkg x/contract.yaml"
+
+
+def test_the_script_enters_the_models_environment_and_checks_only_after_weights_or_readiness(tmp_path):
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[environment]")
+    lines = setup.script(p).splitlines()
+    env = tmp_path / "envs" / "lingbot_v2"
+    assert f'export VIRTUAL_ENV={env} PATH={env / "bin"}:"$PATH"' in lines
+    assert not any(x.startswith("# -- checksums") or "setup.steps=[weights,readiness]" in x for x in lines)  # nothing downloaded, nothing to check
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[environment]", f"model.python={tmp_path}/py")
+    assert not any(x.startswith("export VIRTUAL_ENV") for x in setup.script(p).splitlines())  # the user's Python
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[weights]")
+    lines = setup.script(p).splitlines()
+    assert p.notes and [f"# note: {n}" for n in p.notes] == [x for x in lines if x.startswith("# note: ")]
+    assert "# -- checksums and the planning-time checks, with these paths (conf/local/default.yaml):" in lines
+    assert lines[-1].startswith(f'( cd {setup._q(p.harness_root)} && "$HARNESS_PY" -m harness setup model=lingbot_v2 '
+                                "'setup.steps=[weights,readiness]' '++local.models.lingbot_v2.checkpoint=")
+
+
+def _checkout_plan(tmp_path, checkout, config):
+    return SimpleNamespace(contract=SimpleNamespace(commit="a" * 40, repo="org/x", raw={}), checkout=checkout,
+                           config=config, model="m", env_dir=None, clone_url="https://g/x.git")
+
+
+def test_a_checkout_not_there_yet_or_a_configured_empty_folder_is_cloned(tmp_path, monkeypatch):
+    ran: list[str] = []
+    monkeypatch.setattr(setup, "_run_shell", lambda cmd, plan, log: ran.append(cmd))
+    plan = _checkout_plan(tmp_path, tmp_path / "new", {})
+    setup.run_checkout(plan, print)
+    assert ran == setup.checkout_commands(plan) and not (tmp_path / "new").exists()
+    ran.clear()
+    (tmp_path / "empty").mkdir()
+    plan = _checkout_plan(tmp_path, tmp_path / "empty", {"upstream_dir": str(tmp_path / "empty")})
+    setup.run_checkout(plan, print)  # the user's folder is no checkout yet: cloned into, not verified
+    assert ran == setup.checkout_commands(plan)
+
+
+def test_the_environment_setup_creates_needs_no_python_yet(tmp_path, monkeypatch):
+    from adapters.contracts.schema import Step
+
+    ran: list[str] = []
+    monkeypatch.setattr(setup, "_run_shell", lambda cmd, plan, log: ran.append(cmd))
+    plan = _env_plan(tmp_path, [Step(source="s", run="x")])
+    assert not Path(plan.python).exists()
+    setup.run_environment(plan, print)
+    assert ran == [cmd for _, cmd in setup.environment_commands(plan)] and len(ran) == 2
+
+
+def test_a_modelscope_weight_runs_its_own_command_only(tmp_path, monkeypatch):
+    ran: list[str] = []
+    monkeypatch.setattr(setup, "_run_shell", lambda cmd, plan, log: ran.append(cmd))
+    ms = WeightJob(_weight(hub="modelscope", name="ms", repo="org/ms"), tmp_path / "ms", ["*"], "main")
+    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", jobs=[
+        WeightJob(_weight(name="dit"), tmp_path / "w", ["*.bin"], "main"), ms])
+    assert setup.fetch_weight(plan, ms, Hub({}), print) == {}
+    assert ran == [setup.weight_commands(plan)[1][1]] and '"org/ms"' in ran[0]
+
+
+class StrictHub(Hub):
+    """A hub that writes into the folder it is given and makes none (only the file's own subfolders)."""
+
+    def download(self, repo, commit, path, local_dir):
+        assert Path(local_dir).is_dir(), f"{local_dir} does not exist"
+        return super().download(repo, commit, path, local_dir)
+
+
+def test_the_weights_folder_exists_before_the_hub_writes_into_it(tmp_path):
+    hub = StrictHub({"x.bin": b"abc"})
+    setup.fetch_weight(_plan(tmp_path), WeightJob(_weight(), tmp_path / "a" / "w", ["x.bin"], "main"), hub, print)
+    assert (tmp_path / "a" / "w" / "x.bin").read_bytes() == b"abc"
+
+
+class ListedHub(Hub):
+    """A hub whose files carry the checksums given (``listed``: path -> RemoteFile)."""
+
+    def __init__(self, files, listed):
+        super().__init__(files)
+        self.listed = listed
+
+    def files(self, repo, revision):
+        return self.commit, list(self.listed)
+
+
+def test_the_record_keeps_the_sha256_else_the_blob_id_else_the_size_sorted_one_space_indented(tmp_path):
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"{}")
+    listed = [RemoteFile("c.bin", 3), RemoteFile("b.json", 2, None, setup.git_blob_sha1(blob)),
+              RemoteFile("a.st", 1, hashlib.sha256(b"z").hexdigest(), "ignored")]
+    hub = ListedHub({"c.bin": b"abc", "b.json": b"{}", "a.st": b"z"}, listed)
+    setup.fetch_weight(_plan(tmp_path), WeightJob(_weight(), tmp_path / "w", ["*"], "main"), hub, print)
+    k = f"org/model@{hub.commit}"
+    assert (tmp_path / "w" / setup.RECORD).read_text() == (
+        '{\n "files": {\n'
+        f'  "{k}/a.st": "{hashlib.sha256(b"z").hexdigest()}",\n'
+        f'  "{k}/b.json": "{setup.git_blob_sha1(blob)}",\n'
+        f'  "{k}/c.bin": "3"\n'
+        ' }\n}')
+
+
+def test_a_recorded_file_the_hub_gives_no_size_for_is_trusted_without_reading_it(tmp_path):
+    sha = hashlib.sha256(b"abc").hexdigest()
+    hub = ListedHub({"x.bin": b"abc"}, [RemoteFile("x.bin", None, sha)])
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "x.bin").write_bytes(b"abd")  # not what was checked; the record says it was
+    (tmp_path / "w" / setup.RECORD).write_text(json.dumps({"files": {f"org/model@{hub.commit}/x.bin": sha}}))
+    setup.fetch_weight(_plan(tmp_path), WeightJob(_weight(), tmp_path / "w", ["x.bin"], "main"), hub, print)
+    assert hub.downloads == [] and (tmp_path / "w" / "x.bin").read_bytes() == b"abd"
+
+
+def test_a_download_that_leaves_no_file_says_it_is_missing(tmp_path):
+    class Lost(Hub):
+        def download(self, repo, commit, path, local_dir):
+            self.downloads.append(path)
+            return Path(local_dir) / path
+
+    with pytest.raises(SetupError) as e:
+        setup.fetch_weight(_plan(tmp_path), WeightJob(_weight(), tmp_path / "w", ["x.bin"], "main"),
+                           Lost({"x.bin": b"abc"}), print)
+    assert str(e.value) == "org/model/x.bin: missing after download; removed, rerun setup"
+
+
+def test_readiness_probes_says_every_finding_and_stops_on_errors_only(monkeypatch):
+    import adapters.base
+    from adapters.base import Finding
+
+    seen = []
+
+    class Adapter:
+        def __init__(self, cfg, findings):
+            self.cfg, self.findings = cfg, findings
+
+        def readiness(self, probe=False):
+            seen.append((self.cfg, probe))
+            return self.findings
+
+    warn, err = Finding("warning", "checkpoint", "old"), Finding("error", "python", "no torch")
+    findings = [warn]
+    monkeypatch.setattr(adapters.base, "build_adapter", lambda cfg: Adapter(cfg, findings))
+    plan = SimpleNamespace(model="m", config={"name": "m", "checkpoint": "/old"}, paths={"checkpoint": "/new"},
+                           python="/py")
+    logs: list[str] = []
+    assert setup.run_readiness(plan, logs.append) == [warn]
+    assert seen == [({"name": "m", "checkpoint": "/new", "python": "/py"}, True)]
+    assert logs == ["readiness warning: checkpoint: old"]
+    findings[:] = [warn, err]
+    logs.clear()
+    with pytest.raises(SetupError) as e:
+        setup.run_readiness(plan, logs.append)
+    assert str(e.value) == "m is set up but not ready:\n  - python: no torch"
+    assert logs == ["readiness warning: checkpoint: old", "readiness error: python: no torch"]
+
+
+def test_run_setup_needs_huggingface_hub_only_for_the_weights_step(tmp_path, monkeypatch):
+    import sys
+
+    from tests.support import compose
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
+    monkeypatch.setattr(setup, "run_readiness", lambda plan, log: [])
+    logs: list[str] = []
+    setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[readiness]"]),
+                    log=logs.append)
+    assert logs[0] == "lingbot_v2 is ready"
+
+
+@pytest.mark.parametrize("given, env, used", [
+    ("http://cfg", "http://env", "http://cfg"), (None, "http://env", "http://env"), ("http://cfg", None, "http://cfg"),
+    (None, None, None)])
+def test_the_hub_endpoint_is_setup_endpoint_else_hf_endpoint(tmp_path, monkeypatch, given, env, used):
+    from tests.support import compose
+
+    for k, v in (("HF_ENDPOINT", env), ("HF_TOKEN", "tok")):
+        if v is None:
+            monkeypatch.delenv(k, raising=False)
+        else:
+            monkeypatch.setenv(k, v)
+    hubs = []
+    monkeypatch.setattr(setup, "run_weights", lambda plan, hub, log: hubs.append(hub))
+    extra = [f"setup.endpoint={given}"] if given else []
+    setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[weights]",
+                             *extra]), log=lambda _: None)
+    (hub,) = hubs
+    assert isinstance(hub, setup.HfHub) and (hub.endpoint, hub.token, hub.model) == (used, "tok", "lingbot_v2")
+
+
+def test_run_setup_runs_the_checkout_then_the_environment(tmp_path, monkeypatch):
+    from tests.support import compose
+
+    done = []
+    monkeypatch.setattr(setup, "run_checkout", lambda plan, log: done.append("checkout"))
+    monkeypatch.setattr(setup, "run_environment", lambda plan, log: done.append("environment"))
+    setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}",
+                             "setup.steps=[checkout,environment]"]), log=lambda _: None)
+    assert done == ["checkout", "environment"]
