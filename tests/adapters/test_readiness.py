@@ -192,6 +192,7 @@ def _import_errors(findings):
     return [f for f in findings if "import" in f.message]
 
 
+@pytest.mark.slow
 def test_probe_finds_what_a_launch_without_shim_cannot_import(tmp_path, monkeypatch):
     """SANA runs its script as a file with no shim: ``diffusion`` at the checkout root is importable only through the
     editable install. The probe says so, as the launch would fail; it used to put the checkout on PYTHONPATH."""
@@ -212,6 +213,7 @@ def test_probe_finds_what_a_launch_without_shim_cannot_import(tmp_path, monkeypa
     assert _import_errors(a.probe_environment(["diffusion"])) == []
 
 
+@pytest.mark.slow
 def test_probe_follows_the_shim_and_upstreams_own_sys_path(tmp_path):
     co = tmp_path / "co"
     (co / "hyvideo").mkdir(parents=True)

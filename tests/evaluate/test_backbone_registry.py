@@ -202,6 +202,7 @@ def test_missing_weights_give_the_fetch_command_and_present_ones_compute(run_dir
     assert TinyLearned.loads == 1  # loaded once for the whole run, not per video
 
 
+@pytest.mark.slow
 def test_corrupt_weights_fail_the_metric_naming_the_file(run_dir, tmp_path, tiny_registered):
     run = _copy_run(run_dir, tmp_path / "run")
     root = tmp_path / "weights"
@@ -288,6 +289,7 @@ def test_cli_exit_code_says_an_item_failed(run_dir, tmp_path):
     assert (run / "eval" / "summary.md").exists()
 
 
+@pytest.mark.slow
 def test_manifest_dir_escaping_the_run_is_refused(run_dir, tmp_path):
     root = tmp_path / "esc"
     run = _copy_run(run_dir, root / "outputs" / "b")
@@ -301,6 +303,7 @@ def test_manifest_dir_escaping_the_run_is_refused(run_dir, tmp_path):
         assert not list(run.rglob("metrics.json")) and not (tmp_path / "outside").exists()
 
 
+@pytest.mark.slow
 def test_videos_import_refuses_path_like_model_names(run_dir, tmp_path):
     folder = tmp_path / "vids"
     folder.mkdir()
@@ -402,6 +405,7 @@ def test_dinov2_saved_by_transformers_is_picked_up_from_the_weights_root(run_dir
     assert vis and vis[0]["status"] == "computed", (r.stderr[-2000:], [k for k in res["metrics"]])
 
 
+@pytest.mark.slow
 def test_dynamic_family_scores_the_judges_checklist(tmp_path):
     """The dynamic family calls the configured judge server (the fake loopback one here): the checklist is scored
     against the case's references, the start gate zeroes it, and a server failure is a retryable "not computed"
@@ -458,6 +462,7 @@ class MaskedMeanFace:
         return FaceEmbedding(feats, valid, np.full((len(frames), 4), np.nan, np.float32))
 
 
+@pytest.mark.slow
 def test_human_identity_uses_valid_faces_inside_tracked_persons(tmp_path, monkeypatch):
     mod = types.ModuleType("mean_face_for_tests")
     mod.MaskedMeanFace = MaskedMeanFace
@@ -553,6 +558,7 @@ def test_orb_parallax_ranks_camera_positions_and_ignores_rotation():
     assert int(np.argmin(p[:5])) == 4, p
 
 
+@pytest.mark.slow
 def test_square_return_frame_is_where_the_loop_closes(tmp_path, monkeypatch):
     """On the square loop the orientation never changes, so the return frame is picked by position: the classical
     estimator's direct parallax to frame 0 finds the frame where the loop closes (true position error 0, Environment

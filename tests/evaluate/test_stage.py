@@ -99,6 +99,7 @@ def test_controlled_degradations_lower_scores_monotonically(run_dir, tmp_path):
     assert all(a >= b - 1e-6 for a, b in zip(seq, seq[1:])) and seq[-1] < seq[0], seq
 
 
+@pytest.mark.slow
 def test_target_removed_scores_zero_for_that_revisit(run_dir, tmp_path):
     from harness.imaging import resize_cover_crop
     from trajectories import load_path
@@ -126,6 +127,7 @@ def test_target_removed_scores_zero_for_that_revisit(run_dir, tmp_path):
     assert geo["value"] == pytest.approx(geo["per_target"]["cup"][0] / 2)  # Eq. 1 keeps the empty revisit in K
 
 
+@pytest.mark.slow
 def test_rerun_reuses_and_a_setting_invalidates_only_its_family(run_dir):
     item = _item(run_dir, "object_coffee")
     first = stored(evaluate_item(item, ECFG))
@@ -140,6 +142,7 @@ def test_rerun_reuses_and_a_setting_invalidates_only_its_family(run_dir):
     stored(evaluate_item(item, ECFG))  # restore
 
 
+@pytest.mark.slow
 def test_run_tables_and_not_computed_reasons(run_dir):
     out = evaluate_run(run_dir, ECFG)
     assert out["evaluated"] == 3

@@ -15,7 +15,23 @@ CONTEXTS = list_group("context")
 TRAJECTORIES = list_group("trajectory")
 
 
-@pytest.mark.parametrize("model,context,trajectory", list(itertools.product(MODELS, CONTEXTS, TRAJECTORIES)))
+def _combinations() -> list:
+    """Every (model, context, trajectory); the fast tier runs a pairwise cover of them (every model with every
+    context, every model with every trajectory, every context with every trajectory: context index = model index +
+    trajectory index, modulo the number of contexts), the full product is marked slow (the suite runs it)."""
+    cover = {(m, CONTEXTS[(i + j) % len(CONTEXTS)], t) for i, m in enumerate(MODELS) for j, t in enumerate(TRAJECTORIES)}
+    return [c if c in cover else pytest.param(*c, marks=pytest.mark.slow)
+            for c in itertools.product(MODELS, CONTEXTS, TRAJECTORIES)]
+
+
+def test_the_fast_combinations_cover_every_pair():
+    fast = {c for c in _combinations() if type(c) is tuple}  # a slow one is a pytest.param (a NamedTuple)
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        groups = (MODELS, CONTEXTS, TRAJECTORIES)
+        assert {(c[a], c[b]) for c in fast} == set(itertools.product(groups[a], groups[b]))
+
+
+@pytest.mark.parametrize("model,context,trajectory", _combinations())
 def test_every_combination_composes_and_instantiates(model, context, trajectory):
     from trajectories import TrajectorySpec
 

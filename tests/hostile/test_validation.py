@@ -18,6 +18,7 @@ def _nothing_written(tmp_path) -> bool:
     return not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle", [
     (["+overwite=true"], "overwite: unknown setting"),
     (["+overwite=true"], "Did you mean 'overwrite'?"),
@@ -37,6 +38,7 @@ def test_settings_are_checked_before_anything_is_written(harness, tmp_path, args
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arg, needle", [
     ("evaluate.bootstrap.n=-5", "evaluate.bootstrap.n=-5: must be an integer >= 1"),
     ("evaluate.memory_stride=0", "evaluate.memory_stride=0: must be an integer >= 1"),
@@ -54,6 +56,7 @@ def test_evaluation_settings_fail_before_generation(harness, tmp_path, arg, need
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_stage_evaluate_checks_its_settings_before_touching_the_run(harness, run_copy):
     before = sorted(p.name for p in run_copy.iterdir())
     r = harness("stage=evaluate", "run=h", "evaluate.bootstrap.n=-5")
@@ -61,6 +64,7 @@ def test_stage_evaluate_checks_its_settings_before_touching_the_run(harness, run
     assert sorted(p.name for p in run_copy.iterdir()) == before and not (run_copy.parents[4] / "eval").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_is_validated_whole_before_job_0_writes(harness, tmp_path):
     """``-m context=fov,native`` wrote job 0, then exited 2."""
     r = harness("-m", "context=fov,native", "run=sw", *SMALL)
@@ -68,6 +72,7 @@ def test_a_sweep_is_validated_whole_before_job_0_writes(harness, tmp_path):
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_sweep_from_an_experiment_file_is_validated_too(harness, tmp_path):
     """Sweep parameters from the config (``hydra.sweeper.params``) are expanded like Hydra does."""
     from harness.app.settings import sweep_jobs
@@ -86,6 +91,7 @@ def test_what_the_native_format_refuses_fails_at_planning(harness, tmp_path):
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_dry_run_never_downgrades_finished_items(harness, run_copy):
     """``dry_run=true overwrite=true`` turned done items into "compiled" and orphaned their videos."""
     before = (run_copy / "meta.json").read_bytes()
@@ -112,6 +118,7 @@ def _run(harness, folder):
     return harness("run=c", "cases=folder", f"cases.source={folder}", *[a for a in SMALL if "include" not in a])
 
 
+@pytest.mark.slow
 def test_a_mask_of_another_size_is_refused_not_stretched(harness, tmp_path):
     folder = write_case_folder(tmp_path / "cases", OBJECT_CASE)
     _mask(folder / "mask.png", 10, 10)
@@ -123,6 +130,7 @@ def test_a_mask_of_another_size_is_refused_not_stretched(harness, tmp_path):
     assert _validate(harness, folder).code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth, needle", [
     (lambda p: np.save(p, np.ones((10, 10), np.float32)), "is 10x10, the image is 96x64"),
     (lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True), "pickled objects are never loaded"),
@@ -146,6 +154,7 @@ def test_a_case_file_that_is_not_utf8(harness, tmp_path):
     assert r.code == 2 and "case.yaml: not UTF-8" in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.slow
 def test_image_errors_name_the_case_file_and_the_field(harness, tmp_path):
     folder = write_case_folder(tmp_path / "cases", "id: env1\nfamily: environment\nimage: img.png\nprompt: p\n"
                                                    "trajectories: [lrlr]\n")
@@ -178,6 +187,7 @@ def videos(tmp_path, finished_run):
 ENTRY = {"video": "a.mp4", "case_id": "environment_rocket", "trajectory": "lrlr", "num_frames": 65, "fps": 16}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entries, needle", [
     ([{**ENTRY, "fps": 25}], "is 16 fps, the manifest says fps=25"),
     ([{**ENTRY, "fps": 0}], "fps=0: give the video's frame rate as a number > 0"),
@@ -200,6 +210,7 @@ def test_an_external_manifest_is_checked_against_its_videos(harness, tmp_path, v
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_jsonl_manifest_error_names_its_line(harness, tmp_path, videos):
     """A JSONL error on line 3 was reported as line 1."""
     m = videos / "manifest.jsonl"
@@ -238,6 +249,7 @@ def test_keys_a_launcher_adds_are_known_and_a_typo_of_them_is_not():
 
 
 # -- issue 33: validation before writing, for every launcher and command --------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("arg, field", [("slurm.mem_gb=abc", "slurm.mem_gb"), ("slurm.time=12h", "slurm.time"),
                                         ("slurm.cpus_per_task=2.5", "slurm.cpus_per_task"),
                                         ("slurm.array_parallelism=many", "slurm.array_parallelism"),

@@ -171,6 +171,7 @@ def test_upstreams_log_is_never_opened_through_a_symlink(tmp_path):
     assert Path(log).is_symlink()
 
 
+@pytest.mark.slow
 def test_a_rerun_replaces_planted_links_in_an_item_folder_and_writes_nothing_outside(harness, run_copy, tmp_path):
     """Links at ``meta.json``, ``video.mp4`` and ``camera.npz`` of a finished item (an own probe of the class): the
     redo replaces each link by the item's own file; the files the links pointed at keep their bytes."""

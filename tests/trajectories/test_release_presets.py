@@ -166,6 +166,7 @@ def test_every_model_compiles_every_preset(model, preset, tmp_path):
     assert controls.files and all((tmp_path / "item" / "controls" / n).exists() for n in controls.files)
 
 
+@pytest.mark.slow
 def test_a_sweep_job_whose_trajectory_no_selected_case_runs_is_skipped(tmp_path):
     """The nine-model study sweeps the five presets; with static cases only, its LR-Hold jobs have nothing to run:
     they are skipped with a line (the sweep goes on), and only a sweep where no job has anything is refused."""

@@ -39,6 +39,7 @@ def _meta(tmp_path: Path, item: Path = ITEM) -> dict:
     return json.loads((tmp_path / item / "meta.json").read_text())
 
 
+@pytest.mark.slow
 def test_sglang_item_matches_what_the_server_streamed(cli, tmp_path):
     with SGLangStandIn() as srv:
         r = cli(*_sglang(srv.endpoint))
@@ -160,6 +161,7 @@ def test_each_fault_fails_the_item_and_the_next_run_completes_it(cli, tmp_path, 
     assert _meta(tmp_path)["video"]["frames_sha256"] == frames_sha256(good.sent_frames)
 
 
+@pytest.mark.slow
 def test_connection_refused_fails_the_item_and_a_rerun_completes_it(cli, tmp_path):
     import socket
 
@@ -173,6 +175,7 @@ def test_connection_refused_fails_the_item_and_a_rerun_completes_it(cli, tmp_pat
         assert cli(*_sglang(good.endpoint)).code == 0
 
 
+@pytest.mark.slow
 def test_the_token_goes_in_the_header_and_never_into_a_file_or_log(cli, tmp_path, monkeypatch):
     token = "s3cr3t-Endpoint-Value-4711"
     monkeypatch.setenv("WM_SERVED_TOKEN", token)
@@ -229,6 +232,7 @@ def test_vllm_omni_refuses_a_window_it_cannot_set(cli, tmp_path):
     assert r.code == 2 and "no cache setting per session" in r.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,kind", [("wrong_size", "wrong frame size"), ("close_mid", "closed mid-stream")])
 def test_vllm_omni_faults_fail_the_item(cli, tmp_path, fault, kind):
     item = Path(str(ITEM).replace("sliding", "native"))
@@ -279,6 +283,7 @@ def test_sana_wm_on_sglang_sends_a_per_frame_key_script(cli, tmp_path):
     assert _meta(tmp_path, item)["video"]["frames_sha256"] == frames_sha256(srv.sent_frames)
 
 
+@pytest.mark.slow
 def test_the_context_study_runs_on_the_servers_cache(cli, tmp_path):
     """``-m context=fullkv,sliding``: one session per policy, each told its own sink and window."""
     with SGLangStandIn() as srv:

@@ -240,6 +240,7 @@ def test_axis_floor_is_the_metric_floor():
     assert metric_range("environment.depth[x]", [-0.2, 0.5])[0] == -1.0
 
 
+@pytest.mark.slow
 def test_figures_and_strips_are_written(tmp_path):
     run = make_run(tmp_path, models=("evoke",), contexts=("fullkv", "fov"), trajectories=("lrlrlr",), cases=1,
                    seeds=(1,))
@@ -326,6 +327,7 @@ def study(tmp_path_factory):
     return run, Path(out["out_dir"]), out
 
 
+@pytest.mark.slow
 def test_the_page_opens_with_the_verdict(study):
     from evaluate.catalog import chance_level
 
@@ -470,6 +472,7 @@ def test_one_colour_per_policy_in_every_panel(study):
     assert [p["metric"] for p in lat] == rep["analyses"].verdict.metrics[:4] and all(p["separates"] for p in lat)
 
 
+@pytest.mark.slow
 def test_strips_show_each_metrics_own_frames(tmp_path):
     """Frame i of the synthetic videos is a solid colour of its own: a strip panel shows the frame it claims."""
     from PIL import Image

@@ -100,6 +100,7 @@ def test_resume_after_a_killed_run(tmp_path):
     assert not list(run_dir.rglob("*.partial.mp4")) and not list(run_dir.rglob(".*.tmp*"))
 
 
+@pytest.mark.slow
 def test_dry_run_compiles_without_generating(tmp_path):
     r = run_cli(["dry_run=true", "previews=true", "trajectory=square", "run=d", *SMALL], tmp_path)
     assert r.returncode == 0, r.stderr
@@ -111,6 +112,7 @@ def test_dry_run_compiles_without_generating(tmp_path):
         assert not (m.parent / "video.mp4").exists()
 
 
+@pytest.mark.slow
 def test_list_validate_preview(tmp_path):
     r = run_cli(["list"], tmp_path)
     assert r.returncode == 0 and "reference" in r.stdout and "sliding" in r.stdout and "lrud" in r.stdout
@@ -120,6 +122,7 @@ def test_list_validate_preview(tmp_path):
     assert r.returncode == 0 and (tmp_path / "outputs" / "previews" / "lrud_reference.png").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, needle",
     [
@@ -142,6 +145,7 @@ def test_bad_input_clear_error_nonzero_exit(tmp_path, args, needle):
     assert not _items(tmp_path / "outputs" / "e")  # nothing half-written
 
 
+@pytest.mark.slow
 def test_malformed_case_folder_and_missing_image(tmp_path):
     cases = tmp_path / "cases"
     cases.mkdir()
@@ -474,6 +478,7 @@ def test_hydra_help_is_still_there(harness_main):
     assert code == 0 and "Hydra (" in out and "--multirun" in out
 
 
+@pytest.mark.slow
 def test_help_in_a_fresh_process_imports_no_torch(tmp_path):
     code = ("import sys, atexit\n"
             "atexit.register(lambda: sys.stderr.write('TORCH-IMPORTED' if 'torch' in sys.modules else 'NO-TORCH'))\n"
