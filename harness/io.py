@@ -13,11 +13,13 @@ import json
 import os
 import re
 import socket
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping, Optional
+from typing import IO, Any
 
 import numpy as np
+
 from .errors import ConfigError
 
 
@@ -406,9 +408,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_logged(argv: list[str], log_path: str | Path, *, cwd: Optional[str] = None,
-               env: Optional[Mapping[str, str]] = None,
-               timeout: Optional[float] = None, values: Optional[Mapping[str, str]] = None) -> int:
+def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
+               env: Mapping[str, str] | None = None,
+               timeout: float | None = None, values: Mapping[str, str] | None = None) -> int:
     """Run ``argv`` with stdout and stderr written, line by line and scrubbed, to ``log_path``; returns the exit
     code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
 
@@ -418,11 +420,11 @@ def run_logged(argv: list[str], log_path: str | Path, *, cwd: Optional[str] = No
     import threading
     import time
 
-    from .secrets import MIN_VALUE_LEN, is_secret_name, scrub
+    from .secrets import is_secret_name, scrub
 
     extra = dict(values or {})
-    if env:
-        extra.update({v: k for k, v in env.items() if is_secret_name(k) and len(str(v)) >= MIN_VALUE_LEN})
+    if env:  # (a value too short to remove, under MIN_VALUE_LEN, is skipped by scrub itself: secrets.scrubbable)
+        extra.update({v: k for k, v in env.items() if is_secret_name(k)})
     with open_stream(log_path, encoding="utf-8", errors="replace") as lf:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None

@@ -1,18 +1,24 @@
 """The rules of harness/io.py one at a time: confinement with several roots, modes under any umask, process start
-times that survive odd process names, temporary files next to their target, and the errors that name the file."""
+times that survive odd process names, temporary files next to their target, the errors that name the file, the
+text of JSON and sealed JSON files, links, and how ``run_logged`` logs, scrubs, times out and cleans up."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from harness import io as hio
+from harness import secrets as hsecrets
 
 
 @pytest.fixture
@@ -35,9 +41,8 @@ def test_confinement_allows_every_root_and_ends_with_its_block(tmp_path):
             hio.write_text(out / "z.txt", "3")
         with pytest.raises(hio.ContainmentError):
             hio.write_text(out / "w.txt", "4")  # the nested root is gone with its block
-    with hio.confine(a):
-        with pytest.raises(hio.ContainmentError):
-            hio.write_text(b / "late.txt", "5")  # b's root ended with its block
+    with hio.confine(a), pytest.raises(hio.ContainmentError):
+        hio.write_text(b / "late.txt", "5")  # b's root ended with its block
     hio.write_text(out / "free.txt", "6")  # nothing confined any more
     assert [p.name for p in sorted(tmp_path.rglob("*.txt"))] == ["x.txt", "y.txt", "free.txt", "z.txt"]
 
@@ -200,3 +205,272 @@ def test_load_json_names_what_the_file_should_hold_only_when_told(tmp_path):
     with pytest.raises(hio.BadFileError) as bare:
         hio.load_json(tmp_path / "meta.json", "rerun the item")
     assert str(bare.value) == f"{tmp_path / 'meta.json'}: missing; rerun the item"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_pid_alive_only_asks_and_sends_the_process_nothing():
+    """``pid_alive`` probes with signal 0 (existence and permission only): the process it asks about receives
+    nothing. Asked about this very process, a handler for the next signal number (SIGHUP) never runs."""
+    got: list[int] = []
+    old = signal.signal(signal.SIGHUP, lambda signum, frame: got.append(signum))
+    try:
+        assert hio.pid_alive(os.getpid()) is True
+        time.sleep(0.05)  # a signal this process sent itself has run its handler by the end of this call
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert got == []
+
+
+def test_write_json_indents_by_default(tmp_path):
+    hio.write_json(tmp_path / "a.json", {"a": [1, 2]})
+    assert (tmp_path / "a.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ]\n}\n'
+    hio.write_json(tmp_path / "b.json", {"a": [1, 2]}, compact=True)
+    assert (tmp_path / "b.json").read_text() == '{"a":[1,2]}\n'
+
+
+def test_a_resealed_mapping_gets_a_fresh_seal_as_its_last_key(tmp_path):
+    """A mapping read back from a sealed file (it carries its old seal) is sealed afresh: the old seal is dropped
+    first, so the new one is the last key of the file and of the mapping returned, wherever the old one stood."""
+    sealed = hio.write_sealed_json(tmp_path / "m.json", {hio.SEAL: "stale", "a": 1, "b": [2]})
+    assert list(sealed) == ["a", "b", hio.SEAL] and sealed[hio.SEAL] == hio.seal_digest({"a": 1, "b": [2]})
+    on_disk = json.loads((tmp_path / "m.json").read_text())
+    assert list(on_disk) == ["a", "b", hio.SEAL] and on_disk == sealed and hio.seal_problem(on_disk) is None
+
+
+def test_a_sealed_file_is_scrubbed_once_and_holds_what_was_sealed(tmp_path):
+    """The text is scrubbed before the seal is computed and written as it is: scrubbing it a second time would
+    change it (a scrubbed ``Authorization: Token <redacted>`` loses its scheme word to a second pass), and the
+    file would no longer match its seal nor the mapping returned."""
+    header = "Authorization: Token abc123xyz"
+    assert hsecrets.scrub(hsecrets.scrub(header)) != hsecrets.scrub(header)  # the case this rule is about
+    sealed = hio.write_sealed_json(tmp_path / "m.json", {"header": header})
+    assert sealed["header"] == f"Authorization: Token {hsecrets.REDACTED}"
+    on_disk = json.loads((tmp_path / "m.json").read_text())
+    assert on_disk == sealed and hio.seal_problem(on_disk) is None
+
+
+def test_link_file_hard_links_within_one_file_system(tmp_path):
+    src = tmp_path / "videos" / "a.mp4"
+    src.parent.mkdir()
+    src.write_bytes(b"frames")
+    out = tmp_path / "release" / "a.mp4"
+    out.parent.mkdir()
+    out.symlink_to(tmp_path / "elsewhere")  # a link already there is replaced, never followed
+    assert hio.link_file(src, out) == "hardlink"
+    assert not out.is_symlink() and out.samefile(src) and src.stat().st_nlink == 2
+    assert sorted(os.listdir(out.parent)) == ["a.mp4"]  # no temporary name left behind
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_link_file_falls_back_to_a_symlink_to_the_absolute_source(tmp_path, monkeypatch):
+    """Where a hard link fails (another file system: ``EXDEV``), ``path`` is a symbolic link to ``src``'s absolute,
+    resolved path (a relative ``src`` would point elsewhere once read from ``path``'s folder)."""
+    (tmp_path / "videos").mkdir()
+    (tmp_path / "videos" / "a.mp4").write_bytes(b"frames")
+    monkeypatch.chdir(tmp_path)
+
+    def cross_device(src, dst, *a, **kw):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    out = tmp_path / "release" / "a.mp4"
+    assert hio.link_file(Path("videos/../videos/a.mp4"), out) == "symlink"
+    assert out.is_symlink() and os.readlink(out) == str(tmp_path.resolve() / "videos" / "a.mp4")
+    assert out.read_bytes() == b"frames" and sorted(os.listdir(out.parent)) == ["a.mp4"]
+
+
+def test_link_file_of_a_missing_source_fails_and_links_nothing(tmp_path):
+    out = tmp_path / "release" / "a.mp4"
+    with pytest.raises(FileNotFoundError):
+        hio.link_file(tmp_path / "missing.mp4", out)
+    assert not out.is_symlink() and not out.exists()
+    assert not (out.parent.exists() and os.listdir(out.parent))  # no dangling link, no temporary name
+
+
+def _child(code: str) -> list[str]:
+    """A tiny Python child (``-S``: no site packages to import, so it starts in a few tens of milliseconds)."""
+    return [sys.executable, "-S", "-c", code]
+
+
+class _Recorded(subprocess.Popen):
+    """``subprocess.Popen`` that keeps every process it starts (``made``), so a test can look at the one
+    ``run_logged`` started: its pid, its exit status, its pipe."""
+
+    made: ClassVar[list[subprocess.Popen]] = []
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        type(self).made.append(self)
+
+
+@pytest.fixture
+def popen(monkeypatch):
+    """Install a fresh subclass of :class:`_Recorded` as ``subprocess.Popen`` (``run_logged`` looks it up per call);
+    a test subclasses it further to step in at ``wait`` / ``kill``."""
+
+    def install(cls=None):
+        cls = cls or type("Recorded", (_Recorded,), {})
+        cls.made = []
+        monkeypatch.setattr(subprocess, "Popen", cls)
+        return cls
+
+    return install
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process (not even an unreaped zombie) has ``pid`` any more."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_run_logged_removes_the_values_given_and_the_secret_named_variables_of_env(tmp_path):
+    """What ``values`` names and the value of every secret-named variable of ``env`` is redacted from the log by
+    its name; a value under MIN_VALUE_LEN characters (it would hit ordinary text) and a setting's value stay."""
+    env = {**os.environ, "STUDY_API_TOKEN": "q" * hsecrets.MIN_VALUE_LEN,
+           "SHORT_API_TOKEN": "z" * (hsecrets.MIN_VALUE_LEN - 1), "MODEL_VARIANT": "zebra-striped-42"}
+    code = ("import os, sys; e = os.environ; "
+            "print(e['STUDY_API_TOKEN'], e['SHORT_API_TOKEN'], e['MODEL_VARIANT'], 'pass-phrase-77'); sys.exit(3)")
+    log = tmp_path / "upstream.log"
+    assert hio.run_logged(_child(code), log, env=env, values={"pass-phrase-77": "STUDY_KEY"}) == 3
+    short = "z" * (hsecrets.MIN_VALUE_LEN - 1)
+    assert log.read_text() == f"<redacted:STUDY_API_TOKEN> {short} zebra-striped-42 <redacted:STUDY_KEY>\n"
+
+
+FLUSH_CHILD = """
+import sys, time
+from pathlib import Path
+log = Path(sys.argv[1])
+print("first", flush=True)
+end = time.monotonic() + 5
+while "first" not in log.read_text() and time.monotonic() < end:
+    time.sleep(0.01)
+print("seen" if "first" in log.read_text() else "not in the log yet")
+"""
+
+
+def test_run_logged_writes_each_line_to_the_log_as_it_comes(tmp_path):
+    """A line the child printed is in the log file while the child still runs (a crash or a hang leaves its last
+    words on disk): the child waits until it reads its own first line back from the log."""
+    log = tmp_path / "upstream.log"
+    assert hio.run_logged(_child(FLUSH_CHILD) + [str(log)], log) == 0
+    assert log.read_text() == "first\nseen\n"
+
+
+def test_run_logged_copies_the_output_in_a_daemon_thread(tmp_path, monkeypatch, popen):
+    """The thread that copies the child's output is a daemon: should a grandchild keep the pipe open after the
+    child is gone, that thread never keeps the harness from exiting. The pipe is closed once the child is done."""
+    seen = []
+    real = hsecrets.scrub
+
+    def recording(text, values=None):
+        seen.append((text, threading.current_thread().name, threading.current_thread().daemon))
+        return real(text, values)
+
+    monkeypatch.setattr(hsecrets, "scrub", recording)
+    made = popen()
+    assert hio.run_logged(_child("print('a'); print('b')"), tmp_path / "upstream.log") == 0
+    assert seen == [("a\n", "upstream-log", True), ("b\n", "upstream-log", True)]
+    (proc,) = made.made
+    assert proc.stdout.closed
+
+
+def test_run_logged_kills_and_reaps_a_child_past_its_timeout(tmp_path, popen):
+    """Past ``timeout`` seconds (counted from the start) the child is killed and reaped, then
+    ``subprocess.TimeoutExpired`` is raised: the child never gets to its next line, no zombie is left."""
+    made = popen()
+    log = tmp_path / "upstream.log"
+    with pytest.raises(subprocess.TimeoutExpired):
+        hio.run_logged(_child("import time; time.sleep(0.6); print('late')"), log, timeout=0.1)
+    (proc,) = made.made
+    assert proc.returncode == -signal.SIGKILL and _gone(proc.pid)  # killed (not its own exit 0) and reaped
+    assert "late" not in log.read_text()
+
+
+def test_after_a_timeout_the_log_holds_what_the_child_printed(tmp_path, monkeypatch, popen):
+    """On a timeout, ``run_logged`` waits for the thread that copies the output to finish before raising: a line
+    the child printed is in the log even when that thread is still writing it as the child is killed. (The wait
+    for the child's first line before the timed wait starts, and the hold-up, are this test's.)"""
+    printed, killed = threading.Event(), threading.Event()
+    real = hsecrets.scrub
+
+    def slow(text, values=None):
+        if text == "first\n":
+            printed.set()
+            killed.wait(5)
+            time.sleep(0.2)  # still writing this line when the child is killed and reaped
+        return real(text, values)
+
+    class Gated(_Recorded):
+        def wait(self, timeout=None):
+            if timeout is not None:
+                printed.wait(5)  # the timed wait starts once the child printed: no race with its start-up
+            return super().wait(timeout)
+
+        def kill(self):
+            super().kill()
+            killed.set()
+
+    monkeypatch.setattr(hsecrets, "scrub", slow)
+    made = popen(Gated)
+    log = tmp_path / "upstream.log"
+    with pytest.raises(subprocess.TimeoutExpired):
+        hio.run_logged(_child("import time; print('first', flush=True); time.sleep(3)"), log, timeout=0.1)
+    assert log.read_text() == "first\n"
+    (proc,) = made.made
+    assert proc.returncode == -signal.SIGKILL and _gone(proc.pid)
+
+
+def test_run_logged_waits_for_the_last_line_before_it_returns(tmp_path, monkeypatch, popen):
+    """A child that printed and exited: ``run_logged`` returns only once its last line is in the log, even when
+    the thread that copies the output is still writing it after the child was reaped."""
+    reaped = threading.Event()
+    real = hsecrets.scrub
+
+    def slow(text, values=None):
+        if text == "last\n":
+            reaped.wait(5)
+            time.sleep(0.2)  # still writing this line when the child is already reaped
+        return real(text, values)
+
+    class Watched(_Recorded):
+        def wait(self, timeout=None):
+            code = super().wait(timeout)
+            reaped.set()
+            return code
+
+    monkeypatch.setattr(hsecrets, "scrub", slow)
+    made = popen(Watched)
+    log = tmp_path / "upstream.log"
+    assert hio.run_logged(_child("print('first'); print('last')"), log) == 0
+    assert log.read_text() == "first\nlast\n"
+    (proc,) = made.made
+    assert proc.stdout.closed
+
+
+class _Interrupt(BaseException):
+    """Stands for a ``KeyboardInterrupt`` (any ``BaseException``) that arrives while ``run_logged`` waits."""
+
+
+def test_an_interrupted_run_logged_kills_and_reaps_its_child(tmp_path, popen):
+    """Interrupted while it waits (Ctrl-C, a ``SystemExit`` from a signal handler), ``run_logged`` kills the child
+    and reaps it before the interruption goes on: the child never outlives the harness, no zombie is left."""
+
+    class Interrupted(_Recorded):
+        waits = 0
+
+        def wait(self, timeout=None):
+            type(self).waits += 1
+            if type(self).waits == 1:
+                raise _Interrupt()
+            return super().wait(timeout)
+
+    made = popen(Interrupted)
+    log = tmp_path / "upstream.log"
+    with pytest.raises(_Interrupt):
+        hio.run_logged(_child("import time; time.sleep(2); print('late')"), log)
+    (proc,) = made.made
+    assert proc.returncode == -signal.SIGKILL and _gone(proc.pid)
+    assert "late" not in log.read_text()

@@ -230,6 +230,22 @@ def test_holder_of_a_free_key_is_none_and_release_of_a_vanished_lock_is_quiet(tm
     assert "k" not in locks_.held and not locks_.path("k").exists()
 
 
+def test_a_takeover_leaves_the_guard_file_as_it_was(tmp_path):
+    """The take-over guard ``.locks/.takeover`` is only locked, never rewritten: it is opened for appending, not
+    truncated, so taking over a stale lock (and clearing one) leaves its bytes and its modification time alone."""
+    mine = ItemLocks(tmp_path)
+    mine.dir.mkdir()
+    guard = mine.dir / ".takeover"
+    guard.write_text("kept\n")
+    os.utime(guard, (1_000_000, 1_000_000))
+    stale = LockOwner(socket.gethostname(), 2**22 + 7, None, "dead-token", 0.0)
+    mine.path("k").write_text(json.dumps(stale.__dict__))
+    mine.path("done").write_text(json.dumps(stale.__dict__))
+    assert mine.try_acquire("k") is True and mine.taken_over == ["k"]
+    assert mine.clear_stale("done") is True
+    assert guard.read_text() == "kept\n" and guard.stat().st_mtime == 1_000_000
+
+
 TAKEOVER_HOLDER = """
 import fcntl, sys
 f = open(sys.argv[1], "a")
@@ -277,7 +293,8 @@ def test_file_lock_makes_its_folder_and_leaves_no_descriptor_open(tmp_path):
     assert _open_fds() == before
     probe = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
              "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')")
-    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
     assert out.stdout.strip() == "free"  # released after the block
 
 
