@@ -11,16 +11,17 @@ import shutil
 import socket
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 from urllib.parse import urlencode
 
 import pytest
 
 pytest.importorskip("starlette", reason="the annotation app needs the human extra (pip install -e '.[human]')")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from tests.support.asgi import asgi_call  # noqa: E402
-from tests.support.human_data import make_runs  # noqa: E402
+from tests.support.asgi import asgi_call
+from tests.support.human_data import make_runs
 
 JSON = {"content-type": "application/json"}
 FORM = "application/x-www-form-urlencoded"
@@ -85,7 +86,7 @@ def _login(c: TestClient, d: Path, who: str = "a1") -> TestClient:
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
     """The app's guessing delays, recorded instead of slept."""
-    import harness.app.human.server as server
+    from harness.app.human import server
 
     slept: list[float] = []
     monkeypatch.setattr(server, "time", SimpleNamespace(sleep=slept.append))
@@ -113,7 +114,7 @@ def test_a_missing_or_misnamed_media_file_is_refused(study):
     from evaluate.human.common import StudyError
     from harness.app.human.server import create_app
 
-    name = sorted(p.name for p in (study / "media").iterdir())[0]
+    name = min(p.name for p in (study / "media").iterdir())
     (study / "media" / name).rename(study / "media" / ("x" + name))
     with pytest.raises(StudyError, match=f"media file '{name}'.*missing or misnamed"):
         create_app(study)
@@ -489,7 +490,7 @@ def test_an_invalid_answer_is_a_400_and_a_late_correction_a_409(study):
 # -- media and static files -------------------------------------------------------------------------------------------
 def test_media_are_served_to_a_session_by_listed_name_only(study):
     c = _client(study)
-    name = sorted(p.name for p in (study / "media").iterdir())[0]
+    name = min(p.name for p in (study / "media").iterdir())
     r = c.get(f"/media/{name}")
     assert r.status_code == 401 and r.json() == {"error": "log in first"}
     assert c.get("/media/key.json").status_code == 401  # the session is checked first: no name is probed
@@ -571,6 +572,17 @@ def test_the_organiser_token_is_bounded_and_only_a_checked_wrong_one_is_delayed(
         assert "not the organiser token" in r.text or token == ""
 
 
+@pytest.mark.parametrize("token, slept", [("", []), ("x", [0.25]), ("x" * 256, [0.25]), ("x" * 257, [])])
+def test_an_organiser_token_from_json_or_bearer_is_bounded_the_same_way(study, sleeps, token, slept):
+    """An empty token (a JSON ``""`` or a bare ``Bearer``) is refused without the check; one character is checked."""
+    c = _client(study)
+    r = c.post("/organiser", json={"token": token})
+    assert r.status_code == 403 and "not the organiser token" in r.text and sleeps == slept
+    sleeps.clear()
+    st, _, _, out = asgi_call(c.app, "GET", "/organiser", headers={"authorization": f"Bearer {token}  "})
+    assert st == 403 and b"not the organiser token" in out and sleeps == slept
+
+
 def test_a_malformed_organiser_request_names_the_problem_on_the_page(study):
     c = _client(study)
     r = c.post("/organiser", content=b"token=x", headers={"content-type": "text/plain"})
@@ -592,7 +604,7 @@ def test_an_empty_organiser_form_is_a_plain_403(study, sleeps):
 class _Server:
     """uvicorn.Server, recorded: the config and the sockets it would serve on, without serving."""
 
-    made: list["_Server"] = []
+    made: ClassVar[list[_Server]] = []
 
     def __init__(self, config):
         self.config = config
@@ -605,7 +617,7 @@ class _Server:
 class _Socket(socket.socket):
     """A socket that records the options set on it and its listen backlog."""
 
-    made: list["_Socket"] = []
+    made: ClassVar[list[_Socket]] = []
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
