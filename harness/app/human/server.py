@@ -172,7 +172,7 @@ async def _body_json(request: Request) -> Any:
     raw = await _body_bytes(request)
     try:
         return json.loads(raw)
-    except ValueError:  # also a body that is not UTF-8
+    except (ValueError, RecursionError):  # also a body that is not UTF-8, or nested deeper than the parser goes
         raise VoteError("not valid JSON") from None
 
 
@@ -410,9 +410,9 @@ class _Site:
 def create_app(study_dir: Path, host: str = "127.0.0.1") -> Starlette:
     """The Starlette application serving ``study_dir``."""
     site = _Site(Study(study_dir))
-    middleware = [Middleware(_SecurityHeaders)]
+    middleware = [Middleware(_SecurityHeaders)]  # outermost: its headers reach every response, a Host refusal too
     if host in LOOPBACK:
-        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"]))
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"]))
     app = Starlette(routes=site.routes(), middleware=middleware)
     app.state.study = site.study
     return app
@@ -430,9 +430,9 @@ class _SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                have = {k.lower() for k, _ in message.get("headers", [])}
-                message.setdefault("headers", [])
-                message["headers"] = list(message["headers"]) + [
+                headers = list(message.get("headers", []))
+                have = {k.lower() for k, _ in headers}
+                message["headers"] = headers + [
                     (k.lower().encode(), v.encode()) for k, v in HEADERS.items() if k.lower().encode() not in have]
             await send(message)
 
