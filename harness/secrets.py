@@ -188,6 +188,10 @@ _NAME_WORDS = ("TOKEN", "SECRET", "PASS", "PW", "CREDENTIAL", "BEARER", "PRIVATE
 _ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?)"
                               r"(?P<v>[^\s\"',}\]\\<>]+)") for w in _NAME_WORDS}
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+#: what follows an assignment's name but is never a credential: YAML/JSON/Python null and booleans
+_NOT_A_CREDENTIAL = re.compile(r"(?:null|none|~|true|false)$", re.IGNORECASE)
+#: a redaction right after a header's value: that "value" was the scheme word (``Token <redacted>``)
+_ALREADY_REDACTED = re.compile(r"\s+<redacted")
 
 
 def _query_param(m: re.Match[str]) -> str:
@@ -198,8 +202,10 @@ def _query_param(m: re.Match[str]) -> str:
 
 
 def _header(m: re.Match[str]) -> str:
-    if m["v"].startswith(("<", "$")):
-        return m.group(0)  # already redacted, or a reference to the environment
+    if m["v"].startswith(("<", "$")) or _ALREADY_REDACTED.match(m.string, m.end()):
+        # already redacted (also the scheme word of ``Token <redacted>``, so scrubbing twice changes nothing), or a
+        # reference to the environment
+        return m.group(0)
     return f"{m['h']}{m['sep']}{m['scheme'] + ' ' if m['scheme'] else ''}{REDACTED}"
 
 
@@ -220,8 +226,11 @@ def _scrub_assignments(text: str, word: str) -> str:
         if i < last or (i > 0 and (text[i - 1].isalnum())) or not text[i].isalpha():
             continue  # inside a lower-case word, or overlapping a replacement already made
         name, v = text[i:m.start()] + word + m["rest"], m["v"]
-        if not is_secret_name(name) or v.startswith(("<", "${", "$")) or v in ("null", "None", "~"):
+        if not is_secret_name(name) or v.startswith(("<", "${", "$")) or _NOT_A_CREDENTIAL.match(v):
             continue
+        if m["sep"][:1] in ("'", '"') and not m["q"]:
+            continue  # a quoted key with an unquoted value: JSON's (or Python's) number, list or mapping, not text
+
         out += [text[last:m.start("v")], REDACTED]
         last = m.end("v")
     return "".join(out) + text[last:] if out else text

@@ -159,3 +159,42 @@ def test_a_fresh_import_reads_the_environment_on_first_use(monkeypatch):
     monkeypatch.setenv("FRESH_TOKEN", "fresh-value-9")
     importlib.reload(secrets)  # the module's code runs again in the same module object (its globals start over)
     assert secrets.registered() == {"fresh-value-9": "FRESH_TOKEN"}
+
+
+@pytest.mark.parametrize("text", [
+    "Authorization: Token abcdefgh12345678", "authorization: Bearer abcdefgh12345678", "x-api-key: abcdefgh1234",
+    "https://user:p@ss@host/x?api_key=abcdefgh1234&b=2", "DB_PASSWORD=123456789 HF_TOKEN=hf_abcdefghijklmnop",
+    '{"API_KEY": "abcdefghijkl", "MY_TOKEN": 12345}'])
+def test_scrubbing_twice_changes_nothing(text):
+    """What one pass leaves is not found again by a second: the scheme word of ``Token <redacted>`` stays (it is
+    no credential once the value after it is redacted)."""
+    once = secrets.scrub(text)
+    assert once != text and secrets.scrub(once) == once
+
+
+def test_a_secret_named_key_with_a_json_value_that_is_no_text_keeps_the_file_valid():
+    """JSON (or a Python repr) under a secret-named key: a number, a boolean, null, a list or a mapping is not a
+    credential, and redacting it would write a file no parser reads; text values are still redacted. Outside JSON
+    (a shell line, an unquoted YAML key) a number is still redacted, and a boolean never is."""
+    import json
+
+    doc = {"AUTH_ENABLED": True, "MY_TOKEN": 12345, "X_PASSWORD": [1, 2], "SESSION_KEY": {"a": 1},
+           "OLD_SECRET": None, "API_KEY": "abcdefghijkl"}
+    out = json.loads(secrets.scrub(json.dumps(doc)))
+    assert out == {**doc, "API_KEY": secrets.REDACTED}
+    assert secrets.scrub(repr({"MY_TOKEN": 12345})) == repr({"MY_TOKEN": 12345})
+    assert secrets.scrub("DB_PASSWORD=123456789 MY_TOKEN: 1234567") == (
+        f"DB_PASSWORD={secrets.REDACTED} MY_TOKEN: {secrets.REDACTED}")
+    for literal in ("true", "False", "NULL", "none", "~"):
+        assert secrets.scrub(f"AUTH_ENABLED={literal}") == f"AUTH_ENABLED={literal}"
+    assert secrets.scrub("AUTH_ENABLED=trueish") == f"AUTH_ENABLED={secrets.REDACTED}"  # a literal is a whole value
+
+
+def test_a_sealed_file_with_non_text_values_under_secret_names_is_written(tmp_path):
+    import json
+
+    from harness import io as hio
+
+    sealed = hio.write_sealed_json(tmp_path / "m.json", {"MY_TOKEN": 12345, "AUTH_ENABLED": True})
+    assert sealed["MY_TOKEN"] == 12345 and sealed["AUTH_ENABLED"] is True
+    assert hio.seal_problem(json.loads((tmp_path / "m.json").read_text())) is None
