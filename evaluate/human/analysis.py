@@ -16,8 +16,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
     groups: dict[str, list[dict]] = {}
     for it in key["items"]:
         groups.setdefault(it["metric"], []).append(it)
-    planned = list((key["design"].get("counts") or {}))
+    planned = list(key["design"].get("counts") or {})
     order = [m for m in planned if m in groups] + [m for m in groups if m not in planned] + [ALL]
     out: dict[str, Any] = {"kind": STATIC, "metrics": {}, "votes": len(votes), "annotators": list(annotators),
                            "items": len(key["items"]), "attention": att}
@@ -157,14 +158,15 @@ def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str],
         per_ann = [stats.gated_items(bool(v["started"]), v["answers"], refs) for v in vs]
         labels = [stats.majority_label([p[q] for p in per_ann]) for q in range(8)]
         tied += sum(lab is None for lab in labels)
-        gate = stats.majority_label([int(bool(v["started"])) for v in vs])
-        gate_ratings.append(["yes" if v["started"] else "no" for v in vs])
+        started = [int(bool(v["started"])) for v in vs]  # each annotator's gate: 1 the event starts, 0 not
+        gate = stats.majority_label(started)
+        gate_ratings.append(started)
         item_ratings += [[p[q] for p in per_ann] for q in range(8)]
         h = stats.aspect_scores(labels, it["aspects"])
         vlm = it.get("vlm")
         j = stats.aspect_scores(vlm["items"], it["aspects"]) if vlm else None
         if vlm:
-            gate_match += int(gate is not None and gate == int(vlm["started"]))
+            gate_match += int(gate == int(vlm["started"]))  # a tied gate (None) matches neither
             for q in range(8):
                 if labels[q] is not None:
                     item_n += 1
@@ -188,7 +190,7 @@ def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str],
     return {"kind": DYNAMIC, "votes": len(votes), "annotators": list(annotators), "items": len(key["items"]),
             "instances_voted": len(inst), "instances_judged": len(judged), "dimensions": corr,
             "tied_labels": tied, "complete": int(sum(r["votes"] >= len(annotators) for r in inst)),
-            "fleiss_kappa_gate": stats.fleiss_kappa(stats.count_matrix(gate_ratings, ("yes", "no"))),
+            "fleiss_kappa_gate": stats.fleiss_kappa(stats.count_matrix(gate_ratings, (1, 0))),
             "fleiss_kappa_items": stats.fleiss_kappa(stats.count_matrix(item_ratings, (0, 1))),
             "gate_agreement": gate_match / len(judged) if judged else float("nan"),
             "item_agreement": item_match / item_n if item_n else float("nan"), "instances": inst,
@@ -298,7 +300,7 @@ def _csv_cell(v: Any) -> str:
     return str(v)
 
 
-def export_votes(study_dir: Path, out_dir: Optional[Path] = None, unblind: bool = True) -> dict[str, str]:
+def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = True) -> dict[str, str]:
     """Write every raw vote to ``votes.csv`` and ``votes.jsonl`` (atomically) in ``out_dir`` (default
     ``<study>/exports``). CSV lists join with ``;``; booleans are yes / no."""
     from harness.io import write_text
