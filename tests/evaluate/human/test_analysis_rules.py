@@ -231,7 +231,7 @@ def test_dynamic_results_without_judged_instances_are_nan_and_default_to_2000_re
     assert (sig["n_boot"].default, sig["boot_seed"].default) == (2000, 0)
 
 
-@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # aspect 1 of the one instance is a tied label
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # the first aspect of the one instance: a tied label
 def test_item_kappa_counts_both_labels():
     """Per checklist item the annotators' gated scores (0 or 1): one item where both say 1, one where they split."""
     items = [inst("i1", "p", True)]
