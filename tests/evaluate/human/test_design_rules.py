@@ -92,3 +92,126 @@ def test_a_checks_decoy_is_the_same_arm_trajectory_and_seed_on_another_case(tmp_
     with pytest.raises(StudyError, match="an attention check needs a second case of the same arm, trajectory and seed"):
         design.design_checks(req, [first, *others], chosen)
     assert design.design_checks(req, [first, decoy], chosen, n=0) == []
+
+
+def _video_item(tmp_path: Path, name: str, entries=(), phases=None, meta=None, family="static", seed=0, case="c1"):
+    import hashlib
+
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    video = f"video of {name}".encode()
+    (d / "video.mp4").write_bytes(video)
+    (d / "meta.json").write_text(json.dumps(meta if meta is not None else {"camera": {"fps": 4}}))
+    res = ItemResult(item={}, video_sha256=hashlib.sha256(video).hexdigest(), phases=phases or {},
+                     metrics={e.key: e for e in entries})
+    return RunItem("run", tmp_path, d, "m" + name, "c", seed, "t", case, family, res)
+
+
+def test_a_departure_pair_shows_each_sides_own_reference_and_timed_segments(tmp_path, monkeypatch):
+    from evaluate.results import MetricEntry
+
+    clips, frames = [], []
+    monkeypatch.setattr(design, "_write_clip", lambda src, fr, fps, dst: clips.append((src, fr, fps, dst.name)))
+    monkeypatch.setattr(design, "_write_frame", lambda src, t, dst: frames.append((src, t, dst)))
+    key = "departure.visible[b]"
+    left = _video_item(tmp_path, "l", [MetricEntry.computed("departure.visible", "b", "paper", 0.1,
+                                                            reference_frames=[2, 5])],
+                       phases={"V": [0, 4], "D1": [4, 8], "D2": [8, 10], "D3": [10, 14]})
+    right = _video_item(tmp_path, "r", [MetricEntry.computed("departure.visible", "b", "paper", 0.2)])
+    rec = {"metric": key, "metric_id": "departure.visible", "_items": (left, right, left)}
+    pub = design._static_media(rec, "p1", tmp_path / "media")
+    assert frames == [(left.video(), 5, tmp_path / "media" / "p1-ra.png"),
+                      (right.video(), 0, tmp_path / "media" / "p1-rb.png")]
+    assert pub["first_view"] == ["p1-ra.png", "p1-rb.png"] and pub["first_view_per_side"] is True
+    assert clips[0][1:] == ([8, 9, 10, 11, 12, 13], 4.0, "p1-a.mp4") and clips[1][3] == "p1-b.mp4"
+    assert pub["segments"] == [{"label": "D2", "start": 0.0, "end": 0.5}, {"label": "D3", "start": 0.5, "end": 1.5}]
+    assert rec["clip_frames"] == [["D2", 8, 10], ["D3", 10, 14]] and pub["frames"] == 6 and pub["fps"] == 4.0
+
+
+def _dyn_meta(questions=8):
+    qs = [{"aspect": "final_state", "answer": "yes", "question": f"q{i}?"} for i in range(questions)]
+    return {"camera": {"fps": 4}, "case": {"event": {"questions": qs}}}
+
+
+def _verdict(judge="j"):
+    from evaluate.results import MetricEntry
+
+    return MetricEntry.computed("dynamic.overall", judge, "judge", 0.5, started=True, answers=["yes"] * 8,
+                                items=[1] * 8)
+
+
+def test_an_event_needs_eight_questions(tmp_path):
+    assert design._event(_video_item(tmp_path, "a", meta=_dyn_meta())) is not None
+    assert design._event(_video_item(tmp_path, "b", meta=_dyn_meta(7))) is None
+    assert design._event(_video_item(tmp_path, "c", meta={"case": None})) is None
+
+
+def test_a_dynamic_study_without_a_judge_when_none_is_required(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, require_judge=False,
+                             secret="s" * 16)
+    recs, counts = design.design_dynamic(req, items)
+    assert len(recs) == 2 and all(r["vlm"] is None and r["judge"] is None for r in recs)
+    assert counts["dynamic"] == {"candidates": 2, "instances": 2, "judge": None, "short": False,
+                                 "skipped": {"no_event": 0, "not_judged": 0}}
+
+
+def test_a_dynamic_study_counts_what_it_skipped_and_whether_it_fell_short(tmp_path):
+    items = [_video_item(tmp_path, "a", [_verdict()], meta=_dyn_meta(), family="dynamic"),
+             _video_item(tmp_path, "b", meta=_dyn_meta(), family="dynamic"),
+             _video_item(tmp_path, "c", [_verdict()], meta=_dyn_meta(7), family="dynamic")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, secret="s" * 16)
+    recs, counts = design.design_dynamic(req, items)
+    assert counts["dynamic"] == {"candidates": 1, "instances": 1, "judge": "j", "short": True,
+                                 "skipped": {"no_event": 1, "not_judged": 1}}
+    assert [r["vlm"]["overall"] for r in recs] == [0.5]
+
+
+def test_practice_instances_are_added_without_checks(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b", "c")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, require_judge=False, practice=1,
+                             secret="s" * 16)
+    recs, _ = design.design_dynamic(req, items)
+    assert len(recs) == 3 and [bool(r.get("practice")) for r in recs] == [False, False, True]
+    assert not any(r.get("check") for r in recs)
+    assert design.design_dynamic_checks(design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, checks=2), []) == []
+
+
+def test_a_still_check_repeats_the_first_frame(tmp_path, monkeypatch):
+    import harness.video as hv
+
+    asked, written = [], []
+
+    def iter_frames(src, indices=None):
+        asked.append(indices)
+        yield from ((i, np.full((2, 2, 3), i, np.uint8)) for i in indices)
+
+    class Writer:
+        def __init__(self, dst, fps):
+            self.dst = dst
+
+        def write(self, f):
+            written.append(int(f[0, 0, 0]))
+
+        def close(self):
+            written.append("closed")
+
+    monkeypatch.setattr(hv, "iter_frames", iter_frames)
+    monkeypatch.setattr(hv, "VideoWriter", Writer)
+    design._write_still(tmp_path / "v.mp4", 3, 4.0, tmp_path / "s.mp4")
+    assert asked == [[0]] and written == [0, 0, 0, "closed"]
+
+
+def test_only_a_dead_local_planners_partial_folder_is_removed(tmp_path):
+    import os
+
+    from harness.io import host_tag
+
+    out = tmp_path / "study"
+    alive = tmp_path / f".study.{host_tag()}-{os.getpid()}.partial"
+    dead = tmp_path / f".study.{host_tag()}-999999999.partial"
+    other_host = tmp_path / ".study.000000-999999999.partial"
+    for p in (alive, dead, other_host):
+        p.mkdir()
+    design._remove_dead_partials(out)
+    assert alive.is_dir() and other_host.is_dir() and not dead.exists()
