@@ -44,3 +44,50 @@ def test_a_correlation_interval_needs_three_instances():
 def test_csv_cells_are_empty_yes_no_or_joined():
     assert [analysis._csv_cell(v) for v in (None, True, False, [1, "a"], [], 0, 0.5, "x")] == \
         ["", "yes", "no", "1;a", "", "0", "0.5", "x"]
+
+
+def _pair(pid, **extra):
+    return {"id": pid, "metric": "k[b]", "higher_is_better": True, "A": {"arm": "x", "value": 1.0},
+            "B": {"arm": "y", "value": 0.5}, **extra}
+
+
+def test_static_statistics_leave_out_checks_and_practice_and_count_fully_voted_pairs():
+    key = {"design": {"counts": {"k[b]": {}}},
+           "items": [_pair("p1"), _pair("p2"), _pair("p3", practice=True), _pair("p4", check={"expected": "A"})]}
+    votes = [{"annotator": "a1", "item": "p1", "choice": "A"}, {"annotator": "a2", "item": "p1", "choice": "A"},
+             {"annotator": "a1", "item": "p2", "choice": "B"},
+             {"annotator": "a1", "item": "p3", "choice": "B"}, {"annotator": "a2", "item": "p4", "choice": "A"}]
+    res = analysis.static_results(key, votes, ["a1", "a2"], n_boot=10)
+    assert res["items"] == 2 and res["votes"] == 3 and list(res["metrics"]) == ["k[b]", analysis.ALL]
+    m = res["metrics"]["k[b]"]
+    assert m["pairs"] == 2 and m["complete"] == 1 and m["metric_id"] == "k"
+    assert res["metrics"][analysis.ALL]["metric_id"] == analysis.ALL
+    assert res["attention"] == {"a2": {"checks": 1, "passed": 1, "failed": []}}
+
+
+def _instance(iid, vlm_started, **extra):
+    vlm = None if vlm_started is None else {"started": vlm_started, "items": [1 if vlm_started else 0] * 8}
+    return {"id": iid, "arm": {"arm": "m/c"}, "references": ["yes"] * 8,
+            "aspects": ["return_progress", "persistence_reset", "final_state", "causal_physical"] * 2,
+            "vlm": vlm, **extra}
+
+
+def _dyn_vote(ann, item, started):
+    return {"annotator": ann, "item": item, "started": started, "answers": ["yes"] * 8 if started else None}
+
+
+def test_dynamic_statistics_match_the_judges_gate_with_the_human_majority():
+    key = {"design": {"counts": {"dynamic": {"judge": "j"}}},
+           "items": [_instance("d1", True), _instance("d2", False), _instance("d3", True), _instance("d4", None),
+                     _instance("d5", True, practice=True), _instance("d6", True, check={"started": False})]}
+    votes = [_dyn_vote("a1", "d1", True), _dyn_vote("a2", "d1", True),  # majority started: the judge agrees
+             _dyn_vote("a1", "d2", True), _dyn_vote("a2", "d2", False),  # a tie: no majority, no match
+             _dyn_vote("a1", "d3", False), _dyn_vote("a2", "d3", False),  # majority not started: the judge differs
+             _dyn_vote("a1", "d4", False), _dyn_vote("a1", "d5", True), _dyn_vote("a1", "d6", True)]
+    res = analysis.dynamic_results(key, votes, ["a1", "a2"], n_boot=5)
+    assert res["items"] == 4 and res["votes"] == 7 and res["instances_voted"] == 4 and res["instances_judged"] == 3
+    assert res["gate_agreement"] == 1 / 3 and res["complete"] == 3 and res["judge"] == "j"
+    assert [(r["id"], r["human_gate"], r["vlm_gate"]) for r in res["instances"]] == [
+        ("d1", 1, True), ("d2", None, False), ("d3", 0, True), ("d4", 0, None)]
+    assert res["tied_labels"] == 8  # d2: every item split one to one
+    assert res["item_agreement"] == 8 / 16  # d1 matches on all eight, d3 on none, d2 undecided
