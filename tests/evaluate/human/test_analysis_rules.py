@@ -79,15 +79,54 @@ def _dyn_vote(ann, item, started):
 def test_dynamic_statistics_match_the_judges_gate_with_the_human_majority():
     key = {"design": {"counts": {"dynamic": {"judge": "j"}}},
            "items": [_instance("d1", True), _instance("d2", False), _instance("d3", True), _instance("d4", None),
+                     _instance("d7", False),
                      _instance("d5", True, practice=True), _instance("d6", True, check={"started": False})]}
     votes = [_dyn_vote("a1", "d1", True), _dyn_vote("a2", "d1", True),  # majority started: the judge agrees
              _dyn_vote("a1", "d2", True), _dyn_vote("a2", "d2", False),  # a tie: no majority, no match
              _dyn_vote("a1", "d3", False), _dyn_vote("a2", "d3", False),  # majority not started: the judge differs
+             _dyn_vote("a1", "d7", False), _dyn_vote("a2", "d7", False),  # both agree with the judge
              _dyn_vote("a1", "d4", False), _dyn_vote("a1", "d5", True), _dyn_vote("a1", "d6", True)]
     res = analysis.dynamic_results(key, votes, ["a1", "a2"], n_boot=5)
-    assert res["items"] == 4 and res["votes"] == 7 and res["instances_voted"] == 4 and res["instances_judged"] == 3
-    assert res["gate_agreement"] == 1 / 3 and res["complete"] == 3 and res["judge"] == "j"
+    assert res["items"] == 5 and res["votes"] == 9 and res["instances_voted"] == 5 and res["instances_judged"] == 4
+    assert res["gate_agreement"] == 2 / 4 and res["complete"] == 4 and res["judge"] == "j"
     assert [(r["id"], r["human_gate"], r["vlm_gate"]) for r in res["instances"]] == [
-        ("d1", 1, True), ("d2", None, False), ("d3", 0, True), ("d4", 0, None)]
+        ("d1", 1, True), ("d2", None, False), ("d3", 0, True), ("d4", 0, None), ("d7", 0, False)]
     assert res["tied_labels"] == 8  # d2: every item split one to one
-    assert res["item_agreement"] == 8 / 16  # d1 matches on all eight, d3 on none, d2 undecided
+    assert res["item_agreement"] == 16 / 24  # d1 and d7 match on all eight, d3 on none, d2 undecided
+    overall = res["dimensions"]["overall"]  # judged: human 1, undefined (d2), 0, 0; judge 1, 0, 1, 0
+    assert overall["human_mean"] == 1 / 3 and overall["vlm_mean"] == 0.5 and overall["n"] == 3
+
+
+def _progress_study(tmp_path, monkeypatch, votes):
+    import json
+
+    key = {"kind": "static", "items": [_pair("p1"), _pair("p2", practice=True), _pair("p3", check={"expected": "B"}),
+                                       {**_pair("p4"), "B": {"arm": "y", "value": 1.0}}]}
+    (tmp_path / "annotators.json").write_text(json.dumps({"annotators": [{"id": "a1", "order": ["p1", "p2", "p3",
+                                                                                                 "p4"]}]}))
+    monkeypatch.setattr(analysis, "ANNOTATORS_FILE", "annotators.json")
+    monkeypatch.setattr(analysis, "load", lambda study_dir: ({}, key, votes, ["a1"]))
+
+
+def test_progress_agreement_counts_real_decisive_pairs_only(tmp_path, monkeypatch):
+    votes = [{"annotator": "a1", "item": "p1", "choice": "A", "created_utc": "2026-01-01T00:00:02"},
+             {"annotator": "a1", "item": "p2", "choice": "B", "created_utc": "2026-01-01T00:00:03"},
+             {"annotator": "a1", "item": "p3", "choice": "A", "created_utc": "2026-01-01T00:00:01"},
+             {"annotator": "a1", "item": "p4", "choice": "B", "created_utc": "2026-01-01T00:00:00",
+              "corrections": [{"choice": "A"}]}]
+    _progress_study(tmp_path, monkeypatch, votes)
+    assert analysis.progress(tmp_path) == [{
+        "annotator": "a1", "done": 4, "total": 4, "last_vote_utc": "2026-01-01T00:00:03", "corrected": 1,
+        "checks": 1, "checks_passed": 0, "agree_with_metric": 1.0, "decisive_votes": 1}]
+
+
+def test_the_blind_export_holds_only_what_was_clicked(tmp_path, monkeypatch):
+    votes = [{"id": 1, "annotator": "a1", "item": "p1", "kind": "static", "choice": "A", "started": None,
+              "answers": None, "client_id": "c", "elapsed_ms": 5, "created_utc": "t"}]
+    _progress_study(tmp_path, monkeypatch, votes)
+    analysis.export_votes(tmp_path, tmp_path / "out", unblind=False)
+    header, row = (tmp_path / "out" / "votes.csv").read_text().splitlines()
+    assert header.split(",") == ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id",
+                                 "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started",
+                                 "first_answers"]
+    assert row == "1,a1,p1,static,A,,,c,5,t,no,,,"
