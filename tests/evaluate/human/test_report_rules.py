@@ -148,3 +148,20 @@ def test_a_report_keeps_every_vote_unless_asked(monkeypatch, tmp_path):
         report.write_report(tmp_path)
     assert seen == {"n_boot": 2000, "exclude_failed_checks": False}
 
+
+
+def test_a_plain_number_is_rounded_or_not_computed():
+    assert [report._f(v) for v in (None, float("nan"), float("inf"), 0.12345)] == ["n/c", "n/c", "n/c", "0.123"]
+    assert report._f(1.25, 1) == "1.2"
+
+
+def test_a_paper_number_is_the_one_of_that_measure_and_that_metric_or_dimension():
+    entries = [{"value": 85.5, "human": {"measure": "agreement_pct", "metric": "Human Identity"}},
+               {"value": 0.952, "human": {"measure": "rho", "metric": "Human Appearance"}},
+               {"value": 0.929, "human": {"measure": "rho", "metric": "Human Identity"}},
+               {"value": 0.732, "human": {"measure": "rho", "dimension": "Overall"}}]
+    assert report._paper_value(entries, "rho", "Human Identity") == "0.929"
+    assert report._paper_value(entries, "rho", "Overall") == "0.732"
+    assert report._paper_value(entries, "agreement_pct", "Human Identity") == "85.5"
+    assert report._paper_value(entries, "plcc", "Overall") == ""
+    assert report._paper_value(entries, "rho", "Object Geometry") == ""
