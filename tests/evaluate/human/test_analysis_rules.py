@@ -48,7 +48,7 @@ def test_csv_cells_are_empty_yes_no_or_joined():
 
 def _pair(pid, **extra):
     return {"id": pid, "metric": "k[b]", "higher_is_better": True, "A": {"arm": "x", "value": 1.0},
-            "B": {"arm": "y", "value": 0.5}, **extra}
+            "B": {"arm": "y", "value": 0.5}, "task": {"trajectory": "t", "case_id": "c"}, **extra}
 
 
 def test_static_statistics_leave_out_checks_and_practice_and_count_fully_voted_pairs():
@@ -100,7 +100,7 @@ def test_dynamic_statistics_match_the_judges_gate_with_the_human_majority():
 def _progress_study(tmp_path, monkeypatch, votes):
     import json
 
-    key = {"kind": "static", "items": [_pair("p1"), _pair("p2", practice=True), _pair("p3", check={"expected": "B"}),
+    key = {"kind": "static", "design": {}, "items": [_pair("p1"), _pair("p2", practice=True), _pair("p3", check={"expected": "B"}),
                                        {**_pair("p4"), "B": {"arm": "y", "value": 1.0}}]}
     (tmp_path / "annotators.json").write_text(json.dumps({"annotators": [{"id": "a1", "order": ["p1", "p2", "p3",
                                                                                                  "p4"]}]}))
@@ -130,3 +130,20 @@ def test_the_blind_export_holds_only_what_was_clicked(tmp_path, monkeypatch):
                                  "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started",
                                  "first_answers"]
     assert row == "1,a1,p1,static,A,,,c,5,t,no,,,"
+
+
+def test_by_default_every_vote_is_kept_and_the_export_unblinded(tmp_path, monkeypatch):
+    votes = [{"id": 1, "annotator": "a1", "item": "p3", "kind": "static", "choice": "A", "started": None,
+              "answers": None, "client_id": "c", "elapsed_ms": 5, "created_utc": "t"},
+             {"id": 2, "annotator": "a1", "item": "p1", "kind": "static", "choice": "A", "started": None,
+              "answers": None, "client_id": "c", "elapsed_ms": 5, "created_utc": "t"}]
+    _progress_study(tmp_path, monkeypatch, votes)  # a1 failed the check p3
+    res = analysis.analyse(tmp_path, n_boot=5)
+    assert res["excluded"] == [] and res["votes"] == 1 and res["annotators"] == ["a1"]
+    analysis.export_votes(tmp_path, tmp_path / "out")
+    assert "metric_preferred_arm" in (tmp_path / "out" / "votes.csv").read_text().splitlines()[0]
+
+
+def test_a_key_without_counts_keeps_the_metrics_in_item_order():
+    key = {"design": {"counts": None}, "items": [_pair("p1", metric="z[b]"), _pair("p2")]}
+    assert list(analysis.static_results(key, [], ["a1"], n_boot=5)["metrics"]) == ["z[b]", "k[b]", analysis.ALL]
