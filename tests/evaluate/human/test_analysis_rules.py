@@ -142,6 +142,10 @@ def test_by_default_every_vote_is_kept_and_the_export_unblinded(tmp_path, monkey
     assert res["excluded"] == [] and res["votes"] == 1 and res["annotators"] == ["a1"]
     analysis.export_votes(tmp_path, tmp_path / "out")
     assert "metric_preferred_arm" in (tmp_path / "out" / "votes.csv").read_text().splitlines()[0]
+    import json
+
+    row = json.loads((tmp_path / "out" / "votes.jsonl").read_text().splitlines()[0])
+    assert list(row)[:3] == ["vote_id", "annotator", "item"]  # the export's own column order, not sorted
 
 
 def test_a_key_without_counts_keeps_the_metrics_in_item_order():
