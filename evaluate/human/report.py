@@ -15,7 +15,7 @@ no reproduction check.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ DIMENSIONS = {"overall": "Overall", "return_progress": "Return Progress", "persi
               "final_state": "Final State", "causal_physical": "Causal/Physics"}
 
 
-def _f(v: Optional[float], digits: int = 3) -> str:
+def _f(v: float | None, digits: int = 3) -> str:
     return "n/c" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
@@ -52,7 +52,7 @@ def _num(v: float | None, reason: str = "undefined"):
     return float(v)
 
 
-def _paper(data: Optional[dict] = None) -> tuple[list[dict], dict[str, dict]]:
+def _paper(data: dict | None = None) -> tuple[list[dict], dict[str, dict]]:
     """(Table 6/7 entries with a ``human`` spec, metric id -> {name, backbone})."""
     if data is None:
         from evaluate.reporting.paper import load_paper_numbers
@@ -79,7 +79,7 @@ def _backbone_is_paper(key: str, by_id: dict) -> str:
     return "yes" if same else f"no (paper: {by_id[mid]['backbone']})"
 
 
-def static_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
+def static_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
     from evaluate.reporting.tables import Column, Table
 
     entries, by_id = _paper(paper)
@@ -193,7 +193,7 @@ def _corr_cell(r: dict, col: str):
                 int(r["n"]))
 
 
-def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) -> list:
+def dynamic_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
     from evaluate.reporting.tables import Column, Table
 
     entries, _ = _paper(paper)
@@ -230,7 +230,7 @@ def dynamic_tables(res: dict, suffix: str = "", paper: Optional[dict] = None) ->
     return [t, a, attention_table(res, suffix)]
 
 
-def paper_table(res: dict, suffix: str = "", paper: Optional[dict] = None):
+def paper_table(res: dict, suffix: str = "", paper: dict | None = None):
     """Every Table 6 / 7 number of the paper beside our counterpart (where we have the same metric)."""
     from evaluate.reporting.tables import Column, Table
 
@@ -255,11 +255,11 @@ def paper_table(res: dict, suffix: str = "", paper: Optional[dict] = None):
         ours, key = _ours(res, h, name_to_key)
         t.rows.append(((e["table"], e["row"], e["column"]), {
             "paper": paper_val, "ours": ours, "metric": key or "",
-            "backbone": _backbone_is_paper(key, by_id) if key and key in res.get("metrics", {}) else ""}))
+            "backbone": _backbone_is_paper(key, by_id) if key else ""}))
     return t
 
 
-def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
+def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
     measure = h["measure"]
     if res["kind"] == DYNAMIC:
         dim = h.get("dimension")
@@ -327,7 +327,7 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, Optional[str]]:
     return "", key
 
 
-def study_tables(study_dir: Path, suffix: str = "", res: Optional[dict] = None) -> list:
+def study_tables(study_dir: Path, suffix: str = "", res: dict | None = None) -> list:
     """The tables of one study (for ``human report`` and the study report)."""
     res = res or analyse(study_dir)
     main = dynamic_tables(res, suffix) if res["kind"] == DYNAMIC else static_tables(res, suffix)
@@ -351,7 +351,7 @@ def strict_json(x: Any) -> Any:
     return x
 
 
-def write_report(study_dir: Path, out_dir: Optional[Path] = None, n_boot: int = 2000,
+def write_report(study_dir: Path, out_dir: Path | None = None, n_boot: int = 2000,
                  exclude_failed_checks: bool = False) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
     ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""

@@ -107,7 +107,7 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
             it = res.item
             ri = RunItem(run.name, run.path, d, str(it.get("model", r.model)), str(it.get("context", r.context)),
                          int(it.get("seed", r.seed)), str(it.get("trajectory", r.trajectory)),
-                         str(it.get("case_id", r.case_id)), str(res.case_family or ""), res)
+                         str(it.get("case_id", r.case_id)), res.case_family, res)
             items.setdefault(ri.key, ri)
     return sorted(items.values(), key=lambda i: i.key)
 

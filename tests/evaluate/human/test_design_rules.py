@@ -1,0 +1,217 @@
+"""A study design's rules at their edges, on small inputs built in memory (no study is planned): the target names a
+question uses, the frame windows both clips of a pair show, drawing candidates, where a video's phases come from,
+and which video an attention check's decoy may be."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluate.human import design
+from evaluate.human.common import StudyError
+from evaluate.human.sources import RunItem
+from evaluate.results import ItemResult
+
+_PHASES = {"V": [0, 4], "D1": [4, 8], "R1": [8, 12], "D2": [12, 16], "R2": [16, 20], "D3": [20, 24], "H": [24, 26]}
+
+
+def test_a_question_names_the_objects_else_a_person_else_the_target():
+    def targets(t):
+        return design._targets({"case": {"targets": t}})
+
+    assert targets({"objects": [{"name": "cat", "id": "o1"}, {"id": "box"}, {"name": "", "id": "lid"}]}) == \
+        "cat and box and lid"
+    assert targets({"objects": [{"name": "cat"}], "persons": [{"id": "p"}]}) == "cat"
+    assert targets({"objects": [], "persons": [{"id": "p"}]}) == "person"
+    assert targets({"objects": [{}], "persons": [{"id": "p"}]}) == "target"  # an object without a name or id
+    assert targets({"persons": []}) == "target"
+    assert design._targets({}) == design._targets({"case": None}) == "target"
+
+
+def test_clip_windows_are_the_union_of_both_sides_recorded_revisit_frames():
+    a = {"revisit_frames": [[9, 10], [17, 18]]}
+    b = {"revisit_frames": [[8, 11]]}
+    assert design._windows("static.x", [a, b, {}], _PHASES, 2) == [("R1", 8, 12), ("R2", 17, 19)]
+    assert design._windows("static.x", [{"revisit_frames": [[], [30]]}], _PHASES, 2) == [("?", 30, 31)]
+
+
+def test_without_recorded_frames_the_windows_are_the_phases_the_metric_scores():
+    assert design._windows("static.x", [{}, {}], _PHASES, 2) == [("R1", 8, 12), ("R2", 16, 20)]
+    assert design._windows("static.x", [{}, {}], _PHASES, 3) == [("R1", 8, 12), ("R2", 16, 20)]  # no R3 phase
+    assert design._windows("static.x", [{}, {}], _PHASES, 1) == [("R1", 8, 12)]
+    assert design._windows("departure.visible", [{}, {}], _PHASES, 2) == [("D2", 12, 16), ("D3", 20, 24)]
+    assert design._windows("departure.visible", [{}], {"D1": [4, 8]}, 1) == []
+
+
+def test_drawing_takes_every_candidate_unless_fewer_are_wanted():
+    rng = np.random.default_rng(0)
+    assert design._draw(4, None, rng) == [0, 1, 2, 3]
+    assert design._draw(4, 4, rng) == [0, 1, 2, 3]
+    assert design._draw(4, 9, rng) == [0, 1, 2, 3]
+    got = design._draw(4, 3, rng)
+    assert len(got) == len(set(got)) == 3 and got == sorted(got) and set(got) <= {0, 1, 2, 3}
+    assert design._draw(4, 0, rng) == []
+
+
+def _item(tmp_path: Path, name: str, arm=("m", "c"), seed=0, trajectory="t", case="c1", phases=None, meta=None):
+    d = tmp_path / name
+    d.mkdir(parents=True, exist_ok=True)
+    if meta is not None:
+        (d / "meta.json").write_text(json.dumps(meta))
+    res = ItemResult(item={}, phases=phases or {}, metrics={})
+    return RunItem("run", tmp_path, d, arm[0], arm[1], seed, trajectory, case, "static", res)
+
+
+def test_phases_come_from_metrics_json_else_meta_json(tmp_path):
+    it = _item(tmp_path, "a", phases={"V": [0.0, 4], "R1": [4, 9]}, meta={"camera": {"phases": {"V": [0, 1]}}})
+    assert design._phases(it) == {"V": [0, 4], "R1": [4, 9]}
+    assert all(type(x) is int for v in design._phases(it).values() for x in v)
+    it = _item(tmp_path, "b", meta={"camera": {"phases": {"V": [0, 2], "R1": [2, 5]}}})
+    assert design._phases(it) == {"V": [0, 2], "R1": [2, 5]}
+    for name, meta in (("c", {"camera": {}}), ("d", {"camera": None}), ("e", {})):
+        with pytest.raises(StudyError, match=r"no camera phases in metrics\.json or meta\.json; re-evaluate"):
+            design._phases(_item(tmp_path, name, meta=meta))
+
+
+def test_a_checks_decoy_is_the_same_arm_trajectory_and_seed_on_another_case(tmp_path):
+    first = _item(tmp_path, "first")
+    decoy = _item(tmp_path, "decoy", case="c2")
+    others = [_item(tmp_path, "arm", arm=("m2", "c"), case="c2"), _item(tmp_path, "ctx", arm=("m", "c2"), case="c2"),
+              _item(tmp_path, "traj", trajectory="t2", case="c2"), _item(tmp_path, "seed", seed=1, case="c2"),
+              _item(tmp_path, "same", seed=0)]  # the same case is no decoy
+    chosen = [{"metric": "k[b]", "metric_id": "k", "higher_is_better": True, "task": {"case_id": "c1"},
+               "_items": (first, first, first)}]
+    req = design.PlanRequest(runs=[], metrics=["k[b]"], seed=1, checks=2, secret="s" * 16)
+    got = design.design_checks(req, [first, decoy, *others], chosen)
+    assert [r["check"] for r in got] == [{"expected": "A", "decoy_case": "c2"}, {"expected": "B", "decoy_case": "c2"}]
+    assert got[0]["_items"] == (first, decoy, first) and got[1]["_items"] == (decoy, first, first)
+    assert [r["swapped"] for r in got] == [False, True]
+    with pytest.raises(StudyError, match="an attention check needs a second case of the same arm, trajectory and seed"):
+        design.design_checks(req, [first, *others], chosen)
+    assert design.design_checks(req, [first, decoy], chosen, n=0) == []
+
+
+def _video_item(tmp_path: Path, name: str, entries=(), phases=None, meta=None, family="static", seed=0, case="c1"):
+    import hashlib
+
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    video = f"video of {name}".encode()
+    (d / "video.mp4").write_bytes(video)
+    (d / "meta.json").write_text(json.dumps(meta if meta is not None else {"camera": {"fps": 4}}))
+    res = ItemResult(item={}, video_sha256=hashlib.sha256(video).hexdigest(), phases=phases or {},
+                     metrics={e.key: e for e in entries})
+    return RunItem("run", tmp_path, d, "m" + name, "c", seed, "t", case, family, res)
+
+
+def test_a_departure_pair_shows_each_sides_own_reference_and_timed_segments(tmp_path, monkeypatch):
+    from evaluate.results import MetricEntry
+
+    clips, frames = [], []
+    monkeypatch.setattr(design, "_write_clip", lambda src, fr, fps, dst: clips.append((src, fr, fps, dst.name)))
+    monkeypatch.setattr(design, "_write_frame", lambda src, t, dst: frames.append((src, t, dst)))
+    key = "departure.visible[b]"
+    left = _video_item(tmp_path, "l", [MetricEntry.computed("departure.visible", "b", "paper", 0.1,
+                                                            reference_frames=[2, 5])],
+                       phases={"V": [0, 4], "D1": [4, 8], "D2": [8, 10], "D3": [10, 14]})
+    right = _video_item(tmp_path, "r", [MetricEntry.computed("departure.visible", "b", "paper", 0.2)])
+    rec = {"metric": key, "metric_id": "departure.visible", "_items": (left, right, left)}
+    pub = design._static_media(rec, "p1", tmp_path / "media")
+    assert frames == [(left.video(), 5, tmp_path / "media" / "p1-ra.png"),
+                      (right.video(), 0, tmp_path / "media" / "p1-rb.png")]
+    assert pub["first_view"] == ["p1-ra.png", "p1-rb.png"] and pub["first_view_per_side"] is True
+    assert clips[0][1:] == ([8, 9, 10, 11, 12, 13], 4.0, "p1-a.mp4") and clips[1][3] == "p1-b.mp4"
+    assert pub["segments"] == [{"label": "D2", "start": 0.0, "end": 0.5}, {"label": "D3", "start": 0.5, "end": 1.5}]
+    assert rec["clip_frames"] == [["D2", 8, 10], ["D3", 10, 14]] and pub["frames"] == 6 and pub["fps"] == 4.0
+
+
+def _dyn_meta(questions=8):
+    qs = [{"aspect": "final_state", "answer": "yes", "question": f"q{i}?"} for i in range(questions)]
+    return {"camera": {"fps": 4}, "case": {"event": {"questions": qs}}}
+
+
+def _verdict(judge="j"):
+    from evaluate.results import MetricEntry
+
+    return MetricEntry.computed("dynamic.overall", judge, "judge", 0.5, started=True, answers=["yes"] * 8,
+                                items=[1] * 8)
+
+
+def test_an_event_needs_eight_questions(tmp_path):
+    assert design._event(_video_item(tmp_path, "a", meta=_dyn_meta())) is not None
+    assert design._event(_video_item(tmp_path, "b", meta=_dyn_meta(7))) is None
+    assert design._event(_video_item(tmp_path, "c", meta={"case": None})) is None
+
+
+def test_a_dynamic_study_without_a_judge_when_none_is_required(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, require_judge=False,
+                             secret="s" * 16)
+    recs, counts = design.design_dynamic(req, items)
+    assert len(recs) == 2 and all(r["vlm"] is None and r["judge"] is None for r in recs)
+    assert counts["dynamic"] == {"candidates": 2, "instances": 2, "judge": None, "short": False,
+                                 "skipped": {"no_event": 0, "not_judged": 0}}
+
+
+def test_a_dynamic_study_counts_what_it_skipped_and_whether_it_fell_short(tmp_path):
+    items = [_video_item(tmp_path, "a", [_verdict()], meta=_dyn_meta(), family="dynamic"),
+             _video_item(tmp_path, "b", meta=_dyn_meta(), family="dynamic"),
+             _video_item(tmp_path, "c", [_verdict()], meta=_dyn_meta(7), family="dynamic")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, secret="s" * 16)
+    recs, counts = design.design_dynamic(req, items)
+    assert counts["dynamic"] == {"candidates": 1, "instances": 1, "judge": "j", "short": True,
+                                 "skipped": {"no_event": 1, "not_judged": 1}}
+    assert [r["vlm"]["overall"] for r in recs] == [0.5]
+
+
+def test_practice_instances_are_added_without_checks(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b", "c")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, instances=2, require_judge=False, practice=1,
+                             secret="s" * 16)
+    recs, _ = design.design_dynamic(req, items)
+    assert len(recs) == 3 and [bool(r.get("practice")) for r in recs] == [False, False, True]
+    assert not any(r.get("check") for r in recs)
+    assert design.design_dynamic_checks(design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, checks=2), []) == []
+
+
+def test_a_still_check_repeats_the_first_frame(tmp_path, monkeypatch):
+    import harness.video as hv
+
+    asked, written = [], []
+
+    def iter_frames(src, indices=None):
+        asked.append(indices)
+        yield from ((i, np.full((2, 2, 3), i, np.uint8)) for i in indices)
+
+    class Writer:
+        def __init__(self, dst, fps):
+            self.dst = dst
+
+        def write(self, f):
+            written.append(int(f[0, 0, 0]))
+
+        def close(self):
+            written.append("closed")
+
+    monkeypatch.setattr(hv, "iter_frames", iter_frames)
+    monkeypatch.setattr(hv, "VideoWriter", Writer)
+    design._write_still(tmp_path / "v.mp4", 3, 4.0, tmp_path / "s.mp4")
+    assert asked == [[0]] and written == [0, 0, 0, "closed"]
+
+
+def test_only_a_dead_local_planners_partial_folder_is_removed(tmp_path):
+    import os
+
+    from harness.io import host_tag
+
+    out = tmp_path / "study"
+    alive = tmp_path / f".study.{host_tag()}-{os.getpid()}.partial"
+    dead = tmp_path / f".study.{host_tag()}-999999999.partial"
+    other_host = tmp_path / ".study.000000-999999999.partial"
+    for p in (alive, dead, other_host):
+        p.mkdir()
+    design._remove_dead_partials(out)
+    assert alive.is_dir() and other_host.is_dir() and not dead.exists()
