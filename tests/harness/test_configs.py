@@ -56,6 +56,7 @@ def test_every_option_of_other_groups_composes(group):
         assert cfg["model"]["name"]
 
 
+@pytest.mark.slow
 def test_yaml_files_and_registry_agree():
     """Each model YAML names an importable adapter whose typed config accepts exactly its keys."""
     for model in MODELS:
@@ -87,6 +88,7 @@ def test_budgets_of_the_paper():
     assert (fov.sink, fov.recent, fov.retrieved_chunks * fov.chunk, fov.chunk, fov.budget) == (4, 4, 8, 4, 20)
 
 
+@pytest.mark.slow
 def test_upstream_models_share_a_base_that_is_not_a_model():
     """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
     reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
