@@ -165,3 +165,36 @@ def test_a_paper_number_is_the_one_of_that_measure_and_that_metric_or_dimension(
     assert report._paper_value(entries, "agreement_pct", "Human Identity") == "85.5"
     assert report._paper_value(entries, "plcc", "Overall") == ""
     assert report._paper_value(entries, "rho", "Object Geometry") == ""
+
+
+def test_a_statistic_cell_is_a_float_or_not_computed_with_its_reason():
+    from evaluate.reporting.cells import Cell
+
+    for v in (None, float("nan"), float("inf"), -float("inf"), np.float64("nan")):
+        cell = report._num(v, "no vote")
+        assert isinstance(cell, Cell) and cell.reason == "no vote"
+    assert report._num(np.float64(0.5)) == 0.5 and type(report._num(np.float64(0.5))) is float
+
+
+def test_the_attention_table_notes_only_when_no_check_was_answered():
+    empty = report.attention_table({"kind": "static"})
+    assert [r for r in empty.rows] == [] and any("No attention check was planned" in n for n in empty.notes)
+    one = report.attention_table({"kind": "static", "attention": {"ann-1": {"checks": 2, "passed": 1,
+                                                                          "failed": ["c-2"]}},
+                                  "excluded": ["ann-1"]})
+    assert one.rows == [(("ann-1",), {"checks": 2, "passed": 1, "failed": 1, "failed_items": "c-2",
+                                      "excluded": "yes"})]
+    assert not any("No attention check was planned" in n for n in one.notes)
+
+
+def test_every_table_is_written_as_markdown_csv_and_latex(monkeypatch, tmp_path):
+    from evaluate.reporting.tables import Column, Table
+
+    t = Table("human_x", "A table", "what it says", ["arm"], [Column("v", "value")])
+    t.rows.append((("a",), {"v": 1.0}))
+    monkeypatch.setattr(report, "analyse", lambda study_dir, **kw: {"kind": "static"})
+    monkeypatch.setattr(report, "study_tables", lambda study_dir, res=None, suffix="": [t])
+    out = report.write_report(tmp_path / "study", out_dir=tmp_path / "out")
+    assert out["tables"] == ["human_x"]
+    for ext in ("md", "csv", "tex"):
+        assert (tmp_path / "out" / "tables" / f"human_x.{ext}").read_text().strip()
