@@ -188,7 +188,8 @@ _NAME_WORDS = ("TOKEN", "SECRET", "PASS", "PW", "CREDENTIAL", "BEARER", "PRIVATE
 _ASSIGNMENTS = {w: re.compile(re.escape(w) + r"(?P<rest>[A-Z0-9_]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?)"
                               r"(?P<v>[^\s\"',}\]\\<>]+)") for w in _NAME_WORDS}
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-#: what follows an assignment's name but is never a credential: YAML/JSON/Python null and booleans
+#: what follows an assignment's name but is never a credential: YAML/JSON/Python null and booleans (narrower than
+#: _LITERAL on purpose: a number after ``DB_PASSWORD=`` in a shell line may be the password)
 _NOT_A_CREDENTIAL = re.compile(r"(?:null|none|~|true|false)$", re.IGNORECASE)
 #: a redaction right after a header's value: that "value" was the scheme word (``Token <redacted>``)
 _ALREADY_REDACTED = re.compile(r"\s+<redacted")
