@@ -109,7 +109,7 @@ def static_tables(res: dict, suffix: str = "", paper: dict | None = None) -> lis
             "kappa": _num(r["fleiss_kappa"], "undefined (fewer than two votes a pair, or one answer only)"),
             "paper_agreement": _paper_value(entries, "agreement_pct", name),
             "paper_rho": _paper_value(entries, "rho", name),
-            "backbone": _backbone_is_paper(m, by_id) if m != ALL else ""}))
+            "backbone": _backbone_is_paper(m, by_id)}))  # "" for ALL: it names no backbone
     w = Table(f"human_winrates{suffix}", "Human evaluation: win rates per arm",
               "Per metric and arm (model / context policy): the human win rate over every raw vote of its pairs and "
               "the automatic win rate over the same pairs (Win / Tie / Loss = 1 / 0.5 / 0).",
@@ -170,7 +170,9 @@ def ranking_table(res: dict, suffix: str = ""):
         from evaluate.reporting.cells import Cell
 
         rho = _num(bt["spearman"], bt["spearman_reason"] or "undefined")
-        for arm, x in sorted(bt["arms"].items(), key=lambda kv: (kv[1]["rank_human"] or 99, kv[0])):
+        # unranked arms (no finite strength) last, however many arms are ranked
+        by_rank = sorted(bt["arms"].items(), key=lambda kv: (kv[1]["rank_human"] is None, kv[1]["rank_human"], kv[0]))
+        for arm, x in by_rank:
             if x["score"] is None:
                 score = Cell(reason=bt["reason"] or "no estimate")
             else:  # the interval over pairs; n = the arm's votes
@@ -238,7 +240,7 @@ def paper_table(res: dict, suffix: str = "", paper: dict | None = None):
     name_to_key = {}
     if res["kind"] != DYNAMIC:
         for m, r in res["metrics"].items():
-            if m != ALL and r["metric_id"] in by_id:
+            if r["metric_id"] in by_id:  # ALL's id ("all metrics") is never a metric's
                 name_to_key[by_id[r["metric_id"]]["name"]] = m
     t = Table(f"human_paper{suffix}", "Human evaluation: ours vs the paper (Tables 6, 7)",
               "Each number of Tables 6 and 7 stated in the paper's text, with ours where this study has the same "
@@ -297,16 +299,19 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
             per.append(r["pairs"] if measure == "tasks" else sum(x["votes"] for x in r["win_rates"].values()) // 2)
         if not per:
             return "", None
-        if min(per) == max(per):
-            return f"{per[0]} (pairs per metric)" if measure == "tasks" else str(per[0]), None
+        lo, hi = min(per), max(per)
+        if lo == hi:
+            return f"{lo} (pairs per metric)" if measure == "tasks" else str(lo), None
         what = "pairs" if measure == "tasks" else "votes"
-        return f"{np.mean(per):.1f} {what} per metric on average ({min(per)} to {max(per)})", None
+        return f"{np.mean(per):.1f} {what} per metric on average ({lo} to {hi})", None
     if m in ("min", "max"):  # over the paper's six metrics only (a protocol extension is not one of them)
         from .design import PAPER_STATIC
 
+        if measure != "agreement_pct":
+            return "", None  # the paper states only the agreement's extremes
         vals = [(r["agreement"], k) for k, r in res["metrics"].items()
                 if r["metric_id"] in PAPER_STATIC and np.isfinite(r["agreement"])]
-        if not vals or measure != "agreement_pct":
+        if not vals:
             return "n/c (no metric of the paper's six has a decisive pair here)", None
         v, k = (min if m == "min" else max)(vals)
         return f"{100 * v:.1f}", k

@@ -198,3 +198,94 @@ def test_every_table_is_written_as_markdown_csv_and_latex(monkeypatch, tmp_path)
     assert out["tables"] == ["human_x"]
     for ext in ("md", "csv", "tex"):
         assert (tmp_path / "out" / "tables" / f"human_x.{ext}").read_text().strip()
+
+
+def test_a_backbone_with_brackets_and_each_part_must_match():
+    # the backbone is everything inside the outer brackets; every part of it must be the paper's
+    assert report._backbone_is_paper("human.appearance[dinov2[vitb14]+sam2]", _BY_ID) == "yes"
+    assert report._backbone_is_paper("human.appearance[dinov2+other]", _BY_ID) == "no (paper: dinov2+sam2)"
+    assert report._backbone_is_paper("human.appearance[other+sam2]", _BY_ID) == "no (paper: dinov2+sam2)"
+
+
+def test_unranked_arms_come_last_however_many_arms_are_ranked():
+    bt = {"spearman": 0.5, "spearman_reason": None, "reason": None,
+          "arms": {"a": _bt_arm(None, None, None, 3, None), "b": _bt_arm(0.2, 0.1, 0.3, 3, 100),
+                   "c": _bt_arm(0.3, 0.1, 0.4, 3, 99)}}
+    t = report.ranking_table({"metrics": {"m[x]": {"bradley_terry": bt}}})
+    assert [k[1] for k, _ in t.rows] == ["c", "b", "a"]
+
+
+def _static_row(mid, spearman, reason, agreement=0.75):
+    return {"metric_id": mid, "pairs": 4, "complete": 4, "decisive": 4, "agree": 3, "agreement": agreement,
+            "lo": 0.5, "hi": 1.0, "majority_ties": 0, "splits": 0, "metric_ties": 1, "spearman": spearman,
+            "spearman_reason": reason, "fleiss_kappa": 0.4, "bradley_terry": None,
+            "win_rates": {"m/b": {"human": 0.25, "auto": 0.5, "votes": 6, "pairs": 4},
+                          "m/a": {"human": None, "auto": 0.5, "votes": 0, "pairs": 4}}}
+
+
+def _static_res():
+    return {"kind": "static", "items": 8, "votes": 12, "annotators": ["x", "y"], "bootstrap": {"n": 10, "seed": 1},
+            "metrics": {"human.identity[arcface]": _static_row("human.identity", None, "fewer than 3 arms"),
+                        "camera.x[b]": _static_row("camera.x", None, None, float("nan")),
+                        ALL: _static_row(ALL, 0.5, None)}}
+
+
+def test_the_static_table_gives_reasons_backbones_and_every_arms_win_rates():
+    paper = {"metrics": {"Human Identity": {"id": "human.identity", "backbone": "arcface"}},
+             "numbers": [{"table": "Table 6", "row": "Human Identity", "column": "rho", "value": 0.9,
+                          "human": {"measure": "rho", "metric": "Human Identity"}}]}
+    t, w, *_ = report.static_tables(_static_res(), paper=paper)
+    rows = dict(t.rows)
+    identity, camera, every = rows[("human.identity[arcface]",)], rows[("camera.x[b]",)], rows[(ALL,)]
+    assert identity["spearman"].reason == "fewer than 3 arms" and camera["spearman"].reason == "undefined"
+    assert every["spearman"] == 0.5
+    assert (identity["backbone"], camera["backbone"], every["backbone"]) == ("yes", "", "")
+    assert (identity["paper_rho"], camera["paper_rho"]) == ("0.9", "")
+    assert [k for k, _ in w.rows] == [(k[0], arm) for k, _ in t.rows for arm in ("m/a", "m/b")]
+    first = dict(w.rows)[("human.identity[arcface]", "m/b")]
+    assert first == {"human": 0.25, "auto": 0.5, "votes": 6, "pairs": 4}
+    assert dict(w.rows)[("human.identity[arcface]", "m/a")]["human"].reason == "no vote"
+
+
+def test_the_paper_table_matches_our_metrics_by_id_only():
+    paper = {"metrics": {"Human Identity": {"id": "human.identity", "backbone": "arcface"}},
+             "numbers": [{"table": "Table 6", "row": "Human Identity", "column": "agreement", "value": 85.5,
+                          "human": {"measure": "agreement_pct", "metric": "Human Identity"}},
+                         {"table": "Table 6", "row": "Camera", "column": "agreement", "value": 70,
+                          "human": {"measure": "agreement_pct", "metric": "Camera"}},
+                         {"table": "Table 7", "row": "study", "column": "instances", "value": 50,
+                          "human": {"measure": "instances"}}]}
+    t = report.paper_table(_static_res(), paper=paper)
+    assert [c for _, c in t.rows] == [
+        {"paper": "85.5", "ours": "75.0", "metric": "human.identity[arcface]", "backbone": "yes"},
+        {"paper": "70", "ours": "", "metric": "", "backbone": ""}]
+
+
+def test_one_metrics_agreement_is_a_percentage_or_not_computed():
+    res = _static_res()
+    name_to_key = {"Human Identity": "human.identity[arcface]", "Camera": "camera.x[b]"}
+    assert report._ours(res, {"measure": "agreement_pct", "metric": "Human Identity"}, name_to_key) == (
+        "75.0", "human.identity[arcface]")
+    assert report._ours(res, {"measure": "agreement_pct", "metric": "Camera"}, name_to_key) == ("n/c", "camera.x[b]")
+
+
+def test_the_lowest_and_highest_aspect_correlation_of_a_dynamic_study():
+    res = _dynamic_res()
+    for d, v in zip(ASPECTS, (0.2, float("nan"), 0.9, 0.5)):
+        res["dimensions"][d]["spearman"] = v
+    assert report._ours(res, {"measure": "rho", "dimension": "min"}, {}) == ("0.200", "dynamic.return_progress")
+    assert report._ours(res, {"measure": "rho", "dimension": "max"}, {}) == ("0.900", "dynamic.final_state")
+    for d in ASPECTS:
+        res["dimensions"][d]["plcc"] = float("nan")
+    assert report._ours(res, {"measure": "plcc", "dimension": "min"}, {}) == ("n/c", None)
+
+
+def test_the_extremes_skip_metrics_without_a_decisive_pair_and_state_only_the_agreement():
+    res = {"kind": "static", "metrics": {"object.geometry[c]": _static_metric("object.geometry", 4, 6, float("nan")),
+                                         "human.identity[a]": _static_metric("human.identity", 4, 6, 0.8),
+                                         "human.appearance[b]": _static_metric("human.appearance", 4, 6, 0.7)}}
+    assert report._ours(res, {"measure": "agreement_pct", "metric": "max"}, {}) == ("80.0", "human.identity[a]")
+    assert report._ours(res, {"measure": "agreement_pct", "metric": "min"}, {}) == ("70.0", "human.appearance[b]")
+    assert report._ours(res, {"measure": "rho", "metric": "min"}, {}) == ("", None)
+    only_nan = {"kind": "static", "metrics": {"object.geometry[c]": res["metrics"]["object.geometry[c]"]}}
+    assert report._ours(only_nan, {"measure": "agreement_pct", "metric": "min"}, {})[0].startswith("n/c")
