@@ -139,8 +139,9 @@ def _metric_keys(items: Sequence[RunItem], specs: Sequence[str]) -> list[str]:
         keys = []
         for mid in PAPER_STATIC:
             found = sources.computed_keys(items, mid)
-            if found:  # several backbones: the one most items have (then the first by name)
-                keys.append(sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
+            if found:  # several backbones: the one most items have (then the first by name: ``found`` is sorted
+                # by name and min keeps the first of equals)
+                keys.append(min(found.items(), key=lambda kv: -kv[1])[0])
         if not keys:
             raise StudyError("metric=static: none of the paper's six static metrics (" + ", ".join(PAPER_STATIC) +
                              ") is computed in these runs; evaluate them first (docs/evaluation.md) or name a "
@@ -341,8 +342,6 @@ def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[d
     alternates. Each record carries ``check: {"expected": "A" | "B"}`` in the hidden key only; the statistics
     leave checks out and the report gives each annotator's passes and failures (``evaluate/human/analysis.py``)."""
     n = req.checks if n is None else n
-    if n <= 0:
-        return []
     rng = np.random.default_rng(req.stream(purpose))  # the study secret too: checks are not regenerable either
     pool = list(chosen)
     out = []
@@ -470,7 +469,7 @@ def design_dynamic_checks(req: PlanRequest, chosen: Sequence[dict], n: int | Non
     reports an event in a still clip (clicking through "starts"); an annotator who always answers "does not
     start" passes them (the export shows it: every ``started`` false)."""
     n = req.checks if n is None else n
-    if n <= 0 or not chosen:
+    if not chosen:  # nothing to draw from (n <= 0 draws nothing either)
         return []
     rng = np.random.default_rng(req.stream("checks"))
     out = []
@@ -487,7 +486,7 @@ def design_dynamic_practice(req: PlanRequest, cands: Sequence[dict], chosen: Seq
     """``req.practice`` practice instances of a dynamic study, shown first to every annotator and never counted:
     drawn (seeded) from the candidate instances not in the study, then, if too few remain, from those in it."""
     n = req.practice if n is None else n
-    if n <= 0 or not cands:
+    if not cands:  # nothing to draw from (n <= 0 draws nothing either)
         return []
     taken = {(r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) for r in chosen}
     rest = [r for r in cands if (r["arm"]["arm"], r["arm"]["trajectory"], r["arm"]["case_id"]) not in taken]

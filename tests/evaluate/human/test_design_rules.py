@@ -4,8 +4,10 @@ and which video an attention check's decoy may be."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -215,3 +217,228 @@ def test_only_a_dead_local_planners_partial_folder_is_removed(tmp_path):
         p.mkdir()
     design._remove_dead_partials(out)
     assert alive.is_dir() and other_host.is_dir() and not dead.exists()
+
+
+# --------------------------------------------------------------------------------------- metrics, sides, windows
+def _valued(tmp_path: Path, model: str, key: str, seed=0, case="c1", value=0.5, context="c"):
+    """An in-memory item with one computed value of ``key`` (``metric[backbone]``); nothing on disk."""
+    from evaluate.results import MetricEntry
+
+    mid, backbone = key.rstrip("]").split("[")
+    e = MetricEntry.computed(mid, backbone, "paper", value)
+    res = ItemResult(item={}, phases={}, metrics={e.key: e})
+    return RunItem("run", tmp_path, tmp_path / f"{model}-{seed}-{case}", model, context, seed, "t", case, "static",
+                   res)
+
+
+def test_the_papers_six_take_the_backbone_most_items_have_then_the_first_by_name(tmp_path):
+    most = [_valued(tmp_path, "m", "human.identity[b]", seed=s) for s in (0, 1)] + \
+        [_valued(tmp_path, "m", "human.identity[a]", seed=2)]
+    assert design._metric_keys(most, ["static"]) == ["human.identity[b]"]
+    tie = [_valued(tmp_path, "m", "human.identity[b]"), _valued(tmp_path, "m", "human.identity[a]", seed=1)]
+    assert design._metric_keys(tie, ["static"]) == ["human.identity[a]"]
+
+
+def test_a_named_backbone_must_be_computed(tmp_path):
+    items = [_valued(tmp_path, "m", "human.identity[a]"), _valued(tmp_path, "m", "human.identity[b]", seed=1)]
+    assert design._metric_keys(items, ["human.identity[b]"]) == ["human.identity[b]"]
+    with pytest.raises(StudyError, match=r"metric=human.identity\[c\]: no item of these runs has it computed "
+                                         r"\(computed: human.identity\[a\], human.identity\[b\]\)"):
+        design._metric_keys(items, ["human.identity[c]"])
+    with pytest.raises(StudyError, match="computed with several backbones"):
+        design._metric_keys(items, ["human.identity"])
+
+
+def _sides(tmp_path, seed, n_seeds=1):
+    key = "environment.visible[b]"
+    items = [_valued(tmp_path, m, key, seed=s) for m in ("x", "y") for s in range(n_seeds)]
+    req = design.PlanRequest(runs=[], metrics=[key], seed=seed, secret="s" * 16)
+    return design.design_static(req, items)[0]
+
+
+def test_the_arm_shown_as_a_alternates_from_a_seeded_fair_coin(tmp_path):
+    recs = _sides(tmp_path, 0, n_seeds=5)
+    first = recs[0]["swapped"]
+    assert [r["swapped"] for r in recs] == [first, not first, first, not first, first]
+    for r in recs:  # swapped: the second arm by name is shown as A
+        assert (r["A"]["arm"], r["B"]["arm"]) == (("y/c", "x/c") if r["swapped"] else ("x/c", "y/c"))
+        left, right, first = r["_items"]
+        assert (left.arm, right.arm, first.arm) == (r["A"]["arm"], r["B"]["arm"], "x/c")
+    # the coin: over 200 study seeds the first pair of an arm pair is swapped about half the time
+    swapped = sum(_sides(tmp_path, s)[0]["swapped"] for s in range(200))
+    assert 80 <= swapped <= 120, swapped
+
+
+def test_a_checks_answer_side_alternates_a_b_a(tmp_path):
+    first = _item(tmp_path, "first")
+    decoy = _item(tmp_path, "decoy", case="c2")
+    chosen = [{"metric": "k[b]", "metric_id": "k", "higher_is_better": True, "task": {"case_id": "c1"},
+               "_items": (first, first, first)}]
+    req = design.PlanRequest(runs=[], metrics=["k[b]"], seed=1, checks=3, secret="s" * 16)
+    got = design.design_checks(req, [first, decoy], chosen)
+    assert [r["check"]["expected"] for r in got] == ["A", "B", "A"]
+    assert design.design_checks(req, [first, decoy], chosen, n=-1) == []
+
+
+def test_a_windows_label_is_the_phase_of_its_first_frame():
+    assert design._windows("static.x", [{"revisit_frames": [[7, 8, 9]]}], _PHASES, 1) == [("D1", 7, 10)]
+
+
+def test_fps_comes_from_meta_json_or_the_error_says_re_run(tmp_path):
+    assert design._fps(_item(tmp_path, "a", meta={"camera": {"fps": 4}})) == 4.0
+    for name, meta in (("b", {"camera": None}), ("c", {"camera": {"fps": 0}}), ("d", {})):
+        with pytest.raises(StudyError, match="meta.json records no camera fps; re-run the item"):
+            design._fps(_item(tmp_path, name, meta=meta))
+
+
+# ------------------------------------------------------------------------------------------------ media writing
+class _Writer:
+    """A stand-in for harness.video.VideoWriter that logs what it was asked."""
+
+    log: ClassVar[list] = []
+
+    def __init__(self, dst, fps):
+        self.dst = dst
+
+    def write(self, f):
+        if int(f[0, 0, 0]) == 99:
+            raise OSError("disk full")
+        self.log.append(int(f[0, 0, 0]))
+
+    def close(self):
+        self.log.append("closed")
+
+    def abort(self):
+        self.log.append("aborted")
+
+
+def _fake_video(monkeypatch, n_frames, fill=None):
+    import harness.video as hv
+
+    def iter_frames(src, indices=None):
+        for i in indices:
+            if i >= n_frames:
+                return
+            yield i, np.full((2, 2, 3), i if fill is None else fill, np.uint8)
+
+    _Writer.log = []
+    monkeypatch.setattr(hv, "iter_frames", iter_frames)
+    monkeypatch.setattr(hv, "VideoWriter", _Writer)
+
+
+def test_a_clip_is_aborted_when_frames_are_missing_or_reading_fails(tmp_path, monkeypatch):
+    _fake_video(monkeypatch, 3)
+    design._write_clip(tmp_path / "v.mp4", [0, 2], 4.0, tmp_path / "c.mp4")
+    assert _Writer.log == [0, 2, "closed"]
+    _fake_video(monkeypatch, 3)
+    with pytest.raises(StudyError, match="has 2 of the 3 frames a study clip needs"):
+        design._write_clip(tmp_path / "v.mp4", [1, 2, 3], 4.0, tmp_path / "c.mp4")
+    assert _Writer.log == [1, 2, "aborted"]
+    _fake_video(monkeypatch, 3, fill=99)
+    with pytest.raises(OSError, match="disk full"):
+        design._write_clip(tmp_path / "v.mp4", [0], 4.0, tmp_path / "c.mp4")
+    assert _Writer.log == ["aborted"]
+    _fake_video(monkeypatch, 3, fill=99)
+    with pytest.raises(OSError, match="disk full"):
+        design._write_still(tmp_path / "v.mp4", 2, 4.0, tmp_path / "s.mp4")
+    assert _Writer.log == ["aborted"]
+    _fake_video(monkeypatch, 0)
+    with pytest.raises(StudyError, match="has no frame; re-run that item"):
+        design._write_still(tmp_path / "v.mp4", 2, 4.0, tmp_path / "s.mp4")
+
+
+def test_a_reference_frame_is_written_as_that_frames_png(tmp_path, monkeypatch):
+    from PIL import Image
+
+    import harness.video as hv
+
+    frame = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(1, 2, 3, 3)
+    monkeypatch.setattr(hv, "read_frames", lambda src, indices: (list(indices), frame))
+    design._write_frame(tmp_path / "v.mp4", 5, tmp_path / "r.png")
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "r.png")), frame[0])
+    monkeypatch.setattr(hv, "read_frames", lambda src, indices: ([], frame[:0]))
+    with pytest.raises(StudyError, match="has no frame 5"):
+        design._write_frame(tmp_path / "v.mp4", 5, tmp_path / "q.png")
+    assert not (tmp_path / "q.png").exists()
+
+
+def test_a_pair_shows_the_union_of_both_sides_frames_and_the_conditioning_frame(tmp_path, monkeypatch):
+    from evaluate.results import MetricEntry
+
+    clips, frames = [], []
+    monkeypatch.setattr(design, "_write_clip", lambda src, fr, fps, dst: clips.append((fr, fps, dst.name)))
+    monkeypatch.setattr(design, "_write_frame", lambda src, t, dst: frames.append((src, t, dst.name)))
+    left = _video_item(tmp_path, "l", [MetricEntry.computed("environment.visible", "b", "paper", 0.1,
+                                                            revisit_frames=[[9], [17]])],
+                       phases=_PHASES, meta={"camera": {"fps": 3}})
+    right = _video_item(tmp_path, "r", [MetricEntry.computed("environment.visible", "b", "paper", 0.2,
+                                                             revisit_frames=[[10]])])
+    rec = {"metric": "environment.visible[b]", "metric_id": "environment.visible", "_items": (left, right, left)}
+    pub = design._static_media(rec, "p1", tmp_path / "media")
+    assert clips[0] == ([9, 10, 17], 3.0, "p1-a.mp4")  # the right side's frame too
+    assert frames == [(left.video(), 0, "p1-r.png")] and pub["first_view_per_side"] is False
+    # 2 frames, then 1, at 3 fps: seconds to 4 decimals
+    assert pub["segments"] == [{"label": "R1", "start": 0.0, "end": 0.6667},
+                               {"label": "R2", "start": 0.6667, "end": 1.0}]
+
+
+def test_a_departure_pairs_right_reference_is_its_own_entrys(tmp_path, monkeypatch):
+    from evaluate.results import MetricEntry
+
+    frames = []
+    monkeypatch.setattr(design, "_write_clip", lambda src, fr, fps, dst: None)
+    monkeypatch.setattr(design, "_write_frame", lambda src, t, dst: frames.append((t, dst.name)))
+    ph = {"V": [0, 4], "D1": [4, 8], "D2": [8, 10]}
+    left = _video_item(tmp_path, "l", [MetricEntry.computed("departure.visible", "b", "paper", 0.1)], phases=ph)
+    right = _video_item(tmp_path, "r", [MetricEntry.computed("departure.visible", "b", "paper", 0.2,
+                                                             reference_frames=[6])])
+    design._static_media({"metric": "departure.visible[b]", "metric_id": "departure.visible",
+                          "_items": (left, right, left)}, "p1", tmp_path / "media")
+    assert frames == [(0, "p1-ra.png"), (6, "p1-rb.png")]
+
+
+# -------------------------------------------------------------------------------------------------- dynamic
+def test_an_event_without_questions_is_no_event(tmp_path):
+    assert design._event(_video_item(tmp_path, "a", meta={"case": {"event": {"action": "x"}}})) is None
+
+
+def test_a_dynamic_study_names_its_judge_or_asks_for_one(tmp_path):
+    two = [_video_item(tmp_path, "a", [_verdict("j1")], meta=_dyn_meta(), family="dynamic"),
+           _video_item(tmp_path, "b", [_verdict("j2")], meta=_dyn_meta(), family="dynamic")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, secret="s" * 16)
+    with pytest.raises(StudyError, match=r"judge=: these runs were judged by several models \(j1, j2\); name one"):
+        design.design_dynamic(req, two)
+    recs, counts = design.design_dynamic(dataclasses.replace(req, judge="j2"), two)
+    assert counts["dynamic"]["judge"] == "j2" and len(recs) == 1
+    unjudged = [_video_item(tmp_path, "c", meta=_dyn_meta(), family="dynamic")]
+    with pytest.raises(StudyError, match="metric=dynamic: no dynamic video of these runs has a judge verdict"):
+        design.design_dynamic(req, unjudged)
+
+
+def test_a_dynamic_study_adds_checks_without_practice_and_one_check_alone(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, require_judge=False, checks=2, secret="s" * 16)
+    recs, _ = design.design_dynamic(req, items)
+    assert [bool(r.get("check")) for r in recs] == [False, False, True, True]
+    assert len(design.design_dynamic_checks(req, recs[:2], n=1)) == 1
+
+
+def test_practice_wraps_around_when_there_are_fewer_candidates_than_asked(tmp_path):
+    items = [_video_item(tmp_path, n, meta=_dyn_meta(), family="dynamic") for n in ("a", "b")]
+    req = design.PlanRequest(runs=[], metrics=["dynamic"], seed=1, require_judge=False, secret="s" * 16)
+    recs, _ = design.design_dynamic(req, items)
+    got = design.design_dynamic_practice(req, recs, recs, n=3)
+    arms = [r["arm"]["arm"] for r in got]
+    assert arms[0] != arms[1] and arms[2] == arms[0] and all(r["practice"] for r in got)
+    assert design.design_dynamic_practice(req, [], [], n=2) == []
+
+
+def test_a_dynamic_clip_is_the_whole_video_with_its_phases_in_time_order(tmp_path, monkeypatch):
+    clips = []
+    monkeypatch.setattr(design, "_write_clip", lambda src, fr, fps, dst: clips.append((fr, dst.name)))
+    it = _video_item(tmp_path, "a", meta=_dyn_meta(), family="dynamic",
+                     phases={"H": [6, 6], "R1": [4, 6], "V": [0, 4]})  # an empty final hold, listed first
+    ev = {**design._event(it), "initial_state": "s", "action": "a", "expected_next_state": "n"}
+    pub = design._dynamic_media({"_items": (it, ev)}, "d1", tmp_path / "media")
+    assert clips == [([0, 1, 2, 3, 4, 5], "d1.mp4")] and pub["frames"] == 6
+    assert [p["name"] for p in pub["phases"]] == ["V", "R1", "H"]
