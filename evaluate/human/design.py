@@ -648,7 +648,7 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
                          "(python -m harness stage=evaluate run=<name>)")
     recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
-    if req.kind == STATIC and (req.checks or req.practice):
+    if req.kind == STATIC:  # design_checks gives nothing for a count of 0 (checks=0, practice=0)
         # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
         practice = design_checks(req, items, recs, req.practice, "practice")
         for r in practice:
@@ -705,8 +705,8 @@ def _remove_dead_partials(out_dir: Path) -> None:
 
     for p in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
         owner = temp_owner(p.name)
-        if p.is_dir() and owner and owner[0] == host_tag() and not pid_alive(owner[1]):
-            shutil.rmtree(p, ignore_errors=True)
+        if owner and owner[0] == host_tag() and not pid_alive(owner[1]):
+            shutil.rmtree(p, ignore_errors=True)  # removes folders only: a file or a symlink there is kept
 
 
 def check_request_runs(runs: Sequence[str], output_root: str) -> list[Path]:
