@@ -628,6 +628,10 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     out_dir = Path(out_dir).resolve()
     if out_dir.exists():
         raise StudyError(f"study folder {out_dir} exists; choose another name= (or move it away: it may hold votes)")
+    above = next(p for p in out_dir.parents if p.exists())  # checked now: nothing is designed or written for it
+    if not above.is_dir():
+        raise StudyError(f"study folder {out_dir}: {above} is a file, not a folder; choose another name= or "
+                         "output_root=")
     annotators = check_annotator_ids(req.annotators)
     if req.secret is None:  # a fresh study secret: the key cannot be regenerated from the runs and the seed
         req = dataclasses.replace(req, secret=secrets.token_hex(16))
@@ -700,12 +704,15 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
 
 
 def _remove_dead_partials(out_dir: Path) -> None:
-    """Half-written study folders of this name left by a planner killed on this host (its pid is gone)."""
+    """Half-written study folders of this name left by a planner killed on this host: its pid is gone, or it is
+    this process's own pid (reused after the kill; this process has no study in progress)."""
+    import os
+
     from harness.io import host_tag, pid_alive, temp_owner
 
     for p in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
         owner = temp_owner(p.name)
-        if owner and owner[0] == host_tag() and not pid_alive(owner[1]):
+        if owner and owner[0] == host_tag() and (owner[1] == os.getpid() or not pid_alive(owner[1])):
             shutil.rmtree(p, ignore_errors=True)  # removes folders only: a file or a symlink there is kept
 
 

@@ -210,7 +210,7 @@ def test_only_a_dead_local_planners_partial_folder_is_removed(tmp_path):
     from harness.io import host_tag
 
     out = tmp_path / "study"
-    alive = tmp_path / f".study.{host_tag()}-{os.getpid()}.partial"
+    alive = tmp_path / f".study.{host_tag()}-{os.getppid()}.partial"  # a live planner (not this process)
     dead = tmp_path / f".study.{host_tag()}-999999999.partial"
     other_host = tmp_path / ".study.000000-999999999.partial"
     for p in (alive, dead, other_host):

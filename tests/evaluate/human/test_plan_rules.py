@@ -147,8 +147,9 @@ def test_missing_parent_folders_are_created(runs, tmp_path):
 
 def test_a_file_in_the_parent_folders_place_is_refused_before_anything_is_written(runs, tmp_path):
     (tmp_path / "studies").write_text("a file")
-    with pytest.raises(FileExistsError, match="studies"):
-        plan(runs, tmp_path / "studies" / "s")
+    for out in (tmp_path / "studies" / "s", tmp_path / "studies" / "deeper" / "s"):
+        with pytest.raises(StudyError, match=r"studies is a file, not a folder; choose another name= or output_root="):
+            plan(runs, out)
     assert (tmp_path / "studies").read_text() == "a file" and os.listdir(tmp_path) == ["studies"]
 
 
@@ -184,16 +185,13 @@ def test_a_failure_before_the_partial_folder_exists_is_raised_as_it_is(runs, tmp
 
 
 def test_a_leftover_partial_of_this_very_process_never_enters_a_study(runs, tmp_path):
-    """A partial folder with this process's tag (a killed planner whose pid this process now has): the plan does
-    not write into it (its stale files would join the study); it stops and clears it, and the next plan is clean."""
+    """A partial folder with this process's tag (a killed planner whose pid this process now has): it is cleared
+    before the plan writes (its stale files never join the study)."""
     from harness.io import temp_tag
 
     left = tmp_path / f".s.{temp_tag()}.partial"
     (left / "media").mkdir(parents=True)
     (left / "media" / "p999-a.mp4").write_bytes(b"stale")
-    with pytest.raises(FileExistsError):
-        plan(runs, tmp_path / "s")
-    assert os.listdir(tmp_path) == []
     d = Path(plan(runs, tmp_path / "s")["dir"])
     assert "p999-a.mp4" not in os.listdir(d / "media") and os.listdir(tmp_path) == ["s"]
 
