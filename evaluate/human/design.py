@@ -664,12 +664,11 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     perm = np.random.default_rng(req.stream("ids")).permutation(len(recs))
     ordered = [recs[i] for i in perm]
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(out_dir)
     tmp = out_dir.parent / f".{out_dir.name}.{temp_tag()}.partial"
     try:
         media = tmp / MEDIA_DIR
-        media.mkdir(parents=True)
+        media.mkdir(parents=True)  # creates the parents; never exist_ok: a partial is never written into twice
         public, hidden = [], []
         for n, rec in enumerate(ordered, start=1):
             sid = f"{prefix}{n:0{width}d}"

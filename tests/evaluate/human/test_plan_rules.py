@@ -231,3 +231,15 @@ def test_a_file_or_a_symlink_named_like_a_dead_partial_is_kept(runs, tmp_path, m
     plan(runs, tmp_path / "s")
     assert (tmp_path / dead("s")).read_text() == "not a folder"
     assert os.path.islink(tmp_path / dead("s").replace("4242", "4243")) and os.listdir(target) == ["media"]
+
+
+def test_a_partial_folder_that_could_not_be_cleared_is_never_written_into(runs, tmp_path, monkeypatch):
+    from harness.io import temp_tag
+
+    monkeypatch.setattr(design, "_remove_dead_partials", lambda out_dir: None)  # as if removing it had failed
+    left = tmp_path / f".s.{temp_tag()}.partial"
+    (left / "media").mkdir(parents=True)
+    (left / "media" / "p999-a.mp4").write_bytes(b"stale")
+    with pytest.raises(FileExistsError):
+        plan(runs, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
