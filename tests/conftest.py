@@ -68,3 +68,24 @@ def K832():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _project_logging_left_as_found():
+    """A test that runs the CLI in this process calls ``setup_logging``, which gives the project's loggers a stderr
+    handler; without this, a later test on the same worker would see INFO lines in its captured stderr (whether it
+    does would depend on the order the tests ran in)."""
+    import logging
+
+    from harness.logs import PACKAGES
+
+    before = {p: (list(logging.getLogger(p).handlers), logging.getLogger(p).level, logging.getLogger(p).propagate)
+              for p in PACKAGES}
+    root_level = logging.getLogger().level
+    yield
+    for p, (handlers, level, propagate) in before.items():
+        log = logging.getLogger(p)
+        log.handlers[:] = handlers
+        log.setLevel(level)
+        log.propagate = propagate
+    logging.getLogger().setLevel(root_level)
