@@ -29,6 +29,7 @@ Transcoding (not copying) leaves no container metadata of the source in the serv
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import secrets
 import shutil
@@ -705,8 +706,6 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
 def _remove_dead_partials(out_dir: Path) -> None:
     """Half-written study folders of this name left by a planner killed on this host: its pid is gone, or it is
     this process's own pid (reused after the kill; this process has no study in progress)."""
-    import os
-
     from harness.io import host_tag, pid_alive, temp_owner
 
     for p in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
