@@ -58,12 +58,13 @@ def test_drawing_takes_every_candidate_unless_fewer_are_wanted():
     assert design._draw(4, 0, rng) == []
 
 
-def _item(tmp_path: Path, name: str, arm=("m", "c"), seed=0, trajectory="t", case="c1", phases=None, meta=None):
+def _item(tmp_path: Path, name: str, arm=("m", "c"), seed=0, trajectory="t", case="c1", phases=None, meta=None,
+          entries=()):
     d = tmp_path / name
     d.mkdir(parents=True, exist_ok=True)
     if meta is not None:
         (d / "meta.json").write_text(json.dumps(meta))
-    res = ItemResult(item={}, phases=phases or {}, metrics={})
+    res = ItemResult(item={}, phases=phases or {}, metrics={e.key: e for e in entries})
     return RunItem("run", tmp_path, d, arm[0], arm[1], seed, trajectory, case, "static", res)
 
 
@@ -220,15 +221,13 @@ def test_only_a_dead_local_planners_partial_folder_is_removed(tmp_path):
 
 
 # --------------------------------------------------------------------------------------- metrics, sides, windows
-def _valued(tmp_path: Path, model: str, key: str, seed=0, case="c1", value=0.5, context="c"):
-    """An in-memory item with one computed value of ``key`` (``metric[backbone]``); nothing on disk."""
+def _valued(tmp_path: Path, model: str, key: str, seed=0, case="c1", value=0.5):
+    """An item of arm ``<model>/c`` with one computed value of ``key`` (``metric[backbone]``)."""
     from evaluate.results import MetricEntry
 
     mid, backbone = key.rstrip("]").split("[")
-    e = MetricEntry.computed(mid, backbone, "paper", value)
-    res = ItemResult(item={}, phases={}, metrics={e.key: e})
-    return RunItem("run", tmp_path, tmp_path / f"{model}-{seed}-{case}", model, context, seed, "t", case, "static",
-                   res)
+    return _item(tmp_path, f"{model}-{seed}-{case}", arm=(model, "c"), seed=seed, case=case,
+                 entries=[MetricEntry.computed(mid, backbone, "paper", value)])
 
 
 def test_the_papers_six_take_the_backbone_most_items_have_then_the_first_by_name(tmp_path):

@@ -5,7 +5,6 @@ studies planned in tmp_path from the synthetic runs of tests/support/human_data.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 from pathlib import Path
@@ -23,6 +22,7 @@ from evaluate.human.design import (
     plan_study,
     write_organiser_token,
 )
+from tests.evaluate.human.test_design import read
 from tests.support.human_data import make_runs
 
 URLSAFE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -38,10 +38,6 @@ def plan(runs, out, **kw):
     kw.setdefault("seed", 0)
     kw.setdefault("annotators", ["a1"])
     return plan_study(PlanRequest(runs=list(runs), **kw), out)
-
-
-def read(d: Path, f: str):
-    return json.loads((d / f).read_text())
 
 
 def tokens(d: Path) -> dict[str, str]:
