@@ -241,7 +241,7 @@ def _rotation_side(R: np.ndarray) -> tuple[str, str]:
 def _legs(centres: np.ndarray) -> str:
     """The straight legs of a translation, in order, named by direction (F +z, B -z, R +x, L -x, U -y, D +y)."""
     steps = np.diff(centres, axis=0)
-    names = []
+    names: list[str] = []
     for s in steps:
         n = float(np.linalg.norm(s))
         if n <= 0:
