@@ -128,12 +128,14 @@ def case_identity(case: Any) -> dict[str, Any]:
 
 
 def item_fingerprint(adapter: Configured, context: HasToDict, trajectory: HasToDict, case: Any,
-                     item: PlannedItem, encoder: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(hex fingerprint, the inputs it hashes) of one work item."""
+                     item: PlannedItem, encoder: dict[str, Any],
+                     model: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """(hex fingerprint, the inputs it hashes) of one work item. ``model``: the model config dict to hash instead
+    of ``adapter.config.to_dict()`` (:func:`fingerprint_with_recorded_frames`)."""
     parts = {
         "item": item.key,
         "seed": int(item.seed),
-        "model": semantic_model_config(adapter.config.to_dict()),
+        "model": semantic_model_config(dict(model) if model is not None else adapter.config.to_dict()),
         "context": context.to_dict(),
         "trajectory": trajectory.to_dict(),
         "case": case_identity(case),
@@ -141,6 +143,29 @@ def item_fingerprint(adapter: Configured, context: HasToDict, trajectory: HasToD
         "encoder": encoder,
     }
     return sha256_text(canonical(parts))[:32], parts
+
+
+def fingerprint_with_recorded_frames(adapter: Configured, context: HasToDict, trajectory: HasToDict, case: Any,
+                                     item: PlannedItem, encoder: dict[str, Any], recorded_model: Any) -> str | None:
+    """The item's fingerprint had the model's ``frames_per_trajectory`` been the one its ``meta.json`` recorded
+    (``recorded_model``: that file's ``model``), when that gives the item's own trajectory the frame count it has
+    today; None otherwise (nothing recorded, or this item's count changed).
+
+    The model part of a fingerprint hashes the whole ``frames_per_trajectory``, so removing or changing one
+    trajectory's override (the release presets' overrides, removed when every model came to run them at its own
+    count: docs/trajectories.md "Migration") changes every item's fingerprint although it decides none of the
+    other items' frames. An item whose recorded fingerprint equals this one was made with exactly today's inputs
+    but that override: it is still current (the runner skips it, verify passes it)."""
+    if not isinstance(recorded_model, Mapping) or not isinstance(recorded_model.get("frames_per_trajectory"), Mapping):
+        return None
+    now = adapter.config.to_dict()
+    old = dict(recorded_model["frames_per_trajectory"])
+    own = item.trajectory
+    if old.get(own, recorded_model.get("num_frames")) != (now.get("frames_per_trajectory") or {}).get(
+            own, now.get("num_frames")):
+        return None
+    return item_fingerprint(adapter, context, trajectory, case, item, encoder,
+                            model={**now, "frames_per_trajectory": old})[0]
 
 
 def item_fingerprints(adapter: Configured, context: HasToDict, specs: Mapping[str, HasToDict],

@@ -216,7 +216,8 @@ def controls_hashes(controls_dir: Path) -> dict[str, str]:
 def item_problems(item_dir: Path, meta: Any, video_read: Optional[tuple[int, str]] = None) -> list[str]:
     """Why a finished item's files no longer match its ``meta.json`` (empty when they do): the types of its
     sections, ``video.mp4`` (present, size, sha256), ``camera.npz`` (sha256, or readable when no hash was recorded)
-    and every recorded file of ``controls/``. Each problem names the file and what differs.
+    and every recorded file of ``controls/``; and an item made with a trajectory layout the harness replaced
+    (:mod:`trajectories.migration`). Each problem names the file and what differs.
 
     ``video_read``: (size in bytes, sha256 hex) of the video's bytes when the caller has read them already (the
     evaluation checks the very bytes it decodes, hashed once), instead of reading the file again."""
@@ -226,6 +227,11 @@ def item_problems(item_dir: Path, meta: Any, video_read: Optional[tuple[int, str
     if not isinstance(meta, dict):
         return ["meta.json: not a JSON object"]
     out: list[str] = []
+    from trajectories.migration import superseded_item
+
+    stale = superseded_item(meta)
+    if stale:  # its poses and video are consistent, but of a layout the harness replaced: never scored, redone
+        out.append(f"{stale}: rerun the run's command to redo it (docs/trajectories.md, \"Migration\")")
     for key in ("video", "camera", "controls"):
         if key in meta and not isinstance(meta[key], dict):
             out.append(f"meta.json: '{key}' is a {type(meta[key]).__name__}, expected a mapping (edited by hand?)")

@@ -2,15 +2,18 @@
 
 Two layouts:
 
-- **Normalised time** (``lrlr``, ``lrlrlr``, ``lrud``, ``square``, ``translate_square``): a sequence of segments
-  with relative durations (weights) on ``tau in [0, 1]``, sampled at ``tau_i = i / (N - 1)`` for a model's native
-  frame count ``N``. Frame 0 and frame ``N - 1`` hit the first and last poses exactly, and every revisit ends
-  exactly at the start pose; the speed scales with ``N``.
-- **Frames at a fixed angular speed** (the release presets ``lrlr_sym_0p75dpf``, ``lrud_sym_0p75dpf``,
-  ``lrlrlr_sym_1dpf``, ``lr_hold_sym_0p5dpf``; ``deg_per_frame`` set): every sweep takes
-  ``amplitude / deg_per_frame`` frames whatever ``N`` is, holds are given in frames, and the final hold takes the
-  frames that are left. Frame 0 is the initial view; the first sweep moves from frame 0 to frame 1. See
-  docs/trajectories.md ("Release presets") for what is inferred about these names.
+- **Normalised time** (``lrlr``, ``lrlrlr``, ``lrud``, ``square``): a sequence of segments with relative durations
+  (weights) on ``tau in [0, 1]``, sampled at ``tau_i = i / (N - 1)`` for a model's native frame count ``N``. Frame 0
+  and frame ``N - 1`` hit the first and last poses exactly, and every revisit ends exactly at the start pose; the
+  speed scales with ``N``.
+- **Frames** (the release presets ``lrlr_sym_0p75dpf``, ``lrud_sym_0p75dpf``, ``lrlrlr_sym_1dpf``,
+  ``lr_hold_sym_0p5dpf``, ``translate_square``; ``deg_per_frame`` set for a rotation, ``leg_frames`` for the
+  square): every sweep takes ``amplitude / deg_per_frame`` frames and every square leg ``leg_frames`` frames
+  whatever ``N`` is, holds are given in frames, and the final hold takes the frames that are left. Frame 0 is the
+  initial view; the first move reaches frame 1 after the initial hold. The presets' numbers (480 frames of layout
+  after frame 0, LR-Hold's initial hold, the square's legs) are the harness's INFERENCE from the paper's counts
+  (trajectories/paper_numbers.yaml, checked by :mod:`trajectories.paper`); docs/trajectories.md ("Release
+  presets") gives the numbers each rests on and the one key that changes it.
 
 Conventions (see :mod:`trajectories.conventions`): OpenCV camera-to-world, +x right / +y down / +z forward,
 world = camera frame of frame 0; positive yaw turns the view right, positive pitch turns it up. ``L`` is a yaw to
@@ -52,17 +55,19 @@ class Timing:
     final_hold: float = 0.10
 
 
-#: Sweep profiles of the frame layout. ``constant``: the angle changes by exactly ``deg_per_frame`` every frame
-#: (the most probable reading of the release names "<n>dpf"); ``cosine``: a symmetric ease-in/out with the same
-#: mean speed (the other reading of "sym"), peaking at pi/2 x ``deg_per_frame``.
+#: Move profiles of the frame layout. ``constant``: the angle changes by exactly ``deg_per_frame`` (a square leg by
+#: ``side / leg_frames``) every frame (the harness's INFERENCE for the release names "sym_<n>dpf", set once for every
+#: preset in conf/trajectory/_release.yaml); ``cosine``: a symmetric ease-in/out with the same mean speed (the other
+#: reading of "sym"), peaking at pi/2 x the mean.
 PROFILES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
 class HoldFrames:
-    """Holds of the frame layout, in frames (``deg_per_frame`` set). initial: frames held after frame 0 before the
-    first sweep (the ``V`` phase is frame 0 plus these). away: at the far end of each departure. revisit: at the
-    start pose after each return. The final hold ``H`` takes every frame left up to the model's count."""
+    """Holds of the frame layout, in frames (``deg_per_frame`` or ``leg_frames`` set). initial: frames held after
+    frame 0 before the first move (the ``V`` phase is frame 0 plus these). away: at the far end of each departure
+    (the square: at each corner of its departure F, R, B). revisit: at the start pose after each return. The final
+    hold ``H`` takes every frame left up to the model's count."""
 
     initial: int = 0
     away: int = 0
@@ -76,9 +81,9 @@ class TrajectorySpec:
     kind: ``rotation`` or ``square``. cycles: for rotations, the departure direction of each away-and-back
     cycle (``left``/``right``/``up``/``down``). yaw_deg / pitch_deg: departure amplitudes. side: square side
     length in scene units (see docs/conventions.md for the scale policy). deg_per_frame: angular speed of every
-    sweep in degrees per frame; set, the path is laid out in frames (``hold_frames``, ``profile``) instead of on
-    normalised time (``timing``). release: the trajectory's name in the official WorldMemBench release, when it
-    has one (``lrlr_sym_0p75dpf``, ...).
+    sweep of a rotation in degrees per frame; leg_frames: frames of each leg of the square. Either set, the path is
+    laid out in frames (``hold_frames``, ``profile``) instead of on normalised time (``timing``). release: the
+    trajectory's name in the official WorldMemBench release, when it has one (``lrlr_sym_0p75dpf``, ...).
     """
 
     name: str
@@ -92,18 +97,19 @@ class TrajectorySpec:
     profile: str = "constant"
     hold_frames: HoldFrames = field(default_factory=HoldFrames)
     release: str | None = None
+    leg_frames: int | None = None
 
     @property
     def frame_layout(self) -> bool:
-        """True for the fixed-speed layout in frames (``deg_per_frame`` set)."""
-        return self.deg_per_frame is not None
+        """True for the layout in frames (``deg_per_frame`` or ``leg_frames`` set)."""
+        return self.deg_per_frame is not None or self.leg_frames is not None
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "TrajectorySpec":
         d = dict(d)
         check_fields("trajectory", d, {"name", "kind", "cycles", "yaw_deg", "pitch_deg", "side", "timing",
                                        "description", "deg_per_frame", "profile", "hold_frames", "release", "variant_of",
-                                       "families"}, TrajectoryError)
+                                       "families", "leg_frames"}, TrajectoryError)
         for key in ("description", "variant_of", "families"):  # read by the case filter (harness.cases), not here
             d.pop(key, None)
         timing = d.pop("timing", None) or {}
@@ -124,16 +130,19 @@ class TrajectorySpec:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["cycles"] = list(self.cycles)
-        if not self.frame_layout:  # the normalised-time spec keeps its historical dict (and its compile-cache keys)
+        # a field at its "not set" value is left out, so a spec keeps the dict (fingerprint, compile-cache key) it had
+        # before the field existed: the normalised-time specs their historical dict, the rotation presets theirs
+        if not self.frame_layout:
             for key in ("deg_per_frame", "profile", "hold_frames", "release"):
                 out.pop(key)
-        elif self.release is None:
-            out.pop("release")
+        for key in ("release", "leg_frames", "deg_per_frame"):
+            if key in out and out[key] is None:
+                out.pop(key)
         return out
 
     def min_frames(self) -> int:
-        """The fewest frames this spec can be laid out in (frame layout: frame 0, the holds and every sweep at
-        ``deg_per_frame``, with an empty final hold; normalised time: two frames a segment)."""
+        """The fewest frames this spec can be laid out in (frame layout: frame 0, the holds and every move, with an
+        empty final hold; normalised time: two frames a segment)."""
         if not self.frame_layout:
             return 2 * len(_segments(self))
         return 1 + sum(int(n) for _, _, _, n, _ in _frame_segments(self))
@@ -185,21 +194,42 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
 
 
 def _check_frame_layout(spec: TrajectorySpec, num_frames: int) -> None:
-    dpf = spec.deg_per_frame
-    if spec.kind != "rotation":
-        raise TrajectoryError(f"trajectory.deg_per_frame={dpf}: an angular speed applies to rotations only; remove "
-                              f"it from {spec.name!r} (kind {spec.kind!r}) or use kind: rotation")
-    if isinstance(dpf, bool) or not isinstance(dpf, (int, float)) or not np.isfinite(dpf) or dpf <= 0:
-        raise TrajectoryError(f"trajectory.deg_per_frame={dpf!r}: give an angular speed in degrees per frame > 0")
+    if spec.kind == "rotation":
+        _check_speed(spec)
+    else:
+        _check_legs(spec)
     if spec.profile not in PROFILES:
         raise TrajectoryError(f"trajectory.profile={spec.profile!r}: use one of {list(PROFILES)}")
     need = spec.min_frames()
     if num_frames < need:
+        moves = (f"sweeps at {spec.deg_per_frame:g} deg per frame" if spec.kind == "rotation"
+                 else f"legs of {spec.leg_frames} frames")
         raise TrajectoryError(
-            f"num_frames={num_frames} is too short for trajectory {spec.name!r}: its sweeps at {dpf:g} deg per frame "
-            f"and holds take {need} frames; give the model at least {need} frames for it "
-            f"(model.frames_per_trajectory.{spec.name}: {need} or more) or lower trajectory.deg_per_frame"
+            f"num_frames={num_frames} is too short for trajectory {spec.name!r}: its {moves} and holds take {need} "
+            f"frames; give the model at least {need} frames for it (model.frames_per_trajectory.{spec.name}: {need} "
+            f"or more) or shorten the trajectory's moves"
         )
+
+
+def _check_speed(spec: TrajectorySpec) -> None:
+    """A rotation's frame layout: an angular speed, no square legs."""
+    dpf = spec.deg_per_frame
+    if spec.leg_frames is not None:
+        raise TrajectoryError(f"trajectory.leg_frames={spec.leg_frames}: frames per leg apply to the square only; "
+                              f"give the rotation {spec.name!r} a speed (trajectory.deg_per_frame) instead")
+    if isinstance(dpf, bool) or not isinstance(dpf, (int, float)) or not np.isfinite(dpf) or dpf <= 0:
+        raise TrajectoryError(f"trajectory.deg_per_frame={dpf!r}: give an angular speed in degrees per frame > 0")
+
+
+def _check_legs(spec: TrajectorySpec) -> None:
+    """The square's frame layout: whole frames per leg, no angular speed."""
+    n = spec.leg_frames
+    if spec.deg_per_frame is not None:
+        raise TrajectoryError(f"trajectory.deg_per_frame={spec.deg_per_frame}: an angular speed applies to rotations "
+                              f"only; remove it from {spec.name!r} (kind {spec.kind!r}; its legs take "
+                              "trajectory.leg_frames frames each) or use kind: rotation")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise TrajectoryError(f"trajectory.leg_frames={n!r}: give a whole number of frames >= 1 for each leg")
 
 
 # A pose function of normalised time s (n,) in [0, 1] -> (yaw (n,), pitch (n,) radians, translation (n, 3)).
@@ -217,11 +247,21 @@ def _sweep_frames(spec: TrajectorySpec, amplitude_deg: float) -> int:
 
 def _frame_segments(spec: TrajectorySpec) -> list[_Seg]:
     """The frame layout's segments after frame 0, each with its length in frames (final hold excluded): the
-    initial hold, then per cycle the sweep away, the away hold, the sweep back and the revisit hold."""
+    initial hold, then per rotation cycle the sweep away, the away hold, the sweep back and the revisit hold (the
+    square: legs F, R, B with the away hold at each corner, leg L, the revisit hold)."""
     h = spec.hold_frames
-    shape = _ease if spec.profile == "cosine" else (lambda s: s)
+    shape = _ease if spec.profile == "cosine" else _linear
     zero = np.zeros(3)
     segs: list[_Seg] = [(VIEW, "hold", "hold", h.initial, _const(0.0, 0.0, zero))]
+    if spec.kind == "square":
+        corners = _square_corners(spec.side)
+        for leg, (p0, p1) in zip("FRBL", zip(corners[:-1], corners[1:])):
+            phase = revisit(1) if leg == "L" else departure(1)
+            segs.append((phase, leg, "move", int(spec.leg_frames or 0), _trans_move(p0, p1, shape)))
+            if leg != "L":
+                segs.append((phase, "hold", "hold", h.away, _const(0.0, 0.0, p1)))
+        segs.append((revisit(1), "hold", "hold", h.revisit, _const(0.0, 0.0, zero)))
+        return segs
     for k, direction in enumerate(spec.cycles, start=1):
         axis, sign = DIRECTIONS[direction]
         amp_deg = spec.yaw_deg if axis == "yaw" else spec.pitch_deg
@@ -236,6 +276,12 @@ def _frame_segments(spec: TrajectorySpec) -> list[_Seg]:
     return segs
 
 
+def _square_corners(side: float) -> list[np.ndarray]:
+    """Start and corners of the square loop: Forward (+z), Right (+x), Backward (-z), Left (-x), back to start."""
+    s = float(side)
+    return [np.array(c, dtype=np.float64) for c in ([0, 0, 0], [0, 0, s], [s, 0, s], [s, 0, 0], [0, 0, 0])]
+
+
 _LABELS = {"left": "L", "right": "R", "up": "U", "down": "D"}
 _BACK = {"L": "R", "R": "L", "U": "D", "D": "U"}
 
@@ -243,6 +289,11 @@ _BACK = {"L": "R", "R": "L", "U": "D", "D": "U"}
 def _ease(s: np.ndarray) -> np.ndarray:
     """Cosine ease-in/out on [0, 1]: strictly increasing inside, zero velocity at both ends (no jerk)."""
     return 0.5 - 0.5 * np.cos(np.pi * s)
+
+
+def _linear(s: np.ndarray) -> np.ndarray:
+    """Constant speed on [0, 1]."""
+    return s
 
 
 def _const(yaw: float, pitch: float, t: np.ndarray) -> _Motion:
@@ -263,9 +314,9 @@ def _rot_move(axis: str, a0: float, a1: float, shape: Callable[[np.ndarray], np.
     return f
 
 
-def _trans_move(p0: np.ndarray, p1: np.ndarray) -> _Motion:
+def _trans_move(p0: np.ndarray, p1: np.ndarray, shape: Callable[[np.ndarray], np.ndarray] = _ease) -> _Motion:
     def f(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        e = _ease(s)[:, None]
+        e = shape(s)[:, None]
         z = np.zeros_like(s)
         return z, z, p0[None] + (p1 - p0)[None] * e
 
@@ -288,11 +339,10 @@ def _segments(spec: TrajectorySpec) -> list[_Seg]:
             segs.append((revisit(k), back_lbl, "move", t.move, _rot_move(axis, amp, 0.0)))
             segs.append((revisit(k), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
     else:
-        s = spec.side
-        corners = [np.zeros(3), np.array([0, 0, s]), np.array([s, 0, s]), np.array([s, 0, 0]), np.zeros(3)]
+        corners = _square_corners(spec.side)
         for leg, (p0, p1) in zip("FRBL", zip(corners[:-1], corners[1:])):
             phase = revisit(1) if leg == "L" else departure(1)
-            segs.append((phase, leg, "move", t.move, _trans_move(np.asarray(p0, float), np.asarray(p1, float))))
+            segs.append((phase, leg, "move", t.move, _trans_move(p0, p1)))
         segs.append((revisit(1), "hold", "hold", t.revisit_hold, _const(0.0, 0.0, zero)))
     segs.append((HOLD, "hold", "hold", t.final_hold, _const(0.0, 0.0, zero)))
     return [sg for sg in segs if sg[3] > 0]
@@ -385,7 +435,9 @@ def build_path(
         phases[phase] = (min(lo, a), max(hi, b))
     params = spec.to_dict()
     params.update({"num_frames": num_frames, "hfov_deg": hfov, "vfov_deg": vfov})
-    if spec.frame_layout:  # what the rounding to whole frames achieved, per axis (== deg_per_frame when exact)
+    if spec.frame_layout and spec.kind == "square":  # the mean speed of every leg, scene units per frame
+        params["units_per_frame"] = float(spec.side) / int(spec.leg_frames or 1)
+    elif spec.frame_layout:  # what the rounding to whole frames achieved, per axis (== deg_per_frame when exact)
         params["achieved_deg_per_frame"] = {
             axis: (spec.yaw_deg if axis == "yaw" else spec.pitch_deg) / _sweep_frames(
                 spec, spec.yaw_deg if axis == "yaw" else spec.pitch_deg)

@@ -68,8 +68,9 @@ class MatrixGame35Adapter(UpstreamAdapter):
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
     def blocks_for(self, N: int) -> int:
-        """Blocks of 84 poses for ``N`` frames (``1 + 84 * blocks``): the released config's six for 505 frames,
-        seven for the release preset ``lrlrlr_sym_1dpf`` (589; the runner shim patches ``num_blocks``)."""
+        """Blocks of 84 poses for ``N`` frames (``1 + 84 * blocks``): the released config's six for 505 frames (every
+        release preset), more for a longer count set by ``model.frames_per_trajectory`` (the runner shim patches
+        ``num_blocks``)."""
         blocks, r = divmod(N - 1, 84)
         if r or blocks < 1:
             raise ModelConfigError(f"Matrix-Game 3.5 makes 1 + 84 * blocks frames ({1 + 84 * self.config.num_blocks} "

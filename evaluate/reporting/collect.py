@@ -11,6 +11,7 @@ this module sees either.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -22,6 +23,8 @@ from harness.outputs import ManifestRow, RunDir
 
 from ..catalog import scores_case
 from ..results import Entries, ItemResult, MetricEntry
+
+log = logging.getLogger(__name__)
 
 
 class ReportError(ConfigError):
@@ -120,10 +123,15 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     """Every ``done`` item with a ``metrics.json`` in the runs' manifests (the later line of an item wins).
 
     An item (model, context, seed, trajectory, case) found in several runs is taken from the first run that has
-    it, so no video counts twice. Returns the items and counts of what was skipped (``not_done``,
-    ``not_evaluated``, ``duplicate``)."""
+    it, so no video counts twice. An item made with a trajectory layout the harness replaced
+    (:mod:`trajectories.migration`) is left out, with a warning: its scores are of another layout under the same
+    name. Returns the items and counts of what was skipped (``not_done``, ``not_evaluated``, ``duplicate``,
+    ``superseded``)."""
+    from harness.outputs import item_meta
+    from trajectories.migration import SUPERSEDED_NAMES, superseded_item
+
     items: dict[tuple, Item] = {}
-    skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0}
+    skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0, "superseded": 0}
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         run_dir = run.path
@@ -138,6 +146,11 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
             mp = d / "metrics.json"
             if not mp.exists():
                 skipped["not_evaluated"] += 1
+                continue
+            stale = superseded_item(item_meta(d)) if r.trajectory in SUPERSEDED_NAMES else None
+            if stale:
+                log.warning("%s: left out of the report: %s (rerun its run, then evaluate it)", d, stale)
+                skipped["superseded"] += 1
                 continue
             it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(_load_result(mp, run_dir))))
             if it.key in items and items[it.key].run_dir != run_dir:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 #: the planning API, also importable from here
 __all__ = ["FingerprintMismatch", "ManifestRow", "PlanError", "RunDir", "RunSummary", "check_fingerprints",
-           "check_trajectories", "fingerprints", "gpu_pool_for", "item_fingerprint", "job_gpus",
+           "check_trajectories", "fingerprints", "gpu_pool_for", "item_fingerprint", "item_is_current", "job_gpus",
            "load_cases_from_config", "plan_from_config", "pool_from_config", "resolve_context", "run_complete",
            "run_items", "sha256_text"]
 
@@ -139,13 +139,16 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
                             "their videos. Drop overwrite=true (a dry run leaves done items alone) or use run=<new>")
     if overwrite:
         return
+    from trajectories.migration import superseded_item
+
     bad = []
     for item in plan.items:
         m = item_meta(plan.run_dir / _rel(item))
         if not m or m.get("status") != "done":
             continue
         fingerprint, parts = fingerprints(plan)[_key(item)]  # computed once, only when a finished item exists
-        if m.get("fingerprint") != fingerprint:
+        if m.get("fingerprint") != fingerprint and not item_is_current(plan, item, m) and not superseded_item(m):
+            # (an item of a superseded trajectory layout is redone by this run: trajectories.migration)
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
             bad.append((_key(item), changed))
@@ -155,6 +158,26 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
             f"{len(bad)} finished item(s) in {plan.run_dir} were made with a different config (first: {key}; "
             f"changed: {', '.join(changed)}). Use a new run name (run=<new>) or regenerate them (overwrite=true)."
         )
+
+
+def _current_by_inputs(adapter: Adapter, context: ContextPolicy, spec: TrajectorySpec, case: Case, item: WorkItem,
+                       meta: dict[str, Any]) -> bool:
+    """A finished item whose recorded fingerprint differs from today's only through another trajectory's frame
+    override (:func:`harness.fingerprint.fingerprint_with_recorded_frames`): it was made with today's inputs."""
+    from harness.fingerprint import fingerprint_with_recorded_frames
+
+    want = fingerprint_with_recorded_frames(adapter, context, spec, case, item, encoder_settings(), meta.get("model"))
+    return want is not None and want == meta.get("fingerprint")
+
+
+def item_is_current(plan: Plan, item: WorkItem, meta: dict[str, Any]) -> bool:
+    """``meta`` (a finished item's ``meta.json``) was made with the plan's config: the same fingerprint, or one
+    that differs only through another trajectory's frame override (:func:`_current_by_inputs`)."""
+    if meta.get("fingerprint") == fingerprints(plan)[_key(item)][0]:
+        return True
+    case = next((c for c in plan.cases if c.id == item.case_id), None)
+    return case is not None and _current_by_inputs(plan.adapter, plan.policy, plan.specs[item.trajectory], case,
+                                                   item, meta)
 
 
 class _Executor:
@@ -201,7 +224,10 @@ class _Executor:
         """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
         another process), or None."""
         m = item_meta(self.run_dir / _rel(item))
-        if not m or m.get("fingerprint") != self.fingerprints[_key(item)][0]:
+        if not m:
+            return None
+        if m.get("fingerprint") != self.fingerprints[_key(item)][0] and not self._current_by_inputs(item, m):
+            self._note_superseded(item, m)
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
                 and m.get("owner_token") != self.locks.owner.token):
@@ -216,6 +242,19 @@ class _Executor:
             self.broken[_key(item)] = why
             return None
         return "skipped"
+
+    def _current_by_inputs(self, item: WorkItem, m: dict[str, Any]) -> bool:
+        return m.get("status") == "done" and _current_by_inputs(
+            self.adapter, self.context, self.specs[item.trajectory], self.by_id[item.case_id], item, m)
+
+    def _note_superseded(self, item: WorkItem, m: dict[str, Any]) -> None:
+        """A done item of a replaced trajectory layout (:mod:`trajectories.migration`) is redone; say why once."""
+        from trajectories.migration import superseded_item
+
+        why = superseded_item(m) if m.get("status") == "done" else None
+        if why and self.broken.get(_key(item)) != why:
+            log.warning("%s: redoing it: %s", _key(item), why)
+            self.broken[_key(item)] = why
 
     def _integrity(self, item: WorkItem, m: dict[str, Any]) -> list[str]:
         """:func:`harness.outputs.item_problems` of a done item, once per recorded state (the runner asks twice)."""

@@ -153,7 +153,7 @@ def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
     """Check the run of ``cfg`` (the run's own overrides; every shard's items). A plain mapping (API use) is
     typed first."""
     from harness.app.plan import plan_from_config
-    from harness.app.runner import fingerprints
+    from harness.app.runner import fingerprints, item_is_current
 
     cfg = RunConfig.coerce(cfg)
     plan = plan_from_config(cfg.replace(shard="0/1"), for_writing=False)
@@ -165,7 +165,11 @@ def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
     run = RunDir(plan.run_dir)
     manifest = _manifest_rows(run, report.problems)
     for item in plan.all_items:
-        report.items.append(check_item(plan.run_dir, item, item_fingerprints[item.key][0], manifest))
+        fingerprint = item_fingerprints[item.key][0]
+        meta = item_meta(plan.run_dir / item.rel_dir)
+        if meta and meta.get("status") == "done" and item_is_current(plan, item, meta):
+            fingerprint = meta["fingerprint"]  # made with today's inputs but another trajectory's frame override
+        report.items.append(check_item(plan.run_dir, item, fingerprint, manifest))
     planned = {i.key for i in plan.all_items}
     report.extra += [key for key in run.item_keys() if key not in planned]
     # leftovers elsewhere in the run (a folder of another config, the manifest's own temporaries); the planned

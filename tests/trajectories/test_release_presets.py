@@ -1,8 +1,10 @@
 """The official release's trajectory presets (docs/trajectories.md, "Release presets").
 
-What is a fact: the five names of rescuerz/WorldMemBench's ``trajectory`` column and the paper's frame counts.
-What is inferred (and so pinned here only as the harness's reading): "dpf" = degrees per frame at a constant speed,
-90-degree sweeps, no holds between sweeps, the rest of the model's frames held at the end.
+What is a fact: the five names of rescuerz/WorldMemBench's ``trajectory`` column and the paper's numbers
+(trajectories/paper_numbers.yaml; every preset x model is checked against them in test_paper_numbers.py). What is
+inferred (and so pinned here only as the harness's reading): "dpf" = degrees per frame at a constant speed, 480
+frames of layout after frame 0 (LRLR/LRUD 4 x 90 deg at 0.75, LRLRLR 6 x 80 deg at 1, LR-Hold a 60-frame initial
+hold and 2 x 90 deg at 0.5, the square four 120-frame legs), the rest of the model's frames held at the end.
 """
 
 from __future__ import annotations
@@ -33,34 +35,39 @@ def _step_deg(c2w: np.ndarray) -> np.ndarray:
 
 def test_presets_are_group_options_named_as_the_release():
     assert set(PRESETS) <= set(list_group("trajectory"))
+    assert "_release" not in list_group("trajectory")  # the shared base is no option
     for name in PRESETS:
         assert _spec(name).release == name
 
 
-@pytest.mark.parametrize("name,dpf,motion,held", [
-    ("lrlr_sym_0p75dpf", 0.75, 480, 13),   # 4 x 90 / 0.75 = 480, +13 held = 493 (the paper's count)
-    ("lrud_sym_0p75dpf", 0.75, 480, 13),
-    ("lr_hold_sym_0p5dpf", 0.5, 360, 133),  # 2 x 90 / 0.5 = 360, +133 held = 493
+@pytest.mark.parametrize("name,dpf,first,motion,held", [
+    ("lrlr_sym_0p75dpf", 0.75, 1, 480, 13),    # 4 x 90 / 0.75 = 480 from frame 1, 13 at rest = 493
+    ("lrud_sym_0p75dpf", 0.75, 1, 480, 13),
+    ("lrlrlr_sym_1dpf", 1.0, 1, 480, 13),      # 6 x 80 / 1 = 480: LRLRLR at LingBot's 493 too
+    ("lr_hold_sym_0p5dpf", 0.5, 61, 360, 73),  # 60 held after frame 0, 2 x 90 / 0.5 = 360, 72 held after the return
 ])
-def test_constant_speed_and_the_papers_counts(name, dpf, motion, held):
+def test_constant_speed_and_the_papers_counts(name, dpf, first, motion, held):
     path = build_path(_spec(name), 493, 16, K, 480, 832)
     steps = _step_deg(path.c2w)
     moving = steps > 1e-9
     assert moving.sum() == motion
     np.testing.assert_allclose(steps[moving], dpf, atol=1e-9)
-    assert not moving[motion:].any()  # the motion is one block from frame 0 ...
-    still = path.c2w[motion:]
-    assert len(still) == held and np.allclose(still, np.eye(4), atol=1e-12)  # ... and the rest is held at start
+    assert np.flatnonzero(moving)[[0, -1]].tolist() == [first - 1, first + motion - 2]  # one block of motion
+    assert np.allclose(path.c2w[:first], np.eye(4), atol=1e-12)  # frame 0 and the initial hold at the start pose
+    still = path.c2w[first + motion - 1:]
+    assert len(still) == held and np.allclose(still, np.eye(4), atol=1e-12)  # ... and the end, counting the arrival
 
 
-def test_lrlrlr_needs_541_frames_and_yume_makes_551():
+def test_lrlrlr_runs_at_every_paper_count_and_yume_makes_551():
     spec = _spec("lrlrlr_sym_1dpf")
-    assert spec.min_frames() == 541
-    with pytest.raises(TrajectoryError, match=r"frames_per_trajectory.lrlrlr_sym_1dpf: 541 or more"):
-        build_path(spec, 493, 16, K, 480, 832)
-    path = build_path(spec, 551, 16, K, 480, 832)
-    assert np.allclose(path.c2w[540:], np.eye(4), atol=1e-12) and len(path.c2w[540:]) == 11  # 540 + 11 = 551
-    assert path.num_revisits == 3
+    assert spec.min_frames() == 481  # fits SANA-WM's 481, the shortest count the paper states
+    for n in (481, 493, 497, 501, 505, 552):
+        path = build_path(spec, n, 16, K, 480, 832)
+        assert path.num_revisits == 3 and path.phases["R3"] == (401, 481)
+    yaw, _ = build_path(spec, 552, 16, K, 480, 832).yaw_pitch_deg()
+    assert yaw.min() == pytest.approx(-80.0) and np.allclose(yaw[480:], 0.0, atol=1e-9)  # YUME: 71 held + canvas
+    with pytest.raises(TrajectoryError, match=r"frames_per_trajectory.lrlrlr_sym_1dpf: 481 or more"):
+        build_path(spec, 480, 16, K, 480, 832)
 
 
 def test_phases_follow_the_sweeps():
@@ -98,6 +105,13 @@ def test_holds_in_frames_and_rounding_to_whole_frames():
     assert odd.params["achieved_deg_per_frame"] == {"yaw": pytest.approx(90 / 112)}  # 112.5 frames -> 112
 
 
+def test_lr_hold_phases_give_the_judge_an_initial_and_a_final_hold():
+    path = build_path(_spec("lr_hold_sym_0p5dpf"), 481, 16, K, 480, 832)  # SANA-WM's count, the shortest
+    assert path.phases == {"V": (0, 61), "D1": (61, 241), "R1": (241, 421), "H": (421, 481)}
+    yaw, _ = path.yaw_pitch_deg()
+    assert yaw[240] == pytest.approx(-90.0) and yaw[60] == 0.0 and yaw[61] == pytest.approx(-0.5)
+
+
 @pytest.mark.parametrize("over,match", [
     ({"hold_frames": {"initial": -1}}, r"trajectory.hold_frames.initial=-1"),
     ({"hold_frames": {"start": 1}}, r"trajectory.hold_frames.start: unknown field"),
@@ -110,15 +124,27 @@ def test_bad_preset_fields_are_named(over, match):
         build_path(_spec(name, **over), 493, 16, K, 480, 832)
 
 
-def test_a_speed_on_the_square_is_refused():
+def test_a_speed_on_the_square_and_legs_on_a_rotation_are_refused():
     with pytest.raises(TrajectoryError, match="deg_per_frame=1.0: an angular speed applies to rotations only"):
         build_path(_spec("translate_square", deg_per_frame=1.0), 493, 16, K, 480, 832)
+    with pytest.raises(TrajectoryError, match="leg_frames=120: frames per leg apply to the square only"):
+        build_path(_spec("lrlr_sym_0p75dpf", leg_frames=120), 493, 16, K, 480, 832)
+    with pytest.raises(TrajectoryError, match=r"trajectory.leg_frames=0: give a whole number of frames >= 1"):
+        build_path(_spec("translate_square", leg_frames=0), 493, 16, K, 480, 832)
 
 
-def test_translate_square_is_the_square_under_the_release_name():
-    a = build_path(_spec("square"), 493, 16, K, 480, 832)
-    b = build_path(_spec("translate_square"), 493, 16, K, 480, 832)
-    assert np.array_equal(a.c2w, b.c2w) and a.phases == b.phases
+def test_translate_square_moves_four_legs_of_120_frames_at_a_constant_speed():
+    path = build_path(_spec("translate_square"), 493, 16, K, 480, 832)
+    centres = path.c2w[:, :3, 3]
+    steps = np.linalg.norm(np.diff(centres, axis=0), axis=1)
+    assert np.allclose(path.c2w[:, :3, :3], np.eye(3), atol=1e-12)  # the orientation never changes
+    np.testing.assert_allclose(steps[:480], 1.0 / 120, atol=1e-12)  # side 1 over 120 frames, every frame
+    assert np.allclose(centres[480:], 0.0, atol=1e-12) and len(centres[480:]) == 13
+    np.testing.assert_allclose(centres[[120, 240, 360]], [[0, 0, 1], [1, 0, 1], [1, 0, 0]], atol=1e-12)  # F, R, B
+    assert path.phases == {"V": (0, 1), "D1": (1, 361), "R1": (361, 481), "H": (481, 493)}
+    assert path.params["units_per_frame"] == pytest.approx(1.0 / 120)
+    eased = build_path(_spec("translate_square", profile="cosine"), 493, 16, K, 480, 832)
+    assert eased.phases == path.phases and np.allclose(eased.c2w[[120, 240, 360, 480]], path.c2w[[120, 240, 360, 480]])
 
 
 def test_our_four_are_unchanged_variants():
@@ -158,7 +184,7 @@ def test_every_model_compiles_every_preset(model, preset, tmp_path):
     spec = _spec(preset)
     path = a.path_for(spec, K_canvas, preset)
     assert path.num_frames == a.config.frames_for(preset) >= spec.min_frames()
-    if spec.frame_layout:
+    if spec.deg_per_frame is not None:
         moving = _step_deg(path.c2w) > 1e-9
         np.testing.assert_allclose(_step_deg(path.c2w)[moving], spec.deg_per_frame, atol=1e-9)
     controls = a.compile(ItemRequest(case=case, path=path, context=policy, seed=a.config.seed,
