@@ -31,8 +31,9 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.clock import ControlClock
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
-from adapters.yume.controls import YumeParams, yume_captions, yume_decode, yume_parse_caption
+from adapters.yume.controls import YumeParams, yume_captions, yume_clock, yume_decode, yume_parse_caption
 from harness.context import ContextPolicy
 from harness.io import write_text
 
@@ -69,6 +70,14 @@ class YumeAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
+    def control_clock(self, num_frames: int) -> ControlClock:
+        """One caption per 29-frame stage (sample_5b.py:812-820, :1083-1092@111c3fa). Each segment keeps its length
+        to the nearest whole stage (``length``), so equal sweeps stay equal: the paper's YUME counts are whole
+        stages of sweeps plus one held stage (17 = 4 x 4 + 1 for LRLR and LRUD, 19 = 6 x 3 + 1 for LRLRLR)."""
+        return ControlClock(tuple(yume_clock(num_frames, self.config.params()).tolist()),
+                            "YUME conditions each 29-frame stage on one caption (sample_5b.py:812-820, :1083-1092)",
+                            keep="length")
+
     def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % self.config.frames_per_stage:
@@ -85,7 +94,8 @@ class YumeAdapter(UpstreamAdapter):
         self.write_canvas(d / "jpg" / "image.jpg", req.case, (cv2.IMWRITE_JPEG_QUALITY, 95))
         keys = [yume_parse_caption(x) for x in lines]
         return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
-                              meta={"stages": len(lines), "stage_keys": keys})
+                              meta={"stages": len(lines), "stage_keys": keys,
+                                    "upstream_clock": req.path.params.get("upstream_clock")})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         lines = [x for x in (controls_dir / "caption.txt").read_text().splitlines() if x.strip()]
