@@ -41,10 +41,38 @@ class ControlClock:
         return lay_on_grid(path, np.asarray(self.edges, dtype=np.int64), self.rule, self.keep)
 
 
+def _steps(c2w: np.ndarray) -> np.ndarray:
+    """(T-1, 6) motion of each transition ``i -> i + 1`` in the camera frame of pose ``i``: rotation vector, then
+    translation."""
+    from scipy.spatial.transform import Rotation
+
+    rel = np.linalg.inv(c2w[:-1]) @ c2w[1:]
+    out: np.ndarray = np.concatenate([Rotation.from_matrix(rel[:, :3, :3]).as_rotvec(), rel[:, :3, 3]], axis=1)
+    return out
+
+
 def segment_end_poses(path: CameraPath) -> list[int]:
-    """The pose each segment ends at, in order (``segment.end - 1``; a segment ``[a, b)`` moves the camera from
-    pose ``a - 1`` to pose ``b - 1``, the first one starts at pose 0). The last is ``num_frames - 1``."""
-    return [int(s.end) - 1 for s in path.segments]
+    """The pose each segment ends at, in order; the last is ``num_frames - 1``.
+
+    A segment ``[a, b)`` ends at pose ``b - 1`` or ``b``, read from the poses: the transition ``b - 1 -> b`` belongs
+    to it when it continues its motion (a hold: no motion; a move: closer in direction to the step before than to
+    the step after). The frame layout reaches a sweep's end on the segment's last frame (``b - 1``); the
+    normalised-time layout reaches it on the next segment's first frame (``b``), sometimes with the next one's start.
+    """
+    steps = _steps(path.c2w)
+    norm = np.linalg.norm(steps, axis=1)
+    still = norm < 1e-12
+
+    def cos(i: int, j: int) -> float:
+        ok = 0 <= j < len(steps) and not still[i] and not still[j]
+        return float(steps[i] @ steps[j] / (norm[i] * norm[j])) if ok else 0.0
+
+    out = []
+    for s in path.segments[:-1]:
+        b = int(s.end)
+        ours = bool(still[b - 1]) if s.kind == "hold" else cos(b - 1, b - 2) > max(cos(b - 1, b), 0.0)
+        out.append(b if ours else b - 1)
+    return out + [path.num_frames - 1]
 
 
 def _snap(want: float, edges: np.ndarray, lo: int, hi: int) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adapters.memo import memo
-from trajectories.conventions import rot_x, rot_y, se3, w2c_from_c2w, yaw_pitch_from_rotmat
+from trajectories.conventions import rot_x, rot_y, se3, w2c_from_c2w
 
 # --------------------------------------------------------------------------------------------------------------
 # YUME: one caption per stage (stdstu12/YUME@111c3fa decode_camera_controls_from_c2w_sequence.py, caption_re.txt)
@@ -164,6 +164,7 @@ def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
     out = np.empty((T, 4, 4))
     cur = np.eye(4)
     out[0] = cur
+    yaw = pitch = 0.0  # kept as angles: read back from the matrix, the yaw is lost at a 90-degree tilt
     i = 0
     for line in lines:
         move, rot = yume_parse_caption(line)
@@ -179,9 +180,8 @@ def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
         if step.any():
             step *= dist * p.units_per_speed_unit / np.linalg.norm(step)
         for _ in range(p.frames_per_stage):
-            yaw, pitch = yaw_pitch_from_rotmat(cur[:3, :3])
-            R = rot_y(yaw + dyaw) @ rot_x(pitch + dpitch)
-            cur = se3(R, cur[:3, 3] + cur[:3, :3] @ step)
+            yaw, pitch = yaw + dyaw, pitch + dpitch
+            cur = se3(rot_y(yaw) @ rot_x(pitch), cur[:3, 3] + cur[:3, :3] @ step)
             i += 1
             out[i] = cur
     return out
