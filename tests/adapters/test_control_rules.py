@@ -548,3 +548,85 @@ def test_mg3_a_turn_off_the_block_edges_is_held_per_block_and_lands_at_the_next_
     for edge in (1, 13, 25, 37):
         assert state[edge] == pytest.approx(target[edge], abs=1e-5)  # float32 values, as upstream is given them
     assert m[1] == pytest.approx((target[13] - 0.0) / 12 / 15)
+
+
+# -- laying a path on a model's control clock (adapters/controls/clock.py) ------------------------------------------
+
+
+def _yaw_path(yaws, segs):
+    """A CameraPath turning through ``yaws`` (degrees per frame index) with ``segs`` = (phase, kind, start, end)."""
+    from trajectories.path import CameraPath, Segment
+
+    c2w = se3(np.stack([rot_y(np.radians(y)) for y in yaws]))
+    segments = tuple(Segment(ph, "L" if kind == "move" else "hold", kind, a, b) for ph, kind, a, b in segs)
+    phases: dict = {}
+    for s in segments:
+        lo, hi = phases.get(s.phase, (s.start, s.end))
+        phases[s.phase] = (min(lo, s.start), max(hi, s.end))
+    return CameraPath("t", c2w, np.eye(3), 16.0, 8, 8, phases, segments, {})
+
+
+def test_clock_reads_where_a_segment_ends_in_both_layouts():
+    from adapters.controls.clock import segment_end_poses
+
+    # frame layout: a move [1, 4) reaches its end on its own last frame
+    frame = _yaw_path([0, 1, 2, 3, 3, 3], [("V", "hold", 0, 1), ("D1", "move", 1, 4), ("H", "hold", 4, 6)])
+    assert segment_end_poses(frame) == [0, 3, 5]
+    # normalised time: the hold's last pose is the next segment's first, and a move completes on the next one's first
+    time = _yaw_path([0, 0, 0, 1.5, 3, 3], [("V", "hold", 0, 2), ("D1", "move", 2, 4), ("H", "hold", 4, 6)])
+    assert segment_end_poses(time) == [2, 4, 5]
+    # a sweep followed by the way back: the turn is where the direction reverses
+    turn = _yaw_path([0, 1, 2, 1, 0, 0], [("V", "hold", 0, 1), ("D1", "move", 1, 3), ("R1", "move", 3, 5),
+                                          ("H", "hold", 5, 6)])
+    assert segment_end_poses(turn) == [0, 2, 4, 5]
+
+
+def _sweeps(n: int, total: int):
+    """Out n frames at 1 deg/frame, back n frames, then held to ``total`` poses (frame layout)."""
+    yaws = list(range(n + 1)) + list(range(n - 1, -1, -1)) + [0] * (total - 2 * n - 1)
+    return _yaw_path(yaws, [("V", "hold", 0, 1), ("D1", "move", 1, n + 1), ("R1", "move", n + 1, 2 * n + 1),
+                            ("H", "hold", 2 * n + 1, total)])
+
+
+def test_clock_time_takes_the_nearest_edge_and_length_keeps_the_sweep():
+    from adapters.controls.clock import laid_ends
+
+    path = _sweeps(11, 26)  # turns at 11 and 22 on edges every 4 poses
+    edges = np.arange(0, 26, 4)
+    assert laid_ends(path, edges, "time") == [0, 12, 20, 25]  # 22 is 2 from 20 and from 24: the earlier
+    assert laid_ends(path, edges, "length") == [0, 12, 24, 25]  # the way back keeps 11 frames: 12 + 11 -> 24
+    with pytest.raises(ValueError, match="keep='speed'"):
+        laid_ends(path, edges, "speed")
+
+
+def test_clock_lets_a_hold_vanish_but_never_a_move():
+    from adapters.controls.clock import laid_ends, lay_on_grid
+    from trajectories.path import TrajectoryError
+
+    yaws = [0, 1, 2, 3, 3, 2, 1, 0, 0, 0, 0]  # out, a one-frame hold, back
+    path = _yaw_path(yaws, [("V", "hold", 0, 1), ("D1", "move", 1, 4), ("D1", "hold", 4, 5), ("R1", "move", 5, 8),
+                            ("H", "hold", 8, 11)])
+    laid = laid_ends(path, np.array([0, 4, 8, 10]), "time")
+    assert laid == [0, 4, 4, 8, 10]  # the hold at the far end had no block of its own
+    out = lay_on_grid(path, np.array([0, 4, 8, 10]), "every 4")
+    assert [s.kind for s in out.segments] == ["hold", "move", "move", "hold"] and out.phases["D1"] == (1, 5)
+    with pytest.raises(TrajectoryError, match="2 moves do not fit"):
+        laid_ends(path, np.array([0, 10]), "time")  # one block for two moves
+
+
+def test_clock_laying_retimes_a_sweep_at_one_speed_and_records_it():
+    from adapters.controls.clock import lay_on_grid
+    from trajectories.conventions import yaw_pitch_from_rotmat
+
+    path = _sweeps(11, 26)
+    assert lay_on_grid(path, np.arange(0, 26, 1), "every pose") is path  # already on the clock: untouched
+    out = lay_on_grid(path, np.arange(0, 26, 4), "every 4", keep="length")
+    yaw = np.degrees(yaw_pitch_from_rotmat(out.c2w[:, :3, :3])[0])
+    np.testing.assert_allclose(np.diff(yaw[:13]), 11 / 12, atol=1e-9)  # 11 deg over 12 frames, evenly
+    np.testing.assert_allclose(np.diff(yaw[12:25]), -11 / 12, atol=1e-9)
+    assert yaw[24] == pytest.approx(0.0, abs=1e-9) and (yaw[24:] == yaw[24]).all()
+    rec = out.params["upstream_clock"]
+    assert rec["segment_ends"] == [0, 11, 22, 25] and rec["laid_ends"] == [0, 12, 24, 25]
+    assert rec["max_shift_frames"] == 2 and rec["laid_deg_per_frame"] == pytest.approx([11 / 12, 11 / 12])
+    assert rec["keep"] == "length" and rec["rule"] == "every 4"
+    assert [(s.start, s.end) for s in out.segments] == [(0, 1), (1, 13), (13, 25), (25, 26)]

@@ -39,6 +39,7 @@ from harness.cases import load_case_set
 from harness.config_groups import group_yaml, list_group
 from harness.context import ContextPolicy
 from trajectories import TrajectorySpec
+from tests.support.standin import mg3_rule
 from trajectories.conventions import rot_x, rot_y, se3
 
 TRAJECTORIES = list(list_group("trajectory"))
@@ -93,7 +94,7 @@ def _return_frames(path) -> list[int]:
 
 
 # ==================================================================================================================
-# Matrix-Game 3: upstream's condition generator and integrator, replayed
+# Matrix-Game 3: upstream's condition generator replayed here, its integrator in tests/support/standin/mg3_rule.py
 # ==================================================================================================================
 
 #: keyboard one-hots [W, S, A, D] its generator produces: the camera-only actions press nothing, then forward, left,
@@ -133,32 +134,6 @@ def mg3_row_problems(keyboard: np.ndarray, mouse: np.ndarray) -> list[str]:
     return bad
 
 
-def upstream_mg3_poses(keyboard: np.ndarray, mouse: np.ndarray) -> np.ndarray:
-    """(T, 5) ``[x, y, z, pitch, yaw]`` as ``compute_all_poses_from_actions`` integrates them (utils/utils.py:14-36,
-    :38-93): float32 states, action ``i`` moves pose ``i`` to ``i + 1``, dead zone 0.02, 15 deg per unit, yaw wrapped
-    to [-180, 180], W/S/A/D 12.35 (8.73 on diagonals) along the average of the old and new yaw."""
-    T = len(keyboard)
-    out = np.zeros((T, 5), dtype=np.float32)
-    for i in range(T - 1):
-        x, y, z, pitch, yaw = (float(v) for v in out[i])
-        mx, my = float(mouse[i, 0]), float(mouse[i, 1])
-        new_pitch = pitch + (15.0 * mx if abs(mx) >= 0.02 else 0.0)
-        new_yaw = yaw + (15.0 * my if abs(my) >= 0.02 else 0.0)
-        while new_yaw > 180:
-            new_yaw -= 360
-        while new_yaw < -180:
-            new_yaw += 360
-        w, s, a, d = (float(v) for v in keyboard[i, :4])
-        fwd = 12.35 if (w > 0.5 and s < 0.5) else -12.35 if (s > 0.5 and w < 0.5) else 0.0
-        right = 12.35 if (d > 0.5 and a < 0.5) else -12.35 if (a > 0.5 and d < 0.5) else 0.0
-        if abs(fwd) > 0.1 and abs(right) > 0.1:
-            fwd, right = np.sign(fwd) * 8.73, np.sign(right) * 8.73
-        psi = np.deg2rad((yaw + new_yaw) / 2.0)
-        out[i + 1] = (x + np.cos(psi) * fwd - np.sin(psi) * right, y + np.sin(psi) * fwd + np.cos(psi) * right, z,
-                      new_pitch, new_yaw)
-    return out
-
-
 def _mg3_tables(controls: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.load(controls / "keyboard_condition.npy"), np.load(controls / "mouse_condition.npy")
 
@@ -170,7 +145,7 @@ def test_mg3_rows_are_what_upstreams_generator_makes_and_turn_where_the_path_tur
     assert len(kb) == len(ms) == path.num_frames == 57 + 40 * (_adapter("matrix_game3").config.iterations(
         path.num_frames) - 1)  # the clips' frames (pipeline/inference_pipeline.py:386-392@20e033e3dde3)
     assert not mg3_row_problems(kb, ms), mg3_row_problems(kb, ms)[:5]
-    states = upstream_mg3_poses(kb, ms)
+    states = mg3_rule.all_poses(kb, ms)  # upstream's integrator, replayed (tests/support/standin/mg3_rule.py)
     yaw = np.degrees(np.arctan2(-path.c2w[:, 2, 0], path.c2w[:, 0, 0]))  # the request's yaw (+ right), from the x axis
     pitch = np.degrees(np.arcsin(np.clip(-path.c2w[:, 1, 2], -1, 1)))  # + turns up; MG-3's pitch is + down
     edges = [a for a, _ in upstream_mg3_blocks(path.num_frames)]
