@@ -35,13 +35,16 @@ def _deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def measure(model: str, trajectory: str, work: Path, case_id: str = "environment_rocket") -> dict[str, Any]:
     """One row of the table (see the module docstring) for ``model`` on ``trajectory``."""
-    from adapters.base import ItemRequest, build_adapter
+    from adapters.base import ItemRequest, ModelConfigError, build_adapter
+    from adapters.upstream import UpstreamAdapter
     from harness.cases import load_case_set
     from harness.config_groups import group_yaml
     from harness.context import ContextPolicy
     from trajectories import TrajectorySpec
 
     a = build_adapter(group_yaml("model", model))
+    if not isinstance(a, UpstreamAdapter):
+        raise ModelConfigError(f"model={model!r} has no native controls to measure (not an upstream adapter)")
     case = {c.id: c for c in load_case_set("builtin:demo")}[case_id]
     K = a.canvas_K(case)
     spec = TrajectorySpec.from_dict(group_yaml("trajectory", trajectory))

@@ -44,6 +44,8 @@ from trajectories.conventions import rot_x, rot_y, se3
 
 TRAJECTORIES = list(list_group("trajectory"))
 RELEASE = [t for t in TRAJECTORIES if group_yaml("trajectory", t).get("deg_per_frame") is not None]
+#: the pose-table models run the release presets in the fast tier and the harness's own presets in the slow one
+POSE_TRAJECTORIES = [pytest.param(t, marks=() if t in RELEASE else pytest.mark.slow) for t in TRAJECTORIES]
 #: The return bound every lossy encoder is held to: Matrix-Game 3's dead zone, the smallest turn its mouse can send
 #: (15 deg per unit x 0.02, SkyworkAI/Matrix-Game@71c3cd7f7413 Matrix-Game-3/utils/utils.py:10-12).
 RETURN_BOUND_DEG = 15.0 * 0.02
@@ -429,7 +431,7 @@ def pose_row_problems(model: str, read: np.ndarray, table: np.ndarray, path) -> 
 
 
 @pytest.mark.parametrize("model", sorted(POSE_MODELS))
-@pytest.mark.parametrize("trajectory", TRAJECTORIES)
+@pytest.mark.parametrize("trajectory", POSE_TRAJECTORIES)
 def test_pose_rows_upstream_reads_are_the_requested_poses(model, trajectory, compiled):
     path, controls = compiled(model, trajectory)
     read, table = POSE_MODELS[model](controls, path)
@@ -458,3 +460,20 @@ def test_pose_check_fails_on_a_hold_boundary_shifted_by_one_row(model, compiled)
 def test_every_model_is_replayed():
     """No model of the nine escapes a replay: the held-control models above, the pose-table models here."""
     assert set(MODELS) == set(POSE_MODELS) | {"matrix_game3", "yume"}
+
+
+def test_the_report_measures_a_laid_model_and_a_lossless_one(tmp_path, capsys):
+    """``python -m adapters.controls.report`` (docs/controls.md's table): YUME's laid sweeps move its turns and
+    decode back exactly; Matrix-Game 3.5's per-frame table costs nothing; an unknown name is a usage error."""
+    from adapters.controls import report
+
+    name = "lrlr_sym_0p75dpf" if "lrlr_sym_0p75dpf" in TRAJECTORIES else RELEASE[0]
+    yume = report.measure("yume", name, tmp_path)
+    path, _ = _COMPILED.get(("yume", name)) or (None, None)
+    assert yume["shift_frames"] > 0 and yume["decoded_return_deg"] < 1e-5 and yume["item_vs_preset_deg"] > 0
+    assert path is None or yume["shift_frames"] == path.params["upstream_clock"]["max_shift_frames"]
+    flat = report.measure("matrix_game35", name, tmp_path)
+    assert flat["shift_frames"] == 0 and flat["decoded_max_deg"] == 0 and flat["item_vs_preset_deg"] == 0
+    text = report.table([yume, flat])
+    assert text.count("\n") == 3 and f"| yume | {name} | {yume['frames']} | {yume['shift_frames']} |" in text
+    assert report.main(["--models", "nope"]) == 2 and "unknown model or trajectory: nope" in capsys.readouterr().err
