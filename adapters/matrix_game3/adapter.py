@@ -5,7 +5,9 @@ unit (dead zone 0.02); upstream applies action ``i`` to move frame ``i`` to ``i 
 builds random benchmark actions, so ``runner.py`` replaces it and returns the 4 values its call site unpacks,
 with the extrinsics integrated by upstream's own ``compute_all_poses_from_actions``. Translation is quantised to
 key presses (12.35 units per frame, horizontal only): the achieved path is decoded from the actions and the
-residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
+residual recorded. Keys and mouse are held on upstream's own blocks (row 0, then 12 rows each, as its condition
+generator holds them) and the item's path is laid on those blocks (:meth:`MatrixGame3Adapter.control_clock`,
+docs/controls.md). Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
 
 Launch: 8 torchrun ranks (``--ulysses_size 8``), without ``--use_async_vae``. Upstream's ``process_video`` draws
 key boxes and a cursor into every frame; the shim replaces it with a plain writer at the contract's fps (17), and

@@ -9,8 +9,9 @@ decodes to 29 frames and upstream drops the anchor (the image is never decoded),
 show poses 1..493; the item gets the canvas in front (494 poses, 552 for LRLRLR's 19 stages).
 ``--sp_size`` changes nothing at the pinned commit (the 5B model is built without sequence parallelism), so one
 rank runs (``gpus_per_job: 1``).
-Keys come from each stage's net motion with snap thresholds (:class:`adapters.yume.controls.YumeParams`); the
-captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
+Keys come from each stage's net motion with snap thresholds (:class:`adapters.yume.controls.YumeParams`), speeds are
+written exactly, and the item's path is laid on whole stages (:meth:`YumeAdapter.control_clock`, docs/controls.md),
+so a release preset's captions decode back to it exactly; an eased turn is carried at one speed per stage.
 
 Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
 global RNG) and conditions stage s >= 1 on caption line s-1 (sample_5b.py:1089): ``runner.py`` seeds, passes
