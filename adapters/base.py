@@ -25,6 +25,7 @@ from trajectories.fields import check_fields
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
+    from adapters.controls.clock import ControlClock
     from harness.cases import Case
     from trajectories import CameraPath
 
@@ -399,9 +400,20 @@ class Adapter(ABC):
 
         c = self.config
         name = trajectory or spec.name
+        clock = self.control_clock(c.frames_for(name))
         key = ("path", spec.to_dict(), name, c.frames_for(name), int(c.trailing_hold_frames), float(c.fps),
-               c.height, c.width, np.asarray(K, dtype=np.float64))
-        return cached_path(key, lambda: self._build_path(spec, K, name))
+               c.height, c.width, np.asarray(K, dtype=np.float64), clock)
+        return cached_path(key, lambda: self._on_clock(self._build_path(spec, K, name), clock))
+
+    def control_clock(self, num_frames: int) -> Optional["ControlClock"]:
+        """Where upstream lets this model's held controls change (:class:`adapters.controls.clock.ControlClock`);
+        ``None`` (the default) when they can change at any frame. A model whose upstream holds its controls for
+        whole blocks returns its block edges, and its paths are laid on them."""
+        return None
+
+    @staticmethod
+    def _on_clock(path: Any, clock: Optional["ControlClock"]) -> Any:
+        return path if clock is None else clock.lay(path)
 
     def _build_path(self, spec: Any, K: np.ndarray, name: str) -> Any:
         from trajectories import TrajectoryError, build_path

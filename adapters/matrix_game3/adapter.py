@@ -5,7 +5,9 @@ unit (dead zone 0.02); upstream applies action ``i`` to move frame ``i`` to ``i 
 builds random benchmark actions, so ``runner.py`` replaces it and returns the 4 values its call site unpacks,
 with the extrinsics integrated by upstream's own ``compute_all_poses_from_actions``. Translation is quantised to
 key presses (12.35 units per frame, horizontal only): the achieved path is decoded from the actions and the
-residual recorded. Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
+residual recorded. Keys and mouse are held on upstream's own blocks (row 0, then 12 rows each, as its condition
+generator holds them) and the item's path is laid on those blocks (:meth:`MatrixGame3Adapter.control_clock`,
+docs/controls.md). Frames: 57 + 40 (iterations - 1) = 497 for 12 iterations.
 
 Launch: 8 torchrun ranks (``--ulysses_size 8``), without ``--use_async_vae``. Upstream's ``process_video`` draws
 key boxes and a cursor into every frame; the shim replaces it with a plain writer at the contract's fps (17), and
@@ -22,7 +24,8 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
-from adapters.matrix_game3.controls import MG3_CAVEATS, MG3Params, mg3_decode, mg3_encode, mg3_extrinsics
+from adapters.controls.clock import ControlClock
+from adapters.matrix_game3.controls import MG3_CAVEATS, MG3Params, mg3_clock, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import ContextPolicy
 from harness.io import save_npy
@@ -66,6 +69,13 @@ class MatrixGame3Adapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
+    def control_clock(self, num_frames: int) -> ControlClock:
+        """Upstream's condition blocks: row 0 alone, then 12 rows each (utils/conditions.py:21-32@71c3cd7f7413).
+        Boundaries go to the nearest block edge (``time``): a shift of at most 6 frames."""
+        hold = self.config.params().hold_frames
+        return ControlClock(tuple(mg3_clock(num_frames, hold).tolist()),
+                           f"Matrix-Game 3 holds each action for {hold} rows after row 0 (utils/conditions.py:21-32)")
+
     def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         c = self.config
         iters = c.iterations(req.path.num_frames)
@@ -84,7 +94,8 @@ class MatrixGame3Adapter(UpstreamAdapter):
                   "key_run_mean_frames": float(runs.mean()) if len(runs) else 0.0,
                   "hold_frames": c.params().hold_frames,
                   "caveats": ["translation quantised to 12.35 cm key steps, horizontal only",
-                              "mouse pitch sign is a recorded choice (model.mouse_pitch)", *MG3_CAVEATS]},
+                              "mouse pitch sign is a recorded choice (model.mouse_pitch)", *MG3_CAVEATS],
+                  "upstream_clock": req.path.params.get("upstream_clock")},
         )
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:

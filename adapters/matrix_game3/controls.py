@@ -8,7 +8,6 @@ frame 0, positive yaw turns right, positive pitch turns up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 
@@ -31,9 +30,9 @@ class MG3Params:
     translation-scale policy (scene units -> metres). mouse_pitch: ``code`` = mouse[0] > 0 tilts **down** (what
     the integration code does) or ``label`` = mouse[0] > 0 tilts **up** (what key ``i`` is called); upstream's
     sign is unverified (the key label and the integration code disagree), so it is an explicit, recorded choice.
-    hold_frames: the fewest frames a key combination is held (12: upstream's own condition generator holds each
-    action for 12 frames, ``combine_data``'s ``selections = [12]``, Matrix-Game-3/utils/conditions.py:12, :27-32
-    @71c3cd7f7413).
+    hold_frames: upstream's hold: its own condition generator gives frame 0 an action row of its own, then holds each
+    action for 12 frames (``combine_data``: ``selections = [12]``, Matrix-Game-3/utils/conditions.py:12, :21-32
+    @71c3cd7f7413), so a control changes only at rows ``0, 1, 13, 25, ...`` (:func:`mg3_blocks`).
     """
 
     deg_per_unit: float = 15.0
@@ -63,11 +62,17 @@ _MG3_KEYS: list[tuple[tuple[int, int, int, int], tuple[float | str, float | str]
     ((0, 0, 1, 0), (0.0, -1.0)), ((0, 0, 0, 1), (0.0, 1.0)), ((1, 0, 1, 0), ("d", "-d")),
     ((1, 0, 0, 1), ("d", "d")),
 ]
-#: what the item's meta.json says about the keyboard encoding
-MG3_CAVEATS = (("keys held in runs of at least 12 frames, changed only at 12-frame boundaries as upstream's condition "
-                "generator does (utils/conditions.py:12, :27-32@71c3cd7f7413)"),
+#: what the item's meta.json says about the controls, beside upstream's generator (Matrix-Game-3/utils/conditions.py
+#: @71c3cd7f7413); docs/controls.md measures each one's cost
+MG3_CAVEATS = (("keys and mouse are held on upstream's own blocks (row 0 alone, then 12 rows each, conditions.py:21-32); "
+                "the path is laid on them: each segment boundary moves to the nearest block edge (adapters/controls/"
+                "clock.py)"),
                ("the backward leg presses S, which upstream's generator never produces (back is commented out, "
-                "utils/conditions.py:43@71c3cd7f7413); S+A and S+D are never used"))
+                "conditions.py:43); S+A and S+D are never used"),
+               ("mouse values carry the path's speed (0.05 per frame = 0.75 deg/frame on the release presets); "
+                "upstream's generator sends only 0 or +-0.1 (CAM_VALUE, conditions.py:77)"),
+               ("pitch turns send mouse[0], which upstream's generator never sends (camera_up/down commented out, "
+                "conditions.py:61-62)"))
 
 
 def _key_moves(p: MG3Params) -> tuple[np.ndarray, np.ndarray]:
@@ -93,116 +98,88 @@ def _dead(v: float, p: MG3Params) -> float:
 _DEAD_MARGIN = 1.0005
 
 
-def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
-    """Mouse values (T,) in units of ``deg_per_unit`` that take one rotation axis from 0 to ``target`` (T,) degrees.
+def mg3_blocks(T: int, hold: int = 12) -> list[tuple[int, int]]:
+    """Upstream's condition blocks over ``T`` action rows, ``[start, end)``: row 0 alone, then ``hold`` rows each from
+    row 1, the last one cut at ``T`` (``combine_data``, Matrix-Game-3/utils/conditions.py:21-32@71c3cd7f7413)."""
+    H = max(1, int(hold))
+    return [(0, min(1, T))] + [(a, min(a + H, T)) for a in range(1, T, H)]
 
-    Error diffusion: transition ``t - 1`` emits the lag ``(target[t] - state) / 15`` when it clears the dead zone,
-    else nothing (upstream drops a sub-threshold value for good, nothing accumulates). At the end of every move (a
-    run of frames whose target changes) the lag left over, under 0.3 deg, is folded into the move's last emitted
-    value of the same sign, which stays above the dead zone, so the state lands on the target when the move ends:
-    returns come back to the start orientation exactly, not 0.3 deg short. (A move that emitted nothing of the
-    remainder's sign keeps it: under the dead zone, it cannot be sent.)
+
+def mg3_clock(T: int, hold: int = 12) -> np.ndarray:
+    """The poses where a held control may change: every block's first row (action ``i`` moves pose ``i`` to
+    ``i + 1``, so a block starting at row ``a`` starts moving from pose ``a``) and the last pose ``T - 1``."""
+    return np.unique(np.r_[[a for a, _ in mg3_blocks(T, hold)], T - 1]).astype(np.int64)
+
+
+def _mg3_axis(target: np.ndarray, p: MG3Params) -> np.ndarray:
+    """Mouse values (T,) in units of ``deg_per_unit``, one per upstream block (:func:`mg3_blocks`), that take one
+    rotation axis from 0 to ``target`` (T,) degrees.
+
+    Each block sends the value that lands on the target at its last pose inside the path when that clears the dead
+    zone (with the encoder's margin), else nothing (upstream drops a sub-threshold value for good; the next block
+    makes up the lag). A lag left at the end of a move (the target holds after it) is folded into the move's last
+    block of the same sign, which stays above the dead zone, so returns come back to the start exactly. A path laid
+    on upstream's blocks (:func:`mg3_clock`) turns at block edges, so its constant sweeps are carried exactly.
     """
     T = len(target)
     m = np.zeros(T)
     dz = p.dead_zone * _DEAD_MARGIN
     state = 0.0
-    moving = np.r_[False, np.abs(np.diff(target)) > 1e-9]
-    run_start: int | None = None
-    for t in range(1, T):
-        if moving[t] and run_start is None:
-            run_start = t - 1
-        v = (target[t] - state) / p.deg_per_unit
+    sent: list[tuple[int, int, int]] = []  # (start, end, poses moved) of the move's blocks that sent a value
+    for a, b in mg3_blocks(T, p.hold_frames):
+        e = min(b, T - 1)  # the last pose of the path these rows reach (row T-1 moves to a pose past the path)
+        if e <= a:
+            continue
+        v = (target[e] - state) / (p.deg_per_unit * (e - a))
         if abs(v) >= dz:
-            m[t - 1] = v
-            state += p.deg_per_unit * v
-        if moving[t] and (t == T - 1 or not moving[t + 1]):  # the end of a move (run_start was set at its start)
-            r = (target[t] - state) / p.deg_per_unit
-            if abs(r) > 1e-12:
-                assert run_start is not None  # set where this move started
-                run = np.arange(run_start, t)
-                # |r| < dz here (a lag that clears the dead zone was emitted above), so it only ever joins a value
-                same = [j for j in run[::-1] if m[j] != 0 and np.sign(m[j]) == np.sign(r)]
-                if same:  # never below the dead zone: the remainder has the value's sign
-                    m[same[0]] += r
-                    state += p.deg_per_unit * r
-            run_start = None
-    return m
-
-
-def _mg3_no_taps(m: np.ndarray, p: MG3Params) -> np.ndarray:
-    """``m`` (one mouse axis, from :func:`_mg3_axis`) without the single-frame taps error diffusion leaves where a
-    move speeds up or slows down through the dead zone (value, nothing, value...): upstream's generator sends a
-    camera value held for 12 frames, never an isolated one (utils/conditions.py:27-32@71c3cd7f7413).
-
-    A gap shorter than ``p.hold_frames`` between two values of one sign, each at most 3 dead zones (the small values
-    of a slow ease), is closed: the values from the one before
-    the gap to the one after it are spread evenly over those frames when each share clears the dead zone (with the
-    encoder's margin), else the shorter side's values join the nearest value across the gap. The sum is kept, so
-    the orientation reached at the end of the move is unchanged; in between it moves by at most 3 dead zones.
-    """
-    m = m.copy()
-    dz = p.dead_zone * _DEAD_MARGIN
-    H = max(1, int(p.hold_frames))
-    changed = True
-    while changed:
-        changed = False
-        nz = np.flatnonzero(m)
-        for i, j in pairwise(nz):
-            if (j - i < 2 or j - i - 1 >= H or np.sign(m[i]) != np.sign(m[j])
-                    or max(abs(m[i]), abs(m[j])) > 3 * dz):  # only the small values of a slow ease
-                continue
-            share = (m[i] + m[j]) / (j - i + 1)
-            if abs(share) >= dz:
-                m[i:j + 1] = share
-            else:  # fold the shorter run (counted outwards from the gap) into the value across the gap
-                left = i - (np.flatnonzero(m[:i + 1][::-1] == 0)[:1].tolist() or [i + 1])[0] + 1
-                right_zero = np.flatnonzero(m[j:] == 0)
-                right = int(right_zero[0]) if len(right_zero) else len(m) - j
-                if left <= right:
-                    m[j] += m[i]
-                    m[i] = 0.0
-                else:
-                    m[i] += m[j]
-                    m[j] = 0.0
-            changed = True
-            break
+            m[a:b] = v
+            state = float(target[e])
+            sent.append((a, b, e - a))
+        if e == T - 1 or abs(target[e + 1] - target[e]) <= 1e-9:  # the move (if any) ends at this edge
+            r = (target[e] - state) / p.deg_per_unit
+            same = [blk for blk in sent[::-1] if np.sign(m[blk[0]]) == np.sign(r)]
+            if abs(r) > 1e-12 and same:  # |r| is under one block's dead zone, so the value keeps its sign
+                a0, b0, n0 = same[0]
+                m[a0:b0] += r / n0
+                state += p.deg_per_unit * r
+            sent = []
     return m
 
 
 @memo
 def mg3_encode(c2w: np.ndarray, p: MG3Params = MG3Params()) -> tuple[np.ndarray, np.ndarray]:
-    """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32).
+    """Quantise a canonical path into per-frame keyboard (T,6) and mouse (T,2) ``[pitch, yaw]`` (float32), every row
+    of one upstream block (:func:`mg3_blocks`: row 0, then 12 rows each) equal, as upstream's generator holds them.
 
-    Rotation: per axis, error diffusion with the end-of-move fold of :func:`_mg3_axis` (every emitted value clears
-    upstream's 0.02 dead zone in float32, and the integrated orientation meets the request at the end of every
-    move). Translation: keys change only at block boundaries every ``p.hold_frames`` (12) actions, as upstream's
-    own condition generator holds each action (``MG3_CAVEATS``); each block takes the key combination whose
-    *integrated* positions are closest (sum of squares over the block's frames) to the requested ones, moving along
-    the step's average yaw as upstream does. The error this costs is bounded by one block of key steps. Vertical motion cannot be expressed
-    (translation is horizontal only) and shows up in the residual. Upstream's integrator applies action ``i`` to go
-    from frame ``i`` to frame ``i + 1`` (``compute_all_poses_from_actions``), so row ``t - 1`` carries the motion
-    into frame ``t`` and the last row moves nothing (it is zero).
+    Rotation: per axis, one value per block (:func:`_mg3_axis`; every value clears upstream's 0.02 dead zone in
+    float32, and the orientation meets the request at every block edge where a move ends). Translation: each block
+    takes the key combination whose *integrated* positions are closest (sum of squares over the block's poses) to
+    the requested ones, moving along the step's average yaw as upstream does; the error is bounded by one block of
+    key steps. Vertical motion cannot be expressed (translation is horizontal only) and shows up in the residual.
+    Upstream's integrator applies action ``i`` to go from frame ``i`` to frame ``i + 1``
+    (``compute_all_poses_from_actions``), so row ``t - 1`` carries the motion into frame ``t``; the last row moves
+    past the path and repeats its block (nothing reads the pose it leads to). Exact on a path laid on
+    :func:`mg3_clock` (``MG3_CAVEATS``).
     """
     yaw_cv, pitch_cv = yaw_pitch_from_rotmat(c2w[:, :3, :3])
     yaw_t, pitch_t = np.degrees(yaw_cv), -np.degrees(pitch_cv)  # MG pitch is positive down
     pos_t = c2w[:, :3, 3] * p.metres_per_unit
     keys_tab, moves = _key_moves(p)
     T = len(c2w)
-    m_yaw, m_pitch = _mg3_no_taps(_mg3_axis(yaw_t, p), p), _mg3_no_taps(_mg3_axis(pitch_t, p), p)
-    mouse = np.stack([p.pitch_sign() * m_pitch, m_yaw], axis=1).astype(np.float32)
+    mouse = np.stack([p.pitch_sign() * _mg3_axis(pitch_t, p), _mg3_axis(yaw_t, p)], axis=1).astype(np.float32)
     keyboard = np.zeros((T, 6), np.float32)
     states = mg3_states(keyboard, mouse, p)  # the yaw upstream integrates (keys do not change it)
     psi = np.radians(0.5 * (states[:-1, 4] + states[1:, 4]))  # action t-1 moves along the step's average yaw
     fwd = np.stack([np.sin(psi), np.zeros_like(psi), np.cos(psi)], axis=1)
     right = np.stack([np.cos(psi), np.zeros_like(psi), -np.sin(psi)], axis=1)
-    H = max(1, int(p.hold_frames))
     pos = np.zeros(3)
-    for a in range(0, T - 1, H):  # one key combination per block of H actions (rows a..b-1 move frames a..b)
-        b = min(a + H, T - 1)
-        steps = moves[:, 0, None, None] * fwd[None, a:b] + moves[:, 1, None, None] * right[None, a:b]  # (K, n, 3)
+    for a, b in mg3_blocks(T, p.hold_frames):  # rows a..b-1 move poses a..b (those inside the path: up to T-1)
+        e = min(b, T - 1)
+        if e <= a:
+            continue
+        steps = moves[:, 0, None, None] * fwd[None, a:e] + moves[:, 1, None, None] * right[None, a:e]  # (K, n, 3)
         reached = pos[None, None] + np.cumsum(steps, axis=1)
-        cost = ((reached - pos_t[None, a + 1:b + 1]) ** 2).sum(axis=(1, 2))  # squared error over the block's frames
+        cost = ((reached - pos_t[None, a + 1:e + 1]) ** 2).sum(axis=(1, 2))  # squared error over the block's poses
         best = int(np.argmin(cost))
         keyboard[a:b, :4] = keys_tab[best]
         pos = reached[best, -1]

@@ -9,8 +9,9 @@ decodes to 29 frames and upstream drops the anchor (the image is never decoded),
 show poses 1..493; the item gets the canvas in front (494 poses, 552 for LRLRLR's 19 stages).
 ``--sp_size`` changes nothing at the pinned commit (the 5B model is built without sequence parallelism), so one
 rank runs (``gpus_per_job: 1``).
-Keys come from each stage's net motion with snap thresholds (:class:`adapters.yume.controls.YumeParams`); the
-captions decode back to a path at nominal rates, and the residual shows how lossy text control is.
+Keys come from each stage's net motion with snap thresholds (:class:`adapters.yume.controls.YumeParams`), speeds are
+written exactly, and the item's path is laid on whole stages (:meth:`YumeAdapter.control_clock`, docs/controls.md),
+so a release preset's captions decode back to it exactly; an eased turn is carried at one speed per stage.
 
 Upstream does not seed (``set_seed`` is commented out, ``generate`` draws a random seed, later stages use the
 global RNG) and conditions stage s >= 1 on caption line s-1 (sample_5b.py:1089): ``runner.py`` seeds, passes
@@ -31,8 +32,9 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.controls.clock import ControlClock
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
-from adapters.yume.controls import YumeParams, yume_captions, yume_decode, yume_parse_caption
+from adapters.yume.controls import YumeParams, yume_captions, yume_clock, yume_decode, yume_parse_caption
 from harness.context import ContextPolicy
 from harness.io import write_text
 
@@ -69,6 +71,14 @@ class YumeAdapter(UpstreamAdapter):
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
+    def control_clock(self, num_frames: int) -> ControlClock:
+        """One caption per 29-frame stage (sample_5b.py:812-820, :1083-1092@111c3fa). Each segment keeps its length
+        to the nearest whole stage (``length``), so equal sweeps stay equal: the paper's YUME counts are whole
+        stages of sweeps plus one held stage (17 = 4 x 4 + 1 for LRLR and LRUD, 19 = 6 x 3 + 1 for LRLRLR)."""
+        return ControlClock(tuple(yume_clock(num_frames, self.config.params()).tolist()),
+                            "YUME conditions each 29-frame stage on one caption (sample_5b.py:812-820, :1083-1092)",
+                            keep="length")
+
     def write_native(self, req: ItemRequest, image: Optional[np.ndarray], K: np.ndarray) -> NativeControls:
         N = req.path.num_frames
         if (N - 1) % self.config.frames_per_stage:
@@ -85,7 +95,8 @@ class YumeAdapter(UpstreamAdapter):
         self.write_canvas(d / "jpg" / "image.jpg", req.case, (cv2.IMWRITE_JPEG_QUALITY, 95))
         keys = [yume_parse_caption(x) for x in lines]
         return NativeControls(files={"caption.txt": str(d / "caption.txt"), "jpg/image.jpg": str(d / "jpg/image.jpg")},
-                              meta={"stages": len(lines), "stage_keys": keys})
+                              meta={"stages": len(lines), "stage_keys": keys,
+                                    "upstream_clock": req.path.params.get("upstream_clock")})
 
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         lines = [x for x in (controls_dir / "caption.txt").read_text().splitlines() if x.strip()]

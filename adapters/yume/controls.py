@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adapters.memo import memo
-from trajectories.conventions import rot_x, rot_y, se3, w2c_from_c2w, yaw_pitch_from_rotmat
+from trajectories.conventions import rot_x, rot_y, se3, w2c_from_c2w
 
 # --------------------------------------------------------------------------------------------------------------
 # YUME: one caption per stage (stdstu12/YUME@111c3fa decode_camera_controls_from_c2w_sequence.py, caption_re.txt)
@@ -54,7 +54,7 @@ class YumeParams:
     ``calculate_metrics_in_range``, :226): the mean angle between consecutive optical axes over the stage, in
     degrees per frame (``deg_per_speed_unit`` = 1). The distance value is the stage's mean translation per frame in
     units of ``units_per_speed_unit`` (a harness choice, recorded: the scale is not recoverable from YUME's text).
-    Values are rounded to 0.1 and clipped to [0.1, 10] (YUME's README.md:72 range).
+    Values are written exactly (:func:`yume_number`) and clipped to [0.1, 10] (YUME's README.md:72 range).
     """
 
     frames_per_stage: int = 29
@@ -90,8 +90,19 @@ def yume_stage_bounds(num_poses: int, p: YumeParams = YumeParams()) -> list[tupl
     return [(s * n, (s + 1) * n) for s in range((num_poses - 1) // n)]
 
 
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:.1f}"
+def yume_number(v: float) -> str:
+    """A speed as a caption writes it: a whole number without a decimal (upstream's own captions, caption_re.txt),
+    else its decimal digits up to 9 significant ones, as upstream's training captions print their speeds with all
+    their digits (``str`` of the float, fastvideo/dataset/t2v_datasets.py:430-432@111c3fa); the text goes to T5
+    verbatim and nothing upstream parses it. Nine digits keep a 29-stage video within 1e-6 degrees of the speed
+    (the float arithmetic's last digits are noise: 2.96 deg/frame measures as 2.9599999999999813)."""
+    short = float(f"{float(v):.9g}")
+    return str(int(short)) if short.is_integer() else repr(short)
+
+
+def yume_clock(num_poses: int, p: YumeParams = YumeParams()) -> np.ndarray:
+    """The poses where a caption may change: the stage edges ``29 s`` (:func:`yume_stage_bounds`)."""
+    return np.arange(0, num_poses, p.frames_per_stage, dtype=np.int64)
 
 
 def yume_rotation_speed(c2w: np.ndarray) -> float:
@@ -109,17 +120,18 @@ def yume_captions(c2w: np.ndarray, scene_prompt: str, p: YumeParams = YumeParams
     """One caption line per stage: prefix, movement sentence, rotation sentence, speed sentence, then the scene
     prompt appended with no separator. Keys come from the stage's net motion, from the pose it starts at to the
     pose its last frame shows (:func:`yume_stage_bounds`); the rotation speed is YUME's own per-frame measure over
-    the same poses (:func:`yume_rotation_speed`). Line s is meant for stage s: the runner shim makes upstream use it
+    the same poses (:func:`yume_rotation_speed`), written exactly (:func:`yume_number`). On a path laid on the stages
+    (:func:`yume_clock`) every stage turns one way at one speed, so the captions carry it exactly. Line s is meant for stage s: the runner shim makes upstream use it
     so (upstream alone would condition stage s on line s-1)."""
     lines = []
     n = p.frames_per_stage
     for a, end in yume_stage_bounds(len(c2w), p):
         rel = w2c_from_c2w(c2w[a]) @ c2w[end]
         move, rot = yume_keys(rel, p)
-        dist = 0.0 if move == "None" else float(np.clip(round(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 1), 0.1, 10))
-        ang = 0.0 if rot == "·" else float(np.clip(round(yume_rotation_speed(c2w[a:end + 1]) / p.deg_per_speed_unit, 1), 0.1, 10))
-        speed = (f"Actual distance moved:{_num(dist)} at 100 meters per second. Angular change rate (turn speed):"
-                 f"{_num(ang)}. View rotation speed:{_num(ang)}.")
+        dist = 0.0 if move == "None" else float(np.clip(np.linalg.norm(rel[:3, 3]) / n / p.units_per_speed_unit, 0.1, 10))
+        ang = 0.0 if rot == "·" else float(np.clip(yume_rotation_speed(c2w[a:end + 1]) / p.deg_per_speed_unit, 0.1, 10))
+        speed = (f"Actual distance moved:{yume_number(dist)} at 100 meters per second. Angular change rate (turn "
+                 f"speed):{yume_number(ang)}. View rotation speed:{yume_number(ang)}.")
         lines.append(f"{YUME_PREFIX} {YUME_MOVE[move]} {YUME_ROT[rot]} {speed}{scene_prompt}")
     return lines
 
@@ -136,7 +148,7 @@ def yume_parse_speeds(line: str) -> tuple[float, float]:
     import re
 
     def number_after(label: str) -> float:
-        m = re.search(label + r":(\d+(?:\.\d)?)", line)
+        m = re.search(label + r":(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", line)
         if m is None:
             raise ValueError(f"no '{label}:<number>' in the caption line {line!r}")
         return float(m.group(1))
@@ -152,6 +164,7 @@ def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
     out = np.empty((T, 4, 4))
     cur = np.eye(4)
     out[0] = cur
+    yaw = pitch = 0.0  # kept as angles: read back from the matrix, the yaw is lost at a 90-degree tilt
     i = 0
     for line in lines:
         move, rot = yume_parse_caption(line)
@@ -167,9 +180,8 @@ def yume_decode(lines: list[str], p: YumeParams = YumeParams()) -> np.ndarray:
         if step.any():
             step *= dist * p.units_per_speed_unit / np.linalg.norm(step)
         for _ in range(p.frames_per_stage):
-            yaw, pitch = yaw_pitch_from_rotmat(cur[:3, :3])
-            R = rot_y(yaw + dyaw) @ rot_x(pitch + dpitch)
-            cur = se3(R, cur[:3, 3] + cur[:3, :3] @ step)
+            yaw, pitch = yaw + dyaw, pitch + dpitch
+            cur = se3(rot_y(yaw) @ rot_x(pitch), cur[:3, 3] + cur[:3, :3] @ step)
             i += 1
             out[i] = cur
     return out

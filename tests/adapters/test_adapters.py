@@ -19,12 +19,13 @@ from tests.support import STANDIN, run_cli
 TOL = {
     "hy_worldplay": (0.5, 0.01), "lingbot": (0.5, 0.02), "lingbot_v2": (0.5, 0.02), "dreamx": (0.5, 0.01),
     "matrix_game35": (1e-9, 1e-9), "sana_wm": (1e-9, 1e-9), "evoke": (1e-9, 1e-9),
-    # MG-3 holds keys 12 frames as upstream's generator does (a square leg's position lags up to 0.86 m = 0.123 units
-    # mid-leg, and lands exactly) and closes mouse taps (up to 3 dead zones moved across a gap: 0.51 deg measured)
-    "matrix_game3": (0.6, 0.13),
-    # rotation speed is YUME's own measure (mean per-frame optical-axis angle), so a stage that turns and turns back
-    # reads faster than its net motion: up to 18.5 deg on LRLRLR (text control is lossy; the residual says so)
-    "yume": (20.0, 0.2),
+    # MG-3 holds keys and mouse on upstream's blocks (row 0, then 12 rows; utils/conditions.py:21-32@71c3cd7f7413):
+    # a square leg's position lags up to 0.86 m = 0.123 units mid-leg and lands exactly; an eased turn is carried
+    # at one speed per block, off the ease by up to 3.4 deg mid-block on LRLRLR (exact at every block edge)
+    "matrix_game3": (3.5, 0.13),
+    # one direction and speed per 29-frame stage on a path laid on the stages: an eased turn is carried at one speed
+    # per stage, off the ease by up to 10.2 deg mid-stage (exact at every stage edge; docs/controls.md)
+    "yume": (10.5, 0.07),
 }
 
 

@@ -16,6 +16,7 @@ from adapters.yume import controls as yume_controls
 from trajectories.conventions import rot_x, rot_y, se3, yaw_pitch_from_rotmat
 
 P = mg3_controls.MG3Params()
+P1 = mg3_controls.MG3Params(hold_frames=1)  # one-row blocks: the encoder's per-frame rules, one at a time
 DZ = P.dead_zone
 
 
@@ -69,7 +70,7 @@ def _ramp(*segments) -> np.ndarray:
     _ramp((1, 0.0), (1, 7.0), (1, 7.0), (1, 0.1), (3, 0.1)),  # one-frame moves
 ])
 def test_mg3_error_diffusion_lands_on_the_target_at_the_end_of_every_move(target):
-    m = mg3_controls._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P1)
     state = _integrate(m)
     nz = m[m != 0]
     assert (np.abs(nz) >= DZ * mg3_controls._DEAD_MARGIN - 1e-12).all()  # every value clears the dead zone, with margin
@@ -84,11 +85,11 @@ def test_mg3_error_diffusion_lands_on_the_target_at_the_end_of_every_move(target
 
 
 def test_mg3_a_move_under_the_dead_zone_emits_nothing_and_a_step_above_it_emits_its_lag():
-    assert not mg3_controls._mg3_axis(_ramp((5, 0.0), (3, 0.29), (5, 0.29)), P).any()
-    one = mg3_controls._mg3_axis(np.array([0.0, 0.0, 1.5, 1.5]), P)
+    assert not mg3_controls._mg3_axis(_ramp((5, 0.0), (3, 0.29), (5, 0.29)), P1).any()
+    one = mg3_controls._mg3_axis(np.array([0.0, 0.0, 1.5, 1.5]), P1)
     assert one[1] == pytest.approx(0.1) and one[0] == 0 and one[2] == 0  # row t-1 moves frame t-1 to t
     sub = np.array([0.0, 0.2, 0.4, 0.6, 0.6])  # 0.2 deg per frame: each lag alone is under 0.3 deg
-    m = mg3_controls._mg3_axis(sub, P)
+    m = mg3_controls._mg3_axis(sub, P1)
     # frame 1's lag is dropped, frame 2 emits the 0.4 deg lag, frame 3's 0.2 deg is folded into it at the move's end
     assert m[0] == 0.0 and m[1] == pytest.approx(0.6 / 15) and m[2] == 0.0 and _integrate(m)[3] == pytest.approx(0.6)
 
@@ -97,28 +98,28 @@ def test_mg3_the_remainder_goes_to_the_last_value_of_its_sign():
     """A move whose last step is tiny: the remainder is folded into the move's last emitted value of the same sign
     (here two frames back), never into a value of the other sign, and never left as a sub-dead-zone value."""
     target = np.array([0.0, 0.0, 6.0, 6.1, 6.1, 6.1])
-    m = mg3_controls._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P1)
     assert m[1] == pytest.approx(6.1 / 15) and m[2] == 0.0  # the 0.1 deg of frame 3 joined frame 2's value
     assert _integrate(m)[3] == pytest.approx(6.1)
     back = np.array([0.0, 0.0, 6.0, 5.9, 5.9])  # the remainder has the other sign and is under the dead zone:
-    mb = mg3_controls._mg3_axis(back, P)  # no value to fold it into without changing that value's sign, so it is dropped
+    mb = mg3_controls._mg3_axis(back, P1)  # no value to fold it into without changing that value's sign, so it is dropped
     assert mb[1] == pytest.approx(0.4) and not mb[2:].any() and _integrate(mb)[3] == pytest.approx(6.0)
 
 
 def test_mg3_a_remainder_goes_to_the_latest_value_of_its_sign_even_a_whole_unit():
     target = np.array([0.0, 0.0, 6.0, 12.0, 12.1, 12.1])  # two emitted values of the sign, then 0.1 deg left
-    m = mg3_controls._mg3_axis(target, P)
+    m = mg3_controls._mg3_axis(target, P1)
     assert m[1] == pytest.approx(0.4) and m[2] == pytest.approx(6.1 / 15) and m[3] == 0.0  # the latest one
-    unit = mg3_controls._mg3_axis(np.array([0.0, 0.0, 15.0, 15.1, 15.1]), P)  # a value of exactly 1.0 takes it too
+    unit = mg3_controls._mg3_axis(np.array([0.0, 0.0, 15.0, 15.1, 15.1]), P1)  # a value of exactly 1.0 takes it too
     assert unit[1] == pytest.approx(15.1 / 15) and _integrate(unit)[3] == pytest.approx(15.1)
 
 
 def test_mg3_a_lag_just_under_the_margin_is_not_emitted():
     """Emitted values clear the dead zone with a margin (0.02 x 1.0005): a lag of 0.02 units exactly is kept back
     (float32 rounding could put it under upstream's 0.02), one over the margin is sent."""
-    under = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 15, 0.02 * 15]), P)
+    under = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 15, 0.02 * 15]), P1)
     assert not under.any()
-    over = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 1.001 * 15, 0.02 * 1.001 * 15]), P)
+    over = mg3_controls._mg3_axis(np.array([0.0, 0.02 * 1.001 * 15, 0.02 * 1.001 * 15]), P1)
     assert over[0] == pytest.approx(0.02 * 1.001)
 
 
@@ -215,8 +216,12 @@ def test_yume_stage_bounds_need_29k_plus_1_poses():
             yume_controls.yume_stage_bounds(bad)
 
 
-def test_yume_speed_numbers_are_rounded_to_a_tenth_and_clipped_to_the_range():
-    assert yume_controls._num(3.0) == "3" and yume_controls._num(0.1) == "0.1" and yume_controls._num(10.0) == "10"
+def test_yume_speed_numbers_are_exact_and_clipped_to_the_range():
+    """Speeds are written as upstream's training captions print theirs (str of the float, t2v_datasets.py:430-432
+    @111c3fa): to 9 significant digits, whole numbers without a decimal, as caption_re.txt."""
+    assert yume_controls.yume_number(3.0) == "3" and yume_controls.yume_number(10.0) == "10"
+    assert yume_controls.yume_number(90 / 116) == "0.775862069" and yume_controls.yume_number(0.75) == "0.75"
+    assert yume_controls.yume_number(2.9599999999999813) == "2.96"  # the arccos noise of a 2.96 deg/frame turn
     p = yume_controls.YumeParams()
     n = p.frames_per_stage
 
@@ -228,8 +233,8 @@ def test_yume_speed_numbers_are_rounded_to_a_tenth_and_clipped_to_the_range():
 
     assert line(50 * p.units_per_speed_unit, 0) == (10.0, 0.0)  # 50 clipped to 10
     assert line(0.04 * p.units_per_speed_unit + 1e-3 / n, 0)[0] == 0.1  # under 0.1 but moving: clipped up to 0.1
-    assert line(2.26 * p.units_per_speed_unit, 0) == (2.3, 0.0)
-    assert line(0, 2.0) == (0.0, 2.0) and line(0, 13.0) == (0.0, 10.0) and line(0, -1.44) == (0.0, 1.4)
+    assert line(2.26 * p.units_per_speed_unit, 0)[0] == 2.26  # not rounded to 2.3
+    assert line(0, 2.0)[1] == 2.0 and line(0, 13.0) == (0.0, 10.0) and line(0, -1.44)[1] == 1.44
 
 
 def test_yume_rotation_speed_is_the_mean_angle_between_optical_axes():
@@ -443,16 +448,18 @@ def test_yume_rotation_speed_of_two_poses_and_of_an_uneven_stage():
     n = p.frames_per_stage
     angles = np.r_[np.zeros(1), np.cumsum(np.r_[np.full(n - 2, 1.0), [4.0, 4.0]])]  # faster over the last two steps
     line = yume_controls.yume_captions(se3(np.stack([rot_y(np.radians(a)) for a in angles])), "")[0]
-    want = round((n - 2 + 8.0) / n, 1)  # the mean over all 29 steps of the stage, its last two included
-    assert yume_controls.yume_parse_speeds(line)[1] == pytest.approx(want) and want != round(1.0, 1)
+    want = (n - 2 + 8.0) / n  # the mean over all 29 steps of the stage, its last two included
+    assert yume_controls.yume_parse_speeds(line)[1] == pytest.approx(want, rel=1e-8)
 
 
-def test_yume_speeds_print_whole_numbers_without_a_decimal():
+def test_yume_distance_reads_back_as_written():
     p = yume_controls.YumeParams()
     T = p.frames_per_stage + 1
     c2w = se3(np.tile(np.eye(3), (T, 1, 1)), np.stack([np.zeros(T), np.zeros(T), 2.96 * p.units_per_speed_unit *
                                                          np.arange(T)], 1))
-    assert "Actual distance moved:3 at" in yume_controls.yume_captions(c2w, "")[0]  # rounded to 3.0 first, printed "3"
+    line = yume_controls.yume_captions(c2w, "")[0]
+    assert "Actual distance moved:2.96" in line and " at 100 meters per second." in line
+    assert yume_controls.yume_parse_speeds(line)[0] == pytest.approx(2.96, abs=1e-12)
 
 
 def test_yume_speed_calibration_applies_both_ways():
@@ -460,7 +467,7 @@ def test_yume_speed_calibration_applies_both_ways():
     n = p.frames_per_stage
     c2w = se3(np.stack([rot_y(np.radians(3.0 * i)) for i in range(n + 1)]))  # 3 deg per frame
     line = yume_controls.yume_captions(c2w, "", p)[0]
-    assert yume_controls.yume_parse_speeds(line)[1] == 1.5  # 3 deg / 2 deg per unit
+    assert yume_controls.yume_parse_speeds(line)[1] == pytest.approx(1.5, abs=1e-12)  # 3 deg / 2 deg per unit
     back = yume_controls.yume_decode([line], p)
     assert np.degrees(yaw_pitch_from_rotmat(back[-1, :3, :3])[0]) == pytest.approx(3.0 * n)
 
@@ -504,45 +511,122 @@ def test_yume_a_half_turn_between_two_frames_reads_180_degrees():
     assert yume_controls.yume_rotation_speed(c2w) == 180.0
 
 
-def test_yume_turn_speeds_print_whole_numbers_without_a_decimal():
+def test_yume_turn_speeds_are_not_rounded():
     n = yume_controls.YumeParams().frames_per_stage
     c2w = se3(np.stack([rot_y(np.radians(2.96 * i)) for i in range(n + 1)]))
-    assert "View rotation speed:3." in yume_controls.yume_captions(c2w, "")[0]
+    line = yume_controls.yume_captions(c2w, "")[0]
+    assert "View rotation speed:2.96" in line and "View rotation speed:3." not in line
 
 
-def test_mg3_keys_change_only_at_hold_boundaries_and_land_on_the_target():
-    """Upstream's generator holds an action 12 frames (utils/conditions.py:12@71c3cd7f7413): a path that moves
-    forward 24 key steps from frame 12 and 12 steps right from frame 36 gets W for rows 12..35 and D for 36..47,
-    nothing before, and the integrated position lands on the request; the request's 1-frame wiggle at frame 5 (a
-    tenth of a step) is not sent as a tap."""
+def test_mg3_keys_change_only_at_upstreams_block_edges_and_land_on_the_target():
+    """Upstream's generator gives row 0 its own action, then holds each for 12 rows (utils/conditions.py:21-32
+    @71c3cd7f7413): a path that moves forward 24 key steps from pose 13 and 12 steps right from pose 37 gets W for
+    rows 13..36 and D for 37..48, nothing else, and the integrated position lands on the request; the request's
+    1-frame wiggle at frame 5 (a tenth of a step) is not sent."""
     T = 61
     pos = np.zeros((T, 3))
     for t in range(1, T):
-        step = [0.0, 0.0, 0.1235] if 12 < t <= 36 else [0.1235, 0.0, 0.0] if 36 < t <= 48 else [0.0, 0.0, 0.0]
+        step = [0.0, 0.0, 0.1235] if 13 < t <= 37 else [0.1235, 0.0, 0.0] if 37 < t <= 49 else [0.0, 0.0, 0.0]
         pos[t] = pos[t - 1] + step
     pos[5, 2] += 0.012
     kb, _ = mg3_controls.mg3_encode(se3(np.tile(np.eye(3), (T, 1, 1)), pos), P)
-    assert not kb[:12].any() and (kb[12:36, 0] == 1).all() and not kb[12:36, 1:4].any()
-    assert (kb[36:48, 3] == 1).all() and not kb[36:48, :3].any() and not kb[48:].any()
+    assert not kb[:13].any() and (kb[13:37, 0] == 1).all() and not kb[13:37, 1:4].any()
+    assert (kb[37:49, 3] == 1).all() and not kb[37:49, :3].any() and not kb[49:].any()
     back = mg3_controls.mg3_decode(kb, np.zeros((T, 2), np.float32), P)
     assert np.allclose(back[-1, :3, 3], pos[-1], atol=1e-6)
 
 
-def test_mg3_mouse_taps_are_closed_keeping_the_sum():
-    """value, gap, value of one sign (what error diffusion leaves in a slow ease) becomes one run; the sum, and so
-    the orientation reached, is kept; values of opposite signs or across a gap of a whole hold are left alone."""
-    m = np.zeros(40)
-    m[[3, 5, 6, 7]] = [-0.024, -0.045, -0.031, -0.036]
-    out = mg3_controls._mg3_no_taps(m, P)
-    assert out.sum() == pytest.approx(m.sum()) and (out[3:8] < 0).all() and not out[:3].any()
-    assert (np.abs(out[out != 0]) >= 0.02).all()
-    tiny = np.zeros(40)
-    tiny[[3, 10]] = [0.021, 0.021]  # spread over 8 frames each share is under the dead zone: the tap joins the other
-    out = mg3_controls._mg3_no_taps(tiny, P)
-    assert np.count_nonzero(out) == 1 and out.sum() == pytest.approx(0.042)
-    apart = np.zeros(40)
-    apart[[3, 3 + P.hold_frames + 1]] = [0.05, 0.05]
-    assert np.array_equal(mg3_controls._mg3_no_taps(apart, P), apart)
-    opposite = np.zeros(40)
-    opposite[[3, 5]] = [0.05, -0.05]
-    assert np.array_equal(mg3_controls._mg3_no_taps(opposite, P), opposite)
+def test_mg3_a_turn_off_the_block_edges_is_held_per_block_and_lands_at_the_next_edge():
+    """A yaw ramp of 1.5 deg per frame from pose 5 to pose 29 (both off upstream's edges 1, 13, 25, 37) is sent as
+    one value per block; each block lands on the request at its edge, and the turn is complete at edge 37."""
+    T = 49
+    target = np.clip(1.5 * (np.arange(T) - 5), 0.0, 36.0)
+    m = mg3_controls._mg3_axis(target, P)
+    for a, b in mg3_controls.mg3_blocks(T, 12):
+        assert np.all(m[a:b] == m[a])
+    state = _integrate(m)
+    for edge in (1, 13, 25, 37):
+        assert state[edge] == pytest.approx(target[edge], abs=1e-5)  # float32 values, as upstream is given them
+    assert m[1] == pytest.approx((target[13] - 0.0) / 12 / 15)
+
+
+# -- laying a path on a model's control clock (adapters/controls/clock.py) ------------------------------------------
+
+
+def _yaw_path(yaws, segs):
+    """A CameraPath turning through ``yaws`` (degrees per frame index) with ``segs`` = (phase, kind, start, end)."""
+    from trajectories.path import CameraPath, Segment
+
+    c2w = se3(np.stack([rot_y(np.radians(y)) for y in yaws]))
+    segments = tuple(Segment(ph, "L" if kind == "move" else "hold", kind, a, b) for ph, kind, a, b in segs)
+    phases: dict = {}
+    for s in segments:
+        lo, hi = phases.get(s.phase, (s.start, s.end))
+        phases[s.phase] = (min(lo, s.start), max(hi, s.end))
+    return CameraPath("t", c2w, np.eye(3), 16.0, 8, 8, phases, segments, {})
+
+
+def test_clock_reads_where_a_segment_ends_in_both_layouts():
+    from adapters.controls.clock import segment_end_poses
+
+    # frame layout: a move [1, 4) reaches its end on its own last frame
+    frame = _yaw_path([0, 1, 2, 3, 3, 3], [("V", "hold", 0, 1), ("D1", "move", 1, 4), ("H", "hold", 4, 6)])
+    assert segment_end_poses(frame) == [0, 3, 5]
+    # normalised time: the hold's last pose is the next segment's first, and a move completes on the next one's first
+    time = _yaw_path([0, 0, 0, 1.5, 3, 3], [("V", "hold", 0, 2), ("D1", "move", 2, 4), ("H", "hold", 4, 6)])
+    assert segment_end_poses(time) == [2, 4, 5]
+    # a sweep followed by the way back: the turn is where the direction reverses
+    turn = _yaw_path([0, 1, 2, 1, 0, 0], [("V", "hold", 0, 1), ("D1", "move", 1, 3), ("R1", "move", 3, 5),
+                                          ("H", "hold", 5, 6)])
+    assert segment_end_poses(turn) == [0, 2, 4, 5]
+
+
+def _sweeps(n: int, total: int):
+    """Out n frames at 1 deg/frame, back n frames, then held to ``total`` poses (frame layout)."""
+    yaws = list(range(n + 1)) + list(range(n - 1, -1, -1)) + [0] * (total - 2 * n - 1)
+    return _yaw_path(yaws, [("V", "hold", 0, 1), ("D1", "move", 1, n + 1), ("R1", "move", n + 1, 2 * n + 1),
+                            ("H", "hold", 2 * n + 1, total)])
+
+
+def test_clock_time_takes_the_nearest_edge_and_length_keeps_the_sweep():
+    from adapters.controls.clock import laid_ends
+
+    path = _sweeps(11, 26)  # turns at 11 and 22 on edges every 4 poses
+    edges = np.arange(0, 26, 4)
+    assert laid_ends(path, edges, "time") == [0, 12, 20, 25]  # 22 is 2 from 20 and from 24: the earlier
+    assert laid_ends(path, edges, "length") == [0, 12, 24, 25]  # the way back keeps 11 frames: 12 + 11 -> 24
+    with pytest.raises(ValueError, match="keep='speed'"):
+        laid_ends(path, edges, "speed")
+
+
+def test_clock_lets_a_hold_vanish_but_never_a_move():
+    from adapters.controls.clock import laid_ends, lay_on_grid
+    from trajectories.path import TrajectoryError
+
+    yaws = [0, 1, 2, 3, 3, 2, 1, 0, 0, 0, 0]  # out, a one-frame hold, back
+    path = _yaw_path(yaws, [("V", "hold", 0, 1), ("D1", "move", 1, 4), ("D1", "hold", 4, 5), ("R1", "move", 5, 8),
+                            ("H", "hold", 8, 11)])
+    laid = laid_ends(path, np.array([0, 4, 8, 10]), "time")
+    assert laid == [0, 4, 4, 8, 10]  # the hold at the far end had no block of its own
+    out = lay_on_grid(path, np.array([0, 4, 8, 10]), "every 4")
+    assert [s.kind for s in out.segments] == ["hold", "move", "move", "hold"] and out.phases["D1"] == (1, 5)
+    with pytest.raises(TrajectoryError, match="2 moves do not fit"):
+        laid_ends(path, np.array([0, 10]), "time")  # one block for two moves
+
+
+def test_clock_laying_retimes_a_sweep_at_one_speed_and_records_it():
+    from adapters.controls.clock import lay_on_grid
+    from trajectories.conventions import yaw_pitch_from_rotmat
+
+    path = _sweeps(11, 26)
+    assert lay_on_grid(path, np.arange(0, 26, 1), "every pose") is path  # already on the clock: untouched
+    out = lay_on_grid(path, np.arange(0, 26, 4), "every 4", keep="length")
+    yaw = np.degrees(yaw_pitch_from_rotmat(out.c2w[:, :3, :3])[0])
+    np.testing.assert_allclose(np.diff(yaw[:13]), 11 / 12, atol=1e-9)  # 11 deg over 12 frames, evenly
+    np.testing.assert_allclose(np.diff(yaw[12:25]), -11 / 12, atol=1e-9)
+    assert yaw[24] == pytest.approx(0.0, abs=1e-9) and (yaw[24:] == yaw[24]).all()
+    rec = out.params["upstream_clock"]
+    assert rec["segment_ends"] == [0, 11, 22, 25] and rec["laid_ends"] == [0, 12, 24, 25]
+    assert rec["max_shift_frames"] == 2 and rec["laid_deg_per_frame"] == pytest.approx([11 / 12, 11 / 12])
+    assert rec["keep"] == "length" and rec["rule"] == "every 4"
+    assert [(s.start, s.end) for s in out.segments] == [(0, 1), (1, 13), (13, 25), (25, 26)]
