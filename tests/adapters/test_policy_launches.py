@@ -2,8 +2,8 @@
 
 Every (model, policy) pair the adapter declares is compiled in dry run; two policies of one model that give the same
 launch (``command.sh`` and every byte under ``controls/``, item paths normalised) fail the test unless the adapter
-declares the identity with its reason (``Adapter.same_launch``), and a declared identity that no longer holds
-fails too. Each compile records what upstream was told (``controls.meta["context"]``, which ``meta.json`` keeps
+declares the identity with its reason (``Adapter.same_launches``: an upstream model's contract, ``policies.same_launch``,
+with the upstream line that makes it so), and a declared identity that no longer holds fails too. Each compile records what upstream was told (``controls.meta["context"]``, which ``meta.json`` keeps
 under ``controls.context``).
 """
 
@@ -65,20 +65,21 @@ def test_no_two_policies_share_a_launch_without_a_declared_reason(name, tmp_path
         assert record["policy"] == p and record["told"], (name, p, record)
     for p, q in ((p, q) for i, p in enumerate(supported) for q in supported[i + 1:]):
         same = launches[p][0] == launches[q][0]
-        declared = a.same_launch.get(p, ("",))[0] == q or a.same_launch.get(q, ("",))[0] == p
+        same_launches = a.same_launches()
+        declared = same_launches.get(p, ("",))[0] == q or same_launches.get(q, ("",))[0] == p
         assert same == declared, (
             f"{name}: context={p} and context={q} " + ("compile to one launch; refuse one (unsupported_reasons) or "
                                                       "declare it in same_launch with the reason" if same else
                                                       "are declared one launch (same_launch) but differ"))
         if declared:
-            rec = launches[p][1] if p in a.same_launch else launches[q][1]
+            rec = launches[p][1] if p in same_launches else launches[q][1]
             assert rec["same_launch_as"]["why"], (name, rec)
 
 
 def test_each_declaration_names_supported_policies_with_a_reason():
     for name in UPSTREAM + list(VARIANTS):
         a = _adapter(name)
-        for p, (q, why) in a.same_launch.items():
+        for p, (q, why) in a.same_launches().items():
             assert p != q and len(why) > 20, (name, p, q)
 
 
@@ -104,7 +105,9 @@ def test_what_upstream_is_told_is_in_its_own_units(tmp_path):
     _, sliding = _launch(_adapter("lingbot_v2"), "sliding", tmp_path / "s")
     assert (sliding["told"]["--local_attn_size"], sliding["told"]["--sink_size"]) == (20, 4)
     _, v2native = _launch(_adapter("lingbot_v2"), "native", tmp_path / "v")
-    assert v2native["same_launch_as"]["policy"] == "fullkv"
+    # native is upstream's documented launch (run_fast.sh:20-21), no longer FullKV under another name (issue 43)
+    assert (v2native["told"]["--local_attn_size"], v2native["told"]["--sink_size"]) == (18, 6)
+    assert "same_launch_as" not in v2native
 
 
 def test_in_process_models_record_the_harness_budget():
