@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters import contracts
 from adapters.base import build_adapter
 from adapters.upstream import UpstreamAdapter
 from harness.config_groups import group_yaml, list_group
@@ -38,7 +39,8 @@ def _adapter(name: str):
 
 
 def _launch(adapter, policy_name: str, root: Path) -> tuple[str, dict]:
-    """(digest of command.sh + controls/ with the item folder normalised, the recorded context) for one policy."""
+    """(digest of command.sh + controls/ with the item folder normalised, the recorded context) for one policy; the
+    native launch is checked against upstream's documented one (the contract's ``policies.native``, issue 43)."""
     from adapters.base import ItemRequest
     from harness.context import ContextPolicy
     from trajectories import TrajectorySpec
@@ -49,6 +51,10 @@ def _launch(adapter, policy_name: str, root: Path) -> tuple[str, dict]:
     item = root / policy_name / "item"
     controls = adapter.compile(ItemRequest(case=case, path=path, context=ContextPolicy.from_dict(
         group_yaml("context", policy_name)), seed=adapter.config.seed, item_dir=item))
+    contract = adapter.contract()
+    if policy_name == "native" and contract is not None:
+        launch = contracts.split_launch((item / "controls" / "command.sh").read_text(), contract.entry["script"])
+        assert contracts.native_violations(contract, launch) == [], (adapter.config.name, launch.args)
     h = hashlib.sha256()
     for f in sorted(p for p in (item / "controls").rglob("*") if p.is_file()):
         data = f.read_bytes().replace(str(item).encode(), b"<item>")
