@@ -196,3 +196,17 @@ def test_the_command_writes_a_listing_that_reads_back(repo, tmp_path, capsys):
     assert set(back.files) == set(files) and back.names["Wan2.1_VAE.pth"] == ("wan/configs/cfg.py:1",)
     # what the contract names that this tree lacks is reported (generate.py is not in it)
     assert "entry.script: generate.py is not in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_contract_discloses_its_trained_regime_and_its_day_one_run(model):
+    """Each caveat cites upstream (test_everything_the_contract... resolves the line) and names only labels the
+    adapter runs; the day-one section says how short a run upstream allows."""
+    from adapters.base import build_adapter
+    from harness.config_groups import group_yaml
+
+    c = contracts.load(model)
+    assert c.trained_regime and c.day_one is not None
+    runs = set(build_adapter(group_yaml("model", model)).supported_contexts())
+    for r in c.trained_regime:
+        assert r.what and r.upstream and r.ours and set(r.policies) <= runs, r
