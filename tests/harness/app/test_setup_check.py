@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from adapters import contracts
 from harness.app.setup_check import CHECK_STEPS, CheckStopped, verify_record
 from tests.support import compose, run_cli
 from tests.support.upstream_tree import fake_checkout
@@ -125,3 +126,54 @@ def test_a_record_entry_is_checked_by_its_kind(tmp_path):
     (tmp_path / "c.txt").write_bytes(b"1234")
     assert any("c.txt: size 4, recorded 5" in p for p in verify_record(tmp_path)[2])
     assert verify_record(tmp_path / "nowhere") == (0, 0, [], False)
+
+
+#: a torch that sees two 80 GB GPUs and runs the probe's kernel (the CUDA branch of the probe, here on a CPU)
+GPU_TORCH = """__version__ = "2.6.0+cu124"
+class version:
+    cuda = "12.4"
+class _Props:
+    name, total_memory, major, minor = "Stand-in H100", 80 * 2**30, 9, 0
+class cuda:
+    is_available = staticmethod(lambda: True)
+    device_count = staticmethod(lambda: 2)
+    get_device_properties = staticmethod(lambda i: _Props())
+class _T:
+    def sum(self):
+        return self
+    def item(self):
+        return 4.0
+def ones(n, device=None):
+    return _T()
+"""
+
+
+def test_the_cuda_step_reads_the_devices_and_wants_the_gpus_of_one_job(tmp_path):
+    from adapters.base import build_adapter
+    from harness.app.setup import make_plan
+    from harness.app.setup_check import step_cuda
+
+    node = _node(tmp_path, stand_in_torch=True)
+    (node["flash_attn"].parent / "torch" / "__init__.py").write_text(GPU_TORCH)
+    plan = make_plan(_cfg(node))
+    adapter = build_adapter({**plan.config, **plan.paths, "python": plan.python})
+    r = step_cuda(plan, adapter)  # lingbot_v2: 8 GPUs per job
+    assert r.ok is False and r.detail.startswith("2 GPU(s) visible") and "8 needed per job" in r.detail
+    r = step_cuda(plan, build_adapter({**plan.config, **plan.paths, "python": plan.python, "gpus_per_job": 2}))
+    assert r.ok is True and r.detail == "torch 2.6.0+cu124 (CUDA 12.4), 2 GPU(s): Stand-in H100 80.0 GB, " \
+                                        "Stand-in H100 80.0 GB"
+
+
+@pytest.mark.parametrize("model", contracts.available(contracts.ADAPTERS_DIR))
+def test_the_tiny_run_is_an_item_the_adapter_compiles(model, tmp_path):
+    """The day-one generation (the contract's day_one.tiny_frames) passes every rule the adapter holds for upstream's
+    frame counts, on CPU: only its launch needs the GPU."""
+    from adapters.base import build_adapter
+    from harness.app.setup_check import tiny_request
+    from harness.config_groups import group_yaml
+
+    n = contracts.load(model).day_one.tiny_frames
+    adapter = build_adapter({**group_yaml("model", model), "num_frames": n, "frames_per_trajectory": {}})
+    req = tiny_request(adapter, n, tmp_path / "tiny")
+    adapter.compile(req)
+    assert req.path.num_frames == n and (tmp_path / "tiny" / "controls" / "command.sh").is_file()
