@@ -84,5 +84,6 @@ __all__ = [
     "Overlay", "OverlaySwitch", "ParsedLaunch", "Policies", "PostProcess", "RegimeCaveat", "SameLaunch", "SeedFact",
     "Step", "TorchSpec", "Weight", "Writer",
     "available", "build_parser", "check_args", "check_env", "contract_from_raw", "contract_path",
-    "hub_fetch_violations", "load", "native_violations", "overlay_violations", "parse_command_sh", "split_launch", "validate",
+    "hub_fetch_violations", "load", "native_violations", "overlay_violations", "parse_command_sh", "split_launch",
+    "validate",
 ]

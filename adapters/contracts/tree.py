@@ -14,8 +14,8 @@ from ``commit``: a pin that no reachable snapshot holds; see docs/real-models.md
 :func:`named_paths` is what the contract and the printed setup script name inside the checkout (the entry script,
 requirements files, scripts a recipe step runs, editable folders, files setup checks in place, ``sys.path``
 folders), :func:`citations` the ``path:line`` references of the sections that must be proven against the tree
-(``policies``, ``trained_regime``, ``day_one``), and :func:`problems` every one of them that the listing does not hold, so a
-path renamed upstream fails ``tests/adapters/test_upstream_tree.py`` with its name.
+(``policies``, ``trained_regime``, ``day_one``), and :func:`problems` every one of them that the listing does not
+hold, so a path renamed upstream fails ``tests/adapters/test_upstream_tree.py`` with its name.
 """
 
 from __future__ import annotations

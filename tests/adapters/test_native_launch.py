@@ -38,7 +38,7 @@ def test_native_cites_upstreams_documented_launch(model):
     c = contracts.load(model)
     assert c.policies is not None, f"{model}: no policies.native in the contract"
     m = CITED.match(c.policies.native.source)
-    read_at = (c.commit, tree.load_listing(model).listed_commit)  # the pin, or the listed commit where no snapshot has it
+    read_at = (c.commit, tree.load_listing(model).listed_commit)  # the pin, or the commit listed in its place
     assert m and m["repo"] == c.repo and any(x.startswith(m["commit"]) for x in read_at), c.policies.native.source
 
 

@@ -2,8 +2,9 @@
 
 Every (model, policy) pair the adapter declares is compiled in dry run; two policies of one model that give the same
 launch (``command.sh`` and every byte under ``controls/``, item paths normalised) fail the test unless the adapter
-declares the identity with its reason (``Adapter.same_launches``: an upstream model's contract, ``policies.same_launch``,
-with the upstream line that makes it so), and a declared identity that no longer holds fails too. Each compile records what upstream was told (``controls.meta["context"]``, which ``meta.json`` keeps
+declares the identity with its reason (``Adapter.same_launches``: an upstream model's contract,
+``policies.same_launch``, with the upstream line that makes it so), and a declared identity that no longer holds
+fails too. Each compile records what upstream was told (``controls.meta["context"]``, which ``meta.json`` keeps
 under ``controls.context``).
 """
 

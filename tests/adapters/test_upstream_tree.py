@@ -23,7 +23,7 @@ from adapters.contracts import tree
 from adapters.contracts.tree import TreeListing
 
 MODELS = contracts.available(contracts.ADAPTERS_DIR)
-#: models whose pin no reachable snapshot holds: their listing is of the nearest commit, and says why (docs/real-models.md)
+#: models whose pin no reachable snapshot holds: the listing is of the nearest commit and says why (docs/real-models.md)
 SUBSTITUTES = {"matrix_game3": "71c3cd7f7413", "sana_wm": "9f7141168fe4"}
 LISTINGS = tree.all_listings()
 

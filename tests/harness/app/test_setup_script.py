@@ -6,8 +6,9 @@ template checkout: upstream's tree at the pin, built from the model's committed 
 ``adapters/<model>/upstream_tree.json``, each file a placeholder, so a path the recipe names that upstream does not
 have stops the script as it would on the real checkout), ``python3.X`` (``-m venv`` makes an environment whose
 ``python`` records and succeeds: pip, the torch check, ModelScope), ``nvcc``, ``ffmpeg``; the harness's own
-interpreter is a recorder too (``setup.harness_python``), and so the hub downloads it runs. Every path lives under a root whose name has a space,
-``#``, ``,`` and ``$(``: the script, the YAML block it prints and the Hydra overrides of its last line must keep it.
+interpreter is a recorder too (``setup.harness_python``), and so the hub downloads it runs. Every path lives under
+a root whose name has a space, ``#``, ``,`` and ``$(``: the script, the YAML block it prints and the Hydra overrides
+of its last line must keep it.
 """
 
 from __future__ import annotations
