@@ -51,7 +51,7 @@ _SECTIONS: dict[str, tuple[Any, bool]] = {
     "intrinsics": (Intrinsics, True), "defaults_differ": (tuple[DefaultDiffers, ...], True), "gpus": (Gpus, True),
     "gpu_memory": (GpuMemory, True), "license": (License, True),
     "checkpoint": (tuple[CheckpointEntry, ...], True),
-    "policies": (Policies, False), "trained_regime": (tuple[RegimeCaveat, ...], False), "day_one": (DayOne, False),
+    "policies": (Policies, True), "trained_regime": (tuple[RegimeCaveat, ...], True), "day_one": (DayOne, True),
 }
 #: top-level keys that hold other facts (validated where they are used: flags by :func:`check_args`, ...)
 _OTHER_KEYS = {"model", "repo", "commit", "subdir", "note", "provenance", "entry", "env", "devices", "call_sites",
