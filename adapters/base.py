@@ -281,7 +281,9 @@ class Adapter(ABC):
         "native": "no built-in memory mode; pick fullkv, sliding or fov"}
     #: Policies whose launch is, by design, the launch of another policy: ``{policy: (other policy, why)}``. A label
     #: is a claim about what ran, so two policies may compile to one launch (command.sh and controls/ bytes) only
-    #: when declared here (``tests/adapters/test_policy_launches.py`` fails on an undeclared or a stale one).
+    #: when declared (:meth:`same_launches`: here, or in an upstream model's contract, ``policies.same_launch``, with
+    #: the upstream line that makes it so; ``tests/adapters/test_policy_launches.py`` fails on an undeclared or a
+    #: stale one).
     same_launch: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init__(self, config: ModelConfig):
@@ -315,10 +317,15 @@ class Adapter(ABC):
         told = {"applied_by": "harness.context.ContextSelector (in process)", **policy_budget(policy)}
         return self._context_record(policy, told)
 
+    def same_launches(self) -> Mapping[str, tuple[str, str]]:
+        """The declared identities ``{policy: (other policy, why)}`` this configuration runs (:attr:`same_launch`)."""
+        return self.same_launch
+
     def _context_record(self, policy: ContextPolicy, told: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"policy": policy.name, "told": told}
-        if policy.name in self.same_launch:
-            other, why = self.same_launch[policy.name]
+        same = self.same_launches()
+        if policy.name in same:
+            other, why = same[policy.name]
             out["same_launch_as"] = {"policy": other, "why": why}
         return out
 

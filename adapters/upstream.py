@@ -236,7 +236,34 @@ class UpstreamAdapter(Adapter):
         return {"passed": "nothing: upstream's own memory at its defaults"}
 
     def context_told(self, policy: Any) -> dict[str, Any]:
-        return self._context_record(policy, self.told_upstream(policy))
+        """The record of :meth:`told_upstream`, the declared identity, and the ``trained_regime`` caveats of the
+        contract that apply to ``policy`` (one line each, with upstream's file and line; the report shows them)."""
+        rec = self._context_record(policy, self.told_upstream(policy))
+        c = self.contract()
+        caveats = [r.line() for r in (c.trained_regime if c else ()) if not r.policies or policy.name in r.policies]
+        if caveats:
+            rec["trained_regime"] = caveats
+        return rec
+
+    def same_launches(self) -> Mapping[str, tuple[str, str]]:
+        """The contract's ``policies.same_launch`` whose ``when`` field this config sets, each ``why`` with the upstream
+        line that makes the two launches one (a model without a contract: :attr:`same_launch`)."""
+        c = self.contract()
+        if c is None or c.policies is None:
+            return self.same_launch
+        return {s.policy: (s.same_as, f"{s.why} ({s.source})") for s in c.policies.same_launch
+                if not s.when or getattr(self.config, s.when, False)}
+
+    def native_args(self) -> list[str]:
+        """The memory flags of upstream's documented launch (the contract's ``policies.native.args``, in order; a
+        switch without a value); empty when it passes none."""
+        c = self.contract()
+        if c is None or c.policies is None:
+            return []
+        out: list[str] = []
+        for flag, value in c.policies.native.args.items():
+            out += [flag, value] if value != "" else [flag]
+        return out
 
     # -- compile ----------------------------------------------------------------------------------------------
     @abstractmethod

@@ -215,3 +215,54 @@ def check_env(contract: Contract, env: dict[str, str]) -> None:
     for k, spec in known.items():
         if spec.get("required") and k not in env:
             raise ContractViolation(f"{contract.model}: {k} must be exported ({spec.get('source')})")
+
+
+def _knob_value(launch: ParsedLaunch, knob: str) -> str | None:
+    """What ``launch`` gives ``knob``: a flag's value (``""`` for a switch), a variable's value; None when unset."""
+    if not knob.startswith("-"):
+        return launch.env.get(knob)
+    for argv in (launch.args, launch.shim_args):
+        if knob in argv:
+            i = argv.index(knob)
+            nxt = argv[i + 1] if i + 1 < len(argv) else ""
+            return "" if nxt.startswith("-") and not _number(nxt) else nxt
+    return None
+
+
+def _number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    """Equal as upstream would read them: numbers by value, paths normalised (``./x/`` is ``x``)."""
+    import posixpath
+
+    if a is None or b is None:
+        return a is b
+    if _number(a) and _number(b):
+        return float(a) == float(b)
+    return posixpath.normpath(a) == posixpath.normpath(b)
+
+
+def native_violations(contract: Contract, launch: ParsedLaunch) -> list[str]:
+    """Why ``launch`` (the compiled ``context=native`` command) is not upstream's documented launch
+    (``policies.native``): a memory knob with another value than the documented command gives it (its ``args``,
+    else upstream's default), or a shim switch that replaces upstream's memory. Empty: it is upstream's own."""
+    if contract.policies is None:
+        return [f"{contract.model}: the contract has no policies.native (upstream's documented launch)"]
+    native = contract.policies.native
+    out = []
+    for knob, default in native.knobs.items():
+        want = native.args.get(knob, default)
+        got = _knob_value(launch, knob)
+        got = default if got is None else got
+        if not _same(got, want):
+            out.append(f"{knob}: the native launch gives {got!r}, upstream's documented launch {want!r} "
+                       f"({native.source})")
+    out += [f"{flag}: the native launch passes it; it replaces upstream's own memory ({native.source})"
+            for flag in native.absent if flag in launch.args or flag in launch.shim_args]
+    return out

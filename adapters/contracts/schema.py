@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def file_name(path: str) -> str:
+    """The last part of a weight path as upstream would name the file or folder (``google/umt5-xxl/*`` ->
+    ``umt5-xxl``); "" when that part is a glob pattern (``diffusion_pytorch_model*.safetensors``)."""
+    last = path.removesuffix("/*").rstrip("/").split("/")[-1]
+    return "" if any(c in last for c in "*?[") else last
+
+
 class ContractSchemaError(ValueError):
     """A contract YAML does not follow the schema. ``model`` and ``key`` (a dotted path such as
     ``writer.overlays[0].switch``) name the fact; the message says what is wrong and what is allowed."""
@@ -43,6 +50,8 @@ class Step:
     built after torch with ``--no-build-isolation``); ``editable``: ``pip install -e <path>`` (see
     ``environment.editable``); ``fork``: a package that is not on PyPI (see ``environment.forks``); ``run``: a shell
     command in the checkout with the environment's ``bin`` first on ``PATH``. ``cwd`` is relative to the checkout.
+    ``builds``: packages a ``run`` step (upstream's own installer) installs itself, for setup's checks before it
+    (``flash-attn``: whether it compiles, and nvcc then).
     """
 
     source: str
@@ -57,6 +66,7 @@ class Step:
     cwd: str = "."
     optional: bool = False
     note: str = ""
+    builds: tuple[str, ...] = ()
 
     ACTIONS = ("torch", "pip", "requirements", "editable", "fork", "run")
 
@@ -70,6 +80,9 @@ class Step:
             raise ContractSchemaError(model, where, f"give exactly one of {list(self.ACTIONS)} (found {set_ or 'none'})")
         if self.exclude and not self.requirements:
             raise ContractSchemaError(model, f"{where}.exclude", "only a requirements step excludes packages")
+        if self.builds and not self.run:
+            raise ContractSchemaError(model, f"{where}.builds", "only a run step (upstream's installer) declares what "
+                                      "it builds; a pip step names its packages itself")
 
 
 @dataclass(frozen=True)
@@ -381,7 +394,9 @@ class License:
 class CheckpointEntry:
     """A path the loader opens, reached through config key ``key``: ``kind`` file | dir | path, the ``files``
     (relative paths or glob patterns) inside a folder, the ``suffix`` a file must have, and ``when`` (a config field
-    that must be true for upstream to open it)."""
+    that must be true for upstream to open it). ``hub_confirmed``: the file names under this key that upstream's own
+    text does not name at the pin (the tree listing proves the others, :mod:`adapters.contracts.tree`), so only the
+    hub can confirm them: setup checks each one after the download and stops naming it when it is not there."""
 
     key: str
     kind: str
@@ -393,6 +408,7 @@ class CheckpointEntry:
     env: str | None = None
     format: str | None = None
     note: str = ""
+    hub_confirmed: tuple[str, ...] = ()
 
     def check(self, model: str, where: str) -> None:
         if self.kind not in ("file", "dir", "path"):
@@ -409,6 +425,88 @@ class ImportProbe:
     module: str
     source: str = ""
     needs_gpu: bool = False
+
+
+@dataclass(frozen=True)
+class NativeLaunch:
+    """``context=native`` as upstream documents its own launch. ``source``: the documented command
+    (``owner/repo@<commit> path:line``, checked against the tree listing). ``args``: the memory flags and values that
+    command passes (flag -> value, ``""`` for a switch); ``knobs``: every flag (``-...``) or environment variable that
+    sets the model's memory, with upstream's default (None: unset, nothing passed); ``absent``: flags of the harness's
+    shim that the native launch must not pass (they replace upstream's memory). The compiled native launch gives each
+    knob the documented value: ``args`` where the command passes it, else the default."""
+
+    source: str
+    args: dict[str, str] = field(default_factory=dict)
+    knobs: dict[str, str | None] = field(default_factory=dict)
+    absent: tuple[str, ...] = ()
+    note: str = ""
+
+    def check(self, model: str, where: str) -> None:
+        for flag in self.args:
+            if flag not in self.knobs:
+                raise ContractSchemaError(model, f"{where}.args.{flag}", "every documented memory flag is a knob too "
+                                          "(knobs: flag -> upstream's default)")
+
+
+@dataclass(frozen=True)
+class SameLaunch:
+    """A declared identity: ``policy`` compiles to the launch of ``same_as`` (command.sh and controls/ byte for
+    byte), because of the upstream line ``source`` (``owner/repo@<commit> path:line``). ``when``: a model config
+    field that must be true for the identity to hold (LingBot v1 as a causal build)."""
+
+    policy: str
+    same_as: str
+    why: str
+    source: str
+    when: str | None = None
+
+    def check(self, model: str, where: str) -> None:
+        if self.policy == self.same_as:
+            raise ContractSchemaError(model, f"{where}.same_as", "a policy is not declared the same as itself")
+
+
+@dataclass(frozen=True)
+class Policies:
+    """What the context labels mean upstream: the native launch and the declared identities."""
+
+    native: NativeLaunch
+    same_launch: tuple[SameLaunch, ...] = ()
+
+
+@dataclass(frozen=True)
+class RegimeCaveat:
+    """Where the harness's launch leaves the regime the checkpoint was trained or documented in. ``kind``: zero_shot
+    (a mode upstream calls zero-shot or out of distribution), cache_not_reached (a component whose memory the context
+    policy does not reach), window (a memory window other than upstream's documented one), size (a length or
+    resolution other than upstream's default), input (an input upstream's regime derives differently). ``policies``:
+    the context labels it applies to (empty: every launch). ``source``: upstream's file and line."""
+
+    kind: str
+    what: str
+    upstream: str
+    ours: str
+    source: str
+    policies: tuple[str, ...] = ()
+
+    KINDS = ("zero_shot", "cache_not_reached", "window", "size", "input")
+
+    def check(self, model: str, where: str) -> None:
+        if self.kind not in self.KINDS:
+            raise ContractSchemaError(model, f"{where}.kind", f"{self.kind!r}: use one of {list(self.KINDS)}")
+
+    def line(self) -> str:
+        """One line for the report: what differs, upstream's regime, the harness's, and the source."""
+        return f"{self.what}: upstream {self.upstream}; here {self.ours} ({self.source})"
+
+
+@dataclass(frozen=True)
+class DayOne:
+    """The GPU day-one check's tiny generation (:mod:`harness.app.setup_check`): ``tiny_frames`` the shortest
+    frame count upstream's code allows (None: upstream allows no short run, ``source`` says why)."""
+
+    source: str
+    tiny_frames: int | None = None
 
 
 @dataclass(frozen=True)
@@ -446,4 +544,7 @@ class Contract:
     gpus: Gpus
     gpu_memory: GpuMemory
     license: License
+    policies: Policies | None = None
+    trained_regime: tuple[RegimeCaveat, ...] = ()
+    day_one: DayOne | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -24,6 +24,7 @@ from adapters.contracts.schema import (
     CheckpointEntry,
     Contract,
     ContractSchemaError,
+    DayOne,
     DefaultDiffers,
     Environment,
     EnvVar,
@@ -33,9 +34,12 @@ from adapters.contracts.schema import (
     ImportProbe,
     Intrinsics,
     License,
+    Policies,
+    RegimeCaveat,
     SeedFact,
     Weight,
     Writer,
+    file_name,
 )
 
 _PROVENANCE_SUFFIXES = ("_source", "_note")
@@ -47,6 +51,7 @@ _SECTIONS: dict[str, tuple[Any, bool]] = {
     "intrinsics": (Intrinsics, True), "defaults_differ": (tuple[DefaultDiffers, ...], True), "gpus": (Gpus, True),
     "gpu_memory": (GpuMemory, True), "license": (License, True),
     "checkpoint": (tuple[CheckpointEntry, ...], True),
+    "policies": (Policies, True), "trained_regime": (tuple[RegimeCaveat, ...], True), "day_one": (DayOne, True),
 }
 #: top-level keys that hold other facts (validated where they are used: flags by :func:`check_args`, ...)
 _OTHER_KEYS = {"model", "repo", "commit", "subdir", "note", "provenance", "entry", "env", "devices", "call_sites",
@@ -207,6 +212,13 @@ def _check_references(typed: dict[str, Any], model: str) -> None:
     for i, w in enumerate(typed["weights"]):
         if w.key is not None and w.key not in keys:
             raise ContractSchemaError(model, f"weights[{i}].key", f"{w.key!r} is not a checkpoint key ({sorted(keys)})")
+    for i, e in enumerate(typed["checkpoint"]):
+        names = {file_name(p) for p in e.files} | {
+            file_name(p) for w in typed["weights"] if w.key == e.key for p in (*w.files, *([w.file] if w.file else []))}
+        for n in e.hub_confirmed:
+            if n not in names:
+                raise ContractSchemaError(model, f"checkpoint[{i}].hub_confirmed", f"{n!r} is no file name of this "
+                                          f"entry or of a weight under {e.key!r} ({sorted(x for x in names if x)})")
     for i, h in enumerate(typed["hub_fetches"]):
         if "file" in h.avoided_by and h.avoided_by["file"][0] not in keys:
             raise ContractSchemaError(model, f"hub_fetches[{i}].avoided_by.file", f"the key must be one of {sorted(keys)}")

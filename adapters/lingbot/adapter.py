@@ -20,10 +20,8 @@ Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -67,14 +65,18 @@ def wan_canvas(height: int, width: int, max_area: int, stride: int = 8, patch: i
     return int(lat_h * stride), int(lat_w * stride)
 
 
-def lingbot_context_args(policy: ContextPolicy, cfg: LingBotConfig) -> list[str]:
+def lingbot_context_args(policy: ContextPolicy, cfg: LingBotConfig, native: list[str]) -> list[str]:
     """Upstream knobs for a context policy (v2 generate.py:163-173: ``--local_attn_size``, ``--sink_size``).
 
-    fullkv -> nothing (``local_attn_size = -1`` default, ``max_attention_size = None``); sliding ->
-    ``--local_attn_size 20 --sink_size 4`` (the cache holds 4 sink + 16 rolling latents: after the current chunk is
-    written that is 12 recent + 4 current). The budgets must match the harness policy, else it is an error.
+    native -> ``native``, the flags of upstream's documented launch (the contract's ``policies.native``: v2's
+    run_fast.sh passes ``--local_attn_size 18 --sink_size 6``); fullkv -> nothing (``local_attn_size = -1`` default,
+    ``max_attention_size = None``); sliding -> ``--local_attn_size 20 --sink_size 4`` (the cache holds 4 sink + 16
+    rolling latents: after the current chunk is written that is 12 recent + 4 current). The budgets must match the
+    harness policy, else it is an error.
     """
-    if policy.name in ("fullkv", "native"):
+    if policy.name == "native":
+        return list(native)
+    if policy.name == "fullkv":
         return []
     if policy.name == "sliding":
         expected = policy.sink + policy.recent + policy.chunk
@@ -97,16 +99,20 @@ class LingBotAdapter(UpstreamAdapter):
         "sliding": "the pinned v1 generate.py has no --local_attn_size / --sink_size; use model=lingbot_v2",
         "fov": "the FoV gather shim targets v2's causal cache; use model=lingbot_v2"}
 
-    #: generate.py's defaults are local_attn_size -1, sink_size 0 (v2 generate.py:163, :168@2648877): FullKV
-    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"native": (
-        "fullkv", ("upstream's own default window is unbounded (--local_attn_size -1, generate.py:163@2648877), "
-                   "i.e. FullKV; both labels pass no window flag"))})
+    # context=native is upstream's documented launch and the identities are the contract's (policies): v2 passes
+    # run_fast.sh's 18 / 6; a causal build of v1 has no documented window, so its native equals fullkv (declared there)
 
     uses_canvas_image = False  # write_native never reads the canvas array (adapters.upstream)
 
     def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         if not self.config.causal:
             return {"passed": "nothing: the pinned generate.py is bidirectional", "window": "the whole clip"}
+        native = self.native_args()
+        if policy.name == "native" and native:
+            flags = dict(zip(native[::2], native[1::2]))
+            size, sink = int(flags["--local_attn_size"]), int(flags["--sink_size"])
+            return {"--local_attn_size": size, "--sink_size": sink, "passed": "upstream's documented launch",
+                    "window": f"{sink} sink + {size - sink} rolling latents (upstream's own)"}
         if policy.name in ("native", "fullkv"):
             return {"--local_attn_size": -1, "--sink_size": 0, "passed": "nothing (generate.py defaults)",
                     "window": "every earlier latent"}
@@ -184,7 +190,7 @@ class LingBotAdapter(UpstreamAdapter):
         """(upstream arguments, shim script or None, shim arguments) for the item's context policy."""
         if not self.config.causal:
             return [], None, []  # bidirectional: the whole clip attends to itself (context=native)
-        return lingbot_context_args(req.context, self.config), None, []
+        return lingbot_context_args(req.context, self.config, self.native_args()), None, []
 
     def launch(self, req: ItemRequest, controls: NativeControls) -> LaunchSpec:
         c = self.config

@@ -32,7 +32,7 @@ class LingBotV2Adapter(LingBotAdapter):
 
     def context_args(self, req: ItemRequest) -> tuple[list[str], str | None, list[str]]:
         if req.context.name != "fov":
-            return lingbot_context_args(req.context, self.config), None, []
+            return lingbot_context_args(req.context, self.config, self.native_args()), None, []
         sel_file = req.controls_dir / "context_selection.json"
         write_text(sel_file, selection_json(req.context, req.path, self.config.chunk_latents))
         # tokens per latent at upstream's canvas: 464x832 -> 58 x 104 latents / (2 x 2) patches = 1508

@@ -23,10 +23,8 @@ Poses follow :mod:`trajectories.conventions`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -60,9 +58,7 @@ class YumeConfig(UpstreamConfig):
 
 class YumeAdapter(UpstreamAdapter):
     contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv")  # the whole history is re-fed every stage
-    same_launch: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({"fullkv": (
-        "native", ("upstream re-feeds every earlier frame at every caption stage (sample_5b.py@111c3fa); its own "
-                   "memory is FullKV, so both labels are one launch"))})
+    # fullkv is native's launch: declared with upstream's line in the contract (policies.same_launch)
     unsupported_reasons = {"sliding": "would mean truncating the re-fed history; nothing upstream does it",
                            "fov": "would mean selecting the re-fed history; nothing upstream does it"}
     config_class = YumeConfig

@@ -98,11 +98,14 @@ def context_ran(items: list[Item]) -> dict[tuple[str, str], dict]:
 
 
 def describe_ran(rec: dict) -> str:
-    """One line: the knobs the model was told, and the declared identity with another label's launch."""
+    """One line: the knobs the model was told, the declared identity with another label's launch, and where the
+    launch left the regime upstream trained or documented the checkpoint in (the contract's ``trained_regime``)."""
     told = "; ".join(f"{k} {v}" for k, v in rec["told"].items())
     same = rec.get("same_launch_as")
     if same:
         told += f". The same launch as context={same['policy']}: {same['why']}"
+    if rec.get("trained_regime"):
+        told += ". Outside upstream's trained or documented regime: " + "; ".join(rec["trained_regime"])
     return told
 
 

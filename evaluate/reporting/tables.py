@@ -159,6 +159,19 @@ def _rate(c: Cell) -> Cell:
     return c
 
 
+def regime_notes(groups: dict[str, tuple[str, list[Item]]]) -> list[str]:
+    """One note per (model, context) row whose launch left the regime upstream trained or documented the checkpoint
+    in: the caveats the adapter recorded with its items (``context_ran.trained_regime``, from the model's contract,
+    each with upstream's file and line)."""
+    out = []
+    for model, (ctx, its) in groups.items():
+        ran = (it.result.extra.get("context_ran") for it in its)
+        caveats = next((r["trained_regime"] for r in ran if isinstance(r, dict) and r.get("trained_regime")), None)
+        if caveats:
+            out.append(f"{model} ({ctx}), outside upstream's trained or documented regime: " + "; ".join(caveats))
+    return out
+
+
 class Builder:
     """Shapes every table of a report from one study and its analyses."""
 
@@ -194,6 +207,8 @@ class Builder:
         for model, (ctx, its) in groups.items():
             t.rows.append(((model, ctx), {c.key: self.study.metric_cell(its, c.key) for c in cols}
                            | {"videos": len(its)}))
+        if paired:  # the main and variants tables: each row's regime caveats beside its numbers
+            t.notes += regime_notes(groups)
         return t
 
     def main_table(self) -> Table:

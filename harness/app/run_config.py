@@ -39,6 +39,7 @@ class SetupSettings(BaseModel):
     all). python_bin: the interpreter that creates the model's venv. clone_url: the checkout's origin. forks:
     package -> pip spec. revisions: weight name -> hub commit. optional_steps: also run the recipe's optional steps.
     endpoint: the Hugging Face endpoint. harness_python: the interpreter of the printed script's harness steps.
+    check_dir: where the day-one check (``steps=[check]``) writes ``check.json`` and its tiny run.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -52,6 +53,7 @@ class SetupSettings(BaseModel):
     optional_steps: bool = False
     endpoint: Optional[str] = None
     harness_python: Optional[str] = None
+    check_dir: Optional[str] = None
 
 
 class RunConfig(BaseModel):

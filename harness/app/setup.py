@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from adapters.contracts import Contract, Weight
 
 STEPS = ("checkout", "environment", "weights", "readiness")
+#: steps run only when named: ``check`` is the GPU day-one check (:mod:`harness.app.setup_check`)
+EXTRA_STEPS = ("check",)
 RECORD = ".harness-weights.json"
 
 
@@ -236,8 +238,8 @@ def make_plan(cfg: RunConfig | Mapping[str, Any]) -> SetupPlan:
     s = cfg.setup or SetupSettings()
     steps = tuple(s.steps or STEPS)
     for st in steps:
-        if st not in STEPS:
-            raise ConfigError(f"setup.steps: {st!r} is not a step; use some of {list(STEPS)}")
+        if st not in STEPS + EXTRA_STEPS:
+            raise ConfigError(f"setup.steps: {st!r} is not a step; use some of {list(STEPS + EXTRA_STEPS)}")
     root = _default_root(s)
     checkout = Path(os.path.expanduser(mcfg.get("upstream_dir") or root / "repos" / _repo_name(contract.repo)))
     env_dir = None if mcfg.get("python") else root / "envs" / name
@@ -414,6 +416,7 @@ def environment_commands(plan: SetupPlan) -> list[tuple[str, str]]:
             cmd = f"{pip} install{' --no-deps' if st.no_deps else ''} {target}"
         else:
             cmd = str(st.run)
+            pre = [x for x in flash_attn_preflight(plan, " ".join(st.builds)) if x[1]]  # upstream picks the version
         out += pre
         # each step in a subshell: its cd does not move the steps after it (nor the harness's last line)
         out.append((why + (f"; {st.note}" if st.note and len(st.note) < 160 else ""), f"( {cd}{cmd} )"))
@@ -480,7 +483,9 @@ def weight_commands(plan: SetupPlan) -> list[tuple[str, str]]:
         w = job.weight
         gate = f"; gated: {gated_message(w.repo, plan.model)}" if w.gated else ""
         size = f"; about {w.size_gb:g} GB" if w.size_gb else ""
-        why = f"{w.name}: {w.repo} ({w.source}){size}{gate}"
+        hub_only = [n for e in plan.contract.checkpoint if e.key == w.key for n in e.hub_confirmed]
+        only = f"; {', '.join(hub_only)}: a name only the hub confirms, checked after the download" if hub_only else ""
+        why = f"{w.name}: {w.repo} ({w.source}){size}{gate}{only}"
         if w.hub == "checkout":
             assert job.local_dir is not None  # a checkout weight is checked in its folder (never the hub cache)
             local_dir = job.local_dir
@@ -539,7 +544,20 @@ def script(plan: SetupPlan) -> str:
                         sorted({**plan.paths, "python": plan.python}.items()))
         lines.append(f"( cd {_q(plan.harness_root)} && \"$HARNESS_PY\" -m harness setup model={plan.model} "
                      f"'setup.steps=[weights,readiness]' {over} )")
+    lines += _day_one_lines(plan)
     return "\n".join(lines) + "\n"
+
+
+def _day_one_lines(plan: SetupPlan) -> list[str]:
+    """The day-one check (:mod:`harness.app.setup_check`): run when ``setup.steps`` names ``check``, else printed as
+    the command to run on the GPU node (it stops at its first GPU step where there is none)."""
+    over = " ".join(_q(f"++local.models.{plan.model}.{k}={hydra_value(v)}") for k, v in
+                    sorted({**plan.paths, "python": plan.python}.items()))
+    cmd = (f"( cd {_q(plan.harness_root)} && \"$HARNESS_PY\" -m harness setup model={plan.model} "
+           f"'setup.steps=[check]' {over} )")
+    head = ["", "# -- day one on the GPU node: files, weights' sizes and hashes, imports, CUDA, one tiny generation "
+                "(docs/real-models.md); without a GPU it stops at the cuda step and says so"]
+    return head + [cmd if "check" in plan.steps else f"# {cmd}"]
 
 
 # -- running ---------------------------------------------------------------------------------------------------
@@ -624,6 +642,7 @@ def fetch_weight(plan: SetupPlan, job: WeightJob, hub: Hub, log: Callable[[str],
         return {}
     commit, remote = hub.files(w.repo, job.revision)
     wanted = [rf for rf in remote if matches(rf.path, job.patterns)]
+    check_hub_names(plan, job, commit, [rf.path for rf in remote], "on the hub")
     if not wanted:
         raise SetupError(f"{w.name}: nothing in {w.repo}@{commit[:12]} matches {job.patterns} ({w.source})")
     if w.hf_cache:
@@ -652,8 +671,32 @@ def fetch_weight(plan: SetupPlan, job: WeightJob, hub: Hub, log: Callable[[str],
         from harness.io import write_text
 
         write_text(d / RECORD, json.dumps(record, indent=1, sort_keys=True))  # per file: a killed setup resumes
+    check_hub_names(plan, job, commit, [str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()], f"in {d}")
     log(f"{w.name}: {w.repo}@{commit[:12]} -> {d} ({len(wanted)} files, checksums ok)")
     return {"repo": w.repo, "commit": commit}
+
+
+def _holds_name(paths: list[str], name: str) -> bool:
+    return any(name in p.split("/") for p in paths)
+
+
+def check_hub_names(plan: SetupPlan, job: WeightJob, commit: str, paths: list[str], where: str) -> None:
+    """The file names of the weight's config key that only the hub can confirm (the contract's
+    ``checkpoint[].hub_confirmed``: upstream's code does not name them at the pin) are among ``paths`` (the hub's
+    files of the repository, then the downloaded ones), else a :class:`SetupError` that names each, says why only
+    the hub could confirm it and lists what the repository holds."""
+    w = job.weight
+    entries = [e for e in plan.contract.checkpoint if e.key == w.key and e.hub_confirmed]
+    for e in entries:
+        for name in e.hub_confirmed:
+            if _holds_name(paths, name):
+                continue
+            held = ", ".join(sorted(paths)[:20]) or "nothing"
+            raise SetupError(
+                f"{w.name}: no {name!r} {where} ({w.repo}@{commit[:12]}). The contract expects it under model.{e.key} "
+                f"({e.source}), but upstream's code does not name it at {plan.contract.commit[:12]}, so only the hub "
+                f"could confirm the name. The repository holds: {held}. Point model.{e.key} at the right file, and "
+                f"correct checkpoint[{e.key}].hub_confirmed and weights[{w.name}] in {_contract_label(plan.model)}")
 
 
 def run_weights(plan: SetupPlan, hub: Hub, log: Callable[[str], None]) -> None:
@@ -703,5 +746,10 @@ def run_setup(cfg: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
     if "readiness" in plan.steps:
         run_readiness(plan, log)
         log(f"{plan.model} is ready")
+    if "check" in plan.steps:
+        from harness.app.setup_check import run_check
+
+        check_dir = cfg.setup.check_dir if cfg.setup else None
+        run_check(plan, log, Path(os.path.expanduser(check_dir)) if check_dir else None)
     log(plan.local_block())
     return plan

@@ -2,7 +2,8 @@
 
 Every (model, policy) pair the adapter declares is compiled in dry run; two policies of one model that give the same
 launch (``command.sh`` and every byte under ``controls/``, item paths normalised) fail the test unless the adapter
-declares the identity with its reason (``Adapter.same_launch``), and a declared identity that no longer holds
+declares the identity with its reason (``Adapter.same_launches``: an upstream model's contract,
+``policies.same_launch``, with the upstream line that makes it so), and a declared identity that no longer holds
 fails too. Each compile records what upstream was told (``controls.meta["context"]``, which ``meta.json`` keeps
 under ``controls.context``).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters import contracts
 from adapters.base import build_adapter
 from adapters.upstream import UpstreamAdapter
 from harness.config_groups import group_yaml, list_group
@@ -38,7 +40,8 @@ def _adapter(name: str):
 
 
 def _launch(adapter, policy_name: str, root: Path) -> tuple[str, dict]:
-    """(digest of command.sh + controls/ with the item folder normalised, the recorded context) for one policy."""
+    """(digest of command.sh + controls/ with the item folder normalised, the recorded context) for one policy; the
+    native launch is checked against upstream's documented one (the contract's ``policies.native``, issue 43)."""
     from adapters.base import ItemRequest
     from harness.context import ContextPolicy
     from trajectories import TrajectorySpec
@@ -49,6 +52,10 @@ def _launch(adapter, policy_name: str, root: Path) -> tuple[str, dict]:
     item = root / policy_name / "item"
     controls = adapter.compile(ItemRequest(case=case, path=path, context=ContextPolicy.from_dict(
         group_yaml("context", policy_name)), seed=adapter.config.seed, item_dir=item))
+    contract = adapter.contract()
+    if policy_name == "native" and contract is not None:
+        launch = contracts.split_launch((item / "controls" / "command.sh").read_text(), contract.entry["script"])
+        assert contracts.native_violations(contract, launch) == [], (adapter.config.name, launch.args)
     h = hashlib.sha256()
     for f in sorted(p for p in (item / "controls").rglob("*") if p.is_file()):
         data = f.read_bytes().replace(str(item).encode(), b"<item>")
@@ -65,20 +72,21 @@ def test_no_two_policies_share_a_launch_without_a_declared_reason(name, tmp_path
         assert record["policy"] == p and record["told"], (name, p, record)
     for p, q in ((p, q) for i, p in enumerate(supported) for q in supported[i + 1:]):
         same = launches[p][0] == launches[q][0]
-        declared = a.same_launch.get(p, ("",))[0] == q or a.same_launch.get(q, ("",))[0] == p
+        same_launches = a.same_launches()
+        declared = same_launches.get(p, ("",))[0] == q or same_launches.get(q, ("",))[0] == p
         assert same == declared, (
             f"{name}: context={p} and context={q} " + ("compile to one launch; refuse one (unsupported_reasons) or "
                                                       "declare it in same_launch with the reason" if same else
                                                       "are declared one launch (same_launch) but differ"))
         if declared:
-            rec = launches[p][1] if p in a.same_launch else launches[q][1]
+            rec = launches[p][1] if p in same_launches else launches[q][1]
             assert rec["same_launch_as"]["why"], (name, rec)
 
 
 def test_each_declaration_names_supported_policies_with_a_reason():
     for name in UPSTREAM + list(VARIANTS):
         a = _adapter(name)
-        for p, (q, why) in a.same_launch.items():
+        for p, (q, why) in a.same_launches().items():
             assert p != q and len(why) > 20, (name, p, q)
 
 
@@ -104,7 +112,9 @@ def test_what_upstream_is_told_is_in_its_own_units(tmp_path):
     _, sliding = _launch(_adapter("lingbot_v2"), "sliding", tmp_path / "s")
     assert (sliding["told"]["--local_attn_size"], sliding["told"]["--sink_size"]) == (20, 4)
     _, v2native = _launch(_adapter("lingbot_v2"), "native", tmp_path / "v")
-    assert v2native["same_launch_as"]["policy"] == "fullkv"
+    # native is upstream's documented launch (run_fast.sh:20-21), no longer FullKV under another name (issue 43)
+    assert (v2native["told"]["--local_attn_size"], v2native["told"]["--sink_size"]) == (18, 6)
+    assert "same_launch_as" not in v2native
 
 
 def test_in_process_models_record_the_harness_budget():

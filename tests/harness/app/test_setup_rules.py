@@ -86,13 +86,17 @@ class Hub:
 
 def _weight(**kw):
     base = {"name": "dit", "repo": "org/model", "hub": "huggingface", "hf_cache": False, "source": "upstream README",
-            "gated": False, "size_gb": None}
+            "gated": False, "size_gb": None, "key": "checkpoint"}
     return SimpleNamespace(**{**base, **kw})
 
 
+#: a contract whose checkpoint entries declare no hub-only name (setup's name check has nothing to check)
+NO_HUB_NAMES = SimpleNamespace(checkpoint=(), commit="a" * 40)
+
+
 def _plan(tmp_path, **kw):
-    return SimpleNamespace(model="m", checkout=tmp_path / "checkout", hf_cache=tmp_path / "hf", python="py",
-                           env_dir=None, jobs=[], notes=[], **kw)
+    return SimpleNamespace(**{"model": "m", "checkout": tmp_path / "checkout", "hf_cache": tmp_path / "hf",
+                              "python": "py", "env_dir": None, "jobs": [], "notes": [], "contract": NO_HUB_NAMES, **kw})
 
 
 def test_a_weight_is_downloaded_checked_and_recorded_then_not_fetched_again(tmp_path):
@@ -309,7 +313,7 @@ def test_a_configured_file_path_must_end_in_the_files_name(tmp_path):
 
 @pytest.mark.parametrize("extra, text", [
     (["setup.steps=[checkout,build]"], ("setup.steps: 'build' is not a step; use some of ['checkout', "
-                                        "'environment', 'weights', 'readiness']")),
+                                        "'environment', 'weights', 'readiness', 'check']")),
     (["setup.harness_python=python3"], "setup.harness_python='python3': give an absolute path"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, extra, text):
@@ -412,7 +416,7 @@ def test_torch_without_a_pinned_version_or_cuda_index_is_not_checked_afterwards(
 
 
 def test_weight_commands_say_where_each_weight_comes_from(tmp_path):
-    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", jobs=[
+    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", contract=NO_HUB_NAMES, jobs=[
         WeightJob(_weight(hub="checkout", name="cfg"), tmp_path / "co", ["a.yaml", "b.yaml"], "main"),
         WeightJob(_weight(hub="modelscope", name="ms", size_gb=1.5), tmp_path / "ms", ["x/*"], "main"),
         WeightJob(_weight(hf_cache=True, name="enc", gated=True), None, ["*"], "v2"),
@@ -766,8 +770,13 @@ def test_the_script_enters_the_models_environment_and_checks_only_after_weights_
     lines = setup.script(p).splitlines()
     assert p.notes and [f"# note: {n}" for n in p.notes] == [x for x in lines if x.startswith("# note: ")]
     assert "# -- checksums and the planning-time checks, with these paths (conf/local/default.yaml):" in lines
-    assert lines[-1].startswith(f'( cd {setup._q(p.harness_root)} && "$HARNESS_PY" -m harness setup model=lingbot_v2 '
-                                "'setup.steps=[weights,readiness]' '++local.models.lingbot_v2.checkpoint=")
+    ran = [x for x in lines if x and not x.startswith("#")]
+    assert ran[-1].startswith(f'( cd {setup._q(p.harness_root)} && "$HARNESS_PY" -m harness setup model=lingbot_v2 '
+                              "'setup.steps=[weights,readiness]' '++local.models.lingbot_v2.checkpoint=")
+    # the day-one check is printed for the GPU node, with the same paths, and run only when named
+    assert lines[-1] == "# " + ran[-1].replace("'setup.steps=[weights,readiness]'", "'setup.steps=[check]'")
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[check]")
+    assert setup.script(p).splitlines()[-1] == ran[-1].replace("[weights,readiness]", "[check]")
 
 
 def _checkout_plan(tmp_path, checkout, config):
@@ -803,7 +812,7 @@ def test_a_modelscope_weight_runs_its_own_command_only(tmp_path, monkeypatch):
     ran: list[str] = []
     monkeypatch.setattr(setup, "_run_shell", lambda cmd, plan, log: ran.append(cmd))
     ms = WeightJob(_weight(hub="modelscope", name="ms", repo="org/ms"), tmp_path / "ms", ["*"], "main")
-    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", jobs=[
+    plan = SimpleNamespace(model="m", python="/env/python", hf_cache=tmp_path / "hf", contract=NO_HUB_NAMES, jobs=[
         WeightJob(_weight(name="dit"), tmp_path / "w", ["*.bin"], "main"), ms])
     assert setup.fetch_weight(plan, ms, Hub({}), print) == {}
     assert ran == [setup.weight_commands(plan)[1][1]] and '"org/ms"' in ran[0]
@@ -945,3 +954,40 @@ def test_run_setup_runs_the_checkout_then_the_environment(tmp_path, monkeypatch)
     setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}",
                              "setup.steps=[checkout,environment]"]), log=lambda _: None)
     assert done == ["checkout", "environment"]
+
+
+# -- names only the hub confirms (issue 43) --------------------------------------------------------------------------
+
+
+def _hub_only_plan(tmp_path, name: str = "model.safetensors"):
+    entry = SimpleNamespace(key="checkpoint", hub_confirmed=(name,), source="inference_ar_forcing.py:146")
+    return _plan(tmp_path, contract=SimpleNamespace(checkpoint=(entry,), commit="b" * 40))
+
+
+def test_a_name_only_the_hub_confirms_is_checked_before_any_download_and_named(tmp_path):
+    """DreamX's generator: upstream's code names no file, so the contract's model.safetensors is a guess only the hub
+    can confirm; a repository without it stops setup before a byte is fetched, saying what it holds."""
+    hub = Hub({"dreamx_world_5b.safetensors": b"w" * 8, "README.md": b"r"})
+    job = WeightJob(_weight(file="model.safetensors"), tmp_path / "w", ["*.safetensors"], "main")
+    with pytest.raises(SetupError) as e:
+        setup.fetch_weight(_hub_only_plan(tmp_path), job, hub, print)
+    msg = str(e.value)
+    assert msg.startswith(f"dit: no 'model.safetensors' on the hub (org/model@{hub.commit[:12]})")
+    assert "upstream's code does not name it at bbbbbbbbbbbb, so only the hub could confirm the name" in msg
+    assert "holds: README.md, dreamx_world_5b.safetensors" in msg and "model.checkpoint" in msg
+    assert hub.downloads == []
+
+
+def test_a_name_the_hub_confirms_passes_and_is_checked_again_on_disk(tmp_path):
+    hub = Hub({"model.safetensors": b"w" * 8})
+    job = WeightJob(_weight(file="model.safetensors"), tmp_path / "w", ["model.safetensors"], "main")
+    assert setup.fetch_weight(_hub_only_plan(tmp_path), job, hub, print)["commit"] == hub.commit
+    assert (tmp_path / "w" / "model.safetensors").read_bytes() == b"w" * 8
+    with pytest.raises(SetupError, match=r"no 'model.safetensors' in .*/w \("):  # downloaded but gone from disk
+        setup.check_hub_names(_hub_only_plan(tmp_path), job, hub.commit, ["other.bin"], f"in {tmp_path / 'w'}")
+
+
+def test_the_printed_download_says_which_name_only_the_hub_confirms(tmp_path):
+    plan = _plan_for("dreamx", f"setup.root={tmp_path}")
+    (why, _), = [c for c in setup.weight_commands(plan) if "GD-ML/DreamX-World-5B" in c[0]]
+    assert why.endswith("; model.safetensors: a name only the hub confirms, checked after the download")

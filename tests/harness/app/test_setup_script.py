@@ -2,16 +2,20 @@
 ``bash`` in a fresh shell against local stand-ins, reaches its last line with exit status 0.
 
 The stand-ins are executables on ``PATH`` in a temporary folder that record their calls: ``git`` (a clone copies a
-template checkout holding the files the recipe reads), ``python3.X`` (``-m venv`` makes an environment whose
+template checkout: upstream's tree at the pin, built from the model's committed listing
+``adapters/<model>/upstream_tree.json``, each file a placeholder, so a path the recipe names that upstream does not
+have stops the script as it would on the real checkout), ``python3.X`` (``-m venv`` makes an environment whose
 ``python`` records and succeeds: pip, the torch check, ModelScope), ``nvcc``, ``ffmpeg``; the harness's own
-interpreter is a recorder too (``setup.harness_python``). Every path lives under a root whose name has a space,
-``#``, ``,`` and ``$(``: the script, the YAML block it prints and the Hydra overrides of its last line must keep it.
+interpreter is a recorder too (``setup.harness_python``), and so the hub downloads it runs. Every path lives under
+a root whose name has a space, ``#``, ``,`` and ``$(``: the script, the YAML block it prints and the Hydra overrides
+of its last line must keep it.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,6 +24,7 @@ import yaml
 
 from adapters import contracts
 from tests.support import compose
+from tests.support.upstream_tree import fake_checkout
 
 MODELS = contracts.available()  # the upstream models: the folders of adapters/ that hold a contract.yaml
 WEIRD = "root dir #1, $(touch pwned)"  # a space, '#', ',' and '$(': each breaks a different layer when unquoted
@@ -43,23 +48,10 @@ def _exe(path: Path, text: str) -> Path:
 
 
 def _template(model: str, root: Path) -> Path:
-    """A checkout with what the recipe reads from it: requirements files, files checked in place, scripts it runs."""
-    c = contracts.load(model)
-    t = root / "template"
-    t.mkdir()
-    for st in c.environment.steps:
-        if st.requirements:
-            f = t / st.cwd / st.requirements
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text("numpy\nflash_attn==2.8.3\n")
-        if st.run and "env_setup.sh" in st.run:
-            (t / "env_setup.sh").write_text("echo upstream env_setup \"$@\"\n")
-    for w in c.weights:
-        if w.hub == "checkout":
-            for f in w.files:
-                (t / f).parent.mkdir(parents=True, exist_ok=True)
-                (t / f).write_text("{}")
-    return t
+    """Upstream's tree at the pin (the committed listing), every file a placeholder; a monorepo only under the
+    model's folder (its other projects are never read)."""
+    sub = str(contracts.load(model).raw.get("subdir") or "")
+    return fake_checkout(model, root / "template", only=(sub + "/",) if sub else ())
 
 
 @pytest.fixture
@@ -141,15 +133,39 @@ def test_printed_script_runs_to_its_last_line_against_stand_ins(model, stand_ins
 
 
 def test_a_missing_requirements_file_stops_the_script_with_its_name(stand_ins):
-    """SANA-WM's requirements/sana_wm.txt is known only at a later commit than the pin: grep's error used to be
-    swallowed (`|| true`), an empty list installed, and the script went on with rc 0."""
-    plan, text = _plan_and_script("sana_wm", stand_ins["tmp"] / WEIRD, stand_ins["harness"])
-    template = _template("sana_wm", stand_ins["tmp"])
-    (template / "requirements" / "sana_wm.txt").unlink()
+    """A requirements file renamed upstream: grep's error used to be swallowed (`|| true`), an empty list installed,
+    and the script went on with rc 0 (SANA-WM's requirements/sana_wm.txt, a file the pin never had)."""
+    plan, text = _plan_and_script("lingbot_v2", stand_ins["tmp"] / WEIRD, stand_ins["harness"])
+    template = _template("lingbot_v2", stand_ins["tmp"])
+    (template / "requirements.txt").unlink()
     r = _run(text, stand_ins, template)
     assert r.returncode != 0 and "missing requirements file" in r.stderr
-    assert str(plan.checkout / "requirements" / "sana_wm.txt") in r.stderr
+    assert str(plan.checkout / "requirements.txt") in r.stderr
     assert not _harness_calls(stand_ins)  # stopped there: no download, no harness step
+
+
+def test_sana_wm_runs_the_pins_own_installer_to_the_end(stand_ins):
+    """SANA-WM's script against the pin's tree: it runs upstream's environment_setup.sh (the pin's docs/sana_wm.md
+    says so) in the venv, the torch check, the downloads and the harness's last line, and exits 0; with the
+    installer renamed upstream it stops there, before any download."""
+    plan, text = _plan_and_script("sana_wm", stand_ins["tmp"] / WEIRD, stand_ins["harness"])
+    template = _template("sana_wm", stand_ins["tmp"])
+    installer = template / "environment_setup.sh"
+    assert installer.is_file()  # in the listing, so in the stand-in tree
+    installer.write_text(installer.read_text() + 'printf "installer %s SANA_SKIP_TE=%s\\n" "$VIRTUAL_ENV" '
+                                                 '"$SANA_SKIP_TE" >> "$SETUP_CALLS"\n')
+    r = _run(text, stand_ins, template)
+    assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-1500:])
+    calls = (stand_ins["tmp"] / "calls.log").read_text()
+    assert f"installer {plan.env_dir} SANA_SKIP_TE=1" in calls  # in the venv, Transformer Engine's build skipped
+    assert text.index("command -v nvcc") < text.index("bash ./environment_setup.sh")  # it compiles flash-attn
+    assert _harness_calls(stand_ins)[-1][1][:4] == ["-m", "harness", "setup", "model=sana_wm"]
+    for f in (stand_ins["tmp"] / "calls.log", stand_ins["tmp"] / "harness.log"):
+        f.unlink()
+    installer.rename(installer.with_name("environment_setup_sana.sh"))
+    shutil.rmtree(plan.checkout)
+    r = _run(text, stand_ins, template)
+    assert r.returncode != 0 and "environment_setup.sh" in r.stderr and not _harness_calls(stand_ins)
 
 
 @pytest.mark.parametrize("model, builds", [("matrix_game3", True), ("sana_wm", True), ("lingbot_v2", False),
@@ -161,7 +177,7 @@ def test_flash_attn_says_it_builds_and_needs_nvcc_before_it_starts(model, builds
     bare = text.replace(str(stand_ins["tmp"]), "<tmp>")  # the test's own folder name says "flash_attn"
     fa = [x for x in bare.splitlines() if not x.startswith("#") and "pip install" in x and "flash" in x
           and "grep" not in x]
-    assert fa
+    assert fa or model == "sana_wm"  # SANA-WM: upstream's environment_setup.sh installs it (the step's `builds`)
     assert ("no prebuilt wheel" in bare and "nvcc" in bare) == builds
     if model == "lingbot_v2":
         assert all("flash-attn==2.8.3" in x for x in fa)  # upstream leaves it open; 2.8.3 has torch 2.6 wheels

@@ -276,10 +276,10 @@ def test_lingbot_v2_policy_mapping_and_fov_command(tmp_path):
     from harness.config_groups import group_yaml
 
     a = build_adapter(group_yaml("model", "lingbot_v2"))
-    assert lingbot_context_args(POLICIES["fullkv"], a.config) == []
-    assert lingbot_context_args(POLICIES["sliding"], a.config) == ["--local_attn_size", "20", "--sink_size", "4"]
+    assert lingbot_context_args(POLICIES["fullkv"], a.config, []) == []
+    assert lingbot_context_args(POLICIES["sliding"], a.config, []) == ["--local_attn_size", "20", "--sink_size", "4"]
     with pytest.raises(ModelConfigError, match="sliding_local_attn_size=14"):
-        lingbot_context_args(ContextPolicy(name="sliding", sink=4, recent=6), a.config)
+        lingbot_context_args(ContextPolicy(name="sliding", sink=4, recent=6), a.config, [])
     case = load_case_set("builtin:demo")[0]
     _, K = a.canvas_image_and_K(case)
     path = a.path_for(TrajectorySpec(name="lrlr", cycles=("left", "left")), K, "lrlr")
