@@ -303,7 +303,7 @@ def _csv_cell(v: Any) -> str:
 def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = True) -> dict[str, str]:
     """Write every raw vote to ``votes.csv`` and ``votes.jsonl`` (atomically) in ``out_dir`` (default
     ``<study>/exports``). CSV lists join with ``;``; booleans are yes / no."""
-    from harness.io import write_text
+    from harness.io import json_text, write_text
 
     _, key, votes, _ = load(study_dir)
     rows = export_rows(key, votes, unblind)
@@ -315,5 +315,5 @@ def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = T
     for r in rows:
         w.writerow({c: _csv_cell(r.get(c)) for c in cols})
     write_text(out / "votes.csv", buf.getvalue())
-    write_text(out / "votes.jsonl", "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
+    write_text(out / "votes.jsonl", "".join(json_text(r, compact=True) for r in rows))
     return {"csv": str(out / "votes.csv"), "jsonl": str(out / "votes.jsonl"), "votes": str(len(rows))}
