@@ -272,7 +272,7 @@ def analyses_markdown(an: Analyses) -> str:
         for key, m in c.metrics.items():
             L.append(f"| {key} | " + " | ".join(fmt(m.means[p]) for p in pols)
                      + "".join(f" | {fmt(m.diffs[p])}" for p in c.pairs) + " |")
-        L.append("| latency [s] | " + " | ".join(fmt(c.latency[p]) for p in pols) + " |")
+        L.append("| generation time [s] | " + " | ".join(fmt(c.latency[p]) for p in pols) + " |")
         if c.speedup:
             L.append("| speedup vs FullKV | " + " | ".join(fmt(c.speedup[p]) for p in pols) + " |")
         L.append("")

@@ -65,6 +65,9 @@ class Table:
     fold: bool = False
     collapsed: Optional[str] = None
     separated: Callable[[tuple, tuple, str], bool] | None = None
+    #: rows compete within groups of the same first ``rank_within`` key values (the policy table: 1, each model's
+    #: policies); 0: every row with every other
+    rank_within: int = 0
 
     def _all_nc(self, c: Column) -> bool:
         cells = [cells.get(c.key) for _, cells in self.rows]
@@ -93,17 +96,19 @@ class Table:
     def ranks(self) -> dict[tuple[int, str], int]:
         """(row number, column key) -> 1 (best) or 2 (second best), for columns with a direction.
 
-        The best row is marked only when it is separated (:attr:`separated`) from every other row with a value;
+        Rows compete within their group (:attr:`rank_within`). The best row is marked only when it is separated
+        (:attr:`separated`) from every other row of its group with a value;
         the second only when the best is marked, three or more rows have a value and it is separated from every
         row below it. Equal means, n < 3 and rows without a paired comparison are never separated."""
         out: dict[tuple[int, str], int] = {}
         if not self.mark_best or self.separated is None:
             return out
-        for c in self.columns:
+        groups = sorted({key[:self.rank_within] for key, _ in self.rows})
+        for c, group in ((c, g) for c in self.columns for g in groups):
             if c.higher_is_better is None:
                 continue
-            vals = [(i, key, v.mean) for i, (key, cells) in enumerate(self.rows)
-                    if isinstance(v := cells.get(c.key), Cell) and v.ok() and v.kind == "mean"]
+            vals = [(i, key, v.mean) for i, (key, cells) in enumerate(self.rows) if key[:self.rank_within] == group
+                    and isinstance(v := cells.get(c.key), Cell) and v.ok() and v.kind == "mean"]
             if len(vals) < 2:
                 continue
             order = sorted(vals, key=lambda x: x[2], reverse=bool(c.higher_is_better))
@@ -320,7 +325,7 @@ class Builder:
                   + [metric_column(k) for k in keys[:n_sep]]
                   + [Column("latency_s", "generation time [s]", False), Column("speedup", "speedup vs FullKV", True)]
                   + [metric_column(k) for k in keys[n_sep:]], mark_best=True, fold=True,
-                  separated=self._policies_separated)
+                  separated=self._policies_separated, rank_within=1)
         for c in pols:
             for ctx in c.contenders:
                 row: dict[str, Value] = {"videos": c.matched_videos, "latency_s": c.latency[ctx],
