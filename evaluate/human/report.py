@@ -347,20 +347,31 @@ def study_tables(study_dir: Path, suffix: str = "", res: dict | None = None) -> 
 def write_report(study_dir: Path, out_dir: Path | None = None, n_boot: int = 2000,
                  exclude_failed_checks: bool = False) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
-    ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
+    ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``. A closed study's report is final (``final``,
+    ``closed_utc`` in the results); an open one's is interim and written at mode 0600 (it names the arms)."""
     from evaluate.reporting import render
-    from harness.io import write_json, write_text
+    from harness.io import json_text, write_text
+
+    from .store import closed_utc
 
     study_dir = Path(study_dir)
     res = analyse(study_dir, n_boot=n_boot, exclude_failed_checks=exclude_failed_checks)
+    closed = closed_utc(study_dir)
+    res["closed_utc"], res["final"] = closed, closed is not None
     tables = study_tables(study_dir, res=res)
     out = Path(out_dir) if out_dir else study_dir / REPORT_DIR
+    # the tables name the arms: while votes may still come they are the organiser's only (0600, like key.json)
+    mode = None if closed else 0o600
     for t in tables:
-        write_text(out / "tables" / f"{t.id}.md", render.markdown(t))
-        write_text(out / "tables" / f"{t.id}.csv", render.to_csv(t))
-        write_text(out / "tables" / f"{t.id}.tex", render.latex(t))
-    md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", ""] + [render.markdown(t) for t in tables])
-    write_text(out / "agreement.md", md)
-    write_json(out / "agreement.json", res)  # strict JSON: NaN as null
+        write_text(out / "tables" / f"{t.id}.md", render.markdown(t), mode=mode)
+        write_text(out / "tables" / f"{t.id}.csv", render.to_csv(t), mode=mode)
+        write_text(out / "tables" / f"{t.id}.tex", render.latex(t), mode=mode)
+    status = (f"Final: the study was closed at {closed} UTC; no vote can be added." if closed else
+              "Interim: the study is open and votes may still come (close it with `python -m harness human close "
+              "study=...`). These files name the arms, so they are the organiser's only (mode 0600) until then.")
+    md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", "", status, ""]
+                   + [render.markdown(t) for t in tables])
+    write_text(out / "agreement.md", md, mode=mode)
+    write_text(out / "agreement.json", json_text(res), mode=mode)  # strict JSON: NaN as null
     return {"out_dir": str(out), "markdown": str(out / "agreement.md"), "json": str(out / "agreement.json"),
             "tables": [t.id for t in tables], "results": res, "text": md}
