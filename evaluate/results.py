@@ -121,7 +121,8 @@ class MetricEntry:
         if not self.is_computed:
             return None
         if "per_revisit" in self.details:
-            return [float(x) for x in self.details["per_revisit"]]
+            # null: an undefined revisit (strict JSON has no NaN: harness.io.strict_json)
+            return [float("nan") if x is None else float(x) for x in self.details["per_revisit"]]
         per_target = self.details.get("per_target")
         if per_target:
             return [float(x) for x in np.array(list(per_target.values()), dtype=float).mean(axis=0)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import socket
@@ -219,12 +220,41 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def strict_json(x: Any) -> Any:
+    """``x`` with every non-finite float (NaN, an infinity: an undefined value) as None, so that it is written as
+    JSON's ``null`` (RFC 8259 has no NaN; Python's encoder writes a bare ``NaN`` that strict readers refuse). A
+    reader maps ``null`` back to NaN where it expects a number. Arrays, tuples and sets become lists."""
+    if isinstance(x, float):  # numpy's float64 too
+        return x if math.isfinite(x) else None
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [strict_json(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return strict_json(x.tolist())
+    return x
+
+
+def _dumps(data: Any, compact: bool) -> str:
+    if compact:
+        return json.dumps(data, separators=(",", ":"), default=_default, allow_nan=False) + "\n"
+    return json.dumps(data, indent=2, sort_keys=False, default=_default, allow_nan=False) + "\n"
+
+
 def json_text(data: Any, compact: bool = False) -> str:
     """The text :func:`write_json` writes for ``data`` (indented by 2, a final newline; ``compact``: no spaces, for
-    files of millions of values, which the indenting encoder takes seconds to write)."""
-    if compact:
-        return json.dumps(data, separators=(",", ":"), default=_default) + "\n"
-    return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
+    files of millions of values, which the indenting encoder takes seconds to write). Strict JSON: a NaN or an
+    infinity is written as ``null`` (:func:`strict_json`), never as a bare ``NaN``."""
+    try:  # the encoder's fast path; only data holding a non-finite float is walked
+        return _dumps(data, compact)
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):
+            raise
+    return _dumps(strict_json(data), compact)
 
 
 def write_json(path: str | Path, data: Any, compact: bool = False) -> None:
@@ -247,7 +277,7 @@ def write_sealed_json(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     written, so a reader finds a hand edit (:func:`seal_problem`). Returns the sealed mapping as written."""
     from .secrets import scrub
 
-    clean = json.loads(scrub(json.dumps(data, default=_default)))
+    clean = strict_json(json.loads(scrub(json.dumps(data, default=_default))))  # sealed as written: NaN as null
     clean.pop(SEAL, None)
     sealed = {**clean, SEAL: seal_digest(clean)}
     write_text(path, json_text(sealed), scrubbed=True)

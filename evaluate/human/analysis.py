@@ -25,7 +25,7 @@ import numpy as np
 from harness.cases import ASPECTS
 
 from . import stats
-from .common import ANNOTATORS_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
+from .common import ANNOTATORS_FILE, DB_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
 from .ranking import human_ranking
 from .store import read_votes
 
@@ -216,15 +216,52 @@ def analyse(study_dir: Path, n_boot: int = 2000, boot_seed: int = 0,
 
 
 # ---------------------------------------------------------------------------------------------------- progress
+#: a vote faster than this share of its clip's duration came before the clip could play halfway once
+FAST_SHARE = 0.5
+#: an annotator is flagged as implausibly fast when the median of their answers is below FAST_SHARE of the clip,
+#: over at least this many timed answers (a single quick answer is no pattern)
+FAST_MIN_VOTES = 3
+
+
+def clip_seconds(item: dict) -> float | None:
+    """How long an item's clip plays [s] (``frames / fps`` of its public record), None when unknown."""
+    frames, fps = item.get("frames"), item.get("fps")
+    return float(frames) / float(fps) if frames and fps else None
+
+
+def speed(votes: Sequence[dict], public: dict[str, dict]) -> dict[str, Any]:
+    """How fast an annotator answered: ``median_s`` (seconds per answer), ``fast`` (answers given before
+    :data:`FAST_SHARE` of their clip could play), ``timed`` (answers with a time and a clip length) and
+    ``flagged``: the median answer came before FAST_SHARE of its clip, over at least :data:`FAST_MIN_VOTES`
+    timed answers (practice items left out)."""
+    shares, secs = [], []
+    for v in votes:
+        it = public.get(v["item"]) or {}
+        if v.get("elapsed_ms") is None or it.get("practice"):
+            continue
+        secs.append(v["elapsed_ms"] / 1000)
+        clip = clip_seconds(it)
+        if clip:
+            shares.append(v["elapsed_ms"] / 1000 / clip)
+    flagged = len(shares) >= FAST_MIN_VOTES and float(np.median(shares)) < FAST_SHARE
+    return {"median_s": float(np.median(secs)) if secs else None, "timed": len(shares),
+            "fast": int(sum(x < FAST_SHARE for x in shares)), "flagged": bool(flagged)}
+
+
 def progress(study_dir: Path) -> list[dict]:
     """The organiser's view, per annotator: items answered of their total, the time of their last vote, votes
-    changed (corrections), attention checks passed / answered, and (static) the share of their own votes on real
-    pairs that side with the metric's preference (ties of either kind left out): the agreement so far. Readable
-    while the server runs."""
+    changed (corrections), attention checks passed / answered and the ``failed_items``, how fast they answered
+    (:func:`speed`: ``median_s``, ``fast``, ``timed``, ``too_fast`` flags an implausibly fast annotator), whether
+    their token was ``revoked``, and (static) the share of their own votes on real pairs that side with the
+    metric's preference (ties of either kind left out): the agreement so far. Readable while the server runs."""
     from harness.io import read_json
 
-    _, key, votes, ann = load(study_dir)
+    from .store import study_store
+
+    study, key, votes, ann = load(study_dir)
     orders = {a["id"]: a["order"] for a in read_json(Path(study_dir) / ANNOTATORS_FILE)["annotators"]}
+    public = {i["id"]: i for i in study.get("items", [])}
+    revoked = study_store(study_dir).revoked() if (Path(study_dir) / DB_FILE).exists() else {}
     items = {i["id"]: i for i in key["items"]}
     att = attention(key, votes)
     out = []
@@ -241,53 +278,89 @@ def progress(study_dir: Path) -> list[dict]:
                     n += 1
                     agree += v["choice"] == pref
         r = att.get(a, {"checks": 0, "passed": 0, "failed": []})
+        sp = speed(mine, public)
         out.append({"annotator": a, "done": len(mine), "total": len(orders.get(a, [])),
                     "last_vote_utc": max((v["created_utc"] for v in mine), default=None),
                     "corrected": sum(1 for v in mine if v.get("corrections")),
-                    "checks": r["checks"], "checks_passed": r["passed"],
+                    "checks": r["checks"], "checks_passed": r["passed"], "failed_items": list(r["failed"]),
+                    "median_s": sp["median_s"], "fast_votes": sp["fast"], "timed_votes": sp["timed"],
+                    "too_fast": sp["flagged"], "revoked_utc": revoked.get(a),
                     "agree_with_metric": agree / n if n else None, "decisive_votes": n})
     return out
 
 
+def flags(rows: Sequence[dict]) -> list[str]:
+    """The organiser's warnings from :func:`progress`, one sentence each: an implausibly fast annotator (with the
+    numbers), the attention checks an annotator failed (by item id), a revoked token."""
+    out = []
+    for r in rows:
+        a = r["annotator"]
+        if r["too_fast"]:
+            out.append(f"{a} answers implausibly fast: median {r['median_s']:.1f} s per answer; {r['fast_votes']} of "
+                       f"{r['timed_votes']} answers came before half of their clip could play (look at their "
+                       "answers before you count them)")
+        if r["failed_items"]:
+            n = len(r["failed_items"])
+            out.append(f"{a} failed {n} attention check{'' if n == 1 else 's'}: {', '.join(r['failed_items'])} "
+                       "(human report exclude=failed_checks leaves their votes out)")
+        if r["revoked_utc"]:
+            out.append(f"{a}'s token was revoked at {r['revoked_utc']} UTC (their earlier votes stay)")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ export
-#: the first BLIND_COLUMNS say what was clicked (no model, policy or case); the rest unblind it
-EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id", "elapsed_ms",
-                  "created_utc", "corrected", "first_choice", "first_started", "first_answers", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
+#: the first BLIND_COLUMNS say what was clicked and what kind of item it was (a practice item, an attention check
+#: and whether it was passed), naming no model, policy, run or case; the rest unblind it
+EXPORT_COLUMNS = ["vote_id", "annotator", "item", "kind", "role", "check_passed", "choice", "started", "answers",
+                  "client_id", "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started",
+                  "first_answers", "metric", "trajectory", "case_id", "arm_A", "arm_B", "preferred_arm", "value_A",
                   "value_B", "higher_is_better", "metric_prefers", "metric_preferred_arm", "arm", "gated_items"]
-BLIND_COLUMNS = 14
+BLIND_COLUMNS = 16
+#: the export's roles of an item: a real item counts; practice and attention checks never enter a statistic
+ROLES = ("real", "practice", "check")
 
 
-def export_rows(key: dict, votes: Sequence[dict], unblind: bool = True) -> list[dict]:
-    """One row per raw vote: what was clicked (``choice`` A/T/B, or ``started`` and the eight ``answers``) and,
-    with ``unblind``, what it means (the metric, the arms on each side and the preferred arm; a dynamic vote's
-    arm and its eight gated scores)."""
+def role_of(item: dict) -> str:
+    """``practice``, ``check`` (an attention check) or ``real`` (a key.json item)."""
+    return "practice" if item.get("practice") else "check" if item.get("check") else "real"
+
+
+def export_rows(key: dict, votes: Sequence[dict], unblind: bool = False) -> list[dict]:
+    """One row per raw vote: what was clicked (``choice`` A/T/B, or ``started`` and the eight ``answers``), the
+    item's ``role`` (real, practice, check) and, for a check, ``check_passed``; with ``unblind``, what it means
+    (the metric, the arms on each side and the preferred arm; a dynamic vote's arm and its eight gated scores)."""
     items = {i["id"]: i for i in key["items"]}
     rows = []
     for v in votes:
         it = items[v["item"]]
         r = {"vote_id": v["id"], "annotator": v["annotator"], "item": v["item"], "kind": v["kind"],
+             "role": role_of(it), "check_passed": _passed(it["check"], v) if role_of(it) == "check" else None,
              "choice": v["choice"], "started": v["started"], "answers": v["answers"], "client_id": v["client_id"],
              "elapsed_ms": v["elapsed_ms"], "created_utc": v["created_utc"],
              # a vote changed before moving on (the store's audit trail): the answer counted is the last one
              "corrected": bool(v.get("corrections")), "first_choice": v.get("first_choice"),
              "first_started": v.get("first_started"), "first_answers": v.get("first_answers")}
         if unblind:
-            if v["kind"] == STATIC:
-                r.update(metric=it["metric"], trajectory=it["task"]["trajectory"], case_id=it["task"]["case_id"],
-                         arm_A=it["A"]["arm"], arm_B=it["B"]["arm"],
-                         preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[v["choice"]])
-                # the metric's side of the pair, so agreement can be recomputed from the export alone
-                pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
-                r.update(value_A=it["A"]["value"], value_B=it["B"]["value"],
-                         higher_is_better=it["higher_is_better"], metric_prefers=pref,
-                         metric_preferred_arm={"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie",
-                                               None: None}[pref])
-            else:
-                r.update(metric="dynamic", trajectory=it["arm"]["trajectory"], case_id=it["arm"]["case_id"],
-                         arm=it["arm"]["arm"],
-                         gated_items=stats.gated_items(bool(v["started"]), v["answers"], it["references"]))
+            r.update(_unblinded(it, v))
         rows.append(r)
     return rows
+
+
+def _unblinded(it: dict, v: dict) -> dict[str, Any]:
+    """What a vote means: the metric, the arms and the metric's side (static), the arm and gated scores
+    (dynamic)."""
+    if v["kind"] != STATIC:
+        return {"metric": "dynamic", "trajectory": it["arm"]["trajectory"], "case_id": it["arm"]["case_id"],
+                "arm": it["arm"]["arm"],
+                "gated_items": stats.gated_items(bool(v["started"]), v["answers"], it["references"])}
+    # the metric's side of the pair, so agreement can be recomputed from the export alone
+    pref = stats.metric_preference(it["A"]["value"], it["B"]["value"], it["higher_is_better"])
+    return {"metric": it["metric"], "trajectory": it["task"]["trajectory"], "case_id": it["task"]["case_id"],
+            "arm_A": it["A"]["arm"], "arm_B": it["B"]["arm"],
+            "preferred_arm": {"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie"}[v["choice"]],
+            "value_A": it["A"]["value"], "value_B": it["B"]["value"], "higher_is_better": it["higher_is_better"],
+            "metric_prefers": pref, "metric_preferred_arm": {"A": it["A"]["arm"], "B": it["B"]["arm"], "T": "tie",
+                                                             None: None}[pref]}
 
 
 def _csv_cell(v: Any) -> str:
@@ -300,10 +373,16 @@ def _csv_cell(v: Any) -> str:
     return str(v)
 
 
-def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = True) -> dict[str, str]:
+#: the file names of an export; an unblinded one says so in its name
+EXPORT_NAMES = {False: "votes", True: "votes-unblinded"}
+
+
+def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = False) -> dict[str, str]:
     """Write every raw vote to ``votes.csv`` and ``votes.jsonl`` (atomically) in ``out_dir`` (default
-    ``<study>/exports``). CSV lists join with ``;``; booleans are yes / no."""
-    from harness.io import write_text
+    ``<study>/exports``): blind (what was clicked, and each item's role), fit to hand to a colleague. With
+    ``unblind``: ``votes-unblinded.{csv,jsonl}``, the arms and the metric's side beside each vote, written at mode
+    0600 like ``key.json`` (they unblind the study). CSV lists join with ``;``; booleans are yes / no."""
+    from harness.io import json_text, write_text
 
     _, key, votes, _ = load(study_dir)
     rows = export_rows(key, votes, unblind)
@@ -314,6 +393,9 @@ def export_votes(study_dir: Path, out_dir: Path | None = None, unblind: bool = T
     w.writeheader()
     for r in rows:
         w.writerow({c: _csv_cell(r.get(c)) for c in cols})
-    write_text(out / "votes.csv", buf.getvalue())
-    write_text(out / "votes.jsonl", "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
-    return {"csv": str(out / "votes.csv"), "jsonl": str(out / "votes.jsonl"), "votes": str(len(rows))}
+    name = EXPORT_NAMES[unblind]
+    mode = 0o600 if unblind else None  # the arms: the owner's only, like key.json
+    write_text(out / f"{name}.csv", buf.getvalue(), mode=mode)
+    write_text(out / f"{name}.jsonl", "".join(json_text(r, compact=True) for r in rows), mode=mode)
+    return {"csv": str(out / f"{name}.csv"), "jsonl": str(out / f"{name}.jsonl"), "votes": str(len(rows)),
+            "unblinded": str(unblind).lower()}

@@ -615,6 +615,29 @@ def add_annotators(study_dir: Path, ids: Sequence[str]) -> dict[str, str]:
     return tokens
 
 
+def revoke_annotators(study_dir: Path, ids: Sequence[str]) -> list[str]:
+    """Revoke annotators' tokens (a token that leaked, a colleague who left): their sessions end at once, a running
+    server refuses their logins and votes from the next request on (the vote store holds the revocation), and
+    their lines leave ``tokens.txt``. The votes they gave stay. Returns the ids revoked."""
+    from harness.io import read_json
+
+    from .store import study_store
+
+    known = {a["id"] for a in read_json(study_dir / ANNOTATORS_FILE)["annotators"]}
+    ids = list(dict.fromkeys(ids))
+    unknown = [a for a in ids if a not in known]
+    if unknown or not ids:
+        raise StudyError(f"revoke={','.join(ids)}: {', '.join(unknown) or 'no annotator'} not in {study_dir.name}; "
+                         f"its annotators are {', '.join(sorted(known))}")
+    store = study_store(study_dir)
+    for a in ids:
+        store.revoke(a)
+    if (study_dir / TOKENS_FILE).exists():
+        old = dict(line.split("\t", 1) for line in (study_dir / TOKENS_FILE).read_text().splitlines() if line)
+        _write_tokens(study_dir / TOKENS_FILE, {a: t for a, t in old.items() if a not in ids})
+    return ids
+
+
 # -------------------------------------------------------------------------------------------------- the plan
 def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     """Design the study and write its folder ``out_dir`` (created whole or not at all).

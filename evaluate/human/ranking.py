@@ -32,6 +32,9 @@ from .stats import SCORE, _check_choice, spearman
 
 #: Newton iterations and the tolerance on the largest score change
 MAX_ITER, TOL = 100, 1e-10
+#: strengths closer than this are one strength: arms that the votes cannot tell apart (symmetric records) come out
+#: of Newton's method a few ulps apart, and a rank or a rank correlation must not read that noise as an order
+TIE_TOL = 1e-8
 
 
 @dataclass
@@ -124,9 +127,10 @@ class HumanRanking:
     """The human Bradley-Terry ranking of one metric's pairs beside the metric's own ranking.
 
     ``score[arm]``, ``lo[arm]``, ``hi[arm]``: the strength and its 95 % bootstrap interval; ``rank_human`` (1 = the
-    strongest) and ``rank_metric`` (by the metric's automatic win rate ``auto``, 1 = the highest; equal values share
-    the better rank); ``rho``: Spearman's rho of the scores and the automatic win rates across the arms (NaN with
-    ``rho_reason`` below 3 arms or for a constant vector); ``dropped``: resamples without a finite estimate."""
+    strongest) and ``rank_metric`` (by the metric's automatic win rate ``auto``, 1 = the highest; values within
+    :data:`TIE_TOL` are tied and share the better rank); ``rho``: Spearman's rho of the scores and the automatic win
+    rates across the arms, tied values at their average rank (NaN with ``rho_reason`` below 3 arms or for a constant
+    vector); ``dropped``: resamples without a finite estimate."""
 
     arms: list[Hashable]
     score: dict[Hashable, float]
@@ -155,9 +159,23 @@ class HumanRanking:
                 "n_boot": self.n_boot, "dropped_resamples": self.dropped}
 
 
+def tied(values: dict[Hashable, float], tol: float = TIE_TOL) -> dict[Hashable, float]:
+    """``values`` with every run of values within ``tol`` of its neighbour (in sorted order) replaced by the run's
+    lowest value: ties that floating-point noise split are ties again. NaN stays NaN."""
+    out = dict(values)
+    start = prev = float("nan")
+    for v, _, a in sorted((v, str(a), a) for a, v in values.items() if np.isfinite(v)):
+        if not v - prev <= tol:  # the first value (prev NaN) starts a run too
+            start = v
+        out[a] = start
+        prev = v
+    return out
+
+
 def _ranks(values: dict[Hashable, float]) -> dict[Hashable, int]:
-    """1 = the largest; equal values share the better rank; NaN values are left out."""
-    have = {a: v for a, v in values.items() if np.isfinite(v)}
+    """1 = the largest; values within :data:`TIE_TOL` are tied and share the better rank (1, 1, 3: scipy's
+    ``rankdata(method="min")`` of the negated values); NaN values are left out."""
+    have = {a: v for a, v in tied(values).items() if np.isfinite(v)}
     return {a: 1 + sum(1 for w in have.values() if w > v) for a, v in have.items()}
 
 
@@ -194,6 +212,8 @@ def human_ranking(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str], str |
             q = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
             lo = {a: float(q[0, k]) for k, a in enumerate(arms)}
             hi = {a: float(q[1, k]) for k, a in enumerate(arms)}
-    rho = spearman([score[a] for a in arms], [auto[a] for a in arms], "arms (models or policies)")
+    # on the tie-snapped values: tied strengths get their average rank (scipy), not an order made of rounding noise
+    ts, ta = tied(score), tied(auto)
+    rho = spearman([ts[a] for a in arms], [ta[a] for a in arms], "arms (models or policies)")
     return HumanRanking(arms, score, lo, hi, auto, _ranks(score), _ranks(auto), rho.value, rho.reason,
                         fit.reason, n_boot, dropped, {a: int(n) for a, n in zip(arms, fit.votes)})

@@ -30,7 +30,9 @@ DIMENSIONS = {"overall": "Overall", "return_progress": "Return Progress", "persi
 
 
 def _f(v: float | None, digits: int = 3) -> str:
-    return "n/c" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+    from evaluate.reporting.cells import fixed
+
+    return "n/c" if v is None or not np.isfinite(v) else fixed(v, digits)
 
 
 def _pct(r: dict):
@@ -80,11 +82,13 @@ def _backbone_is_paper(key: str, by_id: dict) -> str:
 
 
 def static_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
+    from evaluate.reporting.cells import plural
     from evaluate.reporting.tables import Column, Table
 
     entries, by_id = _paper(paper)
     t = Table(f"human_static{suffix}", "Human evaluation: static memory (blinded A/B pairs; paper Table 6)",
-              f"{res['items']} pairs, {res['votes']} votes by {len(res['annotators'])} annotators. Agreement = share "
+              f"{plural(res['items'], 'pair')}, {plural(res['votes'], 'vote')} by "
+              f"{plural(len(res['annotators']), 'annotator')}. Agreement = share "
               "of the pairs with a decisive human majority (more than half of the votes for A or for B) whose "
               "majority side is the side the metric scores higher, with a 95 % percentile bootstrap interval over "
               "those pairs (" + f"{res['bootstrap']['n']} resamples, seed {res['bootstrap']['seed']}). Majority "
@@ -196,12 +200,13 @@ def _corr_cell(r: dict, col: str):
 
 
 def dynamic_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
+    from evaluate.reporting.cells import plural
     from evaluate.reporting.tables import Column, Table
 
     entries, _ = _paper(paper)
     t = Table(f"human_dynamic{suffix}", "Human evaluation: dynamic memory checklist (paper Table 7)",
-              f"{res['instances_voted']} of {res['items']} instances voted ({res['votes']} votes by "
-              f"{len(res['annotators'])} annotators), {res['instances_judged']} with the judge's verdict "
+              f"{res['instances_voted']} of {plural(res['items'], 'instance')} voted ({plural(res['votes'], 'vote')} "
+              f"by {plural(len(res['annotators']), 'annotator')}), {res['instances_judged']} with the judge's verdict "
               f"({res['judge']}). Each annotator's item scores are gated like the judge's (no event start in the "
               "initial hold: all eight 0; else 1 where the answer matches the reference); the per-item majority is "
               "the human label; human and judge scores are the satisfied fractions per instance (per aspect: its "
@@ -272,7 +277,7 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
                 if not vals:
                     return "n/c", None
                 v, d = (min if dim == "min" else max)(vals)
-                return f"{v:.3f}", f"dynamic.{d}"
+                return _f(v), f"dynamic.{d}"
             by_name: dict[Any, str] = {v: k for k, v in DIMENSIONS.items()}
             key = by_name.get(dim)
             if key is None:
@@ -314,13 +319,13 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
         if not vals:
             return "n/c (no metric of the paper's six has a decisive pair here)", None
         v, k = (min if m == "min" else max)(vals)
-        return f"{100 * v:.1f}", k
+        return _f(100 * v, 1), k
     key = name_to_key.get(m)
     if key is None:
         return "", None  # not in this study
     r = res["metrics"][key]
     if measure == "agreement_pct":
-        return (f"{100 * r['agreement']:.1f}" if np.isfinite(r["agreement"]) else "n/c"), key
+        return _f(100 * r["agreement"], 1), key
     if measure == "agreements":
         return f"{r['agree']} of {r['decisive']}", key
     if measure == "majority_ties":
@@ -339,40 +344,34 @@ def study_tables(study_dir: Path, suffix: str = "", res: dict | None = None) -> 
     return [*main, paper_table(res, suffix)]
 
 
-def strict_json(x: Any) -> Any:
-    """``x`` with every non-finite float (NaN, infinities: an undefined statistic) as None, so the file is JSON
-    (RFC 8259 has no NaN; Python's json writes a bare ``NaN`` that strict readers refuse). The reason an undefined
-    value is undefined stays in its ``*_reason`` field."""
-    if isinstance(x, float):
-        return x if np.isfinite(x) else None
-    if isinstance(x, np.floating):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, dict):
-        return {k: strict_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [strict_json(v) for v in x]
-    return x
-
-
 def write_report(study_dir: Path, out_dir: Path | None = None, n_boot: int = 2000,
                  exclude_failed_checks: bool = False) -> dict[str, Any]:
     """Write ``agreement.md`` / ``agreement.json`` and every table (md, csv, tex) to ``<study>/report/``; returns
-    ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``."""
+    ``{"out_dir", "markdown", "json", "tables": [ids], "results"}``. A closed study's report is final (``final``,
+    ``closed_utc`` in the results); an open one's is interim and written at mode 0600 (it names the arms)."""
     from evaluate.reporting import render
-    from harness.io import write_json, write_text
+    from harness.io import json_text, write_text
+
+    from .store import closed_utc
 
     study_dir = Path(study_dir)
     res = analyse(study_dir, n_boot=n_boot, exclude_failed_checks=exclude_failed_checks)
+    closed = closed_utc(study_dir)
+    res["closed_utc"], res["final"] = closed, closed is not None
     tables = study_tables(study_dir, res=res)
     out = Path(out_dir) if out_dir else study_dir / REPORT_DIR
+    # the tables name the arms: while votes may still come they are the organiser's only (0600, like key.json)
+    mode = None if closed else 0o600
     for t in tables:
-        write_text(out / "tables" / f"{t.id}.md", render.markdown(t))
-        write_text(out / "tables" / f"{t.id}.csv", render.to_csv(t))
-        write_text(out / "tables" / f"{t.id}.tex", render.latex(t))
-    md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", ""] + [render.markdown(t) for t in tables])
-    write_text(out / "agreement.md", md)
-    write_json(out / "agreement.json", strict_json(res))
+        write_text(out / "tables" / f"{t.id}.md", render.markdown(t), mode=mode)
+        write_text(out / "tables" / f"{t.id}.csv", render.to_csv(t), mode=mode)
+        write_text(out / "tables" / f"{t.id}.tex", render.latex(t), mode=mode)
+    status = (f"Final: the study was closed at {closed} UTC; no vote can be added." if closed else
+              "Interim: the study is open and votes may still come (close it with `python -m harness human close "
+              "study=...`). These files name the arms, so they are the organiser's only (mode 0600) until then.")
+    md = "\n".join([f"# Human study: {study_dir.name} ({res['kind']})", "", status, ""]
+                   + [render.markdown(t) for t in tables])
+    write_text(out / "agreement.md", md, mode=mode)
+    write_text(out / "agreement.json", json_text(res), mode=mode)  # strict JSON: NaN as null
     return {"out_dir": str(out), "markdown": str(out / "agreement.md"), "json": str(out / "agreement.json"),
             "tables": [t.id for t in tables], "results": res, "text": md}

@@ -56,12 +56,25 @@ CREATE TABLE IF NOT EXISTS sessions (
   annotator TEXT NOT NULL,
   created_utc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS revoked (
+  annotator TEXT PRIMARY KEY,
+  revoked_utc TEXT NOT NULL
+);
 """
 YES_NO = ("yes", "no")
 
 
 class VoteError(ValueError):
     """A submitted vote that is malformed (the message names the field); the server answers 400."""
+
+
+class StudyClosed(VoteError):
+    """A vote or a correction after the organiser closed the study (``human close``); the server answers 409."""
+
+
+class TokenRevoked(VoteError):
+    """A vote or a login of an annotator whose token was revoked (``human tokens revoke=``); the server answers
+    401."""
 
 
 def _now() -> str:
@@ -152,6 +165,7 @@ class VoteStore:
         with closing(self._connect()) as c:
             c.execute("BEGIN IMMEDIATE")
             try:
+                _check_open(c, annotator)  # in the write transaction: a close or a revocation is never raced
                 cur = c.execute(
                     "INSERT INTO votes(annotator, item, kind, choice, started, answers, client_id, elapsed_ms, "
                     "created_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(annotator, item) DO NOTHING",
@@ -183,6 +197,7 @@ class VoteStore:
         with closing(self._connect()) as c:
             c.execute("BEGIN IMMEDIATE")
             try:
+                _check_open(c, annotator)
                 cur = c.execute("SELECT * FROM votes WHERE annotator=? ORDER BY id DESC LIMIT 1", (annotator,))
                 cols = [d[0] for d in cur.description]
                 r = cur.fetchone()
@@ -241,10 +256,45 @@ class VoteStore:
         with closing(self._connect()) as c:
             return {r[0] for r in c.execute("SELECT item FROM votes WHERE annotator=?", (annotator,))}
 
+    # -- closing the study, revoking tokens ------------------------------------------------------------------------
+    def close(self) -> str:
+        """Close the study: from now on every vote and correction is refused (:class:`StudyClosed`) and the
+        report is final. Returns the time it was closed (UTC); closing twice keeps the first time."""
+        with closing(self._connect()) as c:
+            c.execute("INSERT INTO meta(key, value) VALUES ('closed_utc', ?) ON CONFLICT(key) DO NOTHING", (_now(),))
+            return str(c.execute("SELECT value FROM meta WHERE key='closed_utc'").fetchone()[0])
+
+    def closed(self) -> Optional[str]:
+        """When the study was closed (UTC), None while it is open."""
+        with closing(self._connect()) as c:
+            r = c.execute("SELECT value FROM meta WHERE key='closed_utc'").fetchone()
+        return None if r is None else str(r[0])
+
+    def revoke(self, annotator: str) -> None:
+        """Revoke an annotator's token: their sessions end now and every later login, vote or correction is
+        refused (:class:`TokenRevoked`); the votes they gave before stay."""
+        with closing(self._connect()) as c:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute("INSERT INTO revoked(annotator, revoked_utc) VALUES (?, ?) ON CONFLICT(annotator) DO NOTHING",
+                          (annotator, _now()))
+                c.execute("DELETE FROM sessions WHERE annotator=?", (annotator,))
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+
+    def revoked(self) -> dict[str, str]:
+        """Revoked annotator -> when (UTC)."""
+        with closing(self._connect()) as c:
+            return {str(a): str(t) for a, t in c.execute("SELECT annotator, revoked_utc FROM revoked")}
+
     # -- sessions ------------------------------------------------------------------------------------------------
     def new_session(self, annotator: str) -> str:
         sid = secrets.token_urlsafe(32)
         with closing(self._connect()) as c:
+            if c.execute("SELECT 1 FROM revoked WHERE annotator=?", (annotator,)).fetchone():
+                raise TokenRevoked("this token was revoked by the study's organiser")
             c.execute("INSERT INTO sessions(sid_sha256, annotator, created_utc) VALUES (?, ?, ?)",
                       (hashlib.sha256(sid.encode()).hexdigest(), annotator, _now()))
         return sid
@@ -264,6 +314,15 @@ class VoteStore:
                 c.execute("DELETE FROM sessions WHERE sid_sha256=?", (hashlib.sha256(sid.encode()).hexdigest(),))
 
 
+def _check_open(c: sqlite3.Connection, annotator: str) -> None:
+    """Refuse a write once the study is closed or the annotator's token revoked (inside the caller's
+    transaction)."""
+    if c.execute("SELECT 1 FROM meta WHERE key='closed_utc'").fetchone():
+        raise StudyClosed("the study is closed: the organiser no longer accepts answers")
+    if c.execute("SELECT 1 FROM revoked WHERE annotator=?", (annotator,)).fetchone():
+        raise TokenRevoked("this token was revoked by the study's organiser")
+
+
 def _row(r: dict) -> dict:
     r["answers"] = None if r.get("answers") is None else json.loads(r["answers"])
     r["started"] = None if r.get("started") is None else bool(r["started"])
@@ -279,3 +338,23 @@ def read_votes(study_dir: Path) -> list[dict]:
         return []
     return VoteStore(db, study_hash(Path(study_dir) / STUDY_FILE)).votes()
 
+
+
+def study_store(study_dir: Path) -> VoteStore:
+    """The vote store of a study folder (created empty if no vote was cast yet)."""
+    from .common import DB_FILE, STUDY_FILE
+
+    return VoteStore(Path(study_dir) / DB_FILE, study_hash(Path(study_dir) / STUDY_FILE))
+
+
+def close_study(study_dir: Path) -> str:
+    """Close a study (:meth:`VoteStore.close`): a running server refuses every later vote and correction, and the
+    report becomes final. Returns when it was closed (UTC)."""
+    return study_store(study_dir).close()
+
+
+def closed_utc(study_dir: Path) -> Optional[str]:
+    """When the study was closed (UTC), None while it is open (or before any vote)."""
+    from .common import DB_FILE
+
+    return study_store(study_dir).closed() if (Path(study_dir) / DB_FILE).exists() else None

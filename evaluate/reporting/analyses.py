@@ -27,7 +27,7 @@ from trajectories.phases import phase_at
 
 from ..catalog import chance_level, direction, is_table2_key, resolution
 from ..results import MetricEntry
-from .cells import Cell, Term, Unit, has_interval, mean_cell, ratio_cell
+from .cells import Cell, Term, Unit, has_interval, mean_cell, plural, ratio_cell
 from .collect import Item
 from .qualification import departed, qualified, returned, tracked
 from .study import MatchKey, Study
@@ -311,8 +311,9 @@ class Comparison:
     def header(self) -> str:
         """``context policies of reference (10 matched videos, 2 of them dynamic: not in the static metrics)``."""
         dyn = sum(1 for it in next(iter(self.matched.values()), {}).values() if it.case_family == "dynamic")
-        extra = f", {dyn} of them dynamic cases, left out of the static-content metrics" if dyn else ""
-        return f"{self.title} ({self.matched_videos} matched videos{extra})"
+        extra = (f", {dyn} of them {'a dynamic case' if dyn == 1 else 'dynamic cases'}, left out of the "
+                 "static-content metrics") if dyn else ""
+        return f"{self.title} ({plural(self.matched_videos, 'matched video')}{extra})"
 
     def items(self, contender: str) -> list[Item]:
         return list(self.matched[contender].values())

@@ -164,20 +164,49 @@ def has_interval(c: Cell) -> bool:
     return c.n >= MIN_UNITS_FOR_INTERVAL and bool(np.isfinite(c.lo) and np.isfinite(c.hi))
 
 
-def fmt(c: Cell, digits: int = 3) -> str:
-    """``0.512 [0.490, 0.530] n=12``; counts as integers; rates as percentages; below
-    :data:`MIN_UNITS_FOR_INTERVAL` units the mean and n only (``0.008 (n=2)``)."""
+def fixed(x: float, digits: int = 3, *, signed: bool = False, percent: bool = False) -> str:
+    """``x`` with ``digits`` decimals (``percent``: as a percentage); ``signed``: a leading ``+`` on positive values.
+    A value that rounds to zero prints without a sign: ``-0.000`` (a difference of -0.0001) reads as a negative
+    result, and ``+0.000`` as a positive one."""
+    s = f"{x:{'+' if signed else ''}.{digits}{'%' if percent else 'f'}}"
+    if s[:1] in "+-" and not s.strip("+-0.%"):
+        return s[1:]
+    return s
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 video``, ``2 videos``, ``0 videos`` (``nouns``: an irregular plural)."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def fmt_parts(c: Cell, digits: int = 3, signed: bool = False) -> tuple[str, str]:
+    """(the value, the rest): ``("0.512", "[0.490, 0.530] n=12")``; :func:`fmt` joins them, the page prints the
+    rest in small type on a second line. ``signed``: ``+`` on a positive value (a difference)."""
     if not c.ok():
-        return "n/c"
+        return "n/c", ""
     if c.kind == "count":
-        return f"{int(round(c.mean))} (n={c.n})"
+        return f"{int(round(c.mean))}", f"(n={c.n})"
     if c.kind == "rate":
-        return f"{c.mean:.1%} [{c.lo:.1%}, {c.hi:.1%}] n={c.n}" if has_interval(c) else f"{c.mean:.1%} (n={c.n})"
-    if c.kind == "models_mean":
-        models = len({u.role for u in c.units})
-        return f"{c.mean:.{digits}f} ({models} model{'s' if models != 1 else ''}, n={c.n})"
-    if not has_interval(c):
-        return f"{c.mean:.2f}x (n={c.n})" if c.kind == "ratio" else f"{c.mean:.{digits}f} (n={c.n})"
+        head = fixed(c.mean, 1, percent=True, signed=signed)
+        return (head, f"[{fixed(c.lo, 1, percent=True)}, {fixed(c.hi, 1, percent=True)}] n={c.n}") \
+            if has_interval(c) else (head, f"(n={c.n})")
     if c.kind == "ratio":
-        return f"{c.mean:.2f}x [{c.lo:.2f}, {c.hi:.2f}] n={c.n}"
-    return f"{c.mean:.{digits}f} [{c.lo:.{digits}f}, {c.hi:.{digits}f}] n={c.n}"
+        head = f"{fixed(c.mean, 2)}x"
+        return (head, f"[{fixed(c.lo, 2)}, {fixed(c.hi, 2)}] n={c.n}") if has_interval(c) else (head, f"(n={c.n})")
+    head = fixed(c.mean, digits, signed=signed)
+    if c.kind == "spread":  # the mean of the per-seed means ± their SD; lo / hi the lowest and highest seed mean
+        if c.n <= 1:
+            return head, f"(n={c.n})"
+        return f"{head} ± {fixed(c.sd, digits)}", f"[{fixed(c.lo, digits)}, {fixed(c.hi, digits)}] n={c.n}"
+    if c.kind == "models_mean":
+        return head, f"({plural(len({u.role for u in c.units}), 'model')}, n={c.n})"
+    if not has_interval(c):
+        return head, f"(n={c.n})"
+    return head, f"[{fixed(c.lo, digits)}, {fixed(c.hi, digits)}] n={c.n}"
+
+
+def fmt(c: Cell, digits: int = 3, signed: bool = False) -> str:
+    """``0.512 [0.490, 0.530] n=12``; counts as integers; rates as percentages; below
+    :data:`MIN_UNITS_FOR_INTERVAL` units the mean and n only (``0.008 (n=2)``); never a signed zero
+    (:func:`fixed`)."""
+    return " ".join(x for x in fmt_parts(c, digits, signed) if x)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .analyses import Analyses
-from .cells import Cell
+from .cells import Cell, fixed, fmt_parts, plural
 from .collect import Item
 from .plots import Palette
 from .release import release_html
@@ -27,7 +27,8 @@ from .verdict import answer, headline, latency_text, line_data
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
-vertical-align:top}td{white-space:nowrap}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
+vertical-align:top}.nw{white-space:nowrap}span.ci{font-size:11px;color:#555}span.bb{font-weight:normal;font-size:11px}
+div.tw{overflow-x:auto}p.part{margin:.6em 0 0}th{background:#f3f3f3;cursor:pointer;user-select:none}th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}td.best{font-weight:bold}td.second{text-decoration:underline}td.nc{color:#a33}
 .cap{font-size:12px;color:#555;max-width:1100px}.fn{font-size:11px;color:#666}.fold{font-size:11px;color:#a33;
 max-width:1300px;margin:.2em 0}.vid{display:inline-block;margin:4px;vertical-align:top;font-size:11px}.vid video{width:320px;
@@ -62,10 +63,116 @@ def _e(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
+#: the widest part of a table [px], estimated from its text: a 1366-px screen less the page's margins (2 x 16 px), a
+#: scrollbar and room for the estimate's error. A table wider than this is split into parts by its columns, each
+#: part repeating the row keys (tests/evaluate/reporting/test_report_browser.py measures every part at 1366 px).
+TABLE_BUDGET_PX = 1150
+#: estimated advance of one character [px]: 12 px bold (headers), 12 px (values), 11 px (intervals, notes); generous
+#: for system-ui fonts, whose digits are about 0.55 em
+_PX_HEAD, _PX_BODY, _PX_SMALL = 7.6, 7.2, 6.6
+#: a cell's horizontal padding and border [px]
+_PAD_PX = 14
+#: where a long header or key may break: after these characters (``departure.`` | ``return_visible``)
+_BREAK_AFTER = ".[+/"
+
+
+def _breakable(s: str) -> str:
+    """``s`` escaped, with a line-break opportunity (``<wbr>``) after each of :data:`_BREAK_AFTER`: a metric key
+    wraps inside its column instead of widening it. The text (``textContent``) is unchanged."""
+    return "".join(_e(ch) + ("<wbr>" if ch in _BREAK_AFTER else "") for ch in s)
+
+
+def _tokens(s: str) -> list[str]:
+    """The pieces of ``s`` that never break (split at spaces and after :data:`_BREAK_AFTER`)."""
+    out, cur = [], ""
+    for ch in s:
+        if ch == " ":
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+        if ch in _BREAK_AFTER:
+            out.append(cur)
+            cur = ""
+    return [x for x in out + [cur] if x]
+
+
+def _header(label: str) -> tuple[str, float]:
+    """A column header as HTML (the metric's name; its backbone and chance level on their own small lines) and its
+    narrowest width [px]."""
+    name, sep, rest = label.partition("[")
+    lines = [(_breakable(name.strip()), _tokens(name), _PX_HEAD)]
+    if sep:
+        bb, close, tail = rest.partition("]")
+        lines.append((f"<span class='bb'>[{_breakable(bb)}]</span>", _tokens(f"[{bb}]"), _PX_SMALL))
+        if tail.strip():
+            lines.append((f"<span class='bb'>{_e(tail.strip())}</span>", _tokens(tail), _PX_SMALL))
+    width = max(len(t) * px for _, toks, px in lines for t in toks)
+    return "<br>".join(h for h, _, _ in lines), width + _PAD_PX
+
+
+def _cell(v: Any, note: dict[str, int]) -> tuple[str, float]:
+    """A value as HTML (a Cell: its mean, then its interval and n in small type below) and its narrowest width."""
+    if isinstance(v, Cell) and v.ok():
+        head, rest = fmt_parts(v)
+        parts = rest.rsplit(" ", 1) if rest.startswith("[") else [rest]  # "[lo, hi]" | "n=4" may wrap apart
+        small = " ".join(f"<span class='nw'>{_e(x)}</span>" for x in parts if x)
+        width = max([len(head) * _PX_BODY] + [len(x) * _PX_SMALL for x in parts])
+        return (f"<span class='nw'>{_e(head)}</span><br><span class='ci'>{small}</span>" if small else
+                f"<span class='nw'>{_e(head)}</span>"), width + _PAD_PX
+    text = cell_text(v, note)
+    return _breakable(text), max((len(t) * _PX_BODY for t in _tokens(text)), default=0.0) + _PAD_PX
+
+
+def column_parts(t: Table, cols: list, budget: float = TABLE_BUDGET_PX) -> list[list]:
+    """``cols`` in order, cut into parts whose estimated width (the row-key columns, repeated in each part, plus
+    the part's columns) fits ``budget`` [px]; one part when the whole table fits."""
+    note = t.footnotes()
+    key_w = sum(max([_header(h)[1]] + [_cell(str(k[j]), note)[1] for k, _ in t.rows]) for j, h in enumerate(t.index))
+    parts: list[list] = [[]]
+    width = key_w
+    for c in cols:
+        w = max([_header(c.label + c.arrow)[1]] + [_cell(cells.get(c.key), note)[1] for _, cells in t.rows])
+        if parts[-1] and width + w > budget:
+            parts.append([])
+            width = key_w
+        parts[-1].append(c)
+        width += w
+    return parts
+
+
+def _table_part(t: Table, cols: list, note: dict[str, int], ranks: dict[tuple[int, str], int]) -> str:
+    """One ``<table>`` of ``t``: its row keys and ``cols``."""
+    P = [f"<div class='tw'><table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
+         "".join(f"<th>{_header(h)[0]}</th>" for h in t.index) +
+         "".join(f"<th>{_header(c.label + c.arrow)[0]}</th>" for c in cols) + "</tr></thead><tbody>"]
+    for i, (key, cells) in enumerate(t.rows):
+        tds = [f"<td>{_breakable(str(k))}</td>" for k in key]
+        for c in cols:
+            v = cells.get(c.key)
+            cls, dv = [], ""
+            if isinstance(v, Cell):
+                if v.ok():
+                    dv = f" data-v='{v.mean:.9g}'"
+                else:
+                    cls.append("nc")
+            elif isinstance(v, (int, float)):
+                dv = f" data-v='{v}'"
+            r = ranks.get((i, c.key))
+            if r:
+                cls.append("best" if r == 1 else "second")
+                dv += f" data-col='{_e(c.key)}'"  # what a marked cell is best in (browser tests read it)
+            tds.append(f"<td class='{' '.join(cls)}'{dv}>{_cell(v, note)[0]}</td>")
+        P.append("<tr>" + "".join(tds) + "</tr>")
+    P.append("</tbody></table></div>")
+    return "\n".join(P)
+
+
 def table_html(t: Table, downloads: dict[str, str]) -> str:
+    """A table's section: title, caption, downloads, the table (in parts that each fit a 1366-px screen:
+    :func:`column_parts`), the folded columns, the footnotes."""
     note = t.footnotes()
     ranks = t.ranks()
-    cols = t.shown_columns
     P = [f"<section id='t-{_e(t.id)}'><h3>{_e(t.title)}</h3><p class='cap'>{_e(t.caption)}</p>"]
     if downloads:
         P.append("<p class='fn'>" + " ".join(f"<a href='{_e(v)}'>{_e(k)}</a>" for k, v in downloads.items()) + "</p>")
@@ -75,28 +182,12 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
         return "\n".join(P)
     P += [f"<p class='cap'><b>{_e(n)}</b></p>" for n in t.notes]
     if t.rows:
-        P.append(f"<div style='overflow-x:auto'><table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
-                 "".join(f"<th>{_e(h)}</th>" for h in t.index + [c.label + c.arrow for c in cols]) +
-                 "</tr></thead><tbody>")
-        for i, (key, cells) in enumerate(t.rows):
-            tds = [f"<td>{_e(k)}</td>" for k in key]
-            for c in cols:
-                v = cells.get(c.key)
-                cls, dv = [], ""
-                if isinstance(v, Cell):
-                    if v.ok():
-                        dv = f" data-v='{v.mean:.9g}'"
-                    else:
-                        cls.append("nc")
-                elif isinstance(v, (int, float)):
-                    dv = f" data-v='{v}'"
-                r = ranks.get((i, c.key))
-                if r:
-                    cls.append("best" if r == 1 else "second")
-                    dv += f" data-col='{_e(c.key)}'"  # what a marked cell is best in (browser tests read it)
-                tds.append(f"<td class='{' '.join(cls)}'{dv}>{_e(cell_text(v, note))}</td>")
-            P.append("<tr>" + "".join(tds) + "</tr>")
-        P.append("</tbody></table></div>")
+        parts = column_parts(t, t.shown_columns)
+        for k, cols in enumerate(parts):
+            if len(parts) > 1:
+                P.append(f"<p class='fn part'>Part {k + 1} of {len(parts)}: {plural(len(cols), 'column')}"
+                         + (" (the columns that separate first)" if k == 0 and ranks else "") + "</p>")
+            P.append(_table_part(t, cols, note, ranks))
     else:
         P.append("<p>(no rows)</p>")
     folded = t.folded()
@@ -105,7 +196,7 @@ def table_html(t: Table, downloads: dict[str, str]) -> str:
             f"<li>Not computed in any row: <b>{_e(', '.join(cols))}</b>: {_e(reason)}</li>" for reason, cols in folded)
             + "</ul>")
     if note:
-        P.append(f"<details class='fn'><summary>{len(note)} footnote(s): why cells are n/c</summary>" +
+        P.append(f"<details class='fn'><summary>{plural(len(note), 'footnote')}: why cells are n/c</summary>" +
                  "<br>".join(f"[{k}] {_e(r)}" for r, k in note.items()) + "</details>")
     if ranks:
         P.append("<div class='fn'>Best per column in bold where its paired 95 % interval separates it from every "
@@ -122,7 +213,7 @@ def verdict_html(an: Analyses) -> str:
     if not v.comparisons:
         s = an.study
         P.append(f"<p>Nothing to compare: {_e(', '.join(sorted({it.model for it in s.items})))} under "
-                 f"{_e(', '.join(sorted({it.context for it in s.items})))} ({len(s.items)} videos), no other policy "
+                 f"{_e(', '.join(sorted({it.context for it in s.items})))} ({plural(len(s.items), 'video')}), no other policy "
                  "or model on the same videos. Run several (<code>-m context=fullkv,sliding,fov</code>) for a "
                  "verdict.</p>")
         P += [f"<p class='cap' data-headline='1'>{_e(x)}</p>" for x in headline(an)]
@@ -145,9 +236,9 @@ def verdict_html(an: Analyses) -> str:
                      "<th>ranking</th><th>best</th><th>paired differences</th></tr></thead><tbody>")
             for x in lines:
                 d = line_data(x)
-                chain = d["ranking"][0]["name"] + f" {d['ranking'][0]['mean']:.3f}"
+                chain = d["ranking"][0]["name"] + f" {fixed(d['ranking'][0]['mean'])}"
                 for rel, r in zip(d["relations"], d["ranking"][1:]):
-                    chain += f" {rel} {r['name']} {r['mean']:.3f}"
+                    chain += f" {rel} {r['name']} {fixed(r['mean'])}"
                 diffs = "<br>".join((f"<span class='sep'><b>{_e(e['a'])} − {_e(e['b'])} {_e(e['text'])}</b></span>"
                                      if e["separated"] else f"{_e(e['a'])} − {_e(e['b'])} {_e(e['text'])}")
                                     for e in d["diffs"])
@@ -200,7 +291,7 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
     P = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>WorldMem study report</title>",
          f"<style>{_CSS}</style></head><body>", "<h1>WorldMem study report</h1>",
          "<p class='cap'>Runs: " + ", ".join(f"<code>{_e(r.name)}</code>" for r in runs) +
-         f". {len(items)} evaluated video(s); skipped: {skipped.get('not_done', 0)} not done, "
+         f". {plural(len(items), 'evaluated video')}; skipped: {skipped.get('not_done', 0)} not done, "
          f"{skipped.get('not_evaluated', 0)} without metrics.json, {skipped.get('duplicate', 0)} already in an earlier "
          "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the "
          "reference model's own geometry) are excluded from every table and plot, and dynamic cases from the "
@@ -226,7 +317,7 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
              "cross-axis, coverage, the dynamic decomposition, group summaries and the paper's numbers beside "
              "ours. Click to open.</p>")
     for t in rest:
-        summary = f"{t.title}: {t.collapsed}" if t.collapsed else f"{t.title} ({len(t.rows)} rows)"
+        summary = f"{t.title}: {t.collapsed}" if t.collapsed else f"{t.title} ({plural(len(t.rows), 'row')})"
         P.append(f"<details data-details='{_e(t.id)}'><summary>{_e(summary)}</summary>"
                  + table_html(t, downloads.get(t.id, {})) + "</details>")
     P.append("</section><section id='cases'><h2>Cases</h2><p class='cap'>Per case, trajectory and seed: the videos "

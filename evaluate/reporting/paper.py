@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .analyses import cross_axis_units, revisit_units
-from .cells import Cell, Unit, count_cell, mean_cell
+from .cells import Cell, Unit, count_cell, fixed, mean_cell
 from .tables import Builder, Column, Table
 
 PAPER_FILE = Path(__file__).resolve().parent.parent / "paper_numbers.yaml"
@@ -185,7 +185,7 @@ def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
             row: dict[str, Any] = {"paper": paper_val, "ours": cell, "metric": key or ""}
             if isinstance(cell, Cell) and cell.ok():
                 d = cell.mean - float(e["value"])
-                row["diff"] = f"{d:+.0f}" if cell.kind == "count" else f"{d:+.3f}"
+                row["diff"] = fixed(d, 0 if cell.kind == "count" else 3, signed=True)
             if key and mdef:
                 # an estimator-combined key (e.g. Eq. 2's camera.rpe_trans) names no backbone: its estimators are
                 # the paper's when that combination is reported at all (the stage requires all of them)

@@ -273,7 +273,7 @@ def latency_vs_memory(an: Analyses, pal: Palette, out: Path, max_panels: int = 4
         lo_, top, cap = metric_range(key, allv)
         ax.set_ylim(lo_, top + 0.02 * (top - lo_))
         ax.set_xlim(0, max(xmax, 1e-6) * 1.25)
-        ax.set_xlabel("latency per video [s] (x from 0)", fontsize=8)
+        ax.set_xlabel("generation time per video [s] (wall clock; x from 0)", fontsize=8)
         ax.set_ylabel(f"{_arrow(key)} {cap}", fontsize=7)
         ax.set_title(f"{key}{' (does not separate)' if none else ''}\n{c.title}", fontsize=8)
         ax.grid(alpha=0.3)

@@ -11,22 +11,19 @@ import io
 
 import numpy as np
 
-from .cells import Cell, fmt, has_interval
+from .cells import Cell, fixed, fmt, has_interval
 from .tables import Table, Value
 
 
 def cell_text(v: Value, note: dict[str, int]) -> str:
     if isinstance(v, Cell):
         if v.ok():
-            if v.kind == "spread":
-                return f"{v.mean:.3f} ± {v.sd:.3f} [{v.lo:.3f}, {v.hi:.3f}] n={v.n}" if v.n > 1 else \
-                    f"{v.mean:.3f} (n={v.n})"
             return fmt(v)
         return f"n/c[{note[v.reason]}]" if v.reason in note else "n/c"
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.3f}" if np.isfinite(v) else "n/c"
+        return fixed(v) if np.isfinite(v) else "n/c"
     return str(v)
 
 
@@ -121,10 +118,10 @@ def latex(t: Table) -> str:
         for c in shown:
             v = cells.get(c.key)
             if isinstance(v, Cell) and v.ok() and v.kind == "mean":
-                s = f"{v.mean:.3f}"
+                s = fixed(v.mean)
                 r = ranks.get((i, c.key))
                 s = rf"\textbf{{{s}}}" if r == 1 else rf"\underline{{{s}}}" if r == 2 else s
-                s += rf"{{\tiny\,[{v.lo:.3f}, {v.hi:.3f}], n={v.n}}}" if has_interval(v) else \
+                s += rf"{{\tiny\,[{fixed(v.lo)}, {fixed(v.hi)}], n={v.n}}}" if has_interval(v) else \
                     rf"{{\tiny\,n={v.n}}}"
             elif isinstance(v, Cell) and not v.ok():
                 s = rf"n/c$^{{{note[v.reason]}}}$" if v.reason in note else "n/c"

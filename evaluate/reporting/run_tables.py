@@ -19,7 +19,7 @@ from ..aggregate import bootstrap_ci
 from ..catalog import METRICS, higher_is_better
 from ..dynamic import dynamic_summary
 from .analyses import Analyses, Comparison
-from .cells import MIN_UNITS_FOR_INTERVAL, Cell, fmt, mean_cell
+from .cells import MIN_UNITS_FOR_INTERVAL, Cell, fixed, fmt, mean_cell, plural
 from .collect import Item
 from .verdict import line_data, verdict_markdown
 
@@ -32,8 +32,8 @@ def _fmt(ci: dict) -> str:
     if not np.isfinite(ci["mean"]):
         return "n/a"
     if ci["n"] < MIN_UNITS_FOR_INTERVAL:  # an interval over one or two cases reads as certainty
-        return f"{ci['mean']:.3f} (n={ci['n']})"
-    return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}] (n={ci['n']})"
+        return f"{fixed(ci['mean'])} (n={ci['n']})"
+    return f"{fixed(ci['mean'])} [{fixed(ci['lo'])}, {fixed(ci['hi'])}] (n={ci['n']})"
 
 
 def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict], dict[str, str]]:
@@ -169,7 +169,7 @@ def dynamic_rows(items: list[Item]) -> list[dict]:
 
 
 def _f(x: float) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:.3f}"
+    return "n/a" if x is None or not np.isfinite(x) else fixed(x)
 
 
 def write_dynamic_table(out_dir: Path, items: list[Item]) -> Optional[str]:
@@ -269,13 +269,13 @@ def analyses_markdown(an: Analyses) -> str:
         L.append("")
     for c in an.comparisons:
         pols = c.contenders
-        L += [f"## Comparison: {c.title} ({c.matched_videos} matched items; paired differences)", "",
+        L += [f"## Comparison: {c.title} ({plural(c.matched_videos, 'matched item')}; paired differences)", "",
               "| metric | " + " | ".join(pols) + "".join(f" | {a} - {b}" for a, b in c.pairs) + " |",
               "| --- |" + " --- |" * (len(pols) + len(c.pairs))]
         for key, m in c.metrics.items():
             L.append(f"| {key} | " + " | ".join(fmt(m.means[p]) for p in pols)
                      + "".join(f" | {fmt(m.diffs[p])}" for p in c.pairs) + " |")
-        L.append("| latency [s] | " + " | ".join(fmt(c.latency[p]) for p in pols) + " |")
+        L.append("| generation time [s] | " + " | ".join(fmt(c.latency[p]) for p in pols) + " |")
         if c.speedup:
             L.append("| speedup vs FullKV | " + " | ".join(fmt(c.speedup[p]) for p in pols) + " |")
         L.append("")
@@ -285,7 +285,7 @@ def analyses_markdown(an: Analyses) -> str:
               "| model | context | trajectory | metric | per window | first - last | qualified n | qualified |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for x in an.multi_revisit:
-            pr = ", ".join(f"{lab} {mean_cell(u, s.boot).mean:.3f}" for lab, u in zip(x.labels, x.per_window))
+            pr = ", ".join(f"{lab} {fixed(mean_cell(u, s.boot).mean)}" for lab, u in zip(x.labels, x.per_window))
             L.append(f"| {x.model} | {x.context} | {x.trajectory} | {x.key} | {pr} | {fmt(mean_cell(x.decay, s.boot))} "
                      f"| {len(x.decay_q)} | {fmt(mean_cell(x.decay_q, s.boot)) if x.decay_q else 'n/a'} |")
         L.append("")

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..results import Status
 from .analyses import window_labels
+from .cells import fixed
 from .collect import Item
 from .study import metric_order
 
@@ -181,7 +182,7 @@ def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: 
             ax = axes[r][k + 1]
             if f in pos:
                 ax.imshow(frames[pos[f]])
-            lines = [f"{row.labels[k]}: frame {f}"] + [f"{short_name(key)} {row.scores[key][k]:.3f}"
+            lines = [f"{row.labels[k]}: frame {f}"] + [f"{short_name(key)} {fixed(row.scores[key][k])}"
                                                        for key in names[:max_metrics]]
             ax.set_title("\n".join(lines), fontsize=6)
         for ax in axes[r][len(row.frames) + 1:]:

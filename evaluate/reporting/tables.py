@@ -65,6 +65,9 @@ class Table:
     fold: bool = False
     collapsed: Optional[str] = None
     separated: Callable[[tuple, tuple, str], bool] | None = None
+    #: rows compete within groups of the same first ``rank_within`` key values (the policy table: 1, each model's
+    #: policies); 0: every row with every other
+    rank_within: int = 0
 
     def _all_nc(self, c: Column) -> bool:
         cells = [cells.get(c.key) for _, cells in self.rows]
@@ -93,17 +96,19 @@ class Table:
     def ranks(self) -> dict[tuple[int, str], int]:
         """(row number, column key) -> 1 (best) or 2 (second best), for columns with a direction.
 
-        The best row is marked only when it is separated (:attr:`separated`) from every other row with a value;
+        Rows compete within their group (:attr:`rank_within`). The best row is marked only when it is separated
+        (:attr:`separated`) from every other row of its group with a value;
         the second only when the best is marked, three or more rows have a value and it is separated from every
         row below it. Equal means, n < 3 and rows without a paired comparison are never separated."""
         out: dict[tuple[int, str], int] = {}
         if not self.mark_best or self.separated is None:
             return out
-        for c in self.columns:
+        groups = sorted({key[:self.rank_within] for key, _ in self.rows})
+        for c, group in ((c, g) for c in self.columns for g in groups):
             if c.higher_is_better is None:
                 continue
-            vals = [(i, key, v.mean) for i, (key, cells) in enumerate(self.rows)
-                    if isinstance(v := cells.get(c.key), Cell) and v.ok() and v.kind == "mean"]
+            vals = [(i, key, v.mean) for i, (key, cells) in enumerate(self.rows) if key[:self.rank_within] == group
+                    and isinstance(v := cells.get(c.key), Cell) and v.ok() and v.kind == "mean"]
             if len(vals) < 2:
                 continue
             order = sorted(vals, key=lambda x: x[2], reverse=bool(c.higher_is_better))
@@ -128,6 +133,13 @@ class Table:
                     out.setdefault(v.reason, len(out) + 1)
         return out
 
+
+#: what the latency of a video measures, said wherever it is shown (the policy table, the verdict, the figure)
+LATENCY_NOTE = ("Generation time: the wall-clock time of each video's generate call on the machine that ran it "
+                "(timings.generate_s of meta.json), everything the model does per video included. It is a cost of "
+                "the KV context only for a model that attends over a KV cache on its accelerator (the paper's "
+                "Table 3); the built-in reference model renders by re-projecting frames on the CPU, so its time is "
+                "its renderer's, not a KV cost, and its speedup says nothing about a real model.")
 
 #: the words of a backbone whose weights are not installed (evaluate/backbones.py); such columns fold into one line
 WEIGHTS_MISSING = "weights not found at "
@@ -196,12 +208,20 @@ class Builder:
                 return c.metrics[key].separated(a[1], b[1])
         return False
 
+    def _separating_first(self, keys: list[str], kind: str) -> list[str]:
+        """``keys`` with the metrics that a comparison of ``kind`` ("models" | "policies") separates first, in the
+        verdict's order (most telling first), then the others in their order: the columns that tell the contenders
+        apart lead, so they are on the first screen of a wide table."""
+        first = [k for k in dict.fromkeys(x.key for x in self.an.verdict.lines if x.comparison.kind == kind)
+                 if k in keys]
+        return first + [k for k in keys if k not in first]
+
     # -- per-model tables -------------------------------------------------------------------------------------------
     def _model_table(self, tid: str, title: str, caption: str, groups: dict[str, tuple[str, list[Item]]],
                      keys: list[str], paired: bool = True) -> Table:
         """``paired``: the rows are the models comparison's contenders (main and variants tables), so its paired
         intervals decide the emphasis; per-trajectory tables are not compared pairwise and mark nothing."""
-        cols = [metric_column(k) for k in keys]
+        cols = [metric_column(k) for k in (self._separating_first(keys, "models") if paired else keys)]
         t = Table(tid, title, caption, ["model", "context"], [Column("videos", "videos")] + cols, mark_best=True,
                   fold=True, separated=self._models_separated if paired else None)
         for model, (ctx, its) in groups.items():
@@ -308,16 +328,19 @@ class Builder:
     def context_table(self) -> Table:
         s = self.study
         pols, keys = self._policy_comparisons()
+        keys = self._separating_first(keys, "policies")
+        n_sep = len({x.key for x in self.an.verdict.lines if x.comparison.kind == "policies"} & set(keys))
         t = Table("context", "Context policies with latency and speedup (paper Table 3)",
                   "Per model run under several KV-context policies, on the matched items (same trajectory, case and "
-                  "seed under every policy): mean with a 95 % bootstrap interval over matched videos and n. Latency: "
-                  "generation time per video [s] (generate_s in meta.json timings). Speedup: FullKV mean latency / "
-                  "the policy's mean latency, paired bootstrap over matched videos. Paired differences: the next "
-                  "table and the verdict.",
-                  ["model", "context"], [Column("videos", "matched videos"), Column("latency_s", "latency [s]", False),
-                                         Column("speedup", "speedup vs FullKV", True)]
-                  + [metric_column(k) for k in keys], mark_best=True, fold=True,
-                  separated=self._policies_separated)
+                  "seed under every policy): mean with a 95 % bootstrap interval over matched videos and n; the "
+                  "metrics that separate the policies first (the verdict's order). " + LATENCY_NOTE + " Speedup: "
+                  "FullKV mean generation time / the policy's, paired bootstrap over matched videos. Paired "
+                  "differences: the next table and the verdict.",
+                  ["model", "context"], [Column("videos", "matched videos")]
+                  + [metric_column(k) for k in keys[:n_sep]]
+                  + [Column("latency_s", "generation time [s]", False), Column("speedup", "speedup vs FullKV", True)]
+                  + [metric_column(k) for k in keys[n_sep:]], mark_best=True, fold=True,
+                  separated=self._policies_separated, rank_within=1)
         for c in pols:
             for ctx in c.contenders:
                 row: dict[str, Value] = {"videos": c.matched_videos, "latency_s": c.latency[ctx],
@@ -331,8 +354,8 @@ class Builder:
         return t
 
     def context_paired(self) -> Table:
-        s = self.study
         pols, keys = self._policy_comparisons()
+        keys = self._separating_first(keys, "policies")
         t = Table("context_paired", "Paired policy differences (policy - FullKV, bounded policy - Sliding)",
                   "context - vs per matched item (same trajectory, case, seed), mean with a 95 % bootstrap interval "
                   "over matched items and n (no interval below 3 pairs). For ↓ metrics a negative difference is an "

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..catalog import direction, is_table2_key, spec_of
 from .analyses import Analyses, Comparison, VerdictLine, chance_text
-from .cells import Cell, fmt
+from .cells import Cell, fixed, fmt, plural
 
 #: verdict lines shown per comparison before "also separating: ..." (the tables hold every metric)
 MAX_LINES = 8
@@ -27,10 +27,7 @@ NO_COMPARISON_HINT = "Run several (e.g. `-m context=fullkv,sliding,fov`) for a v
 
 def _num(c: Cell, signed: bool = False) -> str:
     """A cell as ``0.994 [0.992, 0.996] n=10`` (no interval below three units)."""
-    if not c.ok():
-        return "n/c"
-    s = fmt(c)
-    return ("+" + s) if signed and c.mean > 0 and not s.startswith("+") else s
+    return fmt(c, signed=signed)
 
 
 def _arrow(key: str) -> str:
@@ -74,7 +71,7 @@ def answer(an: Analyses, c: Comparison) -> str | None:
         verb = "keeps" if len(top) == 1 else "keep"
         d = m.diff(r[0], rest[0])
         return (f"{who} {verb} more of the world than {' and '.join(names.get(n, n) for n in rest)} on {x.key}"
-                f"{_arrow(x.key)}: " + ", ".join(f"{n} {m.means[n].mean:.3f}" for n in r) +
+                f"{_arrow(x.key)}: " + ", ".join(f"{n} {fixed(m.means[n].mean)}" for n in r) +
                 f"; paired {r[0]} − {rest[0]} {_num(d, signed=True)} (95 % bootstrap interval over matched videos).")
     return None
 
@@ -82,9 +79,9 @@ def answer(an: Analyses, c: Comparison) -> str | None:
 def chain(line: VerdictLine) -> str:
     """``fullkv 0.994 ≈ fov 0.994 > sliding 0.732``."""
     r, rel, m = line.ranking, line.relations(), line.metric
-    out = f"{r[0]} {m.means[r[0]].mean:.3f}"
+    out = f"{r[0]} {fixed(m.means[r[0]].mean)}"
     for i, name in enumerate(r[1:]):
-        out += f" {rel[i]} {name} {m.means[name].mean:.3f}"
+        out += f" {rel[i]} {name} {fixed(m.means[name].mean)}"
     return out
 
 
@@ -97,7 +94,8 @@ def latency_text(c: Comparison) -> str:
         sp = c.speedup.get(p)
         extra = f", {_num(sp)} vs FullKV" if sp is not None and sp.ok() and p != "fullkv" else ""
         parts.append(f"{p} {lat.mean:.2f} s{extra}")
-    return "latency per video: " + "; ".join(parts) if parts else ""
+    return ("generation time per video (wall clock of the generate call; a KV-context cost only for a model that "
+            "attends over a KV cache, not for the CPU reference renderer): " + "; ".join(parts)) if parts else ""
 
 
 def headline(an: Analyses) -> list[str]:
@@ -128,7 +126,7 @@ def verdict_lines(an: Analyses) -> list[str]:
     if not v.comparisons:
         models = sorted({it.model for it in s.items})
         ctxs = sorted({it.context for it in s.items})
-        head = (f"Nothing to compare: {', '.join(models)} under {', '.join(ctxs)} ({len(s.items)} videos), no other "
+        head = (f"Nothing to compare: {', '.join(models)} under {', '.join(ctxs)} ({plural(len(s.items), 'video')}), no other "
                 f"policy or model on the same videos. {NO_COMPARISON_HINT}")
         return [head] + [f"- {x}" for x in headline(an)]
     out = []

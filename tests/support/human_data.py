@@ -13,9 +13,11 @@ from harness.io import SEAL, seal_digest, sha256_file
 PHASES = {"V": [0, 2], "D1": [2, 4], "R1": [4, 6], "D2": [6, 8], "R2": [8, 10], "H": [10, 12]}
 EVENT = {"initial_state": "A ball rests on a table.", "action": "The ball rolls to the left.",
          "expected_next_state": "The ball has left the table when the camera returns.",
-         "questions": [{"aspect": a, "question": f"Question {i + 1} about the ball?", "answer": "yes" if i % 2 == 0
-                        else "no"} for i, a in enumerate(["return_progress"] * 2 + ["persistence_reset"] * 2 +
-                                                        ["final_state"] * 2 + ["causal_physical"] * 2)]}
+         # as long as the demo cases' questions (about 70 characters), so the page's layout is tested at their length
+         "questions": [{"aspect": a, "question": f"Question {i + 1}: when the camera returns, has the ball moved away "
+                        "from the table?", "answer": "yes" if i % 2 == 0 else "no"}
+                       for i, a in enumerate(["return_progress"] * 2 + ["persistence_reset"] * 2 +
+                                             ["final_state"] * 2 + ["causal_physical"] * 2)]}
 #: arm -> quality: higher quality = higher metric values and more correct judge answers
 QUALITY = {"alpha/fullkv": 0.9, "beta/fullkv": 0.6, "gamma/fullkv": 0.3}
 
@@ -49,8 +51,10 @@ def judge(arm: str, case: str, traj: str) -> dict:
 
 def make_runs(root: Path, arms=("alpha/fullkv", "beta/fullkv"), seeds: dict | None = None,
               static_cases=("env_0", "env_1", "obj_0"), dynamic_cases=("dyn_0", "dyn_1"),
-              trajectories=("lrlr", "lrud")) -> list[Path]:
-    """One run per arm (``run_<model>``); ``seeds`` maps an arm to its seed (default 1)."""
+              trajectories=("lrlr", "lrud"), departure: bool = False) -> list[Path]:
+    """One run per arm (``run_<model>``); ``seeds`` maps an arm to its seed (default 1). ``departure``: the
+    environment cases also score ``departure.visible`` (its reference: the last frame of D1, per video), so a
+    study can hold departure pairs, whose page shows each side's own first view."""
     runs = []
     for arm in arms:
         model, ctx = arm.split("/")
@@ -77,6 +81,11 @@ def make_runs(root: Path, arms=("alpha/fullkv", "beta/fullkv"), seeds: dict | No
                         "metric": "environment.visible", "backbone": "pixel-thumb16", "backbone_kind": "diagnostic",
                         "status": "computed", "value": value(arm, case, traj, "ev"), "return_frames": [5, 9],
                         "reference_frames": [0]}
+                    if departure:
+                        metrics["departure.visible[pixel-thumb16]"] = {
+                            "metric": "departure.visible", "backbone": "pixel-thumb16", "backbone_kind": "diagnostic",
+                            "status": "computed", "value": value(arm, case, traj, "dv"),
+                            "reference_frames": [PHASES["D1"][1] - 1]}
                     metrics["environment.depth[oracle]"] = {"metric": "environment.depth", "backbone": "oracle",
                                                             "backbone_kind": "oracle", "status": "computed",
                                                             "value": 1.0}

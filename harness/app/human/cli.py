@@ -1,4 +1,4 @@
-"""``python -m harness human <plan|serve|report|export|tokens> key=value ...``: human evaluation of the metrics
+"""``python -m harness human <plan|serve|report|export|tokens|close|status> key=value ...``: human evaluation of the metrics
 (WorldMemBench appendix F; docs/human-study.md).
 
     human plan   run=A [run=B ...] [metric=static|dynamic|<id>[,<id>...]] [pairs=N | instances=N] [seed=0] [secret=S]
@@ -6,9 +6,10 @@
                  [checks=N] [practice=N]  (attention checks mixed in; practice items first)
     human serve  study=NAME|DIR [host=127.0.0.1] [port=8765]
     human report study=NAME|DIR [n_boot=2000] [exclude=failed_checks]
-    human export study=NAME|DIR [out=DIR] [unblind=true]
-    human tokens study=NAME|DIR add=ann4[,ann5] | organiser=new   (organiser=new: a new organiser.txt token)
-    human status study=NAME|DIR            (the organiser's view: each annotator's progress, checks, agreement)
+    human export study=NAME|DIR [out=DIR] [unblind=false]  (unblind=true: the arms too, mode 0600)
+    human tokens study=NAME|DIR add=ann4[,ann5] | revoke=ann2[,...] | organiser=new
+    human close  study=NAME|DIR            (no more votes: the server refuses them, the report is final)
+    human status study=NAME|DIR            (the organiser's view: progress, checks, speed, agreement)
 
 ``output_root=`` (default ``outputs``) places studies under ``<output_root>/studies/``. Plain ``key=value``
 arguments (no Hydra: nothing here needs the run configuration); a bad one is a one-line error with exit code 2.
@@ -29,8 +30,8 @@ _COMMON = {"output_root"}
 KEYS = {"plan": {"run", "metric", "pairs", "instances", "seed", "annotators", "name", "out", "judge", "require_judge",
                  "secret", "checks", "practice"},
         "serve": {"study", "host", "port"}, "report": {"study", "n_boot", "exclude"},
-        "export": {"study", "out", "unblind"},
-        "tokens": {"study", "add", "organiser"}, "status": {"study"}}
+        "export": {"study", "out", "unblind"}, "close": {"study"},
+        "tokens": {"study", "add", "revoke", "organiser"}, "status": {"study"}}
 
 
 class HumanArgError(UserError):
@@ -172,14 +173,21 @@ def cmd_report(args: dict[str, Any]) -> int:
                        exclude_failed_checks=exclude == "failed_checks")
     print(out["text"])
     print(f"report: {out['markdown']}  {out['json']}  tables: {Path(out['out_dir']) / 'tables'}")
+    if not out["results"]["final"]:
+        print("interim report: the study is open (python -m harness human close study=... makes it final); its files "
+              "name the arms, so they are written for you only (mode 0600)")
     return 0
 
 
 def cmd_export(args: dict[str, Any]) -> int:
     from evaluate.human.analysis import export_votes
 
-    out = export_votes(_study(args), Path(args["out"]) if args.get("out") else None, _bool(args, "unblind", True))
-    print(f"exported {out['votes']} vote(s): {out['csv']}  {out['jsonl']}")
+    unblind = _bool(args, "unblind", False)
+    out = export_votes(_study(args), Path(args["out"]) if args.get("out") else None, unblind)
+    n = int(out["votes"])
+    print(f"exported {n} vote{'' if n == 1 else 's'}: {out['csv']}  {out['jsonl']}" +
+          (" (unblinded: the arms of every vote; mode 0600, keep them like key.json)" if unblind else
+           " (blind: what was clicked and each item's role; unblind=true adds the arms)"))
     return 0
 
 
@@ -190,10 +198,16 @@ def cmd_tokens(args: dict[str, Any]) -> int:
     if "organiser" in args and args["organiser"] != "new":
         raise HumanArgError(f"organiser={args['organiser']}: use organiser=new (a fresh organiser token, replacing "
                             "the old one)")
-    if not args.get("add") and "organiser" not in args:
-        raise HumanArgError("human tokens: add=<id>[,<id>...] names the annotators to add; organiser=new makes a new "
-                            "organiser token")
+    if not args.get("add") and not args.get("revoke") and "organiser" not in args:
+        raise HumanArgError("human tokens: add=<id>[,<id>...] names the annotators to add, revoke=<id>[,<id>...] "
+                            "the tokens to revoke; organiser=new makes a new organiser token")
     study = _study(args)
+    if args.get("revoke"):
+        from evaluate.human.design import revoke_annotators
+
+        gone = revoke_annotators(study, [a.strip() for a in args["revoke"].split(",") if a.strip()])
+        print(f"revoked {', '.join(gone)}: their sessions ended and the server refuses their logins and votes from "
+              f"now on (no restart needed); their votes so far stay; their lines left {study / TOKENS_FILE}")
     if args.get("add"):
         new = add_annotators(study, args["add"].split(","))
         print(f"added {', '.join(new)}; their tokens are in {study / TOKENS_FILE} (restart human serve to admit them)")
@@ -204,25 +218,44 @@ def cmd_tokens(args: dict[str, Any]) -> int:
     return 0
 
 
+def cmd_close(args: dict[str, Any]) -> int:
+    """Close a study: the running server refuses every later vote, and ``human report`` is final."""
+    from evaluate.human.store import close_study, read_votes
+
+    study = _study(args)
+    when = close_study(study)
+    n = len(read_votes(study))
+    print(f"closed study {study.name} at {when} UTC: {n} vote{'' if n == 1 else 's'} final; the server refuses new "
+          f"votes from now on (no restart needed). Next: python -m harness human report study={study}")
+    return 0
+
+
 def cmd_status(args: dict[str, Any]) -> int:
     """The organiser's view of a running study (reads the vote store; the server may be running)."""
-    from evaluate.human.analysis import progress
+    from evaluate.human.analysis import flags, progress
+    from evaluate.human.store import closed_utc
 
     study = _study(args)
     rows = progress(study)
-    print(f"study {study.name}: {sum(r['done'] for r in rows)} of {sum(r['total'] for r in rows)} answers in")
+    closed = closed_utc(study)
+    print(f"study {study.name}: {sum(r['done'] for r in rows)} of {sum(r['total'] for r in rows)} answers in; "
+          + (f"closed at {closed} UTC" if closed else "open"))
     print(f"  {'annotator':<12} {'done':>11} {'last vote (UTC)':<20} {'changed':>7} {'checks ok':>9} "
-          f"{'agree w/ metric':>16}")
+          f"{'median s':>8} {'agree w/ metric':>16}")
     for r in rows:
         ag = "-" if r["agree_with_metric"] is None else f"{100 * r['agree_with_metric']:.0f} % of {r['decisive_votes']}"
         ck = f"{r['checks_passed']}/{r['checks']}" if r["checks"] else "-"
+        med = "-" if r["median_s"] is None else f"{r['median_s']:.1f}"
         print(f"  {r['annotator']:<12} {str(r['done']) + ' / ' + str(r['total']):>11} "
-              f"{(r['last_vote_utc'] or '-')[:19]:<20} {r['corrected']:>7} {ck:>9} {ag:>16}")
+              f"{(r['last_vote_utc'] or '-')[:19]:<20} {r['corrected']:>7} {ck:>9} {med:>8} {ag:>16}")
+    for line in flags(rows):
+        print(f"  warning: {line}")
     return 0
 
 
 COMMANDS: dict[str, Callable[[dict[str, Any]], int]] = {"plan": cmd_plan, "serve": cmd_serve, "report": cmd_report,
-                                              "export": cmd_export, "tokens": cmd_tokens, "status": cmd_status}
+                                              "export": cmd_export, "tokens": cmd_tokens, "close": cmd_close,
+                                              "status": cmd_status}
 
 
 def main(argv: list[str]) -> int:

@@ -62,7 +62,7 @@ from evaluate.human.common import (
     StudyError,
     token_hash,
 )
-from evaluate.human.store import VoteError, VoteStore, study_hash
+from evaluate.human.store import StudyClosed, TokenRevoked, VoteError, VoteStore, study_hash
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -159,6 +159,15 @@ class Study:
 
 def _err(status: int, msg: str) -> JSONResponse:
     return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _status_of(exc: VoteError) -> int:
+    """The HTTP status of a refused vote: 413 too large, 409 the study is closed, 401 a revoked token, 400 else."""
+    if isinstance(exc, BodyTooLarge):
+        return 413
+    if isinstance(exc, StudyClosed):
+        return 409
+    return 401 if isinstance(exc, TokenRevoked) else 400
 
 
 def _content_type(request: Request) -> str:
@@ -270,7 +279,10 @@ class _Site:
         aid = await run_in_threadpool(self.login_sync, token)
         if aid is None:
             return _err(401, "unknown token")
-        sid = await run_in_threadpool(self.study.store.new_session, aid)
+        try:
+            sid = await run_in_threadpool(self.study.store.new_session, aid)
+        except TokenRevoked as exc:
+            return _err(401, str(exc))
         r = JSONResponse({"annotator": aid})
         r.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=30 * 86400)
         return r
@@ -283,8 +295,12 @@ class _Site:
 
     def state(self, aid: str) -> dict[str, Any]:
         done, total, nxt = self.study.next_for(aid)
+        closed = self.study.store.closed()
+        if closed:  # a closed study asks nothing more, and no answer can be changed
+            return {"annotator": aid, "done": done, "total": total, "kind": self.study.kind, "closed": closed,
+                    "instructions": "", "item": None, "last": None}
         last = self.study.store.last_vote(aid)  # the answer that may still be changed (before the next one)
-        return {"annotator": aid, "done": done, "total": total, "kind": self.study.kind,
+        return {"annotator": aid, "done": done, "total": total, "kind": self.study.kind, "closed": None,
                 "instructions": self.study.public.get("instructions", ""),
                 "item": self.study.payload(nxt) if nxt else None,
                 "last": None if last is None else {"item": self.study.payload(last["item"]), "choice": last["choice"],
@@ -307,7 +323,7 @@ class _Site:
             status, _ = await run_in_threadpool(self.study.store.record, aid, item, self.study.items[item]["kind"],
                                                 data, data.get("client_id"), data.get("elapsed_ms"))
         except VoteError as exc:
-            return _err(413 if isinstance(exc, BodyTooLarge) else 400, str(exc))
+            return _err(_status_of(exc), str(exc))
         done, total, _ = await run_in_threadpool(self.study.next_for, aid)
         return JSONResponse({"status": status, "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
@@ -324,8 +340,7 @@ class _Site:
                 return _err(403, "item: not one of your items")
             await run_in_threadpool(self.study.store.correct, aid, item, self.study.items[item]["kind"], data)
         except VoteError as exc:
-            return _err(413 if isinstance(exc, BodyTooLarge) else 409 if "only your last answer" in str(exc) else 400,
-                       str(exc))
+            return _err(409 if "only your last answer" in str(exc) else _status_of(exc), str(exc))
         done, total, _ = await run_in_threadpool(self.study.next_for, aid)
         return JSONResponse({"status": "corrected", "item": item, "done": done, "total": total},
                             headers={"Cache-Control": "no-store"})
@@ -358,23 +373,37 @@ class _Site:
         return ok
 
     def organiser_table(self) -> str:
-        """The organiser's table from :func:`evaluate.human.analysis.progress` (annotator ids and counts only)."""
-        from evaluate.human.analysis import progress
+        """The organiser's table from :func:`evaluate.human.analysis.progress` (annotator ids, counts and item ids
+        only: never an arm), with its warnings (:func:`~evaluate.human.analysis.flags`) above it: implausibly fast
+        annotators, failed attention checks by item, revoked tokens."""
+        from evaluate.human.analysis import flags, progress
 
         rows = progress(self.study.dir)
         head = ("<tr><th>Annotator</th><th>Answered</th><th>Assigned</th><th>Last vote (UTC)</th>"
-                "<th>Answers changed</th><th>Checks passed</th><th>Checks failed</th>"
-                "<th>Agreement with the metric</th><th>Decisive votes</th></tr>")
+                "<th>Answers changed</th><th>Median time per answer</th><th>Too fast</th><th>Checks passed</th>"
+                "<th>Checks failed</th><th>Agreement with the metric</th><th>Decisive votes</th></tr>")
         cells = []
         for r in rows:
             agree = "-" if r["agree_with_metric"] is None else f"{100 * r['agree_with_metric']:.0f} %"
-            vals = [r["annotator"], r["done"], r["total"], (r["last_vote_utc"] or "-")[:19], r["corrected"],
-                    r["checks_passed"], r["checks"] - r["checks_passed"], agree, r["decisive_votes"]]
-            cells.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in vals) + "</tr>")
+            fast = f"{r['fast_votes']} of {r['timed_votes']}" + (" (flagged)" if r["too_fast"] else "")
+            failed = ", ".join(r["failed_items"]) or "0"
+            vals = [r["annotator"] + (" (revoked)" if r["revoked_utc"] else ""), r["done"], r["total"],
+                    (r["last_vote_utc"] or "-")[:19], r["corrected"],
+                    "-" if r["median_s"] is None else f"{r['median_s']:.1f} s", fast, r["checks_passed"], failed,
+                    agree, r["decisive_votes"]]
+            cls = " class='flag'" if r["too_fast"] or r["failed_items"] else ""
+            cells.append(f"<tr data-annotator='{html.escape(r['annotator'])}'{cls}>" +
+                         "".join(f"<td>{html.escape(str(v))}</td>" for v in vals) + "</tr>")
         done, total = sum(r["done"] for r in rows), sum(r["total"] for r in rows)
-        return (f"<p id='organiser-total'>{done} of {total} answers in ({len(rows)} annotators). Agreement: the "
-                "share of an annotator's A or B votes on real pairs that side with the metric (static studies). "
-                "Reload to refresh.</p><table id='organiser-table'>" + head + "".join(cells) + "</table>")
+        closed = self.study.store.closed()
+        state = f"Closed at {closed} UTC: no vote is accepted." if closed else "Open."
+        warn = "".join(f"<li>{html.escape(x)}</li>" for x in flags(rows))
+        n = len(rows)
+        return (f"<p id='organiser-total'>{state} {done} of {total} answers in ({n} annotator{'' if n == 1 else 's'}). "
+                "Agreement: the share of an annotator's A or B votes on real pairs that side with the metric (static "
+                "studies). Too fast: answers given before half of their clip could play. Reload to refresh.</p>"
+                + (f"<ul id='organiser-flags' class='error'>{warn}</ul>" if warn else "")
+                + "<table id='organiser-table'>" + head + "".join(cells) + "</table>")
 
     async def organiser(self, request: Request) -> Response:
         try:
@@ -460,8 +489,9 @@ def serve(study_dir: Path, host: str = "127.0.0.1", port: int = 8765,
     real = sock.getsockname()[1]
     study = app.state.study
     shown = f"[{host}]" if ":" in host else host
-    announce(f"serving study {study.dir.name} ({len(study.items)} {study.kind} items, {len(study.orders)} annotators) "
-             f"at http://{shown}:{real}/  (tokens: {study.dir / 'tokens.txt'}; organiser page: /organiser with the token "
-             f"in {study.dir / ORGANISER_FILE}; Ctrl-C stops)")
+    items, people = len(study.items), len(study.orders)
+    announce(f"serving study {study.dir.name} ({items} {study.kind} item{'' if items == 1 else 's'}, {people} "
+             f"annotator{'' if people == 1 else 's'}) at http://{shown}:{real}/  (tokens: {study.dir / 'tokens.txt'}; "
+             f"organiser page: /organiser with the token in {study.dir / ORGANISER_FILE}; Ctrl-C stops)")
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])

@@ -128,7 +128,7 @@ def test_dynamic_results_gate_then_majority_by_hand(runs, tmp_path):
 def test_export_holds_every_raw_vote(runs, tmp_path):
     d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
     cast = vote_all(d, lambda a, it: {"choice": "A" if a == "a1" else "T" if a == "a2" else "B"})
-    out = analysis.export_votes(d)
+    out = analysis.export_votes(d, unblind=True)
     rows = list(csv.DictReader(open(out["csv"])))
     jl = [json.loads(x) for x in open(out["jsonl"])]
     assert [(r["annotator"], r["item"], r["choice"]) for r in rows] == \
@@ -219,7 +219,7 @@ def test_export_carries_values_and_preference_so_agreement_can_be_recomputed(run
     d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
     first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
     vote_all(d, lambda a, it: {"choice": "A" if a == first else "B" if it["A"]["value"] < it["B"]["value"] else "A"})
-    rows = list(csv.DictReader(open(analysis.export_votes(d)["csv"])))
+    rows = list(csv.DictReader(open(analysis.export_votes(d, unblind=True)["csv"])))
     by: dict = {}
     for r in rows:
         v_a, v_b = float(r["value_A"]), float(r["value_B"])

@@ -327,14 +327,16 @@ def test_progress_counts_decisive_votes_on_real_pairs_only(tmp_path, clock):
     st.record("a2", "c1", "static", {"choice": "B"})
     rows = {r["annotator"]: r for r in analysis.progress(d)}
     assert list(rows) == ["a1", "a2", "a3"]
+    untimed = {"median_s": None, "fast_votes": 0, "timed_votes": 0, "too_fast": False, "revoked_utc": None}
     assert rows["a1"] == {"annotator": "a1", "done": 9, "total": 9, "last_vote_utc": "2026-01-01T00:00:18Z",
-                          "corrected": 1, "checks": 1, "checks_passed": 0,
+                          "corrected": 1, "checks": 1, "checks_passed": 0, "failed_items": ["c1"], **untimed,
                           "agree_with_metric": pytest.approx(2 / 3), "decisive_votes": 3}
     assert rows["a2"] == {"annotator": "a2", "done": 1, "total": 4, "last_vote_utc": "2026-01-01T00:00:20Z",
-                          "corrected": 0, "checks": 1, "checks_passed": 1, "agree_with_metric": None,
-                          "decisive_votes": 0}
+                          "corrected": 0, "checks": 1, "checks_passed": 1, "failed_items": [], **untimed,
+                          "agree_with_metric": None, "decisive_votes": 0}
     assert rows["a3"] == {"annotator": "a3", "done": 0, "total": 0, "last_vote_utc": None, "corrected": 0,
-                          "checks": 0, "checks_passed": 0, "agree_with_metric": None, "decisive_votes": 0}
+                          "checks": 0, "checks_passed": 0, "failed_items": [], **untimed, "agree_with_metric": None,
+                          "decisive_votes": 0}
 
 
 def test_progress_of_a_dynamic_study_has_no_agreement(tmp_path):
@@ -352,8 +354,9 @@ def test_export_rows_static_unblinded_and_blind():
               "first_answers": None},
              {**sv("a1", "r2", "T"), "id": 2, "started": None, "answers": None, "client_id": None,
               "elapsed_ms": None, "created_utc": "u"}]
-    rows = analysis.export_rows(key, votes)
-    assert rows[0] == {"vote_id": 1, "annotator": "a1", "item": "r1", "kind": "static", "choice": "A",
+    rows = analysis.export_rows(key, votes, unblind=True)
+    assert rows[0] == {"vote_id": 1, "annotator": "a1", "item": "r1", "kind": "static", "role": "real",
+                       "check_passed": None, "choice": "A",
                        "started": None, "answers": None, "client_id": "k", "elapsed_ms": 5, "created_utc": "t",
                        "corrected": True, "first_choice": "B", "first_started": None, "first_answers": None,
                        "metric": "m[x]", "trajectory": "t1", "case_id": "c-r1", "arm_A": "p", "arm_B": "q",
@@ -372,7 +375,7 @@ def test_export_rows_dynamic_gives_the_arm_and_the_gated_items():
               "choice": None},
              {**dv("a1", "i2", False), "id": 8, "client_id": None, "elapsed_ms": 1, "created_utc": "t",
               "choice": None}]
-    rows = analysis.export_rows(key, votes)
+    rows = analysis.export_rows(key, votes, unblind=True)
     assert {k: rows[0][k] for k in ("metric", "trajectory", "case_id", "arm", "gated_items")} == {
         "metric": "dynamic", "trajectory": "t1", "case_id": "c-i1", "arm": "p", "gated_items": [1] * 4 + [0] * 4}
     assert rows[1]["gated_items"] == [0] * 8 and "arm_A" not in rows[0]
@@ -390,9 +393,9 @@ def test_export_votes_writes_csv_and_jsonl_under_exports_or_the_given_folder(tmp
     d, st = make_study(tmp_path / "s", key, {"a1": ["r1", "r2"]})
     st.record("a1", "r1", "static", {"choice": "B"}, client_id="c", elapsed_ms=9)
     st.record("a1", "r2", "static", {"choice": "A"})
-    out = analysis.export_votes(d)
-    assert out == {"csv": str(d / "exports" / "votes.csv"), "jsonl": str(d / "exports" / "votes.jsonl"),
-                   "votes": "2"}
+    out = analysis.export_votes(d, unblind=True)
+    assert out == {"csv": str(d / "exports" / "votes-unblinded.csv"),
+                   "jsonl": str(d / "exports" / "votes-unblinded.jsonl"), "votes": "2", "unblinded": "true"}
     with open(out["csv"]) as f:
         rows = list(csv.reader(f))
     assert rows[0] == analysis.EXPORT_COLUMNS and len(rows) == 3
@@ -400,20 +403,21 @@ def test_export_votes_writes_csv_and_jsonl_under_exports_or_the_given_folder(tmp
     assert (r["choice"], r["started"], r["corrected"], r["higher_is_better"], r["arm_B"], r["arm"]) == \
         ("B", "", "no", "yes", "q", "")
     lines = Path(out["jsonl"]).read_text().splitlines()
-    assert len(lines) == 2 and list(json.loads(lines[0])) == list(analysis.export_rows(key, st.votes())[0])
+    assert len(lines) == 2 and list(json.loads(lines[0])) == list(analysis.export_rows(key, st.votes(), True)[0])
     assert list(json.loads(lines[0]))[:2] == ["vote_id", "annotator"]  # the columns' order, not sorted
     blind = analysis.export_votes(d, tmp_path / "blind", unblind=False)
     assert blind["csv"] == str(tmp_path / "blind" / "votes.csv")
     head = Path(blind["csv"]).read_text().splitlines()[0].split(",")
-    assert head == ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id",
-                    "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started", "first_answers"]
+    assert head == ["vote_id", "annotator", "item", "kind", "role", "check_passed", "choice", "started", "answers",
+                    "client_id", "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started",
+                    "first_answers"]
     assert "metric" not in json.loads(Path(blind["jsonl"]).read_text().splitlines()[0])
 
 
 def test_export_votes_of_a_dynamic_study_joins_lists_and_writes_yes_no(tmp_path):
     d, st = make_study(tmp_path / "d", dynamic_key([inst("i1")]), {"a1": ["i1"]})
     st.record("a1", "i1", "dynamic", {"started": True, "answers": ["yes", "no"] * 4})
-    out = analysis.export_votes(d)
+    out = analysis.export_votes(d, unblind=True)
     with open(out["csv"]) as f:
         r = next(csv.DictReader(f))
     assert (r["started"], r["answers"], r["gated_items"], r["arm"], r["arm_A"]) == \

@@ -117,22 +117,29 @@ def test_progress_agreement_counts_real_decisive_pairs_only(tmp_path, monkeypatc
     _progress_study(tmp_path, monkeypatch, votes)
     assert analysis.progress(tmp_path) == [{
         "annotator": "a1", "done": 4, "total": 4, "last_vote_utc": "2026-01-01T00:00:03", "corrected": 1,
-        "checks": 1, "checks_passed": 0, "agree_with_metric": 1.0, "decisive_votes": 1}]
+        "checks": 1, "checks_passed": 0, "failed_items": ["p3"], "median_s": None, "fast_votes": 0,
+        "timed_votes": 0, "too_fast": False, "revoked_utc": None, "agree_with_metric": 1.0, "decisive_votes": 1}]
 
 
 def test_the_blind_export_holds_only_what_was_clicked(tmp_path, monkeypatch):
     votes = [{"id": 1, "annotator": "a1", "item": "p1", "kind": "static", "choice": "A", "started": None,
               "answers": None, "client_id": "c", "elapsed_ms": 5, "created_utc": "t"}]
     _progress_study(tmp_path, monkeypatch, votes)
-    analysis.export_votes(tmp_path, tmp_path / "out", unblind=False)
+    analysis.export_votes(tmp_path, tmp_path / "out")  # blind by default
     header, row = (tmp_path / "out" / "votes.csv").read_text().splitlines()
-    assert header.split(",") == ["vote_id", "annotator", "item", "kind", "choice", "started", "answers", "client_id",
-                                 "elapsed_ms", "created_utc", "corrected", "first_choice", "first_started",
-                                 "first_answers"]
-    assert row == "1,a1,p1,static,A,,,c,5,t,no,,,"
+    assert header.split(",") == ["vote_id", "annotator", "item", "kind", "role", "check_passed", "choice", "started",
+                                 "answers", "client_id", "elapsed_ms", "created_utc", "corrected", "first_choice",
+                                 "first_started", "first_answers"]
+    assert row == "1,a1,p1,static,real,,A,,,c,5,t,no,,,"
 
 
-def test_by_default_every_vote_is_kept_and_the_export_unblinded(tmp_path, monkeypatch):
+def test_by_default_every_vote_is_kept_and_the_export_blind(tmp_path, monkeypatch):
+    """The default export names no arm and its files are readable like any result; ``unblind=True`` adds the arms
+    and writes ``votes-unblinded.*`` at mode 0600, like key.json (issue 44: exports that unblind)."""
+    import json
+    import stat
+    from pathlib import Path
+
     votes = [{"id": 1, "annotator": "a1", "item": "p3", "kind": "static", "choice": "A", "started": None,
               "answers": None, "client_id": "c", "elapsed_ms": 5, "created_utc": "t"},
              {"id": 2, "annotator": "a1", "item": "p1", "kind": "static", "choice": "A", "started": None,
@@ -140,12 +147,17 @@ def test_by_default_every_vote_is_kept_and_the_export_unblinded(tmp_path, monkey
     _progress_study(tmp_path, monkeypatch, votes)  # a1 failed the check p3
     res = analysis.analyse(tmp_path, n_boot=5)
     assert res["excluded"] == [] and res["votes"] == 1 and res["annotators"] == ["a1"]
-    analysis.export_votes(tmp_path, tmp_path / "out")
-    assert "metric_preferred_arm" in (tmp_path / "out" / "votes.csv").read_text().splitlines()[0]
-    import json
-
+    out = analysis.export_votes(tmp_path, tmp_path / "out")
+    text = Path(out["csv"]).read_text() + Path(out["jsonl"]).read_text()
+    assert "arm" not in text.split("\n")[0] and '"x"' not in text and ",x," not in text
     row = json.loads((tmp_path / "out" / "votes.jsonl").read_text().splitlines()[0])
     assert list(row)[:3] == ["vote_id", "annotator", "item"]  # the export's own column order, not sorted
+    assert (row["role"], row["check_passed"]) == ("check", False)
+    un = analysis.export_votes(tmp_path, tmp_path / "out", unblind=True)
+    assert Path(un["csv"]).name == "votes-unblinded.csv" and Path(un["jsonl"]).name == "votes-unblinded.jsonl"
+    assert "metric_preferred_arm" in Path(un["csv"]).read_text().splitlines()[0]
+    for f in (un["csv"], un["jsonl"]):
+        assert stat.S_IMODE(Path(f).stat().st_mode) == 0o600, f  # the arms: the owner's only
 
 
 def test_a_key_without_counts_keeps_the_metrics_in_item_order():

@@ -74,3 +74,49 @@ def test_human_ranking_beside_the_metric_with_bootstrap_intervals():
     # a metric that ranks the arms the other way round: rho = -1
     flipped = human_ranking([(a, b, v, "B" if a < b else "A") for a, b, v in VOTES], n_boot=0)
     assert flipped.rho == pytest.approx(-1.0) and flipped.rank_metric["gamma"] == 1
+
+
+# x and y have the same record (each takes 2 of 3 votes off z, and they split their own pair), so their strengths
+# are equal; Newton's method returns them a few ulps apart, which must not read as an order (issue 46: tied
+# strengths got ranks 1 and 2, and rho -0.5 where it is 0.0)
+SYMMETRIC = [("x", "z", ["A", "A", "B"]), ("y", "z", ["A", "A", "B"]), ("x", "y", ["A", "B"]),
+             ("z", "x", ["B", "A", "B"]), ("z", "y", ["B", "B", "A"])]
+
+
+def test_tied_strengths_share_a_rank():
+    from scipy.stats import rankdata
+
+    fit = bradley_terry(SYMMETRIC)
+    assert fit.ok() and fit.scores[0] == pytest.approx(fit.scores[1], abs=1e-9) and fit.scores[1] > fit.scores[2]
+    r = human_ranking([(a, b, v, "T") for a, b, v in SYMMETRIC], n_boot=0)
+    # the exact tie structure (x = y > z) ranked as scipy ranks it: the better rank shared, the next one skipped
+    assert r.rank_human == dict(zip("xyz", rankdata([-1.0, -1.0, 0.0], method="min").astype(int).tolist()))
+    assert r.rank_human == {"x": 1, "y": 1, "z": 3}
+
+
+@pytest.mark.parametrize("prefs", [["A", "B", "A", "A", "B"], ["A", "A", "B", "B", "B"], ["B", "B", "A", "A", "B"]])
+def test_rho_respects_tied_strengths(prefs):
+    """rho is scipy's Spearman (average ranks for ties) of the exact tie structure x = y > z against the metric's
+    win rates, computed here from the preferences by hand; the first set of preferences gives 0.0 (the old code
+    read the rounding noise as an order and said -0.5)."""
+    from scipy.stats import spearmanr
+
+    pairs = [(a, b, v, p) for (a, b, v), p in zip(SYMMETRIC, prefs)]
+    auto: dict = {}
+    for a, b, _, p in pairs:
+        s = {"A": 1.0, "T": 0.5, "B": 0.0}[p]
+        auto.setdefault(a, []).append(s)
+        auto.setdefault(b, []).append(1.0 - s)
+    want = spearmanr([1.0, 1.0, 0.0], [np.mean(auto[a]) for a in "xyz"]).statistic
+    r = human_ranking(pairs, n_boot=0)
+    assert r.rho == pytest.approx(want, abs=1e-12)
+    if prefs == ["A", "B", "A", "A", "B"]:
+        assert r.rho == 0.0 and r.rank_metric == {"x": 1, "z": 2, "y": 3}
+
+
+def test_tied_snaps_only_what_noise_split():
+    from evaluate.human.ranking import TIE_TOL, tied
+
+    got = tied({"a": 1.0, "b": 1.0 + 1e-13, "c": 0.5, "d": 0.5 + 10 * TIE_TOL, "e": float("nan")})
+    assert got["a"] == got["b"] == 1.0 and got["c"] == 0.5 and got["d"] == 0.5 + 10 * TIE_TOL
+    assert np.isnan(got["e"])

@@ -60,7 +60,7 @@ def test_main_exit_codes(capsys, monkeypatch):
     assert cli.main(["frobnicate"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: human frobnicate: unknown command; use one of plan, serve, report, export, "
-                          "tokens, status\n")
+                          "tokens, close, status\n")
     assert cli.main(["status", "bogus=1"]) == 2
     assert capsys.readouterr().err == "error: human status: unknown option bogus=; use output_root, study\n"
 
@@ -145,17 +145,19 @@ def test_the_organisers_commands_on_a_planned_study(runs, tmp_path, capsys):
     assert cli.main(["status", "study=s1", root]) == 0
     lines = capsys.readouterr().out.splitlines()
     total = sum(len(o) for o in orders.values())
-    assert lines[0] == f"study s1: 3 of {total} answers in"
-    assert lines[1] == "  annotator           done last vote (UTC)      changed checks ok  agree w/ metric"
+    assert lines[0] == f"study s1: 3 of {total} answers in; open"
+    assert lines[1] == "  annotator           done last vote (UTC)      changed checks ok median s  agree w/ metric"
     assert lines[2].startswith(f"  a1           {'3 / ' + str(len(orders['a1'])):>11} 20") and " % of " in lines[2]
     assert lines[3] == f"  a2           {'0 / ' + str(len(orders['a2'])):>11} -                          0         -" \
-                       "                -"
-    assert cli.main(["export", "study=s1", root, "unblind=false"]) == 0
-    assert capsys.readouterr().out == (f"exported 3 vote(s): {study / 'exports' / 'votes.csv'}  "
-                                       f"{study / 'exports' / 'votes.jsonl'}\n")
+                       "        -                -"
+    assert cli.main(["export", "study=s1", root]) == 0  # blind by default
+    assert capsys.readouterr().out == (f"exported 3 votes: {study / 'exports' / 'votes.csv'}  "
+                                       f"{study / 'exports' / 'votes.jsonl'} (blind: what was clicked and each "
+                                       "item's role; unblind=true adds the arms)\n")
     assert "arm_A" not in (study / "exports" / "votes.csv").read_text().splitlines()[0]
-    assert cli.main(["export", "study=s1", root, f"out={tmp_path / 'ex'}"]) == 0  # unblinded by default
-    assert "arm_A" in (tmp_path / "ex" / "votes.csv").read_text().splitlines()[0]
+    assert cli.main(["export", "study=s1", root, f"out={tmp_path / 'ex'}", "unblind=true"]) == 0
+    assert "arm_A" in (tmp_path / "ex" / "votes-unblinded.csv").read_text().splitlines()[0]
+    assert (tmp_path / "ex" / "votes-unblinded.csv").stat().st_mode & 0o777 == 0o600
     capsys.readouterr()
     assert cli.main(["tokens", "study=s1", root, "add=z9,z8"]) == 0
     assert capsys.readouterr().out == (f"added z9, z8; their tokens are in {study / 'tokens.txt'} (restart human "
@@ -167,11 +169,43 @@ def test_the_organisers_commands_on_a_planned_study(runs, tmp_path, capsys):
     assert cli.main(["report", "study=s1", root, "n_boot=100"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "# Human study: s1 (static)"
-    assert out[-1] == (f"report: {study / 'report' / 'agreement.md'}  {study / 'report' / 'agreement.json'}  "
+    assert out[-2] == (f"report: {study / 'report' / 'agreement.md'}  {study / 'report' / 'agreement.json'}  "
                        f"tables: {study / 'report' / 'tables'}")
+    assert out[-1].startswith("interim report: the study is open")  # open: the files are the organiser's only
     assert "(100 resamples, seed 0)" in "\n".join(out)
+    assert (study / "report" / "agreement.json").stat().st_mode & 0o777 == 0o600
     assert cli.main(["report", "study=s1", root, "n_boot=99"]) == 2
     assert "n_boot=99: must be an integer in [100, 1000000]" in capsys.readouterr().err
+    _revoke_and_close(study, root, orders, store, capsys)
+
+
+def _revoke_and_close(study, root, orders, store, capsys):
+    """revoke= takes a token out (sessions end, its line leaves tokens.txt, its votes stay); close refuses every
+    later vote and makes the report final, readable like any result."""
+    from evaluate.human.store import StudyClosed, TokenRevoked
+
+    sid = store.new_session("a2")
+    assert cli.main(["tokens", "study=s1", root, "revoke=a2"]) == 0
+    assert capsys.readouterr().out.startswith("revoked a2: their sessions ended")
+    assert store.session(sid) is None and "a2\t" not in (study / "tokens.txt").read_text()
+    assert "a1\t" in (study / "tokens.txt").read_text()
+    with pytest.raises(TokenRevoked):
+        store.record("a2", orders["a2"][0], "static", {"choice": "A"})
+    with pytest.raises(TokenRevoked):
+        store.new_session("a2")
+    assert cli.main(["tokens", "study=s1", root, "revoke=nobody"]) == 2
+    assert "revoke=nobody: nobody not in s1" in capsys.readouterr().err
+    assert cli.main(["close", "study=s1", root]) == 0
+    assert capsys.readouterr().out.startswith("closed study s1 at ")
+    with pytest.raises(StudyClosed):
+        store.record("a1", orders["a1"][3], "static", {"choice": "A"})
+    assert len(store.votes()) == 3  # nothing was added, nothing taken away
+    assert cli.main(["status", "study=s1", root]) == 0
+    out = capsys.readouterr().out
+    assert "; closed at " in out.splitlines()[0] and "warning: a2's token was revoked" in out
+    assert cli.main(["report", "study=s1", root, "n_boot=100"]) == 0
+    assert "Final: the study was closed at" in capsys.readouterr().out
+    assert json.loads((study / "report" / "agreement.json").read_text())["final"] is True
 
 
 def test_serve_hands_the_study_host_and_port_to_the_server(runs, tmp_path, capsys, monkeypatch):

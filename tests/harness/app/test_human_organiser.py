@@ -44,7 +44,7 @@ class _Annotator:
 def _rows(page: str) -> dict[str, list[str]]:
     """The organiser table's rows by annotator id (cells as text)."""
     table = re.search(r"<table id='organiser-table'>(.*?)</table>", page, re.DOTALL).group(1)
-    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)]
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.DOTALL)]
     return {r[0]: r[1:] for r in rows if r}
 
 
@@ -91,19 +91,23 @@ def test_the_organiser_page_counts_what_the_store_holds_and_stays_blind(study):
     assert st == 200 and h["cache-control"] == "no-store" and "default-src 'none'" in h["content-security-policy"]
     rows = _rows(page)
     assert set(rows) == {"a1", "a2", "a3"}
-    # answered, assigned, last vote, changed, checks passed, checks failed, agreement, decisive votes
-    assert rows["a1"][:2] == ["4", str(len(order["a1"]))] and rows["a1"][3:] == ["1", "1", "1", "50 %", "2"]
-    assert rows["a2"][0] == "1" and rows["a2"][5:] == ["0", "-", "0"]  # a tie: no decisive vote yet
-    assert rows["a3"] == ["0", str(len(order["a3"])), "-", "0", "0", "0", "-", "0"]
+    # answered, assigned, last vote, changed, median time, too fast, checks passed, checks failed (named by their
+    # opaque item ids), agreement, decisive votes
+    assert rows["a1"][:2] == ["4", str(len(order["a1"]))]
+    assert rows["a1"][3:] == ["1", "-", "0 of 0", "1", checks[1], "50 %", "2"]
+    assert rows["a2"][0] == "1" and rows["a2"][7:] == ["0", "-", "0"]  # a tie: no decisive vote yet
+    assert rows["a3"] == ["0", str(len(order["a3"])), "-", "0", "-", "0 of 0", "0", "0", "-", "0"]
+    assert f"a1 failed 1 attention check: {checks[1]}" in page  # the warning above the table
     want = {r["annotator"]: r for r in progress(study)}  # the `human status` numbers, from the store
     for a, r in rows.items():
-        assert (int(r[0]), int(r[1]), int(r[3]), int(r[4])) == (want[a]["done"], want[a]["total"],
+        assert (int(r[0]), int(r[1]), int(r[3]), int(r[6])) == (want[a]["done"], want[a]["total"],
                                                                 want[a]["corrected"], want[a]["checks_passed"])
         assert r[2] == (want[a]["last_vote_utc"] or "-")[:19]
     assert f"5 of {sum(len(o) for o in order.values())} answers in" in page
-    # blind: no arm, model, policy, run, case, trajectory, metric, item or study-folder name; no token
+    # blind: no arm, model, policy, run, case, trajectory, metric, item (but a failed check's opaque id) or
+    # study-folder name; no token
     for word in ("alpha", "beta", "fullkv", "run_", "env_", "obj_", "lrlr", "lrud", "environment", "object.",
-                 NAME, *key, org, *_tokens(study).values()):
+                 NAME, *[i for i in key if i != checks[1]], org, *_tokens(study).values()):
         assert word not in page, word
     # the same table for a script: Authorization: Bearer on a GET
     st, _, page2 = _asgi(app, "GET", "/organiser", headers={"authorization": f"Bearer {org}"})
@@ -187,5 +191,38 @@ def test_the_organiser_page_of_a_dynamic_study(tmp_path):
     assert x1.post("/api/vote", {"item": item, "started": True, "answers": ["yes"] * 8}) == 200
     st, _, page = _asgi(app, "POST", "/organiser", json.dumps({"token": org}).encode(),
                         {"content-type": "application/json"})
-    assert st == 200 and _rows(page) == {"x1": ["1", "2", _rows(page)["x1"][2], "0", "0", "0", "-", "0"]}
+    assert st == 200 and _rows(page) == {"x1": ["1", "2", _rows(page)["x1"][2], "0", "-", "0 of 0", "0", "0", "-",
+                                                "0"]}
     assert "dyn_" not in page and "alpha" not in page and "ball" not in page
+
+
+def test_the_organiser_page_flags_an_implausibly_fast_annotator(study, tmp_path):
+    """a1 answers every pair in 0.1 s, a2 in 2 s; each clip plays 0.5 s (4 frames at 8 fps), so a1 answered before
+    half of any clip could play: flagged, with the numbers; a2 is not."""
+    import shutil
+
+    from evaluate.human.analysis import FAST_SHARE, clip_seconds, progress
+    from harness.app.human.server import create_app
+
+    d = tmp_path / "fast"
+    shutil.copytree(study, d, ignore=shutil.ignore_patterns("votes.sqlite*"))
+    public = {i["id"]: i for i in json.loads((d / "study.json").read_text())["items"]}
+    order = {a["id"]: a["order"] for a in json.loads((d / "annotators.json").read_text())["annotators"]}
+    app = create_app(d)
+    for who, ms in (("a1", 100), ("a2", 2000)):
+        ann = _Annotator(app, _tokens(d)[who])
+        for item in order[who][:3]:
+            assert ann.post("/api/vote", {"item": item, "choice": "T", "elapsed_ms": ms}) == 200
+    clip = {clip_seconds(public[i]) for i in order["a1"][:3]}
+    assert clip == {0.5} and 0.1 < FAST_SHARE * 0.5 < 2.0  # the fixture separates the two annotators
+    rows = {r["annotator"]: r for r in progress(d)}
+    assert (rows["a1"]["too_fast"], rows["a1"]["fast_votes"], rows["a1"]["timed_votes"]) == (True, 3, 3)
+    assert (rows["a2"]["too_fast"], rows["a2"]["fast_votes"], rows["a2"]["median_s"]) == (False, 0, 2.0)
+    org = (d / "organiser.txt").read_text().strip()
+    st, _, page = _asgi(app, "GET", "/organiser", headers={"authorization": f"Bearer {org}"})
+    assert st == 200
+    flags = re.search(r"<ul id='organiser-flags'[^>]*>(.*?)</ul>", page, re.DOTALL).group(1)
+    assert "a1 answers implausibly fast: median 0.1 s per answer; 3 of 3 answers" in flags
+    assert "a2 answers implausibly fast" not in flags
+    assert "<tr data-annotator='a1' class='flag'>" in page and "<tr data-annotator='a3'>" in page
+    assert _rows(page)["a1"][4:6] == ["0.1 s", "3 of 3 (flagged)"]

@@ -705,3 +705,37 @@ def test_serve_on_a_taken_port_is_a_clear_error_and_closes_its_socket(study, fak
         with pytest.raises(StudyError, match=f"port={port}: cannot listen on 127.0.0.1:{port}"):
             serve(study, port=port, announce=lambda s: None)
     assert fake_uvicorn == [] and [s.fileno() for s in _Socket.made] == [-1]
+
+
+def test_a_closed_study_refuses_votes_and_corrections_and_asks_nothing_more(study):
+    """``human close`` while the server runs: the next vote and correction are a 409 naming the closed study, and
+    ``/api/next`` gives no item and no answer to change, only when it closed; nothing is stored after the close."""
+    from evaluate.human.store import close_study, read_votes
+
+    c = _login(_client(study), study)
+    order = _orders(study)["a1"]
+    assert c.post("/api/vote", json={"item": order[0], "choice": _choice(study, order[0])}).status_code == 200
+    when = close_study(study)
+    r = c.post("/api/vote", json={"item": order[1], "choice": _choice(study, order[1])})
+    assert r.status_code == 409 and "closed" in r.json()["error"]
+    r = c.post("/api/correct", json={"item": order[0], "choice": "T"})
+    assert r.status_code == 409 and "closed" in r.json()["error"]
+    s = c.get("/api/next").json()
+    assert (s["closed"], s["item"], s["last"], s["done"]) == (when, None, None, 1)
+    assert [(v["item"], v["choice"]) for v in read_votes(study)] == [(order[0], _choice(study, order[0]))]
+    assert close_study(study) == when  # closing again keeps the first time
+
+
+def test_a_revoked_token_ends_its_session_and_opens_nothing(study):
+    from evaluate.human.design import revoke_annotators
+
+    c = _login(_client(study), study, "a2")
+    order = _orders(study)["a2"]
+    token = _tokens(study)["a2"]
+    assert revoke_annotators(study, ["a2"]) == ["a2"]
+    assert c.get("/api/next").status_code == 401  # the session ended at once: no restart needed
+    assert c.post("/api/vote", json={"item": order[0], "choice": "T"}).status_code == 401
+    r = _client(study).post("/api/login", json={"token": token})
+    assert r.status_code == 401 and "revoked" in r.json()["error"]
+    _login(_client(study), study, "a1")  # everyone else is untouched
+    assert "a2\t" not in (study / "tokens.txt").read_text()
