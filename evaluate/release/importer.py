@@ -168,6 +168,7 @@ class _Context:
         s.camera_rows += p.camera_rows
         s.camera_items += p.scored_as == CAMERA_FAMILY
         s.flagged += bool(check.problems)
+        s.presets.add(p.preset)
 
     def _measure(self, p: VideoPlan, stamp: dict[str, int], kind: str, given_hfov: float | None) -> Any:
         from .measure import measure_video

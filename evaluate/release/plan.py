@@ -132,6 +132,7 @@ class ImportSummary:
     camera_items: int = 0
     duplicate_rows: int = 0
     not_read: int = 0
+    presets: set[str] = field(default_factory=set)  # the presets of the items imported
     problems: dict[str, dict[str, Problem]] = field(default_factory=lambda: defaultdict(dict))
     more: dict[str, Problem] = field(default_factory=dict)  # kind -> the rows of subjects past MAX_SUBJECTS
     seconds: list[float] = field(default_factory=list)  # wall time of each video's import, in import order
@@ -179,6 +180,7 @@ class ImportSummary:
                 "removed": self.removed, "flagged": self.flagged, "kept_rows": self.kept_rows,
                 "camera_rows": self.camera_rows, "camera_items": self.camera_items,
                 "duplicate_rows": self.duplicate_rows, "skipped_rows": self.skipped_rows(),
+                "trajectories": sorted(self.presets),
                 "problems": {k: {s: {"rows": p.rows, "first": p.first} for s, p in sorted(v.items())}
                              for k, v in sorted(self.problems.items())},
                 "more_problems": {k: {"rows": p.rows, "first": p.first} for k, p in sorted(self.more.items())}}

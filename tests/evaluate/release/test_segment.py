@@ -18,8 +18,7 @@ def _signal(layout: RotationLayout, noise: float = 0.0, seed: int = 0) -> np.nda
     return angles + np.random.default_rng(seed).normal(0, noise, angles.shape)
 
 
-@pytest.mark.parametrize("profile", ["constant", "eased"])
-@pytest.mark.parametrize("hold", [0, 7, 33])
+@pytest.mark.parametrize("profile,hold", [("constant", 7), ("eased", 33), ("eased", 0)])
 def test_holds_sweeps_and_profile_from_a_noisy_signal(profile, hold):
     truth = RotationLayout(lr_sweeps(2, 80.0, 0.8, profile), initial_hold=hold, total=460)
     lay = layout_of(_signal(truth, noise=0.05), ("yaw", "pitch"), "rotation", floor=0.05)
