@@ -252,12 +252,12 @@ def groups(checks: list[VideoCheck]) -> list[dict[str, Any]]:
     for (traj, model), cs in sorted(by.items()):
         lays = [Layout.from_dict(c.measured) for c in cs]
         seen = Counter(" ".join(p.split(" ")[:2]) for c in cs for p in c.problems)
-        g = {"trajectory": traj, "model": model, "videos": len(cs), "matching": sum(c.matches for c in cs),
-             "measured": _stats(lays), "preset": _stats([Layout.from_dict(cs[0].expected)]),
-             "hfov": _spread([c.hfov_deg for c in cs]), "problems": dict(sorted(seen.items())),
-             "preset_min_frames": cs[0].preset_min_frames}
-        g["implied_yaml"] = implied_yaml(traj, g["measured"], lays) if g["matching"] < len(cs) else None
-        out.append(g)
+        measured, matching = _stats(lays), sum(c.matches for c in cs)
+        out.append({"trajectory": traj, "model": model, "videos": len(cs), "matching": matching,
+                    "measured": measured, "preset": _stats([Layout.from_dict(cs[0].expected)]),
+                    "hfov": _spread([c.hfov_deg for c in cs]), "problems": dict(sorted(seen.items())),
+                    "preset_min_frames": cs[0].preset_min_frames,
+                    "implied_yaml": implied_yaml(traj, measured, lays) if matching < len(cs) else None})
     return out
 
 
@@ -304,7 +304,7 @@ def implied_yaml(trajectory: str, measured: dict[str, Any], lays: list[Layout]) 
         doc["timing"] = timing
     head = (f"# conf/trajectory/{trajectory}.yaml as {len(lays)} video(s) measure it (python -m harness release "
             f"check; medians; speed profile {measured['profile']})\n")
-    return head + yaml.safe_dump(doc, sort_keys=False)
+    return head + str(yaml.safe_dump(doc, sort_keys=False))
 
 
 def _fmt(s: dict[str, float] | None, fmt: str) -> str:

@@ -16,15 +16,18 @@
    a video that fails leaves nothing behind (its folder is removed) and is one problem line.
 
 A rerun skips an item whose source file has the same size, modification time and inode (a file replaced by another
-with the same size and time is imported again), the same rows and the same preset; an item whose video left the release is removed (unless only part of the release was read).
+with the same size and time is imported again), the same rows and the same preset; an item whose video left the
+release is removed (unless only part of the release was read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +91,15 @@ def import_release(opts: ReleaseOptions, run_path: Path, progress: bool = True) 
     cases = write_cases(opts, plans, rel_dir / "cases", summary, overlay)
     checks, done = [], set()
     ctx = _Context(opts, run, summary, {k for k, c in overlay.items() if c.intrinsics or c.hfov_deg})
-    for p in tqdm([plans[k] for k in sorted(plans)], desc="release import", unit="video", disable=not progress):
-        t0 = time.perf_counter()
-        check = ctx.import_video(p, cases[p.case_key])
-        summary.seconds.append(time.perf_counter() - t0)
-        if check is not None:
-            checks.append(check)
-            done.add(ctx.item(p).key)
+    order = [plans[k] for k in sorted(plans)]
+    with ctx.measuring(order, cases):
+        for p in tqdm(order, desc="release import", unit="video", disable=not progress):
+            t0 = time.perf_counter()
+            check = ctx.import_video(p, cases[p.case_key])
+            summary.seconds.append(time.perf_counter() - t0)
+            if check is not None:
+                checks.append(check)
+                done.add(ctx.item(p).key)
     summary.videos = summary.imported + summary.unchanged
     _remove_stale(run, done, summary)
     run.rebuild_manifest()
@@ -128,7 +133,50 @@ class _Context:
         self.opts, self.run, self.summary = opts, run, summary
         self.optics = optics  # case keys whose overlay gives the intrinsics or the field of view
         self.seeds: dict[str, int] = {}
-        self.measured: dict[tuple[int, int, int, int], Any] = {}
+        self.measured: dict[tuple[Any, ...], Any] = {}  # measurement (or a worker's future) per file and settings
+
+    @contextlib.contextmanager
+    def measuring(self, plans: list[VideoPlan], cases: dict[str, Any]) -> Iterator[None]:
+        """With ``release.workers`` > 1, the videos to measure are measured on that many processes, in the order
+        they are imported (the results are the same for any count); the pool ends with the block."""
+        if self.opts.workers <= 1 or not self.opts.measure:
+            yield
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .measure import measure_video
+
+        with ProcessPoolExecutor(self.opts.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for p in plans:
+                try:
+                    key, kind, given = self._measure_key(p, cases[p.case_key])
+                except Exception:  # probed again, and named, when the video is imported
+                    continue
+                if key not in self.measured and _unchanged(self.run.item_dir(self.item(p)), p, _stamp(p.file),
+                                                           _preset(p.preset), True) is None:
+                    self.measured[key] = pool.submit(measure_video, p.file, kind, given, self.opts.hfov_deg)
+            try:
+                yield
+            finally:
+                for f in self.measured.values():
+                    if hasattr(f, "cancel"):
+                        f.cancel()
+
+    def _measure_key(self, p: VideoPlan, case: Any) -> tuple[tuple[Any, ...], str, float | None]:
+        """(cache key, kind, given field of view) of a video's measurement."""
+        from harness.video import probe_header
+
+        from .check import preset_spec
+        from .measure import hfov_of
+
+        st = p.file.stat()
+        kind = "rotation" if preset_spec(p.preset).kind == "rotation" else "translation"
+        given = None
+        if p.case_key in self.optics:
+            info = probe_header(p.file)
+            given = hfov_of(_case_intrinsics(case, info, self.opts.hfov_deg), info["width"])
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, kind, given), kind, given
 
     def item(self, p: VideoPlan) -> Any:
         from harness.config_groups import group_yaml
@@ -140,11 +188,9 @@ class _Context:
 
     def import_video(self, p: VideoPlan, case: Any) -> Any:
         """Import one video (or find it unchanged): its layout check, or None when it failed (nothing left)."""
-        from harness.config_groups import group_yaml
-
         d = self.run.item_dir(self.item(p))
         stamp = _stamp(p.file)
-        preset = group_yaml("trajectory", p.preset)
+        preset = _preset(p.preset)
         old = _unchanged(d, p, stamp, preset, self.opts.measure)
         if old is not None:
             self.summary.unchanged += 1
@@ -170,20 +216,30 @@ class _Context:
         s.flagged += bool(check.problems)
         s.presets.add(p.preset)
 
-    def _measure(self, p: VideoPlan, stamp: dict[str, int], kind: str, given_hfov: float | None) -> Any:
+    def _measure(self, p: VideoPlan, case: Any) -> Any:
+        """The video's measurement: made by a worker, made before (a file under several names), or made now."""
         from .measure import measure_video
 
-        key = (stamp["dev"], stamp["ino"], stamp["size"], stamp["mtime_ns"])
-        if key not in self.measured:
-            self.measured[key] = measure_video(p.file, kind, given_hfov, self.opts.hfov_deg)
-        return self.measured[key]
+        from concurrent.futures.process import BrokenProcessPool
+
+        key, kind, given = self._measure_key(p, case)
+        got = self.measured.get(key)
+        if hasattr(got, "result"):
+            try:
+                got = got.result()
+            except BrokenProcessPool:  # the pool is gone (a worker killed): measured here instead
+                got = None
+        if got is None:
+            got = measure_video(p.file, kind, given, self.opts.hfov_deg)
+        self.measured[key] = got
+        return got
 
     def _write(self, p: VideoPlan, case: Any, d: Path, stamp: dict[str, int], preset: dict[str, Any]) -> Any:
         """Measure, compare, and write the item (video link, camera.npz, meta.json last); returns its check."""
         from harness.video import probe_header
 
         from .check import preset_path, preset_spec
-        from .measure import hfov_of, intrinsics, measured_path
+        from .measure import intrinsics, measured_path
 
         info = probe_header(p.file)
         if max(info["width"], info["height"]) > MAX_VIDEO_SIDE or not 2 <= info["num_frames"] <= MAX_VIDEO_FRAMES:
@@ -192,9 +248,9 @@ class _Context:
         spec = preset_spec(p.preset)
         kind = "rotation" if spec.kind == "rotation" else "translation"
         K_case = _case_intrinsics(case, info, self.opts.hfov_deg)
-        given = hfov_of(K_case, info["width"]) if p.case_key in self.optics else None
-        m = self._measure(p, stamp, kind, given) if self.opts.measure else None
-        K = K_case if (given is not None or m is None) else intrinsics(m.hfov_deg, info["width"], info["height"])
+        m = self._measure(p, case) if self.opts.measure else None
+        given = p.case_key in self.optics
+        K = K_case if (given or m is None) else intrinsics(m.hfov_deg, info["width"], info["height"])
         path = preset_path(spec, info["num_frames"], info["fps"], K, info["height"], info["width"])
         check = _check_or_unmeasured(p, path, m, spec, info)
         if m is not None and check.problems:
@@ -263,6 +319,13 @@ def _check_or_unmeasured(p: VideoPlan, path: Any, m: Any, spec: Any, info: dict[
         c.problems.append(f"{info['num_frames']} frames, the preset needs {spec.min_frames()} (not measured: "
                           "the preset cut to the video's length)")
     return c
+
+
+def _preset(name: str) -> dict[str, Any]:
+    """The preset's YAML as composed (what the resume compares)."""
+    from harness.config_groups import group_yaml
+
+    return group_yaml("trajectory", name)
 
 
 def _preset_hash(preset: dict[str, Any]) -> str:

@@ -274,8 +274,9 @@ def _row(where: str, rec: dict[str, Any], images: bool) -> ReleaseRow:
             values[k] = v
     img = rec.get("first_frame") if images else None
     data = img.get("bytes") if isinstance(img, dict) else None
-    return ReleaseRow(where, image=bytes(data) if isinstance(data, (bytes, bytearray)) else None, problem=problem,
-                      **values)
+    return ReleaseRow(where, values["model_id"], values["category"], values["trajectory"], values["case_id"],
+                      values["video_url"], values["item_id"],
+                      image=bytes(data) if isinstance(data, (bytes, bytearray)) else None, problem=problem)
 
 
 def iter_rows(files: list[Path], batch_rows: int | None = None, images: bool = True,

@@ -55,7 +55,8 @@ class ReleaseOptions:
     model entries (compared in every spelling; they win over the ids the harness knows). overlay: a case-set folder
     whose cases (ids ``<category>_<case_id>``) add what the release lacks. hfov_deg: horizontal field of view
     assumed where neither a case nor the video tells (degrees). limit: import at most this many rows (a quick look).
-    max_rows: read at most this many rows. measure: measure each video's camera layout (release check reuses it)."""
+    max_rows: read at most this many rows. measure: measure each video's camera layout (release check reuses it).
+    workers: processes that measure videos at once (the results do not depend on it)."""
 
     source: Path
     models: dict[str, str] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class ReleaseOptions:
     limit: int | None = None
     max_rows: int = MAX_ROWS
     measure: bool = True
+    workers: int = 1
 
     @staticmethod
     def from_config(cfg: dict[str, Any]) -> ReleaseOptions:
@@ -76,18 +78,18 @@ class ReleaseOptions:
         hfov = rel.get("hfov_deg", 60.0)
         if isinstance(hfov, bool) or not isinstance(hfov, (int, float)) or not 1 < hfov < 179:
             raise ConfigError(f"release.hfov_deg={hfov!r}: give the horizontal field of view in degrees (1..179)")
-        for key in ("limit", "max_rows"):
+        for key in ("limit", "max_rows", "workers"):
             v = rel.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ConfigError(f"release.{key}={v!r}: give a number of rows >= 1" + (" (or null for all)"
-                                                                                         if key == "limit" else ""))
+                raise ConfigError(f"release.{key}={v!r}: give a " + ("number of processes >= 1" if key == "workers"
+                                  else "number of rows >= 1") + (" (or null for all)" if key == "limit" else ""))
         measure = rel.get("measure", True)
         if not isinstance(measure, bool):
             raise ConfigError(f"release.measure={measure!r}: use true or false")
         overlay = rel.get("overlay")
         return ReleaseOptions(Path(str(source)).expanduser(), models, Path(str(overlay)).expanduser()
                               if overlay else None, float(hfov), rel.get("limit"), int(rel.get("max_rows") or MAX_ROWS),
-                              measure)
+                              measure, int(rel.get("workers") or 1))
 
 
 def _models(value: Any) -> dict[str, str]:

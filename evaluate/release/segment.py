@@ -139,7 +139,8 @@ def _runs(labels: np.ndarray) -> list[tuple[int, int, int]]:
     return out
 
 
-def find_cores(signal: np.ndarray, floor: float, bridge: int = 3, shortest: int = 3) -> list[tuple[int, int, int]]:
+def find_cores(signal: np.ndarray, floor: float, bridge: int = 3,
+               shortest: int = 3) -> list[tuple[int, int, int, int]]:
     """The moving stretches of ``signal`` (T, A): ``(axis, sign, first step, last step + 1)`` per move, where a
     step ``i`` (frame i -> i + 1) moves on the axis whose median-filtered velocity is largest, if that exceeds
     :data:`MOVE_SHARE` of the peak speed (and ``floor``). Runs of one axis and sign split by at most ``bridge``
@@ -196,7 +197,10 @@ def _fit_axis(y: np.ndarray, cores: list[tuple[int, int]], profile: str) -> tupl
         return out
 
     def residual(p: np.ndarray) -> np.ndarray:
-        return y[0] + sum((d * f for _, _, d, f, _ in parts(p)), np.zeros_like(y)) - y
+        model: np.ndarray = np.full_like(y, y[0])
+        for _, _, d, f, _ in parts(p):
+            model += d * f
+        return np.asarray(model - y, np.float64)
 
     def jacobian(p: np.ndarray) -> np.ndarray:
         J = np.zeros((len(y), len(p)))
@@ -264,8 +268,8 @@ def yaw_pitch_signal(c2w: np.ndarray) -> np.ndarray:
     from scipy.spatial.transform import Rotation
 
     rel = np.swapaxes(c2w[0, :3, :3], 0, 1)[None] @ c2w[:, :3, :3]
-    vec = Rotation.from_matrix(rel).as_rotvec()
-    return np.degrees(np.stack([vec[:, 1], vec[:, 0]], -1))
+    vec = np.asarray(Rotation.from_matrix(rel).as_rotvec(), np.float64)
+    return np.asarray(np.degrees(np.stack([vec[:, 1], vec[:, 0]], -1)), np.float64)
 
 
 def path_layout(c2w: np.ndarray) -> Layout:

@@ -30,7 +30,7 @@ BACKEND_KEYS = ("name", "engine", "route", "token_env", "connect_timeout_s", "ch
                 "num_inference_steps", "engine_version", "models", "description")
 FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
-RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate", "max_rows", "measure")
+RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate", "max_rows", "measure", "workers")
 
 
 @functools.lru_cache(maxsize=1)
