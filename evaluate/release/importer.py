@@ -223,8 +223,8 @@ class _Context:
         from concurrent.futures.process import BrokenProcessPool
 
         key, kind, given = self._measure_key(p, case)
-        got = self.measured.get(key)
-        if hasattr(got, "result"):
+        got: Any = self.measured.get(key)
+        if got is not None and hasattr(got, "result"):
             try:
                 got = got.result()
             except BrokenProcessPool:  # the pool is gone (a worker killed): measured here instead

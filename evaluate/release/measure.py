@@ -190,9 +190,9 @@ def _rotation_step(g0: np.ndarray, g1: np.ndarray, Kinv: np.ndarray) -> tuple[np
     return _kabsch(_unit_rays(a[keep], Kinv), _unit_rays(b[keep], Kinv)), True
 
 
-def rotation_c2w(frames: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, int]:
-    """Camera-to-world rotations (T, 3, 3) of ``frames`` chained from frame 0 (identity), and the number of frame
-    pairs that could not be fitted (held still). ``K``: (3, 3) intrinsics in pixels with +0.5 centres."""
+def _pair_steps(frames: np.ndarray, K: np.ndarray, step: Any) -> list[Any]:
+    """``step(grey_i, grey_i+1, K^-1)`` for every adjacent frame pair, on the weight-free backbones' threads (OpenCV
+    releases the GIL; the same results for any thread count). ``K``: +0.5-centred pixels, shifted to OpenCV's grid."""
     import cv2
 
     from evaluate.perception.weightfree import default_threads, thread_map
@@ -202,8 +202,13 @@ def rotation_c2w(frames: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, int]:
     Kc[:2, 2] -= 0.5
     Kinv = np.linalg.inv(Kc)
     grey = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
-    steps = thread_map(lambda i: _rotation_step(grey[i], grey[i + 1], Kinv), list(range(len(frames) - 1)),
-                       default_threads())
+    return thread_map(lambda i: step(grey[i], grey[i + 1], Kinv), list(range(len(frames) - 1)), default_threads())
+
+
+def rotation_c2w(frames: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, int]:
+    """Camera-to-world rotations (T, 3, 3) of ``frames`` chained from frame 0 (identity), and the number of frame
+    pairs that could not be fitted (held still). ``K``: (3, 3) intrinsics in pixels with +0.5 centres."""
+    steps = _pair_steps(frames, K, _rotation_step)
     R = np.tile(np.eye(3), (len(frames), 1, 1))
     for i, (Q, _) in enumerate(steps, start=1):
         R[i] = R[i - 1] @ Q.T  # ray_{i} = R_i^T X = Q R_{i-1}^T X
@@ -267,16 +272,9 @@ def _translation_step(g0: np.ndarray, g1: np.ndarray, Kinv: np.ndarray) -> tuple
 def _translation(frames: np.ndarray, K: np.ndarray) -> tuple[Layout, int]:
     """The translation layout of ``frames``; the return error is the parallax between frame 0 and the frame after
     the last leg, in percent of the frame width."""
-    import cv2
+    from evaluate.perception.weightfree import ClassicalPoseEstimator
 
-    from evaluate.perception.weightfree import ClassicalPoseEstimator, default_threads, thread_map
-
-    Kc = np.asarray(K, np.float64).copy()
-    Kc[:2, 2] -= 0.5
-    Kinv = np.linalg.inv(Kc)
-    grey = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
-    steps = thread_map(lambda i: _translation_step(grey[i], grey[i + 1], Kinv), list(range(len(frames) - 1)),
-                       default_threads())
+    steps = _pair_steps(frames, K, _translation_step)
     disp = np.array([d for d, _ in steps]).reshape(-1, 3)
     signal = np.vstack([np.zeros((1, 3)), np.cumsum(disp, axis=0)])
     lay = layout_of(signal, ("x", "y", "z"), "translation", TRANSLATION_FLOOR_PX)

@@ -100,6 +100,9 @@ def test_release_models_works_as_the_docs_write_it(tmp_path):
     assert ReleaseOptions.from_config(quoted).models == {"my-model": "reference"}
     with pytest.raises(Exception, match="release.models"):
         ReleaseOptions.from_config({"source": str(tmp_path), "release": {"models": "[a, b]"}})
+    for key, bad in (("workers", 0), ("max_rows", True), ("measure", "yes"), ("limit", -1)):
+        with pytest.raises(Exception, match=f"release.{key}="):
+            ReleaseOptions.from_config({"source": str(tmp_path), "release": {key: bad}})
 
 
 @pytest.mark.parametrize("examples", [False, True], ids=["dataset-layout", "examples-layout"])
