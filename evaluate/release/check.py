@@ -302,6 +302,7 @@ def implied_yaml(trajectory: str, measured: dict[str, Any], lays: list[Layout]) 
                        "move": round(_median(measured["move_frames"], 0) / n, 4),
                        "final_hold": round(_median(measured["final_hold"], 0) / n, 4)})
         doc["timing"] = timing
+    doc["description"] = f"{trajectory} as {len(lays)} video(s) of the release measure it (release check)"
     head = (f"# conf/trajectory/{trajectory}.yaml as {len(lays)} video(s) measure it (python -m harness release "
             f"check; medians; speed profile {measured['profile']})\n")
     return head + str(yaml.safe_dump(doc, sort_keys=False))

@@ -196,11 +196,12 @@ class _Context:
             self.summary.unchanged += 1
             self._count(p, old)
             return old
-        _remove_item(d)
         try:
+            _remove_item(d)
             check = self._write(p, case, d, stamp, preset)
         except Exception as exc:  # this video's failure is one line; nothing of it is left, the rest goes on
-            _remove_item(d)
+            with contextlib.suppress(Exception):
+                _remove_item(d)
             p.refuse(self.summary, _failure_kind(exc), f"{p.relpath}: {type(exc).__name__}: {exc}")
             return None
         self.summary.imported += 1

@@ -140,8 +140,9 @@ class VideoRef:
 
 
 def video_relpath(url: str) -> str:
-    """The path inside the dataset repository of a ``video_url`` (``.../resolve/<rev>/<path>``), or ``url`` itself
-    when it is already relative."""
+    """The path inside the dataset repository of a ``video_url`` (``.../resolve/<rev>/<path>``, a query such as
+    ``?download=true`` dropped), or ``url`` itself when it is already relative."""
+    url = url.split("#", 1)[0].split("?", 1)[0]
     m = _RESOLVE.search(url)
     return m["path"] if m else url.lstrip("/")
 

@@ -98,3 +98,26 @@ def test_the_check_reads_the_preset_from_conf_and_implies_the_yaml_that_fits(con
     built = path_layout(preset_path(implied, n, 16.0, intrinsics_from_fov(60, 160, 96), 96, 160).c2w)
     assert compare(Layout.from_dict(off[0].measured), built, implied.min_frames()) == []
     assert implied_yaml(spec.name, g["measured"], [Layout.from_dict(c.measured) for c in off]) == g["implied_yaml"]
+
+
+@pytest.mark.slow
+def test_check_measures_a_run_the_harness_made(tmp_path):
+    """``release check`` on a run the harness generated (no import, nothing measured before): the reference
+    model follows its camera path exactly, so the video follows the preset, at the field of view of its camera."""
+    from evaluate.release.check import check_run
+    from tests.support import run_cli
+    from trajectories import load_path
+
+    r = run_cli(["model=reference", "trajectory=lr_hold_sym_0p5dpf", "cases.include=[dynamic_cat]",
+                 "model.height=192", "model.width=320", "stage=generate", "run=ref", "progress=false"], tmp_path,
+                timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "outputs" / "ref"
+    result = check_run(run, progress=False)
+    assert len(result["videos"]) == 1 and not result["skipped"]
+    v = result["videos"][0]
+    assert v["matches"], v["problems"]
+    path = load_path(run / v["key"] / "camera.npz")
+    true = np.degrees(2 * np.arctan(path.width / 2 / path.K[0, 0]))
+    assert v["hfov_source"] == "estimated" and abs(v["hfov_deg"] - true) < 1.0, (v["hfov_deg"], true)
+    assert (run / "release" / "check.md").is_file()
