@@ -195,7 +195,11 @@ class EvalItem:
 
     @property
     def family(self) -> str:
-        return self.case.family
+        """The case's family, or :data:`evaluate.registry.CAMERA_ITEMS` for an item scored for camera following
+        only (``meta.json`` ``scored_as``: an imported release's camera-following video; docs/release.md)."""
+        from .registry import CAMERA_ITEMS
+
+        return CAMERA_ITEMS if self.meta.get("scored_as") == CAMERA_ITEMS else str(self.case.family)
 
     @property
     def pose_mode(self) -> str:

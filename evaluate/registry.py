@@ -82,6 +82,14 @@ AGGREGATIONS: dict[str, str] = {
 }
 
 
+#: Metric families that score memory (static or dynamic); with every ``static`` metric, what a camera-following item
+#: is never scored on.
+MEMORY_FAMILIES = ("human", "object", "environment", "dynamic", "departure")
+#: The family of an item scored for camera following (and video quality) only: an imported release's
+#: camera-following video (``meta.json`` ``scored_as``, docs/release.md), never a memory item.
+CAMERA_ITEMS = "camera"
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """One metric: what it measures, how it is computed, aggregated, ranked and tabled.
@@ -125,6 +133,12 @@ class MetricSpec:
     def computations(self) -> tuple[Compute, ...]:
         """Its own computations (none when :class:`ComputedBy` another metric)."""
         return () if isinstance(self.compute, ComputedBy) else self.compute
+
+    @property
+    def memory(self) -> bool:
+        """Whether it scores memory (a :data:`MEMORY_FAMILIES` family, or static content): never computed for, and
+        never aggregated over, a camera-following item (:data:`CAMERA_ITEMS`)."""
+        return self.static or self.family in MEMORY_FAMILIES
 
 
 S = TypeVar("S", bound=MetricSpec)

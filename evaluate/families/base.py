@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..registry import AppliesFn, Compute, ComputeFn, MetricSpec, always
+from ..registry import CAMERA_ITEMS, AppliesFn, Compute, ComputeFn, MetricSpec, always
 from ..results import Entries, MetricEntry, Status, entries
 
 # ROLE_SETTINGS (backbone role -> the evaluation setting that lists its backbones in order) lives in
@@ -54,11 +54,20 @@ class Family:
     @property
     def metrics(self) -> tuple[Computation, ...]:
         """The computations of its specs, in spec order (the order of the keys in ``metrics.json``)."""
-        return tuple(_step(s.id, c) for s in self.specs for c in s.computations)
+        return tuple(_step(s, c) for s in self.specs for c in s.computations)
 
 
-def _step(metric_id: str, c: Compute) -> Computation:
-    return Computation(metric_id, c.roles, c.function, c.applies, c.reports)
+def _step(spec: MetricSpec, c: Compute) -> Computation:
+    return Computation(spec.id, c.roles, c.function, _not_on_camera_items(c.applies) if spec.memory else c.applies,
+                       c.reports)
+
+
+def _not_on_camera_items(applies: AppliesFn) -> AppliesFn:
+    """``applies``, and never for a camera-following item: a memory metric does not score camera following."""
+    def check(item: Any, settings: Any) -> bool:
+        return item.family != CAMERA_ITEMS and applies(item, settings)
+
+    return check
 
 
 def entry(metric: str, backbone: str, kind: str, value: float, **details: Any) -> Entries:

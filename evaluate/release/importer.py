@@ -2,46 +2,39 @@
 
 ``python -m harness release import source=<release folder> run=<name>`` (docs/release.md):
 
-1. the parquet files are found and their columns checked (footers only) before anything is written;
-2. every row is mapped (:mod:`evaluate.release.layout`): harness model from ``model_id``, family from the video's
-   category, trajectory preset from the release name (``conf/trajectory/*.yaml`` ``release:``), case from the
-   video's folder; rows that cannot be mapped are counted, one line per distinct problem, and the rest goes on;
-3. rows pointing at one video (a ``camera_rotation`` row and its ``environment`` row) are one item scored once,
-   its ``meta.json`` listing every row (``release.rows``);
-4. each case's ``first_frame`` becomes ``<run>/release/cases/<case>.{png,jpg}`` with a case file beside it (a case
-   set the harness can run its own models on), merged with an overlay case set of annotations the release lacks;
-5. each item links its video (a hard link, else a symbolic link: nothing is copied), writes ``camera.npz`` (the
-   preset at the video's own frame count) and ``meta.json`` last. A rerun skips items whose ``meta.json`` already
-   names the same video with the same size and modification time.
+1. the parquet files are found (regular files only) and their columns checked (footers only), and the overlay case
+   set loaded, before anything is written;
+2. every row is mapped on its own (:mod:`evaluate.release.plan`): a row joins the item of its video or is one
+   named problem; conflicts (two videos for one item, one ``item_id`` on two videos) are refused by name;
+3. each case's ``first_frame`` becomes a case image and file (:mod:`evaluate.release.cases`);
+4. each video is measured (:mod:`evaluate.release.measure`) and compared with its preset
+   (:mod:`evaluate.release.check`); a video that follows its preset gets the preset's ``camera.npz`` at its own
+   frame count, one that does not (another length, hold, amplitude, speed or profile) is imported all the same,
+   flagged with what differs, and scored on its measured layout (``camera.npz`` labelled ``params.source:
+   measured``). Nothing is refused for the harness's own frame-count rule;
+5. each item links its video (a hard link, else a symbolic link: nothing is copied) and writes ``meta.json`` last;
+   a video that fails leaves nothing behind (its folder is removed) and is one problem line.
+
+A rerun skips an item whose source file has the same size, modification time and inode (a file replaced by another
+with the same size and time is imported again), the same rows and the same preset; an item whose video left the
+release is removed (unless only part of the release was read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
 
-from .layout import (
-    CAMERA_CATEGORIES,
-    CATEGORY_FAMILY,
-    ReleaseError,
-    ReleaseRow,
-    check_schema,
-    harness_model,
-    iter_rows,
-    local_video,
-    parquet_files,
-    parse_video_ref,
-    release_case_id,
-    valid_case_id,
-    video_relpath,
-)
+from .layout import CAMERA_FAMILY, ReleaseError, shown
+from .plan import ImportSummary, ReleaseOptions, VideoPlan, plan_release
 
 log = logging.getLogger(__name__)
 
@@ -49,98 +42,11 @@ log = logging.getLogger(__name__)
 RELEASE_DIR = "release"
 #: The context label of imported videos: what ran is whatever the release's authors ran (docs/release.md).
 CONTEXT = "release"
-#: Distinct problems listed per kind on the console (all of them go to release/import.json).
-SHOWN_PER_KIND = 12
-
-
-@dataclass(frozen=True)
-class ReleaseOptions:
-    """What ``release import`` reads. source: the release's local folder. models: extra ``model_id`` -> harness
-    model entries. overlay: a case-set folder whose cases (ids ``<category>_<case_id>``) add what the release lacks
-    (targets, events, prompts, intrinsics). hfov_deg: horizontal field of view assumed when no case says (degrees).
-    limit: import at most this many rows (a quick look at a large release)."""
-
-    source: Path
-    models: dict[str, str] = field(default_factory=dict)
-    overlay: Path | None = None
-    hfov_deg: float = 60.0
-    limit: int | None = None
-
-    @staticmethod
-    def from_config(cfg: dict[str, Any]) -> ReleaseOptions:
-        rel = cfg.get("release") or {}
-        source = cfg.get("source") or rel.get("source")
-        if not source:
-            raise ConfigError("release import: give the release's folder: source=<dir> (the folder `hf download "
-                              "rescuerz/WorldMemBench --repo-type dataset --local-dir DIR` fills)")
-        models = rel.get("models") or {}
-        if not isinstance(models, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                   for k, v in models.items()):
-            raise ConfigError(f"release.models={models!r}: give a mapping of release model ids to harness models, "
-                              "e.g. release.models='{my-model: reference}'")
-        hfov = rel.get("hfov_deg", 60.0)
-        if isinstance(hfov, bool) or not isinstance(hfov, (int, float)) or not 1 < hfov < 179:
-            raise ConfigError(f"release.hfov_deg={hfov!r}: give the horizontal field of view in degrees (1..179)")
-        limit = rel.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ConfigError(f"release.limit={limit!r}: give a number of rows >= 1 (or null for all)")
-        overlay = rel.get("overlay")
-        return ReleaseOptions(Path(str(source)).expanduser(), dict(models), Path(str(overlay)).expanduser()
-                              if overlay else None, float(hfov), limit)
-
-
-@dataclass
-class VideoPlan:
-    """One video of the release and the rows that point at it (the item it becomes)."""
-
-    relpath: str
-    file: Path
-    model: str
-    model_id: str
-    preset: str
-    case_key: str
-    family: str
-    rows: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def categories(self) -> list[str]:
-        return sorted({r["category"] for r in self.rows})
-
-
-@dataclass
-class ImportSummary:
-    """What an import did: counts and the problems (kind -> distinct subject -> the rows it concerns)."""
-
-    rows: int = 0
-    videos: int = 0
-    imported: int = 0
-    unchanged: int = 0
-    camera_rows: int = 0
-    problems: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(dict))
-    seconds: list[float] = field(default_factory=list)  # wall time of each video's import, in import order
-
-    def add(self, kind: str, subject: str, where: str) -> None:
-        self.problems[kind].setdefault(subject, []).append(where)
-
-    def skipped_rows(self) -> int:
-        return sum(len(w) for subj in self.problems.values() for w in subj.values())
-
-    def lines(self, shown: int = SHOWN_PER_KIND) -> list[str]:
-        """The console summary: counts, then one line per distinct problem (at most ``shown`` per kind)."""
-        out = [f"release import: {self.rows} row(s), {self.videos} video(s) -> {self.imported} item(s) written, "
-               f"{self.unchanged} unchanged; {self.camera_rows} camera-following row(s) scored on their "
-               f"static-memory video; {self.skipped_rows()} row(s) skipped"]
-        for kind, subjects in sorted(self.problems.items()):
-            for subject, wheres in sorted(subjects.items())[:shown]:
-                out.append(f"  {kind}: {subject} ({len(wheres)} row(s), first {wheres[0]})")
-            if len(subjects) > shown:
-                out.append(f"  {kind}: ... and {len(subjects) - shown} more (release/import.json lists all)")
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "videos": self.videos, "imported": self.imported, "unchanged": self.unchanged,
-                "camera_rows": self.camera_rows, "skipped_rows": self.skipped_rows(),
-                "problems": {k: dict(sorted(v.items())) for k, v in sorted(self.problems.items())}}
+#: Bumped when what an import writes for a video changes: items of another version are imported again.
+IMPORT_VERSION = 2
+#: A video larger than this a side, or with more frames, is refused (no release video comes near).
+MAX_VIDEO_SIDE = 8192
+MAX_VIDEO_FRAMES = 100_000
 
 
 def release_presets() -> dict[str, str]:
@@ -155,249 +61,329 @@ def release_presets() -> dict[str, str]:
     return out
 
 
-def plan_release(opts: ReleaseOptions, summary: ImportSummary) -> dict[str, VideoPlan]:
-    """Every row mapped and grouped by video (nothing written). Rows that cannot be imported are recorded in
-    ``summary``. Raises :class:`ReleaseError` when the folder is not the release's layout at all."""
-    from harness.config_groups import list_group
+def _overlay(opts: ReleaseOptions) -> dict[str, Any]:
+    from harness.cases import CaseError, load_case_set
 
-    files = parquet_files(opts.source)
-    check_schema(files)
-    presets, known = release_presets(), list_group("model")
-    videos: dict[str, VideoPlan] = {}
-    for row in _limited(iter_rows(files, images=False), opts.limit):
-        summary.rows += 1
-        plan = _plan_row(row, opts, presets, known, summary)
-        if plan is None:
-            continue
-        have = videos.get(plan.relpath)
-        if have is None:
-            videos[plan.relpath] = plan
-        elif (have.model, have.preset) != (plan.model, plan.preset):
-            summary.add("inconsistent rows", f"{plan.relpath}: {row.item_id} says {plan.model}/{plan.preset}, "
-                        f"an earlier row {have.model}/{have.preset}", row.where)
-            continue
-        else:
-            have.rows.extend(plan.rows)
-        if row.category in CAMERA_CATEGORIES:
-            summary.camera_rows += 1
-    summary.videos = len(videos)
-    return videos
+    if opts.overlay is None:
+        return {}
+    try:
+        return {c.id: c for c in load_case_set(opts.overlay)}
+    except CaseError as exc:
+        raise ReleaseError(f"release.overlay: {exc}") from None
 
-
-def _limited(rows: Iterable[ReleaseRow], limit: int | None) -> Iterable[ReleaseRow]:
-    for i, r in enumerate(rows):
-        if limit is not None and i >= limit:
-            return
-        yield r
-
-
-def _plan_row(row: ReleaseRow, opts: ReleaseOptions, presets: dict[str, str], known: list[str],
-              summary: ImportSummary) -> VideoPlan | None:
-    empty = [k for k in ("model_id", "category", "trajectory", "case_id", "video_url") if not getattr(row, k)]
-    if empty:
-        summary.add("incomplete row", f"empty {', '.join(empty)}", row.where)
-        return None
-    model = harness_model(row.model_id, opts.models, known)
-    if model is None or model not in known:
-        summary.add("unknown model id", f"{row.model_id!r} (map it: release.models='{{{row.model_id}: <model>}}')",
-                    row.where)
-        return None
-    if row.category not in CATEGORY_FAMILY:
-        summary.add("unknown category", f"{row.category!r} (known: {', '.join(sorted(CATEGORY_FAMILY))})", row.where)
-        return None
-    if row.trajectory not in presets:
-        summary.add("unknown trajectory", f"{row.trajectory!r} (presets: {', '.join(sorted(presets))})", row.where)
-        return None
-    relpath = video_relpath(row.video_url)
-    ref = parse_video_ref(relpath)
-    category, case = (ref.category, ref.case_id) if ref else (row.category, row.case_id)
-    if category in CAMERA_CATEGORIES:  # a camera case's own video (the paper reuses static ones)
-        family = "environment"
-    else:
-        family = CATEGORY_FAMILY.get(category, CATEGORY_FAMILY[row.category])
-    case_key = release_case_id(category, case)
-    if not valid_case_id(case_key):
-        summary.add("bad case id", f"{case_key!r}", row.where)
-        return None
-    file = local_video(opts.source, relpath)
-    if file is None:
-        summary.add("missing video", relpath, row.where)
-        return None
-    return VideoPlan(relpath, file, model, row.model_id, presets[row.trajectory], case_key, family,
-                     [{"item_id": row.item_id, "category": row.category, "case_id": row.case_id, "where": row.where}])
-
-
-# -- cases ------------------------------------------------------------------------------------------------------------
-
-def write_cases(opts: ReleaseOptions, videos: dict[str, VideoPlan], cases_dir: Path,
-                summary: ImportSummary) -> dict[str, Any]:
-    """One case file per case key with its ``first_frame`` image (second pass over the rows, images included, one
-    batch in memory at a time). Returns case key -> :class:`harness.cases.Case`. A case whose image is missing from
-    every row is a problem of its videos."""
-    import yaml
-
-    from harness.cases import load_case_set
-    from harness.io import write_bytes, write_text
-
-    need: dict[str, tuple[str, set[str]]] = {}  # case key -> (family, the presets its videos use)
-    for v in videos.values():
-        _, presets = need.setdefault(v.case_key, (v.family, set()))
-        presets.add(v.preset)
-    overlay = {c.id: c for c in load_case_set(opts.overlay)} if opts.overlay else {}
-    image_of: dict[str, tuple[str, bool]] = {}  # case key -> (image file name, from a row of the video's category)
-    files = parquet_files(opts.source)
-    by_key: dict[str, list[VideoPlan]] = defaultdict(list)
-    for v in videos.values():
-        by_key[v.case_key].append(v)
-    wanted_rows = {r["where"]: v.case_key for v in videos.values() for r in v.rows}
-    for row in _limited(iter_rows(files, images=True), opts.limit):
-        key = wanted_rows.get(row.where)
-        if key is None or row.image is None:
-            continue
-        preferred = not key.startswith(tuple(f"{c}_" for c in CAMERA_CATEGORIES)) and row.category not in \
-            CAMERA_CATEGORIES
-        if key in image_of and (image_of[key][1] or not preferred):
-            continue
-        name = f"{key}{_image_suffix(row.image, row.image_name)}"
-        write_bytes(cases_dir / name, row.image)
-        image_of[key] = (name, preferred)
-    cases: dict[str, Any] = {}
-    for key, (family, presets) in sorted(need.items()):
-        if key not in image_of:
-            for v in by_key[key]:
-                summary.add("missing first_frame", key, v.rows[0]["where"])
-                videos.pop(v.relpath, None)
-            continue
-        rec: dict[str, Any] = {"id": key, "family": family, "image": image_of[key][0], "prompt": "",
-                               "hfov_deg": opts.hfov_deg, "trajectories": sorted(presets)}
-        if key in overlay:
-            rec = _merged(rec, overlay[key])
-        rec["unannotated"] = _lacks_annotations(rec)
-        path = cases_dir / f"{key}.yaml"
-        write_text(path, yaml.safe_dump(rec, sort_keys=False))
-        cases[key] = path
-    loaded = {c.id: c for c in load_case_set(cases_dir)} if cases else {}
-    return {k: loaded[k] for k in cases}
-
-
-def _lacks_annotations(rec: dict[str, Any]) -> bool:
-    """Whether a case misses what its family's metrics need (the release ships none of it): a dynamic case without
-    an event, a human case without persons, an object case without objects."""
-    targets = rec.get("targets") or {}
-    need = {"dynamic": rec.get("event"), "human": targets.get("persons"), "object": targets.get("objects")}
-    return rec["family"] in need and not need[rec["family"]]
-
-
-def _merged(rec: dict[str, Any], over: Any) -> dict[str, Any]:
-    """The release's case with an overlay case's annotations (targets, event, prompt, intrinsics, depth): the image
-    stays the release's first frame; relative resource paths of the overlay become absolute."""
-    o = over.model_dump(exclude_none=True, exclude={"source", "id", "family", "image", "trajectories"})
-    base = Path(over.source).parent if over.source else Path(".")
-
-    def absolute(ref: Any) -> Any:
-        if isinstance(ref, str) and not ref.startswith("skimage://") and not Path(ref).is_absolute():
-            return str((base / ref).resolve())
-        return ref
-
-    if "depth" in o:
-        o["depth"] = absolute(o["depth"])
-    for obj in (o.get("targets") or {}).get("objects") or []:
-        if "mask" in obj:
-            obj["mask"] = absolute(obj["mask"])
-    return {**rec, **o}
-
-
-def _image_suffix(data: bytes, name: str | None) -> str:
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return ".png"
-    if data[:3] == b"\xff\xd8\xff":
-        return ".jpg"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return ".webp"
-    return Path(name).suffix.lower() if name and Path(name).suffix else ".png"
-
-
-# -- items ------------------------------------------------------------------------------------------------------------
 
 def import_release(opts: ReleaseOptions, run_path: Path, progress: bool = True) -> ImportSummary:
-    """Import the release into the run folder ``run_path`` (created); resumable. Returns the summary (also written
-    to ``<run>/release/import.json``)."""
+    """Import the release into the run folder ``run_path`` (created); resumable, each video on its own. Returns
+    the summary (also written to ``<run>/release/import.json``; the layout check to ``release/check.{json,md}``)."""
+    from tqdm import tqdm
+
     from harness.io import write_json
     from harness.outputs import RunDir
 
+    from .cases import write_cases
+    from .check import summarise, write_check
+
     summary = ImportSummary()
-    videos = plan_release(opts, summary)  # raises before anything is written when the folder is not a release
+    overlay = _overlay(opts)
+    plans = plan_release(opts, summary)  # raises before anything is written when the folder is not a release
     run = RunDir(run_path)
     rel_dir = run.path / RELEASE_DIR
-    cases = write_cases(opts, videos, rel_dir / "cases", summary)
-    import time
-
-    from tqdm import tqdm
-
-    for v in tqdm(sorted(videos.values(), key=lambda v: v.relpath), desc="release import", unit="video",
-                  disable=not progress):
-        t0 = time.perf_counter()
-        _import_video(v, cases[v.case_key], run, opts, summary)
-        summary.seconds.append(time.perf_counter() - t0)
+    cases = write_cases(opts, plans, rel_dir / "cases", summary, overlay)
+    checks, done = [], set()
+    ctx = _Context(opts, run, summary, {k for k, c in overlay.items() if c.intrinsics or c.hfov_deg})
+    order = [plans[k] for k in sorted(plans)]
+    with ctx.measuring(order, cases):
+        for p in tqdm(order, desc="release import", unit="video", disable=not progress):
+            t0 = time.perf_counter()
+            check = ctx.import_video(p, cases[p.case_key])
+            summary.seconds.append(time.perf_counter() - t0)
+            if check is not None:
+                checks.append(check)
+                done.add(ctx.item(p).key)
+    summary.videos = summary.imported + summary.unchanged
+    _remove_stale(run, done, summary)
     run.rebuild_manifest()
-    write_json(rel_dir / "import.json", {"source": str(opts.source.resolve()), **summary.to_dict()})
+    write_json(rel_dir / "import.json", {"source": str(opts.source.resolve()), "measured": opts.measure,
+                                         **summary.to_dict()})
+    measured = [c for c in checks if c.measured]
+    if measured:
+        write_check(run.path, summarise(measured, []))
     return summary
 
 
-def _import_video(v: VideoPlan, case: Any, run: Any, opts: ReleaseOptions, summary: ImportSummary) -> None:
-    from harness.config_groups import group_yaml
-    from harness.io import link_file, read_json, sha256_file, write_json
-    from harness.outputs import WorkItem, controls_hashes
-    from harness.video import probe_header
-    from trajectories import TrajectoryError, TrajectorySpec, build_path
+def _stamp(file: Path) -> dict[str, int]:
+    """What says a source file is the one imported: size, modification time, device and inode (a file replaced by
+    another of the same size and time has another inode). Not the change time: the import's own hard link to the
+    file changes it. A file rewritten in place is the item's own video too (a hard link): its sha256 no longer
+    matches ``meta.json``, which the evaluation and ``verify`` check."""
+    st = file.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "dev": st.st_dev, "ino": st.st_ino}
+
+
+def _rows_key(rows: list[dict[str, str]]) -> list[list[str]]:
+    """The rows of an item as the resume compares them (their place in the parquet files may move)."""
+    return sorted([r["item_id"], r["category"], r["case_id"]] for r in rows)
+
+
+class _Context:
+    """What every video of one import shares: the options, the run, the summary, the models' seeds and the
+    measurements already made (a file linked under several names is measured once)."""
+
+    def __init__(self, opts: ReleaseOptions, run: Any, summary: ImportSummary, optics: set[str]) -> None:
+        self.opts, self.run, self.summary = opts, run, summary
+        self.optics = optics  # case keys whose overlay gives the intrinsics or the field of view
+        self.seeds: dict[str, int] = {}
+        self.measured: dict[tuple[Any, ...], Any] = {}  # measurement (or a worker's future) per file and settings
+
+    @contextlib.contextmanager
+    def measuring(self, plans: list[VideoPlan], cases: dict[str, Any]) -> Iterator[None]:
+        """With ``release.workers`` > 1, the videos to measure are measured on that many processes, in the order
+        they are imported (the results are the same for any count); the pool ends with the block."""
+        if self.opts.workers <= 1 or not self.opts.measure:
+            yield
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .measure import measure_video
+
+        with ProcessPoolExecutor(self.opts.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for p in plans:
+                try:
+                    key, kind, given = self._measure_key(p, cases[p.case_key])
+                except Exception:  # probed again, and named, when the video is imported
+                    continue
+                if key not in self.measured and _unchanged(self.run.item_dir(self.item(p)), p, _stamp(p.file),
+                                                           _preset(p.preset), True) is None:
+                    self.measured[key] = pool.submit(measure_video, p.file, kind, given, self.opts.hfov_deg)
+            try:
+                yield
+            finally:
+                for f in self.measured.values():
+                    if hasattr(f, "cancel"):
+                        f.cancel()
+
+    def _measure_key(self, p: VideoPlan, case: Any) -> tuple[tuple[Any, ...], str, float | None]:
+        """(cache key, kind, given field of view) of a video's measurement."""
+        from harness.video import probe_header
+
+        from .check import preset_spec
+        from .measure import hfov_of
+
+        st = p.file.stat()
+        kind = "rotation" if preset_spec(p.preset).kind == "rotation" else "translation"
+        given = None
+        if p.case_key in self.optics:
+            info = probe_header(p.file)
+            given = hfov_of(_case_intrinsics(case, info, self.opts.hfov_deg), info["width"])
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, kind, given), kind, given
+
+    def item(self, p: VideoPlan) -> Any:
+        from harness.config_groups import group_yaml
+        from harness.outputs import WorkItem
+
+        if p.model not in self.seeds:  # the model's frozen paper seed (appendix C)
+            self.seeds[p.model] = int(group_yaml("model", p.model).get("seed") or 0)
+        return WorkItem(p.model, CONTEXT, self.seeds[p.model], p.preset, p.case_key)
+
+    def import_video(self, p: VideoPlan, case: Any) -> Any:
+        """Import one video (or find it unchanged): its layout check, or None when it failed (nothing left)."""
+        d = self.run.item_dir(self.item(p))
+        stamp = _stamp(p.file)
+        preset = _preset(p.preset)
+        old = _unchanged(d, p, stamp, preset, self.opts.measure)
+        if old is not None:
+            self.summary.unchanged += 1
+            self._count(p, old)
+            return old
+        try:
+            _remove_item(d)
+            check = self._write(p, case, d, stamp, preset)
+        except Exception as exc:  # this video's failure is one line; nothing of it is left, the rest goes on
+            with contextlib.suppress(Exception):
+                _remove_item(d)
+            p.refuse(self.summary, _failure_kind(exc), f"{p.relpath}: {type(exc).__name__}: {exc}")
+            return None
+        self.summary.imported += 1
+        self._count(p, check)
+        return check
+
+    def _count(self, p: VideoPlan, check: Any) -> None:
+        s = self.summary
+        s.kept_rows += len(p.rows)
+        s.duplicate_rows += p.duplicates
+        s.camera_rows += p.camera_rows
+        s.camera_items += p.scored_as == CAMERA_FAMILY
+        s.flagged += bool(check.problems)
+        s.presets.add(p.preset)
+
+    def _measure(self, p: VideoPlan, case: Any) -> Any:
+        """The video's measurement: made by a worker, made before (a file under several names), or made now."""
+        from .measure import measure_video
+
+        from concurrent.futures.process import BrokenProcessPool
+
+        key, kind, given = self._measure_key(p, case)
+        got: Any = self.measured.get(key)
+        if got is not None and hasattr(got, "result"):
+            try:
+                got = got.result()
+            except BrokenProcessPool:  # the pool is gone (a worker killed): measured here instead
+                got = None
+        if got is None:
+            got = measure_video(p.file, kind, given, self.opts.hfov_deg)
+        self.measured[key] = got
+        return got
+
+    def _write(self, p: VideoPlan, case: Any, d: Path, stamp: dict[str, int], preset: dict[str, Any]) -> Any:
+        """Measure, compare, and write the item (video link, camera.npz, meta.json last); returns its check."""
+        from harness.video import probe_header
+
+        from .check import preset_path, preset_spec
+        from .measure import intrinsics, measured_path
+
+        info = probe_header(p.file)
+        if max(info["width"], info["height"]) > MAX_VIDEO_SIDE or not 2 <= info["num_frames"] <= MAX_VIDEO_FRAMES:
+            raise ValueError(f"{info['width']}x{info['height']}, {info['num_frames']} frames (at most "
+                             f"{MAX_VIDEO_SIDE} a side, 2..{MAX_VIDEO_FRAMES} frames)")
+        spec = preset_spec(p.preset)
+        kind = "rotation" if spec.kind == "rotation" else "translation"
+        K_case = _case_intrinsics(case, info, self.opts.hfov_deg)
+        m = self._measure(p, case) if self.opts.measure else None
+        given = p.case_key in self.optics
+        K = K_case if (given or m is None) else intrinsics(m.hfov_deg, info["width"], info["height"])
+        path = preset_path(spec, info["num_frames"], info["fps"], K, info["height"], info["width"])
+        check = _check_or_unmeasured(p, path, m, spec, info)
+        if m is not None and check.problems:
+            path = measured_path(m.layout, p.preset, info["fps"], K, info["height"], info["width"],
+                                 "rotation" if kind == "rotation" else str(spec.kind))
+        self._files(p, case, d, stamp, preset, info, path, m, check)
+        return check
+
+    def _files(self, p: VideoPlan, case: Any, d: Path, stamp: dict[str, int], preset: dict[str, Any],
+               info: dict[str, Any], path: Any, m: Any, check: Any) -> None:
+        from harness.io import link_file, sha256_file, write_json
+        from harness.outputs import controls_hashes
+
+        item = self.item(p)
+        d.mkdir(parents=True, exist_ok=True)
+        link = link_file(p.file, d / "video.mp4")
+        path.save(d / "camera.npz")
+        sha = sha256_file(p.file)
+        release = {"version": IMPORT_VERSION, "video": stamp, "relpath": p.relpath, "link": link,
+                   "item_id": p.item_id, "rows": p.rows, "duplicate_rows": p.duplicates,
+                   "categories": p.categories, "camera_following": p.camera_rows > 0, "scored_as": p.scored_as,
+                   "preset_hash": _preset_hash(preset), "measured": m is not None,
+                   "camera": "measured layout" if path.params.get("source") == "measured" else "preset",
+                   "check": check.to_dict(),
+                   "measurement": {**m.to_dict(), "video_sha256": sha} if m is not None else None}
+        meta = {"status": "done", "item": item.to_dict(), "case": case.model_dump(),
+                "model": {"name": p.model, "release_id": p.model_id}, "seed": item.seed,
+                "scored_as": p.scored_as,
+                "source": {"video": str(p.file.resolve()), "release": str(self.opts.source.resolve())},
+                "release": release,
+                "camera": {"spec_hash": path.spec_hash(), **path.meta(), "sha256": sha256_file(d / "camera.npz")},
+                "video": {"file": "video.mp4", "sha256": sha, "size": stamp["size"], **info},
+                "controls": {"sha256": controls_hashes(d / "controls")}, "generation": {}}
+        meta["manifest"] = {**item.to_dict(), "key": item.key, "status": "done", "dir": item.key,
+                            "video": "video.mp4", "video_sha256": sha, "phases": path.meta()["phases"],
+                            "external": True}
+        write_json(d / "meta.json", meta)
+
+
+def _failure_kind(exc: Exception) -> str:
+    """``undecodable video`` for a decoder's error (PyAV's, or a value it could not read), else ``import failed``."""
+    decoder = type(exc).__module__.split(".")[0] == "av" or isinstance(exc, (ValueError, EOFError))
+    return "undecodable video" if decoder else "import failed"
+
+
+def _case_intrinsics(case: Any, info: dict[str, Any], default_hfov: float) -> Any:
+    """K of the video from its case: the case's own intrinsics or field of view (an overlay's), else
+    ``release.hfov_deg``; given for the case image, resized and cropped like the video."""
     from trajectories.conventions import intrinsics_for_resize_crop
 
-    seed = int(group_yaml("model", v.model).get("seed") or 0)  # the model's frozen paper seed (appendix C)
-    item = WorkItem(v.model, CONTEXT, seed, v.preset, v.case_key)
-    d = run.item_dir(item)
-    stat = v.file.stat()
-    stamp = {"file": str(v.file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    meta_path = d / "meta.json"
-    if meta_path.is_file():
-        try:
-            old = read_json(meta_path)
-        except Exception:  # a broken meta.json: imported again
-            old = {}
-        if old.get("status") == "done" and (old.get("release") or {}).get("video") == stamp \
-                and (old.get("release") or {}).get("rows") == v.rows:
-            summary.unchanged += 1
-            return
-    try:
-        info = probe_header(v.file)
-    except Exception as exc:  # not a video, truncated, an unknown codec
-        summary.add("undecodable video", f"{v.relpath} ({type(exc).__name__}: {exc})", v.rows[0]["where"])
-        return
-    spec = TrajectorySpec.from_dict(group_yaml("trajectory", v.preset))
     img = case.load_image()
-    K_img = case.intrinsics_matrix(img.shape[0], img.shape[1], opts.hfov_deg)
-    K = intrinsics_for_resize_crop(K_img, img.shape[:2], (info["height"], info["width"]))
+    K_img = case.intrinsics_matrix(img.shape[0], img.shape[1], default_hfov)
+    return intrinsics_for_resize_crop(K_img, img.shape[:2], (info["height"], info["width"]))
+
+
+def _check_or_unmeasured(p: VideoPlan, path: Any, m: Any, spec: Any, info: dict[str, Any]) -> Any:
+    """The video's layout check; without a measurement, a check that says only whether its length fits."""
+    from .check import VideoCheck, check_video
+
+    meta = {"item": {"model": p.model, "trajectory": p.preset}}
+    if m is not None:
+        return check_video(f"{p.model}/{p.preset}/{p.case_key}", meta, path, m)
+    c = VideoCheck(f"{p.model}/{p.preset}/{p.case_key}", p.model, p.preset, int(info["num_frames"]), {}, {},
+                   float("nan"), "not measured", spec.min_frames())
+    if info["num_frames"] < spec.min_frames():
+        c.problems.append(f"{info['num_frames']} frames, the preset needs {spec.min_frames()} (not measured: "
+                          "the preset cut to the video's length)")
+    return c
+
+
+def _preset(name: str) -> dict[str, Any]:
+    """The preset's YAML as composed (what the resume compares)."""
+    from harness.config_groups import group_yaml
+
+    return group_yaml("trajectory", name)
+
+
+def _preset_hash(preset: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(preset, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _unchanged(d: Path, p: VideoPlan, stamp: dict[str, int], preset: dict[str, Any], measure: bool) -> Any:
+    """The stored check of an item imported from the same file with the same rows, preset and settings, whose
+    files are still in place; None otherwise."""
+    from harness.outputs import item_meta
+
+    from .check import VideoCheck
+
+    meta = item_meta(d)
+    rel = (meta or {}).get("release") or {}
+    if not meta or meta.get("status") != "done" or rel.get("version") != IMPORT_VERSION:
+        return None
+    if rel.get("video") != stamp or _rows_key(rel.get("rows") or []) != _rows_key(p.rows) or \
+            rel.get("preset_hash") != _preset_hash(preset) or rel.get("measured") != measure:
+        return None
+    video = d / "video.mp4"
     try:
-        path = build_path(spec, info["num_frames"], info["fps"], K, info["height"], info["width"])
-    except TrajectoryError as exc:
-        summary.add("trajectory does not fit", f"{v.relpath}: {info['num_frames']} frames ({exc})",
-                    v.rows[0]["where"])
+        same = video.resolve().stat().st_ino == stamp["ino"] and (d / "camera.npz").is_file()
+    except OSError:
+        same = False
+    chk = rel.get("check") or {}
+    if not same or not chk:
+        return None
+    return VideoCheck(**{k: v for k, v in chk.items() if k != "matches"})
+
+
+def _remove_item(d: Path) -> None:
+    """Remove an item folder the import made (``meta.json`` first, so it is never read half-removed)."""
+    if not d.is_dir() and not d.is_symlink():
         return
-    d.mkdir(parents=True, exist_ok=True)
-    link = link_file(v.file, d / "video.mp4")
-    path.save(d / "camera.npz")
-    meta = {"status": "done", "item": item.to_dict(), "case": case.model_dump(),
-            "model": {"name": v.model, "release_id": v.model_id}, "seed": seed,
-            "source": {"video": str(v.file.resolve()), "release": str(opts.source.resolve())},
-            "release": {"video": stamp, "relpath": v.relpath, "link": link, "rows": v.rows,
-                        "categories": v.categories,
-                        "camera_following": any(r["category"] in CAMERA_CATEGORIES for r in v.rows)},
-            "camera": {"spec_hash": path.spec_hash(), **path.meta(), "sha256": sha256_file(d / "camera.npz")},
-            "video": {"file": "video.mp4", "sha256": sha256_file(v.file), "size": stat.st_size, **info},
-            "controls": {"sha256": controls_hashes(d / "controls")}, "generation": {}}
-    meta["manifest"] = {**item.to_dict(), "key": item.key, "status": "done", "dir": item.key, "video": "video.mp4",
-                        "video_sha256": meta["video"]["sha256"], "phases": path.meta()["phases"], "external": True}
-    write_json(meta_path, meta)
-    summary.imported += 1
+    if d.is_symlink():
+        raise ConfigError(f"{d}: an item folder that is a symbolic link; remove it by hand")
+    (d / "meta.json").unlink(missing_ok=True)
+    shutil.rmtree(d)
+
+
+def _remove_stale(run: Any, done: set[str], summary: ImportSummary) -> None:
+    """Remove the items an earlier import made whose video is no longer imported (gone from the release, or now
+    refused), unless only part of the release was read (``release.limit`` / ``release.max_rows``)."""
+    from harness.outputs import item_meta
+
+    if summary.not_read:
+        return
+    for key in run.item_keys():
+        meta = item_meta(run.path / key)
+        if key in done or not meta or "release" not in meta or not (meta.get("manifest") or {}).get("external"):
+            continue
+        _remove_item(run.item_dir(key))
+        summary.removed += 1
+        log.info("removed %s: its video is no longer imported", shown(key))
 
 
 def load_summary(run_path: Path) -> dict[str, Any] | None:

@@ -33,10 +33,12 @@ class MiniRow:
     case_id: str
     video: str
     image: bytes
+    image_path: str | None = None  # the name ``datasets`` records beside the bytes (default ``<case_id>.png``)
+    item: str | None = None  # the row's ``item_id`` (default ``<model>/<category>/<trajectory>/<case>``)
 
     @property
     def item_id(self) -> str:
-        return f"{self.model_id}/{self.category}/{self.trajectory}/{self.case_id}"
+        return self.item or f"{self.model_id}/{self.category}/{self.trajectory}/{self.case_id}"
 
 
 def video_path(category: str, model_id: str, trajectory: str, case_id: str, examples: bool = False) -> str:
@@ -63,7 +65,7 @@ def write_rows(root: Path, rows: Sequence[MiniRow], repo: str = "WorldMemBench",
     for s in range(shards):
         part = rows[s * per:(s + 1) * per]
         table = pa.table({
-            "first_frame": [{"bytes": r.image, "path": f"{r.case_id}.png"} for r in part],
+            "first_frame": [{"bytes": r.image, "path": r.image_path or f"{r.case_id}.png"} for r in part],
             "model_id": [r.model_id for r in part], "category": [r.category for r in part],
             "trajectory": [r.trajectory for r in part], "case_id": [r.case_id for r in part],
             "video_url": [f"{HUB}/{repo}/resolve/main/{r.video}" for r in part],

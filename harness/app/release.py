@@ -21,8 +21,10 @@ def release_import(cfg: RunConfig, evaluate: Callable[[Path, RunConfig], bool]) 
     with run.lock("eval"), confine(run.path):
         summary = import_release(opts, run.path, progress=cfg.progress)
         print("\n".join(summary.lines()))
-        print(f"run: {run.path}  (cases: {run.path / 'release' / 'cases'}; check the trajectories with "
-              f"`python -m harness release check run={cfg.run}`)")
+        check = run.path / "release" / "check.md"
+        print(f"run: {run.path}  (cases: {run.path / 'release' / 'cases'}; "
+              + (f"each video's measured layout against its preset: {check})" if check.is_file() and opts.measure
+                 else f"measure the layouts with `python -m harness release check run={cfg.run}`)"))
         if not (cfg.release or {}).get("evaluate", True) or not run.done_rows():
             return True
         return evaluate(run.path, cfg)

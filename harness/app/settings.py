@@ -30,7 +30,7 @@ BACKEND_KEYS = ("name", "engine", "route", "token_env", "connect_timeout_s", "ch
                 "num_inference_steps", "engine_version", "models", "description")
 FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
-RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate")
+RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate", "max_rows", "measure", "workers")
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,8 +143,9 @@ def check_settings(cfg: dict[str, Any]) -> None:
         _check("local", local, lambda v: isinstance(v, dict), "conf/local/default.yaml must hold a mapping")
     release = _mapping(cfg, "release", RELEASE_KEYS, "a mapping, e.g. release.limit=100")
     if release is not None:
-        if "evaluate" in release:
-            _check("release.evaluate", release["evaluate"], _is_bool, "use true or false")
+        for key in ("evaluate", "measure"):
+            if key in release:
+                _check(f"release.{key}", release[key], _is_bool, "use true or false")
     if cfg.get("source") is not None:
         _check("source", cfg["source"], lambda v: isinstance(v, str) and bool(v.strip()), "give a folder (or null)")
 

@@ -8,6 +8,12 @@ fingerprint equals the current config's; that the manifest has the item's row wi
 temporary file, partial video or lock is left (also for items that are not done: what a killed run leaves). It
 prints one table row per item and a summary line, and exits 1 when anything fails; a run that does not exist is a
 user error (exit 2).
+
+An imported release (``<run>/release/import.json``; docs/release.md) has no config to plan from: its items are
+the ones its manifest and item folders name, every check is the same, and the ``fingerprint`` column checks the
+provenance instead: the release's file the item links is still the one imported (same size, times and inode) and
+the item's ``video.mp4`` is that file (a file rewritten in place fails ``sha256``).
+``python -m harness verify run=<name>`` is all it needs.
 """
 
 from __future__ import annotations
@@ -156,6 +162,9 @@ def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
     from harness.app.runner import fingerprints, item_is_current
 
     cfg = RunConfig.coerce(cfg)
+    imported = RunDir.for_name(cfg.output_root, cfg.run)
+    if (imported.path / "release" / "import.json").is_file():
+        return verify_imported(imported)
     plan = plan_from_config(cfg.replace(shard="0/1"), for_writing=False)
     if not plan.run_dir.is_dir():
         raise PlanError(f"run={cfg.run!r}: no run at {plan.run_dir}; give verify the overrides of the run "
@@ -180,3 +189,59 @@ def verify_run(cfg: RunConfig | Mapping[str, Any]) -> VerifyReport:
     report.problems += [p for p in run.problems()
                         if not any(m in p for m in mine)]
     return report
+
+
+def _provenance(d: Path, meta: dict[str, Any]) -> str | None:
+    """Why an imported item's video is no longer the release's file it was imported from (None: it is)."""
+    rel = _section(meta, "release")
+    stamp, src = _section(rel, "video"), _section(meta, "source").get("video")
+    if not stamp or not isinstance(src, str):
+        return "meta.json: release.video or source.video is missing (not written by release import)"
+    try:
+        st = Path(src).stat()
+        mine = (d / "video.mp4").resolve().stat()
+    except OSError as exc:
+        return f"the release's file is gone ({type(exc).__name__}: {src}); rerun release import (it removes the item)"
+    now = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "dev": st.st_dev, "ino": st.st_ino}
+    changed = [k for k in now if stamp.get(k) != now[k]]
+    if changed:
+        return f"the release's file changed since the import ({', '.join(changed)}); rerun release import"
+    if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):
+        return "video.mp4 is no longer the release's file (replaced in the item folder); rerun release import"
+    return None
+
+
+def verify_imported(run: RunDir) -> VerifyReport:
+    """The delivery check of an imported release: every item its manifest or folders name (see the module)."""
+    from harness.outputs import WorkItem
+
+    report = VerifyReport(run.path)
+    manifest = _manifest_rows(run, report.problems)
+    keys = sorted(set(manifest) | set(run.item_keys()))
+    for key in keys:
+        row = manifest.get(key)
+        try:
+            item = row.item if row is not None else WorkItem(*_key_parts(key))
+        except (UserError, TypeError, ValueError) as exc:
+            report.problems.append(f"{key}: not an item of this run ({exc})")
+            continue
+        c = check_item(run.path, item, "", manifest)
+        meta = item_meta(run.path / item.rel_dir)
+        if c.results.get("done") and meta is not None:
+            why = _provenance(run.path / item.rel_dir, meta)
+            c.results["fingerprint"] = why is None
+            c.notes = [n for n in c.notes if not n.startswith("made with a different config")]
+            c.notes += [why] if why else []
+        report.items.append(c)
+    report.problems += run.problems()
+    if not keys:
+        report.problems.append(f"{run.path}: an imported release with no item (rerun release import)")
+    return report
+
+
+def _key_parts(key: str) -> tuple[str, str, int, str, str]:
+    """``<model>/<context>/seed-<s>/<trajectory>/<case>`` -> the :class:`WorkItem` fields."""
+    model, context, seed, trajectory, case = key.split("/")
+    if not seed.startswith("seed-"):
+        raise ValueError(f"{seed!r} is not seed-<n>")
+    return model, context, int(seed[5:]), trajectory, case
