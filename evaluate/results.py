@@ -160,8 +160,10 @@ class MetricEntry:
     def from_dict(cls, d: Mapping[str, Any]) -> "MetricEntry":
         kind = d.get("backbone_kind")
         value = d.get("value")
+        # a stored ``"value": null`` is a NaN the strict JSON writer (harness.io) wrote as null; no "value": none
+        number = None if "value" not in d else float("nan") if value is None else float(value)
         return cls(metric=str(d["metric"]), backbone=str(d.get("backbone") or ""), status=Status(d["status"]),
-                   value=None if value is None else float(value), kind=BackboneKind(kind) if kind else None,
+                   value=number, kind=BackboneKind(kind) if kind else None,
                    reason=d.get("reason"), family=d.get("family"), settings_hash=d.get("settings_hash"),
                    details={k: v for k, v in d.items() if k not in _FIELDS})
 

@@ -61,3 +61,17 @@ def test_a_null_revisit_reads_back_as_nan():
                                "per_revisit": [0.9, None]})
     pr = m.per_revisit
     assert pr is not None and pr[0] == 0.9 and math.isnan(pr[1])
+
+
+def test_a_computed_nan_value_round_trips_and_an_absent_one_stays_absent(tmp_path):
+    """A computed metric whose value is NaN is written as ``"value": null`` (strict JSON) and read back as NaN, so a
+    rerun that reuses the stored metrics averages it like the first run did; an entry without a value (not
+    computed) reads back as None."""
+    from evaluate.results import MetricEntry, Status
+
+    nan = MetricEntry("m", "b", Status.COMPUTED, value=float("nan"))
+    write_json(tmp_path / "m.json", nan.to_dict())
+    back = MetricEntry.from_dict(read_json(tmp_path / "m.json"))
+    assert back.value is not None and math.isnan(back.value)
+    skipped = MetricEntry.from_dict({"metric": "m", "backbone": "b", "status": "not_computed", "reason": "no weights"})
+    assert skipped.value is None
