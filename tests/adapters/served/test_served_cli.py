@@ -267,7 +267,7 @@ def test_vllm_omni_video_route_gets_exact_poses_and_streams_the_item(cli, tmp_pa
                                                       K[1, 2] * 480 / 64], rtol=1e-6)
     assert not list(root.iterdir())  # the attempt's folder is removed after the session
     ts = meta["controls"]["translation_scale"]
-    assert ts["units"] == "normalised" and ts["recoverable"] is False and ts["max_step_scene_units"] > 0
+    assert ts["units"] == "normalised" and ts["recoverable"] is False and ts["max_step_scene_units"] == 0  # turns only
     trace = json.loads((tmp_path / NATIVE / "context_trace.json").read_text())
     assert trace["server_hello"]["request_id"] == srv.request_ids[0]
     assert meta["generation"]["served"]["latency"]["server_reports"].startswith("none")
@@ -279,12 +279,18 @@ def test_two_trajectories_of_one_case_both_complete_on_vllm_omni(cli, tmp_path):
     root = tmp_path / "actions"
     root.mkdir()
     with VllmVideoStandIn(root) as srv:
-        r = cli(*_vllm(srv.endpoint, root, "trajectory=[lrlr,square]"))
+        r = cli(*_vllm(srv.endpoint, root, "trajectories=[lrlr,square]"))
     assert r.code == 0, r.text
     paths = {q["extra_params"]["action_path"] for q in srv.requests}
     assert len(srv.requests) == 2 and len(paths) == 2 and len(set(srv.request_ids)) == 2
     for traj in ("lrlr", "square"):
         assert _meta(tmp_path, Path(str(NATIVE).replace("lrlr", traj)))["status"] == "done"
+    # the engine divides the latent-rate steps by the largest: the divisor is recorded (the scale never reaches it)
+    square = Path(str(NATIVE).replace("lrlr", "square"))
+    t = np.load(tmp_path / square / "camera.npz")["c2w"][::4, :3, 3]
+    step = np.linalg.norm(np.diff(t, axis=0), axis=1).max()
+    assert step > 0 and _meta(tmp_path, square)["controls"]["translation_scale"]["max_step_scene_units"] == \
+        pytest.approx(step)
 
 
 def test_vllm_omni_refuses_a_window_it_cannot_set(cli, tmp_path):
