@@ -28,6 +28,10 @@ SMALL = ["model.num_frames=45", "model.height=64", "model.width=112", "cases.inc
 ITEM = Path("outputs/served/lingbot_v2/sliding/seed-1/lrlr/environment_rocket")
 
 
+def SLOW(*values):  # noqa: N802 - a parameter that costs a run and a rerun (~3 s): the slow tier
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
 @pytest.fixture
 def cli(monkeypatch, tmp_path, capsys):
     return in_process_cli(monkeypatch, tmp_path, capsys)
@@ -157,13 +161,13 @@ def _failed_cleanly(tmp_path: Path, kind: str) -> dict:
     ("slow", "timeout", ["backend.chunk_timeout_s=0.5"]),
     ("error", "engine error", []),
     ("http503", "admission refused", []),  # a gateway's busy answer to the handshake
-    ("http429", "admission refused", []),  # too many requests: busy too
-    ("close_1011", "closed mid-stream", []),  # every frame, then an abnormal close: not a finished session
+    SLOW("http429", "admission refused", []),  # too many requests: busy too
+    SLOW("close_1011", "closed mid-stream", []),  # every frame, then an abnormal close: not a finished session
     ("announce_huge", "wrong frame size", []),  # a header announcing 1 GB: refused before any payload is read
-    ("oversize", "protocol", []),  # a websocket frame announcing 1 GB: refused from its header by the library
-    ("trickle", "protocol", ["backend.max_unknown_messages=20"]),  # unknown messages: counted, bounded
-    ("trickle", "timeout", ["backend.max_unknown_messages=100000", "backend.item_timeout_s=1"]),  # the deadline
-    ("bad_header", "protocol", []),  # a malformed header field: a protocol error, never a bare ValueError
+    SLOW("oversize", "protocol", []),  # a websocket frame announcing 1 GB: refused from its header by the library
+    SLOW("trickle", "protocol", ["backend.max_unknown_messages=20"]),  # unknown messages: counted, bounded
+    SLOW("trickle", "timeout", ["backend.max_unknown_messages=100000", "backend.item_timeout_s=1"]),  # deadline
+    SLOW("bad_header", "protocol", []),  # a malformed header field: a protocol error, never a bare ValueError
 ])
 def test_each_fault_fails_the_item_and_the_next_run_completes_it(cli, tmp_path, fault, kind, extra):
     with SGLangStandIn(fault=fault, slow_s=2.0) as bad:
