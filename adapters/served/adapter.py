@@ -70,6 +70,13 @@ class ServedAdapter(Adapter):
                                    f"{', '.join(sorted(backend.models)) or 'none'})")
         self.inner, self.backend = inner, backend
         self.served: ServedModel = backend.models[name]
+        size, fixed = (int(inner.config.width), int(inner.config.height)), self.served.frame_size
+        if fixed is not None and size != fixed:
+            raise ModelConfigError(f"model.width x model.height = {size[0]}x{size[1]}: backend={backend.name} serves "
+                                   f"model={name} only at {fixed[0]}x{fixed[1]}, the size the server fixes when it "
+                                   f"loads the model (backend.models.{name}.frame_size; change it there if your "
+                                   f"server is launched with another); set model.width={fixed[0]} "
+                                   f"model.height={fixed[1]}")
         self.config = ServedModelConfig(inner.config, backend)  # type: ignore[assignment]
         self._canvas = {}
 

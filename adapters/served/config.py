@@ -36,6 +36,8 @@ class ServedModel:
     the engine's adapter floors to) or ``total``. model_K: the intrinsics the engine uses whatever we send
     (``[fx, fy]``, centred), for the field-of-view residual; null when it takes ours. intrinsics_reference:
     ``[width, height]`` the engine's intrinsics are stated at (it rescales them to the canvas), null = the canvas.
+    frame_size: ``[width, height]``, the one frame size the engine serves the model at (fixed when the server loads
+    it, e.g. by its deploy config); any other ``model.width`` x ``model.height`` is refused at planning. null = any.
     translation_normalisation: ``none`` or ``max_step`` (the engine divides the framewise translations by their
     largest step: scale is not conveyed). contexts: policy -> the engine code that applies it (file:line); any other
     policy is refused with ``refused_contexts[policy]``. init_extra: extra init fields, sent as they are. facts:
@@ -50,6 +52,7 @@ class ServedModel:
     init_num_frames: str = "total"
     model_K: tuple[float, float] | None = None
     intrinsics_reference: tuple[int, int] | None = None
+    frame_size: tuple[int, int] | None = None
     translation_normalisation: str = "none"
     contexts: dict[str, str] = field(default_factory=dict)
     refused_contexts: dict[str, str] = field(default_factory=dict)
@@ -65,9 +68,11 @@ class ServedModel:
                            if d["controls"] == "keys" else None)
         d["geometry"] = _typed(lambda g: Geometry(**_known(Geometry, g, f"{where}.geometry")), d.get("geometry"),
                                f"{where}.geometry")
-        for k, n in (("model_K", float), ("intrinsics_reference", int)):
+        for k, n in (("model_K", float), ("intrinsics_reference", int), ("frame_size", int)):
             if d.get(k) is not None:
                 d[k] = tuple(n(x) for x in d[k])
+                if len(d[k]) != 2 or min(d[k]) <= 0:
+                    raise BackendConfigError(f"{where}.{k}={list(d[k])}: give two positive numbers")
         if d.get("init_num_frames", "total") not in ("total", "condition"):
             raise BackendConfigError(f"{where}.init_num_frames={d['init_num_frames']!r}: use total or condition")
         if d.get("translation_normalisation", "none") not in ("none", "max_step"):
@@ -84,7 +89,7 @@ class ServedModel:
         out = dataclasses.asdict(self)
         out["kinematics"] = self.kinematics.to_dict() if self.kinematics else None
         out["geometry"] = self.geometry.to_dict()
-        for k in ("model_K", "intrinsics_reference"):
+        for k in ("model_K", "intrinsics_reference", "frame_size"):
             out[k] = list(getattr(self, k)) if getattr(self, k) else None
         return out
 
