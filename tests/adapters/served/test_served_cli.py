@@ -235,9 +235,14 @@ def test_an_unset_token_variable_fails_the_item_naming_it(cli, tmp_path, monkeyp
 NATIVE = Path(str(ITEM).replace("sliding", "native"))
 
 
+#: the stand-in plays a server launched with a 112x64 cache geometry (a deploy config of that size): the mapping's
+#: frame_size says so, as a user would for such a server (vLLM-Omni's own 832x480 runs in test_vllm_omni_handler.py)
+SMALL_SERVER = "backend.models.lingbot_v2.frame_size=[112,64]"
+
+
 def _vllm(endpoint: str, root: Path, *extra: str) -> list[str]:
     return ["model=lingbot_v2", "backend=vllm_omni", f"endpoint={endpoint}", f"backend.action_root={root}",
-            "context=native", *SMALL, *extra]
+            "context=native", SMALL_SERVER, *SMALL, *extra]
 
 
 def _decoded(data: bytes) -> list[np.ndarray]:
@@ -298,8 +303,16 @@ def test_two_trajectories_of_one_case_both_complete_on_vllm_omni(cli, tmp_path):
 
 
 def test_vllm_omni_refuses_a_window_it_cannot_set(cli, tmp_path):
-    r = cli("model=lingbot_v2", "backend=vllm_omni", "endpoint=ws://127.0.0.1:9", "context=fullkv", *SMALL)
+    r = cli("model=lingbot_v2", "backend=vllm_omni", "endpoint=ws://127.0.0.1:9", "context=fullkv", SMALL_SERVER,
+            *SMALL)
     assert r.code == 2 and "takes no cache setting per request" in r.err
+
+
+def test_vllm_omni_refuses_a_frame_size_the_server_was_not_loaded_with(cli, tmp_path):
+    # vLLM-Omni fixes LingBot v2's cache geometry at load (its deploy config: 832x480) and refuses any other size
+    r = cli("model=lingbot_v2", "backend=vllm_omni", "endpoint=ws://127.0.0.1:9", "context=native", *SMALL)
+    assert r.code == 2 and "only at 832x480" in r.err and "model.width=832 model.height=480" in r.err
+    assert not (tmp_path / "outputs").exists()
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The vLLM-Omni mapping against vLLM-Omni 0.30.0's own source (the PyPI wheel, installed ``--no-deps`` from
 requirements/eval-nodeps.txt): the numbers conf/backend/vllm_omni.yaml records are read here from the engine's files
-(parsed, not imported: every module of the package imports ``vllm``, a CUDA build this CPU tier does not install).
+(parsed, not imported: importing the package imports ``vllm``, which takes tens of seconds).
 
 * the checkpoint contract LingBot v2 is refused without (``diffusion/models/lingbot_world/transformer.py``,
   ``from_config``): ``num_frames_per_block`` 3, ``sink_size`` 9, ``sliding_window_num_frames`` 18;
@@ -9,8 +9,9 @@ requirements/eval-nodeps.txt): the numbers conf/backend/vllm_omni.yaml records a
 * the route the client speaks (``entrypoints/openai/api_server.py``: ``@router.websocket("/v1/realtime/video")``) and
   the message types of its handler (``serving_video_output_stream.py``).
 
-Running the handler itself needs ``vllm`` (``serving_video_output_stream.py`` imports ``vllm.logger`` and
-``AsyncOmni``): that test skips with the reason where ``vllm`` is absent.
+These are the fast checks (no import of the package). The handler itself, with the deploy config, LingBot's
+pre-process and the pipeline's step execution, runs in test_vllm_omni_handler.py (slow: it imports vLLM-Omni and
+vLLM, installed ``--no-deps``).
 """
 
 from __future__ import annotations
@@ -86,11 +87,7 @@ def test_the_route_and_the_messages_are_the_handlers(omni):
     assert "/v1/realtime/world/camera" not in api  # the camera route (LingBot-World-Fast) is not in 0.30.0
 
 
-def test_the_handler_runs_where_vllm_is_installed(omni):
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vllm is not installed: vLLM-Omni's /v1/realtime/video handler imports vllm.logger and AsyncOmni "
-                    "(a CUDA build); its messages are checked above and by the loopback stand-in "
-                    "(tests/support/served_server.py::VllmVideoStandIn)")
-    from vllm_omni.entrypoints.openai.serving_video_output_stream import OmniStreamingVideoOutputHandler
-
-    assert OmniStreamingVideoOutputHandler._coerce_output_format("m4s") == "m4s"
+def test_the_frame_size_is_the_deploy_configs_cache_geometry(omni):
+    deploy = yaml.safe_load((omni / "deploy" / "lingbot_world_v2_stepwise.yaml").read_text())
+    mc = deploy["stages"][0]["model_config"]
+    assert _mapping()["models"]["lingbot_v2"]["frame_size"] == [mc["ar_diffusion_width"], mc["ar_diffusion_height"]]
