@@ -293,9 +293,6 @@ def build_app(action_root: Path, record: Path) -> Any:
     app.include_router(api_server.router)
     app.state.openai_streaming_video_output = OmniStreamingVideoOutputHandler(
         engine_client=engine, model_name=MODEL_ID, stage_configs=stages)
-    (record / "deploy.json").write_text(json.dumps({"model_config": engine.od_config.model_config,
-                                                    "defaults": _asked(engine.default_sampling_params_list[0])},
-                                                   default=str))
     return recording(app, record)
 
 

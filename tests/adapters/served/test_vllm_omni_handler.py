@@ -178,7 +178,8 @@ def test_an_item_holds_what_vllm_omnis_handler_streamed(cli, tmp_path, omni):
         (mc["ar_diffusion_height"], mc["ar_diffusion_width"])
     assert (s["num_latent_frames"], s["block_frames"], s["total_chunks"]) == (12, 3, 4)
     assert s["chunk_frames"] == [9, 12, 12, 12]
-    assert s["asked"]["num_inference_steps"] == 4 and s["asked"]["extra_args"]["flow_shift"] == 5.0  # deploy default
+    # the pipeline's 4-step DMD schedule (the harness sends model.sampling_steps); flow_shift: the deploy default
+    assert s["asked"]["num_inference_steps"] == 4 and s["asked"]["extra_args"]["flow_shift"] == 5.0
     # what the engine rendered survives its own H.264 encoder (crf 18) into the item's video
     frames = _decoded(omni.streamed(s["request_id"]))
     h, w = s["height"], s["width"]
