@@ -5,21 +5,25 @@ generated over a WebSocket session, frames streamed into the item's video.
 served item and an upstream item of the same model get the same path) and replaces ``compile`` / ``generate``:
 
 * ``compile`` writes ``controls/``: ``image.png`` and ``prompt.txt`` (what the session sends), the engine's camera
-  input (``camera_actions.json``, a held-key script, for SGLang; ``poses.npy`` + ``intrinsics.npy`` for vLLM-Omni)
-  and the request itself (``init.json`` / ``request.json``: every field sent, the image bytes named by file). The
-  script is decoded back with the engine's kinematics: the achieved-vs-requested residual in ``meta.json``.
+  input (``camera_actions.json``, a held-key script, for LingBot on SGLang; ``poses.npy`` + ``intrinsics.npy`` for
+  SANA-WM on SGLang and LingBot v2 on vLLM-Omni) and the request itself (``init.json`` / ``request.json``: every
+  field sent, the image and arrays named by file). A key script is decoded back with the engine's kinematics: the
+  achieved-vs-requested residual in ``meta.json``. The chunk geometry the engine will stream
+  (:mod:`adapters.served.geometry`) is recorded there too; a clip length it cannot honour is refused at planning.
 * ``generate`` opens the session, streams each frame into the video as it arrives, and returns the per-chunk
   latency (our wall clock beside the server's ``chunk_stats``) and the context trace (what the server was told and
   reported).
 
-Context policies act on the server's cache: FullKV and Sliding become SGLang's ``realtime_causal_sink_size`` /
-``realtime_causal_kv_cache_num_frames`` (the window counts every visible latent: sink, recent and current chunk);
-FoV needs a retrieval set that no endpoint takes, so it is refused at planning. Poses follow
-:mod:`trajectories.conventions`.
+Context policies run only where the engine's own code applies them (``backend.models.<model>.contexts``, with the
+file and line that reads the setting); any other is refused at planning with the reason. On LingBot v2 / SGLang
+FullKV and Sliding become ``realtime_causal_sink_size`` / ``realtime_causal_kv_cache_num_frames`` (the window counts
+every visible latent: sink, recent and current chunk). Poses follow :mod:`trajectories.conventions`.
 """
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,17 +40,7 @@ from adapters.base import (
 from harness.io import json_text, save_npy, write_text
 
 from .config import BackendConfig, ServedModel
-
-#: what each engine's session can set on the server's cache (a policy outside it is refused at planning)
-ENGINE_CONTEXTS = {"sglang": ("fullkv", "sliding", "native"), "vllm_omni": ("native",)}
-ENGINE_REFUSALS = {
-    "sglang": {"fov": "SGLang's realtime init takes a sink and a window (realtime_causal_sink_size, "
-                      "realtime_causal_kv_cache_num_frames), not a retrieval set; run FoV on the upstream backend "
-                      "where the model has it (backend=upstream model=lingbot_v2)"},
-    "vllm_omni": {p: "vLLM-Omni's camera endpoint takes no cache setting per session (the server's own cache is "
-                     "used: context=native)" for p in ("fullkv", "sliding", "fov")},
-}
-
+from .geometry import ChunkPlan, GeometryError
 
 class ServedModelConfig:
     """The wrapped model's config (every field read through), with no GPU per job (the server owns them) and the
@@ -76,24 +70,32 @@ class ServedAdapter(Adapter):
                                    f"{', '.join(sorted(backend.models)) or 'none'})")
         self.inner, self.backend = inner, backend
         self.served: ServedModel = backend.models[name]
+        size, fixed = (int(inner.config.width), int(inner.config.height)), self.served.frame_size
+        if fixed is not None and size != fixed:
+            raise ModelConfigError(f"model.width x model.height = {size[0]}x{size[1]}: backend={backend.name} serves "
+                                   f"model={name} only at {fixed[0]}x{fixed[1]}, the size the server fixes when it "
+                                   f"loads the model (backend.models.{name}.frame_size; change it there if your "
+                                   f"server is launched with another); set model.width={fixed[0]} "
+                                   f"model.height={fixed[1]}")
         self.config = ServedModelConfig(inner.config, backend)  # type: ignore[assignment]
         self._canvas = {}
 
     # -- what the engine can do ---------------------------------------------------------------------------------
     def supported_contexts(self) -> tuple[str, ...]:
-        return ENGINE_CONTEXTS[self.backend.engine]
+        return tuple(self.served.contexts)
 
     def check_context(self, policy: Any) -> None:
-        if policy.name not in self.supported_contexts():
-            why = ENGINE_REFUSALS[self.backend.engine].get(policy.name, "not supported by this engine")
-            raise UnsupportedContextError(f"model={self.inner.config.name} backend={self.backend.name} cannot run "
+        name = self.inner.config.name
+        if policy.name not in self.served.contexts:
+            why = self.served.refused_contexts.get(policy.name, "the engine's code does not apply it")
+            raise UnsupportedContextError(f"model={name} backend={self.backend.name} cannot run "
                                           f"context={policy.name}: {why}. Supported: "
                                           f"{', '.join(self.supported_contexts())}")
-        if policy.name == "sliding" and policy.chunk != self.served.chunk_latents:
+        c = self.served.geometry.chunk_latents
+        if policy.name == "sliding" and policy.chunk != c:
             raise UnsupportedContextError(
-                f"context=sliding with context.chunk={policy.chunk}: the engine generates "
-                f"{self.served.chunk_latents} latents per chunk (backend.models.{self.inner.config.name}."
-                f"chunk_latents); set context.chunk={self.served.chunk_latents}")
+                f"context=sliding with context.chunk={policy.chunk}: the engine generates {c} latents per chunk "
+                f"(backend.models.{name}.geometry.chunk_latents, from the engine's config); set context.chunk={c}")
 
     def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:
         return self.inner.canvas_image_and_K(case)
@@ -105,37 +107,41 @@ class ServedAdapter(Adapter):
         return self.inner.path_for(spec, K, trajectory)
 
     # -- geometry -------------------------------------------------------------------------------------------------
+    def plan(self, N: int) -> ChunkPlan:
+        """The chunks the engine streams for an N-frame clip; refuses N it cannot honour exactly (naming the
+        nearest counts it can)."""
+        try:
+            return self.served.geometry.plan(N)
+        except GeometryError as exc:
+            raise ModelConfigError(f"{exc} (backend={self.backend.name} model={self.inner.config.name})") from None
+
     def num_latents(self, N: int) -> int:
-        """Latents of an N-frame rollout at the engine's stride; refuses N the engine would cut or pad."""
-        s, c = self.served.latent_stride, self.served.chunk_latents
-        if (N - 1) % s:
-            raise ModelConfigError(f"model.num_frames={N}: the served engine needs {s}k+1 frames "
-                                   f"(backend.models.{self.inner.config.name}.latent_stride={s})")
-        lat = (N - 1) // s + 1
-        if self.served.check_chunk_frames and lat % c:
-            raise ModelConfigError(f"model.num_frames={N} gives {lat} latents, not a multiple of the engine's chunk "
-                                   f"of {c}: the last chunk would be cut; use N = {s}k+1 with (k+1) % {c} == 0")
-        return lat
+        return self.plan(N).latents
 
     def max_chunks(self, N: int) -> int:
-        return -(-self.num_latents(N) // self.served.chunk_latents)
-
-    def chunk_frames(self) -> tuple[int, int] | None:
-        if not self.served.check_chunk_frames:
-            return None
-        s, c = self.served.latent_stride, self.served.chunk_latents
-        return 1 + s * (c - 1), s * c
+        return self.plan(N).max_chunks
 
     def cache_settings(self, policy: Any, N: int) -> dict[str, Any]:
-        """SGLang's cache fields for ``policy`` (sglang 0.5.23 ``protocol.py::RealtimeVideoGenerationsRequest``;
-        the window counts every visible latent frame, sink and current chunk included, as
-        ``realtime_adapter.py::apply_realtime_request_fields`` passes them to the pipeline)."""
-        if self.backend.engine != "sglang" or policy.name == "native":
+        """SGLang's cache fields for ``policy`` where the engine applies them (``contexts``): sglang 0.5.23
+        ``protocol.py::RealtimeVideoGenerationsRequest``; the window counts every visible latent frame, sink and
+        current chunk included (``causal_denoising.py::_apply_causal_cache_overrides``)."""
+        if self.backend.engine != "sglang" or policy.name in ("native",) or policy.name not in self.served.contexts:
             return {}
         if policy.name == "sliding":
             return {"realtime_causal_sink_size": policy.sink,
                     "realtime_causal_kv_cache_num_frames": policy.sink + policy.recent + policy.chunk}
         return {"realtime_causal_sink_size": 0, "realtime_causal_kv_cache_num_frames": self.num_latents(N)}
+
+    def message_limit(self, N: int) -> int:
+        """The largest WebSocket message the session may receive (bytes): the biggest frame batch the geometry
+        allows (SGLang sends at most 16 raw frames a message, ``realtime_output_adapter.py``
+        ``RAW_RGB_FRAMES_PER_WS_MESSAGE``; vLLM-Omni one chunk's fragmented MP4, under its raw size) plus 1 MiB for
+        the header or JSON around it."""
+        c = self.config
+        per_message = max(self.plan(N).chunk_frames)
+        if self.backend.engine == "sglang":
+            per_message = min(per_message, 16)
+        return per_message * int(c.height) * int(c.width) * 3 + (1 << 20)
 
     # -- compile --------------------------------------------------------------------------------------------------
     def compile(self, req: ItemRequest) -> NativeControls:
@@ -148,39 +154,50 @@ class ServedAdapter(Adapter):
                           lambda: self.canvas_image_and_K(req.case)[0])
         write_text(d / "prompt.txt", req.case.prompt + "\n")
         files = {"image.png": str(d / "image.png"), "prompt.txt": str(d / "prompt.txt")}
-        scale = sm.units_per_scene_unit
+        plan = self.plan(req.path.num_frames)
         meta: dict[str, Any] = {"served": {"engine": self.backend.engine, "route": self.backend.route,
                                            "engine_version": self.backend.engine_version, "controls": sm.controls,
-                                           "facts": sm.facts},
-                                "translation_scale": {"units": "scene", "per_scene_unit": scale,
-                                                      "expects": f"{self.backend.engine} engine units",
-                                                      "recoverable": True}}
+                                           "serves": sm.serves, "geometry": sm.geometry.to_dict(),
+                                           "chunks": plan.to_dict(), "facts": sm.facts},
+                                "translation_scale": self._translation_scale(req)}
         steps = self.backend.num_inference_steps or getattr(self.inner.config, "sampling_steps", None)
         if sm.controls == "keys":
             decoded = self._compile_keys(req, files, meta, steps)
         else:
-            decoded = self._compile_poses(req, files)
+            decoded = self._compile_poses(req, files, steps)
         if sm.model_K is not None:
             meta.update(self._intrinsics_meta(req))
         return NativeControls(files=files, command=None, decoded_c2w=decoded, meta=meta)
+
+    def _translation_scale(self, req: ItemRequest) -> dict[str, Any]:
+        """How translations reach the engine: its units (``units_per_scene_unit``), or, where it divides the
+        framewise steps by their largest (``translation_normalisation: max_step``), that the scale does not reach
+        it, with the step the engine divides by (scene units, at the latent anchors it samples)."""
+        sm = self.served
+        if sm.translation_normalisation == "max_step":
+            anchors = self._latent_anchors(req.path.num_frames)
+            steps = np.diff(req.path.c2w[anchors][:, :3, 3], axis=0)
+            step = float(np.linalg.norm(steps, axis=1).max()) if len(steps) else 0.0
+            return {"units": "normalised", "per_scene_unit": 1.0, "recoverable": False,
+                    "expects": f"{self.backend.engine}: framewise latent steps divided by the largest one",
+                    "max_step_scene_units": step}
+        return {"units": "scene", "per_scene_unit": sm.units_per_scene_unit, "recoverable": True,
+                "expects": f"{self.backend.engine} engine units"}
+
+    def _latent_anchors(self, N: int) -> np.ndarray:
+        return np.arange(self.num_latents(N)) * self.served.geometry.latent_stride
 
     def _compile_keys(self, req: ItemRequest, files: dict[str, str], meta: dict[str, Any], steps: Any) -> np.ndarray:
         """``controls: keys``: the key script (``camera_actions.json``) and the session's ``init.json``, added to
         ``files``; the key facts go to ``meta["served"]``. Returns the decoded path (N, 4, 4), scene units."""
         from .keys import decode, encode
 
-        c, sm, path, d = self.config, self.served, req.path, req.controls_dir
+        sm, path, d = self.served, req.path, req.controls_dir
         N, scale = path.num_frames, sm.units_per_scene_unit
         kin = sm.kinematics
         assert kin is not None
-        lat = self.num_latents(N)
-        if kin.per == "latent":
-            anchors = np.arange(lat) * sm.latent_stride
-            targets = np.concatenate([np.eye(4)[None], path.c2w[anchors]])
-        else:
-            anchors = np.arange(N)
-            targets = path.c2w.copy()
-        targets = targets.copy()
+        anchors = self._latent_anchors(N) if kin.per == "latent" else np.arange(N)
+        targets = np.concatenate([np.eye(4)[None], path.c2w[anchors]]) if kin.per == "latent" else path.c2w.copy()
         targets[:, :3, 3] *= scale
         script = encode(kin, targets)
         if kin.per == "latent":  # key set t gives latent t; latent 0 is the image: the first key set is empty
@@ -196,43 +213,63 @@ class ServedAdapter(Adapter):
             decoded = achieved
         write_text(d / "camera_actions.json", json_text(script))
         files["camera_actions.json"] = str(d / "camera_actions.json")
-        cond_frames = ((2 * sm.chunk_latents - 1) * sm.latent_stride + 1 if sm.init_num_frames == "condition"
+        self._write_init(req, files, {"camera_actions": "<controls/camera_actions.json>"}, steps)
+        meta["served"].update(key_steps=len(script), keys_per=kin.per, kinematics=kin.to_dict())
+        return decoded
+
+    def _write_init(self, req: ItemRequest, files: dict[str, str], conditions: dict[str, Any], steps: Any) -> None:
+        """SGLang's ``init`` (``init.json``): every field sent, the image and camera inputs named by file."""
+        c, sm, N = self.config, self.served, req.path.num_frames
+        geo = sm.geometry
+        cond_frames = ((2 * geo.chunk_latents - 1) * geo.latent_stride + 1 if sm.init_num_frames == "condition"
                        else N)
         init = {"type": "init", "prompt": req.case.prompt, "first_frame": "<controls/image.png>",
                 "size": f"{c.width}x{c.height}", "num_frames": cond_frames, "fps": round(c.fps),
                 "seed": int(req.seed), "max_chunks": self.max_chunks(N),
                 "realtime_output_format": self.backend.output_format, "realtime_output_pacing": False,
-                "condition_inputs": {"camera_actions": "<controls/camera_actions.json>"},
-                **self.cache_settings(req.context, N), **sm.init_extra}
+                "condition_inputs": conditions, **self.cache_settings(req.context, N), **sm.init_extra}
         if steps:
             init["num_inference_steps"] = int(steps)
-        write_text(d / "init.json", json_text(init))
-        files["init.json"] = str(d / "init.json")
-        meta["served"].update(key_steps=len(script), keys_per=kin.per, kinematics=kin.to_dict())
-        return decoded
+        write_text(req.controls_dir / "init.json", json_text(init))
+        files["init.json"] = str(req.controls_dir / "init.json")
 
-    def _compile_poses(self, req: ItemRequest, files: dict[str, str]) -> np.ndarray:
-        """``controls: poses``: ``poses.npy`` (N, 4, 4 float32, engine units), ``intrinsics.npy`` (N, 4 float32: fx,
-        fy, cx, cy pixels) and ``request.json``, added to ``files``. Returns the decoded path (N, 4, 4), scene units."""
+    def _compile_poses(self, req: ItemRequest, files: dict[str, str], steps: Any) -> np.ndarray:
+        """``controls: poses``: ``poses.npy`` (N, 4, 4 float32, engine units), ``intrinsics.npy`` (N, 4 float32:
+        fx, fy, cx, cy pixels, at ``intrinsics_reference`` where the engine rescales them) and the request
+        (``init.json`` for SGLang, ``request.json`` for vLLM-Omni), added to ``files``. Returns the path the engine
+        conditions on (N, 4, 4), scene units: the poses as float32 (SGLang reads every frame), or sampled at the
+        latent anchors and interpolated back (vLLM-Omni resamples the clip to one pose per latent)."""
         c, sm, path, d = self.config, self.served, req.path, req.controls_dir
         N, scale = path.num_frames, sm.units_per_scene_unit
         K = np.asarray(path.K, dtype=np.float64)
         poses = path.c2w.astype(np.float32).copy()
         poses[:, :3, 3] *= np.float32(scale)
-        intr = np.tile(np.array([K[0, 0], K[1, 1], K[0, 2], K[1, 2]], np.float32), (N, 1))
+        fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+        if sm.intrinsics_reference is not None:  # the engine scales fx, cx by width / ref_w and fy, cy by height / ref_h
+            rw, rh = sm.intrinsics_reference
+            fx, cx, fy, cy = fx * rw / c.width, cx * rw / c.width, fy * rh / c.height, cy * rh / c.height
+        intr = np.tile(np.array([fx, fy, cx, cy], np.float32), (N, 1))
         save_npy(d / "poses.npy", poses)
         save_npy(d / "intrinsics.npy", intr)
         files.update({"poses.npy": str(d / "poses.npy"), "intrinsics.npy": str(d / "intrinsics.npy")})
         decoded: np.ndarray = poses.astype(np.float64)
         decoded[:, :3, 3] /= scale
-        request = {"prompt": req.case.prompt, "image": "<controls/image.png>",
-                   "camera": {"poses": "<controls/poses.npy>", "intrinsics": "<controls/intrinsics.npy>"},
-                   "session_id": f"worldmem-{req.item_dir.name}-{int(req.seed)}",
-                   "extra_body": {"height": int(c.height), "width": int(c.width), "num_frames": N,
-                                  "fps": round(c.fps), "seed": int(req.seed), **sm.init_extra}}
+        if self.backend.engine == "sglang":
+            self._write_init(req, files, {"camera": "<controls/poses.npy>",
+                                          "intrinsics": "<controls/intrinsics.npy>"}, steps)
+            return decoded
+        from adapters.controls.poses import interpolate_to_frames
+
+        anchors = self._latent_anchors(N)
+        request = {"type": "session.start", "format": "m4s", "prompt": req.case.prompt,
+                   "image_reference": {"image_url": "<controls/image.png as a data URL>"},
+                   "width": int(c.width), "height": int(c.height), "num_frames": N, "fps": round(c.fps),
+                   "seed": int(req.seed), **({"num_inference_steps": int(steps)} if steps else {}),
+                   "extra_params": {"action_path": "<attempt folder under backend.action_root: poses.npy, "
+                                                   "intrinsics.npy>", **sm.init_extra}}
         write_text(d / "request.json", json_text(request))
         files["request.json"] = str(d / "request.json")
-        return decoded
+        return interpolate_to_frames(anchors, decoded[anchors], N)
 
     def _intrinsics_meta(self, req: ItemRequest) -> dict[str, Any]:
         """``intrinsics`` / ``intrinsics_residual`` meta for an engine with fixed intrinsics (``model_K``): the
@@ -253,70 +290,108 @@ class ServedAdapter(Adapter):
 
     # -- generate -------------------------------------------------------------------------------------------------
     def generate(self, req: ItemRequest, controls: NativeControls, sink: FrameSink) -> GeneratedVideo:
-        import json
         import time
 
-        from . import engines
-        from .transport import Connection
+        from .transport import Connection, ServedError
 
-        c, d, N = self.config, req.controls_dir, req.path.num_frames
+        c, N = self.config, req.path.num_frames
+        plan = self.plan(N)
         t0 = time.perf_counter()
+        attempt = f"worldmem-{req.item_dir.name}-{uuid.uuid4().hex[:12]}"  # unique per item attempt
         conn = Connection(self.backend.url, self.backend.token_env, self.backend.connect_timeout_s,
-                          self.backend.chunk_timeout_s)
+                          self.backend.chunk_timeout_s, max_size=self.message_limit(N),
+                          item_timeout_s=self.backend.item_timeout_s)
         try:
-            image = (d / "image.png").read_bytes()
-            if self.served.controls == "keys":
-                init = json.loads((d / "init.json").read_text())
-                init["first_frame"] = image
-                init["condition_inputs"] = {"camera_actions": json.loads((d / "camera_actions.json").read_text())}
-                session = engines.run_sglang(conn, init, height=c.height, width=c.width, total_frames=N,
-                                             max_chunks=self.max_chunks(N), chunk_frames=self.chunk_frames(),
-                                             on_frame=sink)
-                session.sent["first_frame"] = "<controls/image.png>"
-                session.sent["condition_inputs"] = {"camera_actions": "<controls/camera_actions.json>"}
-            else:
-                request = json.loads((d / "request.json").read_text())
-                request["image"] = np.ascontiguousarray(self.canvas_image_and_K(req.case)[0])
-                request["camera"] = {"poses": np.load(d / "poses.npy"), "intrinsics": np.load(d / "intrinsics.npy")}
-                session = engines.run_vllm_camera(conn, request, height=c.height, width=c.width, total_frames=N,
-                                                  on_frame=sink)
-                session.sent["image"] = "<controls/image.png>"
-                session.sent["camera"] = {"poses": "<controls/poses.npy>", "intrinsics": "<controls/intrinsics.npy>"}
+            session = (self._run_sglang(req, conn, plan, sink) if self.backend.engine == "sglang"
+                       else self._run_vllm(req, conn, plan, sink, attempt))
         finally:
             conn.close()
         if session.frames != N:
-            from .transport import ServedError
-
             raise ServedError(f"the session ended with {session.frames} of {N} frames", "wrong frame size",
                               {"session": session.to_dict()})
-        elapsed = time.perf_counter() - t0
         latency = latency_summary(session)
-        trace = self.context_trace(req, session)
         info = {"backend": {"engine": self.backend.engine, "route": self.backend.route,
-                            "engine_version": self.backend.engine_version},
-                "told": session.sent, "server_hello": session.server_hello, "latency": latency,
+                            "engine_version": self.backend.engine_version, "serves": self.served.serves},
+                "attempt": attempt, "geometry": plan.to_dict(), "told": session.sent,
+                "server_hello": session.server_hello, "latency": latency,
                 "note": "chunks[*].context is the harness policy's selection that the told sink/window realise on "
                         "the server's cache (the engine does not report its cache); chunks[*].served is what the "
                         "server streamed and reported for that chunk"}
-        return GeneratedVideo(num_frames=N, fps=float(c.fps), context_trace=trace,
-                              timings={"generate_s": elapsed}, context_info=info,
+        return GeneratedVideo(num_frames=N, fps=float(c.fps), context_trace=self.context_trace(req, session),
+                              timings={"generate_s": time.perf_counter() - t0}, context_info=info,
                               meta={"served": {"engine": self.backend.engine, "url": self.backend.url,
-                                               "engine_version": self.backend.engine_version, "latency": latency,
-                                               "frames": session.frames, "other_messages": session.other_messages,
+                                               "engine_version": self.backend.engine_version, "attempt": attempt,
+                                               "latency": latency, "frames": session.frames,
+                                               "other_messages": session.other_messages,
                                                "closed_by_server": session.closed_by_server}})
+
+    def _run_sglang(self, req: ItemRequest, conn: Any, plan: ChunkPlan, sink: FrameSink) -> Any:
+        """SGLang: the init with the image bytes and the camera input put back in place of their file names."""
+        import json
+
+        from . import engines
+
+        c, d = self.config, req.controls_dir
+        init = json.loads((d / "init.json").read_text())
+        sent_conditions = init["condition_inputs"]
+        init["first_frame"] = (d / "image.png").read_bytes()
+        if self.served.controls == "keys":
+            init["condition_inputs"] = {"camera_actions": json.loads((d / "camera_actions.json").read_text())}
+        else:  # SANA-WM: exact c2w (F, 4, 4) and intrinsics (F, 4) (sana_wm/realtime_stage.py:195-249)
+            init["condition_inputs"] = {"camera": np.load(d / "poses.npy").tolist(),
+                                        "intrinsics": np.load(d / "intrinsics.npy").tolist()}
+        session = engines.run_sglang(conn, init, height=c.height, width=c.width, plan=plan, on_frame=sink,
+                                     max_unknown=self.backend.max_unknown_messages)
+        session.sent.update(first_frame="<controls/image.png>", condition_inputs=sent_conditions)
+        return session
+
+    def _run_vllm(self, req: ItemRequest, conn: Any, plan: ChunkPlan, sink: FrameSink, attempt: str) -> Any:
+        """vLLM-Omni: the poses written under the trusted action root (a folder per attempt, removed after the
+        session), the image as a data URL."""
+        import base64
+        import json
+        import shutil
+
+        from harness.errors import ConfigError
+        from harness.io import confine
+
+        from . import engines
+
+        c, d = self.config, req.controls_dir
+        if not self.backend.action_root:
+            raise ConfigError("backend.action_root is not set: vLLM-Omni takes exact poses from a folder under the "
+                              "server's trusted action root; set backend.action_root to the server's "
+                              "VLLM_OMNI_LINGBOT_ACTION_ROOT as this host sees it (docs/served.md)")
+        folder = Path(self.backend.action_root).expanduser().resolve() / attempt
+        start = json.loads((d / "request.json").read_text())
+        sent = json.loads(json.dumps(start))
+        start["image_reference"] = {"image_url": "data:image/png;base64,"
+                                                 + base64.b64encode((d / "image.png").read_bytes()).decode()}
+        start["extra_params"] = {**start["extra_params"], "action_path": attempt}
+        try:
+            with confine(folder.parent):
+                folder.mkdir(mode=0o755)
+                save_npy(folder / "poses.npy", np.load(d / "poses.npy"))
+                save_npy(folder / "intrinsics.npy", np.load(d / "intrinsics.npy"))
+            session = engines.run_vllm_video(conn, start, height=c.height, width=c.width, plan=plan, on_frame=sink,
+                                             max_unknown=self.backend.max_unknown_messages)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        sent["extra_params"]["action_path"] = attempt
+        session.sent = {**sent, "image_reference": {"image_url": "<controls/image.png as a data URL>"}}
+        return session
 
     def context_trace(self, req: ItemRequest, session: Any) -> list[dict[str, Any]]:
         """One entry per chunk the server streamed: the policy's selection (latent indices) and what came back."""
+        import dataclasses
+
         from harness.context import ContextSelector
 
-        path, sm = req.path, self.served
-        lat = (path.num_frames - 1) // sm.latent_stride + 1
-        latent_c2w = path.c2w[np.arange(lat) * sm.latent_stride]
+        path, geo = req.path, self.served.geometry
+        latent_c2w = path.c2w[self._latent_anchors(path.num_frames)]
         policy = req.context
-        if policy.chunk != sm.chunk_latents:  # native/fullkv files may carry another chunk: the engine's counts
-            import dataclasses
-
-            policy = dataclasses.replace(policy, chunk=sm.chunk_latents)
+        if policy.chunk != geo.chunk_latents:  # native/fullkv files may carry another chunk: the engine's counts
+            policy = dataclasses.replace(policy, chunk=geo.chunk_latents)
         sel = ContextSelector(policy, latent_c2w, np.asarray(path.K), self.config.height, self.config.width)
         out = []
         for k in range(max(sel.num_chunks, len(session.chunks))):

@@ -19,14 +19,14 @@ Faults: ``{"type": "error", "content": ...}``; a second session while one is act
 ``"another realtime session is already active"`` and close code 1008 (``generate`` in ``realtime_video_api.py``);
 after ``max_chunks`` the server closes with 1000 ``"generation complete"``.
 
-**vLLM-Omni** camera endpoint (vllm-project/vllm-omni@bfa9b596 ``vllm_omni/entrypoints/openai/realtime/world/
-camera_connection.py`` and @f41c8e54 ``camera_serving.py``; not in the 0.30.0 wheel): OpenPI ``msgpack_numpy``
-messages. On connect the server sends its model config (a map); the client sends one request map (``prompt``,
-``image``, ``camera`` ``{poses: (N,4,4), intrinsics: (N,4) fx fy cx cy}`` (the shapes
-``vllm_omni/diffusion/models/lingbot_world/camera.py`` validates, 0.30.0), ``session_id``, ``extra_body``
-``{height, width, num_frames, fps, seed, frames_per_chunk}``); the server answers with ``{"type": "frame", "index",
-"total", "video": [frames]}`` messages, ``frames_per_chunk`` frames each (default 4), frames uint8 or float in
-[0, 1] (``video_api_utils._normalize_frames``), or ``{"type": "error", "message"}``.
+**vLLM-Omni** streaming video route (the PyPI wheel vllm-omni==0.30.0: ``entrypoints/openai/api_server.py:1735``
+``WS /v1/realtime/video``, ``entrypoints/openai/serving_video_output_stream.py``): JSON text messages. The client
+sends one ``session.start`` (the ``VideoGenerationRequest`` fields: ``prompt``, ``image_reference.image_url`` (a
+data URL), ``width``, ``height``, ``num_frames``, ``fps``, ``seed``, ``num_inference_steps``, ``extra_params``
+(into the sampling ``extra_args``: LingBot v2's ``action_path``), ``format: m4s``); the server answers
+``video.start`` (``request_id``: fresh per session, ``config``), then per generated chunk a ``video.chunk_metadata``
+(``kind`` ``media``/``trailer``, ``num_frames``, ``byte_length``) followed by one binary message of fragmented-MP4
+bytes (H.264), then ``session.done`` (``chunks``, ``stopped``); faults are ``{"type": "error", "message"}``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from .geometry import ChunkPlan
 from .transport import Connection, ServedError
 
 FrameCallback = Callable[[np.ndarray], None]
-#: what a malformed msgpack (or msgpack_numpy) message raises: msgpack's own errors, a bad dtype / buffer size
+#: what a malformed msgpack message raises: msgpack's own errors, a bad buffer size
 _UNPACK_ERRORS = (ValueError, TypeError, KeyError, OverflowError)
 
 
@@ -69,7 +70,7 @@ def _r(v: float | None) -> float | None:
 @dataclass
 class Session:
     """Everything one session recorded: what was sent (without the image bytes), what the server said about itself,
-    the chunks, and the unknown message types it sent."""
+    the chunks, and the unknown message types it sent (at most ``max_unknown`` in all)."""
 
     sent: dict[str, Any] = field(default_factory=dict)
     server_hello: dict[str, Any] | None = None
@@ -78,6 +79,7 @@ class Session:
     other_messages: dict[str, int] = field(default_factory=dict)
     closed_by_server: str | None = None
     t_sent: float = 0.0
+    max_unknown: int = 64
 
     def chunk(self, index: int) -> ChunkRecord:
         if index not in self.chunks:
@@ -94,6 +96,22 @@ class Session:
         self.frames += n
         prev = [x.last_frame_ms for i, x in self.chunks.items() if i < index and x.last_frame_ms is not None]
         c.wall_ms = ms - (max(prev) if prev else 0.0)
+
+    def unknown(self, kind: str) -> None:
+        """Count a message of a type the client does not know; past ``max_unknown`` of them the item fails (a
+        server that only trickles such messages would otherwise hold it until the item deadline)."""
+        key = kind[:40]
+        if key not in self.other_messages and len(self.other_messages) >= 32:
+            key = "<other>"
+        self.other_messages[key] = self.other_messages.get(key, 0) + 1
+        total = sum(self.other_messages.values())
+        if total > self.max_unknown:
+            raise self.fail(f"the server sent {total} messages of unknown types (more than "
+                            f"backend.max_unknown_messages={self.max_unknown}): {sorted(self.other_messages)[:5]}",
+                            "protocol")
+
+    def fail(self, message: str, kind: str) -> ServedError:
+        return ServedError(message, kind, {"session": self.to_dict()})
 
     def to_dict(self) -> dict[str, Any]:
         return {"sent": self.sent, "server_hello": self.server_hello, "frames": self.frames,
@@ -116,26 +134,38 @@ def _decode_map(data: bytes | str, what: str) -> dict[str, Any]:
     return obj
 
 
+def field_int(msg: dict[str, Any], key: str, where: str, default: int | None = None, low: int = 0) -> int:
+    """``msg[key]`` as an integer >= ``low``; a missing (without ``default``), non-integer or out-of-range field is
+    a protocol error naming the field (never a bare ValueError)."""
+    value = msg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ServedError(f"malformed {where}: field {key!r} is {value!r}, expected an integer >= {low}",
+                          "protocol")
+    return value
+
+
 def _frames_from_payload(header: dict[str, Any], payload: bytes, height: int, width: int) -> list[np.ndarray]:
     """RGB uint8 frames of one SGLang frame batch, checked against the header and the size the session asked for."""
-    n = int(header.get("num_frames", 0))
+    where = f"frame batch header (chunk {header.get('chunk_index')!r} batch {header.get('frame_batch_index')!r})"
+    n = field_int(header, "num_frames", where, low=1)
     fmt = str(header.get("format", header.get("encoding", "")))
-    w, h = int(header.get("width", -1)), int(header.get("height", -1))
-    where = f"chunk {header.get('chunk_index')} batch {header.get('frame_batch_index')}"
+    w, h = field_int(header, "width", where, low=1), field_int(header, "height", where, low=1)
     if (h, w) != (height, width):
         raise ServedError(f"frame batch of the wrong size: {where} is {w}x{h}, the session asked for {width}x{height}",
                           "wrong frame size")
-    if "total_size" in header and int(header["total_size"]) != len(payload):
+    if "total_size" in header and field_int(header, "total_size", where) != len(payload):
         raise ServedError(f"frame batch of the wrong size: {where} announced {header['total_size']} bytes, "
                           f"{len(payload)} arrived", "wrong frame size")
     if fmt == "rgb24" or header.get("encoding") == "raw":
-        channels = int(header.get("channels", 3))
-        per = int(header.get("bytes_per_frame", height * width * channels))
+        channels = field_int(header, "channels", where, default=3, low=1)
+        per = field_int(header, "bytes_per_frame", where, default=height * width * channels, low=1)
         if channels != 3 or per != height * width * 3 or len(payload) != n * per:
             raise ServedError(f"frame batch of the wrong size: {where} holds {len(payload)} bytes for {n} frame(s) "
                               f"of {height}x{width}x3 ({n * height * width * 3} expected)", "wrong frame size")
         return list(np.frombuffer(payload, np.uint8).reshape(n, height, width, 3))
-    lengths = [int(x) for x in header.get("payload_lengths") or []]
+    lengths = header.get("payload_lengths")
+    if not isinstance(lengths, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in lengths):
+        raise ServedError(f"malformed {where}: payload_lengths is {str(lengths)[:80]}", "protocol")
     if len(lengths) != n or sum(lengths) != len(payload):
         raise ServedError(f"frame batch of the wrong size: {where} has payload_lengths {lengths} for {n} frame(s) "
                           f"and {len(payload)} bytes", "wrong frame size")
@@ -152,27 +182,27 @@ def _frames_from_payload(header: dict[str, Any], payload: bytes, height: int, wi
     return out
 
 
-def run_sglang(conn: Connection, init: dict[str, Any], *, height: int, width: int, total_frames: int,
-               max_chunks: int, chunk_frames: tuple[int, int] | None, on_frame: FrameCallback) -> Session:
+def run_sglang(conn: Connection, init: dict[str, Any], *, height: int, width: int, plan: ChunkPlan,
+               on_frame: FrameCallback, max_unknown: int = 64) -> Session:
     """One SGLang realtime session: send ``init`` (already complete), stream every frame to ``on_frame``.
 
-    Complete when ``total_frames`` frames and the ``chunk_stats`` of all ``max_chunks`` chunks have arrived (or
-    the server closed normally once every frame was in). ``chunk_frames``: (first chunk, later chunks) frame counts
-    the model produces, checked per chunk when known.
+    ``plan``: the chunks the engine streams (:mod:`adapters.served.geometry`): each chunk's frame count is checked
+    when its ``chunk_stats`` comes. Complete when every frame and the statistics of every chunk have arrived, or
+    when the server closed normally (1000) once every frame was in; any other close fails the item.
     """
     import msgpack
-    from websockets.exceptions import ConnectionClosedOK  # noqa: F401  (the transport maps closes to ServedError)
 
-    s = Session(sent={k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else v) for k, v in init.items()})
+    s = Session(sent={k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else v) for k, v in init.items()},
+                max_unknown=max_unknown)
     s.t_sent = time.perf_counter()
     conn.send(msgpack.packb(init, use_bin_type=True))
     stats_seen: set[int] = set()
     pending: dict[str, Any] | None = None
-    while not (s.frames == total_frames and len(stats_seen) >= max_chunks):
+    while not (s.frames == plan.num_frames and len(stats_seen) >= plan.max_chunks):
         try:
             data, t = conn.recv()
         except ServedError as exc:
-            if exc.kind == "closed mid-stream" and s.frames == total_frames and exc.close_code == 1000:
+            if exc.kind == "closed mid-stream" and s.frames == plan.num_frames and exc.close_code == 1000:
                 s.closed_by_server = "1000 after every frame (some chunk_stats missing)"
                 break
             exc.meta = {"session": s.to_dict()}
@@ -180,167 +210,183 @@ def run_sglang(conn: Connection, init: dict[str, Any], *, height: int, width: in
         if pending is not None:  # the binary payload that follows a frame_batch_header
             header, pending = pending, None
             if isinstance(data, str):
-                raise ServedError("the server sent text where a frame payload was expected", "protocol",
-                                  {"session": s.to_dict()})
-            _deliver(s, header, bytes(data), t, height, width, total_frames, chunk_frames, on_frame)
+                raise s.fail("the server sent text where a frame payload was expected", "protocol")
+            _deliver(s, header, bytes(data), t, height, width, plan, on_frame)
             continue
-        msg = _decode_map(data, "message")
-        kind = msg.get("type")
-        if kind == "frame_batch":
-            _deliver(s, msg, bytes(msg.get("payload") or b""), t, height, width, total_frames, chunk_frames, on_frame)
-        elif kind == "frame_batch_header":
-            pending = msg
-        elif kind == "chunk_stats":
-            idx = int(msg.get("chunk_index", len(stats_seen)))
-            stats_seen.add(idx)
-            s.chunk(idx).server = {k: v for k, v in msg.items() if k != "type"}
-            _check_chunk(s, idx, chunk_frames, max_chunks)
-        elif kind == "error":
-            text = str(msg.get("content", msg.get("message", "")))
-            k = "admission refused" if "already active" in text or "busy" in text.lower() else "engine error"
-            raise ServedError(f"the server reported an error: {text!r}", k, {"session": s.to_dict()})
-        else:
-            s.other_messages[str(kind)] = s.other_messages.get(str(kind), 0) + 1
+        pending = _sglang_message(s, _decode_map(data, "message"), t, height, width, plan, on_frame, stats_seen)
     return s
 
 
+def _sglang_message(s: Session, msg: dict[str, Any], t: float, height: int, width: int, plan: ChunkPlan,
+                    on_frame: FrameCallback, stats_seen: set[int]) -> dict[str, Any] | None:
+    """Handle one SGLang map; returns a ``frame_batch_header`` whose payload comes next (else None)."""
+    kind = msg.get("type")
+    if kind == "frame_batch":
+        payload = msg.get("payload") or b""
+        if not isinstance(payload, (bytes, bytearray)):
+            raise s.fail("malformed frame_batch: payload is not bytes", "protocol")
+        _deliver(s, msg, bytes(payload), t, height, width, plan, on_frame)
+    elif kind == "frame_batch_header":
+        where = "frame_batch_header"
+        size = field_int(msg, "total_size", where, default=0)
+        limit = field_int(msg, "num_frames", where, low=1) * height * width * 3
+        if size > limit:  # refused before the payload is read: a server announcing 1 GB gets nothing buffered
+            raise s.fail(f"the server announced a {size}-byte frame batch, more than {limit} bytes for its frames",
+                         "wrong frame size")
+        return msg
+    elif kind == "chunk_stats":
+        idx = field_int(msg, "chunk_index", "chunk_stats")
+        stats_seen.add(idx)
+        s.chunk(idx).server = {k: v for k, v in msg.items() if k != "type"}
+        _check_chunk(s, idx, plan)
+    elif kind == "error":
+        text = str(msg.get("content", msg.get("message", "")))[:300]
+        k = "admission refused" if "already active" in text or "busy" in text.lower() else "engine error"
+        raise s.fail(f"the server reported an error: {text!r}", k)
+    else:
+        s.unknown(str(kind))
+    return None
+
+
 def _deliver(s: Session, header: dict[str, Any], payload: bytes, t: float, height: int, width: int,
-             total_frames: int, chunk_frames: tuple[int, int] | None, on_frame: FrameCallback) -> None:
+             plan: ChunkPlan, on_frame: FrameCallback) -> None:
     try:
         frames = _frames_from_payload(header, payload, height, width)
+        idx = field_int(header, "chunk_index", "frame batch header", default=0)
     except ServedError as exc:
         exc.meta = {"session": s.to_dict()}
         raise
-    if s.frames + len(frames) > total_frames:
-        raise ServedError(f"the server sent more frames than the session asked for ({s.frames + len(frames)} > "
-                          f"{total_frames})", "wrong frame size", {"session": s.to_dict()})
+    if s.frames + len(frames) > plan.num_frames:
+        raise s.fail(f"the server sent more frames than the session asked for ({s.frames + len(frames)} > "
+                     f"{plan.num_frames})", "wrong frame size")
+    if idx >= plan.max_chunks:
+        raise s.fail(f"the server sent chunk {idx} of a session of {plan.max_chunks} chunks", "protocol")
     for f in frames:
         on_frame(f)
-    s.arrive(int(header.get("chunk_index", 0)), len(frames), t)
+    s.arrive(idx, len(frames), t)
 
 
-def _check_chunk(s: Session, idx: int, chunk_frames: tuple[int, int] | None, max_chunks: int) -> None:
-    """A chunk's statistics came: its frame count must be the model's (first chunk / later chunks)."""
-    if idx >= max_chunks:
-        raise ServedError(f"the server sent chunk {idx} of a session of {max_chunks} chunks", "protocol",
-                          {"session": s.to_dict()})
-    if chunk_frames is None:
-        return
-    want = chunk_frames[0] if idx == 0 else chunk_frames[1]
-    got = s.chunk(idx).frames
+def _check_chunk(s: Session, idx: int, plan: ChunkPlan) -> None:
+    """A chunk's statistics came: its frame count must be the engine's (:class:`ChunkPlan`)."""
+    if idx >= plan.max_chunks:
+        raise s.fail(f"the server sent chunk {idx} of a session of {plan.max_chunks} chunks", "protocol")
+    want, got = plan.chunk_frames[idx], s.chunk(idx).frames
     if got != want:
-        raise ServedError(f"frame batch of the wrong size: chunk {idx} brought {got} frame(s), the model makes "
-                          f"{want}", "wrong frame size", {"session": s.to_dict()})
+        raise s.fail(f"frame batch of the wrong size: chunk {idx} brought {got} frame(s), the engine's geometry "
+                     f"makes {want}", "wrong frame size")
 
 
 # -- vLLM-Omni ----------------------------------------------------------------------------------------------------
-def pack_numpy(obj: Any) -> bytes:
-    """msgpack with numpy arrays as OpenPI's ``msgpack_numpy`` writes them (Physical-Intelligence/openpi
-    ``packages/openpi-client/src/openpi_client/msgpack_numpy.py``: ``{b"__ndarray__": True, b"data", b"dtype",
-    b"shape"}``), which vLLM-Omni's camera endpoint reads."""
-    import msgpack
+def run_vllm_video(conn: Connection, start: dict[str, Any], *, height: int, width: int, plan: ChunkPlan,
+                   on_frame: FrameCallback, max_unknown: int = 64) -> Session:
+    """One vLLM-Omni ``/v1/realtime/video`` session: send ``session.start``, spool the fragmented MP4 the server
+    streams (bounded: each chunk under its raw size, checked against its ``byte_length``), check each chunk's frame
+    count against ``plan``, then decode the stream and hand every frame to ``on_frame``."""
+    import json
+    import tempfile
 
-    def default(o: Any) -> Any:
-        if isinstance(o, np.ndarray):
-            if o.dtype.kind in "VOc":
-                raise TypeError(f"unsupported dtype {o.dtype}")
-            return {b"__ndarray__": True, b"data": np.ascontiguousarray(o).tobytes(), b"dtype": o.dtype.str,
-                    b"shape": list(o.shape)}
-        if isinstance(o, np.generic):
-            return {b"__npgeneric__": True, b"data": o.item(), b"dtype": o.dtype.str}
-        raise TypeError(f"cannot pack {type(o).__name__}")
-
-    packed: bytes = msgpack.packb(obj, default=default, use_bin_type=True)
-    return packed
-
-
-def unpack_numpy(data: bytes) -> Any:
-    """The inverse of :func:`pack_numpy` (maps with bytes or str keys)."""
-    import msgpack
-
-    def hook(o: dict[Any, Any]) -> Any:
-        def get(k: str) -> Any:
-            return o.get(k.encode(), o.get(k))
-
-        if get("__ndarray__"):
-            return np.ndarray(buffer=get("data"), dtype=np.dtype(get("dtype")), shape=tuple(get("shape")))
-        if get("__npgeneric__"):
-            return np.dtype(get("dtype")).type(get("data"))
-        return o
-
-    return msgpack.unpackb(data, object_hook=hook, raw=False, strict_map_key=False)
-
-
-def _to_uint8(frames: Any, height: int, width: int, where: str) -> list[np.ndarray]:
-    arr = [np.asarray(f) for f in (frames if isinstance(frames, (list, tuple)) else list(np.asarray(frames)))]
-    out = []
-    for f in arr:
-        if f.shape != (height, width, 3):
-            raise ServedError(f"frame batch of the wrong size: {where} holds a {tuple(f.shape)} frame, the session "
-                              f"asked for ({height}, {width}, 3)", "wrong frame size")
-        if f.dtype == np.uint8:
-            out.append(np.ascontiguousarray(f))
-        else:  # floats in [0, 1] (video_api_utils._normalize_frames)
-            out.append(np.clip(np.rint(f.astype(np.float64) * 255.0), 0, 255).astype(np.uint8))
-    return out
-
-
-def run_vllm_camera(conn: Connection, request: dict[str, Any], *, height: int, width: int, total_frames: int,
-                    on_frame: FrameCallback) -> Session:
-    """One vLLM-Omni camera session: read the server's config, send the request, stream the frame messages."""
-    hello, _ = conn.recv()
-    s = Session()
-    if isinstance(hello, (bytes, bytearray)):
-        try:
-            obj = unpack_numpy(bytes(hello))
-        except _UNPACK_ERRORS:
-            obj = None
-        s.server_hello = obj if isinstance(obj, dict) else {"unparsed": True}
-    s.sent = {k: ("<image>" if k == "image" else ({kk: list(np.shape(vv)) for kk, vv in v.items()} if k == "camera"
-                                                   else v)) for k, v in request.items()}
+    s = Session(sent={k: ("<data URL>" if k == "image_reference" else v) for k, v in start.items()},
+                max_unknown=max_unknown)
     s.t_sent = time.perf_counter()
-    conn.send(pack_numpy(request))
-    total = None
+    conn.send(json.dumps(start))
+    with tempfile.TemporaryFile() as spool:
+        _vllm_receive(conn, s, spool, plan, height * width * 3)
+        spool.seek(0)
+        frames = _decode_stream(s, spool, height, width, plan.num_frames, on_frame)
+    if frames != plan.num_frames:
+        raise s.fail(f"frame batch of the wrong size: the stream decodes to {frames} frame(s), the session asked "
+                     f"for {plan.num_frames}", "wrong frame size")
+    return s
+
+
+def _vllm_receive(conn: Connection, s: Session, spool: Any, plan: ChunkPlan, frame_bytes: int) -> None:
+    """Read messages until ``session.done``; media bytes go to ``spool``."""
+    import json
+
+    pending: tuple[int, int] | None = None  # (bytes announced, frames) of the binary message that comes next
+    media = 0
     while True:
         try:
             data, t = conn.recv()
         except ServedError as exc:
             exc.meta = {"session": s.to_dict()}
             raise
-        if isinstance(data, str):
-            s.other_messages[data[:40]] = s.other_messages.get(data[:40], 0) + 1
+        if pending is not None:
+            if isinstance(data, str) or len(data) != pending[0]:
+                raise s.fail(f"frame batch of the wrong size: chunk {media} announced {pending[0]} bytes, "
+                             f"{'text' if isinstance(data, str) else len(data)} arrived", "wrong frame size")
+            spool.write(data)
+            if pending[1]:
+                s.arrive(media, pending[1], t)
+                media += 1
+            pending = None
             continue
+        if isinstance(data, (bytes, bytearray)):
+            raise s.fail("the server sent bytes without a video.chunk_metadata before them", "protocol")
         try:
-            msg = unpack_numpy(bytes(data))
-        except _UNPACK_ERRORS as exc:
-            raise ServedError(f"undecodable message from the server ({type(exc).__name__})", "protocol",
-                              {"session": s.to_dict()}) from None
+            msg = json.loads(data)
+        except ValueError:
+            raise s.fail(f"undecodable message from the server: {data[:80]!r}", "protocol") from None
         if not isinstance(msg, dict):
-            raise ServedError("the server sent a non-map message", "protocol", {"session": s.to_dict()})
+            raise s.fail("the server sent a JSON value that is not an object", "protocol")
         kind = msg.get("type")
-        if kind == "error":
-            text = str(msg.get("message", msg.get("content", "")))
-            k = "admission refused" if "busy" in text.lower() or "already" in text.lower() else "engine error"
-            raise ServedError(f"the server reported an error: {text!r}", k, {"session": s.to_dict()})
-        if kind != "frame":
-            s.other_messages[str(kind)] = s.other_messages.get(str(kind), 0) + 1
-            continue
-        idx, total = int(msg.get("index", 0)), int(msg.get("total", 0))
-        try:
-            frames = _to_uint8(msg.get("video"), height, width, f"message {idx}")
-        except ServedError as exc:
-            exc.meta = {"session": s.to_dict()}
-            raise
-        if s.frames + len(frames) > total_frames:
-            raise ServedError(f"the server sent more frames than the session asked for "
-                              f"({s.frames + len(frames)} > {total_frames})", "wrong frame size",
-                              {"session": s.to_dict()})
-        for f in frames:
-            on_frame(f)
-        s.arrive(idx, len(frames), t)
-        if idx == total - 1:
-            break
-    if s.frames != total_frames:
-        raise ServedError(f"frame batch of the wrong size: the server finished after {s.frames} frame(s), the session "
-                          f"asked for {total_frames}", "wrong frame size", {"session": s.to_dict()})
-    return s
+        if kind == "session.done":
+            if media != plan.max_chunks:
+                raise s.fail(f"frame batch of the wrong size: the session ended after {media} of {plan.max_chunks} "
+                             "chunks", "wrong frame size")
+            s.closed_by_server = f"session.done after {field_int(msg, 'chunks', 'session.done')} message(s)"
+            return
+        pending = _vllm_message(s, msg, media, plan, frame_bytes)
+
+
+def _vllm_message(s: Session, msg: dict[str, Any], media: int, plan: ChunkPlan,
+                  frame_bytes: int) -> tuple[int, int] | None:
+    """Handle one vLLM-Omni JSON message; returns (bytes, frames) of the binary message it announces (else None)."""
+    kind = msg.get("type")
+    if kind == "video.start":
+        s.server_hello = {"request_id": str(msg.get("request_id"))[:200], "config": msg.get("config")}
+    elif kind == "video.chunk_metadata":
+        where = "video.chunk_metadata"
+        size = field_int(msg, "byte_length", where)
+        n = field_int(msg, "num_frames", where)
+        media_kind = msg.get("kind")
+        if media_kind not in ("media", "trailer") or (media_kind == "trailer") != (n == 0):
+            raise s.fail(f"malformed {where}: kind {media_kind!r} with {n} frame(s)", "protocol")
+        if n and media >= plan.max_chunks:
+            raise s.fail(f"the server sent chunk {media} of a session of {plan.max_chunks} chunks", "protocol")
+        if n and n != plan.chunk_frames[media]:
+            raise s.fail(f"frame batch of the wrong size: chunk {media} brought {n} frame(s), the engine's geometry "
+                         f"makes {plan.chunk_frames[media]}", "wrong frame size")
+        if size > max(n, 1) * frame_bytes + (1 << 20):  # refused before the bytes are read
+            raise s.fail(f"the server announced {size} bytes for {n} frame(s), more than their raw size",
+                         "wrong frame size")
+        return size, n
+    elif kind == "error":
+        text = str(msg.get("message", msg.get("content", "")))[:300]
+        k = "admission refused" if "busy" in text.lower() or "capacity" in text.lower() else "engine error"
+        raise s.fail(f"the server reported an error: {text!r}", k)
+    else:
+        s.unknown(str(kind))
+    return None
+
+
+def _decode_stream(s: Session, spool: Any, height: int, width: int, limit: int, on_frame: FrameCallback) -> int:
+    """Decode the spooled fragmented MP4 (PyAV) frame by frame into ``on_frame``; returns the frame count."""
+    import av
+
+    n = 0
+    try:
+        with av.open(spool, mode="r", format="mp4") as container:
+            for frame in container.decode(video=0):
+                img = frame.to_ndarray(format="rgb24")
+                if img.shape != (height, width, 3):
+                    raise s.fail(f"frame batch of the wrong size: the stream holds {img.shape[1]}x{img.shape[0]} "
+                                 f"frames, the session asked for {width}x{height}", "wrong frame size")
+                n += 1
+                if n > limit:
+                    raise s.fail(f"the server sent more frames than the session asked for (> {limit})",
+                                 "wrong frame size")
+                on_frame(np.ascontiguousarray(img))
+    except av.FFmpegError as exc:
+        raise s.fail(f"the server's video stream does not decode ({type(exc).__name__}: {exc})", "protocol") from None
+    return n

@@ -42,9 +42,12 @@ def token_from_env(token_env: str | None) -> str | None:
 
 class Connection:
     """One WebSocket session (``websockets.sync.client``). ``recv`` returns bytes or text and raises
-    :class:`ServedError` on timeout (``chunk_timeout_s``) or a closed connection."""
+    :class:`ServedError` on timeout (no message for ``message_timeout_s``, or the item's ``item_timeout_s`` spent),
+    on a message larger than ``max_size`` bytes (refused by the library from the frame header, before its payload is
+    buffered) and on a closed connection."""
 
-    def __init__(self, url: str, token_env: str | None, connect_timeout_s: float, message_timeout_s: float):
+    def __init__(self, url: str, token_env: str | None, connect_timeout_s: float, message_timeout_s: float,
+                 max_size: int | None = None, item_timeout_s: float | None = None):
         from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
         from websockets.sync.client import connect
 
@@ -54,20 +57,19 @@ class Connection:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url
         self.message_timeout_s = float(message_timeout_s)
+        self.max_size = max_size
+        self.item_timeout_s = item_timeout_s
+        self.deadline = None if item_timeout_s is None else time.perf_counter() + float(item_timeout_s)
         self.received = 0
         try:
             # entered as a context manager (websockets >= 16 warns about a bare connection); closed in close()
-            self.ws = connect(url, additional_headers=headers, open_timeout=connect_timeout_s, max_size=None,
+            self.ws = connect(url, additional_headers=headers, open_timeout=connect_timeout_s, max_size=max_size,
                               close_timeout=2, ping_interval=None).__enter__()
         except ConnectionRefusedError:
             raise ServedError(f"cannot connect to {url}: connection refused (is the server running there? check "
                               "endpoint=)", "connection refused") from None
         except InvalidStatus as exc:
-            status = exc.response.status_code
-            kind = "admission refused" if status in (429, 503) else "handshake refused"
-            what = "busy" if status in (429, 503) else ("unauthorised: check backend.token_env" if status in (401, 403)
-                                                        else "refused")
-            raise ServedError(f"{url} answered the WebSocket handshake with HTTP {status} ({what})", kind) from None
+            raise _refused(url, exc.response.status_code) from None
         except InvalidURI:
             raise ServedError(f"endpoint={url!r} is not a WebSocket URL", "config") from None
         except (InvalidHandshake, TimeoutError, OSError) as exc:
@@ -85,9 +87,16 @@ class Connection:
         """(message, arrival time from ``time.perf_counter``)."""
         from websockets.exceptions import ConnectionClosed
 
+        timeout, why = self.message_timeout_s, "message"
+        if self.deadline is not None and self.deadline - time.perf_counter() < timeout:
+            timeout, why = max(0.0, self.deadline - time.perf_counter()), "item"
         try:
-            msg = self.ws.recv(timeout=self.message_timeout_s)
+            msg = self.ws.recv(timeout=timeout)
         except TimeoutError:
+            if why == "item":
+                raise ServedError(f"the item took longer than backend.item_timeout_s={self.item_timeout_s:g} s "
+                                  f"({self.received} message(s) received; a server that trickles messages or a "
+                                  "slow one: raise it if the server is only slow)", "timeout") from None
             raise ServedError(f"no message from the server for {self.message_timeout_s:g} s after {self.received} "
                               "message(s) (a slow or stalled server; raise backend.chunk_timeout_s if it is only "
                               "slow)", "timeout") from None
@@ -97,6 +106,10 @@ class Connection:
         return msg, time.perf_counter()
 
     def _closed(self, exc: Any) -> ServedError:
+        sent = getattr(exc, "sent", None)
+        if getattr(sent, "code", None) == 1009:  # we closed it: the library refused an oversized message
+            return ServedError(f"the server sent a message larger than {self.max_size} bytes, the most the frame "
+                               f"geometry allows (after {self.received} message(s))", "protocol", close_code=1009)
         rcvd = getattr(exc, "rcvd", None)
         code = getattr(rcvd, "code", None)
         reason = getattr(rcvd, "reason", "") or ""
@@ -112,3 +125,11 @@ class Connection:
 
         with contextlib.suppress(OSError, RuntimeError):  # a broken connection: nothing left to tell the server
             self.ws.close()
+
+
+def _refused(url: str, status: int) -> ServedError:
+    """The handshake answered with an HTTP status: 429 / 503 are a busy server (admission refused)."""
+    busy = status in (429, 503)
+    what = "busy" if busy else ("unauthorised: check backend.token_env" if status in (401, 403) else "refused")
+    return ServedError(f"{url} answered the WebSocket handshake with HTTP {status} ({what})",
+                       "admission refused" if busy else "handshake refused")

@@ -26,8 +26,9 @@ REPORT_KEYS = ("report_runs", "report_out", "main_context", "report_strips", "re
 CASE_KEYS = ("name", "source", "include", "families", "description")
 #: keys of ``conf/backend/*.yaml`` (the served backend, docs/served.md); ``backend.models.<m>`` is checked by
 #: :class:`adapters.served.config.ServedModel` at planning
-BACKEND_KEYS = ("name", "engine", "route", "token_env", "connect_timeout_s", "chunk_timeout_s", "output_format",
-                "num_inference_steps", "engine_version", "models", "description")
+BACKEND_KEYS = ("name", "engine", "route", "token_env", "connect_timeout_s", "chunk_timeout_s", "item_timeout_s",
+                "max_unknown_messages", "action_root", "output_format", "num_inference_steps", "engine_version",
+                "models", "description")
 FAMILIES = ("human", "object", "environment", "dynamic")
 STAGES = ("generate", "evaluate", "all")
 RELEASE_KEYS = ("models", "overlay", "hfov_deg", "limit", "evaluate", "max_rows", "measure", "workers")
@@ -175,7 +176,7 @@ def check_backend(cfg: dict[str, Any]) -> None:
     if tok is not None:
         _check("backend.token_env", tok, lambda v: isinstance(v, str) and v.replace("_", "").isalnum(),
                "give the NAME of an environment variable (e.g. WORLDMEM_ENDPOINT_TOKEN), never the token itself")
-    for k in ("connect_timeout_s", "chunk_timeout_s"):
+    for k in ("connect_timeout_s", "chunk_timeout_s", "item_timeout_s"):
         if k in backend:
             _check(f"backend.{k}", backend[k], lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                    and v > 0, "a number of seconds > 0")

@@ -1,4 +1,4 @@
-"""Units of the served backend: the held-key kinematics and encoder, the frame-batch parser, msgpack_numpy.
+"""Units of the served backend: the held-key kinematics and encoder, the frame-batch parser, the chunk geometry.
 
 The kinematics are checked against values derived by hand from the engines' published rules (sglang 0.5.23
 ``configs/pipeline_configs/lingbot_world.py::_actions_to_c2ws``: 6 deg yaw, 4 deg pitch, 0.05 per step;
@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.served.engines import _frames_from_payload, pack_numpy, unpack_numpy
+from adapters.served.engines import _frames_from_payload
+from adapters.served.geometry import Geometry, sana_segments
 from adapters.served.keys import COMBOS, KeyKinematics, decode, encode
 from adapters.served.transport import ServedError
 from trajectories.conventions import rot_x, rot_y
@@ -103,12 +104,32 @@ def test_encoded_frames_are_decoded_by_their_lengths():
                              b"".join(blobs), 4, 6)
 
 
-def test_msgpack_numpy_round_trip_in_openpi_layout():
-    import msgpack
+def test_a_malformed_header_field_is_a_protocol_error_naming_it():
+    for bad in ({"num_frames": "2"}, {"width": None}, {"num_frames": -1}, {"total_size": 1.5}):
+        with pytest.raises(ServedError, match="malformed") as e:
+            _frames_from_payload(_header(2, **bad), b"\0" * (2 * 4 * 6 * 3), 4, 6)
+        assert e.value.kind == "protocol" and next(iter(bad)) in str(e.value)
 
-    a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    data = pack_numpy({"camera": {"poses": a}, "n": np.int64(5)})
-    raw = msgpack.unpackb(data, raw=False, strict_map_key=False)  # the wire layout itself: OpenPI's keys as bytes
-    assert raw["camera"]["poses"][b"__ndarray__"] is True and raw["camera"]["poses"][b"dtype"] == "<f4"
-    back = unpack_numpy(data)
-    assert np.array_equal(back["camera"]["poses"], a) and back["n"] == 5
+
+# -- geometry: the engines' rules restated, checked against numbers computed here by hand ----------------------
+def test_causal_wan_chunks_are_the_engines():
+    g = Geometry("causal_wan", 4, 3)
+    plan = g.plan(489)  # 123 latents = 41 chunks of 3: 9 frames, then 12
+    assert plan.max_chunks == 41 and plan.chunk_frames[:2] == (9, 12) and sum(plan.chunk_frames) == 489
+    assert g.streamed(493) is None  # 124 latents: not whole 3-latent chunks (the paper's 493)
+    with pytest.raises(Exception, match="model.num_frames=489 or model.num_frames=501"):
+        g.plan(493)
+    assert Geometry("causal_wan", 4, 4).plan(493).chunk_frames[:2] == (13, 16)  # another engine's chunk
+
+
+def test_sana_grid_floors_and_front_loads_the_remainder():
+    assert sana_segments(61, 3) == [0, 4] + list(range(7, 62, 3))  # 20 chunks, 61 % 3 = 1 latent into chunk 0
+    assert sana_segments(8, 3) == [0, 5, 8]
+    refined = Geometry("sana_wm", 8, 3, refiner_sink=1, refiner_block=3)
+    plan = refined.plan(481)  # the paper's 481: 25 frames, then 19 x 24
+    assert plan.chunk_frames == (25,) + (24,) * 19 and plan.max_chunks == 20
+    assert refined.streamed(473) is None and refined.nearest(473) == (457, 481)  # the refiner's 1 + 3k grid
+    plain = Geometry("sana_wm", 8, 3)  # without the refiner every 8k+1 with >= 3 latents streams exactly
+    assert plain.plan(473).chunk_frames[:2] == (17, 24) and plain.plan(489).chunk_frames[0] == 33
+
+
