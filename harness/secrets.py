@@ -233,8 +233,13 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _NOT_A_CREDENTIAL = re.compile(r"(?:null|none|~|true|false)$", re.IGNORECASE)
 def _quoted_end(text: str, i: int, quote: str) -> int:
     """Where the quoted text that starts at ``i`` (just after its opening ``quote``) ends: its closing quote
-    (``\"`` escaped, YAML's ``''`` doubled), else the end of the line."""
+    (``\"`` escaped, YAML's ``''`` doubled), else the end of the line. A ``quote`` of two characters (``\"``: a quoted
+    value inside a JSON string) ends at the same two characters."""
     n = len(text)
+    if len(quote) == 2:
+        eol = _EOL.search(text, i)
+        j = text.find(quote, i, eol.start() if eol else n)
+        return j if j >= 0 else (eol.start() if eol else n)
     while i < n:
         c = text[i]
         if c == "\\":
@@ -384,13 +389,16 @@ def _scrub_assignments(text: str, word: str) -> str:
             continue  # inside a lower-case word, or overlapping a replacement already made
         if text[i - 1:i] == "$" or text[max(i - 2, 0):i] == "${":
             continue  # ``$NAME: not set``: a reference to the variable, not an assignment of it
-        end = _quoted_end(text, m.start("v"), m["q"]) if m["q"] else m.end("v")  # a quoted value: all of it
-        name, v = text[i:m.start()] + word + m["rest"], text[m.start("v"):end]
+        q, at = m["q"], m.start("v")
+        if not q and text[at:at + 2] in ('\\"', "\\'"):  # a quoted value inside a JSON string: ``NAME=\"a b\"``
+            q, at = text[at:at + 2], at + 2
+        end = _quoted_end(text, at, q) if q else m.end("v")  # a quoted value: all of it
+        name, v = text[i:m.start()] + word + m["rest"], text[at:end]
         if not is_secret_name(name) or v.startswith(("<", "${", "$")) or _NOT_A_CREDENTIAL.match(v):
             continue
         if m["sep"][:1] in ("'", '"') and not m["q"]:
             continue  # a quoted key with an unquoted value: JSON's (or Python's) number, list or mapping, not text
-        out += [text[last:m.start("v")], REDACTED]
+        out += [text[last:at], REDACTED]
         last = end
     return "".join(out) + text[last:] if out else text
 
