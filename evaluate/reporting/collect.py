@@ -121,9 +121,12 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
 
     An item (model, context, seed, trajectory, case) found in several runs is taken from the first run that has
     it, so no video counts twice. Returns the items and counts of what was skipped (``not_done``,
-    ``not_evaluated``, ``duplicate``)."""
+    ``not_evaluated``, ``duplicate``). A ``metrics.json`` computed on another video than the one the manifest now
+    records (:meth:`~evaluate.results.ItemResult.video_problem`) is refused, like an edited one: a
+    :class:`ReportError` naming each such file and the command that recomputes them."""
     items: dict[tuple, Item] = {}
     skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0}
+    stale: dict[str, list[str]] = {}  # run -> its results of another video than the item holds: all refused
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         run_dir = run.path
@@ -139,11 +142,22 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
             if not mp.exists():
                 skipped["not_evaluated"] += 1
                 continue
-            it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(_load_result(mp, run_dir))))
+            result = ItemResult.from_dict(_load_result(mp, run_dir))
+            problem = result.video_problem(r.video_sha256)
+            if problem is not None:
+                stale.setdefault(str(run_dir), []).append(f"{mp}: {problem}")
+                continue
+            it = Item(run_dir.name, run_dir, d, scored(result))
             if it.key in items and items[it.key].run_dir != run_dir:
                 skipped["duplicate"] += 1
                 continue
             items[it.key] = it
+    if stale:
+        found = [x for lines in stale.values() for x in lines]
+        fix = "; ".join(f"python -m harness stage=evaluate run={d}" for d in stale)
+        raise ReportError(f"{len(found)} evaluated item(s) no longer match their video: " + "; ".join(found[:5])
+                          + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+                          + f". Evaluate again ({fix}: it recomputes them), then make the report")
     return sorted(items.values(), key=lambda i: (i.run,) + i.key), skipped
 
 
