@@ -347,3 +347,22 @@ def test_a_results_video_problem_at_its_boundaries():
     assert "computed on video sha256 aaaaaaaaaaaa..." in (done.video_problem("b" * 64) or "")
     assert failed.video_problem("b" * 64) is None  # failed before its video was read: nothing of it is tabled
     assert "records no video sha256" in (ItemResult(item={}).video_problem("b" * 64) or "")
+
+
+def test_a_human_study_never_picks_items_by_metrics_of_another_video(tmp_path):
+    """The study's sources read metrics.json as the report does: one computed on another video is refused."""
+    from evaluate.human.sources import load_items
+    from evaluate.results import ItemResult
+    from harness.errors import ConfigError
+    from harness.io import write_sealed_json
+
+    key = "m/fov/seed-1/lrlr/c"
+    item = {"model": "m", "context": "fov", "seed": 1, "trajectory": "lrlr", "case_id": "c"}
+    row = {**item, "key": key, "dir": key, "status": "done", "video_sha256": "b" * 64}
+    (tmp_path / "manifest.jsonl").write_text(json.dumps(row) + "\n")
+    write_sealed_json(tmp_path / key / "metrics.json", ItemResult(item=item, video_sha256="a" * 64).to_dict())
+    with pytest.raises(ConfigError, match=r"metrics.json: its metrics.json was computed on video sha256 aaaa"):
+        load_items([tmp_path])
+    row["video_sha256"] = "a" * 64  # the check can pass
+    (tmp_path / "manifest.jsonl").write_text(json.dumps(row) + "\n")
+    assert [i.case_id for i in load_items([tmp_path])] == ["c"]
