@@ -100,7 +100,7 @@ _PACKAGE = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
 
 def _check_conf(ep: importlib.metadata.EntryPoint, model: InstalledModel) -> None:
     """The package's ``conf`` folder adds exactly the option it declares, ``model=<name>``, and that file configures
-    its model only: Hydra reads every YAML file of the folder (each would be another option of some group, or a
+    that model only (its ``name``, when set, is the entry point's): Hydra reads every YAML file of the folder (each would be another option of some group, or a
     different config for an in-tree one), a ``# @package`` other than ``model`` would write settings outside
     ``model``, and a defaults entry with an absolute path (``/evaluate: off``, ``override /x: y``) would choose
     options of other groups."""
@@ -123,6 +123,11 @@ def _check_conf(ep: importlib.metadata.EntryPoint, model: InstalledModel) -> Non
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise _fail(ep, f"has a conf/model/{model.name}.yaml that is not YAML ({exc})") from None
+    named = data.get("name") if isinstance(data, dict) else None
+    if named is not None and named != model.name:
+        raise _fail(ep, f"names its model {named!r} in conf/model/{model.name}.yaml (name: {named}), not the "
+                        f"{model.name!r} it declares: its runs would be filed, and checked, as another model's; set "
+                        f"name: {model.name}")
     defaults = data.get("defaults") if isinstance(data, dict) else None
     other = [d for d in (defaults or []) if isinstance(d, dict) and any(str(k).lstrip().startswith(("/", "override"))
                                                                          for k in d)

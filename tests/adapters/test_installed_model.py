@@ -147,6 +147,7 @@ def test_an_entry_point_name_that_is_not_a_plain_name_is_refused(site, name):
     ("conf/model/toy_ep.yaml", "defaults:\n  - override /evaluate: 'off'\n  - _self_\nname: toy_ep\n",
      "chooses options of other groups"),
     ("conf/model/toy_ep.yaml", "defaults:\n  - /context: native\nname: toy_ep\n", "chooses options of other groups"),
+    ("conf/model/toy_ep.yaml", "name: sana_wm\n", "names its model 'sana_wm'"),  # filed as an in-tree model
 ])
 def test_an_installed_package_adds_only_the_model_it_declares(toy, cli, extra, content, needle):
     """Before: every YAML file of the package's conf/ folder became an option (``model=also_me``, a new context),
