@@ -366,6 +366,8 @@ def _scrub_headers(text: str) -> str:
             continue  # ``Bearer <redacted>``: redacted already
         if not secret or secret.startswith(("<", "$")) or _NOT_A_CREDENTIAL.fullmatch(secret):
             continue  # nothing, already redacted, a reference to the environment, or no value
+        if m["h"].lower().endswith("cookie") and "=" not in secret:
+            continue  # a cookie header holds name=value pairs: "a cookie: it crumbles" is prose (a case's prompt)
         out += [text[last:start], keep, REDACTED]
         last = start + len(value)
     return "".join(out) + text[last:] if out else text
