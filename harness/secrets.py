@@ -212,8 +212,8 @@ _HEADER = re.compile(r"(?P<h>\b(?:proxy-)?authorization|\bx-api-key|\bapi-key|\b
                      re.IGNORECASE)
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "key", "dpop", "hoba", "mutual",
                       "aws4-hmac-sha256", "hmac", "ntlm", "oauth"})
-#: the end of an unquoted header value: the line, or a quote / bracket / comma of the text around it
-_UNQUOTED_END = re.compile(r"[\r\n\"',}\]\\<>]")
+#: the end of an unquoted header value: the line, or a quote / bracket / comma / backtick / ``&`` of the text around it
+_UNQUOTED_END = re.compile(r"[\r\n\"',}\]\\<>`&]")
 _AUTH_VALUE = re.compile(r"(?P<k>\b(?:bearer|basic))(?P<sp>\s+)(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _TOKEN_SHAPES = {p: re.compile(re.escape(p) + tail) for p, tail in (
     ("hf_", r"[A-Za-z0-9]{12,}"), ("sk-", r"[A-Za-z0-9_-]{16,}"), ("ghp_", r"[A-Za-z0-9]{16,}"),
@@ -362,8 +362,8 @@ def _scrub_headers(text: str) -> str:
         scheme = re.match(r"([A-Za-z0-9-]+)\s+", value)
         keep = scheme.group(0) if scheme and scheme[1].lower() in _SCHEMES else ""
         secret = value[len(keep):]
-        if text.startswith("<redacted", end) and (not value or value.lower() in _SCHEMES):
-            continue  # ``Bearer <redacted>``: redacted already
+        if not value or value.lower() in _SCHEMES:
+            continue  # a scheme word alone (``Bearer <redacted>``, ``Bearer <token>``, ``Bearer``): no credential
         if not secret or secret.startswith(("<", "$")) or _NOT_A_CREDENTIAL.fullmatch(secret):
             continue  # nothing, already redacted, a reference to the environment, or no value
         if m["h"].lower().endswith("cookie") and "=" not in secret:

@@ -235,6 +235,7 @@ def test_every_character_class_is_removed_whole(text, secret):
     "ssh://git@github.com:org/repo", '{"Authorization": null, "Cookie": null}', "key from $OPENAI_API_KEY: not set",
     "export HF_TOKEN=\"${HF_TOKEN:?set HF_TOKEN in your environment}\"", "see #section;x=1 and a;b",
     '{"prompt": "a plate with a cookie: it crumbles"}',  # prose: a cookie header holds name=value pairs
+    "sent as `Authorization: Bearer` in the handshake, or `Authorization: Bearer <token>`",  # a scheme alone
 ])
 def test_ordinary_text_around_the_shapes_is_kept(text):
     assert scrub(text) == text
