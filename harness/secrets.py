@@ -424,7 +424,9 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
     if "://" in text and "@" in text:
         text = _scrub_userinfo(text)
         text = _URL_USER_TOKEN.sub(f"://{REDACTED}@", text)
-    if "=" in text and ("?" in text or "&" in text or "#" in text or ";" in text):
+    if "=" in text and ("?" in text or "&" in text):
+        text = _QUERY_PARAM.sub(_query_param, text)
+    elif "#" in text or ";" in text:  # a fragment's or a path parameter's credential (``#access_token=``)
         text = _QUERY_PARAM.sub(_query_param, text)
     low = text.lower()
     if "auth" in low or "api-key" in low or "-token" in low or "cookie" in low:

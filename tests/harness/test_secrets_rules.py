@@ -208,6 +208,7 @@ def test_a_sealed_file_with_non_text_values_under_secret_names_is_written(tmp_pa
     ("GET http://u:pa\\ss-Q7@h/x", "ss-Q7"), ("http://u:pa<ss-Q8@[::1]:80/x", "ss-Q8"),
     ('{"url": "http://u:pa\\"ss-Q9@h/x"}', "ss-Q9"),  # the JSON form of a quote
     ("http://h/v1#access_token=frag-Q10&token_type=bearer", "frag-Q10"),  # a fragment (OAuth's implicit flow)
+    ("http://h/cb#access_token=frag-Q22", "frag-Q22"),  # a fragment alone (no '?' or '&' in the text)
     ("http://h/v1;jsessionid=path-Q11?x=1", "path-Q11"), ("http://h/a;token=path-Q12/b", "path-Q12"),
     ("Cookie: theme=dark; sid=cookie-Q13", "cookie-Q13"), ("Set-Cookie: session=cookie-Q14; Path=/", "cookie-Q14"),
     ("{'Cookie': 'a=1; sid=cookie-Q15'}", "cookie-Q15"),
