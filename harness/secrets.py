@@ -194,6 +194,7 @@ _HOST_AFTER = re.compile(r"(?:[A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])(?::\d*)?(?=[
 #: the file), unless escaped
 _CLOSING_QUOTE = re.compile(r"(?<!\\)[\"'](?=[\s,:;}\])])")
 _EOL = re.compile(r"[\r\n]")
+_AT = re.compile("@")
 #: prose after ``host:port`` that an ``@`` further on must not turn into a password: a port, then words
 _PORT_THEN_WORDS = re.compile(r"\d+\s")
 _URL_USER_TOKEN = re.compile(r"://(?P<user>[A-Za-z0-9_.~-]{16,})@")
@@ -301,8 +302,8 @@ def _userinfo_spans(text: str, whole: bool = False) -> list[tuple[int, int]]:
         if colon >= limit or text[colon] != ":":
             continue
         pw0, best = colon + 1, [0, 0, 0]  # the chosen '@' of each tier (1: plain, 2: with / ? #, 3: with spaces)
-        at = text.find("@", pw0, limit)
-        while at >= 0:
+        for am in _AT.finditer(text, pw0, limit):
+            at = am.start()
             pw = text[pw0:at]
             if pw and not pw.startswith("<redacted") and _HOST_AFTER.match(text, at + 1, limit) and (
                     whole or not _CLOSING_QUOTE.search(pw)):
@@ -311,7 +312,6 @@ def _userinfo_spans(text: str, whole: bool = False) -> list[tuple[int, int]]:
                     best[tier] = at
                 elif not best[2] and (whole or not (re.search(r"[/,;()]", pw) or _PORT_THEN_WORDS.match(pw))):
                     best[2] = at
-            at = text.find("@", at + 1, limit)
         end = best[0] or best[1] or best[2]
         if end:
             spans.append((pw0, end))
@@ -389,7 +389,7 @@ def _scrub_assignments(text: str, word: str) -> str:
             i -= 1
         if i < last or (i > 0 and (text[i - 1].isalnum())) or not text[i].isalpha():
             continue  # inside a lower-case word, or overlapping a replacement already made
-        if text[i - 1:i] == "$" or text[max(i - 2, 0):i] == "${":
+        if text[i - 1:i] == "$":
             continue  # ``$NAME: not set``: a reference to the variable, not an assignment of it
         q, at = m["q"], m.start("v")
         if not q and text[at:at + 2] in ('\\"', "\\'"):  # a quoted value inside a JSON string: ``NAME=\"a b\"``
@@ -398,11 +398,25 @@ def _scrub_assignments(text: str, word: str) -> str:
         name, v = text[i:m.start()] + word + m["rest"], text[at:end]
         if not is_secret_name(name) or v.startswith(("<", "${", "$")) or _NOT_A_CREDENTIAL.match(v):
             continue
+        if v.startswith("?") and text[max(i - 2, 0):i] == "${":
+            continue  # ``${NAME:?message}``: the shell's message when the variable is unset (command.sh's)
         if m["sep"][:1] in ("'", '"') and not m["q"]:
             continue  # a quoted key with an unquoted value: JSON's (or Python's) number, list or mapping, not text
         out += [text[last:at], REDACTED]
         last = end
     return "".join(out) + text[last:] if out else text
+
+
+#: a shell parameter expansion with a default, ``${DB_PASS:-value}`` (also ``:=``, ``:+``, without the colon): the
+#: value is what the variable holds where it is unset, so a credential when the name is a credential's
+_SHELL_DEFAULT = re.compile(r"\$\{(?P<n>[A-Za-z_][A-Za-z0-9_]*):?[-=+](?P<v>[^}\r\n]*)\}")
+
+
+def _shell_default(m: re.Match[str]) -> str:
+    v = m["v"]
+    if not is_secret_name(m["n"]) or not v.strip() or v.startswith(("<", "$")):
+        return m.group(0)
+    return m.group(0)[:m.start("v") - m.start()] + REDACTED + "}"
 
 
 def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
@@ -437,6 +451,8 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
     for prefix, pat in _TOKEN_SHAPES.items():
         if prefix in text:
             text = pat.sub(REDACTED, text)
+    if "${" in text:
+        text = _SHELL_DEFAULT.sub(_shell_default, text)
     for word in _NAME_WORDS:
         if word in text:
             text = _scrub_assignments(text, word)

@@ -242,6 +242,21 @@ def test_ordinary_text_around_the_shapes_is_kept(text):
     assert scrub(text) == text
 
 
+def test_a_path_parameter_ends_at_the_next_parameter_or_the_path():
+    assert scrub("http://h/a;token=pp-1/b;x=2") == f"http://h/a;token={REDACTED}/b;x=2"
+    assert scrub("http://h/a;jsessionid=pp-2;lang=en") == f"http://h/a;jsessionid={REDACTED};lang=en"
+    assert scrub("http://h/?token=qq-3/b") == f"http://h/?token={REDACTED}"  # a query value may hold '/'
+    assert secret_values({"u": "http://h/a;token=pp-4/b"}) == {"pp-4": ""}
+
+
+def test_a_shell_default_may_be_a_credential_but_a_reference_is_not():
+    assert scrub("export DB_PASS=${DB_PASS:-fallback pw}") == "export DB_PASS=${DB_PASS:-" + REDACTED + "}"
+    assert scrub("x ${API_TOKEN=tok-1} ${MODE:-fast} ${HF_TOKEN:?set HF_TOKEN} y") == (
+        "x ${API_TOKEN=" + REDACTED + "} ${MODE:-fast} ${HF_TOKEN:?set HF_TOKEN} y")
+    assert scrub("the key in $DB_PASS: not set") == "the key in $DB_PASS: not set"
+    assert scrub("DB_PASS='a API_TOKEN=bbbb' x") == f"DB_PASS='{REDACTED}' x"  # one quoted value, redacted once
+
+
 def test_a_url_password_ends_at_the_host_not_at_a_later_address():
     assert scrub("http://bob:pw-1@host/p?email=a@b.com") == f"http://bob:{REDACTED}@host/p?email=a@b.com"
     assert scrub("http://a:pw-1@h1/x and http://b:pw-2@h2/y") == f"http://a:{REDACTED}@h1/x and http://b:{REDACTED}@h2/y"
@@ -284,6 +299,16 @@ def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
     from harness.secrets import redact_overrides
 
     assert redact_overrides([arg, "+model.env_plain=[MODE]"]) == [expected, "+model.env_plain=[MODE]"]
+
+
+def test_names_listed_as_plain_in_the_config_keep_their_override_values_readable():
+    from harness.secrets import plain_names, redact_overrides
+
+    cfg = {"model": {"env": {"A": "x"}, "env_plain": ["A"]}, "runs": [{"env_plain": ("B",)}], "env_plain": "C"}
+    assert plain_names(cfg) == {"A", "B"}  # a list or tuple beside any env mapping; not a bare string
+    assert redact_overrides(["model.env.A=1", "model.env.B=2", "model.env.C=3"], plain_names(cfg)) == [
+        "model.env.A=1", "model.env.B=2", f"model.env.C={REDACTED}"]
+    assert redact_overrides(["+model.env.X=", "model.env={}"]) == ["+model.env.X=", "model.env={}"]  # no value
 
 
 def test_override_secrets_finds_every_value_and_url_part():
