@@ -239,8 +239,9 @@ def _quoted_end(text: str, i: int, quote: str) -> int:
     n = len(text)
     if len(quote) == 2:
         eol = _EOL.search(text, i)
-        j = text.find(quote, i, eol.start() if eol else n)
-        return j if j >= 0 else (eol.start() if eol else n)
+        stop = eol.start() if eol else n
+        close = re.compile(re.escape(quote)).search(text, i, stop)
+        return close.start() if close else stop
     while i < n:
         c = text[i]
         if c == "\\":
@@ -301,18 +302,20 @@ def _userinfo_spans(text: str, whole: bool = False) -> list[tuple[int, int]]:
         colon = _USER.match(text, s, limit).end()  # type: ignore[union-attr]  # matches the empty string
         if colon >= limit or text[colon] != ":":
             continue
-        pw0, best = colon + 1, [0, 0, 0]  # the chosen '@' of each tier (1: plain, 2: with / ? #, 3: with spaces)
+        pw0 = colon + 1
+        plain, pathlike, spaced = 0, 0, 0  # the chosen '@' after a plain password, one with / ? #, one with spaces
         for am in _AT.finditer(text, pw0, limit):
             at = am.start()
             pw = text[pw0:at]
             if pw and not pw.startswith("<redacted") and _HOST_AFTER.match(text, at + 1, limit) and (
                     whole or not _CLOSING_QUOTE.search(pw)):
-                tier = 0 if not re.search(r"[\s/?#]", pw) else 1 if not re.search(r"\s", pw) else 2
-                if tier < 2:
-                    best[tier] = at
-                elif not best[2] and (whole or not (re.search(r"[/,;()]", pw) or _PORT_THEN_WORDS.match(pw))):
-                    best[2] = at
-        end = best[0] or best[1] or best[2]
+                if not re.search(r"[\s/?#]", pw):
+                    plain = at
+                elif not re.search(r"\s", pw):
+                    pathlike = at
+                elif not spaced and (whole or not (re.search(r"[/,;()]", pw) or _PORT_THEN_WORDS.match(pw))):
+                    spaced = at
+        end = plain or pathlike or spaced
         if end:
             spans.append((pw0, end))
     return spans
@@ -389,8 +392,9 @@ def _scrub_assignments(text: str, word: str) -> str:
             i -= 1
         if i < last or (i > 0 and (text[i - 1].isalnum())) or not text[i].isalpha():
             continue  # inside a lower-case word, or overlapping a replacement already made
-        if text[i - 1:i] == "$":
-            continue  # ``$NAME: not set``: a reference to the variable, not an assignment of it
+        if text.endswith("$", 0, i) or text.endswith("${", 0, i):
+            continue  # ``$NAME: not set``, ``${NAME:?message}``: a reference to the variable, not an assignment of
+            # it (a credential's default, ``${NAME:-value}``, is redacted by _shell_default)
         q, at = m["q"], m.start("v")
         if not q and text[at:at + 2] in ('\\"', "\\'"):  # a quoted value inside a JSON string: ``NAME=\"a b\"``
             q, at = text[at:at + 2], at + 2
@@ -398,8 +402,6 @@ def _scrub_assignments(text: str, word: str) -> str:
         name, v = text[i:m.start()] + word + m["rest"], text[at:end]
         if not is_secret_name(name) or v.startswith(("<", "${", "$")) or _NOT_A_CREDENTIAL.match(v):
             continue
-        if v.startswith("?") and text[max(i - 2, 0):i] == "${":
-            continue  # ``${NAME:?message}``: the shell's message when the variable is unset (command.sh's)
         if m["sep"][:1] in ("'", '"') and not m["q"]:
             continue  # a quoted key with an unquoted value: JSON's (or Python's) number, list or mapping, not text
         out += [text[last:at], REDACTED]
@@ -429,7 +431,7 @@ def scrub(text: str, values: Optional[Mapping[str, str]] = None) -> str:
         known.update({str(v): str(n) for v, n in values.items()})
     for v, name in sorted(known.items(), key=lambda kv: -len(kv[0])):
         if not scrubbable(v):
-            if name in text and _ENV_NAME.fullmatch(name):
+            if _ENV_NAME.fullmatch(name):
                 text = _scrub_named(text, name, v)
             continue
         for form in _escaped_forms(v):  # the escaped forms first: the raw value may be a part of one
@@ -497,6 +499,8 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
 
 
 # -- overrides and command lines ----------------------------------------------------------------------------------
+#: a value in quotes (Hydra's override grammar): the text between them
+_QUOTED = re.compile(r"(['\"])(.*)\1", re.DOTALL)
 #: one ``NAME: value`` item of a ``{...}`` mapping in Hydra's override grammar (the value is read by _value_end)
 _ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*")
 
@@ -544,8 +548,8 @@ def _mapping_items(text: str) -> list[tuple[str, int, int]]:
 
 def _plain_in(args: Sequence[str]) -> set[str]:
     """The names an override lists as plain (``+model.env_plain=[MY_MODE]``)."""
-    return {n for arg in args if "=" in arg and arg.lstrip("+~").split("=", 1)[0].endswith(PLAIN_KEY)
-            for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.split("=", 1)[1])}
+    return {n for arg in args if "=" in arg and arg.lstrip("+~").partition("=")[0].endswith(PLAIN_KEY)
+            for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.partition("=")[2])}
 
 
 def plain_names(cfg: Any) -> set[str]:
@@ -570,10 +574,10 @@ def _secret_spans(arg: str, plain: set[str]) -> list[tuple[str, int, int]]:
     (``+model.env={MY_CREDS: x, MODE: y}``)."""
     if "=" not in arg:
         return []
-    key, val = arg.split("=", 1)
+    key, _, val = arg.partition("=")
     at = len(key) + 1
     parts = key.lstrip("+~").split(".")
-    if not val or not parts[-1]:
+    if not val:
         return []
     if parts[-1] in ENV_KEYS:
         return [(n, at + a, at + b) for n, a, b in _mapping_items(val) if b > a and env_is_secret(n, plain)]
@@ -591,8 +595,9 @@ def override_secrets(args: Sequence[str]) -> dict[str, str]:
     for arg in args:
         for name, a, b in _secret_spans(arg, plain):
             v = arg[a:b].strip()
-            found[v[1:-1] if len(v) > 1 and v[0] == v[-1] and v[0] in "'\"" else v] = name
-        found.update({s: "" for s in url_secrets(arg.split("=", 1)[-1]) if s})
+            quoted = _QUOTED.fullmatch(v)
+            found[quoted[2] if quoted else v] = name
+        found.update({s: "" for s in url_secrets(arg.partition("=")[2]) if s})
     return found
 
 

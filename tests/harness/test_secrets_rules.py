@@ -229,6 +229,20 @@ def test_every_character_class_is_removed_whole(text, secret):
     assert scrub(once) == once
 
 
+def test_the_edges_of_the_shapes():
+    """Boundaries the shapes must hold exactly: a quoted shell value in a JSON string from its first character, a URL
+    cut after its scheme, a quoted key whose value is no text (JSON stays JSON), an empty shell default."""
+    assert scrub('{"cmd": "export DB_PASS=\\"a b-Q21\\"; ls"}') == '{"cmd": "export DB_PASS=\\"<redacted>\\"; ls"}'
+    assert scrub("mail a@b.example or http://") == "mail a@b.example or http://"
+    assert secrets.url_secrets("http://host") == []
+    doc = '{"Authorization": 12345, "Cookie": {"a": "b"}, "x-api-key": ["k"]}'
+    assert scrub(doc) == doc
+    assert scrub("${DB_PASS:-}") == "${DB_PASS:-}" and scrub("${DB_PASS:-x1}") == "${DB_PASS:-" + REDACTED + "}"
+    assert scrub("${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set") == "${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set"
+    secrets.register({"pw-123456": "MY_PW"})  # a registered value inside a URL keeps its name
+    assert scrub("http://u:pw-123456@h/x") == "http://u:<redacted:MY_PW>@h/x"
+
+
 @pytest.mark.parametrize("text", [
     "http://127.0.0.1:9/v1 and mail bob@example.com",  # a port and a path, then prose with an e-mail address
     "served at http://localhost:8000 is up, mail bob@x.com", "served at http://localhost:8000 is up mail bob@x.com",
@@ -267,6 +281,9 @@ def test_a_url_in_a_config_registers_its_password_and_credential_parameters():
     cfg = {"judge": {"base_url": "http://u:pa ss\"x-1@h:9/v1?api_key=qk-2&m=x#access_token=fk-3"},
            "mirrors": ["https://m:p/w-4@mirror/x"], "env": {"HF_ENDPOINT": "https://e:ep-5@hub"}}
     assert secret_values(cfg) == {'pa ss"x-1': "", "qk-2": "", "fk-3": "", "p/w-4": "", "ep-5": ""}
+    # a value that is one URL: its password may hold what free text would not (a closing quote, spaces with '/')
+    assert secret_values({"u": 'http://u:pa", x-7@h/v', "v": "http://u:pa ss/x-8@h/v1"}) == {
+        'pa", x-7': "", "pa ss/x-8": ""}
     secrets.register(secret_values(cfg))
     assert scrub('log: "pa ss\\"x-1" and p%2Fw-4') == f'log: "{REDACTED}" and {REDACTED}'
     assert environment_secrets({"DATABASE_URL": "postgres://u:db/pw-6@db/x"}) == {"db/pw-6": ""}
@@ -294,6 +311,8 @@ def test_a_short_or_literal_secret_is_removed_after_its_own_name_only():
     ("evaluate.judge.api_key_env=FOO", "evaluate.judge.api_key_env=FOO"),
     ("hydra.job.env_set.MY_CREDS=abc", f"hydra.job.env_set.MY_CREDS={REDACTED}"),
     ("--cfg", "--cfg"), ("model=sana_wm", "model=sana_wm"), ("+model.env={}", "+model.env={}"),
+    ("+model.env={A: q8x , B: y}", f"+model.env={{A: {REDACTED} , B: {REDACTED}}}"),  # spaces before a comma
+    ("+model.env={MY_CREDS:Q7z,PIN:4821}", f"+model.env={{MY_CREDS:{REDACTED},PIN:{REDACTED}}}"),  # Hydra's echo
 ])
 def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
     from harness.secrets import redact_overrides
@@ -317,3 +336,4 @@ def test_override_secrets_finds_every_value_and_url_part():
     found = override_secrets(["+model.env={A: 'x, y', B: 7}", "model.env.C=\"q z\"", "+model.env_plain=[D]",
                               "model.env.D=plain", "evaluate.judge.base_url='http://u:p w@h/v1'"])
     assert found == {"x, y": "A", "7": "B", "q z": "C", "p w": ""}
+    assert override_secrets(["x.base_url=http://u:p=w-1@h/v1", "model.env.Q='it'"]) == {"p=w-1": "", "it": "Q"}
