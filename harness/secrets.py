@@ -503,6 +503,7 @@ def redact(obj: Any, values: dict[str, str] | None = None) -> Any:
 _QUOTED = re.compile(r"(['\"])(.*)\1", re.DOTALL)
 #: one ``NAME: value`` item of a ``{...}`` mapping in Hydra's override grammar (the value is read by _value_end)
 _ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*")
+_COMMA = re.compile(r"[ \t]*,")
 
 
 def _value_end(text: str, i: int) -> int:
@@ -537,11 +538,10 @@ def _mapping_items(text: str) -> list[tuple[str, int, int]]:
             end = _value_end(text, m.end())
             out.append((m[1], m.end(), end))
             i = end
-            while i < len(text) and text[i] in " \t":
-                i += 1
-            if text[i:i + 1] != ",":
+            comma = _COMMA.match(text, end)
+            if comma is None:
                 break
-            i += 1
+            i = comma.end()
         i = text.find("{", i)
     return out
 

@@ -313,6 +313,7 @@ def test_a_short_or_literal_secret_is_removed_after_its_own_name_only():
     ("--cfg", "--cfg"), ("model=sana_wm", "model=sana_wm"), ("+model.env={}", "+model.env={}"),
     ("+model.env={A: q8x , B: y}", f"+model.env={{A: {REDACTED} , B: {REDACTED}}}"),  # spaces before a comma
     ("+model.env={MY_CREDS:Q7z,PIN:4821}", f"+model.env={{MY_CREDS:{REDACTED},PIN:{REDACTED}}}"),  # Hydra's echo
+    ("+model.env={A: q8x,MODE: plain-2}", f"+model.env={{A: {REDACTED},MODE: plain-2}}"),  # a name right after ',
 ])
 def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
     from harness.secrets import redact_overrides
