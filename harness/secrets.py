@@ -194,6 +194,8 @@ _HOST_AFTER = re.compile(r"(?:[A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])(?::\d*)?(?=[
 #: the file), unless escaped
 _CLOSING_QUOTE = re.compile(r"(?<!\\)[\"'](?=[\s,:;}\])])")
 _EOL = re.compile(r"[\r\n]")
+#: ``host:443/@scope/pkg``: a port and a path (with an ``@`` in it), no password
+_PORT_THEN_PATH = re.compile(r"\d*/")
 _AT = re.compile("@")
 #: prose after ``host:port`` that an ``@`` further on must not turn into a password: a port, then words
 _PORT_THEN_WORDS = re.compile(r"\d+\s")
@@ -294,9 +296,8 @@ def _userinfo_spans(text: str, whole: bool = False) -> list[tuple[int, int]]:
     it stays valid), and one with spaces never holds ``/ , ; ( )`` nor starts with a port (``host:8000 is up``)."""
     schemes = list(_SCHEME.finditer(text))
     spans: list[tuple[int, int]] = []
-    for n, sm in enumerate(schemes):
+    for sm, limit in zip(schemes, [m.start() for m in schemes[1:]] + [len(text)]):  # to the next URL
         s = sm.end()
-        limit = schemes[n + 1].start() if n + 1 < len(schemes) else len(text)
         eol = _EOL.search(text, s, limit)
         limit = eol.start() if eol else limit
         colon = _USER.match(text, s, limit).end()  # type: ignore[union-attr]  # matches the empty string
@@ -311,7 +312,7 @@ def _userinfo_spans(text: str, whole: bool = False) -> list[tuple[int, int]]:
                     whole or not _CLOSING_QUOTE.search(pw)):
                 if not re.search(r"[\s/?#]", pw):
                     plain = at
-                elif not re.search(r"\s", pw):
+                elif not re.search(r"\s", pw) and not _PORT_THEN_PATH.match(pw):
                     pathlike = at
                 elif not spaced and (whole or not (re.search(r"[/,;()]", pw) or _PORT_THEN_WORDS.match(pw))):
                     spaced = at
@@ -365,7 +366,7 @@ def _scrub_headers(text: str) -> str:
         scheme = re.match(r"([A-Za-z0-9-]+)\s+", value)
         keep = scheme.group(0) if scheme and scheme[1].lower() in _SCHEMES else ""
         secret = value[len(keep):]
-        if not value or value.lower() in _SCHEMES:
+        if value.lower() in _SCHEMES:
             continue  # a scheme word alone (``Bearer <redacted>``, ``Bearer <token>``, ``Bearer``): no credential
         if not secret or secret.startswith(("<", "$")) or _NOT_A_CREDENTIAL.fullmatch(secret):
             continue  # nothing, already redacted, a reference to the environment, or no value
@@ -581,8 +582,7 @@ def _secret_spans(arg: str, plain: set[str]) -> list[tuple[str, int, int]]:
         return []
     if parts[-1] in ENV_KEYS:
         return [(n, at + a, at + b) for n, a, b in _mapping_items(val) if b > a and env_is_secret(n, plain)]
-    if (any(p in ENV_KEYS for p in parts[:-1]) and env_is_secret(parts[-1], plain)) or (
-            parts[-1] != PLAIN_KEY and is_secret_name(parts[-1])):
+    if (any(p in ENV_KEYS for p in parts[:-1]) and env_is_secret(parts[-1], plain)) or is_secret_name(parts[-1]):
         return [(parts[-1], at, len(arg))]
     return []
 

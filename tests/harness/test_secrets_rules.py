@@ -239,6 +239,10 @@ def test_the_edges_of_the_shapes():
     assert scrub(doc) == doc
     assert scrub("${DB_PASS:-}") == "${DB_PASS:-}" and scrub("${DB_PASS:-x1}") == "${DB_PASS:-" + REDACTED + "}"
     assert scrub("${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set") == "${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set"
+    assert scrub("DB_PASS='abc") == f"DB_PASS='{REDACTED}" and scrub("DB_PASS='ab\\'' next") == f"DB_PASS='{REDACTED}' next"
+    assert scrub("http://a:b/c-1@h1,http://x:y/z-2@h2") == f"http://a:{REDACTED}@h1,http://x:{REDACTED}@h2"
+    assert scrub("(see http://u:pw-1@h,x@(y))") == f"(see http://u:{REDACTED}@h,x@(y))"  # '@(' ends no userinfo
+    assert scrub("authorization: null\nx-api-key: none") == "authorization: null\nx-api-key: none"
     secrets.register({"pw-123456": "MY_PW"})  # a registered value inside a URL keeps its name
     assert scrub("http://u:pw-123456@h/x") == "http://u:<redacted:MY_PW>@h/x"
 
@@ -251,6 +255,7 @@ def test_the_edges_of_the_shapes():
     "export HF_TOKEN=\"${HF_TOKEN:?set HF_TOKEN in your environment}\"", "see #section;x=1 and a;b",
     '{"prompt": "a plate with a cookie: it crumbles"}',  # prose: a cookie header holds name=value pairs
     "sent as `Authorization: Bearer` in the handshake, or `Authorization: Bearer <token>`",  # a scheme alone
+    "https://registry.npmjs.org:443/@scope/pkg and http://h:8080/a@b/c",  # a port, then a path holding '@'
 ])
 def test_ordinary_text_around_the_shapes_is_kept(text):
     assert scrub(text) == text
@@ -314,6 +319,7 @@ def test_a_short_or_literal_secret_is_removed_after_its_own_name_only():
     ("+model.env={A: q8x , B: y}", f"+model.env={{A: {REDACTED} , B: {REDACTED}}}"),  # spaces before a comma
     ("+model.env={MY_CREDS:Q7z,PIN:4821}", f"+model.env={{MY_CREDS:{REDACTED},PIN:{REDACTED}}}"),  # Hydra's echo
     ("+model.env={A: q8x,MODE: plain-2}", f"+model.env={{A: {REDACTED},MODE: plain-2}}"),  # a name right after ',
+    ("+model.env={A: q8x", f"+model.env={{A: {REDACTED}"),  # not closed
 ])
 def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
     from harness.secrets import redact_overrides
