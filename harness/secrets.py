@@ -523,9 +523,7 @@ def _value_end(text: str, i: int) -> int:
         elif c in ",}" and not depth:
             break
         j += 1
-    while j > i and text[j - 1] in " \t":
-        j -= 1
-    return j
+    return i + len(text[i:j].rstrip(" \t"))
 
 
 def _mapping_items(text: str) -> list[tuple[str, int, int]]:

@@ -320,6 +320,8 @@ def test_a_short_or_literal_secret_is_removed_after_its_own_name_only():
     ("+model.env={MY_CREDS:Q7z,PIN:4821}", f"+model.env={{MY_CREDS:{REDACTED},PIN:{REDACTED}}}"),  # Hydra's echo
     ("+model.env={A: q8x,MODE: plain-2}", f"+model.env={{A: {REDACTED},MODE: plain-2}}"),  # a name right after ',
     ("+model.env={A: q8x", f"+model.env={{A: {REDACTED}"),  # not closed
+    ("+model.env={A: , MODE: m}", "+model.env={A: , MODE: m}"),  # no value: nothing to redact
+    ("+model.env={A: '', MODE: m}", f"+model.env={{A: {REDACTED}, MODE: m}}"),  # an empty quoted value
 ])
 def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
     from harness.secrets import redact_overrides
