@@ -126,7 +126,7 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     :class:`ReportError` naming each such file and the command that recomputes them."""
     items: dict[tuple, Item] = {}
     skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0}
-    stale: dict[str, list[str]] = {}  # run -> its results of another video than the item holds: all refused
+    other_video: dict[str, list[str]] = {}  # run -> its results of another video than the item holds: all refused
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         run_dir = run.path
@@ -145,16 +145,16 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
             result = ItemResult.from_dict(_load_result(mp, run_dir))
             problem = result.video_problem(r.video_sha256)
             if problem is not None:
-                stale.setdefault(str(run_dir), []).append(f"{mp}: {problem}")
+                other_video.setdefault(str(run_dir), []).append(f"{mp}: {problem}")
                 continue
             it = Item(run_dir.name, run_dir, d, scored(result))
             if it.key in items and items[it.key].run_dir != run_dir:
                 skipped["duplicate"] += 1
                 continue
             items[it.key] = it
-    if stale:
-        found = [x for lines in stale.values() for x in lines]
-        fix = "; ".join(f"python -m harness stage=evaluate run={d}" for d in stale)
+    if other_video:
+        found = [x for lines in other_video.values() for x in lines]
+        fix = "; ".join(f"python -m harness stage=evaluate run={d}" for d in other_video)
         raise ReportError(f"{len(found)} evaluated item(s) no longer match their video: " + "; ".join(found[:5])
                           + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
                           + f". Evaluate again ({fix}: it recomputes them), then make the report")
