@@ -320,6 +320,7 @@ def test_an_item_folder_or_meta_json_that_is_gone_fails_that_item_by_name_and_th
     assert report.is_file() and "environment_motorcycle" in (tmp_path / "outputs/m/eval/summary.md").read_text()
 
 
+@pytest.mark.slow  # two evaluations, a regeneration and two reports (about 7 s); the fast tier: the test below
 def test_the_report_refuses_metrics_of_a_video_the_item_no_longer_holds(harness, run_copy):
     """Before: an item regenerated after its evaluation (here: another width, ``evaluate=off``) kept its old
     metrics.json, and ``python -m harness report`` tabled those numbers for the new video without a word. After: the
@@ -349,20 +350,32 @@ def test_a_results_video_problem_at_its_boundaries():
     assert "records no video sha256" in (ItemResult(item={}).video_problem("b" * 64) or "")
 
 
-def test_a_human_study_never_picks_items_by_metrics_of_another_video(tmp_path):
-    """The study's sources read metrics.json as the report does: one computed on another video is refused."""
-    from evaluate.human.sources import load_items
+def _evaluated_run(root, recorded_sha: str) -> dict:
+    """A run of one evaluated item (manifest row recording ``recorded_sha``, a sealed metrics.json of video a...a)."""
     from evaluate.results import ItemResult
-    from harness.errors import ConfigError
     from harness.io import write_sealed_json
 
     key = "m/fov/seed-1/lrlr/c"
     item = {"model": "m", "context": "fov", "seed": 1, "trajectory": "lrlr", "case_id": "c"}
-    row = {**item, "key": key, "dir": key, "status": "done", "video_sha256": "b" * 64}
-    (tmp_path / "manifest.jsonl").write_text(json.dumps(row) + "\n")
-    write_sealed_json(tmp_path / key / "metrics.json", ItemResult(item=item, video_sha256="a" * 64).to_dict())
-    with pytest.raises(ConfigError, match=r"metrics.json: its metrics.json was computed on video sha256 aaaa"):
-        load_items([tmp_path])
-    row["video_sha256"] = "a" * 64  # the check can pass
-    (tmp_path / "manifest.jsonl").write_text(json.dumps(row) + "\n")
-    assert [i.case_id for i in load_items([tmp_path])] == ["c"]
+    row = {**item, "key": key, "dir": key, "status": "done", "video_sha256": recorded_sha}
+    (root / "manifest.jsonl").write_text(json.dumps(row) + "\n")
+    write_sealed_json(root / key / "metrics.json", ItemResult(item=item, video_sha256="a" * 64).to_dict())
+    return row
+
+
+@pytest.mark.parametrize("reader", ["report", "human study"])
+def test_no_reader_of_results_takes_metrics_of_another_video(tmp_path, reader):
+    """The report's and the study's readers of metrics.json: one computed on another video than the manifest
+    records is refused, naming the file and the command that recomputes it."""
+    from evaluate.human.sources import load_items as study_items
+    from evaluate.reporting.collect import load_items as report_items
+    from harness.errors import ConfigError
+
+    load = report_items if reader == "report" else study_items
+    _evaluated_run(tmp_path, "b" * 64)
+    with pytest.raises(ConfigError, match=r"metrics.json: its metrics.json was computed on video sha256 aaaa") as e:
+        load([tmp_path])
+    assert "stage=evaluate" in str(e.value)
+    _evaluated_run(tmp_path, "a" * 64)  # the check can pass
+    items = load([tmp_path])
+    assert [i.case_id for i in (items[0] if reader == "report" else items)] == ["c"]
