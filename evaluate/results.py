@@ -236,6 +236,20 @@ class ItemResult:
     def validity(self) -> dict[str, Any]:
         return dict(self.extra.get("validity") or {})
 
+    def video_problem(self, recorded_sha256: Optional[str]) -> Optional[str]:
+        """Why this result is not the evaluation of the video its item records now (``recorded_sha256``: the
+        video's sha256 in the run's manifest), None when it is, or when nothing was recorded to compare with. A
+        ``done`` result of another video (the item was regenerated or its video replaced after it was evaluated)
+        or of no recorded video is stale; a failed one without a video (it could not be read) is not."""
+        if not recorded_sha256:
+            return None
+        if not self.video_sha256:
+            return None if self.failed else "its metrics.json records no video sha256 (written by hand?)"
+        if self.video_sha256 != recorded_sha256:
+            return (f"its metrics.json was computed on video sha256 {self.video_sha256[:12]}..., but the item's "
+                    f"video is now {recorded_sha256[:12]}... (regenerated or replaced after it was evaluated)")
+        return None
+
     # -- storage ---------------------------------------------------------------------------------------------------
     _HEAD = ("schema_version", "status", "reason", "item", "case_family", "video_sha256", "num_revisits", "phases")
 

@@ -71,8 +71,10 @@ def compute_family(fam: Family, item: EvalItem, perception: ItemPerception, sett
     return out
 
 
-def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemResult:
-    """A whole item that could not be evaluated: every metric its case family reports, failed with the reason."""
+def _failed_result(item_dir: Path, meta: Optional[dict], reason: str,
+                   item: Optional[dict[str, Any]] = None) -> ItemResult:
+    """A whole item that could not be evaluated: every metric its case family reports, failed with the reason.
+    ``item``: the work item as the run's manifest names it, for an item whose ``meta.json`` cannot be read."""
     meta = meta or {}
     fam = (meta.get("case") or {}).get("family", "?")
     from .catalog import METRICS
@@ -82,7 +84,8 @@ def _failed_result(item_dir: Path, meta: Optional[dict], reason: str) -> ItemRes
     metrics: Entries = {}
     for i in ids:
         metrics.update(missing(i, "", reason, status=Status.FAILED))
-    item = meta.get("item") or {"model": "?", "context": "?", "seed": "?", "trajectory": "?", "case_id": item_dir.name}
+    item = meta.get("item") or item or {"model": "?", "context": "?", "seed": "?", "trajectory": "?",
+                                        "case_id": item_dir.name}
     return ItemResult(item=item, status=ITEM_FAILED, reason=reason, case_family=fam, metrics=metrics,
                       schema_version=SCHEMA_VERSION,
                       extra={"family_hashes": {}, "validity": {}, "timings": {},
@@ -144,6 +147,13 @@ def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, we
                      publish: Any, check: bool, pack: Any = None) -> None:
     from .item import load_item, read_source
 
+    if check and not p.dir.is_dir():  # deleted or moved since the run: nothing to read, and nothing to write there
+        import logging
+
+        p.broken = (f"its folder {p.dir} is missing (deleted or moved after it was generated): not evaluated; rerun "
+                    "the run's command to regenerate it, or re-import the video")
+        logging.getLogger(__name__).warning("%s", p.broken)
+        return
     try:
         src = read_source(p.dir)
     except Exception as exc:
@@ -196,12 +206,14 @@ def _judge_entries(fam: Family, future: Any) -> Entries:
 
 def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
                 prepared: Optional[_Prepared], judge: Any = None,
-                keep_strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None) -> ItemResult | _Pending:
+                keep_strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None,
+                item: Optional[dict[str, Any]] = None) -> ItemResult | _Pending:
     """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
     a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
     already decoded, and the other families are computed while it is in flight. ``keep_strip_frames``: where an
     item finished here leaves copies of the few frames its revisit strip may show (``[item_dir] = (indices,
-    frames)``); an item left waiting on the judge keeps none (the report draws its strip)."""
+    frames)``); an item left waiting on the judge keeps none (the report draws its strip). ``item``: the work item
+    as the run's manifest names it (what a failed result names when ``meta.json`` cannot be read)."""
     from harness.io import write_sealed_json
 
     from .families.dynamic import judge_input
@@ -211,13 +223,10 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     item_dir = Path(item_dir)
     out_path = item_dir / "metrics.json"
     p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force, pack=backbones.pack)
-    if p.broken is not None:  # trust nothing on disk: a swapped or truncated file is never scored
-        res = _failed_result(item_dir, p.meta, p.broken)
-        write_sealed_json(out_path, res.to_dict())
-        return res
-    if p.error is not None:
-        res = _failed_result(item_dir, p.meta, _failure(p.error))
-        write_sealed_json(out_path, res.to_dict())
+    if p.broken is not None or p.error is not None:  # trust nothing on disk: a swapped file is never scored
+        res = _failed_result(item_dir, p.meta, p.broken or _failure(cast(BaseException, p.error)), item)
+        if item_dir.is_dir():  # a missing folder is not made again for a lone metrics.json
+            write_sealed_json(out_path, res.to_dict())
         return res
     meta: dict[str, Any] = p.meta or {}  # read (else p.error is set)
     video_sha, hashes, prev = p.video_sha, p.hashes, p.prev
@@ -424,6 +433,8 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     # evaluate.judge.concurrency in flight across the run (one request per item; stored answers are reused); the
     # item is finished (metrics.json written) when its answer is in, and the run goes on meanwhile.
     dirs = [run.item_dir(r.dir) for r in done]
+    named = [{"model": r.model, "context": r.context, "seed": r.seed, "trajectory": r.trajectory,
+              "case_id": r.case_id} for r in done]  # an item whose folder or meta.json is gone is still named
     weights_memo: dict = {}
     pending: dict[int, _Pending] = {}
     slots: list[Optional[ItemResult]] = [None] * len(dirs)
@@ -470,7 +481,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         for i, _ in enumerate(it):
             cur, nxt = nxt, prepare(i + 1)
             out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge,
-                              shown if strips_ahead else None)
+                              shown if strips_ahead else None, named[i])
             cur = None  # drop this video's frames now: at most two videos are in memory at once
             if isinstance(out, _Pending):
                 pending[i] = out

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import BinaryIO, Optional
 
 from harness.errors import MissingDependencyError
 from harness.io import sha256_file, write_json
@@ -158,7 +158,9 @@ def file_problem(path: Path) -> Optional[str]:
     """Why a weights file cannot be what its name says (None when it can): empty; a ``.safetensors`` whose header
     does not parse or whose tensors need more bytes than the file has (truncated); a ``.json`` that is not JSON; a
     ``.bin`` / ``.pt`` / ``.pth`` / ``.ckpt`` that is neither a ``torch.save`` zip archive holding ``data.pkl`` nor a
-    pickle that parses to its end (:func:`_checkpoint_problem`). Reads headers (and a legacy pickle's opcodes) only."""
+    pickle that parses to its end (:func:`_checkpoint_problem`); an ``.onnx`` whose protobuf fields run past its end or
+    that lacks a graph (:func:`_onnx_problem`). Reads headers (a legacy pickle's opcodes, the protobuf's top-level
+    keys) only."""
     import struct
 
     size = path.stat().st_size
@@ -191,7 +193,59 @@ def file_problem(path: Path) -> Optional[str]:
         return None
     if suffix in (".bin", ".pt", ".pth", ".ckpt"):
         return _checkpoint_problem(path)
+    if suffix == ".onnx":
+        return _onnx_problem(path, size)
     return None
+
+
+#: the fields of ONNX's ``ModelProto`` (onnx/onnx.proto) a model file must hold: ``ir_version`` (1, a varint) and
+#: ``graph`` (7, length-delimited)
+_ONNX_IR_VERSION, _ONNX_GRAPH = 1, 7
+
+
+def _varint(f: BinaryIO) -> Optional[int]:
+    """A protobuf varint read from ``f`` (None when the file ends inside it or it runs past 10 bytes)."""
+    out = 0
+    for shift in range(0, 70, 7):
+        b = f.read(1)
+        if not b:
+            return None
+        out |= (b[0] & 0x7F) << shift
+        if not b[0] & 0x80:
+            return out
+    return None
+
+
+def _onnx_problem(path: Path, size: int) -> Optional[str]:
+    """An ONNX model is a protobuf ``ModelProto``: its top-level fields are walked (keys and lengths read, the
+    payloads skipped), so a file cut short (a field that needs more bytes than the file has), one that is not
+    protobuf (an unknown wire type) or one without ``ir_version`` and ``graph`` is refused. Reads a few bytes per
+    field, never the graph."""
+    seen: set[int] = set()
+    with open(path, "rb") as f:
+        while f.tell() < size:
+            at = f.tell()
+            key = _varint(f)
+            if key is None:
+                return f"truncated: it ends inside a field's key ({size} bytes)"
+            field, wire = key >> 3, key & 7
+            if field == 0 or wire not in (0, 1, 2, 5):
+                return f"not an ONNX model: the bytes at offset {at} are no protobuf field (wire type {wire})"
+            if wire == 0 and _varint(f) is None:
+                return f"truncated: it ends inside field {field}"
+            if wire in (1, 5):
+                f.seek(8 if wire == 1 else 4, os.SEEK_CUR)
+            if wire == 2:
+                n = _varint(f)
+                if n is None or f.tell() + n > size:
+                    return (f"truncated: field {field} needs {'?' if n is None else f.tell() + n} bytes, the file "
+                            f"has {size}")
+                f.seek(n, os.SEEK_CUR)
+            if f.tell() > size:
+                return f"truncated: field {field} runs past the end of the file ({size} bytes)"
+            seen.add(field)
+    missing = [name for name, num in (("ir_version", _ONNX_IR_VERSION), ("graph", _ONNX_GRAPH)) if num not in seen]
+    return f"not an ONNX model: no {' and no '.join(missing)}" if missing else None
 
 
 def _checkpoint_problem(path: Path) -> str | None:

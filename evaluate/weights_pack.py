@@ -13,8 +13,9 @@ folders first, then any folder under ``metrics/`` and ``models/`` that holds the
 The pack root is ``paths.weights`` when that folder is laid out like a pack (a ``models/`` folder beside
 ``metrics/``, or holding one of the table's upstream names), else ``$WORLDMEMBENCH_DATASETS_DIR`` (or the one folder
 just below it laid out so: whether the downloader nests the pack inside the datasets folder is not public). Links are
-followed only while they stay inside the pack root: a link that leads out of it is refused with
-:class:`PackLinkError` (a user error) where a backbone would use it, and never followed while searching. Nothing here
+followed only while they stay inside the pack root: a link that leads out of it, or one that never resolves (a link
+loop) or an entry that cannot be read, is refused with :class:`PackLinkError` (a user error naming it) where a
+backbone would use it, and never followed while searching. Nothing here
 downloads or writes anything.
 """
 
@@ -40,8 +41,9 @@ HOW_TO_GET = ("or use the release's weights pack: `hf download rescuerz/WorldMem
 
 
 class PackLinkError(UserError):
-    """A link inside the weights pack leads out of the pack root (refused: the pack is read only through its own
-    files). The message names the link, where it points and the fix."""
+    """A link inside the weights pack leads out of the pack root, or never resolves (a link loop), or an entry there
+    cannot be read: refused where a backbone would read it (the pack is read only through its own files). The message
+    names the entry, what is wrong with it and the fix."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,8 @@ class WeightsPack:
         self._index: Optional[dict[str, dict[str, str]]] = None
         #: links leading out of the root: relative path -> where they point
         self.refused: dict[str, str] = {}
+        #: entries that cannot be read at all: relative path -> why (a link loop, no permission)
+        self.broken: dict[str, str] = {}
 
     @classmethod
     def discover(cls, configured: Optional[Path] = None) -> Optional["WeightsPack"]:
@@ -228,6 +232,10 @@ class WeightsPack:
         return r.replace(os.sep, "/")
 
     def _refuse(self, rel: str) -> PackLinkError:
+        if rel in self.broken:
+            return PackLinkError(
+                f"weights pack {self.root}: {rel} is {self.broken[rel]}; refused. Replace it with the file itself "
+                f"or a link to a file inside the pack (the downloader's links under metrics/ point to ../../models/)")
         return PackLinkError(
             f"weights pack {self.root}: {rel} is a link to {self.refused.get(rel) or os.readlink(self.root / rel)}, "
             f"outside the pack root; refused (the pack's links must stay inside it, as the downloader's relative "
@@ -242,8 +250,35 @@ class WeightsPack:
                 if (self.root / top).is_dir() and self.inside(self.root / top):
                     self._walk(self.root / top, top, 1, ())
                 elif os.path.islink(self.root / top):
-                    self.refused[top] = os.readlink(self.root / top)
+                    self._kind(self.root / top, top)  # a link out, or a loop: recorded there
         return self._index
+
+    def _blocked(self) -> dict[str, str]:
+        """Every entry a backbone must not read through: links out of the pack and entries that cannot be read."""
+        return {**self.refused, **self.broken}
+
+    def _kind(self, path: Path, rel: str) -> str:
+        """What the entry ``path`` (``rel`` inside the pack) is: ``file``, ``dir``, ``out`` (a link leading out of the
+        pack), ``broken`` (a link loop, or an entry that cannot be read: recorded in :attr:`broken`) or ``other`` (a
+        dangling link, a FIFO, a device: never a weights file). Never raises."""
+        import errno
+
+        if os.path.islink(path) and not self.inside(path):
+            self.refused[rel] = os.readlink(path)
+            return "out"
+        try:
+            st = os.stat(path)  # follows links: a loop raises ELOOP here
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.broken[rel] = f"a link loop (it leads back to itself: {os.readlink(path)})"
+                return "broken"
+            if exc.errno == errno.ENOENT and os.path.islink(path):
+                return "other"  # a dangling link: as if absent
+            self.broken[rel] = f"unreadable ({exc.strerror})"
+            return "broken"
+        import stat
+
+        return "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
 
     def _walk(self, d: Path, rel: str, depth: int, above: tuple[str, ...]) -> None:
         """Index folder ``d`` (``rel`` inside the pack) and those below it; ``above``: the real paths of the folders
@@ -259,14 +294,11 @@ class WeightsPack:
             return
         for e in children:
             child = f"{rel}/{e.name}"
-            if e.is_symlink() and not self.inside(Path(e.path)):
-                entries[e.name] = "out"
-                self.refused[child] = os.readlink(e.path)
-            elif e.is_dir():
-                entries[e.name] = "dir"
+            kind = self._kind(Path(e.path), child)
+            if kind != "other":
+                entries[e.name] = kind
+            if kind == "dir":
                 self._walk(Path(e.path), child, depth + 1, (*above, real))
-            elif e.is_file():
-                entries[e.name] = "file"
 
     # -- lookup --------------------------------------------------------------------------------------------------
 
@@ -304,8 +336,8 @@ class WeightsPack:
         tried: set[str] = set()
         for prefix, via, named in self._candidates(entry):
             if named:
-                for r in self.refused:  # the named folder, a folder above it or an entry below it is a link out
-                    if prefix == r or prefix.startswith(r + "/") or r.startswith(prefix + "/"):
+                for r in self._blocked():  # the named folder, a folder above it or an entry below it: a link out
+                    if prefix == r or prefix.startswith(r + "/") or r.startswith(prefix + "/"):  # (or a loop)
                         raise self._refuse(r)
             folders = [f for f in idx if f == prefix or f.startswith(prefix + "/")]
             folders.sort(key=lambda f: (f.rsplit("/", 1)[-1] != revision, f.count("/"), f))
@@ -316,11 +348,11 @@ class WeightsPack:
                 entries = idx[f]
                 if not all(x in entries for x in files):
                     continue
-                out = [x for x in files if entries[x] == "out"]
+                out = [x for x in files if entries[x] in ("out", "broken")]
                 if out:
                     if named:
                         raise self._refuse(f"{f}/{out[0]}")
-                    continue  # the open search never uses a folder with a link out
+                    continue  # the open search never uses a folder with a link out (or a loop)
                 if any(entries[x] != "file" for x in files) or not self._identified(f, ident):
                     continue
                 d = self.root / f
@@ -354,7 +386,7 @@ class WeightsPack:
             return None
         idx = self.index()
         for home in entry.hf_cache:
-            for r in self.refused:
+            for r in self._blocked():
                 if r == home or r.startswith(home + "/") or home.startswith(r + "/"):
                     raise self._refuse(r)
             snaps = sorted(f for f, ent in idx.items() if f.startswith(home + "/hub/models--")

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from harness.errors import ConfigError
+from harness.outputs import NAME_RULE, PlanError, check_name
 
 #: the entry-point group an installed distribution declares its models in
 GROUP = "worldmem_harness.models"
@@ -88,7 +90,51 @@ def _load(ep: importlib.metadata.EntryPoint) -> InstalledModel:
     for need in (package_dir / CONTRACT_FILE, model.conf_dir / "model" / f"{ep.name}.yaml"):
         if not need.is_file():
             raise _fail(ep, f"has no {need.relative_to(package_dir)} in its package {package_dir}")
+    _check_conf(ep, model)
     return model
+
+
+#: a config file's package directive (Hydra: ``# @package <package>`` in its header comments)
+_PACKAGE = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
+
+
+def _check_conf(ep: importlib.metadata.EntryPoint, model: InstalledModel) -> None:
+    """The package's ``conf`` folder adds exactly the option it declares, ``model=<name>``, and that file configures
+    that model only (its ``name``, when set, is the entry point's): Hydra reads every YAML file of the folder (each would be another option of some group, or a
+    different config for an in-tree one), a ``# @package`` other than ``model`` would write settings outside
+    ``model``, and a defaults entry with an absolute path (``/evaluate: off``, ``override /x: y``) would choose
+    options of other groups."""
+    import yaml
+
+    declared = model.conf_dir / "model" / f"{model.name}.yaml"
+    extra = sorted(p.relative_to(model.package_dir).as_posix() for p in model.conf_dir.rglob("*")
+                   if p.suffix in (".yaml", ".yml") and p != declared)
+    if extra:
+        raise _fail(ep, f"has config files it does not declare in {model.conf_dir}: {', '.join(extra)} (each would "
+                        f"be another option that nothing installed names); a model package adds one option, "
+                        f"model={model.name} (conf/model/{model.name}.yaml): move the others out of conf/")
+    text = declared.read_text(encoding="utf-8", errors="replace")
+    head = "\n".join(line for line in text.splitlines()[:20] if line.lstrip().startswith("#"))
+    pkg = _PACKAGE.search(head)
+    if pkg is not None and pkg[1] not in ("model", "_group_"):
+        raise _fail(ep, f"sets '# @package {pkg[1]}' in conf/model/{model.name}.yaml: its settings would land "
+                        "outside model (its config may configure its own model only); remove that line")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _fail(ep, f"has a conf/model/{model.name}.yaml that is not YAML ({exc})") from None
+    named = data.get("name") if isinstance(data, dict) else None
+    if named is not None and named != model.name:
+        raise _fail(ep, f"names its model {named!r} in conf/model/{model.name}.yaml (name: {named}), not the "
+                        f"{model.name!r} it declares: its runs would be filed, and checked, as another model's; set "
+                        f"name: {model.name}")
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    other = [d for d in (defaults or []) if isinstance(d, dict) and any(str(k).lstrip().startswith(("/", "override"))
+                                                                         for k in d)
+             or isinstance(d, str) and d.lstrip().startswith("/")]
+    if other:
+        raise _fail(ep, f"chooses options of other groups in the defaults of conf/model/{model.name}.yaml: {other} "
+                        "(a model's config may use in-tree model bases such as _upstream_base only); remove them")
 
 
 def _in_tree_models() -> set[str]:
@@ -114,6 +160,11 @@ def _scan(path: tuple[str, ...]) -> dict[str, InstalledModel]:
     found: dict[str, InstalledModel] = {}
     in_tree = _in_tree_models()
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.name, e.value)):
+        try:
+            check_name("model", ep.name)  # the rule of every name that becomes a path
+        except PlanError:
+            raise _fail(ep, f"has a name that is not a plain name ({NAME_RULE}): the name is the model= choice, a "
+                            "config file's name and a folder of every run; rename the entry point") from None
         if ep.name in in_tree:
             raise _fail(ep, f"has the name of the in-tree model conf/model/{ep.name}.yaml; rename the entry point "
                             "(and its conf/model/<name>.yaml)")

@@ -100,7 +100,8 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
             except (ValueError, KeyError, TypeError) as exc:  # truncated or foreign: say which file
                 raise ConfigError(f"{d / 'metrics.json'}: unreadable ({type(exc).__name__}: {exc}); re-evaluate the "
                                   "run (stage=evaluate run=<name> overwrite=true)") from None
-            problem = seal_problem(data)  # an edited result never picks or labels a study item
+            # an edited result, or one of another video than the item holds now, never picks or labels a study item
+            problem = seal_problem(data) or res.video_problem(r.video_sha256)
             if problem is not None:
                 raise ConfigError(f"{d / 'metrics.json'}: {problem}; re-evaluate the run (stage=evaluate "
                                   "run=<name>: it recomputes such a file)")

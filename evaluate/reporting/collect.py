@@ -126,12 +126,15 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     it, so no video counts twice. An item made with a trajectory layout the harness replaced
     (:mod:`trajectories.migration`) is left out, with a warning: its scores are of another layout under the same
     name. Returns the items and counts of what was skipped (``not_done``, ``not_evaluated``, ``duplicate``,
-    ``superseded``)."""
+    ``superseded``). A ``metrics.json`` computed on another video than the one the manifest now records
+    (:meth:`~evaluate.results.ItemResult.video_problem`) is refused, like an edited one: a :class:`ReportError`
+    naming each such file and the command that recomputes them."""
     from harness.outputs import item_meta
     from trajectories.migration import SUPERSEDED_NAMES, superseded_item
 
     items: dict[tuple, Item] = {}
     skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0, "superseded": 0}
+    other_video: dict[str, list[str]] = {}  # run -> its results of another video than the item holds: all refused
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         run_dir = run.path
@@ -152,11 +155,22 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
                 log.warning("%s: left out of the report: %s (rerun its run, then evaluate it)", d, stale)
                 skipped["superseded"] += 1
                 continue
-            it = Item(run_dir.name, run_dir, d, scored(ItemResult.from_dict(_load_result(mp, run_dir))))
+            result = ItemResult.from_dict(_load_result(mp, run_dir))
+            problem = result.video_problem(r.video_sha256)
+            if problem is not None:
+                other_video.setdefault(str(run_dir), []).append(f"{mp}: {problem}")
+                continue
+            it = Item(run_dir.name, run_dir, d, scored(result))
             if it.key in items and items[it.key].run_dir != run_dir:
                 skipped["duplicate"] += 1
                 continue
             items[it.key] = it
+    if other_video:
+        found = [x for lines in other_video.values() for x in lines]
+        fix = "; ".join(f"python -m harness stage=evaluate run={d}" for d in other_video)
+        raise ReportError(f"{len(found)} evaluated item(s) no longer match their video: " + "; ".join(found[:5])
+                          + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+                          + f". Evaluate again ({fix}: it recomputes them), then make the report")
     return sorted(items.values(), key=lambda i: (i.run,) + i.key), skipped
 
 

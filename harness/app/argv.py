@@ -70,27 +70,11 @@ def check_slurm(args: list[str]) -> None:
 
 
 def argv_secrets(argv: list[str]) -> dict[str, str]:
-    """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``)."""
-    import re
+    """Secret values given on the command line (``+model.env={HF_TOKEN: x}``, ``model.env.HF_TOKEN=x``, a URL's
+    password): :func:`harness.secrets.override_secrets`."""
+    from harness.secrets import override_secrets
 
-    from harness.secrets import PLAIN_KEY, env_is_secret
-
-    plain = [n for arg in argv if arg.lstrip("+~").split("=", 1)[0].endswith(f".{PLAIN_KEY}")
-             for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.split("=", 1)[-1])]
-    found: dict[str, str] = {}
-    for arg in argv:
-        if "=" not in arg:
-            continue
-        key, val = arg.split("=", 1)
-        key = key.lstrip("+~")
-        parts = key.split(".")
-        if "env" in parts[:-1] and env_is_secret(parts[-1], plain) and val:
-            found[val.strip("'\"")] = parts[-1]
-        elif parts[-1] == "env":
-            for name, v in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^,}]+)", val):
-                if env_is_secret(name, plain) and v.strip():
-                    found[v.strip().strip("'\"")] = name
-    return found
+    return override_secrets(argv)
 
 
 def resolved(c: Any) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, R
 from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,
                               resolve_context)
 from harness.app.run_config import RunConfig
-from harness.secrets import redact, scrub, secret_values
+from harness.secrets import plain_names, redact, redact_overrides, scrub, secret_values
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class _Executor:
         self.pending_rows: list[dict[str, Any]] = []
         self.secrets = secret_values(config.raw)
         self.config = redact(config.raw, self.secrets)  # as written in meta.json
-        self.argv = redact(list(sys.argv), self.secrets)
+        self.argv = redact_overrides(sys.argv, plain_names(config.raw), self.secrets)  # by place, then shape
         self.versions, self.git = versions(), git_state()
         # parts of meta.json shared by every item: built and serialised once (see _meta_text)
         self.model_meta = redact(adapter.config.to_dict(), self.secrets)

@@ -87,7 +87,8 @@ def cmd_list(root: Path, names: list[str], verify: bool) -> int:
     bad = 0
     for r in rows:
         if isinstance(r, tuple):
-            print(f"{r[0]:<12} {'-':<48} {'refused':<8}  (a link out of the weights pack: see the error below)")
+            print(f"{r[0]:<12} {'-':<48} {'refused':<8}  (a link out of the weights pack, or one it cannot follow: "
+                  "see the error below)")
             print(f"error: {r[0]}: {r[1]}", file=sys.stderr)
             continue
         rev = f"{r.contract.hf_repo or '-'}@{(r.contract.revision or '-')[:12]}"

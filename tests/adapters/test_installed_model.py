@@ -119,3 +119,48 @@ def test_the_cli_reports_a_broken_installed_model_as_a_user_error(site, monkeypa
     (tmp_path / "work").mkdir()
     r = in_process_cli(monkeypatch, tmp_path / "work", capsys)("list")
     assert r.code == 2 and "broken-model 0.1" in r.err and "Traceback" not in r.err, r.err
+
+
+# -- issue 44: names and options of installed models -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "a..b", "-dash"])
+def test_an_entry_point_name_that_is_not_a_plain_name_is_refused(site, name):
+    """Before: an entry point named like a path (``../escape``: ``conf/model/../escape.yaml``, and a run folder
+    ``outputs/<run>/../escape``) was a model, as long as its package held the file the name pointed at. After: its
+    name is checked by the rule of every name that becomes a path (harness.outputs.check_name)."""
+    pkg = site / "odd_model"
+    (pkg / "conf" / "model").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "contract.yaml").write_text("model: odd\n")
+    target = pkg / "conf" / "model" / f"{name}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("name: odd\n")
+    _install(site, f"{name} = odd_model", name="odd-model")
+    with pytest.raises(InstalledModelError, match=r"not a plain name .*rename the entry point") as err:
+        installed_models()
+    assert "odd-model 0.1" in str(err.value)
+
+
+@pytest.mark.parametrize("extra, content, needle", [
+    ("conf/model/also_me.yaml", "name: also_me\n", "conf/model/also_me.yaml"),  # a second model option
+    ("conf/context/sneaky.yaml", "name: sneaky\n", "conf/context/sneaky.yaml"),  # an option of another group
+    ("conf/model/toy_ep.yaml", "# @package _global_\nevaluate: {judge: {base_url: http://x}}\n", "@package _global_"),
+    ("conf/model/toy_ep.yaml", "defaults:\n  - override /evaluate: 'off'\n  - _self_\nname: toy_ep\n",
+     "chooses options of other groups"),
+    ("conf/model/toy_ep.yaml", "defaults:\n  - /context: native\nname: toy_ep\n", "chooses options of other groups"),
+    ("conf/model/toy_ep.yaml", "name: sana_wm\n", "names its model 'sana_wm'"),  # filed as an in-tree model
+])
+def test_an_installed_package_adds_only_the_model_it_declares(toy, cli, extra, content, needle):
+    """Before: every YAML file of the package's conf/ folder became an option (``model=also_me``, a new context),
+    and its model's config could write settings outside ``model``. After: the package is refused, naming the file
+    and the fix; ``list`` exits 2."""
+    assert cli("list").code == 0  # the toy as written passes (the check can pass)
+    path = toy["pkg"] / extra
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    from harness.installed_models import _scan
+
+    _scan.cache_clear()
+    with pytest.raises(InstalledModelError, match=needle):
+        installed_models()
+    r = cli("list")
+    assert r.code == 2 and needle.split(":")[0] in r.err and "toy-world-model 0.1" in r.err, r.err

@@ -362,3 +362,76 @@ def test_stage_evaluate_uses_the_pack_with_no_other_setting(tmp_path):
     assert r.returncode == 2, r.stderr[-2000:]
     assert "metrics/environment_visible/dinov2-base is a link to" in r.stderr and "outside the pack root" in r.stderr
     assert "Traceback" not in r.stderr and metrics.read_bytes() == before
+
+
+# -- issue 44: link loops, ONNX integrity ------------------------------------------------------------------------------
+def test_a_link_loop_is_refused_where_a_backbone_reads_and_ignored_elsewhere(tmp_path, env, capsys):
+    """Before: a link loop anywhere under ``models/`` or ``metrics/`` made ``weights list`` and ``verify`` end with
+    an OSError traceback (ELOOP). After: a loop where no backbone reads is ignored; one in a folder a backbone reads
+    refuses that backbone with the loop named (exit code 2), the others are listed."""
+    pack = placeholder_pack(tmp_path / "pack")
+    os.symlink("self-loop", pack / "models/self-loop")  # a link to itself
+    os.symlink("loop-b", pack / "models/loop-a")  # two links to each other
+    os.symlink("loop-a", pack / "models/loop-b")
+    os.symlink("../metrics", pack / "metrics/aesthetic_quality/up")  # a folder loop through a real folder: not a loop
+    env.setenv(PACK_ENV, str(pack))
+    assert weights_main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "dinov2" in out and "from the pack: metrics/environment_visible/dinov2-base/model.safetensors" in out
+    p = WeightsPack(pack)
+    p.index()
+    assert set(p.broken) == {"models/self-loop", "models/loop-a", "models/loop-b"} and "link loop" in p.broken[
+        "models/self-loop"]
+    assert p.locate("dinov2", ("config.json", "model.safetensors")) is not None
+    # a loop in the folder DINOv2 reads (the table's models/dinov2-base): refused, named, the rest still listed
+    (pack / "models/dinov2-base/model.safetensors").unlink()
+    os.symlink("model.safetensors", pack / "models/dinov2-base/model.safetensors")
+    assert weights_main(["verify", "dinov2", "sam2"]) == 2
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err and "dinov2" in cap.out and "refused" in cap.out
+    assert "dinov2-base/model.safetensors is a link loop" in cap.err and "Replace it with the file" in cap.err
+    with pytest.raises(PackLinkError, match="is a link loop"):
+        WeightsPack(pack).locate("dinov2", ("config.json", "model.safetensors"))
+    assert WeightsPack(pack).locate("other", ("config.json", "model.safetensors")).dir.name != "dinov2-base"
+
+
+def _onnx_model(path: Path) -> bytes:
+    """A real ONNX model (one Identity node) saved by the onnx package itself."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y]),
+                              producer_name="worldmem-test", doc_string="d" * 300)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("truncate", "truncated"), ("garbage", "not an ONNX model"), ("no graph", "no graph"), (None, None)])
+def test_weights_verify_checks_onnx_files(tmp_path, env, capsys, damage, needle):
+    """Before: ``weights verify arcface`` said "present unpinned" for ONNX files of any content (four bytes, a cut
+    file). After: a cut file, bytes that are no protobuf, and a protobuf without a graph are corrupt (exit 1)."""
+    onnx = pytest.importorskip("onnx")
+    pack = placeholder_pack(tmp_path / "pack")
+    folder = pack / "models/buffalo_l"
+    for f in ("det_10g.onnx", "w600k_r50.onnx"):
+        good = _onnx_model(folder / f)
+    target = folder / "w600k_r50.onnx"
+    if damage == "truncate":
+        target.write_bytes(good[:-40])
+    elif damage == "garbage":
+        target.write_bytes(b"onnx weights, honest")
+    elif damage == "no graph":
+        target.write_bytes(onnx.ModelProto(ir_version=8).SerializeToString())
+    env.setenv(PACK_ENV, str(pack))
+    code = weights_main(["verify", "arcface"])
+    cap = capsys.readouterr()
+    row = next(line for line in cap.out.splitlines() if line.startswith("arcface"))
+    if damage is None:  # the check can pass: the model the onnx package wrote
+        assert code == 0 and "unpinned" in row, cap.out + cap.err
+        onnx.checker.check_model(str(target))
+    else:
+        assert code == 1 and "corrupt:w600k_r50.onnx" in row and needle in cap.err, cap.out + cap.err

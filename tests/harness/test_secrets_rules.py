@@ -198,3 +198,151 @@ def test_a_sealed_file_with_non_text_values_under_secret_names_is_written(tmp_pa
     sealed = hio.write_sealed_json(tmp_path / "m.json", {"MY_TOKEN": 12345, "AUTH_ENABLED": True})
     assert sealed["MY_TOKEN"] == 12345 and sealed["AUTH_ENABLED"] is True
     assert hio.seal_problem(json.loads((tmp_path / "m.json").read_text())) is None
+
+
+# -- issue 44: character classes ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, secret", [
+    ('GET http://u:pa"ss-Q1@h/x', 'pa"ss-Q1'), ("GET http://u:pa'ss-Q2@h/x", "pa'ss-Q2"),
+    ("GET http://u:pa/ss-Q3@h:9/x", "ss-Q3"), ("GET http://u:pa ss-Q4@h/x", "ss-Q4"),
+    ("GET http://u:pa#ss-Q5@h/x", "ss-Q5"), ("GET http://u:pa?ss-Q6@h/x", "ss-Q6"),
+    ("GET http://u:pa\\ss-Q7@h/x", "ss-Q7"), ("http://u:pa<ss-Q8@[::1]:80/x", "ss-Q8"),
+    ('{"url": "http://u:pa\\"ss-Q9@h/x"}', "ss-Q9"),  # the JSON form of a quote
+    ("http://h/v1#access_token=frag-Q10&token_type=bearer", "frag-Q10"),  # a fragment (OAuth's implicit flow)
+    ("http://h/cb#access_token=frag-Q22", "frag-Q22"),  # a fragment alone (no '?' or '&' in the text)
+    ("http://h/v1;jsessionid=path-Q11?x=1", "path-Q11"), ("http://h/a;token=path-Q12/b", "path-Q12"),
+    ("Cookie: theme=dark; sid=cookie-Q13", "cookie-Q13"), ("Set-Cookie: session=cookie-Q14; Path=/", "cookie-Q14"),
+    ("{'Cookie': 'a=1; sid=cookie-Q15'}", "cookie-Q15"),
+    ("X-Api-Key: 'two words-Q16'", "two"), ('"Authorization": "Token a b-Q17"', "a b-Q17"),
+    ("DB_PASS='two words-Q18' next", "words-Q18"), ('DB_PASS="a \\" b-Q19"', "b-Q19"),
+    ("API_SECRET: 'it''s-Q20 x'", "s-Q20"),  # YAML's doubled quote
+    ('{"cmd": "export DB_PASS=\\"a b-Q21\\"; ls"}', "b-Q21"),  # a quoted shell value inside a JSON string
+])
+def test_every_character_class_is_removed_whole(text, secret):
+    """Each text holds the secret before scrubbing and no part of it after; scrubbing again changes nothing; a
+    JSON text stays JSON."""
+    import json
+
+    once = scrub(text)
+    if text.startswith("{\""):
+        json.loads(once)
+    assert secret in text and secret not in once, once
+    assert scrub(once) == once
+
+
+def test_the_edges_of_the_shapes():
+    """Boundaries the shapes must hold exactly: a quoted shell value in a JSON string from its first character, a URL
+    cut after its scheme, a quoted key whose value is no text (JSON stays JSON), an empty shell default."""
+    assert scrub('{"cmd": "export DB_PASS=\\"a b-Q21\\"; ls"}') == '{"cmd": "export DB_PASS=\\"<redacted>\\"; ls"}'
+    assert scrub("mail a@b.example or http://") == "mail a@b.example or http://"
+    assert secrets.url_secrets("http://host") == []
+    doc = '{"Authorization": 12345, "Cookie": {"a": "b"}, "x-api-key": ["k"]}'
+    assert scrub(doc) == doc
+    assert scrub("${DB_PASS:-}") == "${DB_PASS:-}" and scrub("${DB_PASS:-x1}") == "${DB_PASS:-" + REDACTED + "}"
+    assert scrub("${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set") == "${HF_TOKEN:?set HF_TOKEN} and $HF_TOKEN: set"
+    assert scrub("DB_PASS='abc") == f"DB_PASS='{REDACTED}" and scrub("DB_PASS='ab\\'' next") == f"DB_PASS='{REDACTED}' next"
+    assert scrub("http://a:b/c-1@h1,http://x:y/z-2@h2") == f"http://a:{REDACTED}@h1,http://x:{REDACTED}@h2"
+    assert scrub("(see http://u:pw-1@h,x@(y))") == f"(see http://u:{REDACTED}@h,x@(y))"  # '@(' ends no userinfo
+    assert scrub("authorization: null\nx-api-key: none") == "authorization: null\nx-api-key: none"
+    secrets.register({"pw-123456": "MY_PW"})  # a registered value inside a URL keeps its name
+    assert scrub("http://u:pw-123456@h/x") == "http://u:<redacted:MY_PW>@h/x"
+
+
+@pytest.mark.parametrize("text", [
+    "http://127.0.0.1:9/v1 and mail bob@example.com",  # a port and a path, then prose with an e-mail address
+    "served at http://localhost:8000 is up, mail bob@x.com", "served at http://localhost:8000 is up mail bob@x.com",
+    '["http://a:9/v1","y@host"]', '{"a": "http://x:9/v", "b": "y@host"}',  # a quote closes the string
+    "ssh://git@github.com:org/repo", '{"Authorization": null, "Cookie": null}', "key from $OPENAI_API_KEY: not set",
+    "export HF_TOKEN=\"${HF_TOKEN:?set HF_TOKEN in your environment}\"", "see #section;x=1 and a;b",
+    '{"prompt": "a plate with a cookie: it crumbles"}',  # prose: a cookie header holds name=value pairs
+    "sent as `Authorization: Bearer` in the handshake, or `Authorization: Bearer <token>`",  # a scheme alone
+    "https://registry.npmjs.org:443/@scope/pkg and http://h:8080/a@b/c",  # a port, then a path holding '@'
+])
+def test_ordinary_text_around_the_shapes_is_kept(text):
+    assert scrub(text) == text
+
+
+def test_a_path_parameter_ends_at_the_next_parameter_or_the_path():
+    assert scrub("http://h/a;token=pp-1/b;x=2") == f"http://h/a;token={REDACTED}/b;x=2"
+    assert scrub("http://h/a;jsessionid=pp-2;lang=en") == f"http://h/a;jsessionid={REDACTED};lang=en"
+    assert scrub("http://h/?token=qq-3/b") == f"http://h/?token={REDACTED}"  # a query value may hold '/'
+    assert secret_values({"u": "http://h/a;token=pp-4/b"}) == {"pp-4": ""}
+
+
+def test_a_shell_default_may_be_a_credential_but_a_reference_is_not():
+    assert scrub("export DB_PASS=${DB_PASS:-fallback pw}") == "export DB_PASS=${DB_PASS:-" + REDACTED + "}"
+    assert scrub("x ${API_TOKEN=tok-1} ${MODE:-fast} ${HF_TOKEN:?set HF_TOKEN} y") == (
+        "x ${API_TOKEN=" + REDACTED + "} ${MODE:-fast} ${HF_TOKEN:?set HF_TOKEN} y")
+    assert scrub("the key in $DB_PASS: not set") == "the key in $DB_PASS: not set"
+    assert scrub("DB_PASS='a API_TOKEN=bbbb' x") == f"DB_PASS='{REDACTED}' x"  # one quoted value, redacted once
+
+
+def test_a_url_password_ends_at_the_host_not_at_a_later_address():
+    assert scrub("http://bob:pw-1@host/p?email=a@b.com") == f"http://bob:{REDACTED}@host/p?email=a@b.com"
+    assert scrub("http://a:pw-1@h1/x and http://b:pw-2@h2/y") == f"http://a:{REDACTED}@h1/x and http://b:{REDACTED}@h2/y"
+
+
+def test_a_url_in_a_config_registers_its_password_and_credential_parameters():
+    """Registered by value, a password is removed in every escaped form, even where no shape finds it."""
+    cfg = {"judge": {"base_url": "http://u:pa ss\"x-1@h:9/v1?api_key=qk-2&m=x#access_token=fk-3"},
+           "mirrors": ["https://m:p/w-4@mirror/x"], "env": {"HF_ENDPOINT": "https://e:ep-5@hub"}}
+    assert secret_values(cfg) == {'pa ss"x-1': "", "qk-2": "", "fk-3": "", "p/w-4": "", "ep-5": ""}
+    # a value that is one URL: its password may hold what free text would not (a closing quote, spaces with '/')
+    assert secret_values({"u": 'http://u:pa", x-7@h/v', "v": "http://u:pa ss/x-8@h/v1"}) == {
+        'pa", x-7': "", "pa ss/x-8": ""}
+    secrets.register(secret_values(cfg))
+    assert scrub('log: "pa ss\\"x-1" and p%2Fw-4') == f'log: "{REDACTED}" and {REDACTED}'
+    assert environment_secrets({"DATABASE_URL": "postgres://u:db/pw-6@db/x"}) == {"db/pw-6": ""}
+
+
+def test_a_short_or_literal_secret_is_removed_after_its_own_name_only():
+    """Too short (or a literal such as a number) to cut out of every text, it is redacted where it follows its own
+    name; a JSON number becomes the string "<redacted>" (the file stays valid); other text keeps it."""
+    import json
+
+    secrets.register({"Q8x": "MY_CREDS", "4821": "PIN"})
+    assert scrub("MY_CREDS=Q8x PIN: 4821 and Q8x, 4821 elsewhere, PIN=48210") == (
+        f"MY_CREDS={REDACTED} PIN: {REDACTED} and Q8x, 4821 elsewhere, PIN=48210")
+    assert json.loads(scrub(json.dumps({"PIN": 4821, "other": 4821}))) == {"PIN": REDACTED, "other": 4821}
+    assert scrub("{'MY_CREDS': 'Q8x'}") == f"{{'MY_CREDS': '{REDACTED}'}}"
+
+
+@pytest.mark.parametrize("arg, expected", [
+    ("+model.env={A: q8x, MODE: 'a, b', N: 98765, Q: 'two words'}",
+     f"+model.env={{A: {REDACTED}, MODE: 'a, b', N: {REDACTED}, Q: {REDACTED}}}"),
+    ("+model.env.X_Y=Q9", f"+model.env.X_Y={REDACTED}"), ("model.env.MODE=plain-1", "model.env.MODE=plain-1"),
+    ("+model.env={A: 1},{A: 2}", f"+model.env={{A: {REDACTED}}},{{A: {REDACTED}}}"),  # a sweep of mappings
+    ("+model.env={A: [1, 2], B: {c: d}}", f"+model.env={{A: {REDACTED}, B: {REDACTED}}}"),
+    ("evaluate.judge.api_key=12", f"evaluate.judge.api_key={REDACTED}"),
+    ("evaluate.judge.api_key_env=FOO", "evaluate.judge.api_key_env=FOO"),
+    ("hydra.job.env_set.MY_CREDS=abc", f"hydra.job.env_set.MY_CREDS={REDACTED}"),
+    ("--cfg", "--cfg"), ("model=sana_wm", "model=sana_wm"), ("+model.env={}", "+model.env={}"),
+    ("+model.env={A: q8x , B: y}", f"+model.env={{A: {REDACTED} , B: {REDACTED}}}"),  # spaces before a comma
+    ("+model.env={MY_CREDS:Q7z,PIN:4821}", f"+model.env={{MY_CREDS:{REDACTED},PIN:{REDACTED}}}"),  # Hydra's echo
+    ("+model.env={A: q8x,MODE: plain-2}", f"+model.env={{A: {REDACTED},MODE: plain-2}}"),  # a name right after ',
+    ("+model.env={A: q8x", f"+model.env={{A: {REDACTED}"),  # not closed
+    ("+model.env={A: , MODE: m}", "+model.env={A: , MODE: m}"),  # no value: nothing to redact
+    ("+model.env={A: '', MODE: m}", f"+model.env={{A: {REDACTED}, MODE: m}}"),  # an empty quoted value
+])
+def test_overrides_are_redacted_by_the_place_of_each_secret(arg, expected):
+    from harness.secrets import redact_overrides
+
+    assert redact_overrides([arg, "+model.env_plain=[MODE]"]) == [expected, "+model.env_plain=[MODE]"]
+
+
+def test_names_listed_as_plain_in_the_config_keep_their_override_values_readable():
+    from harness.secrets import plain_names, redact_overrides
+
+    cfg = {"model": {"env": {"A": "x"}, "env_plain": ["A"]}, "runs": [{"env_plain": ("B",)}], "env_plain": "C"}
+    assert plain_names(cfg) == {"A", "B"}  # a list or tuple beside any env mapping; not a bare string
+    assert redact_overrides(["model.env.A=1", "model.env.B=2", "model.env.C=3"], plain_names(cfg)) == [
+        "model.env.A=1", "model.env.B=2", f"model.env.C={REDACTED}"]
+    assert redact_overrides(["+model.env.X=", "model.env={}"]) == ["+model.env.X=", "model.env={}"]  # no value
+
+
+def test_override_secrets_finds_every_value_and_url_part():
+    from harness.secrets import override_secrets
+
+    found = override_secrets(["+model.env={A: 'x, y', B: 7}", "model.env.C=\"q z\"", "+model.env_plain=[D]",
+                              "model.env.D=plain", "evaluate.judge.base_url='http://u:p w@h/v1'"])
+    assert found == {"x, y": "A", "7": "B", "q z": "C", "p w": ""}
+    assert override_secrets(["x.base_url=http://u:p=w-1@h/v1", "model.env.Q='it'"]) == {"p=w-1": "", "it": "Q"}

@@ -294,3 +294,88 @@ def test_weights_verify_refuses_an_implausible_checkpoint(tmp_path):
     data = (tmp_path / "new.pth").read_bytes()
     (tmp_path / "new.pth").write_bytes(data[: len(data) // 2])
     assert file_problem(tmp_path / "new.pth")
+
+
+# -- issue 44: evaluation and report trust -----------------------------------------------------------------------------
+def test_an_item_folder_or_meta_json_that_is_gone_fails_that_item_by_name_and_the_rest_is_scored(harness, tmp_path):
+    """Before: a run with one item folder deleted (or its meta.json) crashed at the report ("invalid literal for
+    int() with base 10: '?'": the failed result named no item) and wrote no report; the missing folder was made again
+    for a lone metrics.json. After: the other items are scored and reported, the missing ones fail with their names
+    from the manifest and the reason, exit code 1, and nothing is written where the folder was."""
+    cases = ("environment_rocket", "environment_motorcycle", "object_coffee")
+    small = [a for a in SMALL if not a.startswith("cases.include")]
+    assert harness("run=m", *small, f"cases.include=[{','.join(cases)}]").code == 0
+    lrlr = tmp_path / "outputs" / "m" / ITEM.parent
+    shutil.rmtree(lrlr / "environment_motorcycle")
+    (lrlr / "object_coffee" / "meta.json").unlink()
+    r = harness("stage=evaluate", "run=m", *CHEAP_EVAL)
+    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert "FAILED reference/fov/1/lrlr/environment_motorcycle: its folder" in r.err and "is missing" in r.err
+    assert "FAILED reference/fov/1/lrlr/object_coffee: meta.json is missing" in r.err, r.err
+    assert not (lrlr / "environment_motorcycle").exists()  # no folder made again for a lone metrics.json
+    assert json.loads((lrlr / "environment_rocket" / "metrics.json").read_text())["status"] == "done"
+    failed = json.loads((lrlr / "object_coffee" / "metrics.json").read_text())
+    assert failed["status"] == "failed" and failed["item"]["case_id"] == "object_coffee" and failed["item"]["seed"] == 1
+    report = (tmp_path / "outputs" / "m" / "eval" / "report" / "index.html")
+    assert report.is_file() and "environment_motorcycle" in (tmp_path / "outputs/m/eval/summary.md").read_text()
+
+
+@pytest.mark.slow  # two evaluations, a regeneration and two reports (about 7 s); the fast tier: the test below
+def test_the_report_refuses_metrics_of_a_video_the_item_no_longer_holds(harness, run_copy):
+    """Before: an item regenerated after its evaluation (here: another width, ``evaluate=off``) kept its old
+    metrics.json, and ``python -m harness report`` tabled those numbers for the new video without a word. After: the
+    report refuses, naming the file, both hashes and the command that recomputes it; after that, it reports."""
+    assert harness("stage=evaluate", "run=h", *CHEAP_EVAL).code == 0
+    old = json.loads((run_copy / "metrics.json").read_text())["video_sha256"]
+    wider = [a if not a.startswith("model.width=") else "model.width=176" for a in SMALL]
+    assert harness("run=h", *wider, "overwrite=true").code == 0
+    new = _meta(run_copy)["video"]["sha256"]
+    assert new != old
+    r = harness("report", "run=h")
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    assert "metrics.json: its metrics.json was computed on video sha256 " + old[:12] in r.err
+    assert f"the item's video is now {new[:12]}" in r.err and "stage=evaluate run=" in r.err
+    assert harness("stage=evaluate", "run=h", *CHEAP_EVAL).code == 0  # recomputed: the report is made again
+    assert json.loads((run_copy / "metrics.json").read_text())["video_sha256"] == new
+    assert harness("report", "run=h").code == 0
+
+
+def test_a_results_video_problem_at_its_boundaries():
+    from evaluate.results import ITEM_FAILED, ItemResult
+
+    done, failed = ItemResult(item={}, video_sha256="a" * 64), ItemResult(item={}, status=ITEM_FAILED)
+    assert done.video_problem("a" * 64) is None and done.video_problem(None) is None  # nothing recorded: no check
+    assert "computed on video sha256 aaaaaaaaaaaa..." in (done.video_problem("b" * 64) or "")
+    assert failed.video_problem("b" * 64) is None  # failed before its video was read: nothing of it is tabled
+    assert "records no video sha256" in (ItemResult(item={}).video_problem("b" * 64) or "")
+
+
+def _evaluated_run(root, recorded_sha: str) -> dict:
+    """A run of one evaluated item (manifest row recording ``recorded_sha``, a sealed metrics.json of video a...a)."""
+    from evaluate.results import ItemResult
+    from harness.io import write_sealed_json
+
+    key = "m/fov/seed-1/lrlr/c"
+    item = {"model": "m", "context": "fov", "seed": 1, "trajectory": "lrlr", "case_id": "c"}
+    row = {**item, "key": key, "dir": key, "status": "done", "video_sha256": recorded_sha}
+    (root / "manifest.jsonl").write_text(json.dumps(row) + "\n")
+    write_sealed_json(root / key / "metrics.json", ItemResult(item=item, video_sha256="a" * 64).to_dict())
+    return row
+
+
+@pytest.mark.parametrize("reader", ["report", "human study"])
+def test_no_reader_of_results_takes_metrics_of_another_video(tmp_path, reader):
+    """The report's and the study's readers of metrics.json: one computed on another video than the manifest
+    records is refused, naming the file and the command that recomputes it."""
+    from evaluate.human.sources import load_items as study_items
+    from evaluate.reporting.collect import load_items as report_items
+    from harness.errors import ConfigError
+
+    load = report_items if reader == "report" else study_items
+    _evaluated_run(tmp_path, "b" * 64)
+    with pytest.raises(ConfigError, match=r"metrics.json: its metrics.json was computed on video sha256 aaaa") as e:
+        load([tmp_path])
+    assert "stage=evaluate" in str(e.value)
+    _evaluated_run(tmp_path, "a" * 64)  # the check can pass
+    items = load([tmp_path])
+    assert [i.case_id for i in (items[0] if reader == "report" else items)] == ["c"]

@@ -109,14 +109,17 @@ def test_secret_named_env_vars_never_reach_command_meta_or_hydra_dumps(harness, 
 
 
 def test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines(harness, tmp_path):
+    """Also a short value (issue 44: redacted after its own name), in ``multirun.yaml`` and the ``#0 : ...`` lines."""
     r = harness("-m", "context=fullkv,native", "model=sana_wm", "dry_run=true", "run=sw", "evaluate=off",
-                "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}}}",
-                "progress=false")
+                "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}, MY_CREDS: Q7z, "
+                "PIN: 4821}", "progress=false")
     assert r.code == 0, r.err
     assert VALUES["DB_PASS"] not in r.text and "Launching 2 jobs" in r.err  # Hydra's lines: stderr, scrubbed
-    assert "Launching" not in r.out
+    assert "Launching" not in r.out and "#0 :" in r.err
     assert list((tmp_path / "outputs" / "sw").rglob("multirun.yaml"))
-    assert not _leaks(tmp_path / "outputs", [VALUES["DB_PASS"]])
+    assert not _leaks(tmp_path / "outputs", [VALUES["DB_PASS"], "Q7z"])
+    for name, value in (("MY_CREDS", "Q7z"), ("PIN", "4821")):
+        assert not _named(tmp_path / "outputs", name, value) and not _named_text(r.text, name, value), name
 
 
 def test_cfg_job_prints_no_secret_of_the_local_config(harness, tmp_path):
@@ -343,3 +346,140 @@ def test_a_literal_env_value_is_redacted_by_name_but_never_scrubbed_from_every_t
                                                        "MY_CREDS": "<redacted>"}
     finally:
         secrets.clear_registry()
+
+
+# -- issue 44: secrets by character class ------------------------------------------------------------------------------
+#: a URL password of each character class that leaked: whole (a quote) or its tail (``/``, a space); and the others
+#: a password may hold (``#``, ``?``, a backslash, ``@`` and ``:``, a comma)
+URL_PASSWORDS = {"double quote": 'pa"ss-Qd4', "single quote": "pa'ss-Qs4", "slash": "pa/ss-Qf4",
+                 "space": "pa ss-Qw4", "hash and question": "pa#s?s-Qh4", "backslash": "pa\\ss-Qb4",
+                 "at and colon": "p@s:s-Qa4", "comma": "pa,ss-Qc4"}
+
+
+def _url_override(password: str, host: str = "127.0.0.1:9") -> str:
+    quote = "'" if "'" not in password else '"'
+    return f"evaluate.judge.base_url={quote}http://judge:{password}@{host}/v1{quote}"
+
+
+def _judge_check(harness, *overrides: str):
+    """``judge check`` against a judge server of this process (answers at once)."""
+    from tests.evaluate.judge.test_judge import truth
+    from tests.support.fake_judge import FakeJudgeServer
+
+    with FakeJudgeServer(truth()) as srv:
+        host = srv.base_url.split("://", 1)[1].split("/", 1)[0]
+        return host, harness("judge", "check", *(o.replace("127.0.0.1:9", host) for o in overrides))
+
+
+def test_a_url_password_of_any_character_class_reaches_no_file_and_no_console(harness, tmp_path):
+    """Before: a password holding a quote leaked whole to config.yaml, overrides.yaml, meta.json and ``judge
+    check``'s console; one holding ``/`` or a space leaked its tail. After: every password is gone everywhere, and
+    each URL still reads ``http://judge:<redacted>@host/...``. The judge's URL holds the quote; plain-listed
+    ``model.env`` variables (no secret by name) hold the other classes, found in the URL itself."""
+    kinds = list(URL_PASSWORDS)
+    mirrors = {f"MIRROR_{i}": URL_PASSWORDS[k] for i, k in enumerate(kinds[1:])}
+    mapping = ", ".join(f"{n}: {chr(34) if chr(39) in pw else chr(39)}http://m:{pw}@h{n[-1]}.example/x"
+                        f"{chr(34) if chr(39) in pw else chr(39)}" for n, pw in mirrors.items())
+    overrides = [_url_override(URL_PASSWORDS[kinds[0]]), f"+model.env={{{mapping}}}",
+                 f"+model.env_plain=[{', '.join(mirrors)}]"]
+    needles = [n for pw in URL_PASSWORDS.values() for n in (pw, pw[-5:])]
+    r = harness("model=sana_wm", "context=fullkv", "dry_run=true", "run=u", "cases.include=[environment_rocket]",
+                "progress=false", *overrides)
+    assert r.code == 0, r.err
+    cfg = harness("model=sana_wm", *overrides, "--cfg", "job")  # prints the config: every URL of it
+    for text in (r.text, cfg.text):  # judge check's console: test_judge_check_says_whether_the_key_is_set
+        assert not [n for n in needles if n in text], text
+    out = tmp_path / "outputs" / "u"
+    assert not _leaks(out, needles)
+    config = next(out.rglob("config.yaml")).read_text()
+    assert "http://judge:<redacted>@127.0.0.1:9/v1" in config and "http://m:<redacted>@h0.example/x" in config
+    assert all(f"http://m:<redacted>@h{n[-1]}.example/x" in config + cfg.out for n in mirrors), config
+    assert "http://judge:<redacted>@127.0.0.1:9/v1" in next(out.rglob("overrides.yaml")).read_text()
+    meta = json.loads(next(out.rglob("meta.json")).read_text())
+    assert any("http://judge:<redacted>@127.0.0.1:9/v1" in a for a in meta["argv"])
+
+
+ENV_OVERRIDES = {"SHORT": "Q8x", "QUOTED": "two words-Q7x", "COMMA": "a, b-Q6x", "BRACE": "x}y-Q5x"}
+
+
+def _named(root, name: str, value: str) -> list[str]:
+    """Files where ``value`` follows ``name`` (``NAME: value``, ``NAME=value``, quoted or not)."""
+    import re
+
+    pat = re.compile(re.escape(name).encode() + rb"['\"]?\s*[:=]\s*['\"]?" + re.escape(value).encode())
+    return [str(p) for p in root.rglob("*") if p.is_file() and pat.search(p.read_bytes())]
+
+
+def test_env_values_of_every_class_reach_no_file_and_no_console(harness, tmp_path):
+    """Before: short or numeric ``model.env`` values were written verbatim in overrides.yaml and meta.json's argv
+    (only long values were scrubbed from the override strings). After: every value of a secret variable is redacted
+    by its place in an override, whatever its length, type or quoting; a plain-listed one stays readable."""
+    mapping = ", ".join(f"{k}: '{v}'" if " " in v or "," in v or "}" in v else f"{k}: {v}"
+                        for k, v in ENV_OVERRIDES.items())
+    r = harness("model=sana_wm", "context=fullkv", "dry_run=true", "run=e", "evaluate=off", "progress=false",
+                "cases.include=[environment_rocket]", f"+model.env={{{mapping}, NUM: 98765, MODE: plain-Q3x}}",
+                "+model.env.DOT=Q9", "+model.env.DOTNUM=31337", "+model.env_plain=[MODE]")
+    assert r.code == 0, r.err
+    out = tmp_path / "outputs" / "e"
+    assert not _leaks(out, ENV_OVERRIDES.values()) and not [v for v in ENV_OVERRIDES.values() if v in r.text]
+    for name, value in (("NUM", "98765"), ("DOT", "Q9"), ("DOTNUM", "31337")):
+        assert not _named(out, name, value) and not _named_text(r.text, name, value), name
+    meta = json.loads(next(out.rglob("meta.json")).read_text())
+    argv = " ".join(meta["argv"])
+    assert "SHORT: <redacted>" in argv and "+model.env.DOT=<redacted>" in argv and "MODE: plain-Q3x" in argv
+    overrides = next(out.rglob("overrides.yaml")).read_text()
+    assert "NUM: <redacted>" in overrides and "+model.env.DOTNUM=<redacted>" in overrides
+
+
+def _named_text(text: str, name: str, value: str) -> bool:
+    import re
+
+    return re.search(re.escape(name) + r"['\"]?\s*[:=]\s*['\"]?" + re.escape(value), text) is not None
+
+
+def test_short_env_values_never_reach_cfg_job_or_a_failing_sweeps_message(harness, tmp_path):
+    """``--cfg job`` prints the config; a failing sweep names the job's overrides: neither shows a short value (a
+    sweep's files and job lines: test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines)."""
+    r = harness("model=sana_wm", "+model.env.MY_CREDS=Q7z", "--cfg", "job")
+    assert r.code == 0 and "MY_CREDS: <redacted>" in r.out and "Q7z" not in r.text, r.text
+    r = harness("-m", "context=fullkv,native", "dry_run=true", "run=x", *SMALL, "+model.env.MY_CREDS=Q7z")
+    assert r.code == 2 and "model.env" in r.err and "Q7z" not in r.text, r.err  # the reference model takes no env
+
+
+@pytest.mark.parametrize("key_set", [False, True])
+def test_judge_check_says_whether_the_key_is_set(harness, monkeypatch, key_set):
+    """Before: ``key from $OPENAI_API_KEY: not set`` was scrubbed into ``<redacted> set`` (read as an assignment),
+    and a URL password holding a quote was printed whole. After: the truth about the key, and no password."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    if key_set:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-judgekey0123456789abcdef")
+    pw = URL_PASSWORDS["double quote"]
+    host, r = _judge_check(harness, _url_override(pw))
+    assert f"(key from $OPENAI_API_KEY: {'set' if key_set else 'not set'})" in r.out, r.text
+    assert f"judge server: http://judge:<redacted>@{host}/v1" in r.out, r.text
+    for secret in ("sk-judgekey0123456789abcdef", pw, pw[-5:]):
+        assert secret not in r.text
+
+
+def test_quoted_values_with_spaces_and_short_env_values_leave_no_tail_in_upstream_log(tmp_path):
+    """Upstream printing ``DB_PASSWORD="two words"`` left `` words`` in ``upstream.log``; a short value of a
+    configured secret variable printed after its name stayed whole."""
+    import os
+
+    from harness import secrets
+    from harness.io import run_logged
+
+    script = tmp_path / "up.py"
+    script.write_text("print('DB_PASSWORD=\"two words-tail1\" and MY_TOKEN=\\'three word tail2\\'')\n"
+                      "print(\"export API_SECRET='it''s-tail3 x'\")\nprint('MY_CREDS=Q8x PIN: 4821')\n")
+    log = tmp_path / "upstream.log"
+    secrets.clear_registry()
+    try:
+        secrets.register({"Q8x": "MY_CREDS", "4821": "PIN"})  # as a run registers its model.env
+        assert run_logged([sys.executable, str(script)], log, env=dict(os.environ)) == 0
+    finally:
+        secrets.clear_registry()
+    text = log.read_text()
+    assert "DB_PASSWORD=" in text and "MY_CREDS=<redacted>" in text and "PIN: <redacted>" in text, text
+    for tail in ("tail1", "tail2", "tail3", "words", "Q8x", "4821"):
+        assert tail not in text, (tail, text)

@@ -189,7 +189,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     import yaml
 
     from harness.io import write_text
-    from harness.secrets import redact
+    from harness.secrets import plain_names, redact, redact_overrides
 
     overrides: list[str] = []
     try:
@@ -204,7 +204,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
     d = run_dir / ".hydra" / stamp / ".hydra"
     write_text(d / "config.yaml", yaml.safe_dump(redact(cfg.raw), sort_keys=False))
-    write_text(d / "overrides.yaml", yaml.safe_dump(redact(overrides)))
+    write_text(d / "overrides.yaml", yaml.safe_dump(redact_overrides(overrides, plain_names(cfg.raw))))
 
 
 def _redact_multirun_yaml(sweep_dir: Path) -> None:
