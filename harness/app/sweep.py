@@ -83,7 +83,7 @@ class Outcome:
         head = f"job {k} of {n}"
         if self.already_done:
             n_items = f"{self.already_done} item{'' if self.already_done == 1 else 's'}"
-            return f"{head} already done: {self.job.label}: its {n_items} are finished, nothing to do"
+            return f"{head} already done: {self.job.label}: {n_items} finished before, nothing to do"
         counts = _counts(self.notes)
         took = f"in {_duration(self.seconds)}"
         if self.code == 0:

@@ -68,7 +68,10 @@ def test_multirun_context_and_seed_sweep_resumes(tmp_path):
                                                            for s in (1, 2)}
     stamps = {m: m.stat().st_mtime_ns for m in metas}
     r2 = run_cli(args, tmp_path)
-    assert r2.returncode == 0 and r2.stdout.count("skipped (already done)  1") == 6
+    # each finished job is recognised without a worker: one line each, then the run's verdict once
+    jobs = [x for x in r2.stdout.splitlines() if x.startswith("job ")]
+    assert r2.returncode == 0 and len(jobs) == 6, r2.stdout
+    assert all(f"job {k} of 6 already done" in x for k, x in enumerate(jobs, 1)) and r2.stdout.count("verdict:") == 1
     assert all(m.stat().st_mtime_ns == t for m, t in stamps.items())  # nothing rewritten
     assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 6
 

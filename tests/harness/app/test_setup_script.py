@@ -149,7 +149,8 @@ def test_a_missing_requirements_file_stops_the_script_with_its_name(stand_ins):
     r = _run(text, stand_ins, template)
     assert r.returncode != 0 and "missing requirements file" in r.stderr
     assert str(plan.checkout / "requirements" / "sana_wm.txt") in r.stderr
-    assert not _harness_calls(stand_ins)  # stopped there: no download, no harness step
+    # stopped there: no download, no harness step (only the script's first line, its huggingface_hub check)
+    assert [a for _, a in _harness_calls(stand_ins)] == [["-c", "import huggingface_hub"]]
 
 
 @pytest.mark.parametrize("model, builds", [("matrix_game3", True), ("sana_wm", True), ("lingbot_v2", False),
