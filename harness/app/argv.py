@@ -233,7 +233,7 @@ def _unknown_key(key: str, text: str, others: list[str], extra: list[str]) -> st
         node: Any = compose_config([*others, *extra], hydra_config=key.startswith("hydra."))
     except Exception:  # another override fails too: say what is known
         return f"{text}: the config has no setting {key!r} (docs/configuration.md lists them)"
-    parts, where = key.split("."), []
+    parts, where = key.split("."), list[str]()
     for part in parts[:-1]:
         if not hasattr(node, "keys") or part not in node:
             break

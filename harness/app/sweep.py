@@ -76,6 +76,7 @@ class Outcome:
     seconds: float
     notes: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    warnings: list[str] = field(default_factory=list)  # the WARNING lines of its log
     already_done: int = 0  # items of a job recognised as finished before any worker started
 
     def line(self, k: int, n: int) -> str:
@@ -87,10 +88,18 @@ class Outcome:
         counts = _counts(self.notes)
         took = f"in {_duration(self.seconds)}"
         if self.code == 0:
-            return f"{head} done {took}: {self.job.label}: {counts}"
+            return f"{head} done {took}: {self.job.label}: {counts}{self._warned()}"
         what = "FAILED" if self.code == 1 else ("stopped (a user error)" if self.code == 2 else f"exit {self.code}")
         why = f" -- {self.error}" if self.error else ""
         return f"{head} {what} {took}: {self.job.label}: {counts}{why} (log: {self.job.log})"
+
+    def _warned(self) -> str:
+        """`` -- warning: <the first>`` (and how many more are in the job's log), or nothing."""
+        if not self.warnings:
+            return ""
+        first = self.warnings[0] if len(self.warnings[0]) <= 200 else self.warnings[0][:197] + "..."
+        more = f" (+{len(self.warnings) - 1} more in {self.job.log})" if len(self.warnings) > 1 else ""
+        return f" -- {first}{more}"
 
 
 def _counts(notes: dict[str, Any]) -> str:
@@ -204,7 +213,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         raise CommandExit(code)
     rets = []
     for j in jobs:
-        r = JobReturn(overrides=j.overrides, cfg=j.cfg.raw, hydra_cfg=None, working_dir=os.getcwd())
+        r = JobReturn(overrides=j.overrides, cfg=None, hydra_cfg=None, working_dir=os.getcwd())
         r.status, r.return_value = JobStatus.COMPLETED, None
         rets.append(r)
     return rets
@@ -230,8 +239,8 @@ def _write_record(sweep_dir: Path, outcomes: list[Outcome], workers: int, runs: 
     jobs = [{"num": o.job.num, "overrides": o.job.overrides, "label": o.job.label, "code": o.code,
              "seconds": round(o.seconds, 3), "already_done": o.already_done, "log": str(o.job.log),
              **{k: v for k, v in o.notes.items()}} for o in outcomes]
-    write_json(sweep_dir / "sweep.json", {"argv": list(sys.argv), "workers": workers, "wall_s": round(seconds, 3),
-                                          "jobs": jobs, "runs": runs})
+    write_json(sweep_dir / "sweep.json", {"workers": workers, "wall_s": round(seconds, 3), "jobs": jobs,
+                                          "runs": runs})
 
 
 def _run_jobs(launcher: Any, jobs: list[Job], sweep_dir: Path) -> tuple[list[Outcome], int]:
@@ -309,16 +318,21 @@ def _outcome(job: Job, fut: Any, seconds: float) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - a worker killed (out of memory, a signal): that job failed
         return Outcome(job, 1, seconds, error=f"its worker process ended: {type(exc).__name__}: {exc}")
     code = int(res.get("code", 1))
+    lines = _log_lines(job.log)
+    warnings = [x.strip() for x in lines if x.startswith("WARNING ")]
     return Outcome(job, code, float(res.get("seconds", seconds)), dict(res.get("notes") or {}),
-                   _first_error(job.log) if code else "")
+                   _first_error(lines) if code else "", warnings)
 
 
-def _first_error(path: Path) -> str:
-    """The first ``error:`` (or ``FAILED``) line of a job's log, shortened."""
+def _log_lines(path: Path) -> list[str]:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        return path.read_text(errors="replace").splitlines()
     except OSError:
-        return ""
+        return []
+
+
+def _first_error(lines: list[str]) -> str:
+    """The first ``error:`` (or ``FAILED``) line of a job's log, shortened."""
     for prefix in ("error:", "  FAILED:", "ERROR "):
         hit = next((x.strip() for x in lines if x.startswith(prefix)), None)
         if hit:
