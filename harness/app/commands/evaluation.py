@@ -52,7 +52,8 @@ def no_comparison_hint(cfg: RunConfig) -> str:
 def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optional[dict[str, float]] = None) -> bool:
     """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled).
     Prints where the tables and the report are, the verdict and (``table``) a short table of the metrics.
-    ``timings`` (when given) gets ``evaluation_s`` (wall seconds, the study report left out) and ``report_s``."""
+    ``timings`` (when given) gets ``evaluation_s`` (wall seconds, the study report left out), ``report_s`` and
+    ``cpu_s`` (this process's CPU seconds, report included)."""
     from evaluate.reporting.verdict import NO_COMPARISON_HINT
     from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
@@ -62,11 +63,12 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
 
     ecfg = eval_config(cfg)
     root = weights_root(cfg.weights_dir)
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), time.process_time()
     out = evaluate_run(run_dir, ecfg, force=cfg.overwrite, progress=cfg.progress, weights_root=root)
     if timings is not None:
         report_s = float(out.get("report_s") or 0.0)
-        timings.update(evaluation_s=time.perf_counter() - t0 - report_s, report_s=report_s)
+        timings.update(evaluation_s=time.perf_counter() - t0 - report_s, report_s=report_s,
+                       cpu_s=time.process_time() - cpu)
     print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
           f"{out['validity']}")
     if out.get("report"):

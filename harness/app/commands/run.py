@@ -169,16 +169,17 @@ def cmd_run(cfg: RunConfig) -> None:
                 remove_dead_temps(run_dir)
             save_config(cfg, run_dir)
 
+    cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
         summary = run_items(plan, cfg, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
                             pool=pool, rank=rank, previews=cfg.previews, on_start=start)
     print(summary.table())
-    _note(summary, generation_s=summary.seconds)
+    _note(summary, generation_s=summary.seconds, generation_cpu_s=time.process_time() - cpu)
     evaluated_ok = True
     if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled and rank.is_main:
-        t0 = time.perf_counter()
+        t0, cpu = time.perf_counter(), time.process_time()
         evaluated_ok = _evaluate_when_complete(plan, cfg, produced=bool(summary.done or summary.skipped))
-        _note(summary, evaluation_s=time.perf_counter() - t0)
+        _note(summary, evaluation_s=time.perf_counter() - t0, evaluation_cpu_s=time.process_time() - cpu)
     if not (summary.ok and evaluated_ok):
         sys.exit(1)
 
