@@ -51,6 +51,7 @@ def split(record: dict[str, Any]) -> dict[str, float]:
     gen, ev = _sum(jobs, "generation_s"), _sum(jobs, "evaluation_s") + _sum(runs, "evaluation_s")
     gen_cpu, ev_cpu = _sum(jobs, "generation_cpu_s"), _sum(jobs, "evaluation_cpu_s")
     return {"generation_s": gen, "evaluation_s": ev, "report_s": _sum(runs, "report_s"),
+            "generation_cpu_s": gen_cpu, "evaluation_cpu_s": ev_cpu,
             "ratio": ev / gen if gen > 0 else float("inf"),
             "ratio_cpu": ev_cpu / gen_cpu if gen_cpu > 0 else float("inf")}
 
@@ -95,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
           f": {args.repeats} repeat(s) from empty folders, {cores} core(s) usable (os.cpu_count()={os.cpu_count()}), "
           f"load average {_loadavg()} (1/5/15 min)")
     print(f"{'repeat':>6} {'wall [s]':>9} {'cpu [s]':>8} {'gen [job-s]':>12} {'eval [job-s]':>13} "
-          f"{'report [s]':>11} {'eval/gen':>9} {'(cpu)':>6}  load (1/5/15 min, before -> after)")
+          f"{'report [s]':>11} {'eval/gen':>9} {'cpu: gen':>9} {'eval':>6} {'eval/gen':>9}  "
+          "load (1/5/15 min, before -> after)")
     runs = []
     for i in range(args.repeats):
         try:
@@ -105,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         runs.append(r)
         print(f"{i + 1:>6} {r['wall_s']:9.1f} {r['cpu_s']:8.1f} {r['generation_s']:12.1f} {r['evaluation_s']:13.1f} "
-              f"{r['report_s']:11.1f} {r['ratio']:9.3f} {r['ratio_cpu']:6.3f}  {r['load']}")
+              f"{r['report_s']:11.1f} {r['ratio']:9.3f} {r['generation_cpu_s']:9.1f} {r['evaluation_cpu_s']:6.1f} "
+              f"{r['ratio_cpu']:9.3f}  {r['load']}")
     walls, ratios = [r["wall_s"] for r in runs], [r["ratio_cpu"] for r in runs]
     print(f"wall [s] min / median / max: {_spread(walls)}; cpu [s]: {_spread([r['cpu_s'] for r in runs])}; "
           f"eval/gen: {_spread([r['ratio'] for r in runs], '{:.3f}')} (wall), {_spread(ratios, '{:.3f}')} (cpu)")
