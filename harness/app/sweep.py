@@ -266,8 +266,11 @@ def _run_jobs(launcher: Any, jobs: list[Job], sweep_dir: Path) -> tuple[list[Out
 
 
 def _pool(launcher: Any, todo: list[Job], workers: int, already: int, n: int) -> list[Outcome]:
-    """Run ``todo`` on ``workers`` processes; print each job's line as it ends (``already`` jobs were reported)."""
+    """Run ``todo`` on ``workers`` processes; print each job's line as it ends (``already`` jobs were reported).
+    On Ctrl-C: no waiting job starts, the running ones are interrupted (they keep what they finished), and the
+    :class:`KeyboardInterrupt` goes on once they have ended."""
     import multiprocessing
+    import signal
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     from hydra.core.singleton import Singleton
@@ -277,15 +280,20 @@ def _pool(launcher: Any, todo: list[Job], workers: int, already: int, n: int) ->
     # registered again there (setup_globals): they are closures, which pickle cannot send
     state = Singleton.get_state()["instances"]
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no lock or thread copied by fork
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(threads, list(sys.argv)))
     outcomes: list[Outcome] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(threads, list(sys.argv))) as pool:
-        started: dict[Future[dict[str, Any]], tuple[Job, float]] = {}
-        for j in todo:
-            fut = pool.submit(_run_job, launcher.hydra_context, launcher.task_function, j.sweep_config, str(j.log),
-                              state)
-            started[fut] = (j, time.perf_counter())
-        pending = set(started)
+    started: dict[Future[dict[str, Any]], tuple[Job, float]] = {}
+    waiting = list(todo)
+
+    def submit() -> Future[dict[str, Any]]:  # a job goes to a worker only when one is free: none waits queued
+        j = waiting.pop(0)
+        fut = pool.submit(_run_job, launcher.hydra_context, launcher.task_function, j.sweep_config, str(j.log), state)
+        started[fut] = (j, time.perf_counter())
+        return fut
+
+    try:
+        pending = {submit() for _ in range(min(workers, len(waiting)))}
         durations: list[float] = []
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -294,11 +302,21 @@ def _pool(launcher: Any, todo: list[Job], workers: int, already: int, n: int) ->
                 o = _outcome(job, fut, time.perf_counter() - t)
                 outcomes.append(o)
                 durations.append(o.seconds)
+                if waiting:
+                    pending.add(submit())
                 now = time.perf_counter()
-                left = _estimate(durations, len(pending), workers, max((now - started[f][1] for f in pending),
-                                                                       default=0.0))
+                left = _estimate(durations, len(pending) + len(waiting), workers,
+                                 max((now - started[f][1] for f in pending), default=0.0))
                 print(o.line(already + len(outcomes), n) + (f"; about {_duration(left)} left for the other "
-                      f"{len(pending)}" if left is not None else ""), flush=True)
+                      f"{len(pending) + len(waiting)}" if left is not None else ""), flush=True)
+    except KeyboardInterrupt:
+        waiting.clear()  # the jobs still waiting never start
+        for proc in list(getattr(pool, "_processes", {}).values()):  # a Ctrl-C sent to this process alone
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGINT)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return outcomes
 
 
@@ -340,9 +358,22 @@ def _first_error(lines: list[str]) -> str:
     return lines[-1].strip()[:300] if lines else ""
 
 
+#: set while this worker runs a job: a Ctrl-C then interrupts the job (once); an idle worker ignores it
+_RUNNING: list[bool] = []
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    if _RUNNING and _RUNNING[0]:
+        _RUNNING[0] = False  # a second Ctrl-C (the terminal's and the sweep's) never cuts the job's cleanup short
+        raise KeyboardInterrupt
+
+
 def _init_worker(threads: int, argv: list[str]) -> None:
     """A worker process: the parent's command line (secrets learned from it), the project's logging, progress bars
     off (nobody watches a job's log live), and ``threads`` threads for the numerical libraries."""
+    import signal
+
+    signal.signal(signal.SIGINT, _on_sigint)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ["TQDM_DISABLE"] = "1"
     sys.argv = argv
@@ -375,6 +406,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, log_path
     setup_globals()
     HydraConfig.instance().set_config(sweep_config)
     _JOB_NOTES.clear()
+    _RUNNING[:] = [True]
     t0 = time.perf_counter()
     out, err = sys.stdout, sys.stderr
     with open_stream(log_path, append=True, encoding="utf-8", errors="replace", buffering=1) as f:
@@ -393,6 +425,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, log_path
             traceback.print_exc()
             code = 130 if isinstance(exc, KeyboardInterrupt) else 1
         finally:
+            _RUNNING[:] = []
             sys.stdout, sys.stderr = out, err
     return {"code": code, "seconds": time.perf_counter() - t0, "notes": dict(_JOB_NOTES)}
 

@@ -143,3 +143,29 @@ def test_first_look_without_m_runs_its_sweep(tmp_path):
     assert [x.split(" done")[0] for x in r.stdout.splitlines() if x.startswith("job ")] == ["job 1 of 2", "job 2 of 2"]
     contexts = {p.parts[-5] for p in (tmp_path / "outputs" / "first_look").rglob("meta.json")}
     assert contexts == {"fov", "sliding"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_sweep_keeps_what_is_finished_and_starts_no_waiting_job(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["-m", "context=fullkv,sliding,fov", "hydra.launcher.n_jobs=1", "run=c", "model.height=96",
+            "model.width=160", "model.num_frames=401", "cases.include=[environment_rocket,object_coffee]",
+            "progress=false"]
+    p = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = tmp_path / "outputs" / "c"
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(run.rglob("meta.json")):  # the first job is making its first item
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)  # to the sweep's process alone: it interrupts its running job itself
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, (out, err)
+    assert "interrupted: finished items are kept" in err and "Traceback" not in err, err
+    started = {m.parts[-5] for m in run.rglob("meta.json")}
+    assert started == {"fullkv"}  # the waiting jobs never started
+    assert not list(run.rglob("*.partial.mp4"))
