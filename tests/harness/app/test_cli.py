@@ -409,6 +409,25 @@ def test_verbosity_sets_the_level_of_status_lines_on_stderr(harness_main, monkey
         assert "INFO harness.somewhere: an info line\n" in err  # the short format: level, logger, message
 
 
+def _libraries_talk(cfg):
+    logging.getLogger("httpx").info("HTTP Request: GET http://x")
+    logging.getLogger("huggingface_hub.file_download").warning("a library warning")
+    logging.getLogger("some.library").error("a library error")
+
+
+@pytest.mark.parametrize("verbosity, shown, hidden", [
+    (None, ["a library error"], ["HTTP Request", "a library warning"]),
+    ("warning", ["a library error"], ["HTTP Request", "a library warning"]),
+    ("debug", ["HTTP Request", "a library warning", "a library error"], []),
+])
+def test_other_libraries_log_lines_reach_the_console_only_when_asked(harness_main, monkeypatch, verbosity, shown,
+                                                                      hidden):
+    monkeypatch.setitem(cli.HANDLERS, "list", _libraries_talk)
+    code, _, err = harness_main("list", *([f"verbosity={verbosity}"] if verbosity else []))
+    assert code == 0, err
+    assert all(s in err for s in shown) and not any(s in err for s in hidden), err
+
+
 def test_invalid_verbosity_exits_2_naming_the_field_and_the_choices(harness_main):
     code, out, err = harness_main("list", "verbosity=loud")
     assert code == 2 and "Traceback" not in err
