@@ -168,4 +168,8 @@ def test_ctrl_c_stops_the_sweep_keeps_what_is_finished_and_starts_no_waiting_job
     assert "interrupted: finished items are kept" in err and "Traceback" not in err, err
     started = {m.parts[-5] for m in run.rglob("meta.json")}
     assert started == {"fullkv"}  # the waiting jobs never started
-    assert not list(run.rglob("*.partial.mp4"))
+    # the same command resumes: what the interrupted job left half-written is swept, every item ends done
+    again = run_cli(args, tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    metas = [json.loads(m.read_text()) for m in run.rglob("meta.json")]
+    assert len(metas) == 6 and {m["status"] for m in metas} == {"done"} and not list(run.rglob("*.partial.mp4"))
