@@ -199,16 +199,25 @@ def command_word_rewrites(argv: list[str], words: Mapping[tuple[str, str], str])
     return [argv[0], f"cmd={name}", *argv[3:]] if name else list(argv)
 
 
-def _composable(overrides: list[str]) -> dict[str, str]:
+def _composable(overrides: list[str], commands: tuple[str, ...] = ()) -> dict[str, str]:
     """``overrides`` as one job would take them -> the override as given: a sweep (``context=fov,sliding``,
     ``seed=range(1,3)``) by its first value; a glob of group options (its options were checked already) left out.
-    :class:`UserError` naming an override Hydra's grammar cannot parse."""
+    :class:`UserError` naming an override Hydra's grammar cannot parse (a bare word: a did-you-mean against
+    ``commands``)."""
+    import difflib
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     parser = OverridesParser.create()
     out = {}
     for text in overrides:
+        if "=" not in text and not text.startswith("~") and commands:
+            pairs = [c for c in commands if c.split(" ")[0] == text and " " in c]
+            close = pairs or difflib.get_close_matches(text, commands, n=1, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise UserError(f"{text}: neither a command nor key=value.{hint} Commands: {', '.join(commands)} "
+                            "(`python -m harness --help`)")
         try:
             (o,) = parser.parse_overrides([text])
         except OverrideParseException as exc:
@@ -248,12 +257,13 @@ def _unknown_key(key: str, text: str, others: list[str], extra: list[str]) -> st
     return f"{text}: {place} {missing!r}.{hint}{listing}"
 
 
-def check_overrides(argv: list[str]) -> None:
+def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> None:
     """Compose the config the command line asks for (a sweep by each override's first value) before Hydra does, so
     that an override Hydra would refuse gets one line (exit 2) instead of Hydra's error: a key the config does not
     have (``modle=reference``, ``evaluate.devcie=cpu``) with a did-you-mean against the keys at that place (not
     Hydra's ``+modle=reference``, which adds a key nothing reads), an override its grammar cannot parse, a ``+``
-    on a key that exists, a ``~`` on one that does not."""
+    on a key that exists, a ``~`` on one that does not, a word that is no command (a did-you-mean against
+    ``commands``)."""
     from pathlib import Path
 
     from harness.app.settings import compose_config, hydra_args
@@ -267,7 +277,7 @@ def check_overrides(argv: list[str]) -> None:
     extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
     overrides: dict[str, str] = {}
     try:
-        overrides = _composable(list(args.overrides))
+        overrides = _composable(list(args.overrides), commands)
         compose_config([*overrides, *extra], hydra_config=any(o.startswith("hydra.") for o in overrides))
     except UserError as exc:
         fail(str(exc))

@@ -127,7 +127,8 @@ def _run_hydra(argv: list[str]) -> None:
         log.info("experiment sweeps %s: running it as a sweep (-m); set %s to run one job",
                  " ".join(f"{k}={v}" for k, v in sweep.items()), " ".join(f"{k}=<value>" for k in sweep))
         sys.argv = [sys.argv[0], "-m", *sys.argv[1:]]
-    check_overrides(sys.argv[1:])
+    check_overrides(sys.argv[1:], (*COMMANDS, *(n for n, h in HANDLERS.items() if isinstance(h, ArgvCommand)),
+                                   *(" ".join(w) for w in WORDS)))
     register_secrets(argv_secrets(sys.argv))
     _DISPATCHED.clear()
 

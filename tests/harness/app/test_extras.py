@@ -38,6 +38,7 @@ def _files(root: Path) -> set[Path]:
     (["-m", "modle=a,b"], "modle=a,b: the config has no setting 'modle'. Did you mean 'model'?"),
     (["hydra.launcher.n_job=2"], "'hydra.launcher' has no setting 'n_job'. Did you mean 'hydra.launcher.n_jobs'?"),
     (["x=["], "x=[: cannot read this override"),
+    (["lsit"], "lsit: neither a command nor key=value. Did you mean 'list'?"),
 ])
 def test_a_misspelled_key_is_one_line_with_a_did_you_mean(cli, tmp_path, args, said):
     r = cli(*args)
