@@ -411,6 +411,8 @@ def test_verbosity_sets_the_level_of_status_lines_on_stderr(harness_main, monkey
 
 def _libraries_talk(cfg):
     logging.getLogger("httpx").info("HTTP Request: GET http://x")
+    # huggingface_hub gives its logger a stderr handler of its own: the root logger's level does not reach it
+    logging.getLogger("huggingface_hub").addHandler(logging.StreamHandler())
     logging.getLogger("huggingface_hub.file_download").warning("a library warning")
     logging.getLogger("some.library").error("a library error")
 
