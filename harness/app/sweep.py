@@ -189,9 +189,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from harness.app.console import fail, interrupted
     from harness.errors import CommandExit, UserError
 
+    from harness.app.commands.run import redact_multirun_yaml
+
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    redact_multirun_yaml(sweep_dir)  # Hydra's sweeper saved it with the overrides; a job may never start to do it
     t0 = time.perf_counter()
     try:
         jobs = _jobs(launcher, job_overrides, initial_job_idx, sweep_dir)

@@ -231,7 +231,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
         hc = HydraConfig.get()
         overrides = list(hc.overrides.task)
         job = f"-{hc.job.num}" if hc.mode is not None and str(hc.mode).endswith("MULTIRUN") else ""
-        _redact_multirun_yaml(Path(str(hc.sweep.dir)))
+        redact_multirun_yaml(Path(str(hc.sweep.dir)))
     except Exception:  # not under Hydra (API use): nothing to add
         job = ""
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
@@ -240,7 +240,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     write_text(d / "overrides.yaml", yaml.safe_dump(redact(overrides)))
 
 
-def _redact_multirun_yaml(sweep_dir: Path) -> None:
+def redact_multirun_yaml(sweep_dir: Path) -> None:
     """Hydra's launcher saves ``multirun.yaml`` (with the overrides) before any job runs: scrub secrets there."""
     from harness.io import write_text
     from harness.secrets import scrub

@@ -129,10 +129,13 @@ def test_a_parallel_sweep_makes_the_bytes_and_metrics_of_a_serial_one(tmp_path):
     assert par.stdout.count("verdict:") == 1 and "run directory:" not in par.stdout
     assert "INFO hydra" not in par.stderr and "Launching" not in par.stderr
     assert all("run directory:" in (tmp_path / j["log"]).read_text() for j in record["jobs"])
-    # a rerun: every job is recognised as done without a worker, and nothing is rewritten
-    again = run_cli([*sweep_args, "run=par"], tmp_path, timeout=900)
+    # a rerun: every job is recognised as done without a worker, and nothing is rewritten; a credential on its
+    # command line reaches no file, though no job ran to scrub the sweep's multirun.yaml
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+    again = run_cli([*sweep_args, "run=par", f"+human_study={token}"], tmp_path, timeout=900)
     assert again.returncode == 0 and again.stdout.count(" already done: ") == 3 and "sweep: " not in again.stdout
     assert _item_files(tmp_path / "outputs" / "par") == b
+    assert not [f for f in (tmp_path / "outputs").rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
 
 
 @pytest.mark.slow
