@@ -6,8 +6,9 @@ What happens (docs/scaling.md, "A sweep on one machine"):
 1. Before any worker starts (the CLI validated every job already): each job whose items are all finished, with
    the same config and files that still match their ``meta.json``, is recognised here from its plan and reported
    at once (``already done``), without a process.
-2. The other jobs run ``hydra.launcher.n_jobs`` at a time (``auto``: the cores this process may use) in worker
-   processes (``spawn``), each through Hydra's own ``run_job``, exactly as the basic launcher runs it; a job's own
+2. The other jobs run ``hydra.launcher.n_jobs`` at a time (``auto``: as many as fit, one per core this process may
+   use, and for GPU jobs one per ``model.gpus_per_job`` GPUs of ``devices``) in worker processes (``spawn``), each
+   through Hydra's own ``run_job``, exactly as the basic launcher runs it; a job's own
    console output goes to ``<sweep dir>/<job>/job.log``. Each job generates its items and scores them
    (``metrics.json``, :func:`harness.app.commands.evaluation.evaluate_items`), but leaves the run's tables to the
    sweep. When a job ends the console gets one line: ``job k of N`` (k in finishing order), what it did, and an
@@ -115,13 +116,28 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def worker_count(setting: Any, jobs: int) -> int:
-    """Jobs at once: ``auto`` = the cores this process may use, else the given count; never more than ``jobs``.
-    :class:`harness.errors.ConfigError` for anything else."""
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def fit(cfg: RunConfig) -> int:
+    """How many jobs like ``cfg``'s fit this machine at once: one per core, and for a model whose jobs take GPUs
+    (``model.gpus_per_job``, a real run) as many as its GPU sets among the ``devices`` (at least one)."""
+    from harness.gpu_pool import parse_devices
+
+    gpus = int((cfg.model or {}).get("gpus_per_job") or 0)
+    if gpus <= 0 or cfg.dry_run or cfg.cmd != "run":
+        return _cores()
+    return max(1, len(parse_devices(cfg.devices)) // gpus)
+
+
+def worker_count(setting: Any, jobs: int, fits: int | None = None) -> int:
+    """Jobs at once: ``auto`` = as many as fit (``fits``; default: the cores this process may use), else the given
+    count; never more than ``jobs``. :class:`harness.errors.ConfigError` for anything else."""
     from harness.errors import ConfigError
 
     if setting in (None, "auto"):
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n = _cores() if fits is None else fits
     elif isinstance(setting, int) and not isinstance(setting, bool) and setting >= 1:
         n = setting
     else:
@@ -261,7 +277,7 @@ def _run_jobs(launcher: Any, jobs: list[Job], sweep_dir: Path) -> tuple[list[Out
             todo.append(j)
     if not todo:
         return outcomes, 0
-    workers = worker_count(launcher.params.get("n_jobs", "auto"), len(todo))
+    workers = worker_count(launcher.params.get("n_jobs", "auto"), len(todo), min(fit(j.cfg) for j in todo))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     print(f"sweep: {len(todo)} job{'' if len(todo) == 1 else 's'} to run, {workers} at a time on this machine; "
           f"each job's output: {sweep_dir}/<job>/job.log", flush=True)
@@ -278,7 +294,7 @@ def _pool(launcher: Any, todo: list[Job], workers: int, already: int, n: int) ->
 
     from hydra.core.singleton import Singleton
 
-    threads = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1) // workers)
+    threads = max(1, _cores() // workers)
     # Hydra's singletons (config store, job runtime, ...) as the worker needs them; OmegaConf's resolvers are
     # registered again there (setup_globals): they are closures, which pickle cannot send
     state = Singleton.get_state()["instances"]

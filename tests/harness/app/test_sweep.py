@@ -26,9 +26,22 @@ def test_worker_count_takes_the_usable_cores_and_never_more_than_the_jobs(monkey
     monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     assert sweep.worker_count("auto", 10) == 3 and sweep.worker_count(None, 2) == 2
     assert sweep.worker_count(5, 4) == 4 and sweep.worker_count(1, 4) == 1
+    assert sweep.worker_count("auto", 10, fits=2) == 2 and sweep.worker_count(4, 10, fits=2) == 4  # as asked
     for bad in (0, -1, "many", 2.5, True):
         with pytest.raises(ConfigError, match="hydra.launcher.n_jobs"):
             sweep.worker_count(bad, 3)
+
+
+def test_gpu_jobs_fit_one_per_gpu_set_of_the_devices(monkeypatch):
+    from harness.app.run_config import RunConfig
+
+    monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    cpu = RunConfig.from_mapping({"model": {"gpus_per_job": 0}})
+    eight = RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "devices": list(range(8))})
+    one = RunConfig.from_mapping({"model": {"gpus_per_job": 1}, "devices": "0,1,2,3"})
+    assert sweep.fit(cpu) == 16 and sweep.fit(eight) == 1 and sweep.fit(one) == 4
+    assert sweep.fit(RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "devices": [0, 1]})) == 1  # at least one
+    assert sweep.fit(RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "dry_run": True})) == 16  # no GPU used
 
 
 def test_the_estimate_counts_the_rounds_left_and_the_time_the_running_jobs_have_had():
