@@ -14,7 +14,8 @@ from hydra.plugins.launcher import Launcher
 
 @dataclass
 class WorldMemLocalConf:
-    """``n_jobs``: jobs at once (``auto``: the cores this process may use; never more than the sweep has)."""
+    """``n_jobs``: jobs at once (``auto``: as many as fit, see :func:`harness.app.sweep.fit`; never more than the
+    sweep has)."""
 
     _target_: str = "hydra_plugins.worldmem_local.WorldMemLocalLauncher"
     n_jobs: Any = "auto"
