@@ -285,6 +285,10 @@ class Adapter(ABC):
     #: the upstream line that makes it so; ``tests/adapters/test_policy_launches.py`` fails on an undeclared or a
     #: stale one).
     same_launch: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    #: Optional modules this adapter imports in the harness's own process to generate (``torch`` for an in-process
+    #: model; none for an upstream model, which runs in its own environment). The command line refuses a run whose
+    #: modules are missing before anything is written, naming the extra that installs them (harness/app/extras.py).
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: ModelConfig):
         self.config = config

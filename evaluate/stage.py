@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Optional, cast
 
 from .backbones import BackboneSet
 from .cache import SCHEMA_VERSION, all_reused, current_hashes, family_hashes, read_result
@@ -396,14 +396,19 @@ def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[
 
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
-                 weights_root: Optional[Path] = None, use_cache: bool = True, strips_ahead: bool = True) -> dict:
+                 weights_root: Optional[Path] = None, use_cache: bool = True, strips_ahead: bool = True,
+                 only: Optional[Collection[Path]] = None, tables: bool = True) -> dict:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
     tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`). ``strips_ahead``: draw each item's revisit
     strip as soon as it is scored (:class:`evaluate.reporting.strips.StripsAhead`); off, the report draws them all
     at the end (``python -m harness.bench eval`` times the evaluation without the report's work).
 
+    ``only``: evaluate just these item folders (those of the manifest's done rows among them); ``tables=False``:
+    write each item's ``metrics.json`` (and its strip) but not the run's ``eval/`` folder. A parallel sweep's job
+    scores its own items so, and the sweep writes the run's tables and report once at the end (harness/app/sweep.py).
+
     Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, results, tables, analyses, validity, html,
-    report, verdict, timings}``.
+    report, verdict, timings}`` (with ``tables=False``: no ``tables`` ... ``verdict``).
     """
     from harness.outputs import RunDir
 
@@ -415,6 +420,9 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
                                 "(or use the videos= mode for videos made elsewhere)")
     rows = run.rows()  # a row that escapes the run is a user error: nothing is evaluated or written
     done = [r for r in rows if r.done]
+    if only is not None:
+        wanted = {Path(d).resolve() for d in only}
+        done = [r for r in done if run.item_dir(r.dir).resolve() in wanted]
     backbones = BackboneSet(ecfg, weights_root)
     # a link out of the release's weights pack is refused here, before anything is written (exit code 2)
     backbones.check_pack(n for setting in ROLE_SETTINGS.values() for n in getattr(ecfg, setting))
@@ -492,6 +500,9 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         warm.result()
     results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
+    if not tables:
+        return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
+                "results": results, "timings": {"total_s": time.perf_counter() - t0, **backbones.clock}}
     t_tables = time.perf_counter()
     from .reporting.run import write_run_outputs
 

@@ -4,10 +4,11 @@ CLI entry point.
 Status, diagnostic and progress messages go through :mod:`logging` to stderr in a short format
 (``LEVEL name: message``), scrubbed of secrets (:class:`harness.secrets.RedactFilter`; library records too, through
 the root handlers of ``conf/hydra/job_logging/harness.yaml``); the result a command was asked for (``list`` tables,
-``weights list``, summary tables,
-JSON for scripts) stays on stdout through ``print``. ``verbosity`` (``debug`` | ``info`` | ``warning`` | ``error``,
-default ``info``) sets the level of the project's loggers; ``progress=false`` turns off every progress bar, the
-project's own and those of the libraries it drives (tqdm, huggingface_hub, transformers, diffusers).
+``weights list``, summary tables, JSON for scripts) stays on stdout through ``print``. ``verbosity`` (``debug`` |
+``info`` | ``warning`` | ``error``, default ``info``) sets the level of the project's loggers; other libraries'
+records (httpx, huggingface_hub, Hydra's own) reach the console from ERROR up, and all of them with
+``verbosity=debug``; ``progress=false`` turns off every progress bar, the project's own and those of the libraries
+it drives (tqdm, huggingface_hub, transformers, diffusers).
 """
 
 from __future__ import annotations
@@ -70,12 +71,31 @@ def setup_logging(verbosity: object = "info") -> None:
         log.addHandler(handler)
         log.setLevel(level)
         log.propagate = False
-    # libraries log through the root logger (Hydra's job logging: stderr, scrubbed): not below info, and as quiet
-    # as the verbosity asks
-    logging.getLogger().setLevel(max(level, logging.INFO))
+    # libraries log through the root logger (Hydra's job logging: stderr, scrubbed): their records are not the
+    # harness's status lines, so the console shows them from ERROR up, and every one only when asked (debug)
+    libraries = level if level <= logging.DEBUG else max(level, logging.ERROR)
+    logging.getLogger().setLevel(libraries)
+    _quiet_own_handlers(libraries)
     # matplotlib's one-off font-cache notice ("generated new fontManager", INFO) lands in the middle of the first
     # progress bar and tells a user nothing: its loggers speak from WARNING up unless verbosity=debug
     logging.getLogger("matplotlib").setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+
+
+#: libraries that give their loggers a stderr handler of their own (so the root logger's level does not reach
+#: them) -> the variable each reads for its level when it sets that logger up
+OWN_HANDLERS = {"transformers": "TRANSFORMERS_VERBOSITY", "diffusers": "DIFFUSERS_VERBOSITY",
+                "huggingface_hub": "HF_HUB_VERBOSITY"}
+_SET_BY_US: dict[str, str] = {}
+
+
+def _quiet_own_handlers(level: int) -> None:
+    """The libraries of :data:`OWN_HANDLERS` at ``level`` too: their loggers now (if set up already) and their
+    variables for later (a value the user set is left alone)."""
+    name = logging.getLevelName(level).lower()
+    for lib, var in OWN_HANDLERS.items():
+        if os.environ.get(var) in (None, _SET_BY_US.get(var)):
+            os.environ[var] = _SET_BY_US[var] = name
+            logging.getLogger(lib).setLevel(level)
 
 
 def apply_progress(enabled: bool) -> None:

@@ -119,7 +119,7 @@ class VideoWriter:
         elif (h, w) != self._shape:
             raise ValueError(f"frame {self.num_frames} is {w}x{h}, the video is {self._shape[1]}x{self._shape[0]}")
         # the caller may reuse its buffer; hashing happens on the encoder thread (off the generating thread)
-        self._queue.put(np.array(frame, dtype=np.uint8, order="C", copy=True))
+        self._queue.put(contiguous_copy(frame))
         self.num_frames += 1
 
     __call__ = write
@@ -150,6 +150,23 @@ class VideoWriter:
             self._thread.join()
         if self._tmp.exists():
             self._tmp.unlink()
+
+
+def contiguous_copy(frame: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of (H, W, 3) uint8 ``frame``, the same bytes as ``np.array(frame, order="C")``.
+
+    A renderer that draws RGBA hands over the view ``rgba[..., :3]`` (the reference model does): numpy copies that
+    3-of-4-byte stride pixel by pixel (about 2.5 ms a 480x832 frame on the generating thread), OpenCV's RGBA -> RGB
+    conversion copies the same bytes in bulk (about 0.2 ms)."""
+    base = frame.base
+    if (not frame.flags.c_contiguous and isinstance(base, np.ndarray) and base.dtype == np.uint8
+            and base.ndim == 3 and base.shape == (*frame.shape[:2], 4) and base.flags.c_contiguous
+            and frame.strides == base.strides and frame.ctypes.data == base.ctypes.data):
+        import cv2
+
+        out: np.ndarray = cv2.cvtColor(base, cv2.COLOR_RGBA2RGB)
+        return out
+    return np.array(frame, dtype=np.uint8, order="C", copy=True)
 
 
 def x264_options(crf: int = 18, preset: str = "veryfast") -> dict[str, str]:

@@ -140,6 +140,7 @@ class SanaWMDiffusersAdapter(Adapter):
     #: native: one pipeline call; the others: the harness-driven chunk rollout (see the module docstring)
     contexts: ClassVar[tuple[str, ...]] = ("native", "fullkv", "sliding", "fov")
     unsupported_reasons = {}
+    requires = ("torch", "diffusers")
     _pipe: tuple[SanaWMPipeline, torch.device]  # set by build(): the pipeline and its device, once per adapter
 
     # -- planning -----------------------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ class ServedModelConfig:
 class ServedAdapter(Adapter):
     """A model served by an engine (:class:`BackendConfig`), driven through its realtime WebSocket endpoint."""
 
+    requires = ("websockets", "msgpack")  # the WebSocket client and its messages (the `served` extra)
+
     def __init__(self, inner: Adapter, backend: BackendConfig):
         name = inner.config.name
         if name not in backend.models:

@@ -47,6 +47,7 @@ class TinyDiTModelConfig(ModelConfig):
 
 class TinyCausalDiTAdapter(Adapter):
     config_class = TinyDiTModelConfig
+    requires = ("torch",)
     config: TinyDiTModelConfig
 
     def compile(self, req: ItemRequest) -> NativeControls:

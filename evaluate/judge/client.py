@@ -83,6 +83,12 @@ class Verdict:
     fallbacks: dict = field(default_factory=dict)  # request field dropped -> why (the server refused it)
 
 
+def no_server_reason(settings: JudgeSettings) -> str:
+    """Why nothing is judged when ``evaluate.judge.base_url`` is not set."""
+    return ("no judge server configured: set evaluate.judge.base_url to an OpenAI-compatible server "
+            f"(vLLM / SGLang) serving {settings.model!r}; see docs/judge.md")
+
+
 class JudgeSession:
     """A run's connection to the judge server (thread-safe: items may be judged concurrently)."""
 
@@ -170,8 +176,7 @@ class JudgeSession:
             self._preflight_done = True
             s = self.settings
             if not s.base_url:
-                self.fatal = ("no judge server configured: set evaluate.judge.base_url to an OpenAI-compatible server "
-                              f"(vLLM / SGLang) serving {s.model!r}; see docs/judge.md")
+                self.fatal = no_server_reason(s)
                 return self.fatal
             openai = _openai()  # a missing client library is said here, once, naming the extra
             try:
@@ -281,7 +286,8 @@ class JudgeSession:
         with self._lock:
             reason = reason or self._spent()
         if reason:
-            return Verdict(False, reason=reason, retryable=True, key=key)
+            # no server configured: only a settings change (which recomputes the family anyway) can change that
+            return Verdict(False, reason=reason, retryable=bool(self.settings.base_url), key=key)
         fallbacks: dict[str, str] = {}
         self._store_request(jdir, key, *self.without_refused(body), ident)
         log_path = jdir / f"{key}.attempts.jsonl"

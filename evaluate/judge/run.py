@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from ..results import Entries
-from .client import session_for
+from .client import no_server_reason, session_for
 from .prompt import JudgeInput, JudgeInputError, build_request
 from .scoring import _scored, not_computed
 from .settings import JudgeSettings
@@ -33,7 +33,13 @@ class RunJudge:
         self._pool = ThreadPoolExecutor(max_workers=int(self.settings.concurrency), thread_name_prefix="judge")
 
     def submit(self, inp: JudgeInput, item_dir: Path) -> Future[Entries]:
-        """The item's ``dynamic.*`` entries (as :func:`score_item` returns them), as a future."""
+        """The item's ``dynamic.*`` entries (as :func:`score_item` returns them), as a future. With no server
+        configured and no stored answer in the item's ``judge/`` folder, no request is built (its JPEGs would be
+        read by no one): the entries say so, and are not retried until a judge setting changes."""
+        if not self.settings.base_url and not (Path(item_dir) / "judge").is_dir():
+            unjudged: Future[Entries] = Future()
+            unjudged.set_result(not_computed(self.settings, no_server_reason(self.settings), retryable=False))
+            return unjudged
         try:
             inp.validate()
             request = build_request(inp, self.settings)

@@ -23,6 +23,7 @@ def precheck_argv(argv: list[str], commands: tuple[str, ...]) -> list[str]:
     did-you-mean."""
     from pathlib import Path
 
+    from harness.app.extras import check_launchers
     from harness.app.settings import hydra_args
     from harness.config_groups import UnknownChoiceError, check_choice
     from harness.installed_models import InstalledModelError, installed_models
@@ -32,6 +33,10 @@ def precheck_argv(argv: list[str], commands: tuple[str, ...]) -> list[str]:
     except InstalledModelError as exc:
         fail(str(exc))
     out = [a if (i == 0 or a not in commands) else f"cmd={a}" for i, a in enumerate(argv)]
+    try:
+        check_launchers(out[1:])  # launcher=slurm without the `dist` extra: named before Hydra looks it up
+    except UserError as exc:
+        fail(str(exc))
     check_slurm(out[1:])
     config_dir = None  # a --config-dir adds options (an out-of-tree model's model/<name>.yaml, docs/adapters.md)
     if any(a.startswith(("--config-dir", "-cd")) for a in out[1:]):
@@ -176,3 +181,132 @@ def command_word_rewrites(argv: list[str], words: Mapping[tuple[str, str], str])
     """``judge check`` / ``release import`` (two words) -> ``cmd=<name>`` (from the dispatch table's ``words``)."""
     name = words.get((argv[1], argv[2])) if len(argv) > 2 else None
     return [argv[0], f"cmd={name}", *argv[3:]] if name else list(argv)
+
+
+def _composable(overrides: list[str], commands: tuple[str, ...] = ()) -> dict[str, str]:
+    """``overrides`` as one job would take them -> the override as given: a sweep (``context=fov,sliding``,
+    ``seed=range(1,3)``) by its first value; a glob of group options (its options were checked already) left out.
+    :class:`UserError` naming an override Hydra's grammar cannot parse (a bare word: a did-you-mean against
+    ``commands``)."""
+    import difflib
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    out = {}
+    for text in overrides:
+        if "=" not in text and not text.startswith("~") and commands:
+            pairs = [c for c in commands if c.split(" ")[0] == text and " " in c]
+            close = pairs or difflib.get_close_matches(text, commands, n=1, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise UserError(f"{text}: neither a command nor key=value.{hint} Commands: {', '.join(commands)} "
+                            "(`python -m harness --help`)")
+        try:
+            (o,) = parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            why = str(exc).splitlines()[0] if str(exc) else "not an override"
+            raise UserError(f"{text}: cannot read this override ({why}); write key=value, quoting a value with "
+                            "spaces or brackets: 'key=[a,b]' (Hydra's override grammar)") from None
+        if not o.is_sweep_override():
+            out[text] = text
+        elif o.value_type is not None and o.value_type.name != "GLOB_CHOICE_SWEEP":
+            out[f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"] = text
+    return out
+
+
+def _unknown_key(key: str, text: str, others: list[str], extra: list[str]) -> str:
+    """One line for an override of a key the config does not have: the place, a did-you-mean against the keys
+    there (composed without the bad override), and those keys when they are few."""
+    import difflib
+
+    from harness.app.settings import compose_config
+
+    try:
+        node: Any = compose_config([*others, *extra], hydra_config=key.startswith("hydra."))
+    except Exception:  # another override fails too: say what is known
+        return f"{text}: the config has no setting {key!r} (docs/configuration.md lists them)"
+    parts, where = key.split("."), list[str]()
+    for part in parts[:-1]:
+        if not hasattr(node, "keys") or part not in node:
+            break
+        node, where = node[part], [*where, part]
+    missing = parts[len(where)]
+    known = sorted(str(k) for k in node.keys()) if hasattr(node, "keys") else []
+    close = difflib.get_close_matches(missing, known, n=1, cutoff=0.6)
+    place = f"{'.'.join(where)!r} has no setting" if where else "the config has no setting"
+    hint = f" Did you mean {'.'.join([*where, close[0]])!r}?" if close else ""
+    listing = f" Its settings: {', '.join(known)}." if where and 0 < len(known) <= 40 else (
+        " `python -m harness --help` and docs/configuration.md list them." if not where else "")
+    return f"{text}: {place} {missing!r}.{hint}{listing}"
+
+
+def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> None:
+    """Compose the config the command line asks for (a sweep by each override's first value) before Hydra does, so
+    that an override Hydra would refuse gets one line (exit 2) instead of Hydra's error: a key the config does not
+    have (``modle=reference``, ``evaluate.devcie=cpu``) with a did-you-mean against the keys at that place (not
+    Hydra's ``+modle=reference``, which adds a key nothing reads), an override its grammar cannot parse, a ``+``
+    on a key that exists, a ``~`` on one that does not, a word that is no command (a did-you-mean against
+    ``commands``)."""
+    from pathlib import Path
+
+    from harness.app.settings import compose_config, hydra_args
+
+    try:
+        args = hydra_args(argv)
+    except SystemExit:
+        return  # argparse's own usage error: Hydra prints it
+    if args.help or args.hydra_help:
+        return
+    extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
+    overrides: dict[str, str] = {}
+    try:
+        overrides = _composable(list(args.overrides), commands)
+        compose_config([*overrides, *extra], hydra_config=any(o.startswith("hydra.") for o in overrides))
+    except UserError as exc:
+        fail(str(exc))
+    except Exception as exc:  # Hydra's own composition error: one line, in our words where we know them
+        fail(_composition_error(exc, overrides, extra))
+
+
+def _composition_error(exc: BaseException, overrides: dict[str, str], extra: list[str]) -> str:
+    """One line for Hydra's composition error ``exc`` (``overrides``: composed form -> as given)."""
+    import re
+
+    msg = f"{exc}\n{exc.__cause__ or ''}"
+    m = re.search(r"Could not override '([^']+)'", msg)
+    bad = next((o for o in overrides if m and o.lstrip("+~").split("=", 1)[0] == m.group(1)), None)
+    if m and bad is not None and re.search(r"not in struct|Key '[^']+' not in", msg):
+        return _unknown_key(m.group(1), overrides[bad], [o for o in overrides if o != bad], extra)
+    m = re.search(r"Could not append to config. An item is already at '([^']+)'", msg)
+    if m:
+        return f"+{m.group(1)}=...: {m.group(1)!r} exists already: set it without the '+' ({m.group(1)}=...)"
+    first = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
+    return f"{first} (in: {' '.join(overrides.values())})"
+
+
+def experiment_sweep(argv: list[str]) -> dict[str, str]:
+    """The sweep a chosen experiment defines (``hydra.sweeper.params`` of ``conf/experiment/<name>.yaml``), minus
+    the keys the command line sets itself; empty for a sweep (``-m``), ``--cfg`` / ``--info`` / ``--help``, or a
+    command other than ``run``."""
+    import yaml
+
+    from harness.app.settings import hydra_args
+    from harness.config_groups import option_file
+
+    try:
+        args = hydra_args(argv)
+    except SystemExit:
+        return {}
+    if args.multirun or args.cfg or args.info or args.help or args.hydra_help:
+        return {}
+    pairs = [o.lstrip("+~").split("=", 1) for o in args.overrides if "=" in o]
+    given = {p[0]: p[1] for p in pairs}
+    if given.get("cmd", "run") != "run" or not given.get("experiment"):
+        return {}
+    try:
+        text = option_file("experiment", given["experiment"]).read_text()
+        params = ((yaml.safe_load(text) or {}).get("hydra") or {}).get("sweeper", {}).get("params") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in params.items() if str(k) not in given}

@@ -14,6 +14,8 @@ WanTransformer3DModel through the harness KV cache (needs torch; ``--model wan``
 cache); then the README's default run (``python -m harness``: generation, then evaluation, each timed on the wall
 clock as a user runs it) with its evaluation / generation ratio (target <= 1.0), min / median / max over
 ``--default-repeats``.
+``python -m harness.bench first_look``: the README's first command from an empty folder, its wall and CPU time and
+the generation / evaluation / report split over repeats (:mod:`harness.app.benchmarks.first_look`).
 """
 
 from __future__ import annotations
@@ -404,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(fn=bench_eval)
     __import__("harness.app.benchmarks.plan", fromlist=["add_parser"]).add_parser(sub)  # `plan`: study dry-run time
     __import__("harness.app.benchmarks.release", fromlist=["add_parser"]).add_parser(sub)  # `release`: its scale
+    # `first_look`: the README's first command, its wall time and its split
+    __import__("harness.app.benchmarks.first_look", fromlist=["add_parser"]).add_parser(sub)
     args = ap.parse_args(argv)
     from harness.logs import setup_logging
 

@@ -16,6 +16,7 @@ typed as two words. Exit codes and messages: :mod:`harness.app.console`.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from typing import Any, Union
 
 from harness.app.commands import info, run, tools
 from harness.app.run_config import RunConfig
+
+log = logging.getLogger("harness.app.cli")  # the CLI's status lines (console output)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,16 @@ def dispatch(cfg_omega: Any) -> None:
     guarded(body)
 
 
+#: set once Hydra has handed a composed config to :func:`task` (a SystemExit(1) before that is Hydra's usage error)
+_DISPATCHED: list[bool] = []
+
+
+def task(cfg_omega: Any) -> None:
+    """Hydra's task function (module level, so that a launcher can send it to a worker process)."""
+    _DISPATCHED.append(True)
+    dispatch(cfg_omega)
+
+
 def _validate_job(raw: dict[str, Any]) -> None:
     from harness.app.settings import load_run_config
 
@@ -103,17 +116,21 @@ def _run_hydra(argv: list[str]) -> None:
     import hydra
 
     from evaluate.reporting.cli import merge_run_args
-    from harness.app.argv import argv_secrets, hide_internal_options_in_help, precheck_argv, prepass
+    from harness.app.argv import (argv_secrets, check_overrides, experiment_sweep, hide_internal_options_in_help,
+                                  precheck_argv, prepass)
     from harness.app.console import register_secrets
     from harness.errors import CommandExit
 
     sys.argv = precheck_argv(merge_run_args(argv), COMMANDS)
+    sweep = experiment_sweep(sys.argv[1:])
+    if sweep:  # `experiment=first_look` without -m: the experiment is its sweep, so run it (docs/configuration.md)
+        log.info("experiment sweeps %s: running it as a sweep (-m); set %s to run one job",
+                 " ".join(f"{k}={v}" for k, v in sweep.items()), " ".join(f"{k}=<value>" for k in sweep))
+        sys.argv = [sys.argv[0], "-m", *sys.argv[1:]]
+    check_overrides(sys.argv[1:], (*COMMANDS, *(n for n, h in HANDLERS.items() if isinstance(h, ArgvCommand)),
+                                   *(" ".join(w) for w in WORDS)))
     register_secrets(argv_secrets(sys.argv))
-    dispatched = []
-
-    def task(cfg_omega: Any) -> None:
-        dispatched.append(True)
-        dispatch(cfg_omega)
+    _DISPATCHED.clear()
 
     with run.prepared({}):
         prepass(sys.argv[1:], _validate_job, run.NothingToRun)
@@ -122,7 +139,7 @@ def _run_hydra(argv: list[str]) -> None:
         try:
             hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(task)()
         except SystemExit as exc:
-            if exc.code == 1 and not dispatched and not isinstance(exc, CommandExit):
+            if exc.code == 1 and not _DISPATCHED and not isinstance(exc, CommandExit):
                 sys.exit(2)  # Hydra's own override / composition error: a user error like ours
             raise
 

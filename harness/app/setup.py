@@ -523,6 +523,10 @@ def script(plan: SetupPlan) -> str:
              f"({_contract_label(plan.model)})", "set -euo pipefail",
              "# the harness's own Python: its steps and the weight downloads run under it, not the model's",
              f"HARNESS_PY={_q(plan.harness_python)}"]
+    if "weights" in plan.steps or "readiness" in plan.steps:  # both end in the harness's weights step: say it now
+        need = _q(f"setup: huggingface_hub is missing from the harness Python ({plan.harness_python}), and the "
+                  "weights step needs it: pip install -e \".[eval]\" there first (nothing was done)")
+        lines.append(f"\"$HARNESS_PY\" -c 'import huggingface_hub' 2>/dev/null || {{ echo {need} >&2; exit 2; }}")
     if "checkout" in plan.steps:
         lines += ["", f"# -- checkout at the pinned commit ({c.commit})", *checkout_commands(plan)]
     if "environment" in plan.steps:

@@ -17,7 +17,8 @@ from typing import Any
 from evaluate.backbones import BACKBONES, BackboneSpec, import_class, spec, status
 from evaluate.weights import Checksum, FolderState, WeightsContract, download, fetch_command, weights_root
 from evaluate.weights_pack import HOW_TO_GET, PackLinkError, WeightsPack, discover
-from harness.errors import ConfigError
+from harness.app.extras import require
+from harness.errors import ConfigError, UserError
 
 
 def _select(names: list[str], shipped: bool = False) -> list[BackboneSpec]:
@@ -152,6 +153,7 @@ def main(argv: list[str]) -> int:
     try:
         if args.action in ("list", "verify"):
             return cmd_list(root, args.names, verify=args.action == "verify")
+        require("weights fetch", ("huggingface_hub",))  # one line naming the extra, before any folder is made
         failed = 0
         for s in _select(args.names):
             try:
@@ -161,6 +163,6 @@ def main(argv: list[str]) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 failed += 1
         return 1 if failed else 0
-    except ConfigError as exc:  # an unknown or weight-free backbone name (UnknownBackboneError is one)
+    except UserError as exc:  # an unknown or weight-free backbone name (a ConfigError), a missing extra
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -255,3 +255,27 @@ def test_writer_temp_names_are_unique_per_writer(tmp_path):
     finally:
         a.abort()
         b.abort()
+
+
+def test_an_rgba_views_frames_are_written_as_the_same_bytes(tmp_path):
+    """The reference model hands the writer ``rgba[..., :3]`` views: copied in bulk (OpenCV), the frame hash and the
+    video are those of the same frames given as contiguous RGB, and a later change to the RGBA buffer (a renderer
+    reusing it) changes nothing written."""
+    from harness.video import VideoWriter, contiguous_copy
+
+    frames = _frames(8, 96, 160)
+    rgba = [np.dstack([f, np.full(f.shape[:2], 255, np.uint8)]) for f in frames]
+    view = rgba[0][..., :3]
+    copy = contiguous_copy(view)
+    assert copy.flags.c_contiguous and np.array_equal(copy, frames[0]) and not np.shares_memory(copy, rgba[0])
+    odd = rgba[1][::2, :, :3]  # another layout: copied by numpy, the same values
+    assert np.array_equal(contiguous_copy(odd), frames[1][::2])
+    a, b = VideoWriter(tmp_path / "a.mp4", fps=16), VideoWriter(tmp_path / "b.mp4", fps=16)
+    for f, x in zip(frames, rgba):
+        a(f)
+        b(x[..., :3])
+        x[...] = 0  # the caller reuses its buffer at once
+    assert a.frames_sha256 == b.frames_sha256
+    a.close()
+    b.close()
+    assert (tmp_path / "a.mp4").read_bytes() == (tmp_path / "b.mp4").read_bytes()

@@ -29,11 +29,14 @@ def in_process_cli(monkeypatch, tmp_path, capsys) -> Callable[..., Result]:
     from harness import secrets
 
     monkeypatch.chdir(tmp_path)
-    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # progress=false sets them: restored afterwards
+    # progress=false and the verbosity of libraries with their own log handlers set these: restored afterwards
+    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "DIFFUSERS_VERBOSITY",
+                 "HF_HUB_VERBOSITY"):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     # the CLI (and Hydra's job logging) reconfigure these loggers: restored afterwards
-    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", None):
+    for pkg in ("harness", "evaluate", "adapters", "trajectories", "hydra", "transformers", "diffusers",
+                "huggingface_hub", None):
         log = logging.getLogger(pkg)
         monkeypatch.setattr(log, "handlers", list(log.handlers))
         monkeypatch.setattr(log, "level", log.level)

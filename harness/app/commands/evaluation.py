@@ -4,8 +4,9 @@ verdict and a short table of the computed metrics."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from harness.app.run_config import RunConfig
 
@@ -48,8 +49,11 @@ def no_comparison_hint(cfg: RunConfig) -> str:
     return NO_COMPARISON_HINT
 
 
-def evaluate(run_dir: Path, cfg: RunConfig) -> bool:
-    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled)."""
+def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optional[dict[str, float]] = None) -> bool:
+    """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled).
+    Prints where the tables and the report are, the verdict and (``table``) a short table of the metrics.
+    ``timings`` (when given) gets ``evaluation_s`` (wall seconds, the study report left out), ``report_s`` and
+    ``cpu_s`` (this process's CPU seconds, report included)."""
     from evaluate.reporting.verdict import NO_COMPARISON_HINT
     from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
@@ -59,7 +63,12 @@ def evaluate(run_dir: Path, cfg: RunConfig) -> bool:
 
     ecfg = eval_config(cfg)
     root = weights_root(cfg.weights_dir)
+    t0, cpu = time.perf_counter(), time.process_time()
     out = evaluate_run(run_dir, ecfg, force=cfg.overwrite, progress=cfg.progress, weights_root=root)
+    if timings is not None:
+        report_s = float(out.get("report_s") or 0.0)
+        timings.update(evaluation_s=time.perf_counter() - t0 - report_s, report_s=report_s,
+                       cpu_s=time.process_time() - cpu)
     print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
           f"{out['validity']}")
     if out.get("report"):
@@ -67,11 +76,31 @@ def evaluate(run_dir: Path, cfg: RunConfig) -> bool:
     if out.get("verdict"):  # the report's own verdict (evaluate.reporting.verdict), the same words as its page
         hint = no_comparison_hint(cfg)
         print("verdict:\n  " + "\n  ".join(x.replace(NO_COMPARISON_HINT, hint) for x in out["verdict"]))
-    print(short_table(out["results"]))
-    for item, reason in out["failed"]:
+    if table:
+        print(short_table(out["results"]))
+    _log_failed(out["failed"])
+    return not out["failed"]
+
+
+def evaluate_items(run_dir: Path, item_dirs: list[Path], cfg: RunConfig) -> bool:
+    """Score the finished items among ``item_dirs`` (each item's ``metrics.json``), without the run's tables and
+    report: a job of a local sweep does this for its own items, and the sweep tables the run once at its end
+    (:mod:`harness.app.sweep`). False when an item or metric failed."""
+    from evaluate.stage import evaluate_run
+    from evaluate.weights import weights_root
+
+    out = evaluate_run(run_dir, eval_config(cfg), force=cfg.overwrite, progress=cfg.progress,
+                       weights_root=weights_root(cfg.weights_dir), only=item_dirs, tables=False)
+    print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at its "
+          "end)")
+    _log_failed(out["failed"])
+    return not out["failed"]
+
+
+def _log_failed(failed: list[tuple[Any, str]]) -> None:
+    for item, reason in failed:
         key = "/".join(str((item or {}).get(k, "?")) for k in ("model", "context", "seed", "trajectory", "case_id"))
         log.error("FAILED %s: %s", key, reason)
-    return not out["failed"]
 
 
 def short_table(results: list[ItemResult]) -> str:

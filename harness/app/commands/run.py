@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.app.commands.evaluation import eval_config, evaluate, in_sweep
+from harness.app.commands.evaluation import eval_config, evaluate, evaluate_items, in_sweep
 from harness.app.run_config import RunConfig
 from harness.errors import ConfigError
 
@@ -78,6 +79,7 @@ def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
     plan = plan_from_config(cfg)
     adapter, specs = plan.adapter, plan.specs
     if not cfg.dry_run:
+        check_requires(adapter, cfg)  # a missing extra (torch, the served client): one line naming it
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
     elif report:
         log_readiness(adapter)
@@ -94,6 +96,16 @@ def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
     return plan
 
 
+def check_requires(adapter: Adapter, cfg: RunConfig) -> None:
+    """The optional modules the adapter imports in this process (``Adapter.requires``): a
+    :class:`harness.errors.MissingDependencyError` naming the extra when one is missing."""
+    from harness.app.extras import require
+
+    backend = (cfg.backend or {}).get("name", "upstream")
+    what = f"model={adapter.config.name}" + (f" backend={backend}" if backend != "upstream" else "")
+    require(what, type(adapter).requires)
+
+
 def validate_job(cfg: RunConfig) -> None:
     """What a job checks before it writes anything (run for every job of a sweep before job 0 starts); a ``run``
     job's plan is kept for the job (:func:`prepared`)."""
@@ -106,6 +118,11 @@ def validate_job(cfg: RunConfig) -> None:
         plans = _PREPARED.get()
         if plan is not None and plans is not None:
             plans[config_key(cfg)] = plan
+
+
+def planned(cfg: RunConfig) -> Optional[Plan]:
+    """The plan the sweep pre-pass made for ``cfg`` in this command (None: none was made)."""
+    return (_PREPARED.get() or {}).get(config_key(cfg))
 
 
 def _plan_for(cfg: RunConfig) -> Optional[Plan]:
@@ -152,26 +169,42 @@ def cmd_run(cfg: RunConfig) -> None:
                 remove_dead_temps(run_dir)
             save_config(cfg, run_dir)
 
+    cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
         summary = run_items(plan, cfg, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
                             pool=pool, rank=rank, previews=cfg.previews, on_start=start)
     print(summary.table())
+    _note(summary, generation_s=summary.seconds, generation_cpu_s=time.process_time() - cpu)
     evaluated_ok = True
     if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled and rank.is_main:
+        t0, cpu = time.perf_counter(), time.process_time()
         evaluated_ok = _evaluate_when_complete(plan, cfg, produced=bool(summary.done or summary.skipped))
+        _note(summary, evaluation_s=time.perf_counter() - t0, evaluation_cpu_s=time.process_time() - cpu)
     if not (summary.ok and evaluated_ok):
         sys.exit(1)
 
 
+def _note(summary: Any, **seconds: float) -> None:
+    """What this job did, for the line a local sweep prints about it (:func:`harness.app.sweep.note_job`)."""
+    from harness.app.sweep import note_job
+
+    note_job(done=len(summary.done), skipped=len(summary.skipped) + len(summary.elsewhere),
+             failed=len(summary.failed), compiled=len(summary.compiled), **seconds)
+
+
 def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
-    """Evaluate the run once every shard's items are finished (False: an item or metric failed)."""
+    """Evaluate the run once every shard's items are finished (False: an item or metric failed). A job of a local
+    sweep scores only its own items: the sweep writes the run's tables, report and verdict once, at its end."""
     from harness.app.runner import run_complete
+    from harness.app.sweep import reports_at_end
     from harness.io import confine
 
     missing = run_complete(plan.run_dir, plan.all_items)
     if not produced:  # say what happened instead of reporting absent metrics
         log.warning("no video was produced: every item failed (causes above, full logs in each item's "
                     "upstream.log / meta.json); evaluation skipped")
+    elif reports_at_end():
+        return evaluate_items(plan.run_dir, [plan.run_dir / i.rel_dir for i in plan.items], cfg)
     elif missing:
         log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
                  "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
@@ -198,7 +231,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
         hc = HydraConfig.get()
         overrides = list(hc.overrides.task)
         job = f"-{hc.job.num}" if hc.mode is not None and str(hc.mode).endswith("MULTIRUN") else ""
-        _redact_multirun_yaml(Path(str(hc.sweep.dir)))
+        redact_multirun_yaml(Path(str(hc.sweep.dir)))
     except Exception:  # not under Hydra (API use): nothing to add
         job = ""
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
@@ -207,7 +240,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     write_text(d / "overrides.yaml", yaml.safe_dump(redact_overrides(overrides, plain_names(cfg.raw))))
 
 
-def _redact_multirun_yaml(sweep_dir: Path) -> None:
+def redact_multirun_yaml(sweep_dir: Path) -> None:
     """Hydra's launcher saves ``multirun.yaml`` (with the overrides) before any job runs: scrub secrets there."""
     from harness.io import write_text
     from harness.secrets import scrub

@@ -57,8 +57,10 @@ def cmd_release_import(cfg: RunConfig) -> None:
     """``release import source=<dir> run=<name>``: the official release as a run, then evaluated
     (:mod:`harness.app.release`)."""
     from harness.app.commands.evaluation import evaluate
+    from harness.app.extras import require
     from harness.app.release import release_import
 
+    require("release import (the release's parquet rows)", ("pyarrow",))  # before the run folder is made
     if not release_import(cfg, evaluate):
         sys.exit(1)
 

@@ -68,7 +68,10 @@ def test_multirun_context_and_seed_sweep_resumes(tmp_path):
                                                            for s in (1, 2)}
     stamps = {m: m.stat().st_mtime_ns for m in metas}
     r2 = run_cli(args, tmp_path)
-    assert r2.returncode == 0 and r2.stdout.count("skipped (already done)  1") == 6
+    # each finished job is recognised without a worker: one line each, then the run's verdict once
+    jobs = [x for x in r2.stdout.splitlines() if x.startswith("job ")]
+    assert r2.returncode == 0 and len(jobs) == 6, r2.stdout
+    assert all(f"job {k} of 6 already done" in x for k, x in enumerate(jobs, 1)) and r2.stdout.count("verdict:") == 1
     assert all(m.stat().st_mtime_ns == t for m, t in stamps.items())  # nothing rewritten
     assert len((run_dir / "manifest.jsonl").read_text().splitlines()) == 6
 
@@ -404,6 +407,27 @@ def test_verbosity_sets_the_level_of_status_lines_on_stderr(harness_main, monkey
     assert all(s in err for s in shown) and not any(s in err for s in hidden), err
     if "an info line" in shown:
         assert "INFO harness.somewhere: an info line\n" in err  # the short format: level, logger, message
+
+
+def _libraries_talk(cfg):
+    logging.getLogger("httpx").info("HTTP Request: GET http://x")
+    # huggingface_hub gives its logger a stderr handler of its own: the root logger's level does not reach it
+    logging.getLogger("huggingface_hub").addHandler(logging.StreamHandler())
+    logging.getLogger("huggingface_hub.file_download").warning("a library warning")
+    logging.getLogger("some.library").error("a library error")
+
+
+@pytest.mark.parametrize("verbosity, shown, hidden", [
+    (None, ["a library error"], ["HTTP Request", "a library warning"]),
+    ("warning", ["a library error"], ["HTTP Request", "a library warning"]),
+    ("debug", ["HTTP Request", "a library warning", "a library error"], []),
+])
+def test_other_libraries_log_lines_reach_the_console_only_when_asked(harness_main, monkeypatch, verbosity, shown,
+                                                                      hidden):
+    monkeypatch.setitem(cli.HANDLERS, "list", _libraries_talk)
+    code, _, err = harness_main("list", *([f"verbosity={verbosity}"] if verbosity else []))
+    assert code == 0, err
+    assert all(s in err for s in shown) and not any(s in err for s in hidden), err
 
 
 def test_invalid_verbosity_exits_2_naming_the_field_and_the_choices(harness_main):
