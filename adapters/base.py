@@ -16,13 +16,17 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Optional, get_args
 
 import numpy as np
+import pydantic.dataclasses
+from pydantic import BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 from harness.context import ContextPolicy
-from trajectories.fields import check_fields
-from harness.errors import ConfigError
+from harness.context.policies import PolicyName
+from harness.errors import ConfigError, UserError
+from harness.outputs import PlainName, Seed
+from harness.sections import Fix, Number, Section
 
 if TYPE_CHECKING:
     from adapters.controls.clock import ControlClock
@@ -40,61 +44,75 @@ class UnsupportedContextError(ConfigError):
     """The (model, context policy) pair is not supported; raised at planning time, before anything heavy."""
 
 
-@dataclass(frozen=True)
-class TranslationScale:
+#: a model config's pydantic settings: unknown keys are refused (:class:`harness.sections.Section`). A model config
+#: class is a frozen, keyword-only pydantic dataclass, so its fields are typed and checked when it is read:
+#: ``@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)``
+CONFIG = ConfigDict(extra="forbid")
+
+Units = Literal["scene", "metres", "normalised", "none"]
+#: a positive whole number (pixels, frames, latents)
+Positive = Annotated[StrictInt, Field(ge=1), Fix("must be a positive integer")]
+
+
+def _default_if_none(value: Any) -> Any:
+    return {} if value is None else value
+
+
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
+class TranslationScale(Section):
     """How scene-unit translations reach a model (``model.translation_scale``; recorded in every item's meta.json).
 
     Attributes:
         units: what a translation means to the model: ``scene`` (raw units, taken as they are after the factor),
             ``metres``, ``normalised`` (the model divides the scale away: LingBot's per-clip max-norm) or ``none``
             (no magnitude reaches it: YUME's direction keys).
-        per_scene_unit: model translation units per scene unit, applied at the adapter boundary (``scene``,
+        per_scene_unit: model translation units per scene unit (> 0), applied at the adapter boundary (``scene``,
             ``metres``); 1 = scene units as they are. Matrix-Game 3 uses 7 (metres per scene unit).
         expects: what upstream expects, in words (its defaults, step sizes), for the record.
     """
 
-    units: str = "scene"
-    per_scene_unit: float = 1.0
-    expects: str = ""
+    section: ClassVar[str] = "model.translation_scale"
+    error: ClassVar[type[UserError]] = ModelConfigError
+    noun: ClassVar[str] = "field"
+    moved: ClassVar[dict[str, str]] = {
+        "units_per_scene_unit": "renamed: write per_scene_unit (units: scene)",
+        "metres_per_scene_unit": "renamed: write per_scene_unit (units: metres)"}
 
-    UNITS: ClassVar[tuple[str, ...]] = ("scene", "metres", "normalised", "none")
+    units: Annotated[Units, Fix(f"use one of {list(get_args(Units))}")] = "scene"
+    per_scene_unit: Annotated[float, Field(strict=True, gt=0), Fix("must be > 0")] = 1.0
+    expects: StrictStr = ""
+
+    UNITS: ClassVar[tuple[str, ...]] = get_args(Units)
 
     @property
     def recoverable(self) -> bool:
         """Whether the absolute scale reaches the model (not when it is normalised away or never sent)."""
         return self.units in ("scene", "metres")
 
-    @classmethod
-    def from_dict(cls, d: "dict[str, Any] | TranslationScale", model: str = "?") -> "TranslationScale":
-        if isinstance(d, TranslationScale):
-            return d
-        if not isinstance(d, dict):
-            raise ModelConfigError(f"model.translation_scale={d!r}: give a mapping with keys units, per_scene_unit, "
-                                   f"expects (model {model!r})")
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        for key in sorted(set(d) - allowed):
-            hint = {"units_per_scene_unit": "per_scene_unit (units: scene)",
-                    "metres_per_scene_unit": "per_scene_unit (units: metres)"}.get(key)
-            raise ModelConfigError(f"model.translation_scale.{key}: unknown for model {model!r}"
-                                   + (f"; write {hint}" if hint else "") + f"; allowed: {sorted(allowed)}")
-        ts = cls(**d)
-        if ts.units not in cls.UNITS:
-            raise ModelConfigError(f"model.translation_scale.units={ts.units!r}: use one of {list(cls.UNITS)}")
-        if not isinstance(ts.per_scene_unit, (int, float)) or not ts.per_scene_unit > 0:
-            raise ModelConfigError(f"model.translation_scale.per_scene_unit={ts.per_scene_unit!r}: must be > 0")
-        return cls(ts.units, float(ts.per_scene_unit), str(ts.expects))
-
     def to_dict(self) -> dict[str, Any]:
         return {"units": self.units, "per_scene_unit": self.per_scene_unit, "expects": self.expects,
                 "recoverable": self.recoverable}
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """Settings every model has (``conf/model/<name>.yaml``); adapters subclass it for their own fields.
+
+#: Keys the adapter's code declares, not its YAML (an override could claim what the code cannot run).
+_DECLARED_IN_CODE = {
+    "supported_contexts": "the context policies a model supports are declared by its adapter class "
+                          "(Adapter.contexts / supported_contexts()); remove it from the model's config",
+    "unsupported_reasons": "the reasons are declared by the adapter class (Adapter.unsupported_reasons); remove it "
+                           "from the model's config",
+}
+
+
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
+class ModelConfig(Section):
+    """Settings every model has (``conf/model/<name>.yaml``, the ``model`` section); adapters subclass it for their
+    own fields (decorated as it is, :data:`CONFIG`) and add rules across fields in :meth:`validate`. Which
+    class reads a ``model`` section is the adapter's (:func:`model_config`: ``Adapter.config_class`` of the
+    adapter ``model.adapter`` names).
 
     Attributes:
-        name: registry name (``model=<name>``).
+        name: registry name (``model=<name>``; a plain name: it is a folder of the run).
         adapter: ``"module:Class"`` of the adapter, imported lazily.
         seed: the model's frozen default seed (overridden by a top-level ``seed=``).
         height, width: native output resolution in pixels. fps: native frame rate.
@@ -111,53 +129,38 @@ class ModelConfig:
             trajectory itself is sampled on ``num_frames - trailing_hold_frames`` and ``H`` grows by this much.
     """
 
-    name: str
-    adapter: str
-    seed: int
-    height: int
-    width: int
-    fps: float
-    num_frames: int
-    frames_per_trajectory: dict[str, int] = field(default_factory=dict)
-    latent_stride: int = 4
-    chunk_latents: int = 4
-    default_hfov_deg: float = 60.0
-    gpus_per_job: int = 0
-    gpu_layout: str = ""
-    paper_context: str = "fullkv"
-    translation_scale: TranslationScale = field(default_factory=TranslationScale)
-    trailing_hold_frames: int = 0
-    description: str = ""
+    section: ClassVar[str] = "model"
+    error: ClassVar[type[UserError]] = ModelConfigError
+    noun: ClassVar[str] = "field"
+    fix: ClassVar[str] = "choose a model: model=<name> (`python -m harness list`)"
+    moved: ClassVar[dict[str, str]] = _DECLARED_IN_CODE
+    required: ClassVar[str] = "set it in the model's config (conf/model/<name>.yaml)"
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
-        """Build and validate; unknown keys fail with the allowed list."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        name = d.get("name", "?")
-        for key in sorted(unknown & set(_DECLARED_IN_CODE)):
-            raise ModelConfigError(f"model.{key}: {_DECLARED_IN_CODE[key]}; remove it from the config of {name!r}")
-        check_fields("model", d, names, ModelConfigError, what=f"model {name!r}")
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d and _required(f)]
-        if missing:
-            raise ModelConfigError(f"model.{missing[0]}: required for model {name!r}; set it in conf/model/{name}.yaml")
-        kwargs = dict(d)
-        if "translation_scale" in kwargs:
-            kwargs["translation_scale"] = TranslationScale.from_dict(kwargs["translation_scale"] or {}, name)
-        for f in dataclasses.fields(cls):
-            if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
-                kwargs[f.name] = tuple(kwargs[f.name])
-        cfg = cls(**kwargs)
-        cfg.validate()
-        return cfg
+    name: PlainName
+    adapter: StrictStr
+    seed: Seed
+    height: Positive
+    width: Positive
+    fps: Annotated[Number, Field(gt=0), Fix("must be > 0")]
+    num_frames: Positive
+    frames_per_trajectory: dict[str, StrictInt] = field(default_factory=dict)
+    latent_stride: Positive = 4
+    chunk_latents: Positive = 4
+    default_hfov_deg: Number = 60.0
+    gpus_per_job: Annotated[StrictInt, Field(ge=0)] = 0
+    gpu_layout: StrictStr = ""
+    paper_context: PolicyName = "fullkv"
+    translation_scale: Annotated[TranslationScale, BeforeValidator(_default_if_none)] = field(
+        default_factory=TranslationScale)
+    trailing_hold_frames: Annotated[StrictInt, Field(ge=0)] = 0
+    description: StrictStr = ""
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     def validate(self) -> None:
-        for k in ("height", "width", "num_frames", "latent_stride", "chunk_latents"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v <= 0:
-                raise ModelConfigError(f"model.{k}={v!r}: must be a positive integer")
-        if self.fps <= 0:
-            raise ModelConfigError(f"model.fps={self.fps}: must be > 0")
+        """Rules across fields (a subclass's own; :class:`ModelConfigError` naming ``model.<field>``), checked when
+        the config is made; the types and bounds of each field are checked before."""
 
     def frames_for(self, trajectory: str) -> int:
         """Native frame count for ``trajectory`` (e.g. YUME: 551 for LRLRLR, 493 otherwise)."""
@@ -169,16 +172,15 @@ class ModelConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-#: Keys the adapter's code declares, not its YAML (an override could claim what the code cannot run).
-_DECLARED_IN_CODE = {
-    "supported_contexts": "the context policies a model supports are declared by its adapter class "
-                          "(Adapter.contexts / supported_contexts())",
-    "unsupported_reasons": "the reasons are declared by the adapter class (Adapter.unsupported_reasons)",
-}
 
-
-def _required(f: dataclasses.Field[Any]) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+def model_config(model: Mapping[str, Any] | ModelConfig) -> ModelConfig:
+    """The typed ``model`` section: read by the config class of the adapter that ``model.adapter`` names
+    (``Adapter.config_class``); a :class:`ModelConfig` is returned as it is."""
+    if isinstance(model, ModelConfig):
+        return model
+    if not isinstance(model, Mapping):
+        raise ModelConfigError(f"model={model!r}: {ModelConfig.fix}")
+    return adapter_class(model.get("adapter"), model.get("name")).config_class.from_dict(model)
 
 
 def policy_budget(policy: ContextPolicy) -> dict[str, Any]:
@@ -464,14 +466,19 @@ class Adapter(ABC):
         """Produce the video, handing each (H, W, 3) uint8 RGB frame to ``sink`` in order."""
 
 
-def build_adapter(model_cfg: dict[str, Any]) -> Adapter:
-    """Instantiate the adapter named by a model config mapping: typed config first, no weights loaded."""
+def adapter_class(ref: Any, model: Any = "?") -> type[Adapter]:
+    """The adapter class ``model.adapter`` names (``"module:Class"``, imported now)."""
     from harness.config_groups import load_object
 
-    ref = model_cfg.get("adapter")
     if not ref:
-        raise ModelConfigError(f"model.adapter: missing for model {model_cfg.get('name')!r}; set 'module:Class'")
-    cls = load_object(ref)
+        raise ModelConfigError(f"model.adapter: missing for model {model!r}; set 'module:Class'")
+    cls = load_object(str(ref))
     if not (isinstance(cls, type) and issubclass(cls, Adapter)):
         raise ModelConfigError(f"model.adapter={ref!r} is not an adapters.base.Adapter subclass")
-    return cls(cls.config_class.from_dict(dict(model_cfg)))
+    return cls
+
+
+def build_adapter(model_cfg: Mapping[str, Any] | ModelConfig) -> Adapter:
+    """The adapter of a ``model`` section (typed, or a mapping read by :func:`model_config`); no weights loaded."""
+    config = model_config(model_cfg)
+    return adapter_class(config.adapter, config.name)(config)

@@ -23,11 +23,14 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from .base import (Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError,
+from harness.sections import Fix
+
+from .base import (CONFIG, Adapter, Finding, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError,
                    NativeControls)
 
 if TYPE_CHECKING:
@@ -112,7 +115,7 @@ class UpstreamConfig(ModelConfig):
     upstream_dir: Optional[str] = None
     checkpoint: Optional[str] = None
     python: Optional[str] = None
-    launch: str = "torchrun"
+    launch: Annotated[Literal["torchrun", "python"], Fix("use 'torchrun' or 'python'")] = "torchrun"
     devices: Optional[str] = None
     env: dict[str, str] = field(default_factory=dict)
     env_plain: tuple[str, ...] = ()  # names of ``env`` that are plain settings; every other value is a secret
@@ -129,8 +132,6 @@ class UpstreamConfig(ModelConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.launch not in ("torchrun", "python"):
-            raise ModelConfigError(f"model.launch={self.launch!r}: use 'torchrun' or 'python'")
         if self.upstream_commit and not _HEX40.fullmatch(self.upstream_commit):
             raise ModelConfigError(f"model.upstream_commit={self.upstream_commit!r}: give the full 40-hex commit of "
                                    f"{self.upstream_repo or 'the upstream repository'} (folders go in model.upstream_subdir)")

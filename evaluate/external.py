@@ -24,9 +24,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from harness.cases import CaseSelection
+    from harness.outputs import RunDir
 
 FIELDS = "{video, case_id, trajectory, num_frames, fps[, model, context, seed, hfov_deg]}"
 FPS_TOLERANCE = 1e-3  # relative: the manifest's fps must be the video's (a rate written as 16 vs 15.984 is not)
@@ -135,10 +139,11 @@ def _check_entry(folder: Path, manifest: Path, where: str, e: Any, cases: dict) 
     return {**e, "model": model, "context": context, "seed": seed, "_src": src}
 
 
-def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Planned]:
+def check_import(folder: Path, manifest: Path, cases_cfg: CaseSelection) -> list[Planned]:
     """Every entry of the manifest checked, and what it will become (nothing is written): the keys and their
-    types, a known case and trajectory, plain names, a video inside ``folder`` that decodes with the manifest's
-    frame count and fps, the camera path that trajectory has at that count, and one entry per item."""
+    types, a known case (of the case set ``cases_cfg`` selects) and trajectory, plain names, a video inside
+    ``folder`` that decodes with the manifest's frame count and fps, the camera path that trajectory has at that
+    count, and one entry per item."""
     from harness.cases import load_cases_from_config
     from harness.config_groups import group_yaml
     from harness.outputs import WorkItem
@@ -152,7 +157,7 @@ def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Plan
                             "manifest.json")
     if not manifest.is_file():
         raise ManifestError(f"videos_manifest={manifest} not found: give a JSON list (or JSON Lines) of {FIELDS}")
-    cases = {c.id: c for c in load_cases_from_config(cfg["cases"])}
+    cases = {c.id: c for c in load_cases_from_config(cases_cfg)}
     out: list[Planned] = []
     seen: dict[str, str] = {}
     for where, raw in _entries(manifest):
@@ -190,14 +195,12 @@ def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Plan
     return out
 
 
-def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: list[Planned] | None = None) -> Path:
-    """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
-    checked before anything is written (:func:`check_import`, or its result ``planned``)."""
+def import_videos(folder: Path, manifest: Path, run: RunDir, planned: list[Planned]) -> Path:
+    """Create (or update) the run ``run`` from external videos; returns its directory. Every entry was checked
+    before anything is written (``planned``: :func:`check_import`'s result)."""
     from harness.io import atomic_path, copy_file, sha256_file, write_json
-    from harness.outputs import RunDir, controls_hashes
+    from harness.outputs import controls_hashes
 
-    run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing lands outside output_root
-    planned = check_import(folder, manifest, cfg) if planned is None else planned
     for p in planned:
         d = run.item_dir(p.item)  # contained: the item's names passed harness.outputs.check_name
         d.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,12 @@ import functools
 
 import json
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from .errors import ConfigError
+from .errors import ConfigError, UserError
+from .sections import Fix, Section
 
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo_cases"
 KNOWN_TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
@@ -28,6 +29,11 @@ ASPECTS = ("return_progress", "persistence_reset", "final_state", "causal_physic
 
 class CaseError(ConfigError):
     """A case file is malformed: the message names the file, the field and the fix."""
+
+
+#: a case's family (paper sec. 3: what is remembered), the one list of them
+Family = Literal["human", "object", "environment", "dynamic"]
+FAMILIES: tuple[str, ...] = Family.__args__  # type: ignore[attr-defined]  # a Literal's values
 
 
 class _Strict(BaseModel):
@@ -116,7 +122,7 @@ class Case(_Strict):
     """One benchmark case. ``source`` (the file it came from) is filled by the loader, never by the user."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    family: Literal["human", "object", "environment", "dynamic"]
+    family: Family
     image: str
     prompt: str
     intrinsics: Optional[Intrinsics] = None
@@ -233,13 +239,14 @@ def trajectory_variant_of(name: str) -> tuple[str | None, tuple[str, ...] | None
     ``conf/trajectory/<name>.yaml`` (the release presets name the harness trajectory they replace, and the case
     families they replace it for), or (None, None)."""
     try:
+        from trajectories import TrajectorySpec
+
         from .config_groups import group_yaml
 
-        d = group_yaml("trajectory", name)
+        spec = TrajectorySpec.from_dict(group_yaml("trajectory", name))
     except Exception:  # not a group option (a stripped install, an unknown name): no variant
         return None, None
-    fams = d.get("families")
-    return d.get("variant_of"), (tuple(fams) if fams else None)
+    return spec.variant_of, spec.families or None
 
 
 def known_trajectories() -> list[str]:
@@ -491,36 +498,37 @@ def check_resources(c: Case) -> None:
                                 f"inside the {w}x{h} image")
 
 
-class CaseSelection(BaseModel):
+def _families_fix(value: Any) -> str:
+    """``cases.families``'s message: the unknown family named, or the list it should be."""
+    bad = [f for f in value if f not in FAMILIES] if isinstance(value, list) else []
+    if bad:
+        return f"{{path}}: unknown family {bad[0]!r}; use {', '.join(FAMILIES)}"
+    return f"{{path}}={value!r}: give a list of families (or null): {', '.join(FAMILIES)}"
+
+
+class CaseSelection(Section, BaseModel):
     """The ``cases`` config group (``conf/cases/*.yaml``): which case set, and which of its cases.
 
     name: the group option (``demo``, ``folder``). source: ``builtin:demo``, a folder of case files or one file.
     include: case ids to keep (None: all). families: families to keep (None: all). description: free text.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True)  # unknown keys: refused by the settings check
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    section: ClassVar[str] = "cases"
+    error: ClassVar[type[UserError]] = CaseError
+    fix: ClassVar[str] = "choose a case set: cases=demo or cases=folder"
 
     name: Optional[str] = None
     source: Any = "builtin:demo"  # a path or builtin name; load_case_set names a bad one (cases.source=...)
-    include: Optional[list[str]] = None
-    families: Optional[list[str]] = None
+    include: Annotated[Optional[list[str]], Fix("give a list, e.g. cases.include=[environment_rocket] (or null)")] = None
+    families: Annotated[Optional[list[Family]], Fix(_families_fix, whole=True)] = None
     description: Optional[str] = None
-
-
-def case_selection(cases_cfg: Any) -> CaseSelection:
-    """The ``cases`` section, typed; :class:`CaseError` naming ``cases.<key>`` when a value has the wrong type."""
-    try:
-        return CaseSelection.model_validate(cases_cfg)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in ("cases", *err["loc"]))
-        raise CaseError(f"{where}={err.get('input')!r}: {err['msg']}") from None
 
 
 def load_cases_from_config(cases_cfg: CaseSelection | dict[str, Any]) -> list[Case]:
     """The case set named by the ``cases`` config group, filtered by ``include`` / ``families`` (a plain mapping
-    is the same group before validation: evaluation's import of external videos passes one)."""
-    sel = cases_cfg if isinstance(cases_cfg, CaseSelection) else case_selection(cases_cfg)
+    is read as the section first)."""
+    sel = CaseSelection.from_dict(cases_cfg)
     cases = load_case_set(sel.source)
     include = sel.include
     if include:

@@ -16,13 +16,16 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Annotated, Any, Iterable, Optional, Sequence
+
+from pydantic import BeforeValidator
 
 from . import PROJECT_ROOT
 from .io import read_json, write_text
 from .locks import file_lock
 from .secrets import scrub
 from .errors import ConfigError, UserError
+from .sections import Invalid
 
 SEED_MAX = 2**32  # seeds are integers in [0, 2^32): what every upstream RNG (numpy, torch) accepts
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$")
@@ -33,23 +36,56 @@ class PlanError(ConfigError):
     """A top-level setting (``run``, ``seed``, ``output_root``, ...) is invalid; the message names it and the fix."""
 
 
+def _name_fix(value: Any) -> Optional[str]:
+    """What is wrong with ``value`` as a plain name (None: nothing)."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:  # lengths: check_writable
+        return f"not a plain name; use {NAME_RULE}: it becomes a folder of the run directory"
+    return None
+
+
 def check_name(field_name: str, value: Any, fix: str = "") -> str:
     """The one rule for every configured string that becomes a path segment of a run (``model.name``,
     ``context.name``, the trajectory, a case id, each part of ``run``, an imported video's ``model`` / ``context``):
     a plain name, so no output can leave the run directory. :class:`PlanError` naming ``field_name`` otherwise."""
-    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:  # lengths: check_writable
-        raise PlanError(f"{field_name}={value!r}: not a plain name; use {NAME_RULE}: it becomes a folder of the run "
-                        f"directory" + (f"; {fix}" if fix else ""))
-    return value
+    problem = _name_fix(value)
+    if problem:
+        raise PlanError(f"{field_name}={value!r}: {problem}" + (f"; {fix}" if fix else ""))
+    return str(value)
+
+
+def _seed_fix(value: Any) -> Optional[str]:
+    """What is wrong with ``value`` as a seed (None: nothing): an integer in [0, 2^32), never coerced."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "must be an integer in [0, 2^32) (e.g. 0)"
+    if not 0 <= value < SEED_MAX:
+        return f"must be in [0, 2^32 - 1 = {SEED_MAX - 1}]"
+    return None
+
+
+def _as_config(rule: Any) -> Any:
+    """A rule of this module as a config field's validator: the fix raised as :class:`harness.sections.Invalid`,
+    to which the configuration adds the key and the value."""
+    def check(value: Any) -> Any:
+        problem = rule(value)
+        if problem:
+            raise Invalid(problem)
+        return value
+    return BeforeValidator(check)
+
+
+#: a seed in a configuration (``seed``, ``model.seed``): :func:`check_seed`'s rule
+Seed = Annotated[int, _as_config(_seed_fix)]
+#: a plain name in a configuration (``model.name``): :func:`check_name`'s rule
+PlainName = Annotated[str, _as_config(_name_fix)]
 
 
 def check_seed(value: Any, field_name: str = "seed") -> int:
-    """An integer in [0, 2^32); floats, booleans and strings are refused, never coerced."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PlanError(f"{field_name}={value!r}: must be an integer in [0, 2^32) (e.g. {field_name}=0)")
-    if not 0 <= value < SEED_MAX:
-        raise PlanError(f"{field_name}={value}: must be in [0, 2^32 - 1 = {SEED_MAX - 1}]")
-    return value
+    """An integer in [0, 2^32); floats, booleans and strings are refused, never coerced (the one seed rule; in a
+    configuration it is the type :data:`Seed`)."""
+    problem = _seed_fix(value)
+    if problem:
+        raise PlanError(f"{field_name}={value!r}: {problem}")
+    return int(value)
 
 
 def check_run_name(run: Any) -> str:

@@ -23,60 +23,93 @@ Backward (-z), Left (-x) with the orientation fixed.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import asdict, field
+from typing import Annotated, Any, Callable, ClassVar, Literal, Optional, Union
 
 import numpy as np
+from pydantic import BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic.dataclasses import dataclass
+
+from harness.errors import UserError
+from harness.sections import Fix, Section
 
 from .conventions import fov_from_intrinsics, rotmat_from_yaw_pitch, se3
-from .fields import check_fields
 from .path import CameraPath, Segment, TrajectoryError
 from .phases import HOLD, VIEW, departure, revisit
 
-#: Direction name -> (axis, sign of the angle while departing). L/R/U/D as in the paper.
-DIRECTIONS = {"left": ("yaw", -1.0), "right": ("yaw", 1.0), "up": ("pitch", 1.0), "down": ("pitch", -1.0)}
+#: a departure's direction (L/R/U/D as in the paper)
+Direction = Literal["left", "right", "up", "down"]
+#: Direction -> (axis, sign of the angle while departing)
+DIRECTIONS: dict[str, tuple[str, float]] = {"left": ("yaw", -1.0), "right": ("yaw", 1.0), "up": ("pitch", 1.0),
+                                            "down": ("pitch", -1.0)}
+#: any number, kept as given (an integer stays an integer: the spec is fingerprinted as given); the rules of
+#: :func:`build_path` refuse the impossible ones, for a spec built in code as for one read from a config
+_Amount = Union[StrictInt, StrictFloat]
+_CONFIG = ConfigDict(extra="forbid")
+
+
+def _default_if_none(value: Any) -> Any:
+    """``timing: null`` / ``hold_frames: null`` in a trajectory file: the defaults."""
+    return {} if value is None else value
+
+
+def _direction_fix(cycles: Any) -> str:
+    bad = [c for c in cycles if c not in DIRECTIONS] if isinstance(cycles, (list, tuple)) else []
+    return (f"unknown direction {bad[0]!r}; " if bad else "a list of directions; ") + "use left, right, up or down"
 
 #: Qualification rule of the WorldMemBench paper (appendix G.1): a departure must reach at least this angle.
 MIN_DEPARTURE_DEG = 30.0
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Relative durations (weights on normalised time; they need not sum to 1).
+@dataclass(frozen=True, config=_CONFIG)
+class Timing(Section):
+    """Relative durations (weights on normalised time; they need not sum to 1; ``trajectory.timing``).
 
     initial_hold: the initial observation ``V``. move: one sweep away or back. away_hold: the pause at the far
     end of a departure. revisit_hold: the pause at the start pose that closes each revisit. final_hold: ``H``.
     """
 
-    initial_hold: float = 0.08
-    move: float = 0.13
-    away_hold: float = 0.04
-    revisit_hold: float = 0.06
-    final_hold: float = 0.10
+    section: ClassVar[str] = "trajectory.timing"
+    error: ClassVar[type[UserError]] = TrajectoryError
+    noun: ClassVar[str] = "field"
+
+    initial_hold: _Amount = 0.08
+    move: _Amount = 0.13
+    away_hold: _Amount = 0.04
+    revisit_hold: _Amount = 0.06
+    final_hold: _Amount = 0.10
 
 
 #: Move profiles of the frame layout. ``constant``: the angle changes by exactly ``deg_per_frame`` (a square leg by
 #: ``side / leg_frames``) every frame (the harness's INFERENCE for the release names "sym_<n>dpf", set once for every
 #: preset in conf/trajectory/_release.yaml); ``cosine``: a symmetric ease-in/out with the same mean speed (the other
 #: reading of "sym"), peaking at pi/2 x the mean.
-PROFILES = ("constant", "cosine")
+Profile = Literal["constant", "cosine"]
+PROFILES: tuple[str, ...] = Profile.__args__  # type: ignore[attr-defined]  # a Literal's values
+
+#: frames of a hold: a whole number >= 0
+_Frames = Annotated[StrictInt, Field(ge=0), Fix("give a whole number of frames >= 0")]
 
 
-@dataclass(frozen=True)
-class HoldFrames:
-    """Holds of the frame layout, in frames (``deg_per_frame`` or ``leg_frames`` set). initial: frames held after
-    frame 0 before the first move (the ``V`` phase is frame 0 plus these). away: at the far end of each departure
-    (the square: at each corner of its departure F, R, B). revisit: at the start pose after each return. The final
-    hold ``H`` takes every frame left up to the model's count."""
+@dataclass(frozen=True, config=_CONFIG)
+class HoldFrames(Section):
+    """Holds of the frame layout, in frames (``deg_per_frame`` or ``leg_frames`` set; ``trajectory.hold_frames``).
+    initial: frames held after frame 0 before the first move (the ``V`` phase is frame 0 plus these). away: at the
+    far end of each departure (the square: at each corner of its departure F, R, B). revisit: at the start pose
+    after each return. The final hold ``H`` takes every frame left up to the model's count."""
 
-    initial: int = 0
-    away: int = 0
-    revisit: int = 0
+    section: ClassVar[str] = "trajectory.hold_frames"
+    error: ClassVar[type[UserError]] = TrajectoryError
+    noun: ClassVar[str] = "field"
+
+    initial: _Frames = 0
+    away: _Frames = 0
+    revisit: _Frames = 0
 
 
-@dataclass(frozen=True)
-class TrajectorySpec:
-    """Parameters of one trajectory (what ``conf/trajectory/<name>.yaml`` holds).
+@dataclass(frozen=True, config=_CONFIG)
+class TrajectorySpec(Section):
+    """Parameters of one trajectory (what ``conf/trajectory/<name>.yaml`` holds, the ``trajectory`` section).
 
     kind: ``rotation`` or ``square``. cycles: for rotations, the departure direction of each away-and-back
     cycle (``left``/``right``/``up``/``down``). yaw_deg / pitch_deg: departure amplitudes. side: square side
@@ -84,52 +117,44 @@ class TrajectorySpec:
     sweep of a rotation in degrees per frame; leg_frames: frames of each leg of the square. Either set, the path is
     laid out in frames (``hold_frames``, ``profile``) instead of on normalised time (``timing``). release: the
     trajectory's name in the official WorldMemBench release, when it has one (``lrlr_sym_0p75dpf``, ...).
+    variant_of / families: what a release preset stands in for (the trajectory a case lists, and the case families
+    it replaces it for; read by the case filter, :func:`harness.cases.trajectory_variant_of`); not part of the path.
+    The types are checked when a spec is made; the rules that need the model's frame count and field of view when
+    the path is built (:func:`build_path`).
     """
 
-    name: str
-    kind: str = "rotation"
-    cycles: tuple[str, ...] = ("left", "left")
-    yaw_deg: float = 90.0
-    pitch_deg: float = 60.0
-    side: float = 1.0
-    timing: Timing = field(default_factory=Timing)
-    deg_per_frame: float | None = None
-    profile: str = "constant"
-    hold_frames: HoldFrames = field(default_factory=HoldFrames)
-    release: str | None = None
-    leg_frames: int | None = None
+    section: ClassVar[str] = "trajectory"
+    error: ClassVar[type[UserError]] = TrajectoryError
+    noun: ClassVar[str] = "field"
+    ignored: ClassVar[tuple[str, ...]] = ("description",)
+
+    name: StrictStr
+    kind: Annotated[Literal["rotation", "square"], Fix("use 'rotation' or 'square'")] = "rotation"
+    cycles: Annotated[tuple[Direction, ...], Fix(_direction_fix)] = ("left", "left")
+    yaw_deg: _Amount = 90.0
+    pitch_deg: _Amount = 60.0
+    side: _Amount = 1.0
+    timing: Annotated[Timing, BeforeValidator(_default_if_none)] = field(default_factory=Timing)
+    deg_per_frame: Optional[_Amount] = None
+    profile: Annotated[Profile, Fix(f"use one of {list(PROFILES)}")] = "constant"
+    hold_frames: Annotated[HoldFrames, BeforeValidator(_default_if_none)] = field(default_factory=HoldFrames)
+    release: Optional[StrictStr] = None
+    leg_frames: Optional[StrictInt] = None
+    variant_of: Optional[StrictStr] = None
+    families: Optional[tuple[StrictStr, ...]] = None
 
     @property
     def frame_layout(self) -> bool:
         """True for the layout in frames (``deg_per_frame`` or ``leg_frames`` set)."""
         return self.deg_per_frame is not None or self.leg_frames is not None
 
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "TrajectorySpec":
-        d = dict(d)
-        check_fields("trajectory", d, {"name", "kind", "cycles", "yaw_deg", "pitch_deg", "side", "timing",
-                                       "description", "deg_per_frame", "profile", "hold_frames", "release", "variant_of",
-                                       "families", "leg_frames"}, TrajectoryError)
-        for key in ("description", "variant_of", "families"):  # read by the case filter (harness.cases), not here
-            d.pop(key, None)
-        timing = d.pop("timing", None) or {}
-        bad = set(timing) - set(Timing.__dataclass_fields__)
-        if bad:
-            raise TrajectoryError(
-                f"trajectory.timing: unknown field(s) {sorted(bad)}; allowed: {sorted(Timing.__dataclass_fields__)}"
-            )
-        holds = d.pop("hold_frames", None) or {}
-        check_fields("trajectory.hold_frames", holds, HoldFrames.__dataclass_fields__, TrajectoryError)
-        for key, v in holds.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise TrajectoryError(f"trajectory.hold_frames.{key}={v!r}: give a whole number of frames >= 0")
-        if "cycles" in d:
-            d["cycles"] = tuple(d["cycles"])
-        return TrajectorySpec(timing=Timing(**timing), hold_frames=HoldFrames(**holds), **d)
-
     def to_dict(self) -> dict[str, Any]:
+        """The spec as it decides the path (fingerprints, the compile cache's key): ``variant_of`` and
+        ``families`` left out."""
         out = asdict(self)
         out["cycles"] = list(self.cycles)
+        for key in ("variant_of", "families"):
+            out.pop(key)
         # a field at its "not set" value is left out, so a spec keeps the dict (fingerprint, compile-cache key) it had
         # before the field existed: the normalised-time specs their historical dict, the rotation presets theirs
         if not self.frame_layout:
@@ -158,9 +183,6 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
     if spec.kind == "rotation":
         if not spec.cycles:
             raise TrajectoryError("trajectory.cycles is empty: give at least one of left/right/up/down")
-        for c in spec.cycles:
-            if c not in DIRECTIONS:
-                raise TrajectoryError(f"trajectory.cycles: unknown direction {c!r}; use left, right, up or down")
         for axis, amp, fov in (("yaw_deg", spec.yaw_deg, hfov), ("pitch_deg", spec.pitch_deg, vfov)):
             used = any(DIRECTIONS[c][0] == axis[:-4] for c in spec.cycles)
             if not used:
@@ -177,11 +199,8 @@ def _check(spec: TrajectorySpec, num_frames: int, hfov: float | None, vfov: floa
                     f"trajectory.{axis}={amp} keeps the initial view's centre in frame (half field of view "
                     f"{fov / 2:.1f} deg); raise it above {fov / 2:.1f} deg"
                 )
-    elif spec.kind == "square":
-        if not (np.isfinite(spec.side) and spec.side > 0):
-            raise TrajectoryError(f"trajectory.side={spec.side}: the square's side must be > 0 scene units")
-    else:
-        raise TrajectoryError(f"trajectory.kind={spec.kind!r}: use 'rotation' or 'square'")
+    elif not (np.isfinite(spec.side) and spec.side > 0):  # the square (``kind`` is one of the two)
+        raise TrajectoryError(f"trajectory.side={spec.side}: the square's side must be > 0 scene units")
     if spec.frame_layout:
         _check_frame_layout(spec, num_frames)
         return
@@ -198,8 +217,6 @@ def _check_frame_layout(spec: TrajectorySpec, num_frames: int) -> None:
         _check_speed(spec)
     else:
         _check_legs(spec)
-    if spec.profile not in PROFILES:
-        raise TrajectoryError(f"trajectory.profile={spec.profile!r}: use one of {list(PROFILES)}")
     need = spec.min_frames()
     if num_frames < need:
         moves = (f"sweeps at {spec.deg_per_frame:g} deg per frame" if spec.kind == "rotation"

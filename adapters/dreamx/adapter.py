@@ -17,13 +17,13 @@ contract's ``writer.log_failures`` turns a non-empty list into a failed item. Po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import interpolate_to_frames
 from adapters.dreamx.controls import DREAMX_FIXED_K_NORM
 from adapters.memo import memo
@@ -34,7 +34,7 @@ from trajectories.conventions import c2w_from_w2c, w2c_from_c2w
 from trajectories.resample import first_of_group_anchors
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class DreamXConfig(UpstreamConfig):
     """DreamX settings: upstream config paths and the base model folder (relative to the checkout)."""
 

@@ -19,19 +19,20 @@ every i2v frame by default is switched off with its own switch (``JOYSTICK_HUD=o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import ContextPolicy
 from harness.io import atomic_path, write_text
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class EvokeConfig(UpstreamConfig):
     """Evoke settings. launcher_env: variables that neutralise the launcher's pose edits, its HUD and its debug
     videos. base_checkpoint: the Evoke base model folder (``BASE_CKPT``; upstream default ``models/evoke-base`` in the

@@ -17,13 +17,13 @@ Poses follow :mod:`trajectories.conventions`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import interpolate_to_frames
 from adapters.hy_worldplay.controls import HY_DEFAULT_K, hy_action_labels, hy_normalise_K
 from adapters.memo import memo
@@ -54,7 +54,7 @@ def pose_json_extrinsics(text: str) -> np.ndarray:
     return np.array([data[str(i)]["extrinsic"] for i in range(len(data))], dtype=np.float64)
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class HYConfig(UpstreamConfig):
     """HY-WorldPlay settings. model_path: the HunyuanVideo-1.5 base model folder (upstream's required
     ``--model_path``); ``checkpoint`` is the action checkpoint (``--action_ckpt``). resolution / model_type: upstream

@@ -20,13 +20,13 @@ Poses here follow :mod:`trajectories.conventions` (OpenCV c2w, world = frame 0, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.poses import integrate_framewise, interpolate_to_frames, lingbot_relative
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import ContextPolicy
@@ -34,7 +34,7 @@ from harness.io import save_npy
 from trajectories.resample import latent_anchor_frames, latents_for_frames
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class LingBotConfig(UpstreamConfig):
     """LingBot settings. task/size: upstream's ``--task`` and ``--size``. intrinsics_hw: the resolution
     ``intrinsics.npy`` is expressed in (480x832 upstream). sliding_local_attn_size / sliding_sink_size: the

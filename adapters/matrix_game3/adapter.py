@@ -17,13 +17,13 @@ contract's ``defaults_differ`` says why the harness does not follow it). Poses f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.clock import ControlClock
 from adapters.matrix_game3.controls import MG3_CAVEATS, MG3Params, mg3_clock, mg3_decode, mg3_encode, mg3_extrinsics
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
@@ -31,7 +31,7 @@ from harness.context import ContextPolicy
 from harness.io import save_npy
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class MG3Config(UpstreamConfig):
     """Matrix-Game 3 settings. mouse_pitch: ``code`` or ``label`` (see :class:`adapters.matrix_game3.controls.MG3Params`).
     size / vae_type / extra_args: upstream flags (int8 weights, FA3, light VAE, async VAE on the last GPU)."""

@@ -14,19 +14,19 @@ exports ``DIFFSYNTH_SKIP_DOWNLOAD=true`` (any other value downloads from ModelSc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import ContextPolicy
 from harness.io import atomic_path, write_json
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class MG35Config(UpstreamConfig):
     """Matrix-Game 3.5 settings. num_blocks: 84 poses each (6 -> 505 frames). config_file: upstream config.
     pipeline_seed: the fixed pipeline seed (42) recorded beside the rollout seed. wan_dir: the Wan2.2-TI2V-5B folder

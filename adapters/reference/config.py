@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from adapters.base import ModelConfig, ModelConfigError
+import pydantic.dataclasses
+
+from adapters.base import CONFIG, ModelConfig, ModelConfigError
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class ReferenceConfig(ModelConfig):
     """Reference-model settings on top of :class:`adapters.base.ModelConfig`.
 

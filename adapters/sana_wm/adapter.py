@@ -16,19 +16,19 @@ units are 3-latent blocks and one on/off sink token, which cannot express the ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from harness.context import ContextPolicy
 from harness.io import save_npy
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class SanaConfig(UpstreamConfig):
     """SANA-WM settings. script: the streaming entry point. config_file: the inference YAML in the checkout
     (``--config``). output_name: upstream's ``--name`` (the video is ``<name>_streaming.mp4``)."""

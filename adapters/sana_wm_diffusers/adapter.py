@@ -20,13 +20,16 @@ noise comes from seeded ``torch.Generator``s derived from the item's seed; frame
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Optional
 
 import numpy as np
+import pydantic.dataclasses
+from pydantic import Field, StrictInt
 
 from adapters.base import (
+    CONFIG,
     Adapter,
     Finding,
     FrameSink,
@@ -37,6 +40,7 @@ from adapters.base import (
     NativeControls,
 )
 from harness.io import save_npy
+from harness.sections import Fix
 
 from .camera import pipeline_c2w, pipeline_intrinsics
 
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
 DEFAULT_REPO = "Efficient-Large-Model/SANA-WM_bidirectional-diffusers"
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class SanaWMDiffusersConfig(ModelConfig):
     """Settings of the diffusers backend.
 
@@ -71,9 +75,9 @@ class SanaWMDiffusersConfig(ModelConfig):
     allow_download: bool = False
     tiny: dict[str, Any] = field(default_factory=dict)
     device: str = "auto"
-    dtype: str = "bfloat16"
+    dtype: Annotated[Literal["float32", "bfloat16", "float16"], Fix("use float32, bfloat16 or float16")] = "bfloat16"
     cpu_offload: bool = False
-    num_inference_steps: int = 60
+    num_inference_steps: Annotated[StrictInt, Field(ge=1), Fix("must be >= 1")] = 60
     guidance_scale: float = 5.0
     negative_prompt: str = ""
     max_sequence_length: int = 300
@@ -90,10 +94,6 @@ class SanaWMDiffusersConfig(ModelConfig):
         for k, v in self.frames_per_trajectory.items():
             if (int(v) - 1) % 8:
                 raise ModelConfigError(f"model.frames_per_trajectory.{k}={v}: needs 8k+1 frames")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ModelConfigError(f"model.dtype={self.dtype!r}: use float32, bfloat16 or float16")
-        if self.num_inference_steps < 1:
-            raise ModelConfigError("model.num_inference_steps must be >= 1")
         if self.tiny:
             from .tiny import TinySanaArch
 

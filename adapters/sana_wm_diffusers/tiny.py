@@ -7,37 +7,40 @@ decode), not the pictures.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import ConfigDict, StrictInt
+from pydantic.dataclasses import dataclass
+
+from adapters.base import ModelConfigError
+from harness.errors import UserError
+from harness.sections import Section
 
 if TYPE_CHECKING:
     from diffusers.pipelines.sana_wm.pipeline_sana_wm import SanaWMPipeline
 
 
-@dataclass(frozen=True)
-class TinySanaArch:
-    """Sizes of the tiny build. ``hidden`` / ``heads`` / ``layers``: DiT width, heads, depth (every
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class TinySanaArch(Section):
+    """Sizes of the tiny build (``model.tiny``). ``hidden`` / ``heads`` / ``layers``: DiT width, heads, depth (every
     ``softmax_every_n``-th block uses softmax attention, the others the GDN linear attention);
     ``latent_channels``: VAE latent channels; ``vae_channels``: VAE encoder width; ``text_dim``: Gemma-2 hidden
     size (= the DiT caption channels); ``init_seed``: seeds every random initialisation."""
 
-    hidden: int = 64
-    heads: int = 2
-    layers: int = 2
-    softmax_every_n: int = 2
-    linear_head_dim: int = 32
-    latent_channels: int = 8
-    vae_channels: int = 8
-    text_dim: int = 32
-    init_seed: int = 0
+    section: ClassVar[str] = "model.tiny"
+    error: ClassVar[type[UserError]] = ModelConfigError
+    noun: ClassVar[str] = "field"
 
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "TinySanaArch":
-        from adapters.base import ModelConfigError
-        from trajectories.fields import check_fields
-
-        check_fields("model.tiny", d, TinySanaArch.__dataclass_fields__, ModelConfigError)
-        return TinySanaArch(**d)
+    hidden: StrictInt = 64
+    heads: StrictInt = 2
+    layers: StrictInt = 2
+    softmax_every_n: StrictInt = 2
+    linear_head_dim: StrictInt = 32
+    latent_channels: StrictInt = 8
+    vae_channels: StrictInt = 8
+    text_dim: StrictInt = 32
+    init_seed: StrictInt = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

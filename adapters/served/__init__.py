@@ -5,6 +5,7 @@
 (see docs/served.md).
 """
 
-from .backend import DEFAULT_BACKEND, for_backend
+from .backend import for_backend
+from .config import DEFAULT_BACKEND
 
 __all__ = ["DEFAULT_BACKEND", "for_backend"]

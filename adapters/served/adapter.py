@@ -48,15 +48,15 @@ class ServedModelConfig:
 
     gpus_per_job = 0
 
-    def __init__(self, inner: Any, backend: BackendConfig):
-        self._inner, self._backend = inner, backend
+    def __init__(self, inner: Any, backend: BackendConfig, endpoint: str):
+        self._inner, self._backend, self._endpoint = inner, backend, endpoint
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._inner.to_dict(), "gpus_per_job": 0, "backend": self._backend.semantic_dict(),
-                "backend_connection": self._backend.connection_dict()}
+                "backend_connection": self._backend.connection_dict(self._endpoint)}
 
 
 class ServedAdapter(Adapter):
@@ -64,13 +64,15 @@ class ServedAdapter(Adapter):
 
     requires = ("websockets", "msgpack")  # the WebSocket client and its messages (the `served` extra)
 
-    def __init__(self, inner: Adapter, backend: BackendConfig):
+    def __init__(self, inner: Adapter, backend: BackendConfig, endpoint: str):
+        """``backend``: the engine's settings; ``endpoint``: the server's WebSocket address (``ws://host:port``)."""
         name = inner.config.name
         if name not in backend.models:
             raise ModelConfigError(f"backend={backend.name} has no mapping for model={name}: add "
                                    f"backend.models.{name} to conf/backend/{backend.name}.yaml (known: "
                                    f"{', '.join(sorted(backend.models)) or 'none'})")
         self.inner, self.backend = inner, backend
+        self.url = backend.url(endpoint)
         self.served: ServedModel = backend.models[name]
         size, fixed = (int(inner.config.width), int(inner.config.height)), self.served.frame_size
         if fixed is not None and size != fixed:
@@ -79,7 +81,7 @@ class ServedAdapter(Adapter):
                                    f"loads the model (backend.models.{name}.frame_size; change it there if your "
                                    f"server is launched with another); set model.width={fixed[0]} "
                                    f"model.height={fixed[1]}")
-        self.config = ServedModelConfig(inner.config, backend)  # type: ignore[assignment]
+        self.config = ServedModelConfig(inner.config, backend, endpoint)  # type: ignore[assignment]
         self._canvas = {}
 
     # -- what the engine can do ---------------------------------------------------------------------------------
@@ -300,7 +302,7 @@ class ServedAdapter(Adapter):
         plan = self.plan(N)
         t0 = time.perf_counter()
         attempt = f"worldmem-{req.item_dir.name}-{uuid.uuid4().hex[:12]}"  # unique per item attempt
-        conn = Connection(self.backend.url, self.backend.token_env, self.backend.connect_timeout_s,
+        conn = Connection(self.url, self.backend.token_env, self.backend.connect_timeout_s,
                           self.backend.chunk_timeout_s, max_size=self.message_limit(N),
                           item_timeout_s=self.backend.item_timeout_s)
         try:
@@ -321,7 +323,7 @@ class ServedAdapter(Adapter):
                         "server streamed and reported for that chunk"}
         return GeneratedVideo(num_frames=N, fps=float(c.fps), context_trace=self.context_trace(req, session),
                               timings={"generate_s": time.perf_counter() - t0}, context_info=info,
-                              meta={"served": {"engine": self.backend.engine, "url": self.backend.url,
+                              meta={"served": {"engine": self.backend.engine, "url": self.url,
                                                "engine_version": self.backend.engine_version, "attempt": attempt,
                                                "latency": latency, "frames": session.frames,
                                                "other_messages": session.other_messages,

@@ -7,24 +7,54 @@ Poses and units follow :mod:`trajectories.conventions`; translations reach a key
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from harness.errors import ConfigError
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, StrictInt, StrictStr, Tag, model_validator
+from pydantic.dataclasses import dataclass
+
+from harness.errors import ConfigError, UserError
+from harness.sections import Fix, Invalid, Number, Section
 
 from .geometry import Geometry
 from .keys import KeyKinematics
 
-ENGINES = ("sglang", "vllm_omni")
-CONTROLS = ("keys", "poses")
+Engine = Literal["sglang", "vllm_omni"]
+ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]  # a Literal's values
+Controls = Literal["keys", "poses"]
+CONTROLS: tuple[str, ...] = Controls.__args__  # type: ignore[attr-defined]
+#: the backend that runs the model's own adapter (an upstream checkout, or in process for built-in models)
+DEFAULT_BACKEND = "upstream"
+_CONFIG = ConfigDict(extra="forbid")
 
 
 class BackendConfigError(ConfigError):
     """Bad ``backend.*`` / ``endpoint`` setting (exit code 2; the message names the key and the fix)."""
 
 
-@dataclass(frozen=True)
-class ServedModel:
+def _positive_pair(kind: type) -> Any:
+    """``[a, b]`` of two positive numbers, as a tuple of ``kind`` (``model_K`` floats, sizes integers)."""
+    def check(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            pair = tuple(kind(x) for x in value)
+        except (TypeError, ValueError):
+            raise Invalid("give two positive numbers") from None
+        if len(pair) != 2 or min(pair) <= 0:
+            raise Invalid("give two positive numbers")
+        return pair
+    return BeforeValidator(check)
+
+
+def _keys_only(data: Any) -> Any:
+    """``kinematics`` belongs to a key-driven model: dropped for one driven by poses."""
+    if isinstance(data, dict) and data.get("controls") != "keys":
+        return {k: v for k, v in data.items() if k != "kinematics"}
+    return data
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class ServedModel(Section):
     """How one model is driven on one engine (``backend.models.<model>``).
 
     serves: what the engine runs for this model, as its own registry names it (``model_id``, ``pipeline``,
@@ -44,46 +74,29 @@ class ServedModel:
     where these values come from (recorded).
     """
 
-    controls: str
-    geometry: Geometry
-    serves: dict[str, str] = field(default_factory=dict)
-    kinematics: KeyKinematics | None = None
-    units_per_scene_unit: float = 1.0
-    init_num_frames: str = "total"
-    model_K: tuple[float, float] | None = None
-    intrinsics_reference: tuple[int, int] | None = None
-    frame_size: tuple[int, int] | None = None
-    translation_normalisation: str = "none"
-    contexts: dict[str, str] = field(default_factory=dict)
-    refused_contexts: dict[str, str] = field(default_factory=dict)
-    init_extra: dict[str, Any] = field(default_factory=dict)
-    facts: str = ""
+    section: ClassVar[str] = "backend.models.<model>"
+    error: ClassVar[type[UserError]] = BackendConfigError
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str) -> ServedModel:
-        d = _known(cls, dict(d or {}), where)
-        if d.get("controls") not in CONTROLS:
-            raise BackendConfigError(f"{where}.controls={d.get('controls')!r}: use one of {list(CONTROLS)}")
-        d["kinematics"] = (_typed(KeyKinematics.from_dict, d.get("kinematics"), f"{where}.kinematics")
-                           if d["controls"] == "keys" else None)
-        d["geometry"] = _typed(lambda g: Geometry(**_known(Geometry, g, f"{where}.geometry")), d.get("geometry"),
-                               f"{where}.geometry")
-        for k, n in (("model_K", float), ("intrinsics_reference", int), ("frame_size", int)):
-            if d.get(k) is not None:
-                d[k] = tuple(n(x) for x in d[k])
-                if len(d[k]) != 2 or min(d[k]) <= 0:
-                    raise BackendConfigError(f"{where}.{k}={list(d[k])}: give two positive numbers")
-        if d.get("init_num_frames", "total") not in ("total", "condition"):
-            raise BackendConfigError(f"{where}.init_num_frames={d['init_num_frames']!r}: use total or condition")
-        if d.get("translation_normalisation", "none") not in ("none", "max_step"):
-            raise BackendConfigError(f"{where}.translation_normalisation: use none or max_step")
-        if not float(d.get("units_per_scene_unit", 1.0)) > 0:
-            raise BackendConfigError(f"{where}.units_per_scene_unit must be > 0")
-        for k in ("serves", "contexts", "refused_contexts", "init_extra"):
-            d[k] = {str(a): (b if k == "init_extra" else str(b)) for a, b in dict(d.get(k) or {}).items()}
-        if not d["contexts"]:
-            raise BackendConfigError(f"{where}.contexts: name at least one policy the engine applies (native)")
-        return cls(**d)
+    controls: Annotated[Controls, Fix(f"use one of {list(CONTROLS)}")]
+    geometry: Geometry
+    serves: dict[str, str] = dataclasses.field(default_factory=dict)
+    kinematics: Optional[KeyKinematics] = None
+    units_per_scene_unit: Annotated[Number, Field(gt=0), Fix("must be > 0")] = 1.0
+    init_num_frames: Annotated[Literal["total", "condition"], Fix("use total or condition")] = "total"
+    model_K: Annotated[Optional[tuple[float, float]], _positive_pair(float)] = None
+    intrinsics_reference: Annotated[Optional[tuple[int, int]], _positive_pair(int)] = None
+    frame_size: Annotated[Optional[tuple[int, int]], _positive_pair(int)] = None
+    translation_normalisation: Annotated[Literal["none", "max_step"], Fix("use none or max_step")] = "none"
+    contexts: Annotated[dict[str, str], Field(min_length=1),
+                        Fix("name at least one policy the engine applies (native)")] = dataclasses.field(
+        default_factory=dict)
+    refused_contexts: dict[str, str] = dataclasses.field(default_factory=dict)
+    init_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    facts: StrictStr = ""
+
+    def __post_init__(self) -> None:
+        if self.controls == "keys" and self.kinematics is None:
+            raise Invalid("controls: keys needs the engine's key kinematics (kinematics: yaw_deg, pitch_deg, move)")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -94,27 +107,6 @@ class ServedModel:
         return out
 
 
-def _known(cls: Any, d: Any, where: str) -> dict[str, Any]:
-    """``d`` as a dict whose keys are all fields of the dataclass ``cls`` (else a :class:`BackendConfigError`)."""
-    if not isinstance(d, dict):
-        raise BackendConfigError(f"{where}: expected a mapping, got {type(d).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    for k in d:
-        if k not in names:
-            raise BackendConfigError(f"{where}.{k}: unknown setting; known: {', '.join(sorted(names))}")
-    return dict(d)
-
-
-def _typed(build: Any, value: Any, where: str) -> Any:
-    """``build(value)`` with its TypeError / ValueError turned into a :class:`BackendConfigError` naming ``where``."""
-    try:
-        return build(dict(value or {}))
-    except BackendConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise BackendConfigError(f"{where}: {exc}") from None
-
-
 #: the WebSocket routes each engine's client speaks; a route that serves another model is refused with the reason
 ROUTES = {"sglang": ("/v1/realtime_video/generate",), "vllm_omni": ("/v1/realtime/video",)}
 ROUTE_REFUSALS = {
@@ -122,79 +114,81 @@ ROUTE_REFUSALS = {
                                  "3-latent trimming), not a model this harness runs (lingbot_v2 is LingBot-World v2); "
                                  "use backend.route=/v1/realtime/video, vLLM-Omni 0.30's route for v2",
 }
+_SECONDS = Fix("must be a number of seconds > 0")
 
 
-@dataclass(frozen=True)
-class BackendConfig:
-    """``backend`` (one engine) and ``endpoint``.
+@dataclass(frozen=True, config=_CONFIG)
+class UpstreamBackend(Section):
+    """``backend=upstream`` (the default): each model runs through its own adapter; ``endpoint`` stays null."""
 
-    name / engine: the engine (``sglang`` or ``vllm_omni``). endpoint: ``ws://host:port`` or ``wss://...`` (the
-    route is appended). route: the engine's WebSocket route (:data:`ROUTES`). token_env: the NAME of the environment
-    variable that holds the endpoint's token (never its value). connect_timeout_s: handshake limit.
-    chunk_timeout_s: the longest wait for any message. item_timeout_s: the longest a whole item may take (a server
-    trickling messages fails the item). max_unknown_messages: messages of a type the client does not know that an
-    item tolerates (counted in the item's meta). action_root: vLLM-Omni's trusted action directory
-    (``VLLM_OMNI_LINGBOT_ACTION_ROOT`` of the server) as this host sees it, where exact poses are written.
-    output_format: SGLang's ``realtime_output_format``. num_inference_steps: null = ``model.sampling_steps``.
-    engine_version: the engine release the mapping was checked against (recorded). models: model name ->
-    :class:`ServedModel`.
+    section: ClassVar[str] = "backend"
+    error: ClassVar[type[UserError]] = BackendConfigError
+
+    name: Literal["upstream"] = "upstream"
+    description: StrictStr = ""
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class BackendConfig(Section):
+    """``backend`` (one engine; ``conf/backend/<engine>.yaml``); the server's address is the top-level ``endpoint``.
+
+    name / engine: the engine (``sglang`` or ``vllm_omni``). route: the engine's WebSocket route (:data:`ROUTES`).
+    token_env: the NAME of the environment variable that holds the endpoint's token (never its value).
+    connect_timeout_s: handshake limit. chunk_timeout_s: the longest wait for any message. item_timeout_s: the
+    longest a whole item may take (a server trickling messages fails the item). max_unknown_messages: messages of a
+    type the client does not know that an item tolerates (counted in the item's meta). action_root: vLLM-Omni's
+    trusted action directory (``VLLM_OMNI_LINGBOT_ACTION_ROOT`` of the server) as this host sees it, where exact
+    poses are written. output_format: SGLang's ``realtime_output_format``. num_inference_steps: null =
+    ``model.sampling_steps``. engine_version: the engine release the mapping was checked against (recorded).
+    models: model name -> :class:`ServedModel`.
     """
 
-    name: str
-    engine: str
-    endpoint: str
-    route: str
-    token_env: str | None = None
-    connect_timeout_s: float = 10.0
-    chunk_timeout_s: float = 300.0
-    item_timeout_s: float = 7200.0
-    max_unknown_messages: int = 64
-    action_root: str | None = None
-    output_format: str = "raw"
-    num_inference_steps: int | None = None
-    engine_version: str = ""
-    models: dict[str, ServedModel] = field(default_factory=dict)
-    description: str = ""
+    section: ClassVar[str] = "backend"
+    error: ClassVar[type[UserError]] = BackendConfigError
+    fix: ClassVar[str] = "choose a backend: backend=upstream|sglang|vllm_omni"
+
+    name: StrictStr
+    engine: Annotated[Engine, Fix(f"use one of {list(ENGINES)}")]
+    route: StrictStr
+    token_env: Annotated[Optional[StrictStr], Field(pattern=r"^[A-Za-z0-9_]+$"), Fix(
+        "give the NAME of an environment variable (e.g. WORLDMEM_ENDPOINT_TOKEN), never the token itself")] = None
+    connect_timeout_s: Annotated[Number, Field(gt=0), _SECONDS] = 10.0
+    chunk_timeout_s: Annotated[Number, Field(gt=0), _SECONDS] = 300.0
+    item_timeout_s: Annotated[Number, Field(gt=0), _SECONDS] = 7200.0
+    max_unknown_messages: Annotated[StrictInt, Field(ge=0), Fix("must be an integer >= 0")] = 64
+    action_root: Optional[StrictStr] = None
+    output_format: Annotated[Literal["raw", "webp", "jpeg"], Fix("use raw (lossless), webp or jpeg")] = "raw"
+    num_inference_steps: Optional[StrictInt] = None
+    engine_version: StrictStr = ""
+    models: dict[str, Annotated[ServedModel, BeforeValidator(_keys_only)]] = dataclasses.field(default_factory=dict)
+    description: StrictStr = ""
 
     #: keys that say where and how to connect, not what is generated (kept out of the item fingerprint)
-    CONNECTION = ("endpoint", "token_env", "connect_timeout_s", "chunk_timeout_s", "item_timeout_s",
-                  "max_unknown_messages", "action_root")
+    CONNECTION: ClassVar[tuple[str, ...]] = ("token_env", "connect_timeout_s", "chunk_timeout_s", "item_timeout_s",
+                                             "max_unknown_messages", "action_root")
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, d: dict[str, Any], endpoint: Any) -> BackendConfig:
-        d = dict(d)
-        names = {f.name for f in dataclasses.fields(cls)} - {"endpoint"}
-        for k in d:
-            if k not in names:
-                raise BackendConfigError(f"backend.{k}: unknown setting; known: {', '.join(sorted(names))}")
-        if d.get("engine") not in ENGINES:
-            raise BackendConfigError(f"backend.engine={d.get('engine')!r}: use one of {list(ENGINES)}")
-        if not isinstance(endpoint, str) or not endpoint.startswith(("ws://", "wss://")):
-            raise BackendConfigError(f"endpoint={endpoint!r}: backend={d.get('name')} needs the server's WebSocket "
-                                     "address, e.g. endpoint=ws://127.0.0.1:30000 (wss:// for TLS)")
-        route = d.get("route")
-        if route in ROUTE_REFUSALS or route not in ROUTES[d["engine"]]:
-            why = ROUTE_REFUSALS.get(str(route), f"the {d['engine']} client speaks {list(ROUTES[d['engine']])}")
-            raise BackendConfigError(f"backend.route={route!r}: {why}")
-        tok = d.get("token_env")
-        if tok is not None and (not isinstance(tok, str) or not tok.replace("_", "").isalnum()):
-            raise BackendConfigError("backend.token_env: give the NAME of an environment variable (e.g. "
-                                     "WORLDMEM_ENDPOINT_TOKEN), never the token itself")
-        for k in ("connect_timeout_s", "chunk_timeout_s", "item_timeout_s"):
-            if k in d and not (isinstance(d[k], (int, float)) and not isinstance(d[k], bool) and d[k] > 0):
-                raise BackendConfigError(f"backend.{k}={d[k]!r}: must be a number of seconds > 0")
-        mu = d.get("max_unknown_messages", 64)
-        if isinstance(mu, bool) or not isinstance(mu, int) or mu < 0:
-            raise BackendConfigError(f"backend.max_unknown_messages={mu!r}: must be an integer >= 0")
-        if d.get("output_format", "raw") not in ("raw", "webp", "jpeg"):
-            raise BackendConfigError(f"backend.output_format={d['output_format']!r}: use raw (lossless), webp or jpeg")
-        models = {str(m): ServedModel.from_dict(v, f"backend.models.{m}") for m, v in (d.pop("models", None)
-                                                                                      or {}).items()}
-        return cls(endpoint=endpoint.rstrip("/"), models=models, **d)
+    def _engine_of_name(cls, data: Any) -> Any:
+        """``engine`` defaults to the backend's name when that is an engine (``backend=sglang``), ``route`` to the
+        route the engine's client speaks."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        if "engine" not in out and out.get("name") in ENGINES:
+            out["engine"] = out["name"]
+        if "route" not in out and out.get("engine") in ROUTES:
+            out["route"] = ROUTES[out["engine"]][0]
+        return out
 
-    @property
-    def url(self) -> str:
-        return self.endpoint + self.route
+    def __post_init__(self) -> None:
+        if self.route in ROUTE_REFUSALS or self.route not in ROUTES[self.engine]:
+            why = ROUTE_REFUSALS.get(self.route, f"the {self.engine} client speaks {list(ROUTES[self.engine])}")
+            raise BackendConfigError(f"backend.route={self.route!r}: {why}")
+
+    def url(self, endpoint: str) -> str:
+        """The session's address: ``endpoint`` (``ws://host:port``) and the engine's route."""
+        return endpoint.rstrip("/") + self.route
 
     def semantic_dict(self) -> dict[str, Any]:
         """What decides the video (engine, route, format, steps, the model mapping); no connection settings."""
@@ -202,5 +196,32 @@ class BackendConfig:
                 "num_inference_steps": self.num_inference_steps, "engine_version": self.engine_version,
                 "models": {k: v.to_dict() for k, v in sorted(self.models.items())}}
 
-    def connection_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.CONNECTION}
+    def connection_dict(self, endpoint: str) -> dict[str, Any]:
+        """Where and how the session connected (the item's ``backend_connection``)."""
+        return {"endpoint": endpoint.rstrip("/"), **{k: getattr(self, k) for k in self.CONNECTION}}
+
+
+def _backend_kind(value: Any) -> str:
+    name = value.get("name", DEFAULT_BACKEND) if isinstance(value, dict) else getattr(value, "name", None)
+    return "upstream" if name == DEFAULT_BACKEND else "served"
+
+
+#: the ``backend`` section: the model's own adapter, or a serving engine
+Backend = Annotated[Union[Annotated[UpstreamBackend, Tag("upstream")], Annotated[BackendConfig, Tag("served")]],
+                    Discriminator(_backend_kind)]
+
+
+def check_endpoint(backend: UpstreamBackend | BackendConfig | None, endpoint: Any) -> None:
+    """The rule between ``backend`` and the top-level ``endpoint``: a WebSocket address exactly when a served
+    backend is chosen."""
+    if backend is None or isinstance(backend, UpstreamBackend):
+        if endpoint is None:
+            return
+        if backend is None:
+            raise BackendConfigError("endpoint: set, but no backend is chosen; add backend=sglang or "
+                                     "backend=vllm_omni")
+        raise BackendConfigError(f"endpoint={endpoint!r}: backend=upstream runs the model's own adapter; choose "
+                                 "backend=sglang or backend=vllm_omni to use a served model (or drop endpoint)")
+    if not isinstance(endpoint, str) or not endpoint.startswith(("ws://", "wss://")):
+        raise BackendConfigError(f"endpoint={endpoint!r}: backend={backend.name} needs the server's WebSocket "
+                                 "address, e.g. endpoint=ws://127.0.0.1:30000 (wss:// for TLS)")

@@ -25,12 +25,17 @@ test_sglang_engine.py checks them against the engine's own classes and functions
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
-from harness.errors import ConfigError
+from pydantic import ConfigDict, Field, StrictInt, StrictStr
+from pydantic.dataclasses import dataclass
 
-RULES = ("causal_wan", "sana_wm")
+from harness.errors import ConfigError, UserError
+from harness.sections import Fix, Invalid, Section
+
+Rule = Literal["causal_wan", "sana_wm"]
+RULES: tuple[str, ...] = Rule.__args__  # type: ignore[attr-defined]  # a Literal's values
 #: the longest clip the refusal searches for a nearest honourable count (frames)
 _SEARCH_FRAMES = 20_000
 
@@ -39,7 +44,7 @@ class GeometryError(ConfigError):
     """A clip length the engine cannot honour exactly (exit code 2; names the nearest counts it can)."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ChunkPlan:
     """What one session streams: ``latents`` latents in ``len(chunk_frames)`` chunks (``max_chunks``), chunk ``k``
     bringing ``chunk_frames[k]`` frames, ``sum(chunk_frames) == num_frames``."""
@@ -57,8 +62,11 @@ class ChunkPlan:
                 "chunk_frames": list(self.chunk_frames)}
 
 
-@dataclass(frozen=True)
-class Geometry:
+_LATENTS = Fix("must be a positive integer")
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class Geometry(Section):
     """The engine's chunk geometry for one model (``backend.models.<model>.geometry``).
 
     rule: ``causal_wan`` or ``sana_wm`` (module docstring). latent_stride: pixel frames per latent (the VAE's
@@ -67,23 +75,19 @@ class Geometry:
     runs without the refiner. source: where each number is stated in the engine (recorded with the item).
     """
 
-    rule: str
-    latent_stride: int
-    chunk_latents: int
-    refiner_sink: int | None = None
-    refiner_block: int | None = None
-    source: str = ""
+    section: ClassVar[str] = "backend.models.<model>.geometry"
+    error: ClassVar[type[UserError]] = ConfigError
+
+    rule: Annotated[Rule, Fix(f"use one of {list(RULES)}")]
+    latent_stride: Annotated[StrictInt, Field(ge=1), _LATENTS]
+    chunk_latents: Annotated[StrictInt, Field(ge=1), _LATENTS]
+    refiner_sink: Annotated[Optional[StrictInt], Field(ge=0), Fix("must be an integer >= 0")] = None
+    refiner_block: Annotated[Optional[StrictInt], Field(ge=1), _LATENTS] = None
+    source: StrictStr = ""
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"rule={self.rule!r}: use one of {list(RULES)}")
-        for k in ("latent_stride", "chunk_latents", "refiner_sink", "refiner_block"):
-            v = getattr(self, k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "refiner_sink"
-                                                                                       else 1)):
-                raise ValueError(f"{k}={v!r}: must be a positive integer")
         if (self.refiner_sink is None) != (self.refiner_block is None):
-            raise ValueError("refiner_sink and refiner_block go together (both null: no refiner)")
+            raise Invalid("refiner_sink and refiner_block go together (both null: no refiner)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "latent_stride": self.latent_stride, "chunk_latents": self.chunk_latents,

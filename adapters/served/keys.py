@@ -23,10 +23,14 @@ achieved-vs-requested residual of every item comes from the decoder.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
+
+from harness.errors import ConfigError, UserError
+from harness.sections import Fix, Number, Section
 
 from trajectories.conventions import geodesic_angle, rot_x, rot_y
 
@@ -36,8 +40,12 @@ COMBOS: tuple[tuple[str, ...], ...] = tuple(
     tuple(k for k in combo if k) for combo in itertools.product(*_GROUPS))
 
 
-@dataclass(frozen=True)
-class KeyKinematics:
+#: a step's size: > 0
+_Step = Annotated[Number, Field(gt=0), Fix("must be > 0")]
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class KeyKinematics(Section):
     """How an engine integrates one held-key step (angles in degrees, translation in the engine's units).
 
     yaw_deg / pitch_deg: rotation per step; move: translation per step along the horizontal forward / right axes;
@@ -46,21 +54,15 @@ class KeyKinematics:
     LingBot) or ``frame`` (one per pixel frame, SANA-WM).
     """
 
-    yaw_deg: float
-    pitch_deg: float
-    move: float
-    strafe_yaw_coupling: float = 0.0
-    pitch_limit_deg: float = 85.0
-    per: str = "latent"
+    section: ClassVar[str] = "backend.models.<model>.kinematics"
+    error: ClassVar[type[UserError]] = ConfigError
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KeyKinematics:
-        k = cls(**d)
-        if k.per not in ("latent", "frame"):
-            raise ValueError(f"kinematics.per={k.per!r}: use 'latent' or 'frame'")
-        if not (k.yaw_deg > 0 and k.pitch_deg > 0 and k.move > 0):
-            raise ValueError("kinematics.yaw_deg, pitch_deg and move must be > 0")
-        return k
+    yaw_deg: _Step
+    pitch_deg: _Step
+    move: _Step
+    strafe_yaw_coupling: Number = 0.0
+    pitch_limit_deg: Number = 85.0
+    per: Annotated[Literal["latent", "frame"], Fix("use 'latent' or 'frame'")] = "latent"
 
     def to_dict(self) -> dict[str, Any]:
         return {"yaw_deg": self.yaw_deg, "pitch_deg": self.pitch_deg, "move": self.move,

@@ -7,13 +7,16 @@ its KV cache. Poses follow :mod:`trajectories.conventions`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import Adapter, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError, NativeControls
+from adapters.base import (CONFIG, Adapter, FrameSink, GeneratedVideo, ItemRequest, ModelConfig, ModelConfigError,
+                           NativeControls)
 from harness.io import save_npy
+from harness.sections import Fix
 
 if TYPE_CHECKING:
     import torch
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from .model import TinyCausalDiT
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class TinyDiTModelConfig(ModelConfig):
     """Model settings: ``arch`` (see :class:`adapters.tiny_causal_dit.model.TinyDiTConfig`), ``device``
     (``cpu``/``cuda``), ``dtype`` (``float32``/``bfloat16``), ``deterministic`` (torch deterministic algorithms),
@@ -30,7 +33,7 @@ class TinyDiTModelConfig(ModelConfig):
 
     arch: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: Annotated[Literal["float32", "bfloat16", "float16"], Fix("use float32, bfloat16 or float16")] = "float32"
     deterministic: bool = True
     cpu_threads: int = 1
 
@@ -39,8 +42,6 @@ class TinyDiTModelConfig(ModelConfig):
         if self.height % 16 or self.width % 16:
             raise ModelConfigError(f"model.height/width ({self.height}x{self.width}) must be multiples of 16 "
                                    "(stride 8 VAE x patch 2)")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ModelConfigError(f"model.dtype={self.dtype!r}: use float32, bfloat16 or float16")
         if (self.num_frames - 1) % 4:
             raise ModelConfigError(f"model.num_frames={self.num_frames}: needs 4k+1 frames (latent stride 4)")
 

@@ -23,13 +23,13 @@ Poses follow :mod:`trajectories.conventions`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+import pydantic.dataclasses
 
-from adapters.base import ItemRequest, ModelConfigError, NativeControls
+from adapters.base import CONFIG, ItemRequest, ModelConfigError, NativeControls
 from adapters.controls.clock import ControlClock
 from adapters.upstream import LaunchSpec, UpstreamAdapter, UpstreamConfig
 from adapters.yume.controls import YumeParams, yume_captions, yume_clock, yume_decode, yume_parse_caption
@@ -37,7 +37,7 @@ from harness.context import ContextPolicy
 from harness.io import write_text
 
 
-@dataclass(frozen=True, kw_only=True)
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=CONFIG)
 class YumeConfig(UpstreamConfig):
     """YUME settings: caption policy (see :class:`adapters.yume.controls.YumeParams`) and the upstream script."""
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Optional
+
+import pydantic.dataclasses
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from harness.errors import ConfigError
+from harness.sections import Fix, Invalid, Section
 
 from .layout import (
     CAMERA_CATEGORIES,
@@ -49,49 +53,6 @@ MAX_SUBJECTS = 500
 SHOWN_PER_KIND = 12
 
 
-@dataclass(frozen=True)
-class ReleaseOptions:
-    """What ``release import`` reads. source: the release's local folder. models: extra ``model_id`` -> harness
-    model entries (compared in every spelling; they win over the ids the harness knows). overlay: a case-set folder
-    whose cases (ids ``<category>_<case_id>``) add what the release lacks. hfov_deg: horizontal field of view
-    assumed where neither a case nor the video tells (degrees). limit: import at most this many rows (a quick look).
-    max_rows: read at most this many rows. measure: measure each video's camera layout (release check reuses it).
-    workers: processes that measure videos at once (the results do not depend on it)."""
-
-    source: Path
-    models: dict[str, str] = field(default_factory=dict)
-    overlay: Path | None = None
-    hfov_deg: float = 60.0
-    limit: int | None = None
-    max_rows: int = MAX_ROWS
-    measure: bool = True
-    workers: int = 1
-
-    @staticmethod
-    def from_config(cfg: dict[str, Any]) -> ReleaseOptions:
-        rel = cfg.get("release") or {}
-        source = cfg.get("source") or rel.get("source")
-        if not source:
-            raise ConfigError("release import: give the release's folder: source=<dir> (the folder `hf download "
-                              "rescuerz/WorldMemBench --repo-type dataset --local-dir DIR` fills)")
-        models = _models(rel.get("models"))
-        hfov = rel.get("hfov_deg", 60.0)
-        if isinstance(hfov, bool) or not isinstance(hfov, (int, float)) or not 1 < hfov < 179:
-            raise ConfigError(f"release.hfov_deg={hfov!r}: give the horizontal field of view in degrees (1..179)")
-        for key in ("limit", "max_rows", "workers"):
-            v = rel.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ConfigError(f"release.{key}={v!r}: give a " + ("number of processes >= 1" if key == "workers"
-                                  else "number of rows >= 1") + (" (or null for all)" if key == "limit" else ""))
-        measure = rel.get("measure", True)
-        if not isinstance(measure, bool):
-            raise ConfigError(f"release.measure={measure!r}: use true or false")
-        overlay = rel.get("overlay")
-        return ReleaseOptions(Path(str(source)).expanduser(), models, Path(str(overlay)).expanduser()
-                              if overlay else None, float(hfov), rel.get("limit"), int(rel.get("max_rows") or MAX_ROWS),
-                              measure, int(rel.get("workers") or 1))
-
-
 def _models(value: Any) -> dict[str, str]:
     """``release.models``: a mapping, or the same written as text (a quoted override, ``'{my-model: reference}'``)."""
     import yaml
@@ -104,9 +65,63 @@ def _models(value: Any) -> dict[str, str]:
         except yaml.YAMLError:
             value = None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ConfigError(f"release.models={shown(value)!r}: give a mapping of release model ids to harness models, "
-                          "e.g. release.models='{my-model: reference}'")
+        raise Invalid("give a mapping of release model ids to harness models, e.g. "
+                      "release.models='{my-model: reference}'")
     return dict(value)
+
+
+_ROWS = Fix("give a number of rows >= 1")
+_FLAG = Fix("use true or false")
+
+
+@pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid"))
+class ReleaseSettings(Section):
+    """The ``release`` section (``python -m harness release import|check``, docs/release.md).
+
+    models: extra release ``model_id`` -> harness model entries (compared in every spelling; they win over the ids
+    the harness knows). overlay: a case-set folder whose cases (ids ``<category>_<case_id>``) add what the release
+    lacks. hfov_deg: horizontal field of view assumed where neither a case nor the video tells (degrees). limit:
+    import at most this many rows (a quick look). max_rows: read at most this many rows. measure: measure each
+    video's camera layout (release check reuses it). workers: processes that measure videos at once (the results
+    do not depend on it). evaluate: evaluate the imported run right after the import.
+    """
+
+    section: ClassVar[str] = "release"
+    fix: ClassVar[str] = "a mapping, e.g. release.limit=100"
+
+    models: Annotated[dict[str, str], BeforeValidator(_models)] = field(default_factory=dict)
+    overlay: Optional[Path] = None
+    hfov_deg: Annotated[float, Field(strict=True, gt=1, lt=179),
+                        Fix("give the horizontal field of view in degrees (1..179)")] = 60.0
+    limit: Annotated[Optional[StrictInt], Field(ge=1), Fix("give a number of rows >= 1 (or null for all)")] = None
+    max_rows: Annotated[StrictInt, Field(ge=1), _ROWS] = MAX_ROWS
+    measure: Annotated[StrictBool, _FLAG] = True
+    workers: Annotated[StrictInt, Field(ge=1), Fix("give a number of processes >= 1")] = 1
+    evaluate: Annotated[StrictBool, _FLAG] = True
+
+    def __post_init__(self) -> None:
+        if self.overlay is not None:
+            object.__setattr__(self, "overlay", self.overlay.expanduser())
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class ReleaseOptions(ReleaseSettings):
+    """What ``release import`` reads: the ``release`` settings and ``source``, the release's local folder."""
+
+    source: Path
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "source", self.source.expanduser())
+
+    @staticmethod
+    def of(source: Any, settings: ReleaseSettings) -> ReleaseOptions:
+        """The options of an import of ``source`` (the top-level ``source=``) with ``settings``."""
+        if not source:
+            raise ConfigError("release import: give the release's folder: source=<dir> (the folder `hf download "
+                              "rescuerz/WorldMemBench --repo-type dataset --local-dir DIR` fills)")
+        kept = {k: getattr(settings, k) for k in ReleaseSettings.__pydantic_fields__}  # type: ignore[attr-defined]
+        return ReleaseOptions(Path(str(source)), **kept)
 
 
 @dataclass

@@ -5,10 +5,46 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Optional, Union
 
-#: report options given as plain ``key=value`` (rewritten to Hydra's ``+key=value``: they are not in config.yaml)
-REPORT_KEYS = ("report_out", "main_context", "report_strips", "report_figures", "human_study")
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+from harness.sections import Fix, Section
+
+_PATH = Fix("give a path (or null)")
+
+
+class ReportOptions(Section, BaseModel):
+    """The report command's options (top-level keys of its configuration; docs/report.md).
+
+    report_runs: the runs of ``run=A run=B ...`` (:func:`merge_run_args`; None: ``run`` alone). report_out: the
+    report's folder (None: beside the first run). main_context: the policy of the main comparison (None: fullkv).
+    report_strips / report_figures: draw the strips and the figures. human_study: human studies to add (names
+    under ``output_root`` or folders).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    report_runs: Annotated[Optional[list[StrictStr]], Field(min_length=1), Fix("give run names")] = None
+    report_out: Annotated[Optional[StrictStr], Field(pattern=r"\S"), _PATH] = None
+    main_context: Optional[StrictStr] = None
+    report_strips: Annotated[StrictBool, Fix("use true or false")] = True
+    report_figures: Annotated[StrictBool, Fix("use true or false")] = True
+    human_study: Annotated[Optional[Union[list[StrictStr], StrictStr]], Fix("give study names or folders")] = None
+
+    #: the options given as plain ``key=value`` on the command line (rewritten to Hydra's ``+key=value``: they are
+    #: not in config.yaml); ``report_runs`` is made from the ``run=`` arguments
+    PLAIN: ClassVar[tuple[str, ...]] = ("report_out", "main_context", "report_strips", "report_figures",
+                                        "human_study")
+
+    def studies(self) -> list[str]:
+        """``human_study`` as a list (a comma-separated value split)."""
+        hs = self.human_study
+        return [str(s) for s in (hs if isinstance(hs, list) else str(hs).split(","))] if hs else []
+
+
+#: report options given as plain ``key=value``
+REPORT_KEYS = ReportOptions.PLAIN
 
 
 def merge_run_args(argv: list[str]) -> list[str]:
@@ -29,22 +65,18 @@ def merge_run_args(argv: list[str]) -> list[str]:
     return out
 
 
-def cmd_report(cfg: dict[str, Any]) -> None:
-    """Resolve the runs (names under output_root, or paths), build the report, print where it is."""
-    from . import build_report, resolve_run_dir
+def cmd_report(runs: list[Path], options: ReportOptions, output_root: str) -> None:
+    """Build the report of ``runs`` (resolved run folders) with ``options``, print where it is. Human studies are
+    names under ``output_root`` or folders."""
+    from . import build_report
 
-    names = cfg.get("report_runs") or [cfg["run"]]
-    runs = [resolve_run_dir(n, cfg.get("output_root", "outputs")) for n in names]
     studies = []
-    if cfg.get("human_study"):
+    if options.human_study:
         from evaluate.human.common import resolve_study
 
-        hs = cfg["human_study"]
-        studies = [resolve_study(str(s), cfg.get("output_root", "outputs"))
-                   for s in (hs if isinstance(hs, (list, tuple)) else str(hs).split(","))]
-    out = build_report(runs, cfg.get("report_out"), main_context=str(cfg.get("main_context") or "fullkv"),
-                       strips=bool(cfg.get("report_strips", True)), figures=bool(cfg.get("report_figures", True)),
-                       human_studies=studies)
+        studies = [resolve_study(s, output_root) for s in options.studies()]
+    out = build_report(runs, options.report_out, main_context=options.main_context or "fullkv",
+                       strips=options.report_strips, figures=options.report_figures, human_studies=studies)
     print(f"report of {out['items']} video(s) from {', '.join(str(r) for r in runs)}")
     print(f"  html:     {out['html']}")
     print(f"  tables:   {Path(out['out_dir']) / 'tables'}  (md, csv, tex)  all: {out['markdown']}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from harness.app.run_config import RunConfig
+from harness.app.run_config import RunConfig, paper_resolved, parse_shard
 from harness.cases import Case, load_cases_from_config
 from harness.outputs import PlanError, RunDir, WorkItem, check_name, check_seed, check_writable, run_dir_for
 
@@ -23,17 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["Case", "Plan", "PlanError", "RunDir", "WorkItem", "check_name", "check_seed", "check_writable",
            "load_cases_from_config", "make_plan", "parse_shard", "plan_from_config", "resolve_context",
            "run_dir_for"]
-
-def parse_shard(shard: str) -> tuple[int, int]:
-    """``"i/n"`` -> (i, n) with 0 <= i < n."""
-    try:
-        i, n = (int(x) for x in str(shard).split("/"))
-    except ValueError:
-        raise PlanError(f"shard={shard!r}: use 'i/n', e.g. 0/4") from None
-    if not (n >= 1 and 0 <= i < n):
-        raise PlanError(f"shard={shard!r}: need n >= 1 and 0 <= i < n")
-    return i, n
-
 
 def make_plan(
     model: str,
@@ -147,47 +136,38 @@ def check_trajectory_names(cfg: RunConfig, names: Sequence[str]) -> None:
     for n in names:
         check_name("trajectories" if cfg.trajectories else "trajectory.name", n)
         check_choice("trajectory", n)
-    tr = cfg.trajectory
-    check_name("trajectory.name", tr.get("name"))
-    check_choice("trajectory", tr["name"])
+    tr = cfg.chosen()[2]
+    check_name("trajectory.name", tr.name)
+    check_choice("trajectory", tr.name)
     # the file as written (kind and cycles are never inherited): no Hydra compose for a name check
-    ref = yaml.safe_load((conf_dir() / "trajectory" / f"{tr['name']}.yaml").read_text()) or {}
+    ref = yaml.safe_load((conf_dir() / "trajectory" / f"{tr.name}.yaml").read_text()) or {}
     for k in ("kind", "cycles"):
         if k not in ref:
             continue
-        have, want = tr.get(k), ref[k]
+        have, want = getattr(tr, k), ref[k]
         if k == "cycles":
             have, want = list(have or []), list(want or [])
         if have != want:
-            raise PlanError(f"trajectory.name={tr['name']!r} labels a path whose {k} is {have!r}, but "
-                            f"trajectory {tr['name']!r} has {want!r}: the name is the item folder and the label the "
-                            f"analyses read; choose trajectory={tr['name']} instead of renaming (or drop "
+            raise PlanError(f"trajectory.name={tr.name!r} labels a path whose {k} is {have!r}, but "
+                            f"trajectory {tr.name!r} has {want!r}: the name is the item folder and the label the "
+                            f"analyses read; choose trajectory={tr.name} instead of renaming (or drop "
                             "trajectory.name)")
 
 
-def resolve_context(ctx: Mapping[str, Any], adapter: Adapter) -> ContextPolicy:
-    """The :class:`ContextPolicy` of a ``context`` config; ``paper`` becomes the model's main-table policy."""
-    from harness.config_groups import group_yaml
+def resolve_context(ctx: Mapping[str, Any] | ContextPolicy, adapter: Adapter) -> ContextPolicy:
+    """The :class:`ContextPolicy` of a ``context`` section; ``paper`` becomes the model's main-table policy."""
     from harness.context import ContextPolicy
 
-    if ctx.get("name") == "paper":  # the model's own main-table setting (paper appendix C)
-        ctx = group_yaml("context", adapter.config.paper_context)
-    return ContextPolicy.from_dict(dict(ctx))
+    return paper_resolved(ContextPolicy.from_dict(ctx), adapter.config.paper_context)
 
 
 def _adapter_for(cfg: RunConfig) -> Adapter:
-    """The run's adapter (no weights loaded): the model with this machine's settings, wrapped by a served backend
-    when one is chosen; its name and frozen seed checked."""
+    """The run's adapter (no weights loaded): the model (with this machine's settings, merged when the config was
+    read), wrapped by a served backend when one is chosen."""
     from adapters.base import build_adapter
     from adapters.served import for_backend
 
-    from harness.config_groups import model_config_with_local
-
-    adapter: Adapter = build_adapter(model_config_with_local(cfg.model, cfg.local))
-    adapter = for_backend(adapter, cfg.backend, cfg.endpoint)  # served engines wrap the model's adapter
-    check_name("model.name", adapter.config.name)
-    check_seed(adapter.config.seed, "model.seed")
-    return adapter
+    return for_backend(build_adapter(cfg.chosen()[0]), cfg.backend, cfg.endpoint)
 
 
 def _check_even_canvas(adapter: Adapter) -> None:
@@ -203,20 +183,13 @@ def _trajectory_specs(cfg: RunConfig) -> dict[str, TrajectorySpec]:
     """Trajectory name -> spec: ``trajectories`` (or the chosen ``trajectory``), names checked."""
     from trajectories import TrajectorySpec
 
-    from harness.config_groups import check_choice, group_yaml
+    from harness.config_groups import group_yaml
 
-    names = cfg.trajectories or [cfg.trajectory["name"]]
-    if not isinstance(names, (list, tuple)):
-        raise PlanError(f"trajectories={names!r}: give a list, e.g. trajectories=[lrlr,lrud]")
+    chosen = cfg.chosen()[2]
+    names = cfg.trajectories or [chosen.name]
     check_trajectory_names(cfg, names)
-    specs = {}
-    for name in names:
-        if name == cfg.trajectory["name"]:
-            specs[name] = TrajectorySpec.from_dict(cfg.trajectory)
-        else:
-            check_choice("trajectory", name)
-            specs[name] = TrajectorySpec.from_dict(group_yaml("trajectory", name))
-    return specs
+    return {name: chosen if name == chosen.name else TrajectorySpec.from_dict(group_yaml("trajectory", name))
+            for name in names}
 
 
 def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = True) -> Plan:
@@ -225,10 +198,8 @@ def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = Tru
     (API use) is typed first (:meth:`RunConfig.coerce`)."""
     cfg = RunConfig.coerce(cfg)
     run_dir = run_dir_for(cfg.output_root, cfg.run)
-    if cfg.seed is not None:
-        check_seed(cfg.seed)
     adapter = _adapter_for(cfg)
-    policy = resolve_context(cfg.context, adapter)
+    policy = cfg.chosen()[1]
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
     specs = _trajectory_specs(cfg)
     _check_even_canvas(adapter)

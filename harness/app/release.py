@@ -16,7 +16,7 @@ def release_import(cfg: RunConfig, evaluate: Callable[[Path, RunConfig], bool]) 
     from harness.io import confine
     from harness.outputs import RunDir
 
-    opts = ReleaseOptions.from_config(cfg.raw)  # before anything is written
+    opts = ReleaseOptions.of(cfg.source, cfg.release)  # before anything is written
     run = RunDir.for_name(cfg.output_root, cfg.run)  # the run-name rule: nothing lands outside output_root
     with run.lock("eval"), confine(run.path):
         summary = import_release(opts, run.path, progress=cfg.progress)
@@ -25,7 +25,7 @@ def release_import(cfg: RunConfig, evaluate: Callable[[Path, RunConfig], bool]) 
         print(f"run: {run.path}  (cases: {run.path / 'release' / 'cases'}; "
               + (f"each video's measured layout against its preset: {check})" if check.is_file() and opts.measure
                  else f"measure the layouts with `python -m harness release check run={cfg.run}`)"))
-        if not (cfg.release or {}).get("evaluate", True) or not run.done_rows():
+        if not cfg.release.evaluate or not run.done_rows():
             return True
         return evaluate(run.path, cfg)
 

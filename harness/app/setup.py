@@ -223,19 +223,20 @@ def _default_root(settings: SetupSettings) -> Path:
 def make_plan(cfg: RunConfig | Mapping[str, Any]) -> SetupPlan:
     """Resolve every path setup uses from the model config (with this machine's local block) and the contract;
     a user error (exit 2) names the key when something cannot work. A plain mapping (API use) is typed first."""
+    import dataclasses
+
     from adapters import contracts
-    from harness.config_groups import model_config_with_local
-    from harness.outputs import check_name
 
     cfg = RunConfig.coerce(cfg)
-    mcfg = model_config_with_local(cfg.model, cfg.local)
-    name = check_name("model.name", mcfg.get("name"), "setup names its folders after it")  # envs/<name>, ...
+    model = cfg.chosen()[0]  # with this machine's local block (merged when the config was read)
+    mcfg = dataclasses.asdict(model)
+    name = model.name  # a plain name (setup names its folders after it: envs/<name>, ...)
     try:
         contract = contracts.load(name)
     except FileNotFoundError:
         raise ConfigError(f"model={name}: setup is for upstream models with a contract (adapters/<model>/contract.yaml); "
                           f"{name} runs in the harness's own environment") from None
-    s = cfg.setup or SetupSettings()
+    s = cfg.setup
     steps = tuple(s.steps or STEPS)
     for st in steps:
         if st not in STEPS + EXTRA_STEPS:
@@ -739,7 +740,7 @@ def run_setup(cfg: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
             # huggingface_hub comes with the `eval` extra (pyproject.toml); MissingDependencyError words the rest
             raise MissingDependencyError(f"setup model={plan.model} (its weights step)", extra="eval",
                                          detail="huggingface_hub; print=true prints the script instead") from None
-        endpoint = (cfg.setup.endpoint if cfg.setup else None) or os.environ.get("HF_ENDPOINT")
+        endpoint = cfg.setup.endpoint or os.environ.get("HF_ENDPOINT")
         hub = HfHub(endpoint=endpoint, token=os.environ.get("HF_TOKEN"), model=plan.model)
     if "checkout" in plan.steps:
         run_checkout(plan, log)
@@ -753,7 +754,7 @@ def run_setup(cfg: RunConfig | Mapping[str, Any], hub: Optional[Hub] = None,
     if "check" in plan.steps:
         from harness.app.setup_check import run_check
 
-        check_dir = cfg.setup.check_dir if cfg.setup else None
+        check_dir = cfg.setup.check_dir
         run_check(plan, log, Path(os.path.expanduser(check_dir)) if check_dir else None)
     log(plan.local_block())
     return plan

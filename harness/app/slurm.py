@@ -26,7 +26,6 @@ loads launchers from ``hydra_plugins``, so that module is a thin hook and the lo
 from __future__ import annotations
 
 import logging
-import math
 import re
 import subprocess
 import sys
@@ -35,7 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.errors import CommandExit, ConfigError, UserError
+from harness.app.slurm_settings import SlurmSettingError, check_resources, count, gres_for, time_minutes
+from harness.errors import CommandExit, UserError
 
 log = logging.getLogger(__name__)
 
@@ -47,55 +47,6 @@ _RESOURCE_KEYS = re.compile(r"^[+~]*(model|slurm|hydra\.launcher|experiment|debu
 _QUERY_TIMEOUT_S = 30  # a Slurm command retries MessageTimeout while a daemon is down: bound each call
 
 
-class SlurmSettingError(ConfigError):
-    """A ``slurm.*`` setting Slurm cannot take; the message names it and the fix."""
-
-
-# -- settings ----------------------------------------------------------------------------------------------------------
-
-def time_minutes(value: Any, field_name: str = "slurm.time") -> int:
-    """Minutes of a Slurm time limit (rounded up: Slurm enforces whole minutes).
-
-    Accepts Slurm's ``--time`` formats: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (a bare integer is
-    minutes). Raises :class:`SlurmSettingError` naming ``field_name`` otherwise, or for a limit under one minute.
-    """
-    s = str(value).strip()
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", s)
-    if isinstance(value, bool) or not m:
-        raise SlurmSettingError(f"{field_name}={value!r}: give a Slurm time limit: minutes (90), H:MM:SS "
-                                "(12:00:00) or D-HH:MM:SS (1-00:00:00)")
-    days, a, b, c = m.groups()
-    parts = [int(x) for x in (a, b, c) if x is not None]
-    if days is not None:  # D-H, D-H:M, D-H:M:S
-        h, mi, se = (parts + [0, 0])[:3]
-        seconds = ((int(days) * 24 + h) * 60 + mi) * 60 + se
-    elif len(parts) == 1:
-        seconds = parts[0] * 60
-    elif len(parts) == 2:  # M:S
-        seconds = parts[0] * 60 + parts[1]
-    else:
-        seconds = (parts[0] * 60 + parts[1]) * 60 + parts[2]
-    if seconds <= 0:
-        raise SlurmSettingError(f"{field_name}={value!r}: the time limit must be at least one minute")
-    return max(1, math.ceil(seconds / 60))
-
-
-def gres_for(gres: Any, gpus_per_job: Any, gpu_type: Any = None) -> Optional[str]:
-    """The ``--gres`` of a job: ``auto`` -> ``gpu[:<type>]:<gpus_per_job>`` for a GPU model, none for a CPU one;
-    ``null``/``none`` -> none; anything else is passed to Slurm as given (e.g. ``gpu:a100:2``)."""
-    if gres is None or str(gres).lower() in ("none", "null", ""):
-        return None
-    if str(gres) != "auto":
-        return str(gres)
-    try:
-        n = int(gpus_per_job or 0)
-    except (TypeError, ValueError):
-        raise SlurmSettingError(f"model.gpus_per_job={gpus_per_job!r}: expected a GPU count for slurm.gres=auto")
-    if n <= 0:
-        return None
-    return f"gpu:{gpu_type}:{n}" if gpu_type else f"gpu:{n}"
-
-
 #: submitit's generic resource names (AutoExecutor takes them unprefixed); the other launcher keys get ``slurm_``
 _GENERIC = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name",
             "stderr_to_stdout"}
@@ -103,16 +54,9 @@ _GENERIC = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "
 _NOT_SBATCH = {"_target_", "submitit_folder", "max_num_timeout", "time", "gpu_type", "poll_s", "max_poll_s"}
 
 
-def _count(value: Any, field_name: str = "slurm.array_parallelism") -> int:
-    """An integer setting (``8``, ``"8"``); a word, a fraction or a boolean is a :class:`SlurmSettingError`."""
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
-        raise SlurmSettingError(f"{field_name}={value!r}: must be a whole number (e.g. {field_name}=8)")
-    return int(value)
-
-
 def check_settings(slurm_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> None:
-    """Every ``slurm.*`` value of a job checked as the launcher will read it (:func:`executor_parameters`), so a
-    bad one fails before Hydra writes the sweep folder or submits anything."""
+    """Every ``slurm.*`` value of a job checked as the launcher will read it (:func:`executor_parameters`, the rules
+    of :mod:`harness.app.slurm_settings`)."""
     executor_parameters({k: v for k, v in slurm_cfg.items()}, model_cfg or {})
 
 
@@ -122,12 +66,7 @@ def executor_parameters(launcher_cfg: dict[str, Any], model_cfg: dict[str, Any])
     if p.get("time") is not None:
         p["timeout_min"] = time_minutes(p["time"])
     p["gres"] = gres_for(p.get("gres"), (model_cfg or {}).get("gpus_per_job"), p.get("gpu_type"))
-    if _count(p.get("array_parallelism") or 0) < 1:
-        raise SlurmSettingError(f"slurm.array_parallelism={p.get('array_parallelism')!r}: must be >= 1 (how many "
-                                "jobs of one sweep run at once)")
-    for k in ("cpus_per_task", "mem_gb"):
-        if p.get(k) is not None and _count(p[k], f"slurm.{k}") < 1:
-            raise SlurmSettingError(f"slurm.{k}={p[k]!r}: must be >= 1 (or null for the cluster's default)")
+    check_resources(p)
     out = {}
     for k, v in p.items():
         if k in _NOT_SBATCH or (v is None and k not in _GENERIC):

@@ -125,7 +125,7 @@ def fit(cfg: RunConfig) -> int:
     (``model.gpus_per_job``, a real run) as many as its GPU sets among the ``devices`` (at least one)."""
     from harness.gpu_pool import parse_devices
 
-    gpus = int((cfg.model or {}).get("gpus_per_job") or 0)
+    gpus = cfg.model.gpus_per_job if cfg.model is not None else 0
     if gpus <= 0 or cfg.dry_run or cfg.cmd != "run":
         return _cores()
     return max(1, len(parse_devices(cfg.devices)) // gpus)

@@ -5,11 +5,12 @@ This package imports only :mod:`trajectories` and numpy (torch lazily): no adapt
 """
 
 from .fov import ContextConfigError, FovOverlap, FovScoreConfig
-from .policies import POLICY_NAMES, ContextPolicy, ContextSelector, Selection, fov_selection
+from .policies import POLICY_NAMES, ContextKind, ContextPolicy, ContextSelector, Selection, fov_selection
 
 __all__ = [
     "POLICY_NAMES",
     "ContextConfigError",
+    "ContextKind",
     "ContextPolicy",
     "ContextSelector",
     "FovOverlap",

@@ -20,13 +20,15 @@ Poses follow :mod:`trajectories.conventions`: OpenCV camera-to-world 4x4, +x rig
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from pydantic import ConfigDict, Field, StrictInt
+from pydantic.dataclasses import dataclass
 
-from trajectories.fields import check_fields
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UserError
+from harness.sections import Fix, Number, Section
 
 
 class ContextConfigError(ConfigError):
@@ -34,26 +36,27 @@ class ContextConfigError(ConfigError):
     estimator's settings raise it too; :mod:`harness.context.policies` re-exports it."""
 
 
-@dataclass(frozen=True)
-class FovScoreConfig:
-    """Settings of the FoV overlap estimator.
+#: the estimator's bounds, in one message (any of them out of range)
+_LIMITS = Fix("context.fov: need num_points >= 16, radius > 0 and near > 0", whole=True)
 
-    num_points: Monte-Carlo points per query camera. radius: ball radius in scene units (match the scene scale;
-    HY-WorldPlay uses 8 units with its 0.08-unit steps). near: near-plane distance. seed: the sampler's seed.
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class FovScoreConfig(Section):
+    """Settings of the FoV overlap estimator (``context.fov``).
+
+    num_points: Monte-Carlo points per query camera (>= 16). radius: ball radius in scene units, > 0 (match the
+    scene scale; HY-WorldPlay uses 8 units with its 0.08-unit steps). near: near-plane distance, > 0. seed: the
+    sampler's seed.
     """
 
-    num_points: int = 4096
-    radius: float = 8.0
-    near: float = 0.05
-    seed: int = 0
+    section: ClassVar[str] = "context.fov"
+    error: ClassVar[type[UserError]] = ContextConfigError
+    noun: ClassVar[str] = "field"
 
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "FovScoreConfig":
-        check_fields("context.fov", d, FovScoreConfig.__dataclass_fields__, ContextConfigError)
-        cfg = FovScoreConfig(**d)
-        if cfg.num_points < 16 or cfg.radius <= 0 or cfg.near <= 0:
-            raise ContextConfigError("context.fov: need num_points >= 16, radius > 0 and near > 0")
-        return cfg
+    num_points: Annotated[StrictInt, Field(ge=16), _LIMITS] = 4096
+    radius: Annotated[Number, Field(gt=0), _LIMITS] = 8.0
+    near: Annotated[Number, Field(gt=0), _LIMITS] = 0.05
+    seed: Annotated[StrictInt, Fix("give an integer")] = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

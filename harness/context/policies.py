@@ -19,65 +19,70 @@ yaw turns right, positive pitch turns up); intrinsics in pixels.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import dataclasses
+from dataclasses import asdict, field
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import numpy as np
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic.dataclasses import dataclass
 
-from trajectories.fields import check_fields
+from harness.errors import UserError
+from harness.sections import Fix, Section
 
 from .fov import ContextConfigError, FovOverlap, FovScoreConfig
 
-POLICY_NAMES = ("fullkv", "sliding", "fov", "native")
+#: the policies the harness runs (the kinds of :data:`ContextKind`, ``paper`` aside: it names one of them)
+PolicyName = Literal["fullkv", "sliding", "fov", "native"]
+POLICY_NAMES: tuple[str, ...] = tuple(PolicyName.__args__)  # type: ignore[attr-defined]  # a Literal's values
+
+#: latents: an integer >= 0 (a YAML ``yes`` is Python's ``True``, an int: kept as given)
+_Latents = Annotated[Union[StrictInt, StrictBool], Field(ge=0), Fix("must be an integer >= 0")]
+_CONFIG = ConfigDict(extra="forbid")
 
 
-@dataclass(frozen=True)
-class ContextPolicy:
+def _default_if_none(value: Any) -> Any:
+    """``fov: null`` in a policy file: the estimator's defaults."""
+    return {} if value is None else value
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class ContextPolicy(Section):
     """A KV-context policy (what ``conf/context/<name>.yaml`` holds). Budgets are in latent frames.
 
+    The kinds (:class:`FullKV`, :class:`Sliding`, :class:`Fov`, :class:`Native`) fix ``name`` and add their own
+    rules; :meth:`from_dict` reads a mapping as the kind its ``name`` says (:data:`ContextKind`). Every kind has
+    every field, so each records the same dict (``to_dict``: fingerprints, ``meta.json``).
+
     Attributes:
-        name: ``fullkv``, ``sliding`` or ``fov``.
-        chunk: latents generated per chunk (the "current" budget).
+        name: ``fullkv``, ``sliding``, ``fov`` or ``native``.
+        chunk: latents generated per chunk (the "current" budget), >= 1.
         sink: first latents that are never evicted (sliding, fov).
         recent: most recent history latents kept (sliding, fov).
-        retrieved_chunks: whole historical chunks retrieved by FoV overlap (fov).
+        retrieved_chunks: whole historical chunks retrieved by FoV overlap (fov: >= 1).
         fov: the overlap estimator's settings (fov).
         rope: how retrieved keys are positioned at tensor level: ``absolute`` (cached at their frame index,
             LingBot style) or ``rebase`` (moved just before the recent window, WorldKV style).
     """
 
-    name: str
-    chunk: int = 4
-    sink: int = 0
-    recent: int = 0
-    retrieved_chunks: int = 0
-    fov: FovScoreConfig = field(default_factory=FovScoreConfig)
-    rope: str = "absolute"
+    section: ClassVar[str] = "context"
+    error: ClassVar[type[UserError]] = ContextConfigError
+    noun: ClassVar[str] = "field"
+    fix: ClassVar[str] = "choose a policy: context=fullkv|sliding|fov|native|paper"
+    ignored: ClassVar[tuple[str, ...]] = ("description",)
 
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "ContextPolicy":
-        d = dict(d)
-        d.pop("description", None)
-        check_fields("context", d, {"name", "chunk", "sink", "recent", "retrieved_chunks", "fov", "rope"},
-                     ContextConfigError)
-        fov = FovScoreConfig.from_dict(d.pop("fov", None) or {})
-        pol = ContextPolicy(fov=fov, **d)
-        pol.validate()
-        return pol
+    name: PolicyName
+    chunk: Annotated[Union[StrictInt, StrictBool], Field(ge=1), Fix("must be an integer >= 1 (latents per chunk)")] = 4
+    sink: _Latents = 0
+    recent: _Latents = 0
+    retrieved_chunks: _Latents = 0
+    fov: Annotated[FovScoreConfig, BeforeValidator(_default_if_none)] = field(default_factory=FovScoreConfig)
+    rope: Annotated[Literal["absolute", "rebase"], Fix("use 'absolute' or 'rebase'")] = "absolute"
 
-    def validate(self) -> None:
-        if self.name not in POLICY_NAMES:
-            raise ContextConfigError(f"context.name={self.name!r}: use one of {list(POLICY_NAMES)}")
-        for k in ("chunk", "sink", "recent", "retrieved_chunks"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 0:
-                raise ContextConfigError(f"context.{k}={v!r}: must be an integer >= 0")
-        if self.chunk < 1:
-            raise ContextConfigError("context.chunk must be >= 1 latent")
-        if self.name == "fov" and self.retrieved_chunks < 1:
-            raise ContextConfigError("context.retrieved_chunks must be >= 1 for the fov policy")
-        if self.rope not in ("absolute", "rebase"):
-            raise ContextConfigError(f"context.rope={self.rope!r}: use 'absolute' or 'rebase'")
+    @classmethod
+    def schema_type(cls) -> Any:
+        """A mapping is read as the kind its ``name`` says."""
+        return ContextKind if cls is ContextPolicy else cls
 
     @property
     def budget(self) -> int | None:
@@ -95,7 +100,51 @@ class ContextPolicy:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_CONFIG)
+class FullKV(ContextPolicy):
+    """Every chunk attends to the whole history."""
+
+    name: Literal["fullkv"] = "fullkv"
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class Sliding(ContextPolicy):
+    """The first ``sink`` latents plus the ``recent`` most recent ones."""
+
+    name: Literal["sliding"] = "sliding"
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class Fov(ContextPolicy):
+    """``sink`` + ``recent`` + ``retrieved_chunks`` (>= 1) whole chunks chosen by field-of-view overlap."""
+
+    name: Literal["fov"] = "fov"
+    retrieved_chunks: Annotated[Union[StrictInt, StrictBool], Field(ge=1, validate_default=True),
+                                Fix("must be >= 1 for the fov policy")] = 0
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class Native(ContextPolicy):
+    """The model's built-in memory mode; the harness does not restrict the context."""
+
+    name: Literal["native"] = "native"
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class Paper(ContextPolicy):
+    """``context=paper``: the policy of the paper's main table for the chosen model (its ``paper_context``); the run
+    configuration replaces it by that policy (``conf/context/<paper_context>.yaml``; :class:`harness.app.run_config.
+    RunConfig`), so no item runs it."""
+
+    name: Literal["paper"] = "paper"  # type: ignore[assignment]  # a pointer to one of the four names
+
+
+#: a ``context`` section: one of the kinds, by its ``name``
+ContextKind = Annotated[Union[FullKV, Sliding, Fov, Native, Paper], Field(discriminator="name")]
+
+
+
+@dataclasses.dataclass(frozen=True)
 class Selection:
     """The context of one chunk: history latents by part, the current latents and the retrieval scores."""
 

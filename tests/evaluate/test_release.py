@@ -95,15 +95,18 @@ def test_release_models_works_as_the_docs_write_it(tmp_path):
     value as a quoted string both give the mapping."""
     from tests.support import compose
 
+    from evaluate.release.plan import ReleaseSettings
+
     cfg = compose(["release.models={my-model: reference, Matrix-Game-3.5: matrix_game35}", f"source={tmp_path}"])
-    assert ReleaseOptions.from_config(cfg).models == {"my-model": "reference", "Matrix-Game-3.5": "matrix_game35"}
+    opts = ReleaseOptions.of(cfg["source"], ReleaseSettings.from_dict(cfg["release"]))
+    assert opts.models == {"my-model": "reference", "Matrix-Game-3.5": "matrix_game35"}
     quoted = compose(["release.models='{my-model: reference}'", f"source={tmp_path}"])
-    assert ReleaseOptions.from_config(quoted).models == {"my-model": "reference"}
+    assert ReleaseSettings.from_dict(quoted["release"]).models == {"my-model": "reference"}
     with pytest.raises(Exception, match="release.models"):
-        ReleaseOptions.from_config({"source": str(tmp_path), "release": {"models": "[a, b]"}})
+        ReleaseSettings.from_dict({"models": "[a, b]"})
     for key, bad in (("workers", 0), ("max_rows", True), ("measure", "yes"), ("limit", -1)):
         with pytest.raises(Exception, match=f"release.{key}="):
-            ReleaseOptions.from_config({"source": str(tmp_path), "release": {key: bad}})
+            ReleaseSettings.from_dict({key: bad})
 
 
 @pytest.mark.parametrize("examples", [False, True], ids=["dataset-layout", "examples-layout"])

@@ -122,23 +122,25 @@ CENTRE_IN_FRAME = "keeps the initial view's centre in frame"
 
 
 @pytest.mark.parametrize(
-    "spec, field, rule",
+    "given, field, rule",
     [
-        (TrajectorySpec(name="x", yaw_deg=10.0), "yaw_deg", QUALIFICATION),  # below 30 deg (and in frame)
-        (TrajectorySpec(name="x", yaw_deg=29.9), "yaw_deg", QUALIFICATION),
-        (TrajectorySpec(name="x", yaw_deg=180.0), "yaw_deg", QUALIFICATION),  # < 180 deg
-        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=95.0), "pitch_deg", "view would flip over"),
-        (TrajectorySpec(name="x", cycles=("up",), pitch_deg=90.5), "pitch_deg", "view would flip over"),
-        (TrajectorySpec(name="x", cycles=("sideways",)), "cycles", "unknown direction"),
-        (TrajectorySpec(name="x", cycles=()), "cycles", "empty"),
-        (TrajectorySpec(name="x", kind="square", side=0.0), "side", "must be > 0"),
-        (TrajectorySpec(name="x", kind="square", side=float("nan")), "side", "must be > 0"),
-        (TrajectorySpec(name="x", kind="spiral"), "kind", "use 'rotation' or 'square'"),
+        ({"yaw_deg": 10.0}, "yaw_deg", QUALIFICATION),  # below 30 deg (and in frame)
+        ({"yaw_deg": 29.9}, "yaw_deg", QUALIFICATION),
+        ({"yaw_deg": 180.0}, "yaw_deg", QUALIFICATION),  # < 180 deg
+        ({"cycles": ["up"], "pitch_deg": 95.0}, "pitch_deg", "view would flip over"),
+        ({"cycles": ["up"], "pitch_deg": 90.5}, "pitch_deg", "view would flip over"),
+        ({"cycles": ["sideways"]}, "cycles", "unknown direction"),
+        ({"cycles": []}, "cycles", "empty"),
+        ({"kind": "square", "side": 0.0}, "side", "must be > 0"),
+        ({"kind": "square", "side": float("nan")}, "side", "must be > 0"),
+        ({"kind": "spiral"}, "kind", "use 'rotation' or 'square'"),
     ],
 )
-def test_impossible_parameters_name_the_field_and_the_rule(spec, field, rule):
+def test_impossible_parameters_name_the_field_and_the_rule(given, field, rule):
+    """A word the spec's types refuse when it is read (kind, a direction), a rule when the path is built."""
     with pytest.raises(TrajectoryError, match=field) as exc:
-        build_path(spec, 493, 16, intrinsics_from_fov(60, 832, 480), 480, 832)
+        build_path(TrajectorySpec.from_dict({"name": "x", **given}), 493, 16, intrinsics_from_fov(60, 832, 480), 480,
+                   832)
     assert rule in str(exc.value)
 
 
@@ -396,7 +398,7 @@ def test_spec_from_dict_drops_the_description_and_takes_no_timing():
     spec = TrajectorySpec.from_dict({"name": "x", "description": "a comment", "timing": None, "cycles": ["up"]})
     assert spec.timing == Timing() and spec.cycles == ("up",)
     assert TrajectorySpec.from_dict(spec.to_dict()) == spec and spec.to_dict()["cycles"] == ["up"]
-    with pytest.raises(TrajectoryError, match="trajectory.timing: unknown field"):
+    with pytest.raises(TrajectoryError, match="trajectory.timing.hold: unknown field"):
         TrajectorySpec.from_dict({"name": "x", "timing": {"hold": 1.0}})
 
 
@@ -407,7 +409,7 @@ def test_an_infinite_square_is_refused():
 
 
 def test_unknown_field_messages_name_the_first_key_and_suggest_only_close_ones():
-    from trajectories.fields import unknown_field_message
+    from harness.sections import unknown_key_message as unknown_field_message
 
     msg = unknown_field_message("trajectory", {"zzz", "yaw_degs"}, ["yaw_deg", "name"])
     assert msg.startswith("trajectory.yaw_degs: unknown field; did you mean 'yaw_deg'?")

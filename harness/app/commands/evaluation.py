@@ -12,7 +12,6 @@ from harness.app.run_config import RunConfig
 
 if TYPE_CHECKING:
     from evaluate.results import ItemResult
-    from evaluate.stage import EvalConfig
 
 log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
 
@@ -25,13 +24,6 @@ def in_sweep() -> bool:
         return str(HydraConfig.get().mode).endswith("MULTIRUN")
     except Exception:  # noqa: BLE001 - not under Hydra (API use)
         return False
-
-
-def eval_config(cfg: RunConfig) -> EvalConfig:
-    """The evaluation settings, validated (a bad ``evaluate.*`` value fails before anything is generated)."""
-    from evaluate.stage import EvalConfig
-
-    return EvalConfig.from_dict({k: v for k, v in (cfg.evaluate or {}).items()})
 
 
 def no_comparison_hint(cfg: RunConfig) -> str:
@@ -61,7 +53,7 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
 
     remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
 
-    ecfg = eval_config(cfg)
+    ecfg = cfg.evaluate
     root = weights_root(cfg.weights_dir)
     t0, cpu = time.perf_counter(), time.process_time()
     out = evaluate_run(run_dir, ecfg, force=cfg.overwrite, progress=cfg.progress, weights_root=root)
@@ -89,7 +81,7 @@ def evaluate_items(run_dir: Path, item_dirs: list[Path], cfg: RunConfig) -> bool
     from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
 
-    out = evaluate_run(run_dir, eval_config(cfg), force=cfg.overwrite, progress=cfg.progress,
+    out = evaluate_run(run_dir, cfg.evaluate, force=cfg.overwrite, progress=cfg.progress,
                        weights_root=weights_root(cfg.weights_dir), only=item_dirs, tables=False)
     print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at its "
           "end)")

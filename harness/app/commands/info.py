@@ -35,19 +35,16 @@ def cmd_preview(cfg: RunConfig) -> None:
     from pathlib import Path
 
     from adapters.base import build_adapter
-    from harness.config_groups import model_config_with_local
     from harness.io import check_contained, confine
     from harness.outputs import check_name
-    from trajectories import TrajectorySpec
     from trajectories.conventions import intrinsics_from_fov
     from trajectories.preview import preview_path
 
+    model, _, spec = cfg.chosen()
     # the names become a file name: the one name rule, before anything is built or written
-    check_name("model.name", cfg.model.get("name"))
-    check_name("trajectory.name", cfg.trajectory.get("name"))
-    adapter = build_adapter(model_config_with_local(cfg.model, cfg.local))
+    check_name("trajectory.name", spec.name)
+    adapter = build_adapter(model)
     mc = adapter.config
-    spec = TrajectorySpec.from_dict(cfg.trajectory)
     K = intrinsics_from_fov(mc.default_hfov_deg, mc.width, mc.height)
     path = adapter.path_for(spec, K)
     folder = Path(cfg.output_root) / "previews"

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.app.commands.evaluation import eval_config, evaluate, evaluate_items, in_sweep
+from harness.app.commands.evaluation import evaluate, evaluate_items, in_sweep
 from harness.app.run_config import RunConfig
 from harness.errors import ConfigError
 
@@ -63,18 +63,17 @@ def log_readiness(adapter: Adapter) -> None:
 
 def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
     """Everything ``run`` checks before its first write (also run for every job of a sweep before job 0 starts):
-    the plan (names, cases, trajectories, a compile of each trajectory), readiness, evaluation settings, GPUs, and
-    finished items made with another config. Returns the :class:`~harness.app.plan.Plan` (None for
+    the plan (names, cases, trajectories, a compile of each trajectory), readiness, GPUs, and finished items made
+    with another config (the settings themselves were checked when the config was read). Returns the :class:`~harness.app.plan.Plan` (None for
     ``stage=evaluate``, whose inputs are checked here too)."""
     from harness.app.plan import plan_from_config
     from harness.app.runner import check_fingerprints, gpu_pool_for
 
     if cfg.stage == "evaluate":
-        eval_config(cfg)
         if cfg.videos:
             from evaluate.external import check_import
 
-            check_import(*videos_args(cfg), cfg.raw)
+            check_import(*videos_args(cfg), cfg.cases)
         return None
     plan = plan_from_config(cfg)
     adapter, specs = plan.adapter, plan.specs
@@ -88,8 +87,6 @@ def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
             f"nothing to run: no case in {cfg.cases.source} lists trajectory "
             f"{', '.join(specs)} (check cases.include / cases.families)"
         )
-    if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled:
-        eval_config(cfg)
     gpu_pool_for(adapter, cfg, cfg.dry_run)
     if plan.run_dir.is_dir():
         check_fingerprints(plan, cfg.overwrite, cfg.dry_run)
@@ -101,18 +98,14 @@ def check_requires(adapter: Adapter, cfg: RunConfig) -> None:
     :class:`harness.errors.MissingDependencyError` naming the extra when one is missing."""
     from harness.app.extras import require
 
-    backend = (cfg.backend or {}).get("name", "upstream")
-    what = f"model={adapter.config.name}" + (f" backend={backend}" if backend != "upstream" else "")
+    served = cfg.served
+    what = f"model={adapter.config.name}" + (f" backend={served.name}" if served else "")
     require(what, type(adapter).requires)
 
 
 def validate_job(cfg: RunConfig) -> None:
     """What a job checks before it writes anything (run for every job of a sweep before job 0 starts); a ``run``
     job's plan is kept for the job (:func:`prepared`)."""
-    if cfg.slurm is not None:  # launcher=slurm: its settings before Hydra writes the sweep folder
-        from harness.app.slurm import check_settings as check_slurm
-
-        check_slurm(cfg.slurm, cfg.model)
     if cfg.cmd == "run":
         plan = prepare_run(cfg, report=False)
         plans = _PREPARED.get()
@@ -259,14 +252,13 @@ def cmd_evaluate_only(cfg: RunConfig | dict[str, Any]) -> None:
     from harness.outputs import RunDir
 
     cfg = RunConfig.coerce(cfg)
-    eval_config(cfg)  # before anything is imported or written
     if cfg.videos:
         from evaluate.external import check_import, import_videos
 
         run = RunDir.for_name(cfg.output_root, cfg.run)  # the run-name rule: nothing outside output_root
-        planned = check_import(*videos_args(cfg), cfg.raw)  # every entry, before anything (even the lock) is written
+        planned = check_import(*videos_args(cfg), cfg.cases)  # every entry, before anything (even the lock) is written
         with run.lock("eval"), confine(run.path):
-            import_videos(*videos_args(cfg), cfg.raw, planned=planned)
+            import_videos(*videos_args(cfg), run, planned)
             ok = evaluate(run.path, cfg)
     else:
         run = RunDir.existing(cfg.run, cfg.output_root)

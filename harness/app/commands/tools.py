@@ -24,7 +24,7 @@ def cmd_report(cfg: RunConfig) -> None:
             stack.enter_context(RunDir(r).lock("eval"))
         roots = [*runs, cfg.report_out if cfg.report_out else default_out_dir(runs)]
         stack.enter_context(confine(*roots))
-        build(cfg.raw)
+        build(runs, cfg, cfg.output_root)
 
 
 def cmd_verify(cfg: RunConfig) -> None:
@@ -48,7 +48,7 @@ def cmd_judge_check(cfg: RunConfig) -> None:
     """``python -m harness judge check``: ping the configured judge server and print what it serves."""
     from evaluate.judge import check_server
 
-    code = check_server((cfg.evaluate or {}).get("judge"))
+    code = check_server(cfg.evaluate.judge)
     if code:
         sys.exit(code)
 

@@ -1,12 +1,13 @@
-"""Every check of harness/app/settings.py, one bad value each (a check that is dropped fails its row here; issue 44
-found ``release.evaluate`` no longer checked without a test noticing): a :class:`ConfigError` that names the key,
-and a config holding every key with a good value passes."""
+"""Every check of the run configuration's top-level keys and small sections (harness/app/run_config.py), one bad
+value each (a check that is dropped fails its row here; issue 44 found ``release.evaluate`` no longer checked
+without a test noticing): a :class:`ConfigError` that names the key, and a config holding every key with a good
+value passes."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.app.settings import check_settings
+from harness.app.settings import load_run_config
 from harness.errors import ConfigError
 
 GOOD = {
@@ -21,9 +22,9 @@ GOOD = {
 
 
 def test_a_config_with_every_key_good_passes():
-    check_settings(dict(GOOD))
-    check_settings({})  # nothing set: nothing to refuse
-    check_settings({"backend": {"name": "upstream"}})
+    load_run_config(dict(GOOD))
+    load_run_config({})  # nothing set: nothing to refuse
+    load_run_config({"backend": {"name": "upstream"}})
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -48,7 +49,7 @@ def test_a_config_with_every_key_good_passes():
 ])
 def test_each_bad_value_names_its_key(change, needle):
     with pytest.raises(ConfigError) as err:
-        check_settings({**GOOD, **change})
+        load_run_config({**GOOD, **change})
     assert needle in str(err.value)
 
 
@@ -67,5 +68,5 @@ def test_each_bad_backend_value_names_its_key(change, needle):
     if cfg["backend"] is None:
         del cfg["backend"]
     with pytest.raises(ConfigError) as err:
-        check_settings(cfg)
+        load_run_config(cfg)
     assert needle in str(err.value)

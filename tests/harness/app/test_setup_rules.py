@@ -703,15 +703,17 @@ def test_a_checkpoint_key_without_a_weight_keeps_its_configured_path_and_a_weigh
         tmp_path, monkeypatch):
     from adapters.contracts.schema import CheckpointEntry
 
+    # lingbot_v2's contract with three checkpoint keys, on a model whose config has those fields (a key a model's
+    # config does not have is refused when the config is read)
     _contract(monkeypatch, checkpoint=[CheckpointEntry(key="checkpoint", kind="dir", source="s"),
-                                       CheckpointEntry(key="vae_dir", kind="dir", source="s"),
-                                       CheckpointEntry(key="lora_dir", kind="dir", source="s")])
+                                       CheckpointEntry(key="wan_dir", kind="dir", source="s"),
+                                       CheckpointEntry(key="da3_dir", kind="dir", source="s")])
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", "model.checkpoint='~/ck'", "++model.vae_dir=/data/vae")
+    p = _plan_for("matrix_game35", f"setup.root={tmp_path}", "model.checkpoint='~/ck'", "++model.wan_dir=/data/vae")
     # the weight's key: its path with ~ expanded (never the configured text); a user's folder: as configured; a key
     # neither configured nor downloaded: absent
     assert p.paths == {"upstream_dir": str(tmp_path / "repos" / "lingbot-world-v2"),
-                       "checkpoint": str(tmp_path / "home" / "ck"), "vae_dir": "/data/vae"}
+                       "checkpoint": str(tmp_path / "home" / "ck"), "wan_dir": "/data/vae"}
 
 
 def _w(name, repo="org/b", **kw):
