@@ -21,7 +21,6 @@ from .results import ItemResult
 # Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
 # parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step).
 SCHEMA_VERSION = 4
-FAMILIES = ("camera", "environment", "human", "object", "diagnostic", "departure", "quality", "dynamic")
 
 
 def _hash(obj: Any) -> str:
@@ -110,4 +109,4 @@ def all_reused(prev: ItemResult | None, hashes: dict[str, str], video_sha: str) 
     if prev is None or prev.video_sha256 != video_sha:
         return False
     have = current_hashes(prev)
-    return all(have.get(f) == hashes[f] for f in (*FAMILIES, "validity"))
+    return all(have.get(f) == h for f, h in hashes.items())  # every family family_hashes knows, and validity

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
@@ -32,19 +32,15 @@ class ReportOptions(Section, BaseModel):
     report_figures: Annotated[StrictBool, Fix("use true or false")] = True
     human_study: Annotated[Optional[Union[list[StrictStr], StrictStr]], Fix("give study names or folders")] = None
 
-    #: the options given as plain ``key=value`` on the command line (rewritten to Hydra's ``+key=value``: they are
-    #: not in config.yaml); ``report_runs`` is made from the ``run=`` arguments
-    PLAIN: ClassVar[tuple[str, ...]] = ("report_out", "main_context", "report_strips", "report_figures",
-                                        "human_study")
-
     def studies(self) -> list[str]:
         """``human_study`` as a list (a comma-separated value split)."""
         hs = self.human_study
         return [str(s) for s in (hs if isinstance(hs, list) else str(hs).split(","))] if hs else []
 
 
-#: report options given as plain ``key=value``
-REPORT_KEYS = ReportOptions.PLAIN
+#: the options given as plain ``key=value`` on the command line (rewritten to Hydra's ``+key=value``: they are not in
+#: config.yaml): every field of :class:`ReportOptions` but ``report_runs``, which is made from the ``run=`` arguments
+REPORT_KEYS: tuple[str, ...] = tuple(k for k in ReportOptions.model_fields if k != "report_runs")
 
 
 def merge_run_args(argv: list[str]) -> list[str]:

@@ -105,7 +105,7 @@ def _planned(raw: dict[str, Any], secrets: Any) -> dict[str, Any]:
         fixed = fp.item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
                                      plan.all_items, runner.encoder_settings())
     finally:
-        fp.adapter_code_version = real  # type: ignore[assignment]
+        fp.adapter_code_version = real
     out["fingerprints.code_fixed"] = {k: v[0] for k, v in sorted(fixed.items())}
     return out
 
@@ -162,7 +162,8 @@ def _same_but_code(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
     """Whether ``a[key]`` and ``b[key]`` differ only by the adapter-code part."""
     if key == "fingerprints":
         return a.get("fingerprints.code_fixed") == b.get("fingerprints.code_fixed")
-    strip = lambda parts: {k: {p: h for p, h in v.items() if p != "adapter_code"} for k, v in parts.items()}  # noqa: E731
+    def strip(parts: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        return {k: {p: h for p, h in v.items() if p != "adapter_code"} for k, v in parts.items()}
     return bool(strip(a[key]) == strip(b[key]))
 
 

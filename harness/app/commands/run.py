@@ -44,10 +44,9 @@ class NothingToRun(ConfigError):
 
 
 def config_key(cfg: RunConfig) -> str:
-    """The identity of a job's config (its resolved mapping) in :data:`_PREPARED`."""
-    import json
-
-    return json.dumps(cfg.raw, sort_keys=True, default=str)
+    """The identity of a job's config in :data:`_PREPARED`: its typed form (every section's every field; two
+    configs that compose alike read alike)."""
+    return repr(cfg)
 
 
 def videos_args(cfg: RunConfig) -> tuple[Path, Path]:
