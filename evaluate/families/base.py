@@ -8,7 +8,7 @@ a failing one as ``failed`` with the error (:mod:`evaluate.results`), and calls 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..registry import CAMERA_ITEMS, AppliesFn, Compute, ComputeFn, MetricSpec, always
@@ -22,25 +22,37 @@ from ..results import Entries, MetricEntry, Status, entries
 
 @dataclass(frozen=True)
 class Computation:
-    """One step of a family's evaluation: a :class:`~evaluate.registry.Compute` of the metric ``id``.
+    """One step of a family's evaluation: the metric ``id`` and one of its spec's :class:`~evaluate.registry.Compute`
+    (``step``, which alone declares the function, roles, applicability and reported ids; a memory metric's step
+    never applies to camera-following items).
 
     Attributes:
         id: the metric whose spec owns the computation (key prefix in ``metrics.json``).
-        roles: backbone roles, iterated over the configured backbones of each (their product).
-        compute: ``(item, perception, settings, backbones: {role: name}) -> {key: entry}``.
-        applies: ``(item, settings) -> bool`` (e.g. only object cases).
-        reports: ids recorded when a backbone is unavailable (default: ``id``).
+        step: the computation as the spec declares it.
     """
 
     id: str
-    roles: tuple[str, ...]
-    compute: ComputeFn
-    applies: AppliesFn = always
-    reports: tuple[str, ...] = ()
+    step: Compute
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Backbone roles, iterated over the configured backbones of each (their product)."""
+        return self.step.roles
+
+    @property
+    def compute(self) -> ComputeFn:
+        """``(item, perception, settings, backbones: {role: name}) -> {key: entry}``."""
+        return self.step.function
+
+    @property
+    def applies(self) -> AppliesFn:
+        """``(item, settings) -> bool`` (e.g. only object cases)."""
+        return self.step.applies
 
     @property
     def ids(self) -> tuple[str, ...]:
-        return self.reports or (self.id,)
+        """The ids recorded when a backbone is unavailable or the function raises (default: ``id``)."""
+        return self.step.reports or (self.id,)
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,7 @@ class Family:
 
 
 def _step(spec: MetricSpec, c: Compute) -> Computation:
-    return Computation(spec.id, c.roles, c.function, _not_on_camera_items(c.applies) if spec.memory else c.applies,
-                       c.reports)
+    return Computation(spec.id, replace(c, applies=_not_on_camera_items(c.applies)) if spec.memory else c)
 
 
 def _not_on_camera_items(applies: AppliesFn) -> AppliesFn:

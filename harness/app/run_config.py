@@ -30,9 +30,10 @@ facebookresearch/hydra ``website/docs/tutorials/structured_config``) with pydant
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, get_args
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, StrictStr,
+                      model_validator)
 
 from adapters.base import ModelConfig, model_config
 from adapters.served.config import Backend, BackendConfig, check_endpoint
@@ -82,6 +83,15 @@ def _number_as_text(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+def _check_devices(value: Any) -> None:
+    """``devices``: the GPU ids :func:`harness.gpu_pool.parse_devices` reads (``auto`` / null are detected when a
+    pool is made, not here)."""
+    from harness.gpu_pool import parse_devices
+
+    if value is not None and value != "auto":
+        parse_devices(value)
+
+
 def _checked(rule: Any) -> Any:
     """A rule that raises its own message (naming the key and the fix), as a field's validator."""
     def check(value: Any) -> Any:
@@ -107,8 +117,9 @@ class SetupSettings(Section, BaseModel):
     steps: Optional[list[StrictStr]] = None
     python_bin: Optional[StrictStr] = None
     clone_url: Optional[StrictStr] = None
-    forks: dict[str, Any] = Field(default_factory=dict)
-    revisions: dict[str, Any] = Field(default_factory=dict)
+    forks: Annotated[dict[str, StrictStr], Fix("a mapping package -> pip spec")] = Field(default_factory=dict)
+    revisions: Annotated[dict[str, StrictStr], Fix("a mapping weight name -> hub commit")] = Field(
+        default_factory=dict)
     optional_steps: Annotated[StrictBool, _FLAG] = False
     endpoint: Optional[StrictStr] = None
     harness_python: Optional[StrictStr] = None
@@ -135,7 +146,8 @@ class LocalSettings(Section, BaseModel):
     section: ClassVar[str] = "local"
     fix: ClassVar[str] = "conf/local/default.yaml must hold a mapping"
 
-    models: Optional[dict[str, Any]] = None
+    models: Annotated[Optional[dict[str, Optional[dict[str, Any]]]], Fix(
+        "a mapping model name -> the model's settings")] = None
 
 
 class RunConfig(ReportOptions):
@@ -171,7 +183,9 @@ class RunConfig(ReportOptions):
         "give a list of trajectory names, e.g. trajectories=[lrlr,lrud] (or null)")] = None
     videos: Annotated[Optional[_Text], _PATH] = None
     videos_manifest: Annotated[Optional[_Text], _PATH] = None
-    devices: Any = None  # auto | null (detected) | ids; unset: no GPU pool. Checked by harness.gpu_pool.parse_devices
+    #: auto | null (detected) | GPU ids (``[0,1]``, ``"0,1"``, UUIDs); unset: no GPU pool
+    devices: Annotated[Optional[Union[StrictStr, StrictInt, list[Union[StrictStr, StrictInt]]]],
+                       _checked(_check_devices)] = None
     gpu_lock_dir: Annotated[Optional[_Text], _PATH] = None
     print_script: Annotated[StrictBool, _FLAG] = Field(default=False, alias="print")
     source: Annotated[Optional[_Text], Fix("give a folder (or null)")] = None

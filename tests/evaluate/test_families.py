@@ -178,8 +178,8 @@ def test_environment_reconstruction_places_each_return_view_with_its_own_estimat
     est[1], est[-1] = se3(rot_y(np.radians(7.0))), se3(rot_y(np.radians(-9.0)))  # estimator noise elsewhere
     room = Room()
     depths = {f: room.depth_map(est[f], K, H, W).astype(np.float64) for f in [0] + returns}
-    perc = FakePerception(ctx, depths=depths, poses={"est": est}, returns=returns)
-    ecfg = EvalConfig(return_frame_poses=("est",))
+    perc = FakePerception(ctx, depths=depths, poses={"classical": est}, returns=returns)
+    ecfg = EvalConfig(return_frame_poses=("classical",))
     (e,) = environment.reconstruction(ctx, perc, ecfg, {"depth": "dep"}).values()
     G0 = spherical_grid(depths[0], K, np.eye(4))
     per = [spherical_reconstruction_score(G0, spherical_grid(depths[r], K, est[r])) for r in returns]
@@ -719,8 +719,10 @@ def test_judge_input_samples_every_stride_plus_the_last_frame_and_reads_the_even
 def test_family_helpers():
     from evaluate.catalog import METRICS  # noqa: F401  (the ids below are catalogued metrics)
 
-    m = Computation("x.y", (), lambda *a: {})
-    assert m.ids == ("x.y",) and Computation("x.y", (), m.compute, reports=("a", "b")).ids == ("a", "b")
+    from evaluate.registry import Compute
+
+    m = Computation("x.y", Compute(lambda *a: {}))
+    assert m.ids == ("x.y",) and Computation("x.y", Compute(m.compute, reports=("a", "b"))).ids == ("a", "b")
     assert m.applies(None, None)
     (k, e), = entry("x.y", "", "diagnostic", 0.5).items()
     assert k == "x.y" and e.value == 0.5

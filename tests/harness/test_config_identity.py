@@ -17,7 +17,7 @@ BASE = "880a90b155c89335d0b9fc8ae21b44dd890f736e"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_differences_tells_a_changed_record_from_a_changed_adapter_source():
+def test_differences_tells_a_changed_record_from_a_changed_adapter_source() -> None:
     """The comparison itself: a differing config is reported; a fingerprint that differs only by the adapter's own
     source (its ``adapter_code`` part) is counted apart."""
     a = {"m": {"config.yaml": "x: 1\n", "fingerprints": {"i": "f1"}, "fingerprints.code_fixed": {"i": "c"},

@@ -17,7 +17,7 @@ def _family_names() -> list[str]:
     return [f.name for f in all_families()]
 
 
-def test_results_are_reused_only_when_every_family_hash_matches():
+def test_results_are_reused_only_when_every_family_hash_matches() -> None:
     """The cache's reuse check reads the families of :func:`family_hashes` (``all_families``), not a list of its
     own: a family it does not know (one added to ``all_families`` only) is never taken as reused."""
     from evaluate.cache import all_reused
@@ -31,7 +31,7 @@ def test_results_are_reused_only_when_every_family_hash_matches():
     assert not all_reused(prev, {**hashes, "a_new_family": "h"}, "v")
 
 
-def test_no_second_list_of_the_metric_families_in_the_source():
+def test_no_second_list_of_the_metric_families_in_the_source() -> None:
     """No tuple or list literal in ``evaluate/`` or ``harness/`` names (nearly) every metric family: the one list
     is ``evaluate/families/order.py``'s ``all_families``."""
     names = set(_family_names())
@@ -45,7 +45,7 @@ def test_no_second_list_of_the_metric_families_in_the_source():
     assert found == []
 
 
-def test_report_options_are_the_report_fields():
+def test_report_options_are_the_report_fields() -> None:
     """The report's plain ``key=value`` options are :class:`ReportOptions`' fields (but ``report_runs``)."""
     from evaluate.reporting.cli import REPORT_KEYS, ReportOptions, merge_run_args
 
@@ -54,7 +54,7 @@ def test_report_options_are_the_report_fields():
     assert {a.split("=")[0] for a in out[2:]} == {f"+{k}" for k in REPORT_KEYS}
 
 
-def test_stages_are_the_stage_type():
+def test_stages_are_the_stage_type() -> None:
     from typing import get_args
 
     from harness.app.run_config import STAGES, RunConfig, Stage
@@ -65,7 +65,7 @@ def test_stages_are_the_stage_type():
 
 
 @pytest.mark.parametrize("seed", [-1, 2**32, True, 1.5])
-def test_one_seed_rule_for_the_run_and_the_model(seed: object):
+def test_one_seed_rule_for_the_run_and_the_model(seed: object) -> None:
     """``seed=`` and ``model.seed=`` are the one type :data:`harness.outputs.Seed`: the same value is refused by
     both with the same fix."""
     from adapters.base import model_config
