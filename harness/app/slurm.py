@@ -54,12 +54,6 @@ _GENERIC = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "
 _NOT_SBATCH = {"_target_", "submitit_folder", "max_num_timeout", "time", "gpu_type", "poll_s", "max_poll_s"}
 
 
-def check_settings(slurm_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> None:
-    """Every ``slurm.*`` value of a job checked as the launcher will read it (:func:`executor_parameters`, the rules
-    of :mod:`harness.app.slurm_settings`)."""
-    executor_parameters({k: v for k, v in slurm_cfg.items()}, model_cfg or {})
-
-
 def executor_parameters(launcher_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> dict[str, Any]:
     """``hydra.launcher`` of one job (resolved) -> submitit ``AutoExecutor.update_parameters`` keywords."""
     p = dict(launcher_cfg)

@@ -28,7 +28,6 @@ from harness.app.slurm import (
     StateReader,
     Summary,
     SweepJob,
-    check_settings,
     executor_parameters,
     expand_ids,
     explain,
@@ -127,13 +126,13 @@ def test_submitit_keys_are_generic_or_slurm_prefixed():
     assert executor_parameters({**BASE, "time": "1:00:00"}, {})["timeout_min"] == 60  # slurm.time wins
 
 
-def test_check_settings_is_the_launchers_own_reading():
-    check_settings(BASE, None)  # type: ignore[arg-type]
-    check_settings({**BASE, "gres": "auto"}, {"gpus_per_job": 2})
+def test_the_launchers_reading_refuses_what_slurm_cannot_take():
+    executor_parameters(BASE, {})
+    assert executor_parameters({**BASE, "gres": "auto"}, {"gpus_per_job": 2})["slurm_gres"] == "gpu:2"
     with pytest.raises(SlurmSettingError, match=r"slurm\.mem_gb="):
-        check_settings({**BASE, "mem_gb": "lots"}, {})
+        executor_parameters({**BASE, "mem_gb": "lots"}, {})
     with pytest.raises(SlurmSettingError, match="gpus_per_job"):
-        check_settings({**BASE, "gres": "auto"}, {"gpus_per_job": "x"})
+        executor_parameters({**BASE, "gres": "auto"}, {"gpus_per_job": "x"})
 
 
 # -- job ids and states --------------------------------------------------------------------------------------------------
