@@ -38,6 +38,8 @@ from harness.errors import ConfigError, MissingDependencyError
 
 #: The release's parquet columns (every file must have them).
 COLUMNS = ("first_frame", "model_id", "category", "trajectory", "case_id", "video_url", "item_id")
+#: Its text columns: every one a row must fill (the first frame is an image).
+TEXT_COLUMNS = COLUMNS[1:]
 #: The longest value each text column may hold (characters); a longer one makes its row a problem. The release's
 #: own: ``video_url`` 113-138 characters, ``item_id`` 35-60 (the viewer's column statistics).
 MAX_CHARS = {"model_id": 64, "category": 64, "trajectory": 64, "case_id": 64, "video_url": 1024, "item_id": 512}

@@ -29,6 +29,7 @@ from .layout import (
     CATEGORIES,
     CATEGORY_FAMILY,
     MAX_ROWS,
+    TEXT_COLUMNS,
     ReleaseRow,
     check_schema,
     harness_model,
@@ -303,7 +304,7 @@ class Planner:
     def _map(self, row: ReleaseRow) -> VideoPlan | tuple[str, str]:
         """The plan of ``row``'s video with the row in it, or ``(problem kind, subject)``. Rows with the same
         values are mapped once (a release of many identical rows costs one mapping)."""
-        values = (row.model_id, row.category, row.trajectory, row.case_id, row.video_url, row.item_id)
+        values = tuple(getattr(row, k) for k in TEXT_COLUMNS)
         got = self._memo.get(values)
         if got is None:
             got = self._resolve(row)
@@ -315,8 +316,7 @@ class Planner:
                                        "where": row.where}])
 
     def _resolve(self, row: ReleaseRow) -> dict[str, Any] | tuple[str, str]:
-        empty = [k for k in ("model_id", "category", "trajectory", "case_id", "video_url", "item_id")
-                 if not getattr(row, k).strip()]
+        empty = [k for k in TEXT_COLUMNS if not getattr(row, k).strip()]
         if empty:
             return "incomplete row", f"empty {', '.join(empty)}"
         category, traj = name_key(row.category), name_key(row.trajectory)

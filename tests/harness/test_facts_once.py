@@ -81,3 +81,14 @@ def test_one_seed_rule_for_the_run_and_the_model(seed: object) -> None:
         model_config({**group_yaml("model", "reference"), "seed": seed})
     messages.append(str(model_err.value).split(": ", 1)[-1])
     assert messages[0] == messages[1], messages
+
+
+def test_release_columns_are_one_list():
+    """A release row's text fields, the columns every row must fill and the columns with a length limit are the
+    release's columns (``evaluate/release/layout.py``'s ``COLUMNS``)."""
+    import dataclasses
+
+    from evaluate.release.layout import COLUMNS, MAX_CHARS, TEXT_COLUMNS, ReleaseRow
+
+    assert set(TEXT_COLUMNS) == set(MAX_CHARS) == set(COLUMNS) - {"first_frame"}
+    assert set(TEXT_COLUMNS) <= {f.name for f in dataclasses.fields(ReleaseRow)}
