@@ -7,7 +7,7 @@ Poses and units follow :mod:`trajectories.conventions`; translations reach a key
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, StrictInt, StrictStr, Tag, model_validator
 from pydantic.dataclasses import dataclass
@@ -211,6 +211,10 @@ Backend = Annotated[Union[Annotated[UpstreamBackend, Tag("upstream")], Annotated
                     Discriminator(_backend_kind)]
 
 
+#: the served backends a message offers (``backend=sglang or backend=vllm_omni``): the :data:`Engine` words
+_ENGINE_CHOICES = " or ".join(f"backend={e}" for e in get_args(Engine))
+
+
 def check_endpoint(backend: UpstreamBackend | BackendConfig | None, endpoint: Any) -> None:
     """The rule between ``backend`` and the top-level ``endpoint``: a WebSocket address exactly when a served
     backend is chosen."""
@@ -218,10 +222,9 @@ def check_endpoint(backend: UpstreamBackend | BackendConfig | None, endpoint: An
         if endpoint is None:
             return
         if backend is None:
-            raise BackendConfigError("endpoint: set, but no backend is chosen; add backend=sglang or "
-                                     "backend=vllm_omni")
+            raise BackendConfigError(f"endpoint: set, but no backend is chosen; add {_ENGINE_CHOICES}")
         raise BackendConfigError(f"endpoint={endpoint!r}: backend=upstream runs the model's own adapter; choose "
-                                 "backend=sglang or backend=vllm_omni to use a served model (or drop endpoint)")
+                                 f"{_ENGINE_CHOICES} to use a served model (or drop endpoint)")
     if not isinstance(endpoint, str) or not endpoint.startswith(("ws://", "wss://")):
         raise BackendConfigError(f"endpoint={endpoint!r}: backend={backend.name} needs the server's WebSocket "
                                  "address, e.g. endpoint=ws://127.0.0.1:30000 (wss:// for TLS)")

@@ -83,7 +83,7 @@ def test_one_seed_rule_for_the_run_and_the_model(seed: object) -> None:
     assert messages[0] == messages[1], messages
 
 
-def test_release_columns_are_one_list():
+def test_release_columns_are_one_list() -> None:
     """A release row's text fields, the columns every row must fill and the columns with a length limit are the
     release's columns (``evaluate/release/layout.py``'s ``COLUMNS``)."""
     import dataclasses
