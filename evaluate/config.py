@@ -20,6 +20,7 @@ from harness.sections import Fix, Invalid, Number, Section, unknown_key_message
 
 from . import memory as mem
 from .backbones import BACKBONES, check_names, spec
+from .judge.settings import JudgeSettings
 from .perception._loading import resolve_device
 
 #: backbone names, e.g. ``[dinov2, pixel]`` (a list in YAML, a tuple here)
@@ -88,8 +89,8 @@ class EvalConfig(Section):
     return_frame_poses: _Names = ("da3", "classical")
     imaging: _Names = ("musiq-spaq",)
     aesthetic: _Names = ("laion",)
-    #: the checklist judge server: :class:`evaluate.judge.JudgeSettings` (docs/judge.md), its defaults filled in
-    judge: Annotated[dict[str, Any], Field(validate_default=True)] = field(default_factory=dict)
+    #: the checklist judge server (docs/judge.md)
+    judge: Annotated[JudgeSettings, BeforeValidator(JudgeSettings.from_dict)] = field(default_factory=JudgeSettings)
     memory_stride: _Stride = 4
     quality_stride: _Stride = 4
     judge_stride: _Stride = 8
@@ -110,14 +111,6 @@ class EvalConfig(Section):
     #: recorded in the backbone's settings and part of every family hash that uses it (checked by :meth:`check`)
     backbone_options: Annotated[dict[str, dict[str, Any]], SkipValidation] = field(default_factory=dict)
     ors: Annotated[dict[str, Any], SkipValidation] = field(default_factory=dict)  # MemoBench ORS (evaluate/ors.py)
-
-    @field_validator("judge", mode="before")
-    @classmethod
-    def _judge(cls, value: Any) -> dict[str, Any]:
-        """The judge server's settings, checked and with their defaults (:class:`evaluate.judge.JudgeSettings`)."""
-        from .judge import JudgeSettings
-
-        return JudgeSettings.from_dict(value).to_dict()
 
     @field_validator("ors")
     @classmethod

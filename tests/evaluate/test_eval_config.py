@@ -19,7 +19,7 @@ def test_values_are_kept_as_given() -> None:
     assert type(cfg.departure_deg) is int and type(cfg.sphere_bin_deg) is float
     assert cfg.return_tolerances_deg == (30, 2.5) and type(cfg.return_tolerances_deg[0]) is int
     assert cfg.encoders == ("pixel",) and list(cfg.bootstrap) == ["seed", "n"]
-    assert cfg.judge and asdict(cfg)["judge"] == cfg.judge
+    assert asdict(cfg)["judge"] == cfg.judge.to_dict() and cfg.judge.max_tokens == 4096
     assert EvalConfig.from_dict({"bootstrap": {"n": 5}}).bootstrap == {"n": 5}
 
 

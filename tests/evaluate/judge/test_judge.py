@@ -90,7 +90,7 @@ def test_settings_reject_a_pasted_key_and_unknown_fields():
     from evaluate.stage import EvalConfig
 
     e = EvalConfig.from_dict({"judge": {"base_url": "http://127.0.0.1:1/v1"}})
-    assert e.judge["model"] == "Qwen/Qwen3.8-27B" and e.judge["api_key_env"] == "OPENAI_API_KEY"
+    assert e.judge.model == "Qwen/Qwen3.8-27B" and e.judge.api_key_env == "OPENAI_API_KEY"
 
 
 def test_request_follows_appendix_d_and_its_key_tracks_answer_settings():
