@@ -23,10 +23,11 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
 
 import numpy as np
 import pydantic.dataclasses
+from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
 from harness.sections import Fix
 
@@ -92,6 +93,10 @@ def root_cause(log_text: str) -> Optional[str]:
     return None
 
 
+#: a ``model.env`` value as Hydra reads it (``NUM: 98765`` is a number), kept as given in the recorded config and
+#: passed to the launch as its text
+EnvValue = Union[StrictStr, StrictInt, StrictFloat, StrictBool]
+
 @dataclass(frozen=True, kw_only=True)
 class UpstreamConfig(ModelConfig):
     """Paths and launch settings shared by upstream models (all user-set; see ``conf/local``).
@@ -117,7 +122,8 @@ class UpstreamConfig(ModelConfig):
     python: Optional[str] = None
     launch: Annotated[Literal["torchrun", "python"], Fix("use 'torchrun' or 'python'")] = "torchrun"
     devices: Optional[str] = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: Annotated[dict[str, EnvValue], Fix("a mapping NAME -> value (a string or a number)")] = field(
+        default_factory=dict)
     env_plain: tuple[str, ...] = ()  # names of ``env`` that are plain settings; every other value is a secret
     timeout_s: float = 4 * 3600.0
     weights_hint: str = ""
@@ -416,7 +422,8 @@ class UpstreamAdapter(Adapter):
                     f"--nproc_per_node={c.ranks}", *head, *spec.args]
         else:
             argv = [self._python(), *head, *spec.args]
-        env = {"CUDA_VISIBLE_DEVICES": self._devices(), **self.contract_env(), **c.env, **spec.env}
+        env = {"CUDA_VISIBLE_DEVICES": self._devices(), **self.contract_env(), **{k: str(v) for k, v in c.env.items()},
+               **spec.env}
         return argv, env
 
     def command_text(self, argv: list[str], env: dict[str, str], spec: LaunchSpec) -> str:

@@ -8,6 +8,7 @@ comparison), all from :func:`~evaluate.reporting.collect.scored` items; the anal
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections import defaultdict
 from pathlib import Path
@@ -79,7 +80,7 @@ def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
     write_text(out_dir / "summary.csv", buf.getvalue())
     # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
     ran = context_ran(items)
-    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": ecfg.__dict__,
+    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": dataclasses.asdict(ecfg),
                                           "context_ran": [{"model": m, "context": c, "ran": r}
                                                           for (m, c), r in sorted(ran.items())]})
     write_text(out_dir / "summary.md", markdown(rows, reasons, ran))

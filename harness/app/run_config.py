@@ -44,6 +44,7 @@ from harness.app.slurm_settings import SlurmSettings
 from harness.cases import CaseSelection
 from harness.context import ContextKind, ContextPolicy
 from harness.context.policies import Paper
+from harness.errors import UserError
 from harness.logs import check_verbosity
 from harness.outputs import PlanError, Seed
 from harness.sections import Fix, Section
@@ -165,6 +166,7 @@ class RunConfig(ReportOptions):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     section: ClassVar[str] = ""
+    error: ClassVar[type[UserError]] = PlanError  # a top-level setting; a section's own problems are its error's
 
     cmd: StrictStr = "run"
     stage: Annotated[Stage, Fix(f"use one of {', '.join(STAGES)}")] = "all"

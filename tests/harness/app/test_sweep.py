@@ -34,14 +34,18 @@ def test_worker_count_takes_the_usable_cores_and_never_more_than_the_jobs(monkey
 
 def test_gpu_jobs_fit_one_per_gpu_set_of_the_devices(monkeypatch):
     from harness.app.run_config import RunConfig
+    from harness.config_groups import group_yaml
+
+    def model(gpus: int) -> dict[str, object]:
+        return {**group_yaml("model", "reference"), "gpus_per_job": gpus}
 
     monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    cpu = RunConfig.from_mapping({"model": {"gpus_per_job": 0}})
-    eight = RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "devices": list(range(8))})
-    one = RunConfig.from_mapping({"model": {"gpus_per_job": 1}, "devices": "0,1,2,3"})
+    cpu = RunConfig.from_mapping({"model": model(0)})
+    eight = RunConfig.from_mapping({"model": model(8), "devices": list(range(8))})
+    one = RunConfig.from_mapping({"model": model(1), "devices": "0,1,2,3"})
     assert sweep.fit(cpu) == 16 and sweep.fit(eight) == 1 and sweep.fit(one) == 4
-    assert sweep.fit(RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "devices": [0, 1]})) == 1  # at least one
-    assert sweep.fit(RunConfig.from_mapping({"model": {"gpus_per_job": 8}, "dry_run": True})) == 16  # no GPU used
+    assert sweep.fit(RunConfig.from_mapping({"model": model(8), "devices": [0, 1]})) == 1  # at least one
+    assert sweep.fit(RunConfig.from_mapping({"model": model(8), "dry_run": True})) == 16  # no GPU used
 
 
 def test_the_estimate_counts_the_rounds_left_and_the_time_the_running_jobs_have_had():
