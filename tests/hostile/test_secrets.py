@@ -194,6 +194,8 @@ def test_library_log_records_are_scrubbed(capsys):
 
 def test_a_password_in_the_judge_url_reaches_no_file(tmp_path, monkeypatch):
     """``evaluate.judge.base_url=http://user:pw@host`` reached metrics.json, the judge files and summary.json."""
+    import dataclasses
+
     from evaluate.judge import JudgeSession, JudgeSettings, score_item
     from evaluate.stage import EvalConfig
     from harness.io import write_json
@@ -205,8 +207,8 @@ def test_a_password_in_the_judge_url_reaches_no_file(tmp_path, monkeypatch):
         url = srv.base_url.replace("http://", "http://judge:pw-in-url-77@")
         s = JudgeSettings.from_dict({"base_url": url, "timeout": 1.0, "max_retries": 2, "backoff_s": 0.01})
         out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
-    write_json(tmp_path / "metrics.json", {"metrics": out, "settings": EvalConfig.from_dict(
-        {"judge": {"base_url": url}}).__dict__})
+    write_json(tmp_path / "metrics.json", {"metrics": out, "settings": dataclasses.asdict(EvalConfig.from_dict(
+        {"judge": {"base_url": url}}))})
     assert list((tmp_path / "judge").rglob("*.json")) and not _leaks(tmp_path, ["pw-in-url-77"])
 
 
