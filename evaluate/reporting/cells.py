@@ -12,12 +12,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from evaluate.aggregate import bootstrap_ci
+from evaluate.aggregate import mean
 from evaluate.results import ItemResult
+
+if TYPE_CHECKING:
+    from evaluate.registry import Aggregation
 
 #: below this many units a cell prints its mean and n only: an interval over one or two units reads as certainty
 MIN_UNITS_FOR_INTERVAL = 3
@@ -76,12 +79,14 @@ class Cell:
                           for u in self.units]}
 
 
-def mean_cell(units: Sequence[Unit | None], boot: dict, reason: str = "no computed value") -> Cell:
-    """Mean of the finite unit values with a percentile bootstrap interval (None: a video without a value)."""
+def mean_cell(units: Sequence[Unit | None], boot: dict, reason: str = "no computed value",
+              aggregation: Aggregation = mean) -> Cell:
+    """Mean of the finite unit values with a percentile bootstrap interval (None: a video without a value): a
+    metric's ``aggregation`` (:attr:`evaluate.registry.MetricSpec.aggregation`; every metric's is the mean)."""
     us = [u for u in units if u is not None and u.value is not None and np.isfinite(u.value)]
     if not us:
         return Cell(reason=reason)
-    ci = bootstrap_ci([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+    ci = aggregation([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
     return Cell(ci["mean"], ci["lo"], ci["hi"], int(ci["n"]), list(us))
 
 

@@ -13,7 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..catalog import TABLE2_ORDER, is_table2_key, metric_id, table2_key
+from ..aggregate import mean
+from ..catalog import TABLE2_ORDER, is_table2_key, metric_id, spec_of, table2_key
 from .cells import Cell, Term, Unit, mean_cell
 from .collect import Item
 
@@ -94,8 +95,10 @@ class Study:
         return f"{key}: no video of this group has this metric (case families here: {', '.join(fams) or 'none'})"
 
     def metric_cell(self, items: list[Item], key: str) -> Cell:
+        """``key``'s units over ``items`` combined by its metric's aggregation (the mean for an unknown metric)."""
         units = [u for it in items if (u := self.value_unit(it, key)) is not None]
-        return mean_cell(units, self.boot, self.reason(items, key))
+        spec = spec_of(key)
+        return mean_cell(units, self.boot, self.reason(items, key), spec.aggregation if spec is not None else mean)
 
     def paired_units(self, a: dict[MatchKey, Item], b: dict[MatchKey, Item], key: str) -> list[Unit]:
         """``a - b`` per matched video that has ``key`` on both sides (two terms: +a, -b)."""
