@@ -17,7 +17,6 @@ import csv
 import io
 import json
 from collections.abc import Callable, Sequence
-
 from pathlib import Path
 from typing import Any
 

@@ -409,7 +409,6 @@ def _static_media(rec: Record, sid: str, media: Path) -> Record:
 # -------------------------------------------------------------------------------------------------- dynamic
 def _event(it: RunItem) -> Optional[Record]:
     ev: Optional[Record] = (it.meta().get("case") or {}).get("event")
-
     if not ev or len(ev.get("questions") or []) != 8:
         return None
     return ev

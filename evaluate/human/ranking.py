@@ -27,7 +27,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 import numpy as np
 
 from .stats import SCORE, _check_choice, spearman

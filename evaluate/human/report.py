@@ -342,7 +342,6 @@ def _ours(res: Record, h: Record, name_to_key: Record) -> tuple[str, str | None]
 
 
 def study_tables(study_dir: Path, suffix: str = "", res: Record | None = None) -> list[Table]:
-
     """The tables of one study (for ``human report`` and the study report)."""
     res = res or analyse(study_dir)
     main = dynamic_tables(res, suffix) if res["kind"] == DYNAMIC else static_tables(res, suffix)

@@ -89,7 +89,6 @@ def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
     """Every ``done`` item with a ``metrics.json``; an item (model, context, seed, trajectory, case) present in
     several runs is taken from the first run given (as the study report does), so no video counts twice."""
     items: dict[tuple[str, str, int, str, str], RunItem] = {}
-
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         for r in run.done_rows():

@@ -426,7 +426,6 @@ def sources(study: Study) -> dict[str, dict[str, list[str]]]:
                 src = m.source(what)
                 if src:
                     used[what].add(src)
-
     return {k: {s: sorted(v) for s, v in d.items()} for k, d in sorted(out.items())}
 
 

@@ -189,7 +189,6 @@ def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, t
 
 
 def problems(info: dict[str, Any]) -> list[str]:
-
     """What failed, as sentences (empty when the page is fine)."""
     out = []
     for v in info["videos"]:

@@ -154,7 +154,6 @@ def resolve(result: ItemResult, key: Optional[str], fld: str) -> float:
 
 
 def unit_value(base: Path, unit: dict[str, Any], files: Optional[Sequence[str]] = None) -> float:
-
     """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``; an integer ``file``
     indexes ``files``, the ``files`` list of sources.json)."""
     total = 0.0

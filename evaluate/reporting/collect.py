@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-
 import numpy as np
 
 from harness.errors import ConfigError

@@ -23,7 +23,6 @@ from .plots import Palette
 from .release import release_html
 from .render import cell_text
 from .tables import Column, Table
-
 from .verdict import answer, headline, latency_text, line_data
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ import numpy as np
 from .analyses import cross_axis_units, revisit_units
 from .cells import Cell, Unit, count_cell, fixed, mean_cell
 from .collect import Item
-
 from .tables import Builder, Column, Table
 
 PAPER_FILE = Path(__file__).resolve().parent.parent / "paper_numbers.yaml"
@@ -150,7 +149,6 @@ def _backbone_matches(ours: str, paper: str) -> bool:
 
 
 def comparison_table(b: Builder, data: Optional[dict[str, Any]] = None) -> Table:
-
     """One row per published number and our metric key: paper value, ours, ours - paper, and whether our backbone
     is the paper's."""
     data = data or load_paper_numbers()

@@ -245,7 +245,6 @@ def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list
 
 def latency_vs_memory(an: Analyses, pal: Palette, out: Path,
                       max_panels: int = 4) -> tuple[list[Path], list[dict[str, Any]]]:
-
     """Per policy comparison: one panel per metric that separates its policies (the verdict's, most telling
     first; without one, its first metrics, and the title says so): each policy's mean latency (x, from 0) against
     its mean score (y, from the metric's floor), 95 % bootstrap bars both ways."""

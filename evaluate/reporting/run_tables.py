@@ -238,7 +238,6 @@ def analyses_json(an: Analyses, tolerances: list[float]) -> dict[str, Any]:
                 for x in a.multi_revisit]
 
     def ca(a: Analyses) -> list[dict[str, Any]]:
-
         return [{"model": x.model, "context": x.context, "metric": x.key, "pairs": [list(p) for p in x.pairs],
                  "cases": sorted({c for c, _ in x.pairs}), "d_lrlr": float(np.mean([u.value for u in x.d_lrlr])),
                  "d_lrud": float(np.mean([u.value for u in x.d_lrud])),

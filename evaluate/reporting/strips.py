@@ -265,5 +265,4 @@ class StripsAhead:
         return self
 
     def __exit__(self, *exc: object) -> None:
-
         self.close()

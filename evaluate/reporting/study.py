@@ -13,7 +13,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-
 from ..aggregate import mean
 from ..catalog import TABLE2_ORDER, is_table2_key, metric_id, spec_of, table2_key
 from .cells import Boot, Cell, Term, Unit, mean_cell

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..catalog import direction
 from .analyses import Analyses, Comparison, chance_text, tolerances
-
 from .cells import Cell, Unit, count_cell, mean_cell
 from .collect import Item
 from .study import Study
