@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional, overload
+from typing import TYPE_CHECKING, Any, Optional, overload
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -24,6 +24,9 @@ from numpy.typing import DTypeLike
 from trajectories.phases import VIEW
 
 from .protocol import frames_near, revisit_windows, sample_every, window_frames
+
+if TYPE_CHECKING:
+    from harness.cases import Case
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class EvalItem:
     dir: Path
     meta: dict[str, Any]
     item: dict[str, Any]
-    case: Any
+    case: Case
     video: Path
     video_sha: str
     buffer: np.ndarray
