@@ -24,9 +24,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from harness.cases import Case
 
 FIELDS = "{video, case_id, trajectory, num_frames, fps[, model, context, seed, hfov_deg]}"
 FPS_TOLERANCE = 1e-3  # relative: the manifest's fps must be the video's (a rate written as 16 vs 15.984 is not)
@@ -78,11 +81,11 @@ class Planned:
     item: Any
     case: Any
     src: Path
-    info: dict
+    info: dict[str, Any]
     path: Any
 
 
-def _check_entry(folder: Path, manifest: Path, where: str, e: Any, cases: dict) -> dict:
+def _check_entry(folder: Path, manifest: Path, where: str, e: Any, cases: dict[str, Case]) -> dict[str, Any]:
     from harness.config_groups import check_choice
     from harness.outputs import PlanError, check_name
 
