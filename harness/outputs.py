@@ -14,9 +14,10 @@ import platform
 import re
 import subprocess
 import sys
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from . import PROJECT_ROOT
 from .io import read_json, write_text
@@ -130,7 +131,10 @@ class WorkItem:
 
 
 SCHEMA_VERSION = 2
-FINISHED = ("done", "failed", "compiled")
+#: an item's state: at work (a generated item), compiled (a dry run's: controls only), done, failed
+Status = Literal["running", "compiled", "done", "failed"]
+#: the states an item ends in (derived: every state but ``running``)
+FINISHED = tuple(s for s in typing.get_args(Status) if s != "running")
 
 
 @dataclass
@@ -148,7 +152,7 @@ class ManifestRow:
     trajectory: str
     case_id: str
     key: str
-    status: str
+    status: Status
     dir: str
     video: Optional[str] = None
     video_sha256: Optional[str] = None

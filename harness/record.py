@@ -26,10 +26,10 @@ import time
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from .errors import UserError
-from .outputs import SCHEMA_VERSION, ManifestRow, WorkItem, controls_hashes, item_meta
+from .outputs import SCHEMA_VERSION, ManifestRow, Status, WorkItem, controls_hashes, item_meta
 
 if TYPE_CHECKING:
     from trajectories import CameraPath
@@ -93,7 +93,7 @@ class ItemRecord:
     """
 
     schema_version: Optional[int] = None
-    status: str
+    status: Status
     item: WorkItem
     fingerprint: Optional[str] = None
     fingerprint_parts: Optional[dict[str, str]] = None
@@ -154,6 +154,8 @@ class ItemRecord:
             if v is not None and (not isinstance(v, kinds[name]) or isinstance(v, bool) and bool not in kinds[name]):
                 raise RecordError(f"meta.json: '{name}' is a {type(v).__name__}, expected "
                                   f"{' or '.join(k.__name__ for k in kinds[name])}")
+        if values["status"] not in typing.get_args(Status):
+            raise RecordError(f"meta.json: status={values['status']!r}, expected one of {typing.get_args(Status)}")
         try:
             values["item"] = WorkItem(**values["item"])
             if values.get("manifest") is not None:
@@ -222,6 +224,8 @@ def _json_kinds() -> dict[str, tuple[type, ...]]:
         origin = typing.get_origin(args[0]) or args[0]
         if origin in (WorkItem, ManifestRow):
             origin = dict
+        elif origin is Literal:  # a closed set of strings (status): checked by value in from_dict
+            origin = str
         out[name] = (int, float) if origin is float else (origin,)
     return out
 

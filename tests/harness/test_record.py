@@ -146,6 +146,8 @@ def test_a_stored_record_reads_back_typed_or_is_refused_naming_the_field():
         with pytest.raises(RecordError, match=f"'{key}' is a "):
             ItemRecord.from_dict({**data, key: bad})
     assert ItemRecord.from_dict({**data, "finished_unix": 5}).finished_unix == 5  # an int is a number
+    with pytest.raises(RecordError, match="status='sleeping', expected one of"):
+        ItemRecord.from_dict({**data, "status": "sleeping"})
     with pytest.raises(RecordError, match="'item' is missing"):
         ItemRecord.from_dict({k: v for k, v in data.items() if k != "item"})
     with pytest.raises(RecordError, match="not a work item"):
