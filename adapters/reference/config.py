@@ -1,4 +1,4 @@
-"""Typed config of the reference world model (``adapters/reference/conf/model/reference.yaml``)."""
+"""Typed config of the reference world model (``conf/model/reference.yaml``)."""
 
 from __future__ import annotations
 
