@@ -196,8 +196,9 @@ def check_import(folder: Path, manifest: Path, cfg: dict[str, Any]) -> list[Plan
 def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: list[Planned] | None = None) -> Path:
     """Create (or update) ``<output_root>/<run>/`` from external videos; returns the run directory. Every entry is
     checked before anything is written (:func:`check_import`, or its result ``planned``)."""
-    from harness.io import atomic_path, copy_file, sha256_file, write_json
-    from harness.outputs import RunDir, controls_hashes
+    from harness.io import atomic_path, copy_file, sha256_file
+    from harness.outputs import RunDir
+    from harness.record import ItemRecord, write_record
 
     run = RunDir.for_name(cfg["output_root"], cfg["run"])  # the run-name rule: nothing lands outside output_root
     planned = check_import(folder, manifest, cfg) if planned is None else planned
@@ -207,16 +208,9 @@ def import_videos(folder: Path, manifest: Path, cfg: dict[str, Any], planned: li
         with atomic_path(d / "camera.npz") as tmp:
             p.path.save_to(tmp)
         copy_file(p.src, d / "video.mp4")
-        meta = {"status": "done", "item": p.item.to_dict(), "case": p.case.model_dump(),
-                "model": {"name": p.item.model}, "seed": p.item.seed,
-                "source": {"video": str(p.src), "manifest": str(manifest)},
-                "camera": {"spec_hash": p.path.spec_hash(), **p.path.meta(), "sha256": sha256_file(d / "camera.npz")},
-                "video": {"file": "video.mp4", "sha256": sha256_file(d / "video.mp4"),
-                          "size": (d / "video.mp4").stat().st_size, **p.info},
-                "controls": {"sha256": controls_hashes(d / "controls")}, "generation": {}}
-        meta["manifest"] = {**p.item.to_dict(), "key": p.item.key, "status": "done", "dir": p.item.key,
-                            "video": "video.mp4", "video_sha256": meta["video"]["sha256"],
-                            "phases": p.path.meta()["phases"], "external": True}
-        write_json(d / "meta.json", meta)
+        video = {"sha256": sha256_file(d / "video.mp4"), "size": (d / "video.mp4").stat().st_size, **p.info}
+        write_record(d, ItemRecord.made_elsewhere(
+            p.item, d, case=p.case.model_dump(), model={"name": p.item.model}, path=p.path, video=video,
+            source={"video": str(p.src), "manifest": str(manifest)}))
     run.rebuild_manifest()
     return run.path
