@@ -16,7 +16,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Optional, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Optional, TypedDict, get_args
 
 import numpy as np
 import pydantic.dataclasses
@@ -24,14 +24,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 from harness.context import ContextPolicy
 from harness.context.policies import PolicyName
+from harness.context.trace import ChunkTrace
 from harness.errors import ConfigError, UserError
 from harness.outputs import PlainName, Seed
 from harness.sections import Fix, Number, Section
 
 if TYPE_CHECKING:
     from adapters.controls.clock import ControlClock
+    from adapters.memo import ImageIdentity
     from harness.cases import Case
-    from trajectories import CameraPath
+    from trajectories import CameraPath, TrajectorySpec
 
 log = logging.getLogger(__name__)
 
@@ -231,24 +233,57 @@ class NativeControls:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class ServedContextInfo(TypedDict, total=False):
+    """What a served model adds to ``context_trace.json`` beside ``policy`` and ``chunks``
+    (:class:`adapters.served.adapter.ServedAdapter`): the ``backend`` that served it (``engine``, ``route``,
+    ``engine_version``, ``serves``), the session's unique ``attempt`` id, the chunk ``geometry`` the engine runs,
+    what it was ``told`` (the session's first message, images replaced by their file names), the
+    ``server_hello`` it answered, per-chunk ``latency`` (milliseconds: our wall clock and the server's own
+    figures) and a ``note`` on how to read ``chunks``."""
+
+    backend: dict[str, object]
+    attempt: str
+    geometry: dict[str, object]
+    told: dict[str, object]
+    server_hello: dict[str, object] | None
+    latency: dict[str, object]
+    note: str
+
+
 @dataclass
 class GeneratedVideo:
-    """What ``generate`` produced: the frame count and fps of the written video, the context trace and timings.
-    ``context_info``: extra top-level entries of ``context_trace.json`` (a served model: what the server was told
-    and reported), beside ``policy`` and ``chunks``."""
+    """What ``generate`` produced, beside the video itself (handed to the sink frame by frame while generating:
+    ``num_frames`` frames, each (H, W, 3) uint8 RGB at the model's canvas, ``model.height`` x ``model.width``).
+
+    Attributes:
+        num_frames: T, the frames handed to the sink (the runner checks the written video has as many).
+        fps: frames per second of the video (the model's native rate).
+        context_trace: one record per generated chunk (:class:`harness.context.trace.ChunkTrace`: latent indices
+            of the chunk and of the context it attended to), ``chunks`` of ``context_trace.json``; empty for a
+            model that reports none (an upstream run).
+        timings: seconds by phase (``load_s``, ``generate_s``, ...), merged into ``meta.json`` ``timings``.
+        meta: the model's own facts of the run, JSON-serialisable (device, dtype, latent count, an upstream run's
+            conformance report, ...): ``meta.json`` ``generation``, secrets redacted. Its keys are the model's: the
+            harness reads none of them.
+        context_info: the top-level entries a served model adds to ``context_trace.json``
+            (:class:`ServedContextInfo`); empty for every other model.
+    """
 
     num_frames: int
     fps: float
-    context_trace: list[dict[str, Any]] = field(default_factory=list)
+    context_trace: list[ChunkTrace] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
-    context_info: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+    context_info: ServedContextInfo = field(default_factory=ServedContextInfo)
 
 
+#: where ``generate`` hands each frame, in order: (H, W, 3) uint8 RGB at the model's canvas
 FrameSink = Callable[[np.ndarray], None]
+#: what a case's canvas depends on: (id, case-set source, image reference, hfov_deg, intrinsics as text)
+CaseKey = tuple[str, Optional[str], str, Optional[float], str]
 
 #: decoded (height, width) of each conditioning image seen by this process, by :func:`adapters.memo.image_identity`
-_image_shapes: dict[Any, tuple[int, int]] = {}
+_image_shapes: dict[ImageIdentity, tuple[int, int]] = {}
 _CANVASES_KEPT = 8  # canvases an adapter keeps (compile and generate of one item share one)
 _CANVAS_LOCK = threading.Lock()
 
@@ -294,7 +329,7 @@ class Adapter(ABC):
 
     def __init__(self, config: ModelConfig):
         self.config = config
-        self._canvas: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._canvas: dict[CaseKey, tuple[np.ndarray, np.ndarray]] = {}
         supported = self.supported_contexts()
         if config.paper_context not in supported:
             raise ModelConfigError(f"model.paper_context={config.paper_context!r}: {type(self).__name__} runs only "
@@ -357,8 +392,9 @@ class Adapter(ABC):
         return warnings
 
     # -- the canvas ---------------------------------------------------------------------------------------------
-    def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike.
+    def canvas_image_and_K(self, case: Case) -> tuple[np.ndarray, np.ndarray]:
+        """Conditioning image resized to cover the native canvas and centre-cropped; K transformed alike: the
+        canvas (height, width, 3) uint8 RGB at ``model.height`` x ``model.width``, K (3, 3) float64 in its pixels.
 
         Computed once per case (planning, compiling and generating all need it); the arrays are read-only.
         Only the last few canvases are kept (a study holds hundreds of cases); :meth:`canvas_K` is the cheap way
@@ -380,16 +416,16 @@ class Adapter(ABC):
                     del self._canvas[next(iter(self._canvas))]
         return hit
 
-    def _case_key(self, case: Any) -> tuple[Any, ...]:
+    def _case_key(self, case: Case) -> CaseKey:
         return (case.id, case.source, case.image, case.hfov_deg, str(case.intrinsics))
 
     @staticmethod
-    def _image_identity(case: Any) -> Any:
+    def _image_identity(case: Case) -> ImageIdentity:
         from adapters.memo import image_identity
 
         return image_identity(case._resolve(case.image))
 
-    def canvas_K(self, case: Any) -> np.ndarray:
+    def canvas_K(self, case: Case) -> np.ndarray:
         """K of the case on this model's canvas (as :meth:`canvas_image_and_K` returns it), read-only. Needs only
         the image's size, decoded once per process and image."""
         from trajectories.conventions import intrinsics_for_resize_crop
@@ -404,7 +440,7 @@ class Adapter(ABC):
         K.setflags(write=False)
         return K
 
-    def path_for(self, spec: Any, K: np.ndarray, trajectory: str | None = None) -> Any:
+    def path_for(self, spec: TrajectorySpec, K: np.ndarray, trajectory: str | None = None) -> CameraPath:
         """The item's camera path at this model's native frame count, fps and canvas (K in canvas pixels).
 
         Built once per (spec, frame count, hold, fps, canvas, K) in a process and shared (read-only arrays):
@@ -425,10 +461,10 @@ class Adapter(ABC):
         return None
 
     @staticmethod
-    def _on_clock(path: Any, clock: Optional["ControlClock"]) -> Any:
+    def _on_clock(path: CameraPath, clock: Optional["ControlClock"]) -> CameraPath:
         return path if clock is None else clock.lay(path)
 
-    def _build_path(self, spec: Any, K: np.ndarray, name: str) -> Any:
+    def _build_path(self, spec: TrajectorySpec, K: np.ndarray, name: str) -> CameraPath:
         from trajectories import TrajectoryError, build_path
         from trajectories.path import CameraPath, Segment
 

@@ -164,7 +164,12 @@ def cached_path(key_parts: tuple[Any, ...], build: Callable[[], CameraPath], max
 _FILES = _new_cache()
 
 
-def image_identity(ref: str) -> Hashable:
+#: what an image's pixels depend on, its kind first: ``("skimage", ref)``, ``("file", device, inode, mtime_ns,
+#: size)`` or ``("unreadable", ref)``
+ImageIdentity = tuple[str | int, ...]
+
+
+def image_identity(ref: str) -> ImageIdentity:
     """What an image reference's pixels depend on: ``skimage://`` name, or the file (device, inode), mtime and size."""
     if ref.startswith("skimage://"):
         return ("skimage", ref)

@@ -23,7 +23,7 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pydantic.dataclasses
@@ -35,7 +35,10 @@ from .base import (CONFIG, Adapter, Finding, FrameSink, GeneratedVideo, ItemRequ
                    NativeControls)
 
 if TYPE_CHECKING:
-    from .contracts import Contract
+    from harness.cases import Case
+    from harness.context import ContextPolicy
+
+    from .contracts import Contract, ImportProbe
 
 
 def _is_number(s: str) -> bool:
@@ -234,7 +237,7 @@ class UpstreamAdapter(Adapter):
                 f"fps: {contract.writer.fps:g} in conf/model/{self.config.name}.yaml")
 
     # -- context ----------------------------------------------------------------------------------------------
-    def told_upstream(self, policy: Any) -> dict[str, Any]:
+    def told_upstream(self, policy: ContextPolicy) -> dict[str, Any]:
         """The knobs the launch gives upstream for ``policy``, in upstream's own units (flags, config keys, the shim's
         selection), with the budget they amount to. Adapters that run more than ``native`` override this."""
         if policy.name != "native":
@@ -242,7 +245,7 @@ class UpstreamAdapter(Adapter):
                                    "upstream is told for it (override told_upstream)")
         return {"passed": "nothing: upstream's own memory at its defaults"}
 
-    def context_told(self, policy: Any) -> dict[str, Any]:
+    def context_told(self, policy: ContextPolicy) -> dict[str, Any]:
         """The record of :meth:`told_upstream`, the declared identity, and the ``trained_regime`` caveats of the
         contract that apply to ``policy`` (one line each, with upstream's file and line; the report shows them)."""
         rec = self._context_record(policy, self.told_upstream(policy))
@@ -290,7 +293,7 @@ class UpstreamAdapter(Adapter):
     #: conditioning image when its canvas file was already written in this process (it gets None then)
     uses_canvas_image: ClassVar[bool] = True
 
-    def write_canvas(self, dst: Path, case: Any, params: tuple[int, ...] = ()) -> None:
+    def write_canvas(self, dst: Path, case: Case, params: tuple[int, ...] = ()) -> None:
         """Write the case's canvas to ``dst`` (PNG / JPEG by suffix, ``cv2.imwrite`` params), encoded once per
         process and image and copied for later items (:func:`adapters.memo.write_canvas_file`)."""
         from adapters.memo import write_canvas_file
@@ -518,7 +521,7 @@ class UpstreamAdapter(Adapter):
             out += self.probe_environment(list(contract.imports) if contract else [])
         return out
 
-    def _path_findings(self, contract: Any, hint: str) -> list[Finding]:
+    def _path_findings(self, contract: Optional[Contract], hint: str) -> list[Finding]:
         from adapters.contracts import CheckpointEntry
 
         c = self.config
@@ -549,7 +552,7 @@ class UpstreamAdapter(Adapter):
                                    f"({entry.source}).{hint}"))
         return out
 
-    def _checkout_and_hub_findings(self, contract: Any, found: list[Finding]) -> list[Finding]:
+    def _checkout_and_hub_findings(self, contract: Contract, found: list[Finding]) -> list[Finding]:
         out: list[Finding] = []
         c = self.config
         wd = self.workdir()
@@ -588,7 +591,7 @@ class UpstreamAdapter(Adapter):
             front.insert(0, os.path.abspath(os.path.join(self.config.upstream_dir or wd, rel)))
         return front
 
-    def probe_environment(self, imports: list[Any]) -> list[Finding]:
+    def probe_environment(self, imports: Sequence[ImportProbe | str]) -> list[Finding]:
         """Run the model's Python once in the checkout, the way the launch runs it: import upstream's packages
         (:meth:`probe_sys_path`; modules marked ``needs_gpu`` only when a GPU is visible) and count visible GPUs."""
         import json as _json

@@ -46,6 +46,13 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 2000, seed: int = 0, alp
             "hi": float(np.quantile(means, 1 - alpha / 2)), "n": int(len(v))}
 
 
+def mean(values: Sequence[float], n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+    """The aggregation of every metric of the benchmark (:attr:`evaluate.registry.MetricSpec.aggregation`): the
+    mean over the videos of the finite values, with a 95 % percentile bootstrap interval over them
+    (:func:`bootstrap_ci`). Returns ``{"mean", "lo", "hi", "n"}``."""
+    return bootstrap_ci(values, n_boot=n_boot, seed=seed)
+
+
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0,
                      alpha: float = 0.05) -> dict[str, float]:
     """Paired comparison over the same cases: mean of ``a - b``, its interval, and the fraction of resamples

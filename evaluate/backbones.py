@@ -27,8 +27,9 @@ import importlib
 import inspect
 import time
 from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from harness.errors import ConfigError
 
@@ -37,6 +38,9 @@ from .perception.base import BackboneUnavailable
 from .weights import BackboneStatus, FolderState, WeightsContract, fetch_command, folder_status
 from .weights import weights_root as default_weights_root
 from .weights_pack import HOW_TO_GET, PackLinkError, WeightsPack
+
+if TYPE_CHECKING:
+    from .config import EvalConfig
 
 KINDS = ("paper", "estimator", "diagnostic", "oracle")
 
@@ -134,7 +138,7 @@ def import_class(s: BackboneSpec) -> type[Any]:
         raise BackboneUnavailable(f"backbone {s.name!r} ({s.description}) cannot be imported from {mod_name!r} "
                                   f"({exc}); install the evaluation extra: pip install -e '.[eval]' "
                                   "(see docs/evaluation.md)") from exc
-    cls = getattr(mod, attr, None)
+    cls: Optional[type[Any]] = getattr(mod, attr, None)  # a class of any backbone kind (evaluate/perception)
     if cls is None:
         raise BackboneUnavailable(f"backbone {s.name!r}: module {mod_name!r} has no {attr!r}")
     return cls
@@ -209,7 +213,7 @@ class TimedBackbone:
 
     FORWARDS = ("encode", "embed", "track", "depth", "estimate", "score", "judge", "angles_to", "parallax_to")
 
-    def __init__(self, inner: Any, spec_: BackboneSpec, provenance: dict, clock: dict):
+    def __init__(self, inner: Any, spec_: BackboneSpec, provenance: dict[str, Any], clock: dict[str, float]):
         self._inner, self.spec, self.provenance, self._clock = inner, spec_, provenance, clock
 
     @property
@@ -219,7 +223,7 @@ class TimedBackbone:
     def __getattr__(self, item: str) -> Any:
         attr = getattr(self._inner, item)
         if item in self.FORWARDS and callable(attr):
-            def timed(*a, **k):
+            def timed(*a: Any, **k: Any) -> Any:  # the backbone's own forward, whatever its signature
                 t0 = time.perf_counter()
                 try:
                     return attr(*a, **k)
@@ -237,16 +241,16 @@ class BackboneSet:
     (an error, not "not computed").
     """
 
-    def __init__(self, ecfg: Any, weights_root: Optional[Path] = None, pack: Optional[WeightsPack] = None):
+    def __init__(self, ecfg: EvalConfig, weights_root: Optional[Path] = None, pack: Optional[WeightsPack] = None):
         self.ecfg = ecfg
         self.root = Path(weights_root) if weights_root else default_weights_root()
         #: the release's weights pack (``paths.weights`` laid out like it, or $WORLDMEMBENCH_DATASETS_DIR), or None
         self.pack = pack if pack is not None else WeightsPack.discover(self.root)
         self.clock: dict[str, float] = {"backbone_s": 0.0, "load_s": 0.0}
-        self._loaded: dict[str, Any] = {}
+        self._loaded: dict[str, TimedBackbone] = {}
         self._errors: dict[str, BaseException] = {}
 
-    def check_pack(self, names: Any) -> None:
+    def check_pack(self, names: Iterable[str]) -> None:
         """Before any work: look up every learned backbone of ``names`` in the weights pack, so that a link out of
         the pack is refused (:class:`evaluate.weights_pack.PackLinkError`, exit code 2) before anything is
         written, rather than failing each metric that would use it."""
@@ -308,12 +312,13 @@ class BackboneSet:
                 prov.update(inst.provenance())
         return TimedBackbone(inst, s, prov, self.clock)
 
-    def provenance(self) -> dict[str, dict]:
+    def provenance(self) -> dict[str, dict[str, Any]]:
         """What was loaded: name -> kind, class, library, repository, revision, file sha256 (for metrics.json)."""
         return {n: b.provenance for n, b in sorted(self._loaded.items())}
 
 
-def provenance(s: BackboneSpec, cls: type, root: Path, located: Optional[BackboneStatus] = None) -> dict:
+def provenance(s: BackboneSpec, cls: type[Any], root: Path,
+               located: Optional[BackboneStatus] = None) -> dict[str, Any]:
     """What ``metrics.json`` records of a loaded learned backbone: class, library, pinned source, recipe, the folder
     its files came from with their sha256, and, from the release's weights pack, the pack root and each file's path
     inside it."""

@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backbones import BACKBONES, spec
 from .config import EvalConfig
@@ -18,22 +18,30 @@ from .families.order import all_families
 from .perception.base import BackboneUnavailable
 from .results import ItemResult
 
+if TYPE_CHECKING:
+    from .weights_pack import WeightsPack
+
 # Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
 # parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step).
 SCHEMA_VERSION = 4
+#: backbone -> [its weights' fingerprint (JSON: :func:`evaluate.backbones.weights_fingerprint`), its options]: what
+#: of a family's weights enters its hash
+WeightsState = dict[str, list[Any]]
+#: family -> its :data:`WeightsState`, filled once per run (:func:`family_hashes`)
+WeightsMemo = dict[str, WeightsState]
 
 
 def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: Any = None) -> dict:
+def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: WeightsPack | None = None) -> WeightsState:
     """Cheap fingerprint of the weights of the learned backbones a family may use (presence, sizes, mtimes; in our
     folder or in the release's weights pack ``pack``), so fetching or replacing weights recomputes the family; file
     sha256s are recorded when a backbone is loaded."""
     from .backbones import weights_fingerprint
 
-    out = {}
+    out: WeightsState = {}
     for setting in fam.settings:
         v = getattr(ecfg, setting)
         for n in (v if isinstance(v, tuple) else (v,)):
@@ -44,7 +52,7 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: Any = None) 
     return out
 
 
-def _packaged_state(name: str) -> Any:
+def _packaged_state(name: str) -> list[list[str | int]] | str:
     """Installing, removing or upgrading the package that ships a backbone's weights recomputes its families."""
     from .backbones import import_class
     from .perception.packaged import fingerprint
@@ -55,8 +63,8 @@ def _packaged_state(name: str) -> Any:
         return f"unavailable: {exc}"
 
 
-def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: dict | None = None,
-                  pack: Any = None) -> dict[str, str]:
+def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: WeightsMemo | None = None,
+                  pack: WeightsPack | None = None) -> dict[str, str]:
     """Per family (and for the validity section): the hash whose change recomputes it.
 
     ``weights_memo``: a run's dict of family -> weights fingerprint, filled on first use, so a run lists each
@@ -67,7 +75,7 @@ def family_hashes(ecfg: EvalConfig, video_sha: str, root: Path, weights_memo: di
 
     memo = {} if weights_memo is None else weights_memo
 
-    def weights(f: Family) -> dict:
+    def weights(f: Family) -> WeightsState:
         nonlocal pack
         if f.name not in memo:
             pack = pack if pack is not None else WeightsPack.discover(root)

@@ -7,7 +7,7 @@ output world-to-camera (DA3, COLMAP) must be inverted before they reach these fu
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ def path_length(c2w: np.ndarray) -> float:
     return float(np.linalg.norm(np.diff(np.asarray(c2w)[:, :3, 3], axis=0), axis=1).sum())
 
 
-def align_to_target(target: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, dict]:
+def align_to_target(target: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
     """Sim(3)-align an estimate to the target on camera centres; SE(3) when the target centres are degenerate
     (pure rotation: the scale is unobservable and a Sim(3) fit would collapse the estimate to a point)."""
     degenerate = np.ptp(target[:, :3, 3], axis=0).max() < 1e-12
@@ -63,7 +63,8 @@ def align_to_target(target: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarra
 
 def _relative(c2w: np.ndarray) -> np.ndarray:
     """Adjacent motions ``Q_t^-1 Q_{t+1}`` for t = 0..T-2 (rows are consecutive frames)."""
-    return w2c_from_c2w(c2w[:-1]) @ c2w[1:]
+    motions: np.ndarray = w2c_from_c2w(c2w[:-1]) @ c2w[1:]
+    return motions
 
 
 #: Why translation RPE is not reported for a target that never translates (see ``docs/evaluation.md``).
@@ -78,7 +79,7 @@ TRANSLATION_ONLY_REASON = "not applicable: the target never rotates, so Eq. 3's 
 MIN_PATH_LENGTH = 1e-9
 
 
-def _poses(name: str, c2w: np.ndarray, frame_indices=None) -> np.ndarray:
+def _poses(name: str, c2w: np.ndarray, frame_indices: Optional[Sequence[int] | np.ndarray] = None) -> np.ndarray:
     """Validate a (T, 4, 4) pose stack for Eq. 2/3: T >= 2, finite, and (when ``frame_indices`` is given) the
     rows are adjacent frames. Raises ValueError naming ``name`` and the fix."""
     a = np.asarray(c2w, dtype=np.float64)
@@ -108,8 +109,9 @@ def translation_rpe_not_applicable(target_c2w: np.ndarray) -> str | None:
     return ROTATION_ONLY_REASON if path_length(target_c2w) < MIN_PATH_LENGTH else None
 
 
-def rpe_translation(target_c2w: np.ndarray, estimates: Mapping[str, np.ndarray], details: dict | None = None, *,
-                    frame_indices=None) -> float:
+def rpe_translation(target_c2w: np.ndarray, estimates: Mapping[str, np.ndarray],
+                    details: dict[str, Any] | None = None, *,
+                    frame_indices: Optional[Sequence[int] | np.ndarray] = None) -> float:
     """Eq. 2: translation RPE over adjacent frames, averaged over the estimators given.
 
     The target path is normalised to unit length; each estimator's trajectory is aligned to the normalised target
@@ -158,8 +160,8 @@ def rpe_translation(target_c2w: np.ndarray, estimates: Mapping[str, np.ndarray],
     return float(np.mean(list(vals.values())))
 
 
-def rpe_rotation(target_c2w: np.ndarray, estimate_c2w: np.ndarray, details: dict | None = None, *,
-                 frame_indices=None) -> float:
+def rpe_rotation(target_c2w: np.ndarray, estimate_c2w: np.ndarray, details: dict[str, Any] | None = None, *,
+                 frame_indices: Optional[Sequence[int] | np.ndarray] = None) -> float:
     """Eq. 3: ``Σ_t θ((ΔR_t)^T ΔR̂_t) / Σ_t θ(ΔR_t)`` over adjacent frames ``t = 0..T-2`` with geodesic angles and no
     alignment (relative rotations are invariant to a global rotation).
 

@@ -85,12 +85,14 @@ def make_key(metric: str, backbone: str) -> str:
 
 def spec_of(key: str) -> MetricSpec | None:
     """The spec of a key's metric, None for a metric this catalog does not know (a newer file)."""
-    return METRICS.get(metric_id(key))
+    mid = metric_id(key)
+    return REGISTRY.get(mid) if mid in REGISTRY else None
 
 
 def higher_is_better(metric_id_or_key: str) -> bool:
-    """The direction of a known metric (KeyError for an unknown one)."""
-    return METRICS[metric_id(metric_id_or_key)].higher_is_better
+    """The direction of a known metric (:class:`~evaluate.registry.UnknownMetricError`, a KeyError naming the
+    registered metrics, for an unknown one)."""
+    return REGISTRY.get(metric_id(metric_id_or_key)).higher_is_better
 
 
 def resolution(key: str) -> float:
@@ -107,7 +109,7 @@ def direction(key: str) -> bool | None:
 
 def table2_key(metric: str) -> str:
     """The key of a Table 2 metric computed with the paper's backbone (``environment.visible[dinov2]``)."""
-    s = METRICS[metric]
+    s = REGISTRY.get(metric)
     if s.table2 is None:
         raise KeyError(f"{metric} is not a column of the paper's Table 2")
     return make_key(metric, s.table2)

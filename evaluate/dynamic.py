@@ -37,7 +37,7 @@ def _norm(a: Any, what: str) -> str:
                      "unanswered question must be re-asked or the video recorded as not judged)")
 
 
-def score_checklist(started: bool, answers: Sequence[Any], references: Sequence[Mapping[str, Any]]) -> dict:
+def score_checklist(started: bool, answers: Sequence[Any], references: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Gated checklist scores of one video.
 
     Args:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
-    from harness.cases import CaseSelection
+    from harness.cases import Case, CaseSelection
     from harness.outputs import RunDir
 
 FIELDS = "{video, case_id, trajectory, num_frames, fps[, model, context, seed, hfov_deg]}"
@@ -82,11 +82,11 @@ class Planned:
     item: Any
     case: Any
     src: Path
-    info: dict
+    info: dict[str, Any]
     path: Any
 
 
-def _check_entry(folder: Path, manifest: Path, where: str, e: Any, cases: dict) -> dict:
+def _check_entry(folder: Path, manifest: Path, where: str, e: Any, cases: dict[str, Case]) -> dict[str, Any]:
     from harness.config_groups import check_choice
     from harness.outputs import PlanError, check_name
 
@@ -198,8 +198,8 @@ def check_import(folder: Path, manifest: Path, cases_cfg: CaseSelection) -> list
 def import_videos(folder: Path, manifest: Path, run: RunDir, planned: list[Planned]) -> Path:
     """Create (or update) the run ``run`` from external videos; returns its directory. Every entry was checked
     before anything is written (``planned``: :func:`check_import`'s result)."""
-    from harness.io import atomic_path, copy_file, sha256_file, write_json
-    from harness.outputs import controls_hashes
+    from harness.io import atomic_path, copy_file, sha256_file
+    from harness.record import ItemRecord, write_record
 
     for p in planned:
         d = run.item_dir(p.item)  # contained: the item's names passed harness.outputs.check_name
@@ -207,16 +207,9 @@ def import_videos(folder: Path, manifest: Path, run: RunDir, planned: list[Plann
         with atomic_path(d / "camera.npz") as tmp:
             p.path.save_to(tmp)
         copy_file(p.src, d / "video.mp4")
-        meta = {"status": "done", "item": p.item.to_dict(), "case": p.case.model_dump(),
-                "model": {"name": p.item.model}, "seed": p.item.seed,
-                "source": {"video": str(p.src), "manifest": str(manifest)},
-                "camera": {"spec_hash": p.path.spec_hash(), **p.path.meta(), "sha256": sha256_file(d / "camera.npz")},
-                "video": {"file": "video.mp4", "sha256": sha256_file(d / "video.mp4"),
-                          "size": (d / "video.mp4").stat().st_size, **p.info},
-                "controls": {"sha256": controls_hashes(d / "controls")}, "generation": {}}
-        meta["manifest"] = {**p.item.to_dict(), "key": p.item.key, "status": "done", "dir": p.item.key,
-                            "video": "video.mp4", "video_sha256": meta["video"]["sha256"],
-                            "phases": p.path.meta()["phases"], "external": True}
-        write_json(d / "meta.json", meta)
+        video = {"sha256": sha256_file(d / "video.mp4"), "size": (d / "video.mp4").stat().st_size, **p.info}
+        write_record(d, ItemRecord.made_elsewhere(
+            p.item, d, case=p.case.model_dump(), model={"name": p.item.model}, path=p.path, video=video,
+            source={"video": str(p.src), "manifest": str(manifest)}))
     run.rebuild_manifest()
     return run.path

@@ -14,14 +14,19 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, overload
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from trajectories.phases import VIEW
 
 from .protocol import frames_near, revisit_windows, sample_every, window_frames
+
+if TYPE_CHECKING:
+    from harness.cases import Case
 
 
 @dataclass(frozen=True)
@@ -100,20 +105,27 @@ class FrameView:
     def _frame(self, i: int) -> np.ndarray:
         if self._decoding is not None:
             self._decoding.wait(i + 1)
-        return self._frames[i]
+        frame: np.ndarray = self._frames[i]
+        return frame
 
     def __len__(self) -> int:
         return len(self._idx)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> FrameView: ...
+
+    def __getitem__(self, i: int | slice) -> np.ndarray | FrameView:
         if isinstance(i, slice):
             return FrameView(self._frames, self._idx[i], self._decoding)
         return self._frame(self._idx[i])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[np.ndarray]:
         return (self._frame(i) for i in self._idx)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         if self._decoding is not None and self._idx:
             self._decoding.wait(max(self._idx) + 1)
         out = self._frames[self._idx]
@@ -142,7 +154,7 @@ class EvalItem:
     dir: Path
     meta: dict[str, Any]
     item: dict[str, Any]
-    case: Any
+    case: Case
     video: Path
     video_sha: str
     buffer: np.ndarray

@@ -18,6 +18,8 @@ Pinned choices (recorded in every metric JSON under ``settings``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 CANVAS = 64
@@ -30,7 +32,8 @@ def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     b = np.asarray(b, dtype=np.float64)
     an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     bn = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    return an @ bn.T
+    cos: np.ndarray = an @ bn.T
+    return cos
 
 
 def revisit_similarity(ref_features: np.ndarray, revisit_features: np.ndarray) -> float:
@@ -84,7 +87,8 @@ def silhouette_iou(a: np.ndarray, b: np.ndarray, canvas: int = CANVAS) -> float:
     return float((na & nb).sum() / union) if union else 0.0
 
 
-def silhouette_revisit_score(ref_masks, revisit_masks, canvas: int = CANVAS) -> float:
+def silhouette_revisit_score(ref_masks: Sequence[np.ndarray] | np.ndarray,
+                             revisit_masks: Sequence[np.ndarray] | np.ndarray, canvas: int = CANVAS) -> float:
     """Eq. 5 for one revisit: mean over revisit masks of the max IoU over reference masks; 0 if none."""
     if len(revisit_masks) == 0 or len(ref_masks) == 0:
         return 0.0
@@ -103,7 +107,8 @@ def silhouette_revisit_score(ref_masks, revisit_masks, canvas: int = CANVAS) -> 
 def _rank(x: np.ndarray) -> np.ndarray:
     from scipy.stats import rankdata
 
-    return rankdata(x, method="average")
+    ranks: np.ndarray = rankdata(x, method="average")
+    return ranks
 
 
 def depth_spearman(ref_depth: np.ndarray, revisit_depth: np.ndarray, valid: np.ndarray | None = None,

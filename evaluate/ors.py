@@ -8,11 +8,14 @@ target is back, not that it is the same instance in the right state.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .results import Entries, MetricEntry, entries
+
+if TYPE_CHECKING:
+    from .perception.owl_detector import OwlDetector
 
 #: MemoBench's valid detection area (fraction of the image), and its fallback range.
 ORS_AREA_RANGE = (0.0005, 0.5)
@@ -47,7 +50,7 @@ def best_valid_confidence(scores: Sequence[float], boxes: Sequence[Sequence[floa
 
 def ors_for_item(frames: np.ndarray, frame_indices: Sequence[int], phases: Mapping[str, Sequence[int]],
                  targets: Mapping[str, str], detector: Any,
-                 area_range: tuple[float, float] = ORS_AREA_RANGE) -> dict[str, dict]:
+                 area_range: tuple[float, float] = ORS_AREA_RANGE) -> dict[str, dict[str, Any]]:
     """ORS per target over the revisit-phase frames (``R1..RK``) among ``frame_indices``.
 
     Args:
@@ -59,7 +62,7 @@ def ors_for_item(frames: np.ndarray, frame_indices: Sequence[int], phases: Mappi
     wins = revisit_windows({k: (v[0], v[1]) for k, v in phases.items()})
     keep = [i for i, t in enumerate(frame_indices) if any(a <= t < b for a, b in wins)]
     ids, queries = list(targets), [targets[k] for k in targets]
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     if not keep:
         return {tid: object_reappearance_score([]) for tid in ids}
     dets = detector.detect(frames[keep], queries)
@@ -72,7 +75,7 @@ def ors_for_item(frames: np.ndarray, frame_indices: Sequence[int], phases: Mappi
 
 ORS_DEFAULTS = {"detector": "owlv2", "weights_root": None, "name": "owlv2-base-patch16-ensemble", "threshold": 0.1,
                 "area_range": list(ORS_AREA_RANGE)}
-_DETECTORS: dict[tuple, Any] = {}
+_DETECTORS: dict[tuple[Optional[str], str, float], OwlDetector] = {}  # (weights root, name, threshold) -> detector
 
 
 def ors_entries(frames: np.ndarray, frame_indices: Sequence[int], phases: Mapping[str, Sequence[int]],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Optional, overload
 
 import numpy as np
@@ -23,6 +23,9 @@ from .item import EvalItem
 from .perception.base import BackboneUnavailable, PoseEstimate
 
 CACHE_DIR = ".eval-cache"
+#: a backbone's outputs for one request, by name (what the cache's ``.npz`` holds)
+Outputs = dict[str, np.ndarray]
+
 
 
 class PerceptionFailed(RuntimeError):
@@ -33,7 +36,7 @@ def _key(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _settings_of(inner: Any) -> dict:
+def _settings_of(inner: object) -> dict[str, int | float | str | bool]:
     """A weight-free backbone's own scalar settings (thresholds, sizes): part of its cache key. Private attributes
     are execution knobs that never change a result (e.g. thread counts), so they are left out."""
     return {k: v for k, v in sorted(vars(inner).items())
@@ -81,13 +84,14 @@ class ItemPerception:
     def kind(self, name: str) -> str:
         return spec(name).kind
 
-    def _cached(self, name: str, op: str, request: Any, compute) -> dict[str, np.ndarray]:
+    def _cached(self, name: str, op: str, request: Any, compute: Callable[[], Outputs]) -> Outputs:
         bb = self.backbones.get(name, spec(name).roles[0])
         prov = bb.provenance
         key = _key([self.ctx.video_sha, prov, _settings_of(bb.inner), op, request])
         mk = f"{name}:{op}:{key}"
         if mk in self._memo:
-            return self._memo[mk]
+            hit: Outputs = self._memo[mk]
+            return hit
         path = self.ctx.dir / CACHE_DIR / name / f"{op}-{key}.npz"
         if self.use_cache and path.is_file():
             try:
@@ -102,7 +106,7 @@ class ItemPerception:
             from harness.io import atomic_path
 
             with atomic_path(path, suffix=".npz") as tmp:
-                np.savez(str(tmp), **out)  # the name ends in .npz: numpy adds nothing
+                np.savez(str(tmp), **out)  # type: ignore[arg-type]  # to mypy a key could be allow_pickle (bool)
         self._memo[mk] = out
         return out
 
@@ -114,7 +118,7 @@ class ItemPerception:
         if self.kind(name) == "oracle":
             pe = est.estimate(ctx.frames, list(range(ctx.num_frames)), ctx.intrinsics, ctx.pose_mode)
         else:
-            def run():  # a frame_views estimator starts on the first frames while the rest decode
+            def run() -> Outputs:  # a frame_views estimator starts on the first frames while the rest decode
                 pe = est.estimate(self._frames(est, range(ctx.num_frames)), list(range(ctx.num_frames)),
                                   ctx.intrinsics, ctx.pose_mode)
                 return {"c2w": np.asarray(pe.c2w, np.float64), "valid": np.asarray(pe.valid, bool)}
@@ -139,14 +143,15 @@ class ItemPerception:
                 "d": np.asarray(dep.depth(self._frames(dep, frames), list(frames)), np.float32)})["d"]
         return str(getattr(dep, "name", name)), np.asarray(d)
 
-    def track(self, name: str, target: str, init_mask: np.ndarray, frames: list[int]) -> tuple[str, dict]:
+    def track(self, name: str, target: str, init_mask: np.ndarray,
+              frames: list[int]) -> tuple[str, dict[int, tuple[np.ndarray, bool]]]:
         """(label, {frame: (mask (H, W) bool, valid bool)}) for the target given its frame-0 mask; ``frames`` must
         start at frame 0."""
         ctx = self.ctx
         tr = self.backbone(name, "tracker")
         mkey = hashlib.sha256(np.packbits(init_mask).tobytes()).hexdigest()[:16]
 
-        def run():
+        def run() -> Outputs:
             masks, valid = tr.track(self._frames(tr, frames), init_mask)
             return {"masks": np.packbits(np.asarray(masks, bool), axis=-1), "valid": np.asarray(valid, bool)}
 
@@ -169,11 +174,11 @@ class ItemPerception:
         enc = self.backbone(name, role)
         mkey = hashlib.sha256(np.packbits(masks).tobytes()).hexdigest()[:16] if masks is not None else None
         if role == "face":
-            def run():
+            def run() -> Outputs:
                 faces = enc.embed(self._frames(enc, frames), masks)  # a FaceEmbedding (evaluate/perception/base.py)
                 return {"f": np.asarray(faces.embeddings, np.float32), "valid": np.asarray(faces.valid, bool)}
         else:
-            def run():
+            def run() -> Outputs:
                 return {"f": np.asarray(enc.encode(self._frames(enc, frames), masks))}
         z = self._cached(name, role, {"frames": list(frames), "masks": mkey}, run)
         return (z["f"], z["valid"]) if role == "face" else z["f"]
@@ -185,20 +190,21 @@ class ItemPerception:
                             lambda: {"s": np.asarray(q.score(self._frames(q, frames)), np.float64)})["s"]
 
     # -- shared protocol decisions ---------------------------------------------------------------------------------
-    def frames_closest_to(self, pose_sources: tuple[str, ...], ref: int, windows: list[list[int]]) -> dict:
+    def frames_closest_to(self, pose_sources: tuple[str, ...], ref: int, windows: list[list[int]]) -> dict[str, Any]:
         """Per window: the frame whose estimated orientation is closest to frame ``ref``'s (Environment Visible's
         rule with another reference frame), from the first *available* source of ``pose_sources``, as
         :meth:`return_frames` does for frame 0: an estimator with a direct angle (``angles_to``) measures it against
         ``ref`` (the chained estimate where no frame of the window fits), else the chained estimate. Returns
         ``{source, label, frames, angles_deg, reasons}`` (source None when no source is available)."""
-        reasons: dict = {}
+        reasons: dict[str, str] = {}
         for name, label, pe in self._available_poses(pose_sources, reasons):
             picks = [self._closest_orientation(name, pe.c2w, int(ref), w) for w in windows]
             return {"source": name, "label": label, "frames": [j for j, _ in picks],
                     "angles_deg": [e for _, e in picks], "reasons": reasons}
         return {"source": None, "label": None, "frames": [None] * len(windows), "angles_deg": [], "reasons": reasons}
 
-    def _available_poses(self, pose_sources: tuple[str, ...], reasons: dict):
+    def _available_poses(self, pose_sources: tuple[str, ...],
+                         reasons: dict[str, str]) -> Iterator[tuple[str, str, PoseEstimate]]:
         """Yield ``(name, label, PoseEstimate)`` for each source of ``pose_sources`` whose backbone is available, in
         order; an unavailable one is recorded in ``reasons`` (name -> why) and skipped."""
         for name in pose_sources:
@@ -209,7 +215,7 @@ class ItemPerception:
                 continue
             yield name, label, pe
 
-    def _closest_orientation(self, name: str, est: np.ndarray, ref: int, window) -> tuple[int, float]:
+    def _closest_orientation(self, name: str, est: np.ndarray, ref: int, window: list[int]) -> tuple[int, float]:
         """(frame of ``window`` whose orientation is closest to frame ``ref``'s, its angle in degrees). An estimator
         with a direct angle (``angles_to``) measures it against ``ref`` (a chained estimate drifts); where no frame
         of the window fits directly, or the estimator has no direct angle, the chained estimate ``est`` (T, 4, 4)
@@ -229,7 +235,7 @@ class ItemPerception:
         j = mem.select_return_frame(window, est, est[ref])
         return j, float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
 
-    def _closest_position(self, name: str, est: np.ndarray, window) -> int:
+    def _closest_position(self, name: str, est: np.ndarray, window: list[int]) -> int:
         """The frame of ``window`` whose camera stands closest to frame 0's (a translation loop returns in position).
         An estimator with a direct measure (``parallax_to``: translation parallax to frame 0, no chaining) decides;
         where no frame of the window fits directly, or it has none, the chained estimate ``est`` (T, 4, 4) does
@@ -244,7 +250,7 @@ class ItemPerception:
                 return int(window[int(np.argmin(px))])
         return int(min(window, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - est[0][:3, 3]))))
 
-    def return_frames(self, pose_sources: tuple[str, ...]) -> dict:
+    def return_frames(self, pose_sources: tuple[str, ...]) -> dict[str, Any]:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
         closest to frame 0's, with the departure angle and the return error of the estimate (appendix G.1), from
         the first *available* source of ``pose_sources``. A source that is available but fails is an error, not a
@@ -252,12 +258,13 @@ class ItemPerception:
         with ``reasons``)."""
         mk = f"return_frames:{pose_sources}"
         if mk in self._memo:
-            return self._memo[mk]
+            memo: dict[str, Any] = self._memo[mk]
+            return memo
         from trajectories.conventions import geodesic_angle
 
         ctx = self.ctx
-        reasons: dict = {}
-        out: dict = {"source": None, "label": None, "frames": [None] * ctx.num_revisits, "qualification": []}
+        reasons: dict[str, str] = {}
+        out: dict[str, Any] = {"source": None, "label": None, "frames": [None] * ctx.num_revisits, "qualification": []}
         for name, label, pe in self._available_poses(pose_sources, reasons):
             est = pe.c2w
             ref = est[0]

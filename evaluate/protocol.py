@@ -72,7 +72,7 @@ def window_frames(window: tuple[int, int], stride: int) -> list[int]:
     return idx
 
 
-def matched_departure_pairs(c2w: np.ndarray, phases: dict, stride: int = 4) -> list[tuple[int, int]]:
+def matched_departure_pairs(c2w: np.ndarray, phases: dict[str, tuple[int, int]], stride: int = 4) -> list[tuple[int, int]]:
     """Cross-departure pairs: for each sampled frame of D1, the frame of D2 whose prescribed orientation is
     closest (only when both departures exist). Used for cross-departure consistency."""
     from trajectories.conventions import geodesic_angle
@@ -91,7 +91,7 @@ def matched_departure_pairs(c2w: np.ndarray, phases: dict, stride: int = 4) -> l
     return pairs
 
 
-def departure_revisit_windows(c2w: np.ndarray, phases: dict, tolerance_deg: float = 5.0,
+def departure_revisit_windows(c2w: np.ndarray, phases: dict[str, tuple[int, int]], tolerance_deg: float = 5.0,
                               tolerance_translation: float = 0.05, min_departure_deg: float = 30.0
                               ) -> tuple[list[int], list[list[int]]]:
     """Protocol extension ``departure_revisit`` (not in the paper): a reference first observed during a departure.
@@ -133,7 +133,7 @@ def departure_revisit_windows(c2w: np.ndarray, phases: dict, tolerance_deg: floa
     return reference, revisits
 
 
-def departure_sweep_windows(c2w: np.ndarray, phases: dict, tolerance_deg: float = 5.0,
+def departure_sweep_windows(c2w: np.ndarray, phases: dict[str, tuple[int, int]], tolerance_deg: float = 5.0,
                             tolerance_translation: float = 0.05, min_departure_deg: float = 30.0
                             ) -> tuple[list[int], list[list[int]]]:
     """Protocol extension ``departure_sweep`` (not in the paper): every view of the first departure's sweep.

@@ -2,8 +2,9 @@
 videos, its direction and its table membership, and a generic ordered :class:`Registry` of them.
 
 The shape follows lm-evaluation-harness, where a metric is registered once with its compute function, whether higher
-is better and its aggregation (``register_metric`` in EleutherAI/lm-evaluation-harness@47f16bf6
-``lm_eval/api/registry.py``). Here the specs are declared in the module of their family (:mod:`evaluate.families`,
+is better and its aggregation *function* (``register_metric`` in EleutherAI/lm-evaluation-harness@4e7e0d47
+``lm_eval/api/registry.py`` looks the aggregation up by name once and keeps the function), and an unknown name is an
+error that lists the registered ones (that file's ``Registry.get``), never a silent None. Here the specs are declared in the module of their family (:mod:`evaluate.families`,
 beside the functions that compute them) and gathered by :mod:`evaluate.catalog`, which every reader asks.
 
 A metric's values are written either by computations of its own (:class:`Compute`: a function of the item, its
@@ -14,10 +15,14 @@ variants when ``evaluate.rpe_stride`` > 1). Nothing is computed anywhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from harness.config_groups import did_you_mean
+from harness.errors import UserError
+
+from .aggregate import mean
 from .results import Entries
 
 if TYPE_CHECKING:  # annotations only: the registry imports neither the item nor the perception layer
@@ -75,11 +80,27 @@ class Chance:
     how: str
 
 
-#: aggregation name -> how a metric's per-video values combine into a table cell (the report's
-#: :func:`evaluate.reporting.cells.mean_cell`); every metric of the benchmark today is a mean
-AGGREGATIONS: dict[str, str] = {
-    "mean": "mean over the videos of the finite values, with a 95 % percentile bootstrap interval over them",
-}
+class Aggregation(Protocol):
+    """How a metric's per-video values combine across videos into a table cell's estimate: ``(values, n_boot,
+    seed) -> {"mean", "lo", "hi", "n"}`` (the interval from ``n_boot`` bootstrap resamples drawn with ``seed``).
+    Its ``__name__`` is its name in :data:`AGGREGATIONS`."""
+
+    __name__: str
+
+    def __call__(self, values: Sequence[float], n_boot: int = ..., seed: int = ...) -> dict[str, float]: ...
+
+
+#: aggregation name -> the function (the report's cells call it: :func:`evaluate.reporting.cells.mean_cell`); every
+#: metric of the benchmark today is a mean (:func:`evaluate.aggregate.mean`)
+AGGREGATIONS: dict[str, Aggregation] = {"mean": mean}
+
+
+class UnknownMetricError(UserError, KeyError):
+    """A metric id no spec is registered under; the message names the registered ids. A ``KeyError`` too, so that
+    callers that look a metric up like a mapping key keep working."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # KeyError would quote the message
 
 
 #: Metric families that score memory (static or dynamic); with every ``static`` metric, what a camera-following item
@@ -113,7 +134,8 @@ class MetricSpec:
             interval excludes 0: the reference model's FoV and FullKV differ by 0.0003 on departure.visible with an
             interval of +-0.0001, which is real and says nothing.
         chance: backbone (``"*"``: any) -> the chance level (:class:`Chance`); empty when it has none (PSNR, RPE).
-        aggregation: how per-video values combine across videos (an :data:`AGGREGATIONS` name).
+        aggregation: how per-video values combine across videos: the function (one of :data:`AGGREGATIONS`;
+            :attr:`aggregation_name` is its name).
     """
 
     id: str
@@ -127,7 +149,7 @@ class MetricSpec:
     static: bool = False
     resolution: float = 0.01
     chance: Mapping[str, Chance] = field(default_factory=dict)
-    aggregation: str = "mean"
+    aggregation: Aggregation = mean
 
     @property
     def computations(self) -> tuple[Compute, ...]:
@@ -139,6 +161,11 @@ class MetricSpec:
         """Whether it scores memory (a :data:`MEMORY_FAMILIES` family, or static content): never computed for, and
         never aggregated over, a camera-following item (:data:`CAMERA_ITEMS`)."""
         return self.static or self.family in MEMORY_FAMILIES
+
+    @property
+    def aggregation_name(self) -> str:
+        """The name of its aggregation (the :data:`AGGREGATIONS` key), what a reader or a file names it by."""
+        return self.aggregation.__name__
 
 
 S = TypeVar("S", bound=MetricSpec)
@@ -155,9 +182,9 @@ class Registry(Generic[S]):
         for s in specs:
             if s.id in self._specs:
                 raise ValueError(f"metric {s.id!r} is registered twice")
-            if s.aggregation not in AGGREGATIONS:
-                raise ValueError(f"metric {s.id!r}: unknown aggregation {s.aggregation!r}; one of "
-                                 f"{sorted(AGGREGATIONS)}")
+            if AGGREGATIONS.get(s.aggregation_name) is not s.aggregation:
+                raise ValueError(f"metric {s.id!r}: unknown aggregation {s.aggregation_name!r}; one of "
+                                 f"{sorted(AGGREGATIONS)} (evaluate.registry.AGGREGATIONS)")
             self._specs[s.id] = s
 
     def check(self) -> None:
@@ -170,8 +197,17 @@ class Registry(Generic[S]):
             elif not s.compute:
                 raise ValueError(f"metric {s.id!r} has no computation: give a Compute or a ComputedBy")
 
-    def get(self, metric_id: str) -> S | None:
-        return self._specs.get(metric_id)
+    def get(self, metric_id: str) -> S:
+        """The spec of ``metric_id``; :class:`UnknownMetricError` naming the registered ids when there is none (ask
+        ``metric_id in registry`` first where an unknown id is expected, e.g. a newer file's metric)."""
+        spec = self._specs.get(metric_id)
+        if spec is None:
+            raise UnknownMetricError(f"unknown metric {metric_id!r}.{did_you_mean(metric_id, list(self._specs))} "
+                                     f"Registered: {', '.join(self._specs) or '(none)'}")
+        return spec
+
+    def __contains__(self, metric_id: object) -> bool:
+        return metric_id in self._specs
 
     def as_dict(self) -> dict[str, S]:
         """A copy, id -> spec, in registration order."""

@@ -22,23 +22,31 @@ Poses: OpenCV camera-to-world 4x4, world = camera frame of frame 0 (see :mod:`tr
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Optional
 
 from .backbones import BackboneSet
-from .cache import SCHEMA_VERSION, all_reused, current_hashes, family_hashes, read_result
+from .cache import SCHEMA_VERSION, WeightsMemo, all_reused, current_hashes, family_hashes, read_result
 from .config import EvalConfig
 from .families import ROLE_SETTINGS, Family, all_families, missing
 from .perception.base import BackboneUnavailable
 from .results import ITEM_DONE, ITEM_FAILED, Entries, ItemResult, Status
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
     from .item import EvalItem
+    from .judge import RunJudge
     from .perceive import ItemPerception
+    from .weights_pack import WeightsPack
 
 __all__ = ["EvalConfig", "SCHEMA_VERSION", "compute_family", "evaluate_item", "evaluate_run", "family_hashes"]
 
@@ -71,7 +79,7 @@ def compute_family(fam: Family, item: EvalItem, perception: ItemPerception, sett
     return out
 
 
-def _failed_result(item_dir: Path, meta: Optional[dict], reason: str,
+def _failed_result(item_dir: Path, meta: Optional[dict[str, Any]], reason: str,
                    item: Optional[dict[str, Any]] = None) -> ItemResult:
     """A whole item that could not be evaluated: every metric its case family reports, failed with the reason.
     ``item``: the work item as the run's manifest names it, for an item whose ``meta.json`` cannot be read."""
@@ -101,18 +109,19 @@ class _Prepared:
     for the next item while the current one is scored)."""
 
     dir: Path
-    meta: Optional[dict] = None
+    meta: Optional[dict[str, Any]] = None
     video_sha: Optional[str] = None
     hashes: dict[str, str] = field(default_factory=dict)
     prev: Optional[ItemResult] = None
     reused: bool = False
-    ctx: Any = None  # the decoded EvalItem (None when reused or failed)
+    ctx: Optional[EvalItem] = None  # the decoded item (None when reused or failed)
     error: Optional[BaseException] = None  # unreadable metadata or video, undecodable video
     broken: Optional[str] = None  # why its files are not the ones meta.json recorded (then nothing is decoded)
 
 
-def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
-             publish: Any = None, check: bool = False, pack: Any = None) -> _Prepared:
+def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[WeightsMemo] = None,
+             publish: Optional[Callable[[_Prepared], object]] = None, check: bool = False,
+             pack: Optional[WeightsPack] = None) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
     not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
@@ -127,7 +136,7 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
     p = _Prepared(Path(item_dir))
     published: list[bool] = []
 
-    def ready(ctx: Any = None) -> None:
+    def ready(ctx: Optional[EvalItem] = None) -> None:
         if publish is not None and not published:
             published.append(True)
             p.ctx = ctx if ctx is not None else p.ctx
@@ -143,8 +152,9 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
     return p
 
 
-def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
-                     publish: Any, check: bool, pack: Any = None) -> None:
+def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[WeightsMemo],
+                     publish: Optional[Callable[[EvalItem], None]], check: bool,
+                     pack: Optional[WeightsPack] = None) -> None:
     from .item import load_item, read_source
 
     if check and not p.dir.is_dir():  # deleted or moved since the run: nothing to read, and nothing to write there
@@ -182,8 +192,8 @@ class _Pending:
     """An item whose metrics are computed except the judge's (the run's judge pool answers later): finished by
     :meth:`finish`, which writes ``metrics.json`` once. Holds no frames."""
 
-    futures: list
-    finish_fn: Any
+    futures: list[Future[Entries]]
+    finish_fn: Callable[[], ItemResult]
 
     def ready(self) -> bool:
         return all(f.done() for f in self.futures)
@@ -192,7 +202,7 @@ class _Pending:
         return self.finish_fn()
 
 
-def _judge_entries(fam: Family, future: Any) -> Entries:
+def _judge_entries(fam: Family, future: Future[Entries]) -> Entries:
     """The judge family's entries from its future, failures isolated as :func:`compute_family` does."""
     out: Entries = {}
     for metric in fam.metrics:
@@ -205,8 +215,8 @@ def _judge_entries(fam: Family, future: Any) -> Entries:
 
 
 def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: BackboneSet, use_cache: bool,
-                prepared: Optional[_Prepared], judge: Any = None,
-                keep_strip_frames: Optional[dict[Path, tuple[list[int], Any]]] = None,
+                prepared: Optional[_Prepared], judge: Optional[RunJudge] = None,
+                keep_strip_frames: Optional[dict[Path, tuple[list[int], np.ndarray]]] = None,
                 item: Optional[dict[str, Any]] = None) -> ItemResult | _Pending:
     """Everything of :func:`evaluate_item` up to the judge's answer: reused or failed items are final at once; with
     a run ``judge`` (:class:`evaluate.judge.RunJudge`), a dynamic item's request is sent first, from the frames
@@ -214,116 +224,177 @@ def _start_item(item_dir: Path, ecfg: EvalConfig, force: bool, backbones: Backbo
     item finished here leaves copies of the few frames its revisit strip may show (``[item_dir] = (indices,
     frames)``); an item left waiting on the judge keeps none (the report draws its strip). ``item``: the work item
     as the run's manifest names it (what a failed result names when ``meta.json`` cannot be read)."""
+    item_dir = Path(item_dir)
+    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force, pack=backbones.pack)
+    final = _final_at_once(item_dir, p, item)
+    if final is not None:
+        return final
+    return _score_item(item_dir, p, ecfg, backbones, use_cache, judge, keep_strip_frames)
+
+
+def _final_at_once(item_dir: Path, p: _Prepared, item: Optional[dict[str, Any]]) -> Optional[ItemResult]:
+    """The result of an item that is not scored: a broken or unreadable one fails whole (written), a reused one is
+    its stored result; None for an item to score."""
     from harness.io import write_sealed_json
 
-    from .families.dynamic import judge_input
+    reason = p.broken if p.broken is not None else _failure(p.error) if p.error is not None else None
+    if reason is not None:  # trust nothing on disk: a swapped file is never scored
+        res = _failed_result(item_dir, p.meta, reason, item)
+        if item_dir.is_dir():  # a missing folder is not made again for a lone metrics.json
+            write_sealed_json(item_dir / "metrics.json", res.to_dict())
+        return res
+    if p.reused and p.prev is not None:  # reused: a stored result matches every family hash
+        p.prev.extra["reused"] = True
+        return p.prev
+    return None
+
+
+@dataclass
+class _Scoring:
+    """One item's families being scored: the entries computed so far (``metrics``, in the families' order), the
+    seconds each family took, and the judge's requests in flight (``deferred``: family -> future of its entries).
+    ``kept``: the family hashes of the stored result, whose entries (``prev_metrics``) are kept where they match."""
+
+    families: tuple[Family, ...]
+    hashes: dict[str, str]
+    kept: dict[str, str]
+    prev_metrics: Entries
+    metrics: Entries = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    deferred: dict[str, Future[Entries]] = field(default_factory=dict)
+    to_defer: list[Family] = field(default_factory=list)
+
+    def run(self, ctx: EvalItem, perc: ItemPerception, ecfg: EvalConfig, judge: Optional[RunJudge]) -> None:
+        """Every family in order, a stored family kept, the judge's family sent to ``judge`` (when given) early."""
+        self.to_defer = [f for f in self.families if judge is not None and f.name == "dynamic"
+                         and self.kept.get(f.name) != self.hashes[f.name] and all(m.applies(ctx, ecfg)
+                                                                                  for m in f.metrics)]
+        for n, fam in enumerate(self.families):
+            if n == 1:  # the judge's request needs the last frame: sent once the first family (which may start on a
+                self.submit_deferred(ctx, ecfg, judge)  # video still decoding) is done, then in flight meanwhile
+            if fam.name in self.deferred or any(f.name == fam.name for f in self.to_defer):
+                continue
+            if self.kept.get(fam.name) == self.hashes[fam.name]:
+                self.metrics.update({k: v for k, v in self.prev_metrics.items() if v.family == fam.name})
+                continue
+            t0 = time.perf_counter()
+            self.record(fam, compute_family(fam, ctx, perc, ecfg))
+            self.timings[fam.name] = time.perf_counter() - t0
+        self.submit_deferred(ctx, ecfg, judge)
+
+    def record(self, fam: Family, entries: Entries) -> None:
+        for k, v in entries.items():
+            v.family = fam.name
+            v.settings_hash = self.hashes[fam.name]
+            self.metrics[k] = v
+
+    def submit_deferred(self, ctx: EvalItem, ecfg: EvalConfig, judge: Optional[RunJudge]) -> None:
+        from concurrent.futures import Future
+
+        from .families.dynamic import judge_input
+
+        for fam in self.to_defer:
+            assert judge is not None  # only deferred with a judge
+            t0 = time.perf_counter()
+            try:
+                self.deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
+            except Exception as exc:  # a malformed input (or video) fails this family only, as in compute_family
+                failed: Future[Entries] = Future()
+                failed.set_exception(exc)
+                self.deferred[fam.name] = failed
+            self.timings[fam.name] = time.perf_counter() - t0
+        self.to_defer.clear()
+
+    def collect_deferred(self, t1: float) -> None:
+        """The judge's answers, in the families' order (the deferred family is the last one, so ``metrics.json``
+        keeps the family order); its time counts from ``t1``, when the item was finished."""
+        for fam in self.families:
+            if fam.name in self.deferred:
+                self.record(fam, _judge_entries(fam, self.deferred[fam.name]))
+                self.timings[fam.name] += time.perf_counter() - t1
+
+
+def _score_item(item_dir: Path, p: _Prepared, ecfg: EvalConfig, backbones: BackboneSet, use_cache: bool,
+                judge: Optional[RunJudge],
+                keep_strip_frames: Optional[dict[Path, tuple[list[int], np.ndarray]]]) -> ItemResult | _Pending:
+    """Score a prepared item (:func:`_start_item`): its result, or, while the judge answers, a :class:`_Pending`."""
+    from harness.io import write_sealed_json
+
     from .perceive import ItemPerception
     from .validity import item_validity
 
-    item_dir = Path(item_dir)
-    out_path = item_dir / "metrics.json"
-    p = prepared if prepared is not None else _prepare(item_dir, ecfg, backbones.root, force, pack=backbones.pack)
-    if p.broken is not None or p.error is not None:  # trust nothing on disk: a swapped file is never scored
-        res = _failed_result(item_dir, p.meta, p.broken or _failure(cast(BaseException, p.error)), item)
-        if item_dir.is_dir():  # a missing folder is not made again for a lone metrics.json
-            write_sealed_json(out_path, res.to_dict())
-        return res
     meta: dict[str, Any] = p.meta or {}  # read (else p.error is set)
-    video_sha, hashes, prev = p.video_sha, p.hashes, p.prev
-    if p.reused and prev is not None:  # reused: a stored result matches every family hash
-        prev.extra["reused"] = True
-        return prev
-    prev_metrics = prev.metrics if prev is not None else {}
-    prev_validity = prev.validity if prev is not None else {}
-    kept = current_hashes(prev) if prev is not None and prev.video_sha256 == video_sha else {}
+    prev = p.prev
+    kept = current_hashes(prev) if prev is not None and prev.video_sha256 == p.video_sha else {}
     t_item = time.perf_counter()
     ctx = p.ctx
+    assert ctx is not None  # decoded: neither broken, failed nor reused
     p.ctx = None  # the caller's handle no longer keeps the frames alive
     perc = ItemPerception(ctx, backbones, use_cache=use_cache)
-    metrics: Entries = {}
-    timings: dict = {}
-    families = all_families()
-    deferred: dict[str, Any] = {}  # family -> future of its entries (the judge)
-    to_defer = [f for f in families if judge is not None and f.name == "dynamic"
-                and kept.get(f.name) != hashes[f.name] and all(m.applies(ctx, ecfg) for m in f.metrics)]
-
-    def submit_deferred(ctx: Any) -> None:
-        for fam in to_defer:
-            t0 = time.perf_counter()
-            try:
-                deferred[fam.name] = judge.submit(judge_input(ctx, ecfg), ctx.dir)
-            except Exception as exc:  # a malformed input (or video) fails this family only, as in compute_family
-                from concurrent.futures import Future
-
-                deferred[fam.name] = Future()
-                deferred[fam.name].set_exception(exc)
-            timings[fam.name] = time.perf_counter() - t0
-        to_defer.clear()
-
-    for n, fam in enumerate(families):
-        if n == 1:  # the judge's request needs the last frame: sent once the first family (which may start on a
-            submit_deferred(ctx)  # video still decoding) is done, then in flight while the others are scored
-        if fam.name in deferred or any(f.name == fam.name for f in to_defer):
-            continue
-        if kept.get(fam.name) == hashes[fam.name]:
-            metrics.update({k: v for k, v in prev_metrics.items() if v.family == fam.name})
-            continue
-        t0 = time.perf_counter()
-        for k, v in compute_family(fam, ctx, perc, ecfg).items():
-            v.family = fam.name
-            v.settings_hash = hashes[fam.name]
-            metrics[k] = v
-        timings[fam.name] = time.perf_counter() - t0
-    submit_deferred(ctx)
-    if kept.get("validity") == hashes["validity"]:
-        validity = prev_validity
+    scoring = _Scoring(all_families(), p.hashes, kept, prev.metrics if prev is not None else {})
+    scoring.run(ctx, perc, ecfg, judge)
+    if kept.get("validity") == p.hashes["validity"]:
+        validity = prev.validity if prev is not None else {}
     else:
         validity = item_validity(ctx, perc, ecfg) if ecfg.validity else {}
     bad = ctx.decode_error()  # a video that turned out corrupt or short while it was scored fails as a whole
     if bad is not None:
-        for f in deferred.values():
+        for f in scoring.deferred.values():
             f.cancel()
         res = _failed_result(item_dir, meta, _failure(bad))
-        write_sealed_json(out_path, res.to_dict())
+        write_sealed_json(item_dir / "metrics.json", res.to_dict())
         return res
-    head = {"case_family": ctx.family, "num_revisits": ctx.num_revisits,
-            "phases": {k: list(v) for k, v in ctx.phases.items()}}
+    head = _Head(ctx.family, ctx.num_revisits, {k: list(v) for k, v in ctx.phases.items()})
     busy = time.perf_counter() - t_item
-    if keep_strip_frames is not None and not deferred:
+    if keep_strip_frames is not None and not scoring.deferred:
         from .reporting.strips import strip_frame_candidates
 
-        shown = strip_frame_candidates(metrics.values())
+        shown = strip_frame_candidates(scoring.metrics.values())
         if shown:
             keep_strip_frames[item_dir] = (shown, ctx.frames_at(shown))
     del ctx, perc  # a pending item keeps its metrics, not its frames
+    finish = functools.partial(_finish_item, item_dir, scoring, meta, p.video_sha, head, validity, busy, ecfg,
+                               backbones)
+    return _Pending(list(scoring.deferred.values()), finish) if scoring.deferred else finish()
 
-    def finish() -> ItemResult:
-        t1 = time.perf_counter()
-        for fam in families:  # the deferred family is the last one, so metrics.json keeps the family order
-            if fam.name in deferred:
-                for k, v in _judge_entries(fam, deferred[fam.name]).items():
-                    v.family = fam.name
-                    v.settings_hash = hashes[fam.name]
-                    metrics[k] = v
-                timings[fam.name] += time.perf_counter() - t1
-        failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
-        result = ItemResult(
-            # meta.json's work item (null in a meta.json without one, as before)
-            item=cast(dict[str, Any], meta.get("item")), status=ITEM_FAILED if failed else ITEM_DONE,
-            reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
-                    if failed else None),
-            video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, **head,
-            extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": hashes,
-                   "validity": validity, "timings": {**timings, "item_s": busy + time.perf_counter() - t1},
-                   "timings_generation": meta.get("timings", {})})
-        write_sealed_json(out_path, result.to_dict())
-        return result
 
-    return _Pending(list(deferred.values()), finish) if deferred else finish()
+@dataclass(frozen=True)
+class _Head:
+    """The item facts ``metrics.json`` states before its metrics: case family, revisits, phases (frame ranges)."""
+
+    case_family: str
+    num_revisits: int
+    phases: dict[str, list[int]]
+
+
+def _finish_item(item_dir: Path, scoring: _Scoring, meta: dict[str, Any], video_sha: Optional[str], head: _Head,
+                 validity: dict[str, Any], busy: float, ecfg: EvalConfig, backbones: BackboneSet) -> ItemResult:
+    """The judge's answers in, the item's result written (``metrics.json``, sealed) and returned. ``busy``: the
+    seconds the item was scored before."""
+    from harness.io import write_sealed_json
+
+    t1 = time.perf_counter()
+    scoring.collect_deferred(t1)
+    metrics = scoring.metrics
+    failed = sorted(k for k, v in metrics.items() if v.status is Status.FAILED)
+    work_item: Any = meta.get("item")  # meta.json's work item, as JSON (null in a meta.json without one, as before)
+    result = ItemResult(
+        item=work_item,
+        status=ITEM_FAILED if failed else ITEM_DONE,
+        reason=(f"{len(failed)} metric(s) failed: " + "; ".join(f"{k}: {metrics[k].reason}" for k in failed[:3])
+                if failed else None),
+        video_sha256=video_sha, metrics=metrics, schema_version=SCHEMA_VERSION, case_family=head.case_family,
+        num_revisits=head.num_revisits, phases=head.phases,
+        extra={"settings": asdict(ecfg), "backbones": backbones.provenance(), "family_hashes": scoring.hashes,
+               "validity": validity, "timings": {**scoring.timings, "item_s": busy + time.perf_counter() - t1},
+               "timings_generation": meta.get("timings", {})})
+    write_sealed_json(item_dir / "metrics.json", result.to_dict())
+    return result
 
 
 def evaluate_item(item_dir: Path, ecfg: EvalConfig, force: bool = False, backbones: Optional[BackboneSet] = None,
-                  use_cache: bool = True, prepared: Optional[_Prepared] = None, judge: Any = None) -> ItemResult:
+                  use_cache: bool = True, prepared: Optional[_Prepared] = None,
+                  judge: Optional[RunJudge] = None) -> ItemResult:
     """Compute (or reuse) every metric family of one item and write ``metrics.json`` atomically.
 
     The item is read once (:func:`_prepare`: meta, the video's bytes hashed once, decoded once when something is
@@ -368,13 +439,13 @@ def _opencv_single_threaded() -> Iterator[None]:
         cv2.setNumThreads(old)
 
 
-def _meta_or_none(item_dir: Path) -> Optional[dict]:
+def _meta_or_none(item_dir: Path) -> Optional[dict[str, Any]]:
     from harness.outputs import item_meta
 
     return item_meta(item_dir)
 
 
-def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[int, str]] = None) -> Optional[str]:
+def _integrity(item_dir: Path, meta: Optional[dict[str, Any]], video_read: Optional[tuple[int, str]] = None) -> Optional[str]:
     """Why the item's files no longer match its ``meta.json`` (:func:`harness.outputs.item_problems`: video,
     ``camera.npz``, ``controls/``, section types), logged once; None when they match. ``video_read``: (size, sha256)
     of the ``video.mp4`` bytes already read (the video is then not read or hashed again)."""
@@ -397,7 +468,7 @@ def _integrity(item_dir: Path, meta: Optional[dict], video_read: Optional[tuple[
 
 def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress: bool = False,
                  weights_root: Optional[Path] = None, use_cache: bool = True, strips_ahead: bool = True,
-                 only: Optional[Collection[Path]] = None, tables: bool = True) -> dict:
+                 only: Optional[Collection[Path]] = None, tables: bool = True) -> dict[str, Any]:
     """Evaluate every ``done`` item of ``run_dir``'s manifest and write ``run_dir/eval/`` (the run's report page,
     tables, analyses: :func:`evaluate.reporting.run.write_run_outputs`). ``strips_ahead``: draw each item's revisit
     strip as soon as it is scored (:class:`evaluate.reporting.strips.StripsAhead`); off, the report draws them all
@@ -426,31 +497,53 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     backbones = BackboneSet(ecfg, weights_root)
     # a link out of the release's weights pack is refused here, before anything is written (exit code 2)
     backbones.check_pack(n for setting in ROLE_SETTINGS.values() for n in getattr(ecfg, setting))
-    it = done
-    if progress:
-        from tqdm import tqdm
+    dirs = [run.item_dir(r.dir) for r in done]
+    named: list[dict[str, Any]] = [{"model": r.model, "context": r.context, "seed": r.seed,
+                                    "trajectory": r.trajectory, "case_id": r.case_id}
+                                   for r in done]  # an item whose folder or meta.json is gone is still named
+    slots = _score_items(run_dir, dirs, named, ecfg, backbones, force, use_cache, strips_ahead, progress)
+    results = [r for r in slots if r is not None]
+    failed = [(r.item, r.reason or "") for r in results if r.failed]
+    if not tables:
+        return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
+                "results": results, "timings": {"total_s": time.perf_counter() - t0, **backbones.clock}}
+    t_tables = time.perf_counter()
+    from .reporting.run import write_run_outputs
 
-        it = tqdm(done, desc="evaluate", unit="video")
-    from concurrent.futures import Future, ThreadPoolExecutor
+    # the run's eval/ folder: its report page, run tables, analyses and validity, from these results (one analysis)
+    outputs = write_run_outputs(run_dir, list(zip(dirs, results)), ecfg)
+    total = time.perf_counter() - t0 - outputs["report_s"]  # as before: the study report is not timed
+    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
+            "results": results, **outputs,
+            "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, **backbones.clock}}
+
+
+def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], ecfg: EvalConfig,
+                 backbones: BackboneSet, force: bool, use_cache: bool, strips_ahead: bool,
+                 progress: bool) -> list[Optional[ItemResult]]:
+    """Every item of ``dirs`` scored, in order (:func:`evaluate_run`); the result of each, in that order.
+
+    Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
+    (trust nothing on disk), decide reuse, decode once (only when something is recomputed), on a background thread
+    for the next item while the current one is scored (PyAV releases the GIL). A dynamic item's judge request is
+    built from those frames and sent at once, up to evaluate.judge.concurrency in flight across the run (one request
+    per item; stored answers are reused); the item is finished (metrics.json written) when its answer is in, and the
+    run goes on meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
 
     from .judge import RunJudge
-
-    # Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
-    # (trust nothing on disk), decide reuse, decode once (only when something is recomputed), on a background thread for the next item while the current one is scored (PyAV
-    # releases the GIL). A dynamic item's judge request is built from those frames and sent at once, up to
-    # evaluate.judge.concurrency in flight across the run (one request per item; stored answers are reused); the
-    # item is finished (metrics.json written) when its answer is in, and the run goes on meanwhile.
-    dirs = [run.item_dir(r.dir) for r in done]
-    named = [{"model": r.model, "context": r.context, "seed": r.seed, "trajectory": r.trajectory,
-              "case_id": r.case_id} for r in done]  # an item whose folder or meta.json is gone is still named
-    weights_memo: dict = {}
-    pending: dict[int, _Pending] = {}
-    slots: list[Optional[ItemResult]] = [None] * len(dirs)
-
     from .reporting import default_out_dir
     from .reporting.strips import StripsAhead, strips_dir
 
-    shown: dict[Path, tuple[list[int], Any]] = {}  # item -> the frames its strip may show, until it is drawn
+    it: Iterable[Path] = dirs
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(dirs, desc="evaluate", unit="video")
+    weights_memo: WeightsMemo = {}
+    pending: dict[int, _Pending] = {}
+    slots: list[Optional[ItemResult]] = [None] * len(dirs)
+    shown: dict[Path, tuple[list[int], np.ndarray]] = {}  # item -> the frames its strip may show, until it is drawn
 
     def final(j: int, res: ItemResult) -> None:
         slots[j] = res
@@ -466,28 +559,14 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     # the strips are drawn while the next videos are scored (the report then finds them fresh)
     with RunJudge(ecfg.judge) as judge, StripsAhead(run_dir, strips_dir(default_out_dir([run_dir]))) as strips, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool, _opencv_single_threaded():
-        def prepare(i: int):
-            """A future that holds item ``i`` as soon as it can be scored (its first frame decoded)."""
-            if i >= len(dirs):
-                return None
-            ready: Future = Future()
-
-            def task() -> None:
-                try:
-                    _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
-                             check=True, pack=backbones.pack)
-                except BaseException as exc:  # never leave the scorer waiting
-                    if not ready.done():
-                        ready.set_exception(exc)
-                    raise
-
-            pool.submit(task)
-            return ready
+        def prepare(i: int) -> Optional[Future[_Prepared]]:
+            return _prepare_ahead(pool, dirs, i, ecfg, backbones, force, weights_memo)
 
         nxt = prepare(0)
         warm = pool.submit(_warm_up)  # after the first decode, before the second: off the main thread's clock
         for i, _ in enumerate(it):
             cur, nxt = nxt, prepare(i + 1)
+            assert cur is not None  # item i exists
             out = _start_item(dirs[i], ecfg, force, backbones, use_cache, cur.result(), judge,
                               shown if strips_ahead else None, named[i])
             cur = None  # drop this video's frames now: at most two videos are in memory at once
@@ -498,17 +577,25 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             finish_ready(block=False)
         finish_ready(block=True)
         warm.result()
-    results = [r for r in slots if r is not None]
-    failed = [(r.item, r.reason or "") for r in results if r.failed]
-    if not tables:
-        return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
-                "results": results, "timings": {"total_s": time.perf_counter() - t0, **backbones.clock}}
-    t_tables = time.perf_counter()
-    from .reporting.run import write_run_outputs
+    return slots
 
-    # the run's eval/ folder: its report page, run tables, analyses and validity, from these results (one analysis)
-    outputs = write_run_outputs(run_dir, list(zip(dirs, results)), ecfg)
-    total = time.perf_counter() - t0 - outputs["report_s"]  # as before: the study report is not timed
-    return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
-            "results": results, **outputs,
-            "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, **backbones.clock}}
+
+def _prepare_ahead(pool: ThreadPoolExecutor, dirs: list[Path], i: int, ecfg: EvalConfig, backbones: BackboneSet,
+                   force: bool, weights_memo: WeightsMemo) -> Optional[Future[_Prepared]]:
+    """A future that holds item ``i`` as soon as it can be scored (its first frame decoded), prepared on ``pool``;
+    None past the last item."""
+    if i >= len(dirs):
+        return None
+    ready: Future[_Prepared] = Future()
+
+    def task() -> None:
+        try:
+            _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
+                     check=True, pack=backbones.pack)
+        except BaseException as exc:  # never leave the scorer waiting
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    pool.submit(task)
+    return ready

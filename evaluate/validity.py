@@ -12,7 +12,7 @@ estimator is from the truth, which is what bounds every metric that uses that es
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -21,11 +21,16 @@ from . import memory as mem
 from .perception.base import BackboneUnavailable
 from .results import ItemResult
 
+if TYPE_CHECKING:
+    from .config import EvalConfig
+    from .item import EvalItem
+    from .perceive import ItemPerception
+
 # Bump when what the validity section computes changes: it is recomputed on re-runs (3: parallax return frames).
 VALIDITY_VERSION = 3
 
 
-def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:
+def item_validity(ctx: EvalItem, perc: ItemPerception, ecfg: EvalConfig) -> dict[str, Any]:
     """``{"poses": {label: {...}}, "return_frames": {...}, "depth": {label: {...}}}`` for an item with ground truth;
     estimators that are unavailable are listed with the reason; failures are recorded, never raised."""
     if ctx.oracle is None:
@@ -79,9 +84,9 @@ def item_validity(ctx: Any, perc: Any, ecfg: Any) -> dict:
     return out
 
 
-def validity_table(results: Sequence[ItemResult]) -> tuple[list[dict], str]:
+def validity_table(results: Sequence[ItemResult]) -> tuple[list[dict[str, Any]], str]:
     """Rows (model, estimator, quantity, mean, max, n) over the items' validity sections and a Markdown section."""
-    acc: dict[tuple, list[float]] = {}
+    acc: dict[tuple[str, str, str, str], list[float]] = {}
     for r in results:
         v = r.validity
         model = str(r.item.get("model", "?"))

@@ -120,7 +120,7 @@ class BackboneStatus:
         """``ok``, ``unpinned``, ``-``, ``mismatch:<file>`` or ``corrupt:<file>`` (what a listing prints)."""
         if self.checksum in (Checksum.MISMATCH, Checksum.CORRUPT):
             return f"{self.checksum.value}:{self.mismatch_file}"
-        return self.checksum.value
+        return str(self.checksum.value)
 
 
 def folder_status(name: str, root: Path, contract: Optional[WeightsContract], hash_files: bool = False,

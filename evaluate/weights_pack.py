@@ -25,7 +25,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from harness.errors import ConfigError, UserError
 
@@ -53,9 +53,9 @@ class PackEntry:
     name: str
     metrics: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
-    identify: Optional[dict] = None
+    identify: Optional[dict[str, Any]] = None
     hf_cache: tuple[str, ...] = ()
-    env: dict = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,7 +82,7 @@ class PackCache:
     env: dict[str, str]
 
 
-def _names(v, where: str) -> tuple[str, ...]:
+def _names(v: object, where: str) -> tuple[str, ...]:
     if v is None:
         return ()
     if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
@@ -93,7 +93,7 @@ def _names(v, where: str) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _entries(data, source: str) -> dict[str, dict]:
+def _entries(data: object, source: str) -> dict[str, dict[str, Any]]:
     if data is None:
         return {}
     b = data.get("backbones") if isinstance(data, dict) else None
@@ -114,7 +114,7 @@ def load_table(extra: Optional[Path] = None) -> dict[str, PackEntry]:
     base = _entries(yaml.safe_load(TABLE_FILE.read_text()), str(TABLE_FILE))
     extra = extra if extra is not None else (Path(os.environ[MAP_ENV]).expanduser() if os.environ.get(MAP_ENV)
                                              else None)
-    over: dict[str, dict] = {}
+    over: dict[str, dict[str, Any]] = {}
     if extra is not None:
         if not Path(extra).is_file():
             raise ConfigError(f"{MAP_ENV}={extra}: no such file; point it at a YAML file shaped like {TABLE_FILE}")
@@ -128,7 +128,7 @@ def load_table(extra: Optional[Path] = None) -> dict[str, PackEntry]:
         keep = not o.get("replace", False)
         src = f"{extra}: backbones.{name}" if o else f"{TABLE_FILE}: backbones.{name}"
 
-        def merged(key: str, o: dict = o, b: dict = b, keep: bool = keep, src: str = src) -> tuple[str, ...]:
+        def merged(key: str, o: dict[str, Any] = o, b: dict[str, Any] = b, keep: bool = keep, src: str = src) -> tuple[str, ...]:
             got = list(_names(o.get(key), f"{src}.{key}")) + (list(_names(b.get(key), key)) if keep else [])
             return tuple(dict.fromkeys(got))
 
@@ -311,7 +311,7 @@ class WeightsPack:
         out += [("metrics", "search", False), ("models", "search", False)]
         return out
 
-    def _identified(self, folder: str, ident: Optional[dict]) -> bool:
+    def _identified(self, folder: str, ident: Optional[dict[str, Any]]) -> bool:
         if not ident:
             return True
         p = self.root / folder / ident["file"]

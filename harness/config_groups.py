@@ -1,8 +1,11 @@
-"""Lookup and listing. The config groups under ``conf/`` *are* the registry; this module only reads them.
+"""Lookup and listing. The config groups *are* the registry; this module only reads them.
 
-Model adapters are referenced from their YAML as ``adapter: "module:Class"`` and imported lazily, so
-``python -m harness --help`` and config composition never import torch or model code. An out-of-tree adapter
-is just a YAML file (in a Hydra search-path folder) that points at an importable class.
+The groups live under ``conf/``, except the models': each model package holds its own ``conf/model/<name>.yaml``
+(in-tree ``adapters/<name>/``, or an installed package: :mod:`harness.installed_models`), and its ``conf`` folder is
+on the search path (:func:`search_dirs`). Model adapters are referenced from their YAML as ``adapter:
+"module:Class"`` and imported lazily, so ``python -m harness --help`` and config composition never import torch or
+model code. An out-of-tree adapter is just a YAML file (in a Hydra search-path folder) that points at an importable
+class.
 """
 
 from __future__ import annotations
@@ -38,15 +41,15 @@ def conf_dir() -> Path:
 def search_dirs() -> list[Path]:
     """The folders configs are read from, in Hydra's order: inside a running app, its config search path (the
     ``conf`` package plus ``--config-dir`` / ``hydra.searchpath`` folders, e.g. an out-of-tree model's
-    ``model/<name>.yaml``); elsewhere the ``conf`` package alone. Both end with the ``conf`` folders of installed
-    models (:mod:`harness.installed_models`)."""
+    ``model/<name>.yaml``); elsewhere the ``conf`` package alone. Both end with the ``conf`` folders of the model
+    packages, in-tree and installed (:func:`harness.installed_models.model_packages`)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.installed_models import installed_models
+    from harness.installed_models import model_packages
 
-    installed = [m.conf_dir for m in installed_models().values()]
+    models = [m.conf_dir for m in model_packages().values()]
     if not HydraConfig.initialized():
-        return [conf_dir(), *installed]
+        return [conf_dir(), *models]
     dirs = []
     for src in HydraConfig.get().runtime.config_sources:
         if src.schema == "file":
@@ -55,8 +58,8 @@ def search_dirs() -> list[Path]:
             spec = importlib.util.find_spec(src.path)
             if spec is not None and spec.submodule_search_locations:
                 dirs.append(Path(next(iter(spec.submodule_search_locations))))
-    # an installed model's conf folder is on Hydra's path already (hydra_plugins/worldmem_models)
-    return [*(dirs or [conf_dir()]), *(d for d in installed if d not in dirs)]
+    # a model package's conf folder is on Hydra's path already (hydra_plugins/worldmem_models)
+    return [*(dirs or [conf_dir()]), *(d for d in models if d not in dirs)]
 
 
 def option_file(group: str, name: str) -> Path:
@@ -70,8 +73,9 @@ def option_file(group: str, name: str) -> Path:
 
 def list_group(group: str, extra_dirs: Sequence[Path] = ()) -> list[str]:
     """Names of the options of a config group (the YAML file stems in every search-path folder and in
-    ``extra_dirs``: a ``--config-dir`` seen before Hydra runs), sorted. Files starting with ``_`` are shared bases
-    that options include through their ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
+    ``extra_dirs``: a ``--config-dir`` seen before Hydra runs), sorted; for ``model``, every model package's
+    ``conf/model/<name>.yaml``. Files starting with ``_`` are shared bases that options include through their
+    ``defaults:`` (``conf/model/_upstream_base.yaml``), not options."""
     return sorted({p.stem for d in (*search_dirs(), *extra_dirs) for p in (d / group).glob("*.yaml")
                    if not p.stem.startswith("_")})
 

@@ -14,9 +14,10 @@ import platform
 import re
 import subprocess
 import sys
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional, Sequence
+from typing import Annotated, Any, Iterable, Literal, Optional, Sequence
 
 from pydantic import BeforeValidator
 
@@ -166,12 +167,16 @@ class WorkItem:
 
 
 SCHEMA_VERSION = 2
-FINISHED = ("done", "failed", "compiled")
+#: an item's state: at work (a generated item), compiled (a dry run's: controls only), done, failed
+Status = Literal["running", "compiled", "done", "failed"]
+#: the states an item ends in (derived: every state but ``running``)
+FINISHED = tuple(s for s in typing.get_args(Status) if s != "running")
 
 
 @dataclass
 class ManifestRow:
-    """One line of ``manifest.jsonl``: where an item's files are and what they hold.
+    """One line of ``manifest.jsonl``: where an item's files are and what they hold; derived from the item's record
+    (:meth:`harness.record.ItemRecord.manifest_row`), which ``meta.json`` keeps under ``manifest``.
 
     ``dir`` is the item folder relative to the run directory (== ``key``); ``video``/``camera`` are file names in
     it. ``num_frames``/``fps``/``phases`` describe the camera path; ``fingerprint`` the config that made it.
@@ -183,7 +188,7 @@ class ManifestRow:
     trajectory: str
     case_id: str
     key: str
-    status: str
+    status: Status
     dir: str
     video: Optional[str] = None
     video_sha256: Optional[str] = None
@@ -219,16 +224,6 @@ class ManifestRow:
     @property
     def done(self) -> bool:
         return self.status == "done"
-
-    @staticmethod
-    def from_meta(item: Any, meta: dict[str, Any]) -> "ManifestRow":
-        cam, video = _section(meta, "camera"), _section(meta, "video")
-        return ManifestRow(
-            **item.to_dict(), key=item.key, status=meta["status"], dir=item.key,
-            video="video.mp4" if meta["status"] == "done" else None, video_sha256=video.get("sha256"),
-            frames_sha256=video.get("frames_sha256"), spec_hash=cam.get("spec_hash"),
-            num_frames=cam.get("num_frames"), fps=cam.get("fps"), phases=cam.get("phases"),
-            timings=meta.get("timings"), error=meta.get("error"), fingerprint=meta.get("fingerprint"))
 
 
 def _section(meta: Any, key: str) -> dict[str, Any]:

@@ -201,8 +201,9 @@ def folder_layers(folder: Path, root: Path = ROOT) -> set[str] | None:
     rel = folder.relative_to(root).as_posix()
     if rel in FOLDER_LAYERS:
         return FOLDER_LAYERS[rel]
-    if folder.parent == root / "adapters" and (folder / "adapter.py").is_file():
-        return MODEL_LAYERS
+    if folder.parent == root / "adapters" and ((folder / "adapter.py").is_file() or
+                                               (folder / "conf" / "model" / f"{folder.name}.yaml").is_file()):
+        return MODEL_LAYERS  # a model's folder: its adapter, or its config (a model another package's adapter runs)
     return None
 
 

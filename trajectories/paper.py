@@ -261,8 +261,9 @@ def paper_violations(trajectory: str, layout: Layout, model: str, speed: Optiona
 
     Args:
         trajectory: one of :data:`TRAJECTORIES`. layout: :func:`measure_layout` of the compiled path.
-        model: the harness's model name (``conf/model/<model>.yaml``); a model the paper does not evaluate is held
-            to every rule but the count (its count must only fit the layout: past the end of the motion).
+        model: the harness's model name (``adapters/<model>/conf/model/<model>.yaml``); a model the paper does not
+            evaluate is held to every rule but the count (its count must only fit the layout: past the end of the
+            motion).
         speed: the preset's stated speed in degrees per frame (:func:`preset_speed`); None for the square.
     """
     if trajectory not in TRAJECTORIES:

@@ -433,7 +433,7 @@ def rollout(
             for lat in [m for m in memory if m not in keep]:
                 del memory[lat]
         entry = sel.to_trace()
-        entry["sources_used"] = sorted(s for s in stats.sources_used if isinstance(s, (int, np.integer)))
+        entry["sources_used"] = sorted(int(s) for s in stats.sources_used if isinstance(s, (int, np.integer)))
         entry["warps"] = stats.warps
         entry["synth_fraction"] = round(stats.synth_pixels / float(h * w * max(1, sum(len(frames_of_latent(l, stride, T)) for l in sel.current))), 6)
         trace.append(entry)

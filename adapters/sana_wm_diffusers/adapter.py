@@ -39,6 +39,7 @@ from adapters.base import (
     ModelConfigError,
     NativeControls,
 )
+from harness.context.trace import ChunkTrace
 from harness.io import save_npy
 from harness.sections import Fix
 
@@ -251,8 +252,9 @@ class SanaWMDiffusersAdapter(Adapter):
                        generator=torch.Generator(device="cpu").manual_seed(int(req.seed)), output_type="np")
             frames = out.frames
             L = (N - 1) // 8 + 1
-            trace = [{"chunk": 0, "current": list(range(L)), "context": [], "sink": [], "recent": [],
-                      "retrieved": [], "scores": {}, "note": "bidirectional: every latent sees the whole clip"}]
+            trace: list[ChunkTrace] = [{"chunk": 0, "current": list(range(L)), "context": [], "sink": [],
+                                        "recent": [], "retrieved": [], "scores": {},
+                                        "note": "bidirectional: every latent sees the whole clip"}]
         else:
             with torch.no_grad():
                 latents, trace = self._rollout(pipe, device, image, K, c2w, intr, req)
@@ -272,7 +274,7 @@ class SanaWMDiffusersAdapter(Adapter):
                                     "guidance_scale": c.guidance_scale, "num_latents": (N - 1) // 8 + 1})
 
     def _rollout(self, pipe: SanaWMPipeline, device: torch.device, image: np.ndarray, K: np.ndarray, c2w: np.ndarray,
-                 intr: np.ndarray, req: ItemRequest) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+                 intr: np.ndarray, req: ItemRequest) -> tuple[torch.Tensor, list[ChunkTrace]]:
         """Chunk-by-chunk sampling under the item's context policy, with the pipeline's own components and its
         per-token-timestep conditioning. Returns the latents (1, C, L, h, w) and the context trace."""
         import torch
@@ -302,7 +304,7 @@ class SanaWMDiffusersAdapter(Adapter):
         text = torch.cat([neg, cond]) if do_cfg else cond
         text_mask = torch.cat([neg_mask, cond_mask]) if do_cfg else cond_mask
         img_hw = torch.tensor([[H, W]], dtype=torch.float, device=device)
-        trace = []
+        trace: list[ChunkTrace] = []
         for k in range(selector.num_chunks):
             sel = selector.select(k)
             cur, ctx = list(sel.current), sel.context

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -33,14 +33,26 @@ from adapters.base import (
     FrameSink,
     GeneratedVideo,
     ItemRequest,
+    ModelConfig,
     ModelConfigError,
     NativeControls,
+    ServedContextInfo,
     UnsupportedContextError,
 )
+from harness.context.trace import ChunkTrace
 from harness.io import json_text, save_npy, write_text
 
 from .config import BackendConfig, ServedModel
 from .geometry import ChunkPlan, GeometryError
+
+if TYPE_CHECKING:
+    from harness.cases import Case
+    from harness.context import ContextPolicy
+    from trajectories import CameraPath, TrajectorySpec
+
+    from .engines import Session
+    from .transport import Connection
+
 
 class ServedModelConfig:
     """The wrapped model's config (every field read through), with no GPU per job (the server owns them) and the
@@ -48,7 +60,7 @@ class ServedModelConfig:
 
     gpus_per_job = 0
 
-    def __init__(self, inner: Any, backend: BackendConfig, endpoint: str):
+    def __init__(self, inner: ModelConfig, backend: BackendConfig, endpoint: str):
         self._inner, self._backend, self._endpoint = inner, backend, endpoint
 
     def __getattr__(self, name: str) -> Any:
@@ -88,7 +100,7 @@ class ServedAdapter(Adapter):
     def supported_contexts(self) -> tuple[str, ...]:
         return tuple(self.served.contexts)
 
-    def check_context(self, policy: Any) -> None:
+    def check_context(self, policy: ContextPolicy) -> None:
         name = self.inner.config.name
         if policy.name not in self.served.contexts:
             why = self.served.refused_contexts.get(policy.name, "the engine's code does not apply it")
@@ -101,13 +113,13 @@ class ServedAdapter(Adapter):
                 f"context=sliding with context.chunk={policy.chunk}: the engine generates {c} latents per chunk "
                 f"(backend.models.{name}.geometry.chunk_latents, from the engine's config); set context.chunk={c}")
 
-    def canvas_image_and_K(self, case: Any) -> tuple[np.ndarray, np.ndarray]:
+    def canvas_image_and_K(self, case: Case) -> tuple[np.ndarray, np.ndarray]:
         return self.inner.canvas_image_and_K(case)
 
-    def canvas_K(self, case: Any) -> np.ndarray:
+    def canvas_K(self, case: Case) -> np.ndarray:
         return self.inner.canvas_K(case)
 
-    def path_for(self, spec: Any, K: np.ndarray, trajectory: str | None = None) -> Any:
+    def path_for(self, spec: TrajectorySpec, K: np.ndarray, trajectory: str | None = None) -> CameraPath:
         return self.inner.path_for(spec, K, trajectory)
 
     # -- geometry -------------------------------------------------------------------------------------------------
@@ -125,7 +137,7 @@ class ServedAdapter(Adapter):
     def max_chunks(self, N: int) -> int:
         return self.plan(N).max_chunks
 
-    def cache_settings(self, policy: Any, N: int) -> dict[str, Any]:
+    def cache_settings(self, policy: ContextPolicy, N: int) -> dict[str, Any]:
         """SGLang's cache fields for ``policy`` where the engine applies them (``contexts``): sglang 0.5.23
         ``protocol.py::RealtimeVideoGenerationsRequest``; the window counts every visible latent frame, sink and
         current chunk included (``causal_denoising.py::_apply_causal_cache_overrides``)."""
@@ -191,7 +203,8 @@ class ServedAdapter(Adapter):
     def _latent_anchors(self, N: int) -> np.ndarray:
         return np.arange(self.num_latents(N)) * self.served.geometry.latent_stride
 
-    def _compile_keys(self, req: ItemRequest, files: dict[str, str], meta: dict[str, Any], steps: Any) -> np.ndarray:
+    def _compile_keys(self, req: ItemRequest, files: dict[str, str], meta: dict[str, Any],
+                      steps: Optional[int]) -> np.ndarray:
         """``controls: keys``: the key script (``camera_actions.json``) and the session's ``init.json``, added to
         ``files``; the key facts go to ``meta["served"]``. Returns the decoded path (N, 4, 4), scene units."""
         from .keys import decode, encode
@@ -221,7 +234,8 @@ class ServedAdapter(Adapter):
         meta["served"].update(key_steps=len(script), keys_per=kin.per, kinematics=kin.to_dict())
         return decoded
 
-    def _write_init(self, req: ItemRequest, files: dict[str, str], conditions: dict[str, Any], steps: Any) -> None:
+    def _write_init(self, req: ItemRequest, files: dict[str, str], conditions: dict[str, Any],
+                    steps: Optional[int]) -> None:
         """SGLang's ``init`` (``init.json``): every field sent, the image and camera inputs named by file."""
         c, sm, N = self.config, self.served, req.path.num_frames
         geo = sm.geometry
@@ -237,7 +251,7 @@ class ServedAdapter(Adapter):
         write_text(req.controls_dir / "init.json", json_text(init))
         files["init.json"] = str(req.controls_dir / "init.json")
 
-    def _compile_poses(self, req: ItemRequest, files: dict[str, str], steps: Any) -> np.ndarray:
+    def _compile_poses(self, req: ItemRequest, files: dict[str, str], steps: Optional[int]) -> np.ndarray:
         """``controls: poses``: ``poses.npy`` (N, 4, 4 float32, engine units), ``intrinsics.npy`` (N, 4 float32:
         fx, fy, cx, cy pixels, at ``intrinsics_reference`` where the engine rescales them) and the request
         (``init.json`` for SGLang, ``request.json`` for vLLM-Omni), added to ``files``. Returns the path the engine
@@ -314,13 +328,14 @@ class ServedAdapter(Adapter):
             raise ServedError(f"the session ended with {session.frames} of {N} frames", "wrong frame size",
                               {"session": session.to_dict()})
         latency = latency_summary(session)
-        info = {"backend": {"engine": self.backend.engine, "route": self.backend.route,
-                            "engine_version": self.backend.engine_version, "serves": self.served.serves},
-                "attempt": attempt, "geometry": plan.to_dict(), "told": session.sent,
-                "server_hello": session.server_hello, "latency": latency,
-                "note": "chunks[*].context is the harness policy's selection that the told sink/window realise on "
-                        "the server's cache (the engine does not report its cache); chunks[*].served is what the "
-                        "server streamed and reported for that chunk"}
+        info: ServedContextInfo = {
+            "backend": {"engine": self.backend.engine, "route": self.backend.route,
+                        "engine_version": self.backend.engine_version, "serves": self.served.serves},
+            "attempt": attempt, "geometry": plan.to_dict(), "told": session.sent,
+            "server_hello": session.server_hello, "latency": latency,
+            "note": "chunks[*].context is the harness policy's selection that the told sink/window realise on "
+                    "the server's cache (the engine does not report its cache); chunks[*].served is what the "
+                    "server streamed and reported for that chunk"}
         return GeneratedVideo(num_frames=N, fps=float(c.fps), context_trace=self.context_trace(req, session),
                               timings={"generate_s": time.perf_counter() - t0}, context_info=info,
                               meta={"served": {"engine": self.backend.engine, "url": self.url,
@@ -329,7 +344,7 @@ class ServedAdapter(Adapter):
                                                "other_messages": session.other_messages,
                                                "closed_by_server": session.closed_by_server}})
 
-    def _run_sglang(self, req: ItemRequest, conn: Any, plan: ChunkPlan, sink: FrameSink) -> Any:
+    def _run_sglang(self, req: ItemRequest, conn: Connection, plan: ChunkPlan, sink: FrameSink) -> Session:
         """SGLang: the init with the image bytes and the camera input put back in place of their file names."""
         import json
 
@@ -349,7 +364,8 @@ class ServedAdapter(Adapter):
         session.sent.update(first_frame="<controls/image.png>", condition_inputs=sent_conditions)
         return session
 
-    def _run_vllm(self, req: ItemRequest, conn: Any, plan: ChunkPlan, sink: FrameSink, attempt: str) -> Any:
+    def _run_vllm(self, req: ItemRequest, conn: Connection, plan: ChunkPlan, sink: FrameSink,
+                  attempt: str) -> Session:
         """vLLM-Omni: the poses written under the trusted action root (a folder per attempt, removed after the
         session), the image as a data URL."""
         import base64
@@ -385,7 +401,7 @@ class ServedAdapter(Adapter):
         session.sent = {**sent, "image_reference": {"image_url": "<controls/image.png as a data URL>"}}
         return session
 
-    def context_trace(self, req: ItemRequest, session: Any) -> list[dict[str, Any]]:
+    def context_trace(self, req: ItemRequest, session: Session) -> list[ChunkTrace]:
         """One entry per chunk the server streamed: the policy's selection (latent indices) and what came back."""
         import dataclasses
 
@@ -399,14 +415,14 @@ class ServedAdapter(Adapter):
         sel = ContextSelector(policy, latent_c2w, np.asarray(path.K), self.config.height, self.config.width)
         out = []
         for k in range(max(sel.num_chunks, len(session.chunks))):
-            entry: dict[str, Any] = sel.select(k).to_trace() if k < sel.num_chunks else {"chunk": k}
+            entry: ChunkTrace = sel.select(k).to_trace() if k < sel.num_chunks else {"chunk": k}
             rec = session.chunks.get(k)
             entry["served"] = rec.to_dict() if rec is not None else None
             out.append(entry)
         return out
 
 
-def latency_summary(session: Any) -> dict[str, Any]:
+def latency_summary(session: Session) -> dict[str, Any]:
     """Per-chunk latency: our wall clock (ms between a chunk's last frame and the previous one's, the first from the
     request) beside the server's ``chunk_total_ms`` / ``scheduler_forward_ms`` where it reports them."""
     chunks = [session.chunks[k] for k in sorted(session.chunks)]

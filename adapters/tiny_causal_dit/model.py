@@ -29,6 +29,7 @@ from torch import nn
 
 from harness.context import ContextPolicy, ContextSelector
 from harness.context.kv_cache import AttentionTimer, KVCache, RopeMode
+from harness.context.trace import ChunkTrace
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,7 @@ class Rollout:
     """Result of :func:`generate`: latents (L, C, h, w), the context trace, and the captured step inputs."""
 
     latents: torch.Tensor
-    trace: list[dict[str, Any]]
+    trace: list[ChunkTrace]
     timings: dict[str, float]
     attention_per_chunk: list[float]
     steps: list[dict[str, Any]] = field(default_factory=list)

@@ -68,7 +68,8 @@ def _windows(item: EvalItem, settings: EvalConfig,
     if key not in item.memo:
         item.memo[key] = rule(item.c2w, item.phases, settings.revisit_tolerance_deg,
                               settings.revisit_tolerance_translation, settings.departure_deg)
-    return item.memo[key]
+    windows: tuple[list[int], list[list[int]]] = item.memo[key]
+    return windows
 
 
 def _eq4_metric(metric_id: str, target: str, protocol: str, rule: WindowRule, subsample_reference: bool) -> ComputeFn:

@@ -112,7 +112,8 @@ def _pixels(item: EvalItem, perception: ItemPerception,
         # one return frame per thread (OpenCV and numpy release the GIL): the same values, in the same order
         scores = thread_map(lambda x: (min(psnr(f0, x), 100.0), _ssim_to(ref, x)), list(rf), default_threads())
         item.memo["revisit_pixels"] = (r, [p for p, _ in scores], [q for _, q in scores])
-    return item.memo["revisit_pixels"]
+    memo: tuple[dict[str, Any], list[float], list[float]] = item.memo["revisit_pixels"]
+    return memo
 
 
 def revisit_psnr(item: EvalItem, perception: ItemPerception, settings: EvalConfig, backbones: Backbones) -> Entries:

@@ -41,7 +41,8 @@ def _canvas_mask(item: EvalItem, mask_src: np.ndarray) -> np.ndarray:
 def targets(item: EvalItem) -> list[tuple[str, np.ndarray]]:
     """(target id, frame-0 mask on the video canvas) for persons (box masks) or objects (their masks); memoised."""
     if "targets" in item.memo:
-        return item.memo["targets"]
+        memo: list[tuple[str, np.ndarray]] = item.memo["targets"]
+        return memo
     img = item.case.load_image()
     h, w = img.shape[:2]
     out = []

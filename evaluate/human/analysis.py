@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,15 @@ import numpy as np
 from harness.cases import ASPECTS
 
 from . import stats
-from .common import ANNOTATORS_FILE, DB_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, StudyError
+from .common import (ANNOTATORS_FILE, DB_FILE, DYNAMIC, EXPORT_DIR, KEY_FILE, STATIC, STUDY_FILE, Record,
+                     StudyError)
 from .ranking import human_ranking
 from .store import read_votes
 
 ALL = "all metrics"
 
 
-def load(study_dir: Path) -> tuple[dict, dict, list[dict], list[str]]:
+def load(study_dir: Path) -> tuple[Record, Record, list[Record], list[str]]:
     """(study.json, key.json, votes, annotator ids) of a study folder."""
     from harness.io import read_json
 
@@ -47,14 +48,15 @@ def load(study_dir: Path) -> tuple[dict, dict, list[dict], list[str]]:
     return study, key, votes, ann
 
 
-def _by_item(votes: Sequence[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def _by_item(votes: Sequence[Record]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = {}
     for v in votes:
         out.setdefault(v["item"], []).append(v)
     return out
 
 
-def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[float, float, int]:
+def _corr_ci(x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], stats.Correlation], n_boot: int,
+             seed: int) -> tuple[float, float, int]:
     """Percentile bootstrap interval of a correlation over instances; resamples where it is undefined (constant)
     are dropped and their number returned."""
     if len(x) < 3:
@@ -74,20 +76,20 @@ def _corr_ci(x: np.ndarray, y: np.ndarray, fn, n_boot: int, seed: int) -> tuple[
 
 
 # ------------------------------------------------------------------------------------------------------ static
-def _passed(check: dict, vote: dict) -> bool:
+def _passed(check: Record, vote: Record) -> bool:
     """Whether ``vote`` answers an attention check right: a static check's ``expected`` side, a dynamic check's
     ``started`` gate (a still clip: the event does not start)."""
     if "started" in check:
         return vote.get("started") is not None and bool(vote["started"]) == bool(check["started"])
-    return vote.get("choice") == check["expected"]
+    return bool(vote.get("choice") == check["expected"])
 
 
-def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
+def attention(key: Record, votes: Sequence[Record]) -> dict[str, Record]:
     """Per annotator who answered an attention check (static: ``design_checks``, dynamic:
     ``design_dynamic_checks``): ``checks`` answered, ``passed`` (static: the side of the matching case; dynamic:
     "the event does not start" for a still clip) and the ``failed`` item ids."""
     checks = {it["id"]: it["check"] for it in key["items"] if it.get("check") and not it.get("practice")}
-    out: dict[str, dict] = {}
+    out: dict[str, Record] = {}
     for v in votes:
         if v["item"] in checks:
             r = out.setdefault(v["annotator"], {"checks": 0, "passed": 0, "failed": []})
@@ -99,7 +101,7 @@ def attention(key: dict, votes: Sequence[dict]) -> dict[str, dict]:
     return out
 
 
-def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
+def static_results(key: Record, votes: Sequence[Record], annotators: Sequence[str], n_boot: int = 2000,
                    boot_seed: int = 0) -> dict[str, Any]:
     """The static statistics over the study's pairs; attention checks are left out of every statistic and
     reported apart (``attention``)."""
@@ -108,7 +110,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
     real = {it["id"] for it in key["items"]}
     votes = [v for v in votes if v["item"] in real]
     by = _by_item(votes)
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[Record]] = {}
     for it in key["items"]:
         groups.setdefault(it["metric"], []).append(it)
     planned = list(key["design"].get("counts") or {})
@@ -140,7 +142,7 @@ def static_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], 
 
 
 # ----------------------------------------------------------------------------------------------------- dynamic
-def dynamic_results(key: dict, votes: Sequence[dict], annotators: Sequence[str], n_boot: int = 2000,
+def dynamic_results(key: Record, votes: Sequence[Record], annotators: Sequence[str], n_boot: int = 2000,
                     boot_seed: int = 0) -> dict[str, Any]:
     """The dynamic statistics over the study's instances; attention checks and practice instances are left out
     of every statistic (checks are reported apart: ``attention``)."""
@@ -223,13 +225,13 @@ FAST_SHARE = 0.5
 FAST_MIN_VOTES = 3
 
 
-def clip_seconds(item: dict) -> float | None:
+def clip_seconds(item: Record) -> float | None:
     """How long an item's clip plays [s] (``frames / fps`` of its public record), None when unknown."""
     frames, fps = item.get("frames"), item.get("fps")
     return float(frames) / float(fps) if frames and fps else None
 
 
-def speed(votes: Sequence[dict], public: dict[str, dict]) -> dict[str, Any]:
+def speed(votes: Sequence[Record], public: dict[str, Record]) -> dict[str, Any]:
     """How fast an annotator answered: ``median_s`` (seconds per answer), ``fast`` (answers given before
     :data:`FAST_SHARE` of their clip could play), ``timed`` (answers with a time and a clip length) and
     ``flagged``: the median answer came before FAST_SHARE of its clip, over at least :data:`FAST_MIN_VOTES`
@@ -248,7 +250,7 @@ def speed(votes: Sequence[dict], public: dict[str, dict]) -> dict[str, Any]:
             "fast": int(sum(x < FAST_SHARE for x in shares)), "flagged": bool(flagged)}
 
 
-def progress(study_dir: Path) -> list[dict]:
+def progress(study_dir: Path) -> list[Record]:
     """The organiser's view, per annotator: items answered of their total, the time of their last vote, votes
     changed (corrections), attention checks passed / answered and the ``failed_items``, how fast they answered
     (:func:`speed`: ``median_s``, ``fast``, ``timed``, ``too_fast`` flags an implausibly fast annotator), whether
@@ -289,7 +291,7 @@ def progress(study_dir: Path) -> list[dict]:
     return out
 
 
-def flags(rows: Sequence[dict]) -> list[str]:
+def flags(rows: Sequence[Record]) -> list[str]:
     """The organiser's warnings from :func:`progress`, one sentence each: an implausibly fast annotator (with the
     numbers), the attention checks an annotator failed (by item id), a revoked token."""
     out = []
@@ -320,12 +322,12 @@ BLIND_COLUMNS = 16
 ROLES = ("real", "practice", "check")
 
 
-def role_of(item: dict) -> str:
+def role_of(item: Record) -> str:
     """``practice``, ``check`` (an attention check) or ``real`` (a key.json item)."""
     return "practice" if item.get("practice") else "check" if item.get("check") else "real"
 
 
-def export_rows(key: dict, votes: Sequence[dict], unblind: bool = False) -> list[dict]:
+def export_rows(key: Record, votes: Sequence[Record], unblind: bool = False) -> list[Record]:
     """One row per raw vote: what was clicked (``choice`` A/T/B, or ``started`` and the eight ``answers``), the
     item's ``role`` (real, practice, check) and, for a check, ``check_passed``; with ``unblind``, what it means
     (the metric, the arms on each side and the preferred arm; a dynamic vote's arm and its eight gated scores)."""
@@ -346,7 +348,7 @@ def export_rows(key: dict, votes: Sequence[dict], unblind: bool = False) -> list
     return rows
 
 
-def _unblinded(it: dict, v: dict) -> dict[str, Any]:
+def _unblinded(it: Record, v: Record) -> dict[str, Any]:
     """What a vote means: the metric, the arms and the metric's side (static), the arm and gated scores
     (dynamic)."""
     if v["kind"] != STATIC:

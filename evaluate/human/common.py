@@ -22,10 +22,15 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 
 STUDY_SCHEMA = 1
+#: one JSON object of a study's files or its votes (a vote, an item of ``key.json`` or ``study.json``, an analysis
+#: row): read from and written to JSON as is
+Record = dict[str, Any]
+
 STUDY_FILE, KEY_FILE, ANNOTATORS_FILE, TOKENS_FILE = "study.json", "key.json", "annotators.json", "tokens.txt"
 ORGANISER_FILE = "organiser.txt"
 MEDIA_DIR, DB_FILE, EXPORT_DIR, REPORT_DIR = "media", "votes.sqlite", "exports", "report"

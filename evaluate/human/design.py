@@ -56,6 +56,7 @@ from .common import (
     STUDY_FILE,
     STUDY_SCHEMA,
     TOKENS_FILE,
+    Record,
     StudyError,
     sub_seed,
     token_hash,
@@ -210,7 +211,7 @@ def static_candidates(items: Sequence[RunItem], key: str) -> list[tuple[RunItem,
     return out
 
 
-def _targets(meta: dict) -> str:
+def _targets(meta: Record) -> str:
     t = (meta.get("case") or {}).get("targets") or {}
     names = [o.get("name") or o.get("id") for o in t.get("objects") or []]
     if not names and t.get("persons"):
@@ -218,7 +219,7 @@ def _targets(meta: dict) -> str:
     return " and ".join(n for n in names if n) or "target"
 
 
-def _windows(metric_id: str, entries: Sequence[MetricEntry | dict[str, Any]], phases: dict,
+def _windows(metric_id: str, entries: Sequence[MetricEntry | dict[str, Any]], phases: dict[str, list[int]],
              num_revisits: int) -> list[tuple[str, int, int]]:
     """(label, start, end) half-open frame windows both clips of a pair show: the metric's recorded revisit frames
     (union over the two sides, first to last per revisit), else the revisit phases."""
@@ -283,7 +284,7 @@ def _fps(it: RunItem) -> float:
     return float(cam["fps"])
 
 
-def _arm_record(it: RunItem, key: Optional[str] = None) -> dict:
+def _arm_record(it: RunItem, key: Optional[str] = None) -> Record:
     rec = {"arm": it.arm, "model": it.model, "context": it.context, "seed": it.seed, "trajectory": it.trajectory,
            "case_id": it.case_id, "run": it.run, "run_dir": str(it.run_dir), "item_dir": str(it.item_dir),
            "video_sha256": it.result.video_sha256}
@@ -300,7 +301,7 @@ def _draw(n_have: int, want: Optional[int], rng: np.random.Generator) -> list[in
     return sorted(int(i) for i in rng.choice(n_have, size=want, replace=False))
 
 
-def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict], dict]:
+def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[Record], Record]:
     """The sampled pairs (hidden-key records, not yet with media or ids) and per-metric counts."""
     from evaluate.catalog import higher_is_better
 
@@ -319,7 +320,7 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
         picked = [cands[i] for i in _draw(len(cands), req.pairs, rng)]
         counts[key] = {"candidates": len(cands), "pairs": len(picked),
                        "short": req.pairs is not None and len(picked) < req.pairs}
-        by_arms: dict[tuple[str, str], list] = {}
+        by_arms: dict[tuple[str, str], list[tuple[RunItem, RunItem]]] = {}
         for a, b in picked:
             by_arms.setdefault((a.arm, b.arm), []).append((a, b))
         for group_key in sorted(by_arms):
@@ -335,8 +336,8 @@ def design_static(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict
     return chosen, counts
 
 
-def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[dict], n: int | None = None,
-                  purpose: str = "checks") -> list[dict]:
+def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[Record], n: int | None = None,
+                  purpose: str = "checks") -> list[Record]:
     """``req.checks`` attention checks: pairs that look like any other, where one side is a clip of the first
     view's own video and the other the same arm's clip of another case (same trajectory and frames), so the
     answer is not a matter of taste: the side of the matching case. Seeded; the side of the right answer
@@ -368,7 +369,7 @@ def design_checks(req: PlanRequest, items: Sequence[RunItem], chosen: Sequence[d
     return out
 
 
-def _static_media(rec: dict, sid: str, media: Path) -> dict:
+def _static_media(rec: Record, sid: str, media: Path) -> Record:
     """Write a pair's clips and reference frame(s); return its public record."""
     left, right, first = rec.pop("_items")
     mid = rec["metric_id"]
@@ -406,14 +407,14 @@ def _static_media(rec: dict, sid: str, media: Path) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------- dynamic
-def _event(it: RunItem) -> Optional[dict]:
-    ev = (it.meta().get("case") or {}).get("event")
+def _event(it: RunItem) -> Optional[Record]:
+    ev: Optional[Record] = (it.meta().get("case") or {}).get("event")
     if not ev or len(ev.get("questions") or []) != 8:
         return None
     return ev
 
 
-def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dict], dict]:
+def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[Record], Record]:
     dyn = [it for it in items if it.family == "dynamic"]
     if not dyn:
         raise StudyError("metric=dynamic: these runs have no evaluated dynamic-case video (case family 'dynamic'); "
@@ -460,7 +461,7 @@ def design_dynamic(req: PlanRequest, items: Sequence[RunItem]) -> tuple[list[dic
                              "short": req.instances is not None and len(drawn) < req.instances}}
 
 
-def design_dynamic_checks(req: PlanRequest, chosen: Sequence[dict], n: int | None = None) -> list[dict]:
+def design_dynamic_checks(req: PlanRequest, chosen: Sequence[Record], n: int | None = None) -> list[Record]:
     """``req.checks`` attention checks of a dynamic study: an instance whose clip is its own first frame held
     still for the clip's whole length (same event text, phases, timeline and questions as any instance), so the
     answer is not a matter of judgement: nothing moves, the event cannot visibly start, and the gate's right answer
@@ -482,8 +483,8 @@ def design_dynamic_checks(req: PlanRequest, chosen: Sequence[dict], n: int | Non
     return out
 
 
-def design_dynamic_practice(req: PlanRequest, cands: Sequence[dict], chosen: Sequence[dict],
-                            n: int | None = None) -> list[dict]:
+def design_dynamic_practice(req: PlanRequest, cands: Sequence[Record], chosen: Sequence[Record],
+                            n: int | None = None) -> list[Record]:
     """``req.practice`` practice instances of a dynamic study, shown first to every annotator and never counted:
     drawn (seeded) from the candidate instances not in the study, then, if too few remain, from those in it."""
     n = req.practice if n is None else n
@@ -518,7 +519,7 @@ def _write_still(src: Path, n: int, fps: float, dst: Path) -> None:
     w.close()
 
 
-def _dynamic_media(rec: dict, sid: str, media: Path) -> dict:
+def _dynamic_media(rec: Record, sid: str, media: Path) -> Record:
     it, ev = rec.pop("_items")
     phases = _phases(it)
     n = max(b for _, b in phases.values())
@@ -567,7 +568,7 @@ def check_annotator_ids(ids: Sequence[str]) -> list[str]:
 
 
 def _annotator_records(seed: int, ids: Sequence[str], item_ids: Sequence[str],
-                       secret: str | None = None, first: Sequence[str] = ()) -> tuple[list[dict], dict[str, str]]:
+                       secret: str | None = None, first: Sequence[str] = ()) -> tuple[list[Record], dict[str, str]]:
     tokens = {a: secrets.token_urlsafe(24) for a in ids}  # secrets, not from the seed: a token must not be guessable
     recs = [{"id": a, "token_sha256": token_hash(tokens[a]),
              "order": annotator_order(seed, a, item_ids, secret, first)}
@@ -647,9 +648,46 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
     :func:`dropped_paper_metrics`). Raises :class:`StudyError` for
     a bad request (before anything is written) and refuses an existing folder.
     """
-    from harness.io import json_text, replace, temp_tag, write_json, write_text
+    from harness.io import replace, temp_tag
 
     out_dir = Path(out_dir).resolve()
+    req, annotators = _checked_request(req, out_dir)
+    items = sources.load_items(req.runs)
+    if not items:
+        raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
+                         "(python -m harness stage=evaluate run=<name>)")
+    recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
+    if req.kind == STATIC:  # design_checks gives nothing for a count of 0 (checks=0, practice=0)
+        # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
+        practice = design_checks(req, items, recs, req.practice, "practice")
+        for r in practice:
+            r["practice"] = True
+        recs = recs + design_checks(req, items, recs) + practice
+    dropped = dropped_paper_metrics(items, req.metrics)
+    perm = np.random.default_rng(req.stream("ids")).permutation(len(recs))
+    ordered = [recs[i] for i in perm]
+
+    _remove_dead_partials(out_dir)
+    tmp = out_dir.parent / f".{out_dir.name}.{temp_tag()}.partial"
+    try:
+        n_items = _write_study(tmp, req, ordered, annotators, {
+            "seed": req.seed, "secret": req.secret, "runs": [str(r) for r in req.runs], "metrics": req.metrics,
+            "pairs": req.pairs, "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge,
+            "counts": counts, "dropped": dropped, "checks": req.checks, "practice": req.practice,
+            "arms": sorted({it.arm for it in items}),
+            "sides": "alternating per metric and arm pair, seeded start"})
+        replace(tmp, out_dir)  # the whole folder appears at once
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"dir": str(out_dir), "kind": req.kind, "items": n_items, "counts": counts,
+            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
+            "checks": req.checks, "organiser_file": str(out_dir / ORGANISER_FILE)}
+
+
+def _checked_request(req: PlanRequest, out_dir: Path) -> tuple[PlanRequest, list[str]]:
+    """The request with its secret (a fresh one when none was given) and its annotator ids, checked before
+    anything is read or written: :class:`StudyError` naming the setting and the fix."""
     if out_dir.exists():
         raise StudyError(f"study folder {out_dir} exists; choose another name= (or move it away: it may hold votes)")
     above = next(p for p in out_dir.parents if p.exists())  # checked now: nothing is designed or written for it
@@ -671,59 +709,41 @@ def plan_study(req: PlanRequest, out_dir: Path) -> dict[str, Any]:
         raise StudyError("pairs= is for static studies; a dynamic study takes instances=N")
     if req.kind == STATIC and req.instances is not None:
         raise StudyError("instances= is for dynamic studies; a static study takes pairs=N (per metric)")
-    items = sources.load_items(req.runs)
-    if not items:
-        raise StudyError(f"run=: no evaluated item in {', '.join(str(r) for r in req.runs)}; evaluate first "
-                         "(python -m harness stage=evaluate run=<name>)")
-    recs, counts = (design_dynamic if req.kind == DYNAMIC else design_static)(req, items)
-    if req.kind == STATIC:  # design_checks gives nothing for a count of 0 (checks=0, practice=0)
-        # practice pairs: as clear-cut as the checks (one side another case), shown first, never counted
-        practice = design_checks(req, items, recs, req.practice, "practice")
-        for r in practice:
-            r["practice"] = True
-        recs = recs + design_checks(req, items, recs) + practice
-    dropped = dropped_paper_metrics(items, req.metrics)
-    prefix = "d" if req.kind == DYNAMIC else "p"
-    width = max(3, len(str(len(recs))))
-    perm = np.random.default_rng(req.stream("ids")).permutation(len(recs))
-    ordered = [recs[i] for i in perm]
+    return req, annotators
 
-    _remove_dead_partials(out_dir)
-    tmp = out_dir.parent / f".{out_dir.name}.{temp_tag()}.partial"
-    try:
-        media = tmp / MEDIA_DIR
-        media.mkdir(parents=True)  # creates the parents; never exist_ok: a partial is never written into twice
-        public, hidden = [], []
-        for n, rec in enumerate(ordered, start=1):
-            sid = f"{prefix}{n:0{width}d}"
-            pub = (_dynamic_media if req.kind == DYNAMIC else _static_media)(rec, sid, media)
-            if rec.get("practice"):
-                pub["practice"] = True  # the page says so; practice answers never enter a statistic
-            public.append(pub)
-            hidden.append({"id": sid, **rec})
-        item_ids = [p["id"] for p in public]
-        first = sorted(p["id"] for p in public if p.get("practice"))
-        ann, tokens = _annotator_records(req.seed, annotators, item_ids, req.secret, first)
-        write_json(tmp / STUDY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind,
-                                      "instructions": DYNAMIC_INSTRUCTIONS if req.kind == DYNAMIC else
-                                      STATIC_INSTRUCTIONS, "items": public})
-        write_text(tmp / KEY_FILE, json_text({"schema": STUDY_SCHEMA, "kind": req.kind, "design": {
-            "seed": req.seed, "secret": req.secret, "runs": [str(r) for r in req.runs], "metrics": req.metrics,
-            "pairs": req.pairs, "instances": req.instances, "judge": req.judge, "require_judge": req.require_judge,
-            "counts": counts, "dropped": dropped, "checks": req.checks, "practice": req.practice,
-            "arms": sorted({it.arm for it in items}),
-            "sides": "alternating per metric and arm pair, seeded start"}, "items": hidden}),
-            mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
-        write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
-        _write_tokens(tmp / TOKENS_FILE, tokens)
-        write_organiser_token(tmp)
-        replace(tmp, out_dir)  # the whole folder appears at once
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return {"dir": str(out_dir), "kind": req.kind, "items": len(public), "counts": counts,
-            "annotators": annotators, "tokens_file": str(out_dir / TOKENS_FILE), "dropped": dropped,
-            "checks": req.checks, "organiser_file": str(out_dir / ORGANISER_FILE)}
+
+def _write_study(tmp: Path, req: PlanRequest, ordered: list[dict[str, Any]], annotators: list[str],
+                 design: dict[str, Any]) -> int:
+    """Write the study's files into the new folder ``tmp``: each item's media and public record under its blind id
+    (``study.json``), the key with the hidden records and ``design`` (``key.json``, the owner's only), the
+    annotators, their tokens and the organiser's token. Returns the number of items."""
+    from harness.io import json_text, write_json, write_text
+
+    prefix = "d" if req.kind == DYNAMIC else "p"
+    width = max(3, len(str(len(ordered))))
+    media = tmp / MEDIA_DIR
+    media.mkdir(parents=True)  # creates the parents; never exist_ok: a partial is never written into twice
+    public, hidden = [], []
+    for n, rec in enumerate(ordered, start=1):
+        sid = f"{prefix}{n:0{width}d}"
+        pub = (_dynamic_media if req.kind == DYNAMIC else _static_media)(rec, sid, media)
+        if rec.get("practice"):
+            pub["practice"] = True  # the page says so; practice answers never enter a statistic
+        public.append(pub)
+        hidden.append({"id": sid, **rec})
+    item_ids = [p["id"] for p in public]
+    first = sorted(p["id"] for p in public if p.get("practice"))
+    ann, tokens = _annotator_records(req.seed, annotators, item_ids, req.secret, first)
+    write_json(tmp / STUDY_FILE, {"schema": STUDY_SCHEMA, "kind": req.kind,
+                                  "instructions": DYNAMIC_INSTRUCTIONS if req.kind == DYNAMIC else
+                                  STATIC_INSTRUCTIONS, "items": public})
+    write_text(tmp / KEY_FILE, json_text({"schema": STUDY_SCHEMA, "kind": req.kind, "design": design,
+                                          "items": hidden}),
+               mode=0o600)  # the blinding key and its secret: the owner's only, like tokens.txt
+    write_json(tmp / ANNOTATORS_FILE, {"annotators": ann})
+    _write_tokens(tmp / TOKENS_FILE, tokens)
+    write_organiser_token(tmp)
+    return len(public)
 
 
 def _remove_dead_partials(out_dir: Path) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,8 @@ class BTFit:
         return bool(len(self.arms) >= 2 and np.isfinite(self.scores).all())
 
 
-def _per_pair(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str]]]) -> tuple[list, np.ndarray, np.ndarray]:
+def _per_pair(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str]]]
+              ) -> tuple[list[Hashable], np.ndarray, np.ndarray]:
     """(arms, Wp, Np) with one (K, K) matrix per pair: ``Wp[p, i, j]`` = votes ``i`` took against ``j`` in pair
     ``p`` (ties half), ``Np[p, i, j]`` = votes between them; a bootstrap resample sums its pairs' matrices."""
     arms = sorted({a for a, b, _ in pairs} | {b for a, b, _ in pairs}, key=str)
@@ -100,7 +102,8 @@ def _fit(W: np.ndarray, N: np.ndarray) -> np.ndarray:
         theta[1:] += step
         if np.abs(step).max() < TOL:
             break
-    return theta - theta.mean()
+    centred: np.ndarray = theta - theta.mean()
+    return centred
 
 
 def bradley_terry(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str]]]) -> BTFit:
@@ -109,7 +112,7 @@ def bradley_terry(pairs: Sequence[tuple[Hashable, Hashable, Sequence[str]]]) -> 
     return _fit_counts(arms, Wp.sum(axis=0), Np.sum(axis=0))
 
 
-def _fit_counts(arms: list, W: np.ndarray, N: np.ndarray) -> BTFit:
+def _fit_counts(arms: list[Hashable], W: np.ndarray, N: np.ndarray) -> BTFit:
     wins, votes = W.sum(axis=1), N.sum(axis=1)
     if len(arms) < 2:
         return BTFit(arms, np.full(len(arms), np.nan), wins, votes, "fewer than 2 arms")
@@ -146,7 +149,7 @@ class HumanRanking:
     dropped: int = 0
     votes: dict[Hashable, int] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready (arm names as strings, NaN as None)."""
         def num(x: float) -> float | None:
             return float(x) if np.isfinite(x) else None

@@ -15,14 +15,18 @@ no reproduction check.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.cases import ASPECTS
 
 from .analysis import ALL, analyse
-from .common import DYNAMIC, REPORT_DIR
+from .common import DYNAMIC, REPORT_DIR, Record
+
+if TYPE_CHECKING:
+    from evaluate.reporting.cells import Cell
+    from evaluate.reporting.tables import Table
 
 #: our dynamic dimension -> the paper's Table 7 row name
 DIMENSIONS = {"overall": "Overall", "return_progress": "Return Progress", "persistence_reset": "Persistence/Reset",
@@ -35,7 +39,7 @@ def _f(v: float | None, digits: int = 3) -> str:
     return "n/c" if v is None or not np.isfinite(v) else fixed(v, digits)
 
 
-def _pct(r: dict):
+def _pct(r: Record) -> Cell:
     """The agreement as a share with its interval over the decisive pairs (a Cell: printed as a percentage,
     written to CSV as numbers: agreement, :lo, :hi, :n = decisive pairs)."""
     from evaluate.reporting.cells import Cell
@@ -45,7 +49,7 @@ def _pct(r: dict):
     return Cell(float(r["agreement"]), float(r["lo"]), float(r["hi"]), int(r["decisive"]), kind="rate")
 
 
-def _num(v: float | None, reason: str = "undefined"):
+def _num(v: float | None, reason: str = "undefined") -> Cell | float:
     """A statistic as a plain number (CSV: a number), or an n/c Cell with the reason."""
     from evaluate.reporting.cells import Cell
 
@@ -54,7 +58,7 @@ def _num(v: float | None, reason: str = "undefined"):
     return float(v)
 
 
-def _paper(data: dict | None = None) -> tuple[list[dict], dict[str, dict]]:
+def _paper(data: Record | None = None) -> tuple[list[Record], dict[str, Record]]:
     """(Table 6/7 entries with a ``human`` spec, metric id -> {name, backbone})."""
     if data is None:
         from evaluate.reporting.paper import load_paper_numbers
@@ -64,7 +68,7 @@ def _paper(data: dict | None = None) -> tuple[list[dict], dict[str, dict]]:
     return [e for e in data["numbers"] if e.get("human")], by_id
 
 
-def _paper_value(entries: list[dict], measure: str, name: str) -> str:
+def _paper_value(entries: list[Record], measure: str, name: str) -> str:
     for e in entries:
         h = e["human"]
         if h.get("measure") == measure and (h.get("metric") == name or h.get("dimension") == name):
@@ -72,7 +76,7 @@ def _paper_value(entries: list[dict], measure: str, name: str) -> str:
     return ""
 
 
-def _backbone_is_paper(key: str, by_id: dict) -> str:
+def _backbone_is_paper(key: str, by_id: Record) -> str:
     mid = key.split("[")[0]
     if mid not in by_id or "[" not in key:
         return ""
@@ -81,7 +85,7 @@ def _backbone_is_paper(key: str, by_id: dict) -> str:
     return "yes" if same else f"no (paper: {by_id[mid]['backbone']})"
 
 
-def static_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
+def static_tables(res: Record, suffix: str = "", paper: Record | None = None) -> list[Table]:
     from evaluate.reporting.cells import plural
     from evaluate.reporting.tables import Column, Table
 
@@ -126,7 +130,7 @@ def static_tables(res: dict, suffix: str = "", paper: dict | None = None) -> lis
     return [t, w, ranking_table(res, suffix), attention_table(res, suffix)]
 
 
-def attention_table(res: dict, suffix: str = ""):
+def attention_table(res: Record, suffix: str = "") -> Table:
     """Per annotator: the attention checks answered, passed and failed (the failed items named), and whether
     their votes were left out (``human report exclude=failed_checks``)."""
     from evaluate.reporting.tables import Column, Table
@@ -152,7 +156,7 @@ def attention_table(res: dict, suffix: str = ""):
     return t
 
 
-def ranking_table(res: dict, suffix: str = ""):
+def ranking_table(res: Record, suffix: str = "") -> Table:
     """Beyond the paper: per metric, the arms ranked from the raw votes (Bradley-Terry, evaluate/human/ranking.py)
     with 95 % bootstrap intervals, beside the metric's own ranking and their Spearman agreement."""
     from evaluate.reporting.tables import Column, Table
@@ -188,7 +192,7 @@ def ranking_table(res: dict, suffix: str = ""):
     return t
 
 
-def _corr_cell(r: dict, col: str):
+def _corr_cell(r: Record, col: str) -> Cell:
     """A correlation with its bootstrap interval as a Cell (n = instances), or n/c with the reason."""
     from evaluate.reporting.cells import Cell
 
@@ -199,7 +203,7 @@ def _corr_cell(r: dict, col: str):
                 int(r["n"]))
 
 
-def dynamic_tables(res: dict, suffix: str = "", paper: dict | None = None) -> list:
+def dynamic_tables(res: Record, suffix: str = "", paper: Record | None = None) -> list[Table]:
     from evaluate.reporting.cells import plural
     from evaluate.reporting.tables import Column, Table
 
@@ -237,7 +241,7 @@ def dynamic_tables(res: dict, suffix: str = "", paper: dict | None = None) -> li
     return [t, a, attention_table(res, suffix)]
 
 
-def paper_table(res: dict, suffix: str = "", paper: dict | None = None):
+def paper_table(res: Record, suffix: str = "", paper: Record | None = None) -> Table:
     """Every Table 6 / 7 number of the paper beside our counterpart (where we have the same metric)."""
     from evaluate.reporting.tables import Column, Table
 
@@ -266,7 +270,7 @@ def paper_table(res: dict, suffix: str = "", paper: dict | None = None):
     return t
 
 
-def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
+def _ours(res: Record, h: Record, name_to_key: Record) -> tuple[str, str | None]:
     measure = h["measure"]
     if res["kind"] == DYNAMIC:
         dim = h.get("dimension")
@@ -320,7 +324,7 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
             return "n/c (no metric of the paper's six has a decisive pair here)", None
         v, k = (min if m == "min" else max)(vals)
         return _f(100 * v, 1), k
-    key = name_to_key.get(m)
+    key = name_to_key.get(str(m)) if m is not None else None
     if key is None:
         return "", None  # not in this study
     r = res["metrics"][key]
@@ -337,7 +341,7 @@ def _ours(res: dict, h: dict, name_to_key: dict) -> tuple[str, str | None]:
     return "", key
 
 
-def study_tables(study_dir: Path, suffix: str = "", res: dict | None = None) -> list:
+def study_tables(study_dir: Path, suffix: str = "", res: Record | None = None) -> list[Table]:
     """The tables of one study (for ``human report`` and the study report)."""
     res = res or analyse(study_dir)
     main = dynamic_tables(res, suffix) if res["kind"] == DYNAMIC else static_tables(res, suffix)

@@ -18,6 +18,7 @@ from harness.io import read_json, seal_problem
 from harness.outputs import RunDir, item_meta
 
 from ..results import ItemResult, MetricEntry
+from .common import Record
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class RunItem:
     def key(self) -> tuple[str, str, int, str, str]:
         return self.model, self.context, self.seed, self.trajectory, self.case_id
 
-    def meta(self) -> dict:
+    def meta(self) -> Record:
         m = item_meta(self.item_dir)
         if m is None:
             raise ConfigError(f"{self.item_dir}: meta.json is missing or unreadable; re-run the item")
@@ -87,7 +88,7 @@ def resolve_run(name_or_path: str, output_root: str | Path) -> Path:
 def load_items(run_dirs: Sequence[Path]) -> list[RunItem]:
     """Every ``done`` item with a ``metrics.json``; an item (model, context, seed, trajectory, case) present in
     several runs is taken from the first run given (as the study report does), so no video counts twice."""
-    items: dict[tuple, RunItem] = {}
+    items: dict[tuple[str, str, int, str, str], RunItem] = {}
     for run_dir in run_dirs:
         run = RunDir(Path(run_dir))
         for r in run.done_rows():
@@ -155,7 +156,7 @@ def judge_labels(items: Sequence[RunItem]) -> dict[str, int]:
     return {k.split("[", 1)[1].rstrip("]"): n for k, n in computed_keys(items, "dynamic.overall").items()}
 
 
-def judge_answers(item: RunItem, judge: str) -> dict | None:
+def judge_answers(item: RunItem, judge: str) -> Record | None:
     """The judge's verdict of a dynamic item: ``{"started": bool, "answers": 8 x yes/no, "items": 8 x 0/1 (gated),
     "overall": float}`` from its ``dynamic.overall[<judge>]`` entry, or None when it was not judged."""
     e = entry(item, f"dynamic.overall[{judge}]")

@@ -93,7 +93,7 @@ def bootstrap_share(hits: Sequence[bool], n_boot: int = 2000, seed: int = 0, alp
 
 
 def pairwise_agreement(pairs: Sequence[tuple[Sequence[str], str | None]], n_boot: int = 2000, seed: int = 0
-                       ) -> dict:
+                       ) -> dict[str, Any]:
     """Agreement of a metric with the decisive human majority.
 
     Args:

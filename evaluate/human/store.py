@@ -25,7 +25,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Optional
 
-from .common import CHOICES_STATIC, DYNAMIC, STATIC, StudyError
+from .common import CHOICES_STATIC, DYNAMIC, STATIC, Record, StudyError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,7 +85,7 @@ def study_hash(study_file: Path) -> str:
     return hashlib.sha256(Path(study_file).read_bytes()).hexdigest()
 
 
-def normalise_vote(kind: str, payload: dict) -> dict[str, Any]:
+def normalise_vote(kind: str, payload: Record) -> dict[str, Any]:
     """The stored fields of a vote: static ``{"choice": "A"|"T"|"B"}``; dynamic ``{"started": 0|1, "answers":
     None (not started: the questions are not asked) or 8 x "yes"|"no"}``. Raises :class:`VoteError`."""
     if kind == STATIC:
@@ -152,8 +152,8 @@ class VoteStore:
         return c
 
     # -- votes ---------------------------------------------------------------------------------------------------
-    def record(self, annotator: str, item: str, kind: str, payload: dict, client_id: Optional[str] = None,
-               elapsed_ms: Optional[int] = None) -> tuple[str, dict]:
+    def record(self, annotator: str, item: str, kind: str, payload: Record, client_id: Optional[str] = None,
+               elapsed_ms: Optional[int] = None) -> tuple[str, Record]:
         """Store a vote unless this annotator already voted on this item. Returns ``("recorded" | "duplicate",
         the stored vote)``; the first vote always stays."""
         v = normalise_vote(kind, payload)
@@ -180,7 +180,7 @@ class VoteStore:
             cols = [d[0] for d in c.execute("SELECT * FROM votes LIMIT 0").description]
         return status, _row(dict(zip(cols, row)))
 
-    def last_vote(self, annotator: str) -> dict | None:
+    def last_vote(self, annotator: str) -> Record | None:
         """This annotator's most recent vote (the one they may still change), or None."""
         with closing(self._connect()) as c:
             cur = c.execute("SELECT * FROM votes WHERE annotator=? ORDER BY id DESC LIMIT 1", (annotator,))
@@ -188,7 +188,7 @@ class VoteStore:
             r = cur.fetchone()
         return _row(dict(zip(cols, r))) if r else None
 
-    def correct(self, annotator: str, item: str, kind: str, payload: dict) -> dict:
+    def correct(self, annotator: str, item: str, kind: str, payload: Record) -> Record:
         """Change the answer of ``item``, which must be this annotator's most recent vote (a correction before
         moving on: once the next item is answered, earlier answers stay). The vote row takes the new answer and
         the ``corrections`` table keeps the old and new answers with the time (the audit trail; the export
@@ -217,7 +217,7 @@ class VoteStore:
                 raise
         return next(x for x in self.votes() if x["id"] == last["id"])
 
-    def corrections(self) -> list[dict]:
+    def corrections(self) -> list[Record]:
         """The audit trail: every correction, in order (old and new answers, time)."""
         with closing(self._connect()) as c:
             cur = c.execute("SELECT * FROM corrections ORDER BY id")
@@ -232,14 +232,14 @@ class VoteStore:
                 out.append(x)
             return out
 
-    def votes(self) -> list[dict]:
+    def votes(self) -> list[Record]:
         """Every vote, in the order stored, with ``corrections`` (how many times it was changed) and
         ``first_choice`` / ``first_started`` / ``first_answers`` (the answer before any correction)."""
         with closing(self._connect()) as c:
             cur = c.execute("SELECT * FROM votes ORDER BY id")
             cols = [d[0] for d in cur.description]
             rows = [_row(dict(zip(cols, r))) for r in cur.fetchall()]
-        first: dict[int, dict] = {}
+        first: dict[int, Record] = {}
         count: dict[int, int] = {}
         for x in self.corrections():
             first.setdefault(x["vote_id"], x)
@@ -323,13 +323,13 @@ def _check_open(c: sqlite3.Connection, annotator: str) -> None:
         raise TokenRevoked("this token was revoked by the study's organiser")
 
 
-def _row(r: dict) -> dict:
+def _row(r: Record) -> Record:
     r["answers"] = None if r.get("answers") is None else json.loads(r["answers"])
     r["started"] = None if r.get("started") is None else bool(r["started"])
     return r
 
 
-def read_votes(study_dir: Path) -> list[dict]:
+def read_votes(study_dir: Path) -> list[Record]:
     """The votes of a study (an empty list before anyone voted). Readable while the server runs (WAL)."""
     from .common import DB_FILE, STUDY_FILE
 

@@ -28,10 +28,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from .parse import ParseFailure, parse_reply
-from .prompt import JudgeInput, build_request, repair_message
+from .prompt import Body, JudgeInput, build_request, repair_message
 from .settings import JudgeSettings
 
 
@@ -47,6 +47,10 @@ def _openai() -> Any:
 
 #: Sent when ``api_key_env`` is unset: the client needs some value; servers without auth ignore it.
 NO_KEY = "EMPTY"
+T = TypeVar("T")
+#: where a request's attempts are logged (``<key>.attempts.jsonl``): one JSON record per call
+AttemptLog = Callable[[dict[str, Any]], None]
+
 
 #: Optional request fields a server may refuse, and what the request falls back to without them.
 FALLBACKS = {
@@ -73,14 +77,14 @@ class Verdict:
 
     ok: bool
     started: bool = False
-    answers: list = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)  # "yes" | "no" per question, q1..q8
     reason: str = ""
     retryable: bool = False
     key: str = ""
     server_model: Optional[str] = None
     cached: bool = False
     repaired: bool = False
-    fallbacks: dict = field(default_factory=dict)  # request field dropped -> why (the server refused it)
+    fallbacks: dict[str, str] = field(default_factory=dict)  # request field dropped -> why (the server refused it)
 
 
 def no_server_reason(settings: JudgeSettings) -> str:
@@ -148,7 +152,7 @@ class JudgeSession:
                               detail=body)
         return JudgeError(f"{type(exc).__name__}: {self.scrub(exc)[:200]}")
 
-    def _with_retries(self, what: str, fn, key: str, log) -> Any:
+    def _with_retries(self, what: str, fn: Callable[[], T], key: str, log: AttemptLog) -> T:
         s = self.settings
         rng = random.Random(f"{key}:{what}")  # jitter seeded by the request: reruns wait alike
         for attempt in range(s.max_retries + 1):
@@ -203,19 +207,19 @@ class JudgeSession:
                     f"{b}); first: {self.failures[0]}; the remaining items were not sent (re-run to retry)")
         return None
 
-    def without_refused(self, body: dict) -> tuple[dict, dict[str, str]]:
+    def without_refused(self, body: Body) -> tuple[Body, dict[str, str]]:
         """``body`` without the fields this run's server refused, and {field: why} for those dropped."""
         with self._lock:
             dropped = {f: self.refused[f] for f in body if f in self.refused}
         return {k: v for k, v in body.items() if k not in dropped}, dropped
 
-    def _refused_field(self, err: JudgeError, body: dict) -> Optional[str]:
+    def _refused_field(self, err: JudgeError, body: Body) -> Optional[str]:
         """The optional field of ``body`` that a 400 / 422 names, if any (then the request can fall back)."""
         if err.status not in (400, 422):
             return None
         return next((f for f in FALLBACKS if f in body and f in err.detail), None)
 
-    def _chat(self, body: dict, key: str, log, fallbacks: dict) -> tuple[str, Optional[str]]:
+    def _chat(self, body: Body, key: str, log: AttemptLog, fallbacks: dict[str, str]) -> tuple[str, Optional[str]]:
         """Send ``body`` (with retries, less any field the server refused: recorded in ``fallbacks``); returns
         (reply text, server-reported model id)."""
         body, dropped = self.without_refused(body)
@@ -238,8 +242,8 @@ class JudgeSession:
         log({"call": "chat", "status": "fallback", "dropped": f, "error": str(err)})
         return self._send({k: v for k, v in body.items() if k != f}, key, log)
 
-    def _send(self, body: dict, key: str, log) -> tuple[str, Optional[str]]:
-        def call():
+    def _send(self, body: Body, key: str, log: AttemptLog) -> tuple[str, Optional[str]]:
+        def call() -> tuple[str, Optional[str]]:
             raw = self.client().chat.completions.with_raw_response.create(**body)
             text = raw.http_response.text
             try:
@@ -256,7 +260,7 @@ class JudgeSession:
 
     # -- one item --------------------------------------------------------------------------------------------------
     def judge(self, inp: Optional[JudgeInput], item_dir: Path,
-              request: Optional[tuple[dict, dict]] = None) -> Verdict:
+              request: Optional[tuple[Body, dict[str, Any]]] = None) -> Verdict:
         """Judge one item, reusing a stored answer when the request key matches (see the module docstring).
         ``request``: ``build_request(inp, settings)`` when the caller built it already (then ``inp`` is not read)."""
         if request is None:
@@ -273,7 +277,7 @@ class JudgeSession:
             self._verdicts[key] = v
         return v
 
-    def _judge(self, body: dict, ident: dict, key: str, item_dir: Path) -> Verdict:
+    def _judge(self, body: Body, ident: dict[str, Any], key: str, item_dir: Path) -> Verdict:
         from harness.io import read_json, write_json
 
         jdir = Path(item_dir) / "judge"
@@ -293,7 +297,7 @@ class JudgeSession:
         log_path = jdir / f"{key}.attempts.jsonl"
         log_lock = threading.Lock()
 
-        def log(rec: dict) -> None:
+        def log(rec: dict[str, Any]) -> None:
             from harness.io import append_text
 
             rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **rec}
@@ -337,7 +341,8 @@ class JudgeSession:
                                  "settings": self.settings.to_dict(), "fallbacks": fallbacks})
         return Verdict(True, started, answers, key=key, server_model=model, repaired=repaired, fallbacks=fallbacks)
 
-    def _store_request(self, jdir: Path, key: str, body: dict, fallbacks: dict, ident: dict) -> None:
+    def _store_request(self, jdir: Path, key: str, body: Body, fallbacks: dict[str, str],
+                       ident: dict[str, Any]) -> None:
         """``<key>.request.json`` with each image as ``frames/<digest>.jpg`` (written once per digest)."""
         from harness.io import write_bytes, write_json
 

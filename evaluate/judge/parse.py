@@ -32,7 +32,7 @@ def yes_no(value: Any, field: str) -> str:
     return s
 
 
-def _json_object(text: str) -> dict:
+def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(text, str) or not text.strip():
         raise ParseFailure("empty reply")
     s = re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()

@@ -13,7 +13,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -21,6 +21,11 @@ from trajectories.phases import Phase, PhaseKind, phase_at
 
 from .settings import PROMPT_VERSION, JudgeSettings
 
+if TYPE_CHECKING:
+    from harness.cases import Event
+
+#: an OpenAI chat-completions request body (JSON: ``model``, ``messages``, sampling and response-format fields)
+Body = dict[str, Any]
 QUESTION_IDS = tuple(f"q{i}" for i in range(1, 9))
 _PHASE_NAMES = {PhaseKind.VIEW: "initial hold", PhaseKind.DEPART: "departure", PhaseKind.RETURN: "revisit",
                 PhaseKind.HOLD: "final stationary hold"}
@@ -116,7 +121,7 @@ def prompt_text(inp: JudgeInput) -> tuple[str, list[str], str]:
     return preamble, labels, instructions
 
 
-def response_schema() -> dict:
+def response_schema() -> dict[str, Any]:
     yn = {"type": "string", "enum": ["yes", "no"]}
     return {
         "type": "object",
@@ -130,7 +135,7 @@ def response_schema() -> dict:
     }
 
 
-def build_request(inp: JudgeInput, settings: JudgeSettings) -> tuple[dict, dict]:
+def build_request(inp: JudgeInput, settings: JudgeSettings) -> tuple[Body, dict[str, Any]]:
     """The chat-completions request body and its identity.
 
     Returns:
@@ -140,7 +145,7 @@ def build_request(inp: JudgeInput, settings: JudgeSettings) -> tuple[dict, dict]
     inp.validate()
     preamble, labels, instructions = prompt_text(inp)
     urls = [encode_frame(f, settings.image_size) for f in inp.frames]
-    content: list[dict] = [{"type": "text", "text": preamble}]
+    content: list[dict[str, Any]] = [{"type": "text", "text": preamble}]
     for label, url in zip(labels, urls):
         content.append({"type": "text", "text": label})
         content.append({"type": "image_url", "image_url": {"url": url}})
@@ -179,17 +184,18 @@ def images_digest(body: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def repair_message(reason: str) -> dict:
+def repair_message(reason: str) -> dict[str, str]:
     return {"role": "user", "content": (
         f"Your reply could not be used: {reason}. Reply again with only the JSON object "
         '{"event_started": "yes" or "no", "answers": {"q1": ..., "q8": ...}}, with all eight ids q1..q8, each "yes" '
         "or \"no\", and no other text.")}
 
 
-def event_dict(event: Any) -> Optional[dict]:
-    """A case's event (pydantic model or mapping) as a plain mapping."""
+def event_dict(event: Event | Mapping[str, Any] | None) -> Optional[dict[str, Any]]:
+    """A case's event (:class:`harness.cases.Event`, or a mapping: as ``meta.json`` holds it) as a plain mapping."""
     if event is None:
         return None
-    if hasattr(event, "model_dump"):
-        return event.model_dump()
-    return dict(event)
+    if isinstance(event, Mapping):
+        return dict(event)
+    return event.model_dump()
+

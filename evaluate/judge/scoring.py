@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..dynamic import ASPECTS
+from harness.cases import ASPECTS  # the case schema owns the four aspects
+
 from ..results import BackboneKind, Entries, MetricEntry, entries
 from .client import JudgeSession, Verdict, session_for
 from .prompt import JudgeInput, JudgeInputError, event_dict
@@ -29,13 +30,14 @@ def _entry(metric: str, label: str, value: float, **extra: Any) -> tuple[str, Me
     return e.key, e
 
 
-def recorded_settings(settings: JudgeSettings, fallbacks: dict | None = None) -> dict:
+def recorded_settings(settings: JudgeSettings, fallbacks: dict[str, str] | None = None) -> dict[str, Any]:
     """The judge settings recorded with each metric: the configured ones plus ``fallbacks`` (request field the
     server refused -> what was sent instead; empty when the request went as configured)."""
     return {**settings.to_dict(), "fallbacks": dict(fallbacks or {})}
 
 
-def not_computed(settings: JudgeSettings, reason: str, retryable: bool, fallbacks: dict | None = None) -> Entries:
+def not_computed(settings: JudgeSettings, reason: str, retryable: bool,
+                 fallbacks: dict[str, str] | None = None) -> Entries:
     """Every dynamic metric of an item as "not computed" with ``reason``; ``retryable`` items are re-judged by the
     next run even when nothing else changed."""
     label = settings.model
@@ -66,7 +68,7 @@ def score_item(inp: JudgeInput, settings: JudgeSettings, item_dir: Path,
 
 def _scored(v: Verdict, frame_indices: Sequence[int], event: Mapping[str, Any], settings: JudgeSettings) -> Entries:
     """The entries of :func:`score_item` from the server's verdict on one item."""
-    from evaluate.dynamic import ASPECTS, score_checklist
+    from evaluate.dynamic import score_checklist
 
     if not v.ok:
         return not_computed(settings, v.reason, v.retryable, v.fallbacks)

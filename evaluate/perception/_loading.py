@@ -7,9 +7,12 @@ Heavy imports (torch, safetensors) happen inside the functions.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 from ..weights import fetch_command
 
@@ -47,7 +50,7 @@ def check_safetensors(name: str, path: Path) -> dict[str, tuple[int, ...]]:
         raise corrupt(name, path, exc) from exc
 
 
-def load_state_strict(name: str, module, state: dict, path: Path) -> None:
+def load_state_strict(name: str, module: torch.nn.Module, state: Mapping[str, torch.Tensor], path: Path) -> None:
     """``module.load_state_dict(state, strict=True)``; missing / unexpected keys or a wrong shape -> ValueError."""
     try:
         module.load_state_dict(state, strict=True)

@@ -22,12 +22,15 @@ OpenCV) and the landmark alignment by a square crop of the box resized to 112: a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import numpy as np
 
 from ._loading import corrupt, require_files
 from .base import FaceEmbedding, select_target_face
+
+if TYPE_CHECKING:
+    import onnxruntime
 
 BUFFALO_L_URL = "https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"
 
@@ -42,16 +45,30 @@ def ort_providers(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-def _session(name: str, path: Path, providers: list[str], device: str):
+def _session(name: str, path: Path, providers: list[str], device: str) -> onnxruntime.InferenceSession:
     import onnxruntime
 
-    opts = {}
+    opts: dict[str, int] = {}
     if str(device).startswith("cuda:") and providers[0] == "CUDAExecutionProvider":
         opts = {"device_id": int(str(device).split(":")[1])}
     try:
         return onnxruntime.InferenceSession(str(path), providers=[(providers[0], opts)] + providers[1:])
     except Exception as exc:  # onnxruntime raises its own error types for an unreadable graph
         raise corrupt(name, path, exc) from exc
+
+
+class _RetinaDetector(Protocol):
+    """What the embedder uses of insightface's ``RetinaFace``: (N, 5) boxes with scores and (N, 5, 2) landmarks."""
+
+    def detect(self, img: np.ndarray, max_num: int = 0) -> tuple[np.ndarray, Optional[np.ndarray]]: ...
+
+
+class _Recogniser(Protocol):
+    """What the embedder uses of insightface's ``ArcFaceONNX``: (N, D) features of 112x112 BGR crops."""
+
+    output_shape: list[int | str]
+
+    def get_feat(self, imgs: list[np.ndarray]) -> np.ndarray: ...
 
 
 class HaarFaceDetector:
@@ -95,13 +112,14 @@ class ArcFaceEmbedder:
     recipe = ("buffalo_l: det_10g detector (640, score>=0.5), face whose box centre is in the target mask, "
               "5-landmark norm_crop 112x112, w600k_r50 embedding, L2-normalised")
 
-    def __init__(self, detector, recognizer, detector_label: str, diagnostic: bool = False):
+    def __init__(self, detector: _RetinaDetector | HaarFaceDetector, recognizer: _Recogniser, detector_label: str,
+                 diagnostic: bool = False):
         self.detector, self.recognizer = detector, recognizer
         self.detector_label = detector_label
         if diagnostic:  # instance labels: never reported as the paper's backbone
             self.name, self.kind = "arcface-haar", "diagnostic"
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "detector": self.detector_label, "crop": 112,
                 "selection": "highest score with box centre in the target mask", "normalised": True}
 
@@ -151,14 +169,16 @@ class ArcFaceEmbedder:
     def _faces(self, bgr: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
         if isinstance(self.detector, HaarFaceDetector):
             return self.detector.detect(bgr)
-        return self.detector.detect(bgr, max_num=0)
+        det, kps = self.detector.detect(bgr, max_num=0)
+        return det, kps
 
     def _align(self, bgr: np.ndarray, box: np.ndarray, kps: Optional[np.ndarray]) -> np.ndarray:
         import cv2
         from insightface.utils import face_align
 
         if kps is not None:
-            return face_align.norm_crop(bgr, landmark=kps, image_size=112)
+            crop: np.ndarray = face_align.norm_crop(bgr, landmark=kps, image_size=112)
+            return crop
         # diagnostic: square crop around the box centre, edge-padded
         x0, y0, x1, y1 = box[:4]
         c, s = np.array([(x0 + x1) / 2, (y0 + y1) / 2]), max(x1 - x0, y1 - y0)

@@ -4,9 +4,12 @@ poses OpenCV camera-to-world 4x4 (world = camera frame of frame 0)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from harness.cases import Case
 
 
 class BackboneUnavailable(RuntimeError):
@@ -127,5 +130,5 @@ class PaperBackbone(Protocol):
 class Judge(Protocol):
     name: str
 
-    def judge(self, frames: np.ndarray, indices: list[int], case: Any) -> dict[str, Any]:
+    def judge(self, frames: np.ndarray, indices: list[int], case: Case) -> dict[str, Any]:
         """``{"started": bool, "answers": [8 x "yes"|"no"], ...}`` for a dynamic case from its sampled frames."""

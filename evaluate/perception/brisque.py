@@ -32,11 +32,14 @@ mean BRISQUE of a video is exactly ``100 * (1 - quality.imaging[brisque])``); ``
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from .packaged import ShippedFile, dist_versions, file_records, resolve
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
 
 _DIRS = "/usr/share/opencv4/quality|/usr/share/opencv/quality|/usr/local/share/opencv4/quality"
 _LIC = ("OpenCV (Apache-2.0; Debian opencv-data: Apache-2.0 AND BSD-3-Clause); BRISQUE method: University of Texas "
@@ -59,7 +62,8 @@ _SHAPES = 0.2 + 0.001 * np.arange(9800)
 def _ratio_table() -> np.ndarray:
     from scipy.special import gamma
 
-    return gamma(2 / _SHAPES) ** 2 / (gamma(1 / _SHAPES) * gamma(3 / _SHAPES))
+    table: np.ndarray = gamma(2 / _SHAPES) ** 2 / (gamma(1 / _SHAPES) * gamma(3 / _SHAPES))
+    return table
 
 
 _RATIO: Optional[np.ndarray] = None
@@ -138,7 +142,7 @@ class Brisque:
     files: tuple[str, ...] = ()
     direction = "reported as 1 - BRISQUE/100: higher is better (raw BRISQUE: lower is better, 0..100)"
 
-    def __init__(self):
+    def __init__(self) -> None:
         import cv2
 
         self._paths = resolve(self.name, self.shipped_files())
@@ -157,17 +161,17 @@ class Brisque:
         self.lo, self.hi = rng[0].astype(np.float32), rng[1].astype(np.float32)
 
     @classmethod
-    def from_settings(cls, ecfg: Any) -> "Brisque":
+    def from_settings(cls, ecfg: EvalConfig) -> "Brisque":
         return cls()
 
     @classmethod
     def shipped_files(cls) -> list[ShippedFile]:
         return [MODEL, RANGE]
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "features": "opencv-quality", "clamp": [0, 100], "mapping": "1 - BRISQUE/100"}
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         return {"library": self.library, "versions": dist_versions(["opencv-python-headless"]), "recipe": self.recipe,
                 "licence": self.licence, "direction": self.direction,
                 "files": file_records(self.shipped_files(), self._paths), "settings": self.settings(),
@@ -183,7 +187,8 @@ class Brisque:
         f = np.stack([brisque_features(fr) for fr in frames])
         z = (-1 + 2 * (f - self.lo) / (self.hi - self.lo)).astype(np.float32)  # libsvm scaling to [-1, 1]
         raw = self.svm.predict(z)[1].reshape(-1).astype(np.float64)
-        return np.clip(raw, 0.0, 100.0)
+        clamped: np.ndarray = np.clip(raw, 0.0, 100.0)
+        return clamped
 
     def score(self, frames: np.ndarray) -> np.ndarray:
         """(N,) float64 ``1 - BRISQUE / 100`` in [0, 1] (higher is better) of (N, H, W, 3) uint8 RGB frames."""

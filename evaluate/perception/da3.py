@@ -27,16 +27,30 @@ an ``eval`` interpolation that runs arbitrary Python.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional, TypedDict
 
 import numpy as np
 
 from ._loading import check_safetensors, corrupt, require_files, resolve_device
 from .base import PoseEstimate
 
+if TYPE_CHECKING:
+    import torch
 
-def import_da3():
+
+class Da3Prediction(TypedDict):
+    """One multi-view forward of DA3 (:meth:`DepthAnything3.predict`), at the processing size (h, w)."""
+
+    depth: np.ndarray  # (N, h, w) float32 z-depth (DA3's relative scale)
+    w2c: np.ndarray  # (N, 4, 4) float64 DA3 extrinsics (world to camera)
+    intrinsics: np.ndarray  # (N, 3, 3) float64, pixels at the processing size
+    processed_hw: tuple[int, ...]  # (h, w)
+
+
+def import_da3() -> tuple[ModuleType, Mapping[str, str]]:
     """Import the package's config helpers without leaving its global ``eval`` resolver behind."""
     from omegaconf import OmegaConf
 
@@ -46,7 +60,8 @@ def import_da3():
 
     if not had_eval and OmegaConf.has_resolver("eval"):
         OmegaConf.clear_resolver("eval")
-    return da3_cfg, MODEL_REGISTRY
+    registry: Mapping[str, str] = MODEL_REGISTRY  # model name -> its config file
+    return da3_cfg, registry
 
 
 class DepthAnything3:
@@ -62,12 +77,12 @@ class DepthAnything3:
     recipe = ("all frames in one forward, process_res 504 upper_bound_resize, ref_view_strategy=first; "
               "w2c extrinsics -> OpenCV c2w relative to frame 0; depth resized to the frame")
 
-    def __init__(self, net, device: str, model_name: str, process_res: int = 504,
+    def __init__(self, net: torch.nn.Module, device: str, model_name: str, process_res: int = 504,
                  process_res_method: str = "upper_bound_resize"):
         self.net, self.device, self.model_name = net, device, model_name
         self.process_res, self.process_res_method = process_res, process_res_method
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "model_name": self.model_name, "process_res": self.process_res,
                 "process_res_method": self.process_res_method, "ref_view_strategy": "first"}
 
@@ -100,7 +115,7 @@ class DepthAnything3:
         return cls(net.to(dev).eval(), dev, model_name, process_res=process_res)
 
     # -- forward ------------------------------------------------------------------------------------------------
-    def predict(self, frames: np.ndarray) -> dict:
+    def predict(self, frames: np.ndarray) -> Da3Prediction:
         """One multi-view forward of (N, H, W, 3) uint8 RGB frames (frame 0 = reference view). Returns
         ``{"depth": (N, h, w) float32 z-depth at the processing size, "w2c": (N, 4, 4) float64 DA3 extrinsics,
         "intrinsics": (N, 3, 3) at the processing size, "processed_hw": (h, w)}``."""

@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 
 from ._loading import require_files, resolve_device, check_safetensors, corrupt
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import Dinov2Model
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -44,17 +48,20 @@ class Dinov2Encoder:
     recipe = ("whole frame, short side 224 (multiple of 14), ImageNet norm; global = CLS (pooler_output); "
               "masked = patch tokens averaged with mask-coverage weights")
 
-    def __init__(self, model, device: str, short_side: int = 224, mean=IMAGENET_MEAN, std=IMAGENET_STD,
-                 batch_size: int = 16):
+    def __init__(self, model: Dinov2Model, device: str, short_side: int = 224,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD, batch_size: int = 16):
         self.model = model
         self.device = device
-        self.patch = int(model.config.patch_size)
+        patch = model.config.patch_size  # an int for DINOv2 (transformers also allows a (height, width) pair)
+        if not isinstance(patch, int):
+            raise TypeError(f"dinov2: config patch_size {patch!r}: one int (square patches) expected")
+        self.patch = int(patch)
         self.short_side = int(short_side)
         self.mean = np.asarray(mean, np.float32)
         self.std = np.asarray(std, np.float32)
         self.batch_size = batch_size
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The recipe values that change the features (for the caller's settings hash and ``metrics.json``)."""
         return {"backbone": self.name, "short_side": self.short_side, "patch": self.patch,
                 "mean": [float(x) for x in self.mean], "std": [float(x) for x in self.std],
@@ -75,7 +82,7 @@ class Dinov2Encoder:
         dev = resolve_device(device)
         # transformers' stubs type .to(device) as taking the model: a device string is what it takes at run time
         model = model.to(dev).eval()  # type: ignore[arg-type]
-        kw = {}
+        kw: dict[str, Any] = {}  # from the folder's preprocessor_config.json (JSON)
         proc = weights_dir / "preprocessor_config.json"
         if proc.is_file():
             p = json.loads(proc.read_text())
@@ -94,7 +101,7 @@ class Dinov2Encoder:
         return (max(self.patch, int(round(h * s / self.patch)) * self.patch),
                 max(self.patch, int(round(w * s / self.patch)) * self.patch))
 
-    def _tensor(self, frames: np.ndarray):
+    def _tensor(self, frames: np.ndarray) -> torch.Tensor:
         import torch
         import torch.nn.functional as F
 

@@ -38,12 +38,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from .base import BackboneUnavailable, FaceEmbedding, select_target_face
-from .packaged import EXTRA_INSTALL, ShippedFile, dist_versions, file_records, module_available, resolve
+from .packaged import (EXTRA_INSTALL, ExtraNeed, ShippedFile, dist_versions, file_records, module_available,
+                       resolve)
+
+if TYPE_CHECKING:
+    from ..config import EvalConfig
 
 _FRM = "PyPI face-recognition-models"
 _PD = "public domain (dlib-models README: 'released into the public domain'); the wheel ships CC0 1.0"
@@ -83,14 +88,15 @@ def _files(landmarks: int, detector: str) -> list[ShippedFile]:
     return out
 
 
-def import_dlib():
+def import_dlib() -> ModuleType:
     """``dlib``, or :class:`BackboneUnavailable` with the install command."""
     try:
         import dlib
     except ImportError as exc:
         raise BackboneUnavailable(f"backbone 'dlib-resnet': dlib is not installed ({exc}); install it with: "
                                   f"{EXTRA_INSTALL}") from None
-    return dlib
+    module: ModuleType = dlib
+    return module
 
 
 class DlibResnetEmbedder:
@@ -142,7 +148,7 @@ class DlibResnetEmbedder:
         self._dlib = dlib
 
     @classmethod
-    def from_settings(cls, ecfg: Any) -> "DlibResnetEmbedder":
+    def from_settings(cls, ecfg: EvalConfig) -> "DlibResnetEmbedder":
         opts = dict((getattr(ecfg, "backbone_options", None) or {}).get(cls.name, {}))
         known = ("upsample", "min_score", "landmarks", "detector", "num_jitters")
         bad = sorted(set(opts) - set(known))
@@ -158,16 +164,16 @@ class DlibResnetEmbedder:
         return _files(5, "hog")
 
     @classmethod
-    def shipped_extra(cls) -> list:
+    def shipped_extra(cls) -> list[ExtraNeed]:
         return [("dlib (HOG detector, runtime)", module_available("dlib"), EXTRA_INSTALL)]
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "detector": self.detector_kind, "upsample": self.upsample,
                 "min_score": self.min_score, "landmarks": self.landmarks, "chip": 150, "padding": 0.25,
                 "num_jitters": self.num_jitters, "selection": "highest score with box centre in the target mask",
                 "normalised": True}
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         """Library versions, every weights file with its sha256 and licence (for ``metrics.json``)."""
         files = file_records(self._files, self._paths)
         with tempfile.TemporaryDirectory() as tmp:  # the compiled-in detector, hashed in its serialised form

@@ -23,12 +23,16 @@ with ``antialias=False``, centre crop 224, / 255, CLIP mean / std; features L2-n
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import numpy as np
 
 from ._loading import corrupt, load_state_strict, require_files, resolve_device, torch_load
+
+if TYPE_CHECKING:
+    import torch
 
 IQA_WEIGHTS_REPO = "chaofengc/IQA-PyTorch-Weights"
 IQA_WEIGHTS_REVISION = "0df2df423c65f6a64209309695f3845727431027"
@@ -45,8 +49,37 @@ def _check_frames(name: str, frames: np.ndarray) -> np.ndarray:
     return frames
 
 
+class _Batching(Protocol):
+    """What :func:`_batched` uses of a scorer."""
 
-def _batched(scorer, frames: np.ndarray, head) -> np.ndarray:
+    name: str
+    device: str
+    batch_size: int
+
+    def preprocess(self, frames: np.ndarray) -> torch.Tensor: ...
+
+
+class _ClipVisual(Protocol):
+    input_resolution: int
+
+
+class _ClipModel(Protocol):
+    """What the aesthetic scorer uses of OpenAI CLIP's model (``clip.model.CLIP``)."""
+
+    visual: _ClipVisual
+
+    def encode_image(self, image: torch.Tensor) -> torch.Tensor: ...
+
+
+class _LaionNet(Protocol):
+    """What the aesthetic scorer uses of ``pyiqa.archs.laion_aes_arch.LAIONAes``: its CLIP model (first of
+    ``clip_model``) and its MLP head."""
+
+    clip_model: list[_ClipModel]
+    mlp: torch.nn.Module
+
+
+def _batched(scorer: _Batching, frames: np.ndarray, head: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
     """(N,) float64 raw scores of (N, H, W, 3) uint8 RGB frames: ``scorer.preprocess`` then ``head`` per batch of
     ``scorer.batch_size`` on ``scorer.device``, without gradients."""
     import torch
@@ -58,6 +91,7 @@ def _batched(scorer, frames: np.ndarray, head) -> np.ndarray:
             x = scorer.preprocess(frames[i : i + scorer.batch_size]).to(scorer.device)
             out.append(head(x).reshape(-1).double().cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
+
 
 class MusiqSpaq:
     """:class:`evaluate.perception.base.QualityScorer` for Imaging quality."""
@@ -71,10 +105,10 @@ class MusiqSpaq:
     library = "pyiqa"
     recipe = "pyiqa MUSIQ (SPAQ ckpt), longer side <= 512 (antialias=False), RGB/255, score / 100"
 
-    def __init__(self, net, device: str, max_side: int = 512, batch_size: int = 8):
+    def __init__(self, net: torch.nn.Module, device: str, max_side: int = 512, batch_size: int = 8):
         self.net, self.device, self.max_side, self.batch_size = net, device, max_side, batch_size
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "max_side": self.max_side, "antialias": False, "scale": "1/100"}
 
     @classmethod
@@ -91,7 +125,7 @@ class MusiqSpaq:
         dev = resolve_device(device)
         return cls(net.to(dev).eval(), dev)
 
-    def preprocess(self, frames: np.ndarray):
+    def preprocess(self, frames: np.ndarray) -> torch.Tensor:
         """(N, 3, h, w) float32 in [0, 1]: longer side resized to ``max_side`` when larger (antialias=False)."""
         import torch
         import torchvision.transforms.functional as TF
@@ -110,14 +144,14 @@ class MusiqSpaq:
 
 
 @contextlib.contextmanager
-def _local_clip(path: Path):
+def _local_clip(path: Path) -> Iterator[None]:
     """Within the block, ``clip.load(<any name>)`` loads the local checkpoint ``path`` on the CPU (no download)."""
     from pyiqa.archs import laion_aes_arch
 
     clip_mod = laion_aes_arch.clip
     original = clip_mod.load
 
-    def load_local(name, *args, **kwargs):
+    def load_local(name: str, *args: object, **kwargs: object) -> object:
         return original(str(path), device="cpu", jit=False)
 
     clip_mod.load = load_local
@@ -143,12 +177,12 @@ class LaionAesthetic:
               "(bicubic, antialias=False, centre crop), L2-normalised features, score / 10")
     predictor = "laion-v2-mlp"
 
-    def __init__(self, net, device: str, batch_size: int = 32):
+    def __init__(self, net: _LaionNet, device: str, batch_size: int = 32):
         self.net, self.device, self.batch_size = net, device, batch_size
         self.clip = net.clip_model[0]
         self.size = int(self.clip.visual.input_resolution)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "predictor": self.predictor, "clip": "openai-clip ViT-L/14", "size": self.size,
                 "resize": "bicubic shorter side, antialias=False, centre crop", "scale": "1/10"}
 
@@ -172,7 +206,7 @@ class LaionAesthetic:
         net.clip_model[0] = net.clip_model[0].to(dev).float().eval()
         return cls(net, dev)
 
-    def preprocess(self, frames: np.ndarray):
+    def preprocess(self, frames: np.ndarray) -> torch.Tensor:
         """VBench ``clip_transform``: (N, 3, S, S) CLIP-normalised, S = the CLIP input resolution (224)."""
         import torch
         import torchvision.transforms.functional as TF
@@ -181,14 +215,16 @@ class LaionAesthetic:
         x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # resized as uint8, like VBench
         x = TF.resize(x, self.size, interpolation=InterpolationMode.BICUBIC, antialias=False)
         x = TF.center_crop(x, self.size).float() / 255.0
-        return TF.normalize(x, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)
+        normalised: torch.Tensor = TF.normalize(x, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)
+        return normalised
 
     def score(self, frames: np.ndarray) -> np.ndarray:
         """(N,) float64 LAION aesthetic / 10 of (N, H, W, 3) uint8 RGB frames."""
         import torch
 
-        def head(x):  # LAIONAes.forward without its own (antialiased) resize
+        def head(x: torch.Tensor) -> torch.Tensor:  # LAIONAes.forward without its own (antialiased) resize
             emb = torch.nn.functional.normalize(self.clip.encode_image(x).float(), p=2, dim=-1)
-            return self.net.mlp(emb)
+            scores: torch.Tensor = self.net.mlp(emb)
+            return scores
 
         return _batched(self, frames, head) / 10.0

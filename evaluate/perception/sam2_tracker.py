@@ -23,11 +23,15 @@ back where the target was first seen.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 
 from ._loading import check_safetensors, corrupt, require_files, resolve_device
+
+if TYPE_CHECKING:
+    from transformers import Sam2VideoModel, Sam2VideoProcessor
+    from transformers.models.sam2_video.modeling_sam2_video import Sam2VideoSegmentationOutput
 
 
 class Sam2Tracker:
@@ -44,12 +48,15 @@ class Sam2Tracker:
     recipe = ("Sam2VideoModel, frame-0 box (persons) or mask (objects) prompt, mask = logits > 0, valid = presence "
               "logit > 0; lost tracks re-prompted at revisit frames")
 
-    def __init__(self, model, processor, device: str, box_fill: float = 0.95):
+    def __init__(self, model: Sam2VideoModel, processor: Sam2VideoProcessor, device: str, box_fill: float = 0.95):
         self.model, self.processor, self.device = model, processor, device
         self.box_fill = box_fill
 
-    def settings(self) -> dict:
-        return {"backbone": self.name, "image_size": int(self.model.config.image_size), "threshold": "logits>0",
+    def settings(self) -> dict[str, Any]:
+        size = self.model.config.image_size  # an int for SAM2 (transformers also allows a (height, width) pair)
+        if not isinstance(size, int):
+            raise TypeError(f"sam2: config image_size {size!r}: one int (square inputs) expected")
+        return {"backbone": self.name, "image_size": int(size), "threshold": "logits>0",
                 "valid": "presence logit>0", "prompt": f"box if mask fills >= {self.box_fill} of its box, else mask",
                 "redetect": "re-prompt lost tracks at revisit frames"}
 
@@ -76,7 +83,7 @@ class Sam2Tracker:
         # transformers' stubs type .to(device) as taking the model: a device string is what it takes at run time
         return cls(model.to(dev).eval(), processor, dev)  # type: ignore[arg-type]
 
-    def prompt_for(self, init_mask: np.ndarray) -> dict:
+    def prompt_for(self, init_mask: np.ndarray) -> dict[str, Any]:
         """The frame-0 prompt: ``{"input_boxes": ...}`` when the mask fills its tight box (a person box), else
         ``{"input_masks": ...}``."""
         ys, xs = np.nonzero(init_mask)
@@ -121,12 +128,14 @@ class Sam2Tracker:
                 valid[i] = present and bool(m.any())
         return masks, valid
 
-    def _mask(self, out, H: int, W: int) -> np.ndarray:
-        m = self.processor.post_process_masks([out.pred_masks], original_sizes=[[H, W]], binarize=True)[0]
+    def _mask(self, out: Sam2VideoSegmentationOutput, H: int, W: int) -> np.ndarray:
+        # transformers leaves post_process_masks unannotated
+        m = self.processor.post_process_masks(  # type: ignore[no-untyped-call]
+            [out.pred_masks], original_sizes=[[H, W]], binarize=True)[0]
         return np.asarray(m.reshape(-1, H, W)[0].cpu().numpy(), bool)
 
 
-def default_processor(image_size: int):
+def default_processor(image_size: int) -> Sam2VideoProcessor:
     """SAM2's processor with its defaults (ImageNet mean / std, square resize to ``image_size``)."""
     from transformers import Sam2ImageProcessor, Sam2VideoProcessor
     from transformers.models.sam2_video.video_processing_sam2_video import Sam2VideoVideoProcessor

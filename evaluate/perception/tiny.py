@@ -13,10 +13,13 @@ import json
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
+
+if TYPE_CHECKING:
+    from transformers import Sam2VideoConfig
 
 
-def tiny_sam2_config():
+def tiny_sam2_config() -> Sam2VideoConfig:
     """A ~1 M-parameter ``Sam2VideoConfig`` (128-pixel input). Traps: the first block of a Hiera stage must not be
     a global-attention block; the memory attention's cross-attention takes 64-d memories
     (``memory_encoder_output_channels``), and the hidden size must exceed them (object pointers are split)."""
@@ -83,20 +86,21 @@ def write_arcface(d: Path, detector_bias: float = 5.0) -> None:
     import torch
 
     class Recogniser(torch.nn.Module):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.conv = torch.nn.Conv2d(3, 8, 4, 4)
             self.fc = torch.nn.Linear(8 * 28 * 28, 16)
 
-        def forward(self, x):
-            return self.fc(torch.relu(self.conv(x)).flatten(1))
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = self.fc(torch.relu(self.conv(x)).flatten(1))
+            return out
 
     class Detector(torch.nn.Module):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.heads = torch.nn.ModuleList([torch.nn.Conv2d(3, 2 + 8 + 20, 1) for _ in range(3)])
 
-        def forward(self, x):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
             sc, bb, kp = [], [], []
             for head, stride in zip(self.heads, (8, 16, 32)):
                 y = head(torch.nn.functional.avg_pool2d(x, stride))[0].permute(1, 2, 0)
@@ -138,8 +142,8 @@ def write_laion(d: Path) -> None:
                         context_length=8, vocab_size=32, transformer_width=64, transformer_heads=1,
                         transformer_layers=1).eval()
     d.mkdir(parents=True, exist_ok=True)
-    traced = torch.jit.trace(c, (torch.zeros(1, 3, 224, 224), torch.zeros(1, 8, dtype=torch.long)),
-                             check_trace=False)
+    traced = torch.jit.trace(  # type: ignore[no-untyped-call]  # torch leaves jit.trace unannotated
+        c, (torch.zeros(1, 3, 224, 224), torch.zeros(1, 8, dtype=torch.long)), check_trace=False)
     torch.jit.save(traced, str(d / "ViT-L-14.pt"))
     torch.save(MLP(16).state_dict(), d / "sac+logos+ava1-l14-linearMSE.pth")
 
@@ -167,7 +171,7 @@ VIPE_STANDIN = textwrap.dedent('''
 ''')
 
 
-def write_vipe_standin(d: Path, script: str = VIPE_STANDIN, env: Optional[dict] = None) -> None:
+def write_vipe_standin(d: Path, script: str = VIPE_STANDIN, env: Optional[dict[str, str]] = None) -> None:
     """``vipe.json`` pointing at a stand-in script run by this interpreter (labelled a stand-in in its docstring)."""
     d.mkdir(parents=True, exist_ok=True)
     from harness.io import write_text

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -54,15 +54,15 @@ class VipePoses:
               "relative to frame 0")
 
     def __init__(self, command: list[str], device: str = "cpu", pipeline: str = "default",
-                 env: Optional[dict] = None, timeout_s: float = 3600.0, fps: float = 16.0):
+                 env: Optional[dict[str, str]] = None, timeout_s: float = 3600.0, fps: float = 16.0):
         self.command, self.device, self.pipeline = command, device, pipeline
         self.env, self.timeout_s, self.fps = dict(env or {}), float(timeout_s), fps
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"backbone": self.name, "command": self.command, "pipeline": self.pipeline, "fps": self.fps}
 
     @classmethod
-    def load(cls, weights_dir: Path, device: str = "cpu", pack_env: Optional[dict] = None) -> "VipePoses":
+    def load(cls, weights_dir: Path, device: str = "cpu", pack_env: Optional[dict[str, str]] = None) -> "VipePoses":
         """Read ``vipe.json`` and run the readiness check (the command exists and is executable).
 
         ``pack_env``: environment from the release's weights pack, which ships ViPE's models as a Hugging Face cache
@@ -89,7 +89,7 @@ class VipePoses:
         return cls(cmd, device, pipeline=str(cfg.get("pipeline", "default")), env=env,
                    timeout_s=float(cfg.get("timeout_s", 3600.0)))
 
-    def _env(self) -> dict:
+    def _env(self) -> dict[str, str]:
         env = {**os.environ, **{k: str(v) for k, v in self.env.items()}}
         if str(self.device).startswith("cuda:"):
             env["CUDA_VISIBLE_DEVICES"] = str(self.device).split(":", 1)[1]

@@ -4,11 +4,22 @@ estimator, and the oracle pose / depth of the reference model. Each is determini
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import numpy as np
 
 from .base import PoseEstimate
+
+if TYPE_CHECKING:
+    import cv2
+
+    from ..config import EvalConfig
+
+X = TypeVar("X")
+Y = TypeVar("Y")
+#: ``(ref points (M, 2), frame points (M, 2), K^-1, working scale) -> value or None``: a fit on matched ORB points
+RayFit = Callable[[np.ndarray, np.ndarray, np.ndarray, float], Optional[float]]
 
 
 def default_threads() -> int:
@@ -20,7 +31,7 @@ def default_threads() -> int:
     return max(1, min(4, n))
 
 
-def thread_map(fn, items: list, threads: int) -> list:
+def thread_map(fn: Callable[[X], Y], items: list[X], threads: int) -> list[Y]:
     """``[fn(x) for x in items]`` in order, on ``threads`` threads (each call independent of the others; numpy and
     OpenCV release the GIL in their loops)."""
     if threads <= 1 or len(items) <= 1:
@@ -78,7 +89,7 @@ class TemplateTracker:
         self._threads = default_threads() if threads is None else max(1, int(threads))  # execution only
 
     @classmethod
-    def from_settings(cls, ecfg) -> "TemplateTracker":
+    def from_settings(cls, ecfg: EvalConfig) -> "TemplateTracker":
         """Built by the backbone registry from ``evaluate.tracker_threshold``."""
         return cls(float(ecfg.tracker_threshold))
 
@@ -95,7 +106,7 @@ class TemplateTracker:
         tmpl = frames[0][y0:y1, x0:x1]
         local = init_mask[y0:y1, x0:x1]
 
-        def best_match(i: int):
+        def best_match(i: int) -> tuple[float, Sequence[int]]:
             return cv2.minMaxLoc(cv2.matchTemplate(frames[i], tmpl, cv2.TM_CCOEFF_NORMED))[1:4:2]
 
         for i, (best, loc) in enumerate(thread_map(best_match, list(range(N)), self._threads)):  # frames in parallel
@@ -142,7 +153,7 @@ class ClassicalPoseEstimator:
         self.position_fit = "orb-parallax-median/kabsch-refit-3x-median"  # likewise, for translating returns
 
     def _step(self, g0: np.ndarray, g1: np.ndarray, Kc: np.ndarray, Kinv: np.ndarray, mode: str,
-              p0: Optional[np.ndarray] = None):
+              p0: Optional[np.ndarray] = None) -> tuple[np.ndarray, bool, int, Optional[np.ndarray]]:
         """(prev -> cur motion 4x4 in the prev camera frame, ok, inliers, the tracked points in ``g1`` (M, 1, 2)
         float32 or None). ``p0``: points of ``g0`` to track (default: Shi-Tomasi corners detected in ``g0``)."""
         import cv2
@@ -181,7 +192,8 @@ class ClassicalPoseEstimator:
         T = np.linalg.inv(np.block([[R, t.reshape(3, 1)], [np.zeros((1, 3)), np.ones((1, 1))]]))
         return T, True, int(n), tracked
 
-    def _steps(self, frames: Any, first: int, last: int, Kc: np.ndarray, Kinv: np.ndarray, mode: str) -> list:
+    def _steps(self, frames: Any, first: int, last: int, Kc: np.ndarray, Kinv: np.ndarray,
+               mode: str) -> list[tuple[np.ndarray, bool, int]]:
         """Steps ``first .. last - 1`` (step i: frame i -> i + 1) as ``[(T, ok, inliers)]``. ``first`` is a detection
         step (a multiple of ``redetect``); each later step of a ``redetect`` group tracks the previous step's points,
         unless fewer than ``min_inliers`` were tracked (then it detects)."""
@@ -221,7 +233,8 @@ class ClassicalPoseEstimator:
             c2w[i] = c2w[i - 1] @ T
         return PoseEstimate(c2w, valid, {"inliers": inliers, "mode": mode})
 
-    def _orb_setup(self, ref: np.ndarray, K: np.ndarray):
+    def _orb_setup(self, ref: np.ndarray,
+                   K: np.ndarray) -> tuple[cv2.ORB, Callable[[np.ndarray], np.ndarray], np.ndarray, float]:
         """ORB at the working size (see :meth:`angles_to`): (detector, to-gray function, K^-1 at the working size on
         OpenCV's integer-centre grid, scale)."""
         import cv2
@@ -241,7 +254,7 @@ class ClassicalPoseEstimator:
         Kc[:2, 2] -= 0.5
         return orb, gray, np.linalg.inv(Kc), s
 
-    def _orb_fits(self, ref: np.ndarray, frames, K: np.ndarray, fit) -> np.ndarray:
+    def _orb_fits(self, ref: np.ndarray, frames: np.ndarray, K: np.ndarray, fit: RayFit) -> np.ndarray:
         """(N,) ``fit(ref points (M, 2), frame points (M, 2), K^-1, scale)`` per frame with at least ``min_inliers``
         cross-checked ORB matches to ``ref`` (points at the working size, see :meth:`_orb_setup`), ``inf`` for the
         others and where ``fit`` returns None. Frames are matched and fitted on ``threads`` threads (each frame on
@@ -280,7 +293,7 @@ class ClassicalPoseEstimator:
         translating path's return frame is the frame with the smallest parallax to frame 0."""
         focal = float(np.asarray(K)[0, 0])
 
-        def fit(p0, p1, Kinv, _s) -> Optional[float]:
+        def fit(p0: np.ndarray, p1: np.ndarray, Kinv: np.ndarray, _s: float) -> Optional[float]:
             r0, r1 = _unit_rays(p0, Kinv), _unit_rays(p1, Kinv)
             res = _ray_residuals(r0, r1, _kabsch(r0, r1))
             keep = res <= 3 * np.median(res) + 1e-9
@@ -301,7 +314,7 @@ class ClassicalPoseEstimator:
         small frame (at 96 x 160 most windows had no fit at all, and the return frame fell on a frame 90 deg away)."""
         import cv2
 
-        def fit(p0, p1, Kinv, s) -> Optional[float]:
+        def fit(p0: np.ndarray, p1: np.ndarray, Kinv: np.ndarray, s: float) -> Optional[float]:
             Hm, mask = cv2.findHomography(p0, p1, cv2.RANSAC, 2.0 * s)  # 2 px of the original frame
             if Hm is None or int(mask.sum()) < self.min_inliers:
                 return None
@@ -371,22 +384,25 @@ def _popcount(x: np.ndarray, out: np.ndarray) -> None:
         out[...] = _BYTE_BITS[x.view(np.uint8)].reshape(*x.shape, 8).sum(axis=-1, dtype=np.uint8)
 
 
-def _unit_rays(points, Kinv: np.ndarray) -> np.ndarray:
+def _unit_rays(points: np.ndarray, Kinv: np.ndarray) -> np.ndarray:
     """(N, 3) unit camera rays of (N, 2) pixel points (``Kinv`` on the same pixel grid)."""
     p = np.asarray(points, np.float64).reshape(-1, 2)
     r = np.c_[p, np.ones(len(p))] @ Kinv.T
-    return r / np.linalg.norm(r, axis=1, keepdims=True)
+    rays: np.ndarray = r / np.linalg.norm(r, axis=1, keepdims=True)
+    return rays
 
 
 def _kabsch(r0: np.ndarray, r1: np.ndarray) -> np.ndarray:
     """The rotation R minimising sum |r1 - R r0|^2 over matched unit rays (N, 3), reflection-safe."""
     U, _, Vt = np.linalg.svd(r1.T @ r0)
-    return U @ np.diag([1, 1, np.linalg.det(U @ Vt)]) @ Vt
+    R: np.ndarray = U @ np.diag([1, 1, np.linalg.det(U @ Vt)]) @ Vt
+    return R
 
 
 def _ray_residuals(r0: np.ndarray, r1: np.ndarray, R: np.ndarray) -> np.ndarray:
     """(N,) angle in radians between each ray of ``r1`` and the matching ray of ``r0`` rotated by ``R``."""
-    return np.arccos(np.clip(np.sum(r1 * (r0 @ R.T), axis=1), -1.0, 1.0))
+    angles: np.ndarray = np.arccos(np.clip(np.sum(r1 * (r0 @ R.T), axis=1), -1.0, 1.0))
+    return angles
 
 
 class OraclePoses:
@@ -407,7 +423,7 @@ class OracleDepth:
 
     name = "oracle"
 
-    def __init__(self, room: dict, c2w: np.ndarray, K: np.ndarray, height: int, width: int):
+    def __init__(self, room: dict[str, float], c2w: np.ndarray, K: np.ndarray, height: int, width: int):
         from harness.scene import Room
 
         self.room = Room(**{k: float(v) for k, v in room.items()})

@@ -262,8 +262,8 @@ class _Context:
 
     def _files(self, p: VideoPlan, case: Any, d: Path, stamp: dict[str, int], preset: dict[str, Any],
                info: dict[str, Any], path: Any, m: Any, check: Any) -> None:
-        from harness.io import link_file, sha256_file, write_json
-        from harness.outputs import controls_hashes
+        from harness.io import link_file, sha256_file
+        from harness.record import ItemRecord, write_record
 
         item = self.item(p)
         d.mkdir(parents=True, exist_ok=True)
@@ -277,18 +277,10 @@ class _Context:
                    "camera": "measured layout" if path.params.get("source") == "measured" else "preset",
                    "check": check.to_dict(),
                    "measurement": {**m.to_dict(), "video_sha256": sha} if m is not None else None}
-        meta = {"status": "done", "item": item.to_dict(), "case": case.model_dump(),
-                "model": {"name": p.model, "release_id": p.model_id}, "seed": item.seed,
-                "scored_as": p.scored_as,
-                "source": {"video": str(p.file.resolve()), "release": str(self.opts.source.resolve())},
-                "release": release,
-                "camera": {"spec_hash": path.spec_hash(), **path.meta(), "sha256": sha256_file(d / "camera.npz")},
-                "video": {"file": "video.mp4", "sha256": sha, "size": stamp["size"], **info},
-                "controls": {"sha256": controls_hashes(d / "controls")}, "generation": {}}
-        meta["manifest"] = {**item.to_dict(), "key": item.key, "status": "done", "dir": item.key,
-                            "video": "video.mp4", "video_sha256": sha, "phases": path.meta()["phases"],
-                            "external": True}
-        write_json(d / "meta.json", meta)
+        write_record(d, ItemRecord.made_elsewhere(
+            item, d, case=case.model_dump(), model={"name": p.model, "release_id": p.model_id}, path=path,
+            video={"sha256": sha, "size": stamp["size"], **info}, scored_as=p.scored_as, release=release,
+            source={"video": str(p.file.resolve()), "release": str(self.opts.source.resolve())}))
 
 
 def _failure_kind(exc: Exception) -> str:
@@ -338,13 +330,13 @@ def _preset_hash(preset: dict[str, Any]) -> str:
 def _unchanged(d: Path, p: VideoPlan, stamp: dict[str, int], preset: dict[str, Any], measure: bool) -> Any:
     """The stored check of an item imported from the same file with the same rows, preset and settings, whose
     files are still in place; None otherwise."""
-    from harness.outputs import item_meta
+    from harness.record import read_record
 
     from .check import VideoCheck
 
-    meta = item_meta(d)
-    rel = (meta or {}).get("release") or {}
-    if not meta or meta.get("status") != "done" or rel.get("version") != IMPORT_VERSION:
+    rec = read_record(d)
+    rel = (rec.release if rec is not None else None) or {}
+    if rec is None or rec.status != "done" or rel.get("version") != IMPORT_VERSION:
         return None
     if rel.get("video") != stamp or _rows_key(rel.get("rows") or []) != _rows_key(p.rows) or \
             rel.get("preset_hash") != _preset_hash(preset) or rel.get("measured") != measure:
@@ -373,13 +365,13 @@ def _remove_item(d: Path) -> None:
 def _remove_stale(run: Any, done: set[str], summary: ImportSummary) -> None:
     """Remove the items an earlier import made whose video is no longer imported (gone from the release, or now
     refused), unless only part of the release was read (``release.limit`` / ``release.max_rows``)."""
-    from harness.outputs import item_meta
+    from harness.record import read_record
 
     if summary.not_read:
         return
     for key in run.item_keys():
-        meta = item_meta(run.path / key)
-        if key in done or not meta or "release" not in meta or not (meta.get("manifest") or {}).get("external"):
+        rec = read_record(run.path / key) if key not in done else None
+        if rec is None or rec.release is None or not rec.supplied:
             continue
         _remove_item(run.item_dir(key))
         summary.removed += 1

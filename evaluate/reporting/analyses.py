@@ -100,7 +100,7 @@ def revisit_units(study: Study, its: list[Item], key: str) -> tuple[list[str], l
 
 
 def multi_revisit(study: Study) -> list[RevisitSeries]:
-    g: dict[tuple, list[Item]] = defaultdict(list)
+    g: dict[tuple[str, str, str], list[Item]] = defaultdict(list)
     for it in study.items:
         g[(it.model, it.context, it.trajectory)].append(it)
     out = []
@@ -132,7 +132,7 @@ class CrossAxis:
 
 
 def cross_axis_units(study: Study, its: list[Item], key: str, model: str = "", context: str = "") -> CrossAxis:
-    per: dict[str, dict[tuple, Item]] = defaultdict(dict)
+    per: dict[str, dict[tuple[str, int], Item]] = defaultdict(dict)
     for it in its:
         if it.trajectory in ("lrlr", "lrud"):
             per[it.trajectory][(it.case_id, it.seed)] = it
@@ -164,7 +164,7 @@ def cross_axis_units(study: Study, its: list[Item], key: str, model: str = "", c
 
 
 def cross_axis(study: Study) -> list[CrossAxis]:
-    g: dict[tuple, list[Item]] = defaultdict(list)
+    g: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for it in study.items:
         g[(it.model, it.context)].append(it)
     out = []
@@ -199,7 +199,7 @@ def tolerances(study: Study) -> list[float]:
 
 def coverage(study: Study) -> list[Coverage]:
     tols = tolerances(study)
-    g: dict[tuple, list[Item]] = defaultdict(list)
+    g: dict[tuple[str, str, str], list[Item]] = defaultdict(list)
     for it in study.items:
         g[(it.model, it.context, it.trajectory)].append(it)
     out = []
@@ -418,13 +418,14 @@ def chance_text(key: str) -> str:
 
 def sources(study: Study) -> dict[str, dict[str, list[str]]]:
     """Per computed metric key: the pose, depth and mask sources its values used (empty lists: frames only)."""
-    out: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for it in study.items:
         for key, m in it.computed().items():
             used = out[key]  # created here, so a metric that used no estimator is listed too
             for what in ("pose", "depth", "mask"):
-                if m.source(what):
-                    used[what].add(m.source(what))
+                src = m.source(what)
+                if src:
+                    used[what].add(src)
     return {k: {s: sorted(v) for s, v in d.items()} for k, d in sorted(out.items())}
 
 

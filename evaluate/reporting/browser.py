@@ -16,7 +16,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
 
@@ -83,7 +86,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-ges
 
 
 @contextmanager
-def chromium(executable: Optional[str] = None) -> Iterator[Any]:
+def chromium(executable: Optional[str] = None) -> Iterator[Browser]:
     """A headless Chromium (playwright's ``Browser``), closed on exit. Several checks may share one: starting the
     browser is most of a check's time."""
     from playwright.sync_api import sync_playwright
@@ -119,8 +122,8 @@ _TABLE_FIT = """() => {
 }"""
 
 
-def table_fit(html: Path, widths: Sequence[int] = (1366, 1920), browser: Any = None, height: int = 768
-              ) -> dict[int, dict]:
+def table_fit(html: Path, widths: Sequence[int] = (1366, 1920), browser: Optional[Browser] = None,
+              height: int = 768) -> dict[int, dict[str, Any]]:
     """Open ``html`` at each viewport width (every ``<details>`` opened, so folded tables count too) and return,
     per width, ``{viewport, page_overflow, tables: [{id, part, cols, width, left, right, overflow}], best: [{table,
     col, right, row}]}`` (``best``: the bold cells): a table fits when ``overflow`` is 0 and ``right`` is within
@@ -128,7 +131,7 @@ def table_fit(html: Path, widths: Sequence[int] = (1366, 1920), browser: Any = N
     if browser is None:
         with chromium() as b:
             return table_fit(html, widths, b, height)
-    out = {}
+    out: dict[int, dict[str, Any]] = {}
     for w in widths:
         page = browser.new_page(viewport={"width": w, "height": height})
         try:
@@ -140,7 +143,7 @@ def table_fit(html: Path, widths: Sequence[int] = (1366, 1920), browser: Any = N
     return out
 
 
-def misfits(fit: dict[int, dict]) -> list[str]:
+def misfits(fit: dict[int, dict[str, Any]]) -> list[str]:
     """The tables of :func:`table_fit`'s result that need horizontal scrolling, as sentences (empty: all fit)."""
     bad = []
     for w, r in fit.items():
@@ -154,7 +157,7 @@ def misfits(fit: dict[int, dict]) -> list[str]:
 
 
 def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, timeout_s: float = 60,
-               fragment: str = "", browser: Any = None) -> dict:
+               fragment: str = "", browser: Optional[Browser] = None) -> dict[str, Any]:
     """Load ``html`` (file://) and return ``{videos, tables, images, sections, verdict, strips, swatches, folded,
     emphasis, answer, sort, console_errors, page_errors}``; the screenshot shows the viewport at ``#fragment`` (top
     of the page when empty). ``browser``: a running :func:`chromium` to use (else one is started)."""
@@ -173,7 +176,7 @@ def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, t
                 failed.append(f"{r.url} ({r.failure})"))
         page.goto(Path(html).resolve().as_uri(), timeout=timeout_s * 1000)
         page.wait_for_load_state("load", timeout=timeout_s * 1000)
-        info = page.evaluate(_PROBE)
+        info: dict[str, Any] = page.evaluate(_PROBE)  # the probe's JSON
         info["sort"] = page.evaluate(_SORT)
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         if fragment:
@@ -185,7 +188,7 @@ def check_page(html: Path, screenshot: Path, executable: Optional[str] = None, t
     return info
 
 
-def problems(info: dict) -> list[str]:
+def problems(info: dict[str, Any]) -> list[str]:
     """What failed, as sentences (empty when the page is fine)."""
     out = []
     for v in info["videos"]:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cells import Cell
-from .collect import Item, ReportError, load_items
+from .collect import Item, PageKey, ReportError, load_items
+
+if TYPE_CHECKING:
+    from .analyses import Analyses
+    from .playable import PageVideo
+    from .plots import Palette
+    from .strips import Strip
+    from .study import Study
+    from .tables import Table
 
 
 def default_out_dir(run_dirs: Sequence[Path]) -> Path:
@@ -29,7 +37,7 @@ def settings_of(items: list[Item]) -> dict[str, Any]:
 
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, *,
-                 boot: dict | None = None, main_context: str = "fullkv", strips: bool = True,
+                 boot: dict[str, int] | None = None, main_context: str = "fullkv", strips: bool = True,
                  figures: bool = True, paper_numbers: Path | None = None,
                  human_studies: Sequence[Path | str] = (), items: list[Item] | None = None) -> dict[str, Any]:
     """Build the report of ``run_dirs`` into ``out_dir`` (default :func:`default_out_dir`).
@@ -41,15 +49,10 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     "markdown", "sources", "tables": {id: {md, csv, tex}}, "figures", "items", "analyses", "tables_built"}``
     (``analyses``: the :class:`~evaluate.reporting.analyses.Analyses` every table and figure was built from).
     Raises :class:`ReportError` when no run has an evaluated item."""
-    from harness.io import write_json, write_text
-
-    from . import plots, render
     from .analyses import Analyses
     from .page import write_page
-    from .paper import comparison_table, load_paper_numbers
+    from .plots import Palette
     from .study import Study
-    from .tables import Builder
-    from .verdict import verdict_markdown
 
     runs = [Path(r).resolve() for r in run_dirs]
     for r in runs:
@@ -70,6 +73,29 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
 
     study = Study(items, boot or s["bootstrap"], rel, main_context, s["departure_deg"], s["tolerance_deg"])
     an = Analyses(study)
+    tables = _all_tables(study, an, paper_numbers, human_studies)
+    files = _write_tables(out, runs, items, an, tables, rel)
+    pal = Palette(items)
+    figs, previews = _draw_figures(out / "figures", an, items, tables, pal) if figures else ({}, {})
+    strip_out: dict[PageKey, Strip | None] = {}
+    if strips:
+        from .strips import strips_dir
+
+        strip_out = draw_strips(items, strips_dir(out))
+    html = write_page(out, an, tables, figs, previews, strip_out, runs, skipped,
+                      {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()}, pal,
+                      videos=page_videos(items, out / "videos"))
+    return {"out_dir": str(out), "html": str(html), "markdown": str(out / "report.md"),
+            "sources": str(out / "sources.json"), "tables": files, "items": len(items),
+            "figures": {k: [str(p) for p in v] for k, v in figs.items()}, "analyses": an, "tables_built": tables}
+
+
+def _all_tables(study: Study, an: Analyses, paper_numbers: Path | None,
+                human_studies: Sequence[Path | str]) -> list[Table]:
+    """The report's tables in page order: the study's, the paper comparison, then each human study's."""
+    from .paper import comparison_table, load_paper_numbers
+    from .tables import Builder
+
     b = Builder(study, an)
     tables = b.all_tables()
     tables.append(comparison_table(b, load_paper_numbers(paper_numbers) if paper_numbers else None))
@@ -78,6 +104,19 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
 
         for i, sd in enumerate(human_studies):
             tables += study_tables(Path(sd), "" if len(human_studies) == 1 else f"_{i + 1}")
+    return tables
+
+
+def _write_tables(out: Path, runs: list[Path], items: list[Item], an: Analyses, tables: list[Table],
+                  rel: Callable[[Path], str]) -> dict[str, dict[str, str]]:
+    """Each table as Markdown, CSV and LaTeX under ``out/tables``, ``report.md`` (the verdict and every table),
+    ``tables.tex`` and ``sources.json`` (every cell's provenance). Returns table id -> {md, csv, tex} paths
+    relative to ``out``."""
+    from harness.io import write_json, write_text
+
+    from . import render
+    from .verdict import verdict_markdown
+
     tdir = out / "tables"
     files: dict[str, dict[str, str]] = {}
     sources: dict[str, Any] = {}
@@ -105,42 +144,38 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     # compact: a study of thousands of videos has millions of provenance terms (indenting is Python's slow encoder)
     write_json(out / "sources.json", {"runs": [str(r) for r in runs], "base": ".", "files": list(paths_index),
                                       "tables": sources}, compact=True)
-    fdir = out / "figures"
+    return files
+
+
+def _draw_figures(fdir: Path, an: Analyses, items: list[Item], tables: list[Table],
+                  pal: Palette) -> tuple[dict[str, list[Path]], dict[str, list[Path]]]:
+    """The charts (decay, latency vs memory, the model profile) and ``figures.json`` (colours, markers, what each
+    panel drew) in ``fdir``, and the trajectory previews. Returns (figure title -> paths, trajectory -> paths)."""
+    from harness.io import write_json
+
+    from . import plots
+
     by_id = {t.id: t for t in tables}
-    pal = plots.Palette(items)
     figs: dict[str, list[Path]] = {}
-    drawn: dict[str, list[dict]] = {}
-    previews: dict[str, list[Path]] = {}
-    if figures:
-        for name, fid, (fig_paths, panels) in (
-                ("Per-window decay", "decay", plots.decay_curves(an, pal, fdir / "decay", an.verdict.metrics)),
-                ("Latency vs memory on the metrics that separate the policies", "latency_vs_memory",
-                 plots.latency_vs_memory(an, pal, fdir / "latency_vs_memory")),
-                ("Model profile", "profile", plots.profile_bars(by_id["main"], pal, fdir / "profile"))):
-            figs[name] = fig_paths
-            drawn[fid] = panels
-        write_json(fdir / "figures.json", {"colours": pal.colours, "markers": pal.markers, "figures": drawn})
-        previews = plots.trajectory_previews(items, fdir)
-    strip_out: dict[tuple, tuple[Path, list] | None] = {}
-    if strips:
-        from .strips import strips_dir
-
-        strip_out = draw_strips(items, strips_dir(out))
-    html = write_page(out, an, tables, figs, previews, strip_out, runs, skipped,
-                      {k: {"md": v["md"], "csv": v["csv"], "tex": v["tex"]} for k, v in files.items()}, pal,
-                      videos=page_videos(items, out / "videos"))
-    return {"out_dir": str(out), "html": str(html), "markdown": str(out / "report.md"),
-            "sources": str(out / "sources.json"), "tables": files, "items": len(items),
-            "figures": {k: [str(p) for p in v] for k, v in figs.items()}, "analyses": an, "tables_built": tables}
+    drawn: dict[str, list[dict[str, Any]]] = {}
+    for name, fid, (fig_paths, panels) in (
+            ("Per-window decay", "decay", plots.decay_curves(an, pal, fdir / "decay", an.verdict.metrics)),
+            ("Latency vs memory on the metrics that separate the policies", "latency_vs_memory",
+             plots.latency_vs_memory(an, pal, fdir / "latency_vs_memory")),
+            ("Model profile", "profile", plots.profile_bars(by_id["main"], pal, fdir / "profile"))):
+        figs[name] = fig_paths
+        drawn[fid] = panels
+    write_json(fdir / "figures.json", {"colours": pal.colours, "markers": pal.markers, "figures": drawn})
+    return figs, plots.trajectory_previews(items, fdir)
 
 
-def page_videos(items: list[Item], folder: Path) -> dict[tuple, Any]:
+def page_videos(items: list[Item], folder: Path) -> dict[PageKey, PageVideo]:
     """(run, *item key) -> :class:`~evaluate.reporting.playable.PageVideo` for every item with a video: the
     original where a browser plays it, else an H.264 copy in ``folder`` (or a warning)."""
     from .playable import page_video
     from .strips import strip_path
 
-    out: dict[tuple, Any] = {}
+    out: dict[PageKey, PageVideo] = {}
     for it in items:
         video = it.item_dir / "video.mp4"
         if video.exists():
@@ -148,14 +183,14 @@ def page_videos(items: list[Item], folder: Path) -> dict[tuple, Any]:
     return out
 
 
-def draw_strips(items: list[Item], folder: Path) -> dict[tuple, tuple[Path, list] | None]:
+def draw_strips(items: list[Item], folder: Path) -> dict[PageKey, Strip | None]:
     """Each video's revisit strip (:mod:`evaluate.reporting.strips`), reused while newer than the video and its
     metrics. Returns (run, *item key) -> (png, rows) or None (no video, or no metric recorded its frames)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .strips import MAX_ROWS, frame_strip, strip_frames, strip_path, strip_rows
 
-    out: dict[tuple, tuple[Path, list] | None] = {}
+    out: dict[PageKey, Strip | None] = {}
     todo: list[tuple[Item, Path]] = []
     for it in items:
         p = strip_path(folder, it)

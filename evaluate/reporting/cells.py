@@ -12,15 +12,20 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from evaluate.aggregate import bootstrap_ci
+from evaluate.aggregate import mean
 from evaluate.results import ItemResult
+
+if TYPE_CHECKING:
+    from evaluate.registry import Aggregation
 
 #: below this many units a cell prints its mean and n only: an interval over one or two units reads as certainty
 MIN_UNITS_FOR_INTERVAL = 3
+#: a bootstrap's settings as the evaluation records them (``evaluate.bootstrap``): ``{"n": resamples, "seed": seed}``
+Boot = Mapping[str, int]
 
 _IDX = re.compile(r"^per_revisit\[(\d+)\]$")
 _QUAL = re.compile(r"^(departed|returned|tracked)\[(\d+)\](?:@([\d.]+)(?:,([\d.]+))?)?$")
@@ -67,7 +72,7 @@ class Cell:
     def provenance(self, intern: Optional[Callable[[str], int]] = None) -> dict[str, Any]:
         """The cell and its units as JSON. ``intern`` maps a file path to an index into a shared ``files`` list
         (sources.json stores each path once)."""
-        def term(t: Term) -> dict:
+        def term(t: Term) -> dict[str, Any]:
             return {"file": intern(t.file) if intern else t.file, "key": t.key, "field": t.field, "coef": t.coef}
 
         return {"kind": self.kind, "mean": self.mean, "lo": self.lo, "hi": self.hi, "n": self.n, "sd": self.sd,
@@ -76,16 +81,18 @@ class Cell:
                           for u in self.units]}
 
 
-def mean_cell(units: Sequence[Unit | None], boot: dict, reason: str = "no computed value") -> Cell:
-    """Mean of the finite unit values with a percentile bootstrap interval (None: a video without a value)."""
+def mean_cell(units: Sequence[Unit | None], boot: Boot, reason: str = "no computed value",
+              aggregation: Aggregation = mean) -> Cell:
+    """Mean of the finite unit values with a percentile bootstrap interval (None: a video without a value): a
+    metric's ``aggregation`` (:attr:`evaluate.registry.MetricSpec.aggregation`; every metric's is the mean)."""
     us = [u for u in units if u is not None and u.value is not None and np.isfinite(u.value)]
     if not us:
         return Cell(reason=reason)
-    ci = bootstrap_ci([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+    ci = aggregation([u.value for u in us], n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
     return Cell(ci["mean"], ci["lo"], ci["hi"], int(ci["n"]), list(us))
 
 
-def ratio_cell(num: Sequence[Unit], den: Sequence[Unit], boot: dict) -> Cell:
+def ratio_cell(num: Sequence[Unit], den: Sequence[Unit], boot: Boot) -> Cell:
     """mean(den) / mean(num) over matched units (a speedup: reference latency / policy latency), with a paired
     bootstrap over the matched units. ``units`` holds both sides, told apart by ``role``."""
     a = np.array([u.value for u in num], float)
@@ -146,7 +153,7 @@ def resolve(result: ItemResult, key: Optional[str], fld: str) -> float:
     raise KeyError(f"unknown field {fld!r}")
 
 
-def unit_value(base: Path, unit: dict, files: Optional[Sequence[str]] = None) -> float:
+def unit_value(base: Path, unit: dict[str, Any], files: Optional[Sequence[str]] = None) -> float:
     """Recompute a unit of a ``sources.json`` cell from the files (paths relative to ``base``; an integer ``file``
     indexes ``files``, the ``files`` list of sources.json)."""
     total = 0.0

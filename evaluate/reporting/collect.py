@@ -14,7 +14,7 @@ import functools
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -25,6 +25,11 @@ from ..catalog import scores_case
 from ..results import Entries, ItemResult, MetricEntry
 
 log = logging.getLogger(__name__)
+
+#: (model, context, seed, trajectory, case_id): one video of a study (:attr:`Item.key`)
+ItemKey = tuple[str, str, int, str, str]
+#: (run, model, context, seed, trajectory, case_id): one video of a report over several runs (``(it.run,) + it.key``)
+PageKey = tuple[str, str, str, int, str, str]
 
 
 class ReportError(ConfigError):
@@ -52,7 +57,7 @@ class Item:
         return self.item_dir / "metrics.json"
 
     @property
-    def key(self) -> tuple[str, str, int, str, str]:
+    def key(self) -> ItemKey:
         """(model, context, seed, trajectory, case_id)."""
         return self.model, self.context, self.seed, self.trajectory, self.case_id
 
@@ -99,7 +104,7 @@ class Item:
         return self.result.phases
 
     @property
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return dict(self.result.extra.get("settings") or {})
 
     def latency_s(self) -> float:
@@ -132,7 +137,7 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
     from harness.outputs import item_meta
     from trajectories.migration import SUPERSEDED_NAMES, superseded_item
 
-    items: dict[tuple, Item] = {}
+    items: dict[ItemKey, Item] = {}
     skipped = {"not_done": 0, "not_evaluated": 0, "duplicate": 0, "superseded": 0}
     other_video: dict[str, list[str]] = {}  # run -> its results of another video than the item holds: all refused
     for run_dir in run_dirs:
@@ -177,13 +182,13 @@ def load_items(run_dirs: list[Path]) -> tuple[list[Item], dict[str, int]]:
 ITEM_KEYS = ("model", "context", "seed", "trajectory", "case_id")
 
 
-def _load_result(path: Path, run_dir: Path) -> dict:
+def _load_result(path: Path, run_dir: Path) -> dict[str, Any]:
     """A ``metrics.json`` read back for the report: unreadable, truncated or of the wrong shape is a user error
     naming the file and the fix (an evaluation rewrites it), never a traceback."""
     from harness.io import load_json, seal_problem
 
     fix = f"rerun python -m harness stage=evaluate run={run_dir} (it rewrites a metrics.json it cannot read)"
-    data = load_json(path, fix=fix, what="evaluation result")
+    data: dict[str, Any] = load_json(path, fix=fix, what="evaluation result")
     item, metrics = data.get("item"), data.get("metrics")
     if not (isinstance(item, dict) and all(k in item for k in ITEM_KEYS) and isinstance(metrics, dict)
             and all(isinstance(m, dict) for m in metrics.values())):

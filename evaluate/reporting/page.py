@@ -14,16 +14,20 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .analyses import Analyses
 from .cells import Cell, fixed, fmt_parts, plural
-from .collect import Item
+from .collect import Item, PageKey
 from .plots import Palette
 from .release import release_html
 from .render import cell_text
-from .tables import Table
+from .tables import Column, Table
 from .verdict import answer, headline, latency_text, line_data
+
+if TYPE_CHECKING:
+    from .playable import PageVideo
+    from .strips import Strip
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1600px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;
@@ -124,12 +128,12 @@ def _cell(v: Any, note: dict[str, int]) -> tuple[str, float]:
     return _breakable(text), max((len(t) * _PX_BODY for t in _tokens(text)), default=0.0) + _PAD_PX
 
 
-def column_parts(t: Table, cols: list, budget: float = TABLE_BUDGET_PX) -> list[list]:
+def column_parts(t: Table, cols: list[Column], budget: float = TABLE_BUDGET_PX) -> list[list[Column]]:
     """``cols`` in order, cut into parts whose estimated width (the row-key columns, repeated in each part, plus
     the part's columns) fits ``budget`` [px]; one part when the whole table fits."""
     note = t.footnotes()
     key_w = sum(max([_header(h)[1]] + [_cell(str(k[j]), note)[1] for k, _ in t.rows]) for j, h in enumerate(t.index))
-    parts: list[list] = [[]]
+    parts: list[list[Column]] = [[]]
     width = key_w
     for c in cols:
         w = max([_header(c.label + c.arrow)[1]] + [_cell(cells.get(c.key), note)[1] for _, cells in t.rows])
@@ -141,7 +145,7 @@ def column_parts(t: Table, cols: list, budget: float = TABLE_BUDGET_PX) -> list[
     return parts
 
 
-def _table_part(t: Table, cols: list, note: dict[str, int], ranks: dict[tuple[int, str], int]) -> str:
+def _table_part(t: Table, cols: list[Column], note: dict[str, int], ranks: dict[tuple[int, str], int]) -> str:
     """One ``<table>`` of ``t``: its row keys and ``cols``."""
     P = [f"<div class='tw'><table class='sortable' data-table='{_e(t.id)}'><thead><tr>" +
          "".join(f"<th>{_header(h)[0]}</th>" for h in t.index) +
@@ -262,7 +266,7 @@ def verdict_html(an: Analyses) -> str:
     return "\n".join(P)
 
 
-def _figure_html(name: str, paths: list[Path], rel) -> str:
+def _figure_html(name: str, paths: list[Path], rel: Callable[[Path], str]) -> str:
     if not paths:
         return ""
     png = [p for p in paths if p.suffix == ".png"][0]
@@ -272,9 +276,9 @@ def _figure_html(name: str, paths: list[Path], rel) -> str:
 
 
 def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[str, list[Path]],
-               previews: dict[str, list[Path]], strips: dict[tuple, Optional[tuple[Path, list]]], runs: list[Path],
+               previews: dict[str, list[Path]], strips: dict[PageKey, Optional[Strip]], runs: list[Path],
                skipped: dict[str, int], downloads: dict[str, dict[str, str]], pal: Palette,
-               videos: Optional[dict[tuple, Any]] = None) -> Path:
+               videos: Optional[dict[PageKey, PageVideo]] = None) -> Path:
     """Write ``out_dir/index.html`` atomically. ``strips``: (run, *item key) -> (png, rows drawn) or None.
     ``videos``: (run, *item key) -> :class:`~evaluate.reporting.playable.PageVideo` (what the player plays, and a
     note beside it); items without one play their own ``video.mp4``."""
@@ -288,31 +292,10 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
     by_id = {t.id: t for t in tables}
     upfront = [by_id[i] for i in UPFRONT if i in by_id and (by_id[i].rows or i == "main")]
     rest = [t for t in tables if t.id not in UPFRONT]
-    P = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>WorldMem study report</title>",
-         f"<style>{_CSS}</style></head><body>", "<h1>WorldMem study report</h1>",
-         "<p class='cap'>Runs: " + ", ".join(f"<code>{_e(r.name)}</code>" for r in runs) +
-         f". {plural(len(items), 'evaluated video')}; skipped: {skipped.get('not_done', 0)} not done, "
-         f"{skipped.get('not_evaluated', 0)} without metrics.json, {skipped.get('duplicate', 0)} already in an earlier "
-         "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the "
-         "reference model's own geometry) are excluded from every table and plot, and dynamic cases from the "
-         "static-content metrics. n/c = not computed (reason in the footnote). Every number links back to its "
-         "metrics.json through <a href='sources.json'>sources.json</a>.</p>",
-         "<nav><a href='#verdict'>verdict</a>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in upfront)
-         + "<a href='#figures'>figures</a><a href='#more'>more tables</a><a href='#cases'>cases</a></nav>",
-         verdict_html(an), release_html(runs)]
+    P = [_head_html(runs, len(items), skipped, upfront), verdict_html(an), release_html(runs)]
     for t in upfront:
         P.append(table_html(t, downloads.get(t.id, {})))
-    P.append("<section id='figures'><h2>Figures</h2><p class='cap' id='colour-key'>Colours (the same in every "
-             "figure): " + "".join(f"<span class='swatch' data-name='{_e(n)}' data-colour='{_e(pal.colours[n])}' "
-                                   f"style='background:{_e(pal.colours[n])}'></span>{_e(n)}" for n in pal.names)
-             + "</p>")
-    for name, paths in figures.items():
-        P.append(_figure_html(name, paths, rel))
-    if previews:
-        P.append("<h3>Trajectories</h3>")
-        for name, paths in previews.items():
-            P.append(f"<div class='vid' data-preview='{_e(name)}'>{_e(name)}<br><a href='{_e(rel(paths[0]))}'>"
-                     f"<img class='fig' src='{_e(rel(paths[0]))}' alt='{_e(name)}'></a></div>")
+    P.append(_figures_html(figures, previews, pal, rel))
     P.append("</section><section id='more'><h2>More tables</h2><p class='cap'>Per trajectory, multi-revisit, "
              "cross-axis, coverage, the dynamic decomposition, group summaries and the paper's numbers beside "
              "ours. Click to open.</p>")
@@ -323,39 +306,85 @@ def write_page(out_dir: Path, an: Analyses, tables: list[Table], figures: dict[s
     P.append("</section><section id='cases'><h2>Cases</h2><p class='cap'>Per case, trajectory and seed: the videos "
              "side by side across models and context policies, each with its revisit strip (per row, a metric's "
              "own reference frame beside the frame it scored in each revisit window, with its scores).</p>")
+    P += _cases_html(items, strips, videos or {}, rel)
+    P.append(f"</section><script>{_JS}</script></body></html>")
+    out = out_dir / "index.html"
+    write_text(out, "\n".join(P))
+    return out
+
+
+def _head_html(runs: list[Path], n_items: int, skipped: dict[str, int], upfront: list[Table]) -> str:
+    """The page's head, title, what it holds (runs, videos, what was skipped and left out) and its navigation."""
+    return "\n".join([
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>WorldMem study report</title>",
+        f"<style>{_CSS}</style></head><body>", "<h1>WorldMem study report</h1>",
+        "<p class='cap'>Runs: " + ", ".join(f"<code>{_e(r.name)}</code>" for r in runs) +
+        f". {plural(n_items, 'evaluated video')}; skipped: {skipped.get('not_done', 0)} not done, "
+        f"{skipped.get('not_evaluated', 0)} without metrics.json, {skipped.get('duplicate', 0)} already in an earlier "
+        "run (same model, context, seed, trajectory and case; the first run given wins). Oracle entries (the "
+        "reference model's own geometry) are excluded from every table and plot, and dynamic cases from the "
+        "static-content metrics. n/c = not computed (reason in the footnote). Every number links back to its "
+        "metrics.json through <a href='sources.json'>sources.json</a>.</p>",
+        "<nav><a href='#verdict'>verdict</a>" + "".join(f"<a href='#t-{_e(t.id)}'>{_e(t.id)}</a>" for t in upfront)
+        + "<a href='#figures'>figures</a><a href='#more'>more tables</a><a href='#cases'>cases</a></nav>"])
+
+
+def _figures_html(figures: dict[str, list[Path]], previews: dict[str, list[Path]], pal: Palette,
+                  rel: Callable[[Path], str]) -> str:
+    """The figures section (left open): the colour key, every figure, the trajectory previews."""
+    P = ["<section id='figures'><h2>Figures</h2><p class='cap' id='colour-key'>Colours (the same in every "
+         "figure): " + "".join(f"<span class='swatch' data-name='{_e(n)}' data-colour='{_e(pal.colours[n])}' "
+                               f"style='background:{_e(pal.colours[n])}'></span>{_e(n)}" for n in pal.names)
+         + "</p>"]
+    for name, paths in figures.items():
+        P.append(_figure_html(name, paths, rel))
+    if previews:
+        P.append("<h3>Trajectories</h3>")
+        for name, paths in previews.items():
+            P.append(f"<div class='vid' data-preview='{_e(name)}'>{_e(name)}<br><a href='{_e(rel(paths[0]))}'>"
+                     f"<img class='fig' src='{_e(rel(paths[0]))}' alt='{_e(name)}'></a></div>")
+    return "\n".join(P)
+
+
+def _cases_html(items: list[Item], strips: dict[PageKey, Optional[Strip]], videos: dict[PageKey, PageVideo],
+                rel: Callable[[Path], str]) -> list[str]:
+    """Per case, trajectory and seed, the videos side by side (:func:`_video_html`)."""
     # a study of thousands of videos would make every one fetch its metadata on open: load on play instead
     preload = "metadata" if len(items) <= PRELOAD_LIMIT else "none"
-    by_case: dict[str, dict[tuple, list[Item]]] = defaultdict(lambda: defaultdict(list))
+    by_case: dict[str, dict[tuple[str, int], list[Item]]] = defaultdict(lambda: defaultdict(list))
     for it in items:
         by_case[it.case_id][(it.trajectory, it.seed)].append(it)
+    P = []
     for case, groups in sorted(by_case.items()):
         P.append(f"<h3 id='case-{_e(case)}'>{_e(case)}</h3>")
         for (traj, seed), its in sorted(groups.items()):
             P.append(f"<div><b>{_e(traj)}</b>, seed {seed}<br>")
             for it in sorted(its, key=lambda i: (i.model, i.context, i.run)):
-                d = it.item_dir
-                links = [("meta.json", d / "meta.json"), ("controls", d / "controls"),
-                         ("context trace", d / "context_trace.json"), ("metrics.json", d / "metrics.json")]
-                lk = " · ".join(f"<a href='{_e(rel(p))}'>{_e(n)}</a>" for n, p in links if p.exists())
-                got = strips.get((it.run,) + it.key)
-                if got:
-                    png, rows = got
-                    st = (f"<a href='{_e(rel(png))}'><img class='strip' src='{_e(rel(png))}' alt='revisit strip' "
-                          f"data-item='{_e(rel(it.metrics_path))}' data-strip='{_e(json.dumps(rows))}'></a>")
-                else:
-                    st = "<span class='fn'>(no revisit frames recorded)</span>"
-                pv = (videos or {}).get((it.run,) + it.key)
-                src = pv.src if pv is not None else d / "video.mp4"
-                note = ""
-                if pv is not None and pv.note:
-                    note = (f"<div class='{'warn' if pv.warning else 'fn'}' data-video-note='{_e(pv.codec)}' "
-                            f"style='max-width:320px'>{_e(pv.note)}</div>")
-                # the strip beside the player at its own size (click: full size); it wraps below on a narrow screen
-                P.append(f"<div class='case'><div><b>{_e(it.model)}</b> / {_e(it.context)} "
-                         f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='{preload}' "
-                         f"src='{_e(rel(src))}'></video>{note}{lk}</div><div>{st}</div></div>")
+                key = (it.run,) + it.key
+                P.append(_video_html(it, strips.get(key), videos.get(key), preload, rel))
             P.append("</div>")
-    P.append(f"</section><script>{_JS}</script></body></html>")
-    out = out_dir / "index.html"
-    write_text(out, "\n".join(P))
-    return out
+    return P
+
+
+def _video_html(it: Item, strip: Optional[Strip], pv: Optional[PageVideo], preload: str,
+                rel: Callable[[Path], str]) -> str:
+    """One video's player (with a note on what it plays), its files' links and its revisit strip beside it."""
+    d = it.item_dir
+    links = [("meta.json", d / "meta.json"), ("controls", d / "controls"),
+             ("context trace", d / "context_trace.json"), ("metrics.json", d / "metrics.json")]
+    lk = " · ".join(f"<a href='{_e(rel(p))}'>{_e(n)}</a>" for n, p in links if p.exists())
+    if strip:
+        png, rows = strip
+        st = (f"<a href='{_e(rel(png))}'><img class='strip' src='{_e(rel(png))}' alt='revisit strip' "
+              f"data-item='{_e(rel(it.metrics_path))}' data-strip='{_e(json.dumps(rows))}'></a>")
+    else:
+        st = "<span class='fn'>(no revisit frames recorded)</span>"
+    src = pv.src if pv is not None else d / "video.mp4"
+    note = ""
+    if pv is not None and pv.note:
+        note = (f"<div class='{'warn' if pv.warning else 'fn'}' data-video-note='{_e(pv.codec)}' "
+                f"style='max-width:320px'>{_e(pv.note)}</div>")
+    # the strip beside the player at its own size (click: full size); it wraps below on a narrow screen
+    return (f"<div class='case'><div><b>{_e(it.model)}</b> / {_e(it.context)} "
+            f"<span class='fn'>({_e(it.run)})</span><video controls muted preload='{preload}' "
+            f"src='{_e(rel(src))}'></video>{note}{lk}</div><div>{st}</div></div>")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .analyses import cross_axis_units, revisit_units
 from .cells import Cell, Unit, count_cell, fixed, mean_cell
+from .collect import Item
 from .tables import Builder, Column, Table
 
 PAPER_FILE = Path(__file__).resolve().parent.parent / "paper_numbers.yaml"
@@ -25,7 +26,7 @@ def load_paper_numbers(path: Path = PAPER_FILE) -> dict[str, Any]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where installed: the same data, faster
-    data = yaml.load(Path(path).read_text(), Loader=loader)
+    data: dict[str, Any] = yaml.load(Path(path).read_text(), Loader=loader)
     for i, e in enumerate(data["numbers"]):
         for k in ("table", "row", "column", "value"):
             if k not in e:
@@ -59,20 +60,21 @@ class Ours:
         self.s = b.study
         self.main = self.s.main_items()
 
-    def _model_items(self, model: str, trajectory: Optional[str] = None) -> list:
+    def _model_items(self, model: str, trajectory: Optional[str] = None) -> list[Item]:
         if model not in self.main:
             return []
         return [it for it in self.main[model][1] if trajectory is None or it.trajectory == trajectory]
 
-    def _models(self, spec: dict) -> list[str]:
+    def _models(self, spec: dict[str, Any]) -> list[str]:
         m = spec.get("model", "*")
         return sorted(self.main) if m == "*" else [m]
 
-    def cell(self, spec: dict, key: str | None) -> Cell:
+    def cell(self, spec: dict[str, Any], key: str | None) -> Cell:
+        """Our value of the quantity a ``paper_numbers.yaml`` entry (``spec``) publishes, for metric ``key``."""
         q = spec["quantity"]
         models = self._models(spec)
         if q.startswith("decrease") or q == "per_revisit":
-            per: dict[str, tuple] = {}
+            per: dict[str, tuple[list[str], list[list[Unit]], list[Unit], list[Unit]]] = {}
             for m in models:
                 its = self._model_items(m, spec.get("trajectory"))
                 if its:
@@ -103,20 +105,21 @@ class Ours:
             col = {"dyn_started": "started", "dyn_p_start": "p_start", "dyn_s_cond": "s_cond",
                    "dyn_s_gated": "s_gated"}[q]
             for (model, ctx, k), row in t.rows:
-                if model == spec["model"] and ctx == self.main.get(model, ("",))[0] and k == key:
+                if model == spec["model"] and ctx == (self.main[str(model)][0] if model in self.main else "") \
+                        and k == key:
                     found = row[col]
                     if isinstance(found, Cell):
                         return found
             return Cell(reason=f"no dynamic videos of {spec['model']} in these runs")
         raise ValueError(f"paper_numbers.yaml: unknown quantity {q!r}")
 
-    def _agg(self, per_model: dict[str, list[Unit]], spec: dict) -> Cell:
+    def _agg(self, per_model: dict[str, list[Unit]], spec: dict[str, Any]) -> Cell:
         if spec.get("model", "*") == "*":
             return _models_mean(per_model)
         us = next(iter(per_model.values()), [])
         return mean_cell(us, self.s.boot, f"no value of {spec.get('model')} in these runs")
 
-    def _sub(self, suffix: str, per: dict[str, tuple[list[Unit], list[Unit]]], spec: dict) -> Cell:
+    def _sub(self, suffix: str, per: dict[str, tuple[list[Unit], list[Unit]]], spec: dict[str, Any]) -> Cell:
         """suffix '' (all cases, every model), '_qm' (all cases, the models with a qualified unit), '_q'
         (qualified), '_q_n' / '_q_m' / '_q_pos' (counts)."""
         if suffix == "":
@@ -145,7 +148,7 @@ def _backbone_matches(ours: str, paper: str) -> bool:
     return len(a) == len(b) and all(x.startswith(y) for x, y in zip(a, b))
 
 
-def comparison_table(b: Builder, data: Optional[dict] = None) -> Table:
+def comparison_table(b: Builder, data: Optional[dict[str, Any]] = None) -> Table:
     """One row per published number and our metric key: paper value, ours, ours - paper, and whether our backbone
     is the paper's."""
     data = data or load_paper_numbers()

@@ -11,8 +11,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional
+from types import ModuleType
+
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import numpy as np
 
@@ -22,6 +25,11 @@ from .cells import Cell, mean_cell
 from .collect import Item
 from .study import contender_order
 from .tables import Table
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 #: metric id -> (floor, ceiling or None = from the data, unit text)
 RANGES = {"diagnostic.revisit_psnr": (0.0, None, "dB"), "camera.rpe_trans": (0.0, None, ""),
@@ -49,7 +57,8 @@ def metric_range(key: str, values: list[float]) -> tuple[float, float, str]:
     return lo, top, f"y from {lo:g}{(' ' + unit) if unit else ''} (metric floor)"
 
 
-def _plt():
+def _plt() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend (imported on first use: the report's figures only)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,7 +67,7 @@ def _plt():
     return plt
 
 
-def subplot_grid(n: int, max_cols: int, cell_w: float, cell_h: float):
+def subplot_grid(n: int, max_cols: int, cell_w: float, cell_h: float) -> tuple[Figure, list[Axes]]:
     """(figure, axes list of length ``n``) on a grid of at most ``max_cols`` columns, ``cell_w`` x ``cell_h``
     inches per panel; the grid's unused panels are switched off."""
     plt = _plt()
@@ -70,7 +79,7 @@ def subplot_grid(n: int, max_cols: int, cell_w: float, cell_h: float):
     return fig, list(axes.flat[:n])
 
 
-def _save(fig, out: Path, svg: bool = True) -> list[Path]:
+def _save(fig: Figure, out: Path, svg: bool = True) -> list[Path]:
     from harness.io import atomic_path
 
     paths = []
@@ -113,17 +122,17 @@ def _arrow(key: str) -> str:
     return "" if d is None else ("↑" if d else "↓")
 
 
-def _legend(fig, pal: Palette, names: list[str], extra: Optional[list] = None) -> None:
+def _legend(fig: Figure, pal: Palette, names: list[str], extra: Sequence[Artist] = ()) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([0], [0], color=pal.colours[n], marker=pal.markers[n], linestyle="-", label=n) for n in names]
-    handles += extra or []
+    handles: list[Artist] = [Line2D([0], [0], color=pal.colours[n], marker=pal.markers[n], linestyle="-", label=n) for n in names]
+    handles += extra
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), fontsize=LEGEND_FONT,
                frameon=False, bbox_to_anchor=(0.5, 1.0))
 
 
 def decay_curves(an: Analyses, pal: Palette, out: Path, first: Optional[list[str]] = None
-                 ) -> tuple[list[Path], list[dict]]:
+                 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """One panel per (metric, trajectory): the mean score in each of the metric's windows per contender, with
     95 % bootstrap bars. ``first``: metric keys drawn first (the verdict's). Returns the paths and, per panel,
     what it drew (``metric, trajectory, windows, series: [{name, colour, marker}]``)."""
@@ -198,7 +207,7 @@ def _bounded_score_columns(t: Table) -> list[str]:
     return out
 
 
-def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list[dict]]:
+def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list[dict[str, Any]]]:
     """Grouped bars: per model, its [0, 1] higher-is-better Table 2 scores with 95 % bootstrap bars (axis 0..1)."""
     cols = _bounded_score_columns(main)
     if not cols or not main.rows:
@@ -208,7 +217,7 @@ def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list
     w = 0.8 / len(main.rows)
     info: dict[str, list[dict[str, str]]] = {"series": []}
     for j, ((model, ctx), cells) in enumerate(main.rows):
-        name = pal.name(model, ctx)
+        name = pal.name(str(model), str(ctx))  # the main table's rows: (model, context)
         xs: list[float] = []
         ms: list[float] = []
         err: list[list[float]] = [[], []]
@@ -234,7 +243,8 @@ def profile_bars(main: Table, pal: Palette, out: Path) -> tuple[list[Path], list
     return paths, [info]
 
 
-def latency_vs_memory(an: Analyses, pal: Palette, out: Path, max_panels: int = 4) -> tuple[list[Path], list[dict]]:
+def latency_vs_memory(an: Analyses, pal: Palette, out: Path,
+                      max_panels: int = 4) -> tuple[list[Path], list[dict[str, Any]]]:
     """Per policy comparison: one panel per metric that separates its policies (the verdict's, most telling
     first; without one, its first metrics, and the title says so): each policy's mean latency (x, from 0) against
     its mean score (y, from the metric's floor), 95 % bootstrap bars both ways."""

@@ -80,8 +80,9 @@ def to_csv(t: Table) -> str:
         head += [c.key] + ([f"{c.key}:lo", f"{c.key}:hi", f"{c.key}:n", f"{c.key}:note"] if c.key in with_ci else [])
     w.writerow(head)
     for key, cells in t.rows:
-        row = list(key)
+        row: list[str | int | float | None] = list(key)
         for c in t.columns:
+
             v = cells.get(c.key)
             if isinstance(v, Cell):
                 ok = v.ok()

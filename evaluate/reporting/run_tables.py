@@ -12,24 +12,27 @@ import dataclasses
 import io
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from ..aggregate import bootstrap_ci
-from ..catalog import METRICS, higher_is_better
+from ..aggregate import mean
+from ..catalog import METRICS, higher_is_better, spec_of
 from ..dynamic import dynamic_summary
 from .analyses import Analyses, Comparison
 from .cells import MIN_UNITS_FOR_INTERVAL, Cell, fixed, fmt, mean_cell, plural
 from .collect import Item
 from .verdict import line_data, verdict_markdown
 
+if TYPE_CHECKING:
+    from ..config import EvalConfig
+
 
 def _group(it: Item) -> tuple[str, str, str]:
     return it.model, it.context, it.trajectory
 
 
-def _fmt(ci: dict) -> str:
+def _fmt(ci: dict[str, Any]) -> str:
     if not np.isfinite(ci["mean"]):
         return "n/a"
     if ci["n"] < MIN_UNITS_FOR_INTERVAL:  # an interval over one or two cases reads as certainty
@@ -37,9 +40,10 @@ def _fmt(ci: dict) -> str:
     return f"{fixed(ci['mean'])} [{fixed(ci['lo'])}, {fixed(ci['hi'])}] (n={ci['n']})"
 
 
-def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict], dict[str, str]]:
-    """Aggregate rows (one per group and computed metric) and the not-computed reasons per metric key."""
-    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Aggregate rows (one per group and computed metric: its values combined by the metric's aggregation) and the
+    not-computed reasons per metric key."""
+    groups: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     reasons: dict[str, str] = {}
     for it in items:
         model, ctx, traj = _group(it)
@@ -49,16 +53,18 @@ def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict], dict
                 continue
             for g in ((model, ctx, traj), (model, ctx, "all")):
                 groups[g][k].append(float(m.value))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (model, ctx, traj), metrics in sorted(groups.items()):
         for k, vals in sorted(metrics.items()):
-            ci = bootstrap_ci(vals, n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
+            spec = spec_of(k)
+            aggregation = spec.aggregation if spec is not None else mean
+            ci = aggregation(vals, n_boot=int(boot.get("n", 2000)), seed=int(boot.get("seed", 0)))
             rows.append({"model": model, "context": ctx, "trajectory": traj, "metric": k,
                          "higher_is_better": higher_is_better(k), **ci})
     return rows, reasons
 
 
-def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
+def write_tables(out_dir: Path, items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
     """``per_item.csv`` and ``summary.{csv,json,md}`` of a run."""
     from harness.io import write_json, write_text
 
@@ -87,10 +93,10 @@ def write_tables(out_dir: Path, items: list[Item], ecfg: Any) -> dict[str, str]:
     return {"per_item": str(out_dir / "per_item.csv"), "summary": str(out_dir / "summary.md")}
 
 
-def context_ran(items: list[Item]) -> dict[tuple[str, str], dict]:
+def context_ran(items: list[Item]) -> dict[tuple[str, str], dict[str, Any]]:
     """(model, context label) -> what the model was told (``meta.json`` ``controls.context``, recorded by the
     adapter at compile time), for the items that recorded it."""
-    out: dict[tuple[str, str], dict] = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for it in items:
         rec = it.result.extra.get("context_ran")
         if isinstance(rec, dict) and rec.get("told"):
@@ -98,7 +104,7 @@ def context_ran(items: list[Item]) -> dict[tuple[str, str], dict]:
     return out
 
 
-def describe_ran(rec: dict) -> str:
+def describe_ran(rec: dict[str, Any]) -> str:
     """One line: the knobs the model was told, the declared identity with another label's launch, and where the
     launch left the regime upstream trained or documented the checkpoint in (the contract's ``trained_regime``)."""
     told = "; ".join(f"{k} {v}" for k, v in rec["told"].items())
@@ -110,7 +116,8 @@ def describe_ran(rec: dict) -> str:
     return told
 
 
-def markdown(rows: list[dict], reasons: dict[str, str], ran: dict[tuple[str, str], dict] | None = None) -> str:
+def markdown(rows: list[dict[str, Any]], reasons: dict[str, str],
+             ran: dict[tuple[str, str], dict[str, Any]] | None = None) -> str:
     lines = ["# Evaluation summary", "",
              "Mean over cases with a 95 % bootstrap interval (none below 3 cases) and the number of cases. "
              "`[backbone]` names what computed each value; `pixel-thumb16`, `template-ncc`, `classical-opencv` and "
@@ -119,8 +126,8 @@ def markdown(rows: list[dict], reasons: dict[str, str], ran: dict[tuple[str, str
              "(the reference model's own geometry) are left out, and dynamic cases from the static-content metrics "
              "(diagnostic.*, departure.*). The study report (the verdict, paper-shaped tables, plots, HTML) is in "
              "`report/`.", ""]
-    by_mc: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
-    trajs: dict[tuple, list] = defaultdict(list)
+    by_mc: dict[tuple[str, str], dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    trajs: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in rows:
         mc = (r["model"], r["context"])
         by_mc[mc][r["metric"]][r["trajectory"]] = r
@@ -146,11 +153,11 @@ def markdown(rows: list[dict], reasons: dict[str, str], ran: dict[tuple[str, str
     return "\n".join(lines)
 
 
-def dynamic_rows(items: list[Item]) -> list[dict]:
+def dynamic_rows(items: list[Item]) -> list[dict[str, Any]]:
     """One row per (judge, model, context, trajectory) and per (judge, model, context, "all"); videos whose judge
     column has no value (no server, a failed request) are counted apart (``without_answer``)."""
-    groups: dict[tuple, list] = defaultdict(list)
-    missing: dict[tuple, int] = defaultdict(int)
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    missing: dict[tuple[str, str, str, str], int] = defaultdict(int)
     for it in items:
         for m in it.metrics.values():
             if m.metric != "dynamic.overall":
@@ -224,14 +231,14 @@ def analyses_json(an: Analyses, tolerances: list[float]) -> dict[str, Any]:
     """The analyses as JSON: the same numbers as the report's tables (cells: mean, lo, hi, n)."""
     boot = an.study.boot
 
-    def mr(a: Analyses) -> list[dict]:
+    def mr(a: Analyses) -> list[dict[str, Any]]:
         return [{"model": x.model, "context": x.context, "trajectory": x.trajectory, "metric": x.key,
                  "windows": x.labels, "per_revisit_mean": [float(mean_cell(u, boot).mean) for u in x.per_window],
                  "decay_R1_minus_RK": _ci(mean_cell(x.decay, boot)), "qualified_n": len(x.decay_q),
                  "qualified_decay": _ci(mean_cell(x.decay_q, boot)) if x.decay_q else None}
                 for x in a.multi_revisit]
 
-    def ca(a: Analyses) -> list[dict]:
+    def ca(a: Analyses) -> list[dict[str, Any]]:
         return [{"model": x.model, "context": x.context, "metric": x.key, "pairs": [list(p) for p in x.pairs],
                  "cases": sorted({c for c, _ in x.pairs}), "d_lrlr": float(np.mean([u.value for u in x.d_lrlr])),
                  "d_lrud": float(np.mean([u.value for u in x.d_lrud])),

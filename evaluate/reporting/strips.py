@@ -14,13 +14,14 @@ reference frame, the settled view).
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional, Self, TypedDict
 
 import numpy as np
 
-from ..results import Status
+from ..results import ItemResult, MetricEntry, Status
 from .analyses import window_labels
 from .cells import fixed
 from .collect import Item
@@ -28,6 +29,21 @@ from .study import metric_order
 
 #: rows of one strip (one per distinct set of frames; metrics that share frames share a row)
 MAX_ROWS = 4
+#: (frame indices, (N, H, W, 3) uint8 RGB frames at those indices) of one video
+Frames = tuple[list[int], np.ndarray]
+
+
+class StripRowRecord(TypedDict):
+    """A drawn row as the page's script reads it (``data-strip``): :meth:`StripRow.as_dict`."""
+
+    reference: int
+    frames: list[int]
+    labels: list[str]
+    metrics: list[str]
+
+
+#: a drawn strip: its PNG and its rows
+Strip = tuple[Path, list[StripRowRecord]]
 
 
 def strips_dir(report_dir: Path) -> Path:
@@ -60,7 +76,7 @@ class StripRow:
     labels: list[str]
     scores: dict[str, list[float]] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> StripRowRecord:
         return {"reference": self.reference, "frames": self.frames, "labels": self.labels,
                 "metrics": sorted(self.scores, key=metric_order)}
 
@@ -83,7 +99,7 @@ def _closest(refs: list[int], to: int, rot: Optional[np.ndarray]) -> int:
     return int(min(refs, key=lambda r: (float(geodesic_angle(rot[r], rot[to])), r)))
 
 
-def _row_frames(m: Any) -> Optional[tuple[list[int], list[int], bool]]:
+def _row_frames(m: MetricEntry) -> Optional[tuple[list[int], list[int], bool]]:
     """(frames shown per window, candidate reference frames, whether they are return frames) of one metric entry,
     None when it records no frames per revisit (see the module doc)."""
     pr = m.per_revisit
@@ -101,7 +117,7 @@ def _row_frames(m: Any) -> Optional[tuple[list[int], list[int], bool]]:
 def strip_rows(it: Item) -> list[StripRow]:
     """The rows of ``it``'s strip, in metric order (see the module doc for the frames of each row)."""
     rot = None
-    rows: dict[tuple, StripRow] = {}
+    rows: dict[tuple[int, tuple[int, ...]], StripRow] = {}
     for key, m in sorted(it.computed().items(), key=lambda kv: metric_order(kv[0])):
         got = _row_frames(m)
         if got is None:
@@ -121,7 +137,7 @@ def strip_rows(it: Item) -> list[StripRow]:
     return list(rows.values())
 
 
-def strip_frame_candidates(entries: Iterable[Any]) -> list[int]:
+def strip_frame_candidates(entries: Iterable[MetricEntry]) -> list[int]:
     """Every frame a strip could show for these metric entries (:class:`evaluate.results.MetricEntry`): the
     frames and reference candidates of each computed entry that records frames per revisit. A superset of what
     :func:`strip_rows` picks, so the evaluation can keep just these frames of a video it has decoded."""
@@ -154,7 +170,7 @@ def strip_frames(it: Item, max_rows: int = MAX_ROWS,
 
 
 def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: int = 3,
-                frames: Any = None) -> Optional[tuple[Path, list]]:
+                frames: Frames | Future[Optional[Frames]] | None = None) -> Optional[Strip]:
     """Draw ``it``'s strip (at most ``max_rows`` rows, ``max_metrics`` scores a row) to ``out_png``. Returns the
     path and the rows drawn (:meth:`StripRow.as_dict`), None when no metric records its frames. ``frames``: what
     :func:`strip_frames` returns, or a future of it (the caller reads the next video while this one is drawn);
@@ -164,9 +180,12 @@ def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: 
         return None
     from .plots import _plt, _save
 
+    got = frames.result() if isinstance(frames, Future) else frames
     if frames is None:
-        frames = strip_frames(it, max_rows)
-    idx, frames = frames.result() if hasattr(frames, "result") else frames
+        got = strip_frames(it, max_rows)
+    if got is None:  # no frame recorded (then there is no row either)
+        return None
+    idx, images = got
     pos = {int(f): i for i, f in enumerate(idx)}
     ncol = 1 + max(len(r.frames) for r in rows)
     plt = _plt()
@@ -174,14 +193,14 @@ def frame_strip(it: Item, out_png: Path, max_rows: int = MAX_ROWS, max_metrics: 
     for r, row in enumerate(rows):
         ax = axes[r][0]
         if row.reference in pos:
-            ax.imshow(frames[pos[row.reference]])
+            ax.imshow(images[pos[row.reference]])
         names = sorted(row.scores, key=metric_order)
         shown = [short_name(k) for k in names[:max_metrics]] + (["..."] if len(names) > max_metrics else [])
         ax.set_title("\n".join([f"reference: frame {row.reference}"] + shown), fontsize=6)
         for k, f in enumerate(row.frames):
             ax = axes[r][k + 1]
             if f in pos:
-                ax.imshow(frames[pos[f]])
+                ax.imshow(images[pos[f]])
             lines = [f"{row.labels[k]}: frame {f}"] + [f"{short_name(key)} {fixed(row.scores[key][k])}"
                                                        for key in names[:max_metrics]]
             ax.set_title("\n".join(lines), fontsize=6)
@@ -211,10 +230,10 @@ class StripsAhead:
 
         self.run_dir, self.folder, self.max_waiting = Path(run_dir), Path(folder), max(1, int(max_waiting))
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strips-ahead")
-        self._waiting: list = []
+        self._waiting: list[Future[None]] = []
         self.drawn: list[Path] = []
 
-    def _draw(self, item_dir: Path, result: Any, kept: tuple[list[int], np.ndarray]) -> None:
+    def _draw(self, item_dir: Path, result: ItemResult, kept: Frames) -> None:
         import logging
 
         from .collect import items_of
@@ -228,7 +247,7 @@ class StripsAhead:
             logging.getLogger(__name__).warning("strip of %s not drawn ahead (%s); the report draws it", item_dir,
                                                 exc)
 
-    def submit(self, item_dir: Path, result: Any, kept: Optional[tuple[list[int], np.ndarray]]) -> None:
+    def submit(self, item_dir: Path, result: Optional[ItemResult], kept: Optional[Frames]) -> None:
         """Draw the strip of the finished item ``item_dir`` (``result``: its :class:`evaluate.results.ItemResult`,
         already written) from ``kept`` = (frame indices, (N, H, W, 3) uint8 frames); nothing without frames."""
         if kept is None or result is None:
@@ -242,8 +261,8 @@ class StripsAhead:
         """Wait for every strip submitted."""
         self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> "StripsAhead":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

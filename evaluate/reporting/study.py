@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
-from ..catalog import TABLE2_ORDER, is_table2_key, metric_id, table2_key
-from .cells import Cell, Term, Unit, mean_cell
+from ..aggregate import mean
+from ..catalog import TABLE2_ORDER, is_table2_key, metric_id, spec_of, table2_key
+from .cells import Boot, Cell, Term, Unit, mean_cell
 from .collect import Item
 
 #: contenders that other policies are compared against, in this order (FullKV keeps all history; Sliding is the
@@ -24,13 +25,13 @@ BASELINES = ("fullkv", "sliding")
 MatchKey = tuple[str, str, int]  # (trajectory, case_id, seed): the same video under another policy or model
 
 
-def metric_order(key: str) -> tuple:
+def metric_order(key: str) -> tuple[int, str, str]:
     """Sort key of metric keys: the paper's Table 2 order, then the rest by id."""
     mid = metric_id(key)
     return (TABLE2_ORDER.index(mid) if mid in TABLE2_ORDER else len(TABLE2_ORDER), mid, key)
 
 
-def contender_order(names) -> list[str]:
+def contender_order(names: Iterable[str]) -> list[str]:
     """Baselines first (FullKV, Sliding), then by name."""
     return sorted(names, key=lambda c: (BASELINES.index(c) if c in BASELINES else len(BASELINES), c))
 
@@ -45,7 +46,7 @@ class Study:
         departure_deg / tolerance_deg: the qualification thresholds (appendix G.1), degrees.
     """
 
-    def __init__(self, items: list[Item], boot: dict, rel: Callable[[Path], str], main_context: str = "fullkv",
+    def __init__(self, items: list[Item], boot: Boot, rel: Callable[[Path], str], main_context: str = "fullkv",
                  departure_deg: float = 30.0, tolerance_deg: float = 30.0):
         self.items = items
         self.boot = boot
@@ -94,8 +95,10 @@ class Study:
         return f"{key}: no video of this group has this metric (case families here: {', '.join(fams) or 'none'})"
 
     def metric_cell(self, items: list[Item], key: str) -> Cell:
+        """``key``'s units over ``items`` combined by its metric's aggregation (the mean for an unknown metric)."""
         units = [u for it in items if (u := self.value_unit(it, key)) is not None]
-        return mean_cell(units, self.boot, self.reason(items, key))
+        spec = spec_of(key)
+        return mean_cell(units, self.boot, self.reason(items, key), spec.aggregation if spec is not None else mean)
 
     def paired_units(self, a: dict[MatchKey, Item], b: dict[MatchKey, Item], key: str) -> list[Unit]:
         """``a - b`` per matched video that has ``key`` on both sides (two terms: +a, -b)."""

@@ -19,12 +19,14 @@ from typing import Optional, Union
 import numpy as np
 
 from ..catalog import direction
-from .analyses import Analyses, chance_text, tolerances
+from .analyses import Analyses, Comparison, chance_text, tolerances
 from .cells import Cell, Unit, count_cell, mean_cell
 from .collect import Item
 from .study import Study
 
 Value = Union[Cell, str, float, int, None]
+#: a table row's key, its values matching :attr:`Table.index` (names, seeds; None: no model, a comparison across models)
+RowKey = tuple[Union[str, int, None], ...]
 
 
 @dataclass
@@ -59,12 +61,12 @@ class Table:
     caption: str
     index: list[str]
     columns: list[Column]
-    rows: list[tuple[tuple, dict[str, Value]]] = field(default_factory=list)
+    rows: list[tuple[RowKey, dict[str, Value]]] = field(default_factory=list)
     mark_best: bool = False
     notes: list[str] = field(default_factory=list)
     fold: bool = False
     collapsed: Optional[str] = None
-    separated: Callable[[tuple, tuple, str], bool] | None = None
+    separated: Callable[[RowKey, RowKey, str], bool] | None = None
     #: rows compete within groups of the same first ``rank_within`` key values (the policy table: 1, each model's
     #: policies); 0: every row with every other
     rank_within: int = 0
@@ -113,8 +115,8 @@ class Table:
                 continue
             order = sorted(vals, key=lambda x: x[2], reverse=bool(c.higher_is_better))
 
-            def apart(x: tuple, rest: list[tuple], col: str = c.key,
-                      separated: Callable[[tuple, tuple, str], bool] = self.separated) -> bool:
+            def apart(x: tuple[int, RowKey, float], rest: list[tuple[int, RowKey, float]], col: str = c.key,
+                      separated: Callable[[RowKey, RowKey, str], bool] = self.separated) -> bool:
                 return all(x[2] != y[2] and separated(x[1], y[1], col) for y in rest)
 
             if apart(order[0], order[1:]):
@@ -192,20 +194,20 @@ class Builder:
         self.an = analyses or Analyses(study)
 
     # -- emphasis: the verdict's rule -------------------------------------------------------------------------------
-    def _models_separated(self, a: tuple, b: tuple, key: str) -> bool:
+    def _models_separated(self, a: RowKey, b: RowKey, key: str) -> bool:
         """Rows (model, context) of the main-context tables: the models comparison's paired rule."""
         for c in self.an.comparisons:
             if c.kind == "models" and key in c.metrics and a[0] in c.contenders and b[0] in c.contenders:
                 return c.metrics[key].separated(a[0], b[0])
         return False
 
-    def _policies_separated(self, a: tuple, b: tuple, key: str) -> bool:
+    def _policies_separated(self, a: RowKey, b: RowKey, key: str) -> bool:
         """Rows (model, context) of the policy table: that model's policy comparison's paired rule."""
         if a[0] != b[0]:
             return False
         for c in self.an.comparisons:
             if c.kind == "policies" and c.model == a[0] and key in c.metrics:
-                return c.metrics[key].separated(a[1], b[1])
+                return c.metrics[key].separated(str(a[1]), str(b[1]))  # (model, context): names
         return False
 
     def _separating_first(self, keys: list[str], kind: str) -> list[str]:
@@ -258,7 +260,7 @@ class Builder:
         (by name) that was, and the row says which."""
         s = self.study
         out = []
-        by: dict[tuple, dict[str, list[Item]]] = defaultdict(lambda: defaultdict(list))
+        by: dict[tuple[str, str], dict[str, list[Item]]] = defaultdict(lambda: defaultdict(list))
         for it in s.items:
             by[(it.model, it.trajectory)][it.context].append(it)
         for traj in sorted({it.trajectory for it in s.items}):
@@ -277,7 +279,7 @@ class Builder:
     def group_summary(self) -> Table:
         """Rows model x context x trajectory x seed; n per cell."""
         s = self.study
-        g: dict[tuple, list[Item]] = defaultdict(list)
+        g: dict[tuple[str, str, str, int], list[Item]] = defaultdict(list)
         for it in s.items:
             g[(it.model, it.context, it.trajectory, it.seed)].append(it)
         cols = [metric_column(k) for k in s.computed_keys]
@@ -292,7 +294,7 @@ class Builder:
     def seed_spread(self) -> Table:
         """Per model x context x trajectory and metric: the per-seed means, their mean, SD and range."""
         s = self.study
-        g: dict[tuple, dict[int, list[Item]]] = defaultdict(lambda: defaultdict(list))
+        g: dict[tuple[str, str, str], dict[int, list[Item]]] = defaultdict(lambda: defaultdict(list))
         for it in s.items:
             g[(it.model, it.context, it.trajectory)][it.seed].append(it)
         cols = [metric_column(k) for k in s.computed_keys]
@@ -320,7 +322,7 @@ class Builder:
         return t
 
     # -- comparisons ------------------------------------------------------------------------------------------------
-    def _policy_comparisons(self) -> tuple[list, list[str]]:
+    def _policy_comparisons(self) -> tuple[list[Comparison], list[str]]:
         """The comparisons of context policies, and the metric keys (in the study's order) any of them has."""
         pols = [c for c in self.an.comparisons if c.kind == "policies"]
         return pols, [k for k in self.study.keys if any(k in c.metrics for c in pols)]
@@ -439,7 +441,7 @@ class Builder:
                   ["model", "context", "metric"], [Column("videos", "videos"), Column("started", "Started"),
                                                    Column("p_start", "p_start"), Column("s_cond", "S_cond"),
                                                    Column("s_gated", "S_gated")])
-        g: dict[tuple, list[Item]] = defaultdict(list)
+        g: dict[tuple[str, str, str], list[Item]] = defaultdict(list)
         for it in s.items:
             for key, m in it.metrics.items():
                 if m.metric == "dynamic.overall":

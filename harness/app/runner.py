@@ -20,9 +20,7 @@ Guarantees:
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -36,14 +34,15 @@ from harness.cases import Case
 from harness.dist import Rank, current_rank, split
 from harness.fingerprint import item_fingerprint, sha256_text  # noqa: F401  (re-exported)
 from harness.gpu_pool import GPUPool, current_devices
-from harness.io import json_text, sha256_file, write_bytes, write_json, write_text
+from harness.io import sha256_file, write_bytes, write_json
 from harness.locks import ItemLocks
-from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, controls_hashes,  # noqa: F401
-                             git_state, item_meta, item_problems, item_status, remove_stale_temps, versions)
+from harness.outputs import (FINISHED, SCHEMA_VERSION, ManifestRow, PlanError, RunDir, git_state,  # noqa: F401
+                             item_meta, item_problems, item_status, remove_stale_temps, versions)
 from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_from_config, plan_from_config,
                               resolve_context)
 from harness.app.run_config import RunConfig
-from harness.secrets import plain_names, redact, redact_overrides, scrub, secret_values
+from harness.record import ItemRecord, SharedText, camera_facts, write_record
+from harness.secrets import plain_names, redact, redact_overrides, secret_values
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -204,13 +203,13 @@ class _Executor:
         self.config = redact(config.raw, self.secrets)  # as written in meta.json
         self.argv = redact_overrides(sys.argv, plain_names(config.raw), self.secrets)  # by place, then shape
         self.versions, self.git = versions(), git_state()
-        # parts of meta.json shared by every item: built and serialised once (see _meta_text)
+        # parts of meta.json shared by every item: built once, serialised once (harness.record.SharedText)
         self.model_meta = redact(adapter.config.to_dict(), self.secrets)
         self.context_meta = context.to_dict()
         self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
-        self._shared_text: dict[int, tuple[Any, str]] = {}
+        self.shared = SharedText(self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
+                                 *self.spec_meta.values())
         self._camera_bytes: dict[int, tuple[Any, bytes, str]] = {}
-        self._token = f"\x00shared-{os.urandom(8).hex()}"
         self.locks = ItemLocks(run_dir)
         self.broken: dict[str, str] = {}  # done items whose files no longer match their meta.json -> why
         self._checked: dict[tuple[str, Any, Any], list[str]] = {}
@@ -264,45 +263,31 @@ class _Executor:
             self._checked[k] = item_problems(self.run_dir / _rel(item), m)
         return self._checked[k]
 
-    def _start_meta(self, item: WorkItem, case: Case) -> dict[str, Any]:
-        """``meta.json`` of ``item`` as it starts: identity, fingerprint, inputs, provenance, owner."""
+    def _start_record(self, item: WorkItem, case: Case) -> ItemRecord:
+        """The record of ``item`` as it starts: identity, fingerprint, inputs, provenance, owner."""
         fingerprint, fingerprint_parts = self.fingerprints[_key(item)]
         devices = current_devices()
-        meta: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "status": "running",
-            "item": item.to_dict(),
-            "fingerprint": fingerprint,
-            "fingerprint_parts": fingerprint_parts,
-            "case": case.model_dump(),
-            "model": self.model_meta,
-            "context": self.context_meta,
-            "trajectory": self.spec_meta[item.trajectory],
-            "seed": item.seed,
-            "seed_source": self.seed_source,
-            "versions": self.versions,
-            "git": self.git,
-            "argv": self.argv,
-            "config": self.config,
-            "owner": {"host": self.locks.owner.host, "pid": self.locks.owner.pid, "rank": self.rank.rank,
-                      "world": self.rank.world, "devices": list(devices) if devices is not None else None,
-                      "slurm_job": self.locks.owner.slurm_job},
-            "owner_token": self.locks.owner.token,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        return meta
+        owner = self.locks.owner
+        return ItemRecord(
+            schema_version=SCHEMA_VERSION, status="running", item=item, fingerprint=fingerprint,
+            fingerprint_parts=fingerprint_parts, case=case.model_dump(), model=self.model_meta,
+            context=self.context_meta, trajectory=self.spec_meta[item.trajectory], seed=item.seed,
+            seed_source=self.seed_source, versions=self.versions, git=self.git, argv=self.argv, config=self.config,
+            owner={"host": owner.host, "pid": owner.pid, "rank": self.rank.rank, "world": self.rank.world,
+                   "devices": list(devices) if devices is not None else None, "slurm_job": owner.slurm_job},
+            owner_token=owner.token, started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
     # -- one item -------------------------------------------------------------------------------------------------
-    def execute(self, item: WorkItem) -> dict[str, Any]:
+    def execute(self, item: WorkItem) -> ItemRecord:
         from adapters.base import ItemRequest
 
         from harness.video import VideoWriter
 
         adapter, item_dir = self.adapter, self.run_dir / _rel(item)
         case = self.by_id[item.case_id]
-        meta = self._start_meta(item, case)
+        rec = self._start_record(item, case)
         if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
-            self._write_meta(item_dir, meta)
+            write_record(item_dir, rec, self.shared)
         t0 = time.perf_counter()
         writer = None
         try:
@@ -312,14 +297,14 @@ class _Executor:
             camera_sha = self._save_camera(path, item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
-            meta["controls"] = redact({"files": sorted(Path(p).name for p in controls.files.values()),
-                                       "command": controls.command, **controls.meta}, self.secrets)
-            meta["camera"] = {"spec_hash": path.spec_hash(), **path.meta(), "sha256": camera_sha}
+            rec.controls = told = redact({"files": sorted(Path(p).name for p in controls.files.values()),
+                                          "command": controls.command, **controls.meta}, self.secrets)
+            rec.camera = camera_facts(path, camera_sha)
             if controls.decoded_c2w is not None:
                 from harness.residuals import pose_residual
 
-                meta["controls"]["achieved_vs_requested"] = {**pose_residual(path.c2w, controls.decoded_c2w),
-                                                             **controls.meta.get("intrinsics_residual", {})}
+                told["achieved_vs_requested"] = {**pose_residual(path.c2w, controls.decoded_c2w),
+                                                 **controls.meta.get("intrinsics_residual", {})}
             t_compile = time.perf_counter() - t0
             if self.dry_run:
                 if self.previews:  # on request (previews=true): a matplotlib figure costs ~0.3 s an item
@@ -328,7 +313,7 @@ class _Executor:
                     overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
                     preview_path(path, item_dir / "preview.png", overlays=overlays,
                                  title=f"{_key(item)}: requested vs native")
-                meta.update(status="compiled", timings={"compile_s": t_compile})
+                rec.status, rec.timings = "compiled", {"compile_s": t_compile}
             else:
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
                 gen = adapter.generate(req, controls, writer)
@@ -338,45 +323,45 @@ class _Executor:
                 write_json(item_dir / "context_trace.json", {"policy": self.context.to_dict(),
                                                              **redact(gen.context_info, self.secrets),
                                                              "chunks": gen.context_trace})
-                meta.update(
-                    status="done",
-                    video={"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
-                           "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4"),
-                           "size": (item_dir / "video.mp4").stat().st_size,
-                           "frames_sha256": writer.frames_sha256, "encoder": encoder_settings()},
-                    timings={"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0},
-                    generation=redact(gen.meta, self.secrets),
-                )
+                rec.status = "done"
+                rec.video = {"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
+                             "width": mc.width, "height": mc.height, "sha256": sha256_file(item_dir / "video.mp4"),
+                             "size": (item_dir / "video.mp4").stat().st_size,
+                             "frames_sha256": writer.frames_sha256, "encoder": encoder_settings()}
+                rec.timings = {"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0}
+                rec.generation = redact(gen.meta, self.secrets)
         except Exception as exc:  # one failed item must not stop the run
             if writer is not None:
                 writer.abort()
-            meta.update(status="failed", error=redact(f"{type(exc).__name__}: {exc}", self.secrets),
-                        traceback=redact(traceback.format_exc(), self.secrets))
-            root_cause = getattr(exc, "root_cause", None)  # the upstream exception line found in upstream.log
-            if root_cause:
-                meta["root_cause"] = redact(root_cause, self.secrets)
-            measured = getattr(exc, "meta", None)  # what generation measured before it failed (conformance residuals)
-            if measured:
-                meta["generation"] = redact(measured, self.secrets)
-        self._finish(item, item_dir, meta)
-        return meta
+            self._failed(rec, exc)
+        self._finish(item_dir, rec)
+        return rec
 
-    def _finish(self, item: WorkItem, item_dir: Path, meta: dict[str, Any]) -> None:
-        """Seal ``meta`` (controls' hashes, finish time, manifest row), write ``meta.json`` and the manifest row
+    def _failed(self, rec: ItemRecord, exc: Exception) -> None:
+        """Record why the item failed: the error and its traceback, the upstream exception line found in
+        ``upstream.log`` and what generation measured before it failed (conformance residuals), secrets redacted."""
+        rec.status = "failed"
+        rec.error = redact(f"{type(exc).__name__}: {exc}", self.secrets)
+        rec.traceback = redact(traceback.format_exc(), self.secrets)
+        root_cause = getattr(exc, "root_cause", None)
+        if root_cause:
+            rec.root_cause = redact(root_cause, self.secrets)
+        measured = getattr(exc, "meta", None)
+        if measured:
+            rec.generation = redact(measured, self.secrets)
+
+    def _finish(self, item_dir: Path, rec: ItemRecord) -> None:
+        """Seal the record (controls' hashes, finish time, manifest row), write ``meta.json`` and the manifest row
         (a dry run's rows wait for :meth:`flush_manifest`)."""
-        if meta["status"] != "failed" and isinstance(meta.get("controls"), dict):
-            # hashed after generation (an adapter may add files there): a rerun trusts only what still matches
-            meta["controls"]["sha256"] = controls_hashes(item_dir / "controls")
-        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        meta["finished_unix"] = time.time()
-        meta["manifest"] = ManifestRow.from_meta(item, meta).to_dict()
-        self._write_meta(item_dir, meta)
-        if self.write_manifest:
+        rec.seal(item_dir)
+        write_record(item_dir, rec, self.shared)
+        if self.write_manifest and rec.manifest is not None:
+            row = rec.manifest.to_dict()
             if self.dry_run:
                 with self._mutex:
-                    self.pending_rows.append(meta["manifest"])
+                    self.pending_rows.append(row)
             else:
-                self.run.update_manifest([meta["manifest"]])
+                self.run.update_manifest([row])
 
     def _save_camera(self, path: CameraPath, dst: Path) -> str:
         """``camera.npz`` (:meth:`CameraPath.save`); returns its sha256 (recorded in ``meta.json``). A camera path
@@ -395,34 +380,6 @@ class _Executor:
             hit = self._camera_bytes[id(path)] = (path, data, hashlib.sha256(data).hexdigest())
         write_bytes(dst, hit[1])
         return hit[2]
-
-    def _write_meta(self, item_dir: Path, meta: dict[str, Any]) -> None:
-        """``meta.json``, as :func:`harness.io.write_json` writes it; the values shared by every item (config,
-        versions, model, ...) are serialised (and scrubbed of secrets) once per run instead of twice per item."""
-        write_text(item_dir / "meta.json", self._meta_text(meta), scrubbed=True)
-
-    def _meta_text(self, meta: dict[str, Any]) -> str:
-        """``json_text(meta)``, with the shared values' texts spliced in: each is replaced by a placeholder string
-        (with a random token of this executor), the rest is serialised in one call, then the placeholders are
-        replaced by the shared values' cached texts (indented as a value at depth 1)."""
-        shared = (self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
-                  *self.spec_meta.values())
-        doc: dict[str, Any] = {}
-        texts: dict[str, str] = {}
-        for k, v in meta.items():
-            if isinstance(v, (dict, list)) and any(v is x for x in shared):
-                hit = self._shared_text.get(id(v))
-                if hit is None or hit[0] is not v:
-                    hit = self._shared_text[id(v)] = (v, scrub(json_text(v)[:-1].replace("\n", "\n  ")))
-                mark = f"{self._token}:{len(texts)}"
-                texts[json.dumps(mark)] = hit[1]
-                doc[k] = mark
-            else:
-                doc[k] = v
-        text = scrub(json_text(doc))  # the item's own parts; the shared ones were scrubbed when first serialised
-        for mark, sub in texts.items():
-            text = text.replace(mark, sub, 1)
-        return text
 
     def flush_manifest(self) -> None:
         """Write the manifest rows a dry run collected (one rewrite for the whole run)."""
@@ -449,18 +406,18 @@ class _Executor:
             remove_stale_temps(self.run_dir / _rel(item))  # we hold the lock: any temp file is a dead owner's
             if pool is not None and gpus > 0:
                 with pool.job(gpus):
-                    meta = self._counted(item)
+                    rec = self._counted(item)
             else:
-                meta = self._counted(item)
-            self._record(summary, meta["status"], _key(item))
-            if meta["status"] == "failed":
+                rec = self._counted(item)
+            self._record(summary, rec.status, _key(item))
+            if rec.status == "failed":
                 with self._mutex:
-                    summary.causes[_key(item)] = meta.get("root_cause") or str(meta.get("error", "")).splitlines()[0]
+                    summary.causes[_key(item)] = rec.root_cause or (rec.error or "").splitlines()[0]
         finally:
             self.locks.release(_key(item))
         return True
 
-    def _counted(self, item: WorkItem) -> dict[str, Any]:
+    def _counted(self, item: WorkItem) -> ItemRecord:
         with self._mutex:
             self.running += 1
             self.peak_running = max(self.peak_running, self.running)

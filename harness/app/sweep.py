@@ -145,10 +145,12 @@ def worker_count(setting: Any, jobs: int, fits: int | None = None) -> int:
     return max(1, min(n, jobs))
 
 
-def _label(overrides: Sequence[Sequence[str]]) -> list[str]:
-    """Per job, the overrides that differ between the jobs (all of them when there is one job)."""
+def _label(overrides: Sequence[Sequence[str]], shown: Sequence[Sequence[str]]) -> list[str]:
+    """Per job, the overrides that differ between the jobs (all of them when there is one job), as ``shown``
+    (redacted): which ones vary is read from the real values, so two swept secrets still make two labels."""
     common = set(overrides[0]).intersection(*map(set, overrides[1:])) if len(overrides) > 1 else set()
-    return [" ".join(o for o in ov if o not in common) or " ".join(ov) or "(defaults)" for ov in overrides]
+    return [" ".join(s for o, s in zip(ov, sv) if o not in common) or " ".join(sv) or "(defaults)"
+            for ov, sv in zip(overrides, shown)]
 
 
 def _jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, sweep_dir: Path) -> list[Job]:
@@ -158,7 +160,11 @@ def _jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     from harness.app.settings import load_run_config
 
     jobs = []
-    for i, (ov, label) in enumerate(zip(job_overrides, _label(job_overrides))):
+    from harness.secrets import redact_overrides
+
+    # Why redacted: a label and the recorded overrides are printed and written; a swept value may be a secret.
+    shown = [redact_overrides(ov) for ov in job_overrides]
+    for i, (ov, label) in enumerate(zip(job_overrides, _label(job_overrides, shown))):
         num = initial_job_idx + i
         sc = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(ov))
         with open_dict(sc):
@@ -168,7 +174,7 @@ def _jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
         assert isinstance(raw, dict)  # a composed config is a mapping
         raw.pop("hydra", None)
         cfg = load_run_config({str(k): v for k, v in raw.items()})
-        jobs.append(Job(num, list(ov), label, sc, cfg, sweep_dir / str(num) / "job.log"))
+        jobs.append(Job(num, shown[i], label, sc, cfg, sweep_dir / str(num) / "job.log"))
     return jobs
 
 

@@ -31,6 +31,7 @@ from harness.errors import UserError
 from harness.sections import Fix, Section
 
 from .fov import ContextConfigError, FovOverlap, FovScoreConfig
+from .trace import ChunkTrace
 
 #: the policies the harness runs (the kinds of :data:`ContextKind`, ``paper`` aside: it names one of them)
 PolicyName = Literal["fullkv", "sliding", "fov", "native"]
@@ -166,7 +167,8 @@ class Selection:
         """Everything the chunk attends to: context + its own latents, sorted."""
         return sorted(set(self.context) | set(self.current))
 
-    def to_trace(self) -> dict[str, Any]:
+    def to_trace(self) -> ChunkTrace:
+        """The chunk's record in ``context_trace.json`` (:class:`harness.context.trace.ChunkTrace`)."""
         return {
             "chunk": self.chunk_index,
             "current": list(self.current),
@@ -234,7 +236,7 @@ class ContextSelector:
         # Latents between the sink and the recent window that do not fill a whole chunk are not retrievable.
         return Selection(k, current, sink=sink, recent=recent, retrieved=retrieved, scores=scores)
 
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self) -> list[ChunkTrace]:
         """The context trace of the whole rollout: one entry per chunk."""
         return [self.select(k).to_trace() for k in range(self.num_chunks)]
 

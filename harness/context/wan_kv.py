@@ -35,6 +35,7 @@ import numpy as np
 
 from .kv_cache import AttentionTimer, KVCache
 from .policies import ContextPolicy, ContextSelector
+from .trace import ChunkTrace
 
 if TYPE_CHECKING:  # torch and diffusers are imported lazily at run time
     import torch
@@ -300,7 +301,7 @@ class WanRollout:
     inputs and velocity (``chunk``, ``step``, ``x``, ``t``, ``v``) for equivalence checks."""
 
     latents: torch.Tensor
-    trace: list[dict[str, Any]]
+    trace: list[ChunkTrace]
     attention_per_chunk: list[float]
     steps: list[dict[str, Any]] = field(default_factory=list)
     cache_peak_frames: int = 0
@@ -335,7 +336,7 @@ def wan_generate(wan: WanKV, first_latent: torch.Tensor, latent_c2w: np.ndarray,
                     "bounded" if bounded else "full", device=dev, dtype=dtype)
     out = torch.zeros(1, C, L, h, w, device=dev, dtype=dtype)
     timer = timer or AttentionTimer()
-    trace: list[dict[str, Any]] = []
+    trace: list[ChunkTrace] = []
     log: list[dict[str, Any]] = []
     with torch.no_grad():
         for k in range(selector.num_chunks):

@@ -401,7 +401,9 @@ def test_lingbot_v2_fov_shim_gets_1508_and_K_rescale(tmp_path):
 
 def test_model_yaml_has_no_stray_keys_from_flow_mappings():
     """``{a: x, y}`` in YAML flow style splits at the comma into a stray key ``y`` with a null value."""
-    for f in sorted((ROOT / "conf" / "model").glob("*.yaml")):
+    from harness.installed_models import in_tree_models
+
+    for f in sorted(m.config_file for m in in_tree_models().values()):
         d = yaml.safe_load(f.read_text())
         for key in ("translation_scale",):
             for k, v in (d.get(key) or {}).items():

@@ -3,11 +3,13 @@ every reader of a metric's properties asking it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from evaluate import catalog
 from evaluate.families import all_families
-from evaluate.registry import Compute, ComputedBy, MetricSpec, Registry
+from evaluate.registry import AGGREGATIONS, Compute, ComputedBy, MetricSpec, Registry, UnknownMetricError
 from evaluate.results import Entries
 
 
@@ -22,14 +24,62 @@ def _spec(metric_id: str, compute: tuple[Compute, ...] | ComputedBy = _COMPUTES,
     return MetricSpec(metric_id, metric_id.split(".")[0], True, "encoder", False, "a test metric", compute, **kw)
 
 
+def _median(values: object, n_boot: int = 0, seed: int = 0) -> dict[str, float]:
+    return {}
+
+
 def test_the_registry_refuses_a_second_spec_of_an_id_and_an_unknown_aggregation():
     reg: Registry[MetricSpec] = Registry()
     reg.register(_spec("x.a"))
     with pytest.raises(ValueError, match="'x.a' is registered twice"):
         reg.register(_spec("x.a"))
-    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
-        reg.register(_spec("x.b", aggregation="median"))
-    assert [s.id for s in reg] == ["x.a"] and len(reg) == 1 and reg.get("x.b") is None
+    with pytest.raises(ValueError, match=r"unknown aggregation '_median'; one of \['mean'\]"):
+        reg.register(_spec("x.b", aggregation=_median))
+    assert [s.id for s in reg] == ["x.a"] and len(reg) == 1 and "x.b" not in reg and "x.a" in reg
+
+
+def test_an_unknown_metric_is_an_error_naming_the_registered_ones():
+    """As lm-evaluation-harness's ``Registry.get`` (EleutherAI/lm-evaluation-harness@4e7e0d47
+    ``lm_eval/api/registry.py``): never a silent None."""
+    reg: Registry[MetricSpec] = Registry()
+    reg.register(_spec("x.alpha"), _spec("x.beta"))
+    assert reg.get("x.beta").id == "x.beta"
+    with pytest.raises(UnknownMetricError) as err:
+        reg.get("x.alpah")
+    assert str(err.value) == "unknown metric 'x.alpah'. Did you mean 'x.alpha'? Registered: x.alpha, x.beta"
+    assert isinstance(err.value, KeyError)  # a mapping-style lookup's callers keep working
+    with pytest.raises(KeyError, match="Registered: .*environment.visible"):
+        catalog.higher_is_better("environment.visibel[dinov2]")
+    assert catalog.spec_of("new.metric[x]") is None  # a newer file's metric: asked with `in` first
+
+
+def test_a_spec_holds_its_aggregation_function_and_the_report_calls_it(monkeypatch):
+    """The spec keeps the function (lm-evaluation-harness's ``register_metric`` keeps the function it looked up by
+    name); its name is the one readers and files use. The report's metric cell is the spec's aggregation."""
+    from evaluate.aggregate import bootstrap_ci
+    from evaluate.reporting.cells import Unit
+    from evaluate.reporting.study import Study
+
+    spec = catalog.REGISTRY.get("environment.visible")
+    assert spec.aggregation is AGGREGATIONS["mean"] and spec.aggregation_name == "mean"
+    values = [0.2, 0.5, 0.9, 0.4]
+    assert spec.aggregation(values, n_boot=50, seed=3) == bootstrap_ci(values, n_boot=50, seed=3)
+
+    calls = []
+
+    def recorded(vals: object, n_boot: int = 0, seed: int = 0) -> dict[str, float]:
+        calls.append((list(vals), n_boot, seed))
+        return {"mean": 7.0, "lo": 6.0, "hi": 8.0, "n": 2}
+
+    study = Study([], {"n": 9, "seed": 4}, str)
+    monkeypatch.setattr(study, "value_unit", lambda it, key: Unit(float(it), []))
+    monkeypatch.setattr(study, "reason", lambda items, key: "none")
+    recording = dataclasses.replace(spec, aggregation=recorded)
+    monkeypatch.setattr("evaluate.reporting.study.spec_of", lambda key: recording if key.startswith(spec.id) else None)
+    cell = study.metric_cell([1, 3], "environment.visible[dinov2]")
+    assert calls == [([1.0, 3.0], 9, 4)] and (cell.mean, cell.lo, cell.hi, cell.n) == (7.0, 6.0, 8.0, 2)
+    plain = study.metric_cell([1, 3], "new.metric")  # an unknown metric: the mean
+    assert len(calls) == 1 and (plain.mean, plain.n) == (2.0, 2)
 
 
 def test_a_computed_by_must_name_a_metric_that_computes():
@@ -81,7 +131,7 @@ def test_chance_levels_and_directions_come_from_the_specs():
     assert catalog.chance_level("environment.depth[da3]") is catalog.METRICS["environment.depth"].chance["*"]
     assert catalog.chance_level("departure.visible[dinov2]") is None and catalog.chance_level("new.metric") is None
     assert catalog.direction("camera.rpe_rot[da3]") is False and catalog.direction("new.metric") is None
-    assert all(s.aggregation == "mean" for s in catalog.REGISTRY)
+    assert all(s.aggregation_name == "mean" for s in catalog.REGISTRY)
 
 
 def test_the_paper_numbers_name_registered_metrics_only(tmp_path):

@@ -90,8 +90,9 @@ def test_budgets_of_the_paper():
 
 @pytest.mark.slow
 def test_upstream_models_share_a_base_that_is_not_a_model():
-    """``conf/model/_upstream_base.yaml`` reaches the nine upstream models through Hydra ``defaults:``; the raw
-    reader (``group_yaml``) merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
+    """``conf/model/_upstream_base.yaml`` (in the ``conf`` package: a base, not a model) reaches the nine upstream
+    models, whose configs live in their own folders, through Hydra ``defaults:``; the raw reader (``group_yaml``)
+    merges it as Hydra does, and neither ``list`` nor ``model=`` offers it."""
     from adapters.goldens import MODELS as UPSTREAM
     from harness.config_groups import UnknownChoiceError, check_choice, group_yaml
 

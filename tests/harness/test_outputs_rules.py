@@ -27,6 +27,7 @@ from harness.outputs import (
     remove_stale_temps,
     run_dir_for,
 )
+from harness.record import ItemRecord
 
 ITEM = WorkItem("m", "fullkv", 1, "lrlr", "c1")
 FPS, FRAMES = 16.0, 3
@@ -53,14 +54,15 @@ def make_item(run: Path, video: bytes, item: WorkItem = ITEM, *, meta_fps=FPS, c
     (d / "camera.npz").write_bytes(b"camera")
     for name, data in (controls or {}).items():
         (d / "controls" / name).write_bytes(data)
-    meta = {"status": "done", "fingerprint": fingerprint,
+    meta = {"status": "done", "item": item.to_dict(), "case": {}, "model": {}, "seed": item.seed,
+            "fingerprint": fingerprint,
             "video": {"sha256": sha256_file(d / "video.mp4"), "size": len(video), "num_frames": FRAMES,
                       "fps": meta_fps},
             "camera": {"num_frames": cam_frames, "sha256": sha256_file(d / "camera.npz")},
             "controls": {"sha256": {n: sha256_file(d / "controls" / n) for n in (controls or {})}}, **meta_extra}
     (d / "meta.json").write_text(json.dumps(meta))
     if row:
-        RunDir(run).update_manifest([ManifestRow.from_meta(item, meta).to_dict()])
+        RunDir(run).update_manifest([ItemRecord.from_dict(meta).manifest_row().to_dict()])
     return d
 
 
@@ -182,9 +184,10 @@ def test_an_item_folder_is_model_context_seed_trajectory_case():
 
 
 def test_a_manifest_row_keeps_the_keys_it_does_not_know_and_reads_its_item_back():
-    meta = {"status": "done", "video": {"sha256": "v", "frames_sha256": "f"}, "fingerprint": "fp", "error": None,
-            "camera": {"spec_hash": "s", "num_frames": 3, "fps": 16.0, "phases": {"V": [0, 3]}}, "timings": {"a": 1}}
-    row = ManifestRow.from_meta(ITEM, meta)
+    rec = ItemRecord(status="done", item=ITEM, case={}, model={}, seed=ITEM.seed, fingerprint="fp",
+                     video={"sha256": "v", "frames_sha256": "f"}, timings={"a": 1},
+                     camera={"spec_hash": "s", "num_frames": 3, "fps": 16.0, "phases": {"V": [0, 3]}})
+    row = rec.manifest_row()
     d = row.to_dict()
     assert d["key"] == d["dir"] == ITEM.key and d["video"] == "video.mp4" and d["video_sha256"] == "v"
     assert (d["frames_sha256"], d["spec_hash"], d["num_frames"], d["fps"], d["phases"], d["timings"],
@@ -194,7 +197,7 @@ def test_a_manifest_row_keeps_the_keys_it_does_not_know_and_reads_its_item_back(
     assert back.extra == {"external": {"source": "x"}} and back.to_dict() == {**d, "external": {"source": "x"}}
     assert back.item == ITEM and back.done
     assert back == ManifestRow.from_dict(d) and "extra" not in repr(back)  # unknown keys neither compared nor shown
-    failed = ManifestRow.from_meta(ITEM, {"status": "failed", "error": "boom", "video": [1], "camera": "x"})
+    failed = ItemRecord(status="failed", item=ITEM, case={}, model={}, seed=ITEM.seed, error="boom").manifest_row()
     assert failed.video is None and not failed.done and failed.error == "boom" and failed.video_sha256 is None
 
 
@@ -512,7 +515,7 @@ def test_the_manifest_row_must_be_there_done_and_hold_the_videos_hash(tmp_path, 
     meta = json.loads((d / "meta.json").read_text())
     rows = {}
     if row:
-        r = ManifestRow.from_meta(ITEM, {**meta, "status": "failed"} if row == "failed" else meta)
+        r = ItemRecord.from_dict({**meta, "status": "failed"} if row == "failed" else meta).manifest_row()
         if row == "stale":
             r.video_sha256 = "0" * 64
         rows = {ITEM.key: r}

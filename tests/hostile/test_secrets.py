@@ -114,8 +114,9 @@ def test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines(harness, 
                 "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}, MY_CREDS: Q7z, "
                 "PIN: 4821}", "progress=false")
     assert r.code == 0, r.err
-    assert VALUES["DB_PASS"] not in r.text and "Launching 2 jobs" in r.err  # Hydra's lines: stderr, scrubbed
-    assert "Launching" not in r.out and "#0 :" in r.err
+    assert VALUES["DB_PASS"] not in r.text and "job 2 of 2" in r.out  # the sweep's own job lines, scrubbed
+    logs = list((tmp_path / "outputs" / "sw").rglob("job.log"))
+    assert len(logs) == 2 and all("compiled (dry run)" in p.read_text() for p in logs)  # each job's output
     assert list((tmp_path / "outputs" / "sw").rglob("multirun.yaml"))
     assert not _leaks(tmp_path / "outputs", [VALUES["DB_PASS"], "Q7z"])
     for name, value in (("MY_CREDS", "Q7z"), ("PIN", "4821")):
@@ -212,11 +213,27 @@ def test_a_password_in_the_judge_url_reaches_no_file(tmp_path, monkeypatch):
     assert list((tmp_path / "judge").rglob("*.json")) and not _leaks(tmp_path, ["pw-in-url-77"])
 
 
-def test_status_lines_of_a_sweep_go_to_stderr(harness, tmp_path):
+def test_a_sweep_prints_one_line_per_job_and_no_job_output(harness, tmp_path):
+    """Hydra's launcher lines (``Launching 2 jobs locally``, ``#0 : ...``) and each job's verdict went to the
+    console; the local launcher prints one line per job (its varying overrides) and keeps job output in its log."""
     r = harness("-m", "context=fullkv,sliding", "dry_run=true", "run=st", *SMALL)
     assert r.code == 0, r.err
-    assert "Launching 2 jobs locally" in r.err and "#1 : context=sliding" in r.err
-    assert "Launching" not in r.out and "#0 :" not in r.out
+    assert "Launching" not in r.text and "#0 :" not in r.text and "run directory:" not in r.text
+    lines = [ln for ln in r.out.splitlines() if ln.startswith("job ")]
+    assert len(lines) == 2 and {"context=fullkv", "context=sliding"} == {
+        ln.split(": ")[1] for ln in lines}, r.out
+
+
+def test_a_swept_secret_value_never_shows_in_the_job_lines_or_sweep_record(harness, tmp_path):
+    """The job label is the overrides that vary; a swept secret (two short PINs) is one of them."""
+    r = harness("-m", "+model.env.MY_PIN=48213,59327", "model=sana_wm", "context=native",
+                "dry_run=true", "run=sec",
+                "evaluate=off", "cases.include=[environment_rocket]", "progress=false")
+    assert r.code == 0, r.err
+    lines = [ln for ln in r.out.splitlines() if ln.startswith("job ")]
+    assert len(lines) == 2 and all("MY_PIN=<redacted>" in ln for ln in lines), r.out
+    assert "48213" not in r.text and "59327" not in r.text  # short numbers: redacted by their place
+    assert not _leaks(tmp_path / "outputs", ["48213", "59327"])
 
 
 def test_judge_check_prints_its_findings_on_stdout_and_no_password_anywhere(harness):

@@ -10,7 +10,6 @@ import yaml
 
 from adapters import contracts
 
-ROOT_CONF = contracts.ADAPTERS_DIR.parent / "conf"
 
 
 def write_toy_model(pkg: Path, config: Path, *, name: str, repo: str, what: str) -> None:
@@ -26,7 +25,7 @@ def write_toy_model(pkg: Path, config: Path, *, name: str, repo: str, what: str)
     raw = yaml.safe_load(contracts.contract_path("lingbot_v2").read_text())
     raw.update(model=name, repo=repo)
     (pkg / "contract.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    cfg = yaml.safe_load((ROOT_CONF / "model" / "lingbot_v2.yaml").read_text())
+    cfg = yaml.safe_load((contracts.ADAPTERS_DIR / "lingbot_v2" / "conf" / "model" / "lingbot_v2.yaml").read_text())
     cfg.update(name=name, adapter=f"{pkg.name}.adapter:ToyAdapter", description=what, upstream_repo=repo)
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))

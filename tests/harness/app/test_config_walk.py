@@ -20,7 +20,7 @@ RECEIVERS = {
     "harness/app/plan.py", "harness/app/runner.py", "harness/cases.py", "harness/secrets.py", "harness/io.py",
     "adapters/served/adapter.py", "adapters/served/backend.py",
     "evaluate/external.py", "evaluate/stage.py", "evaluate/item.py", "evaluate/backbones.py", "evaluate/cache.py",
-    "evaluate/validity.py", "evaluate/families/dynamic.py", "evaluate/reporting/run.py",
+    "evaluate/validity.py", "evaluate/reporting/run.py",
     "evaluate/reporting/run_tables.py",
 }
 #: where the whole config is a plain mapping: only what is written to disk (redacted), since issue 45

@@ -58,8 +58,13 @@ def test_the_estimate_counts_the_rounds_left_and_the_time_the_running_jobs_have_
 
 
 def test_a_job_is_labelled_by_the_overrides_that_tell_it_from_the_others():
-    assert sweep._label([["context=fov", "run=a"], ["context=sliding", "run=a"]]) == ["context=fov", "context=sliding"]
-    assert sweep._label([["run=a"]]) == ["run=a"] and sweep._label([[]]) == ["(defaults)"]
+    ov = [["context=fov", "run=a"], ["context=sliding", "run=a"]]
+    assert sweep._label(ov, ov) == ["context=fov", "context=sliding"]
+    assert sweep._label([["run=a"]], [["run=a"]]) == ["run=a"] and sweep._label([[]], [[]]) == ["(defaults)"]
+    # which overrides vary is read from the real values; what is shown is the redacted form
+    pins = [["+model.env.PIN=1", "run=a"], ["+model.env.PIN=2", "run=a"]]
+    shown = [["+model.env.PIN=<redacted>", "run=a"]] * 2
+    assert sweep._label(pins, shown) == ["+model.env.PIN=<redacted>"] * 2
 
 
 def _job(tmp_path: Path) -> sweep.Job:
