@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.config_identity import compare, differences
 
-#: the last commit before the typed configuration (main's merge of i46-first)
-BASE = "880a90b155c89335d0b9fc8ae21b44dd890f736e"
+#: main before the typed configuration (its merge of i45-record and i45-types)
+BASE = "bdad98076cdfd52eea0e06e9f5703e998ff0763b"
 ROOT = Path(__file__).resolve().parents[2]
 
 
