@@ -112,7 +112,7 @@ class _Prepared:
 
 
 def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict] = None,
-             publish: Any = None, check: bool = False, pack: Any = None) -> _Prepared:
+             publish: Any = None, check: bool = False, pack: Any = None, buffers: Any = None) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
     not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
@@ -123,7 +123,8 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
     ``check``: first compare the item's files with the hashes its ``meta.json`` recorded
     (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
-    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
+    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded. ``buffers``: the run's
+    :class:`evaluate.item.FrameBuffers` (the frame array reused from an item already scored)."""
     p = _Prepared(Path(item_dir))
     published: list[bool] = []
 
@@ -134,7 +135,8 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
             publish(p)
 
     try:
-        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack)
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack,
+                         buffers)
     except Exception as exc:  # noqa: BLE001 - an unexpected error fails this item, never a scorer left without frames
         if p.error is None and p.broken is None and p.ctx is None:
             p.error = exc
@@ -144,7 +146,7 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
 
 def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[dict],
-                     publish: Any, check: bool, pack: Any = None) -> None:
+                     publish: Any, check: bool, pack: Any = None, buffers: Any = None) -> None:
     from .item import load_item, read_source
 
     if check and not p.dir.is_dir():  # deleted or moved since the run: nothing to read, and nothing to write there
@@ -170,7 +172,7 @@ def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, we
     p.reused = all_reused(p.prev, p.hashes, src.sha256)
     if not p.reused:
         try:
-            ctx = load_item(p.dir, ecfg, source=src, publish=publish)
+            ctx = load_item(p.dir, ecfg, source=src, publish=publish, buffers=buffers)
             if publish is None:  # else the scorer got it already (and may have let go of it)
                 p.ctx = ctx
         except Exception as exc:
@@ -433,6 +435,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
         it = tqdm(done, desc="evaluate", unit="video")
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    from .item import FrameBuffers
     from .judge import RunJudge
 
     # Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
@@ -444,6 +447,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     named = [{"model": r.model, "context": r.context, "seed": r.seed, "trajectory": r.trajectory,
               "case_id": r.case_id} for r in done]  # an item whose folder or meta.json is gone is still named
     weights_memo: dict = {}
+    buffers = FrameBuffers()  # each video's frames decoded into an array an earlier item let go of
     pending: dict[int, _Pending] = {}
     slots: list[Optional[ItemResult]] = [None] * len(dirs)
 
@@ -475,7 +479,7 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
             def task() -> None:
                 try:
                     _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
-                             check=True, pack=backbones.pack)
+                             check=True, pack=backbones.pack, buffers=buffers)
                 except BaseException as exc:  # never leave the scorer waiting
                     if not ready.done():
                         ready.set_exception(exc)

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluate.item import Decoding, FrameView, decode_frames
+from evaluate.item import Decoding, FrameBuffers, FrameView, decode_frames
 
 
-def _video_bytes(tmp_path: Path, n: int = 12, h: int = 48, w: int = 80) -> tuple[bytes, np.ndarray]:
+def _video_bytes(tmp_path: Path, n: int = 12, h: int = 48, w: int = 80, seed: int = 0) -> tuple[bytes, np.ndarray]:
     """An H.264 video of ``n`` random-walk frames, its bytes, and the frames decoded the plain way."""
     from harness.video import VideoWriter, iter_frames
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     base = rng.integers(0, 255, (h, w, 3), np.uint8)
     path = tmp_path / "v.mp4"
     wr = VideoWriter(path, 16)
@@ -241,18 +241,22 @@ def _weight_free(trackers=("template",)):
                       bootstrap={"n": 50, "seed": 0})
 
 
-def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
-    """The integrity check, the reuse decision and the decode share one read of video.mp4 (and one sha256)."""
+def test_an_evaluation_reads_and_hashes_each_video_once_and_holds_two_videos_at_most(tmp_path, monkeypatch):
+    """The integrity check, the reuse decision and the decode share one read of video.mp4 (and one sha256); the
+    frames of a scored item are let go of at once (nothing keeps them, not even a reference cycle waiting for the
+    garbage collector), so three videos are decoded into two arrays: the one scored and the next one decoding."""
+    import gc
+
     import harness.io
     from evaluate import item as item_mod
     from evaluate.stage import evaluate_run
     from tests.support import run_cli
 
-    r = run_cli(["run=once", "cases.include=[environment_rocket]", "model.height=96", "model.width=160",
-                 "model.num_frames=97", "progress=false", "evaluate=off"], tmp_path)
+    r = run_cli(["run=once", "cases.include=[environment_rocket,object_coffee,human_astronaut]", "model.height=96",
+                 "model.width=160", "model.num_frames=65", "progress=false", "evaluate=off"], tmp_path)
     assert r.returncode == 0, r.stderr
     run = tmp_path / "outputs" / "once"
-    reads, hashed = [], []
+    reads, hashed, pools = [], [], []
     real_read, real_hash = item_mod.read_source, harness.io.sha256_file
     monkeypatch.setattr(item_mod, "read_source", lambda d: reads.append(d) or real_read(d))
 
@@ -260,11 +264,60 @@ def test_an_evaluation_reads_and_hashes_each_video_once(tmp_path, monkeypatch):
         hashed.append(Path(p).name)
         return real_hash(p)
 
+    class Recorded(FrameBuffers):
+        def __init__(self, keep: int = 3) -> None:
+            super().__init__(keep)
+            pools.append(self)
+
     monkeypatch.setattr(harness.io, "sha256_file", counted)
+    monkeypatch.setattr(item_mod, "FrameBuffers", Recorded)
     ecfg = _weight_free()
-    out = evaluate_run(run, ecfg, force=True)
-    assert out["evaluated"] == 1 and not out["failed"], out["failed"]
-    assert len(reads) == 1 and "video.mp4" not in hashed, (reads, hashed)
+    gc.disable()  # frames kept by a cycle would only go when the collector happens to run: none may be needed
+    try:
+        out = evaluate_run(run, ecfg, force=True)
+    finally:
+        gc.enable()
+    assert out["evaluated"] == 3 and not out["failed"], out["failed"]
+    assert len(reads) == 3 and "video.mp4" not in hashed, (reads, hashed)
+    assert len(pools) == 1 and len(pools[0]._arrays) == 2, [a.shape for a in pools[0]._arrays]
+
+
+def test_frame_buffers_hand_out_only_an_array_nothing_holds():
+    import weakref
+
+    pool, shape = FrameBuffers(keep=2), (4, 6, 10, 3)
+    a = pool.empty(shape)
+    first = weakref.ref(a)
+    view = a[1:3]
+    del a
+    b = pool.empty(shape)  # a view still reads the first array: another one
+    assert b is not first() and first() is not None
+    second = weakref.ref(b)
+    del b, view
+    x = pool.empty(shape)  # nothing holds either any more: the first again
+    assert x is first()
+    y = pool.empty(shape)  # ``x`` holds the first now
+    assert y is second()
+    z = pool.empty((2, 6, 10, 3))  # another shape: a new array, and the oldest is forgotten (at most ``keep``)
+    assert z.shape == (2, 6, 10, 3) and len(pool._arrays) == 2 and all(arr is not x for arr in pool._arrays)
+    assert x is first() and x.shape == shape  # forgotten by the pool, still whole for its holder
+
+
+def test_a_reused_frame_array_gives_the_plain_decode_and_spares_one_still_read(tmp_path):
+    """Decoding into an array of the pool: the frames are the plain decode's, whatever the array held before, and
+    an array still read elsewhere is never decoded into."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    data_a, plain_a = _video_bytes(tmp_path / "a")
+    data_b, plain_b = _video_bytes(tmp_path / "b", seed=1)
+    pool = FrameBuffers()
+    held = decode_frames(data_a, len(plain_a), buffers=pool)
+    other = decode_frames(data_b, len(plain_a), buffers=pool)
+    assert other is not held and np.array_equal(held, plain_a) and np.array_equal(other, plain_b)
+    other[...] = 7  # stale content must not survive a decode
+    del other
+    again = decode_frames(data_a, len(plain_a), buffers=pool)
+    assert np.array_equal(again, plain_a) and len(pool._arrays) == 2
 
 
 @pytest.mark.slow  # a whole generation and evaluation (the full suite and CI run it)
