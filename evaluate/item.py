@@ -246,6 +246,29 @@ def read_source(item_dir: Path) -> ItemSource:
     return ItemSource(item_dir, meta, video, data, hashlib.sha256(data).hexdigest())
 
 
+def frame_array(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised (``shape``) uint8 array in small (4 KiB) pages: anonymous memory marked ``MADV_NOHUGEPAGE``.
+
+    Why not ``np.empty``: numpy asks the kernel for transparent huge pages on large arrays (``MADV_HUGEPAGE``), and
+    where the kernel's THP ``defrag`` setting is ``madvise`` (a common default) each 2 MiB page first compacts memory
+    in the faulting thread. Measured on the 2-core machine of docs/evaluation.md ("Performance"): filling a fresh
+    493 x 480 x 832 x 3 array took 1.7-2.0 CPU s with huge pages and 0.27 s without, about 1.3 s of one item's 8-10
+    s evaluation. The frames are written once and read frame by frame, so huge pages buy them nothing. The bytes
+    are the same either way (the array is written before it is read); where ``mmap`` cannot give anonymous memory,
+    ``np.empty``."""
+    import mmap
+
+    size = int(np.prod(shape, dtype=np.int64))
+    if size == 0 or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.empty(shape, np.uint8)
+    mem = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mem.madvise(mmap.MADV_NOHUGEPAGE)
+    # one array over the mapping (its base is the mmap): a view of it holds the array itself, which FrameBuffers'
+    # reference count relies on (a reshape of a flat array would hold the flat one instead)
+    return np.ndarray(shape, np.uint8, buffer=mem)
+
+
 class FrameBuffers:
     """The frame arrays of one evaluation, reused from one item's decode to a later one's.
 
@@ -274,7 +297,7 @@ class FrameBuffers:
             for a, refs in zip(self._arrays, self._refcounts(self._arrays)):
                 if refs == self._free and a.shape == shape:
                     return a
-            out = np.empty(shape, np.uint8)
+            out = frame_array(shape)
             self._arrays.append(out)
             del self._arrays[: -self.keep]  # the oldest go first (one still in use is only forgotten here)
             return out
@@ -309,7 +332,7 @@ def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started
                     a = f.to_ndarray(format="rgb24")  # what harness.video.iter_frames gives, byte for byte
                     if frames is None:
                         shape = (num_frames, *a.shape)
-                        frames = buffers.empty(shape) if buffers is not None else np.empty(shape, np.uint8)
+                        frames = buffers.empty(shape) if buffers is not None else frame_array(shape)
                     frames[n] = a
                     n += 1
                     if decoding is not None:

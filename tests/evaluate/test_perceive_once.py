@@ -409,3 +409,52 @@ def test_opencv_runs_single_threaded_during_an_evaluation_and_is_restored():
     finally:
         cv2.setNumThreads(before)
     assert np.array_equal(one.c2w, two.c2w) and np.array_equal(one.valid, two.valid)
+
+
+def test_frame_arrays_are_small_page_mappings_a_view_keeps_held():
+    """The decode's frame array (:func:`evaluate.item.frame_array`): writable uint8 of the shape asked for, over an
+    anonymous mapping; a view of it references the array itself, so the pool never hands out an array still read."""
+    import mmap
+
+    from evaluate.item import frame_array
+
+    a = frame_array((3, 4, 5, 3))
+    assert a.shape == (3, 4, 5, 3) and a.dtype == np.uint8 and a.flags.writeable and a.flags.c_contiguous
+    if hasattr(mmap, "MAP_ANONYMOUS"):
+        assert isinstance(a.base, mmap.mmap)
+    a[...] = 9
+    assert int(a.sum()) == 9 * a.size
+    assert a[1].base is a  # not a flat array under a reshape: what FrameBuffers counts references of
+    assert frame_array((0, 4, 5, 3)).shape == (0, 4, 5, 3)
+
+
+@pytest.mark.slow  # generates a small run through the CLI, then evaluates it twice
+def test_metrics_are_the_same_whichever_memory_holds_the_frames(tmp_path, monkeypatch):
+    """Before / after the small-page frame arrays: the run evaluated with frames in ``np.empty`` arrays (the old
+    allocation) and in :func:`evaluate.item.frame_array` mappings writes the same metric entries, value for value."""
+    import json
+    import shutil
+
+    from evaluate import item as item_mod
+    from evaluate.stage import evaluate_run
+    from tests.support import run_cli
+
+    r = run_cli(["run=mem", "cases.include=[environment_rocket,object_coffee]", "model.height=96",
+                 "model.width=160", "model.num_frames=65", "progress=false", "evaluate=off"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "outputs" / "mem"
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    ecfg = _weight_free()
+
+    def entries(root: Path) -> dict:
+        return {str(p.relative_to(root).parent): json.loads(p.read_text())["metrics"]
+                for p in sorted(root.rglob("metrics.json"))}
+
+    with monkeypatch.context() as m:
+        m.setattr(item_mod, "frame_array", lambda shape: np.empty(shape, np.uint8))
+        assert not evaluate_run(old, ecfg, force=True, tables=False)["failed"]
+    assert not evaluate_run(run, ecfg, force=True, tables=False)["failed"]
+    before, after = entries(old), entries(run)
+    assert len(before) == 2 and before == after
+    assert any(m["status"] == "computed" for ms in after.values() for m in ms.values())
