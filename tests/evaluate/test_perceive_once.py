@@ -217,10 +217,14 @@ def test_classical_estimator_threads_give_the_sequential_bytes(mode):
                             for i in range(len(c2w) - 1)])
 
         assert err(np.stack(want)) < 0.15 and err(default[0].c2w) < 0.15  # 0.092 / 0.106 deg at 96 x 160
-    a1 = ClassicalPoseEstimator(threads=1).angles_to(fr[0], fr, K)
-    p1 = ClassicalPoseEstimator(threads=1).parallax_to(fr[0], fr, K)
-    assert np.array_equal(a1, ClassicalPoseEstimator(threads=3).angles_to(fr[0], FrameView(fr, idx), K))
-    assert np.array_equal(p1, ClassicalPoseEstimator(threads=3).parallax_to(fr[0], fr, K))
+    # each frame is fitted to frame 0 on its own, so every 5th frame (14, still several per thread) checks the
+    # threads as all 70 did, at a fifth of the ORB work (the fast tier's time)
+    every5 = idx[::5]
+    a1 = ClassicalPoseEstimator(threads=1).angles_to(fr[0], fr[every5], K)
+    p1 = ClassicalPoseEstimator(threads=1).parallax_to(fr[0], fr[every5], K)
+    assert np.array_equal(a1, ClassicalPoseEstimator(threads=3).angles_to(fr[0], FrameView(fr, every5), K))
+    assert np.array_equal(p1, ClassicalPoseEstimator(threads=3).parallax_to(fr[0], fr[every5], K))
+    assert np.isfinite(a1).sum() >= 3 and np.isfinite(p1).sum() >= 3  # fits were made, not all skipped
 
 
 def test_threads_are_not_part_of_the_cache_key():
