@@ -245,7 +245,7 @@ def _weight_free(trackers=("template",)):
                       bootstrap={"n": 50, "seed": 0})
 
 
-def test_an_evaluation_reads_and_hashes_each_video_once_and_holds_two_videos_at_most(tmp_path, monkeypatch):
+def test_an_evaluation_reads_and_hashes_each_video_once_and_holds_two_videos_at_most(tmp_path, monkeypatch, capsys):
     """The integrity check, the reuse decision and the decode share one read of video.mp4 (and one sha256); the
     frames of a scored item are let go of at once (nothing keeps them, not even a reference cycle waiting for the
     garbage collector), so three videos are decoded into two arrays: the one scored and the next one decoding."""
@@ -254,11 +254,13 @@ def test_an_evaluation_reads_and_hashes_each_video_once_and_holds_two_videos_at_
     import harness.io
     from evaluate import item as item_mod
     from evaluate.stage import evaluate_run
-    from tests.support import run_cli
+    from tests.support.cli import in_process_cli
 
-    r = run_cli(["run=once", "cases.include=[environment_rocket,object_coffee,human_astronaut]", "model.height=96",
-                 "model.width=160", "model.num_frames=65", "progress=false", "evaluate=off"], tmp_path)
-    assert r.returncode == 0, r.stderr
+    # generated in this process (no interpreter to start and import again: the fast tier's time)
+    r = in_process_cli(monkeypatch, tmp_path, capsys)(
+        "run=once", "cases.include=[environment_rocket,object_coffee,human_astronaut]", "model.height=96",
+        "model.width=160", "model.num_frames=65", "progress=false", "evaluate=off")
+    assert r.code == 0, r.err
     run = tmp_path / "outputs" / "once"
     reads, hashed, pools = [], [], []
     real_read, real_hash = item_mod.read_source, harness.io.sha256_file
