@@ -233,6 +233,16 @@ class TimedBackbone:
         return attr
 
 
+def _fresh(exc: BaseException) -> BaseException:
+    """A new exception like ``exc``: its type, arguments (message) and attributes, with no traceback, cause or
+    context. A traceback's frames hold their callers' frames (``f_back``): a stored exception that kept one, or that
+    was raised again (each raise adds the raiser's frames), would keep the item being scored then, its 590 MB of
+    frames on the default run, alive for as long as the run lasts."""
+    new = type(exc).__new__(type(exc), *exc.args)  # no __init__: any constructor signature
+    new.__dict__.update(vars(exc))
+    return new
+
+
 class BackboneSet:
     """The backbones of one evaluation run, each loaded at most once (weights read once, not per video).
 
@@ -266,7 +276,7 @@ class BackboneSet:
         if role not in s.roles:
             raise BackboneUnavailable(f"backbone {name!r} does not provide {role!r}")
         if name in self._errors:
-            raise self._errors[name]
+            raise _fresh(self._errors[name])  # see _fresh: never the stored one
         if name not in self._loaded:
             try:
                 self._loaded[name] = self._load(s)
@@ -275,8 +285,8 @@ class BackboneSet:
                     exc = BackboneUnavailable(f"backbone {name!r}: {exc}; fetch it with: "
                                               f"{fetch_command(name, self.root)}"
                                               + ("" if self.pack else f" ({HOW_TO_GET})"))
-                self._errors[name] = exc
-                raise exc
+                self._errors[name] = _fresh(exc)  # kept without the frames of this call (see _fresh)
+                raise _fresh(exc) from exc
         return self._loaded[name]
 
     def _load(self, s: BackboneSpec) -> TimedBackbone:

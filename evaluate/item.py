@@ -11,6 +11,7 @@ of the hash recorded.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -257,12 +258,71 @@ def read_source(item_dir: Path) -> ItemSource:
     return ItemSource(item_dir, meta, video, data, hashlib.sha256(data).hexdigest())
 
 
-def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started: Any = None) -> np.ndarray:
+def frame_array(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised (``shape``) uint8 array in small (4 KiB) pages: anonymous memory marked ``MADV_NOHUGEPAGE``.
+
+    Why not ``np.empty``: numpy asks the kernel for transparent huge pages on large arrays (``MADV_HUGEPAGE``), and
+    where the kernel's THP ``defrag`` setting is ``madvise`` (a common default) each 2 MiB page first compacts memory
+    in the faulting thread. Measured on the 2-core machine of docs/evaluation.md ("Performance"): filling a fresh
+    493 x 480 x 832 x 3 array took 1.7-2.0 CPU s with huge pages and 0.27 s without, about 1.3 s of one item's 8-10
+    s evaluation. The frames are written once and read frame by frame, so huge pages buy them nothing. The bytes
+    are the same either way (the array is written before it is read); where ``mmap`` cannot give anonymous memory,
+    ``np.empty``."""
+    import mmap
+
+    size = int(np.prod(shape, dtype=np.int64))
+    if size == 0 or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.empty(shape, np.uint8)
+    mem = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mem.madvise(mmap.MADV_NOHUGEPAGE)
+    # one array over the mapping (its base is the mmap): a view of it holds the array itself, which FrameBuffers'
+    # reference count relies on (a reshape of a flat array would hold the flat one instead)
+    return np.ndarray(shape, np.uint8, buffer=mem)
+
+
+class FrameBuffers:
+    """The frame arrays of one evaluation, reused from one item's decode to a later one's.
+
+    A 493-frame 480 x 832 video is a 590 MB array; allocated afresh per item, its pages are faulted in (zeroed by the
+    kernel, or compacted into huge pages, numpy asking for them) on every decode: about a quarter of the evaluation's
+    CPU time on the default run. :meth:`empty` hands out an array of the shape asked for that nothing else holds
+    any more (no item, view or slice of it: CPython's reference count is the pool's own), else allocates one; at
+    most ``keep`` arrays are kept (an evaluation holds two videos at once: the one scored and the next one decoding).
+    Every frame is written before it is read (:class:`Decoding`), so a reused array gives the same frames."""
+
+    def __init__(self, keep: int = 3) -> None:
+        self.keep = max(1, keep)
+        self._arrays: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        # the count of an array only a list holds, taken the way :meth:`empty` takes it (what the interpreter adds
+        # for the loop and the call is the same for both, whatever the Python version)
+        self._free = self._refcounts([np.empty(0, np.uint8)])[0]
+
+    @staticmethod
+    def _refcounts(arrays: list[np.ndarray]) -> list[int]:
+        return [sys.getrefcount(a) for a in arrays]
+
+    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An uninitialised (``shape``) uint8 array no one else holds (one of the pool's, or a new one kept)."""
+        with self._lock:
+            for a, refs in zip(self._arrays, self._refcounts(self._arrays)):
+                if refs == self._free and a.shape == shape:
+                    return a
+            out = frame_array(shape)
+            self._arrays.append(out)
+            del self._arrays[: -self.keep]  # the oldest go first (one still in use is only forgotten here)
+            return out
+
+
+def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started: Any = None,
+                  buffers: Optional[FrameBuffers] = None) -> np.ndarray:
     """The first ``num_frames`` frames of an encoded video (its file's bytes) as (T, H, W, 3) uint8 RGB.
 
-    Decoded straight into one preallocated array (peak memory: the frames once), with the decoder's own threads
-    (FFmpeg's frame threading: bit-exact, H.264 decoding is deterministic). Raises ``ValueError`` naming ``name``
-    for a video that cannot be decoded or has fewer frames.
+    Decoded straight into one preallocated array (peak memory: the frames once; ``buffers``: one reused from an
+    earlier decode, :class:`FrameBuffers`), with the decoder's own threads (FFmpeg's frame threading: bit-exact,
+    H.264 decoding is deterministic). Raises ``ValueError`` naming ``name`` for a video that cannot be decoded or
+    has fewer frames.
 
     ``started(frames, decoding)``: called once the array exists (after the first frame), with a :class:`Decoding`
     that then follows the rest; the decode goes on in this thread, and an error after that point is recorded in
@@ -283,7 +343,8 @@ def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started
                         break
                     a = f.to_ndarray(format="rgb24")  # what harness.video.iter_frames gives, byte for byte
                     if frames is None:
-                        frames = np.empty((num_frames, *a.shape), np.uint8)
+                        shape = (num_frames, *a.shape)
+                        frames = buffers.empty(shape) if buffers is not None else frame_array(shape)
                     frames[n] = a
                     n += 1
                     if decoding is not None:
@@ -311,7 +372,8 @@ def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_trans
     return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
-def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, publish: Any = None) -> EvalItem:
+def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, publish: Any = None,
+              buffers: Optional[FrameBuffers] = None) -> EvalItem:
     """The item of ``item_dir``: ``meta.json`` + ``camera.npz``, and every frame of ``video.mp4`` decoded once.
 
     ``source``: what :func:`read_source` read (the video's bytes and their sha256); read here when not given.
@@ -319,7 +381,8 @@ def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, pu
 
     ``publish(item)``: hand the item out as soon as its first frame is decoded (its ``decoding`` follows the rest,
     which this call goes on decoding); a decode error after that point is then in ``item.decode_error()``, not
-    raised. Without it, the item is returned fully decoded.
+    raised. Without it, the item is returned fully decoded. ``buffers``: where the frame array comes from
+    (:class:`FrameBuffers`; default: a new array).
     """
     from harness.cases import Case
     from trajectories import load_path
@@ -352,7 +415,7 @@ def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, pu
             oracle=OracleGeometry.from_meta(meta, c2w), fps=float(path.fps), decoding=decoding)
 
     if publish is None:
-        return item(decode_frames(src.data, T, src.video))
+        return item(decode_frames(src.data, T, src.video, buffers=buffers))
     out: list[EvalItem] = []
 
     def started(frames: np.ndarray, decoding: Decoding) -> None:
@@ -360,7 +423,7 @@ def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, pu
         publish(out[0])
 
     try:
-        decode_frames(src.data, T, src.video, started)
+        decode_frames(src.data, T, src.video, started, buffers)
     except ValueError:
         if not out:  # nothing was handed out: the caller sees the error
             raise

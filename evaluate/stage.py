@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from .item import EvalItem
+    from .item import EvalItem, FrameBuffers
     from .judge import RunJudge
     from .perceive import ItemPerception
     from .weights_pack import WeightsPack
@@ -121,7 +121,8 @@ class _Prepared:
 
 def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[WeightsMemo] = None,
              publish: Optional[Callable[[_Prepared], object]] = None, check: bool = False,
-             pack: Optional[WeightsPack] = None) -> _Prepared:
+             pack: Optional[WeightsPack] = None,
+             buffers: Optional[FrameBuffers] = None) -> _Prepared:
     """Read the item once: ``meta.json`` and the bytes of ``video.mp4``, hashed once (a replaced or truncated video
     is never reused: it is re-hashed on every evaluation); decide whether its ``metrics.json`` is reused whole; if
     not, decode the frames from the bytes that were hashed. Never raises: a broken item carries its ``error``.
@@ -132,7 +133,8 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
     ``check``: first compare the item's files with the hashes its ``meta.json`` recorded
     (:func:`harness.outputs.item_problems`, given the video's bytes as read here: hashed once, and the bytes checked
-    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded."""
+    are the bytes decoded); a mismatch sets ``broken`` and nothing is decoded. ``buffers``: the run's
+    :class:`evaluate.item.FrameBuffers` (the frame array reused from an item already scored)."""
     p = _Prepared(Path(item_dir))
     published: list[bool] = []
 
@@ -143,7 +145,8 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
             publish(p)
 
     try:
-        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack)
+        _read_and_decode(p, ecfg, root, force, weights_memo, ready if publish is not None else None, check, pack,
+                         buffers)
     except Exception as exc:  # noqa: BLE001 - an unexpected error fails this item, never a scorer left without frames
         if p.error is None and p.broken is None and p.ctx is None:
             p.error = exc
@@ -154,7 +157,8 @@ def _prepare(item_dir: Path, ecfg: EvalConfig, root: Path, force: bool, weights_
 
 def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, weights_memo: Optional[WeightsMemo],
                      publish: Optional[Callable[[EvalItem], None]], check: bool,
-                     pack: Optional[WeightsPack] = None) -> None:
+                     pack: Optional[WeightsPack] = None,
+                     buffers: Optional[FrameBuffers] = None) -> None:
     from .item import load_item, read_source
 
     if check and not p.dir.is_dir():  # deleted or moved since the run: nothing to read, and nothing to write there
@@ -180,7 +184,7 @@ def _read_and_decode(p: _Prepared, ecfg: EvalConfig, root: Path, force: bool, we
     p.reused = all_reused(p.prev, p.hashes, src.sha256)
     if not p.reused:
         try:
-            ctx = load_item(p.dir, ecfg, source=src, publish=publish)
+            ctx = load_item(p.dir, ecfg, source=src, publish=publish, buffers=buffers)
             if publish is None:  # else the scorer got it already (and may have let go of it)
                 p.ctx = ctx
         except Exception as exc:
@@ -531,6 +535,7 @@ def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], e
     run goes on meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from .item import FrameBuffers
     from .judge import RunJudge
     from .reporting import default_out_dir
     from .reporting.strips import StripsAhead, strips_dir
@@ -541,6 +546,7 @@ def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], e
 
         it = tqdm(dirs, desc="evaluate", unit="video")
     weights_memo: WeightsMemo = {}
+    buffers = FrameBuffers()  # each video's frames decoded into an array an earlier item let go of
     pending: dict[int, _Pending] = {}
     slots: list[Optional[ItemResult]] = [None] * len(dirs)
     shown: dict[Path, tuple[list[int], np.ndarray]] = {}  # item -> the frames its strip may show, until it is drawn
@@ -560,7 +566,7 @@ def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], e
     with RunJudge(ecfg.judge) as judge, StripsAhead(run_dir, strips_dir(default_out_dir([run_dir]))) as strips, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-decode") as pool, _opencv_single_threaded():
         def prepare(i: int) -> Optional[Future[_Prepared]]:
-            return _prepare_ahead(pool, dirs, i, ecfg, backbones, force, weights_memo)
+            return _prepare_ahead(pool, dirs, i, ecfg, backbones, force, weights_memo, buffers)
 
         nxt = prepare(0)
         warm = pool.submit(_warm_up)  # after the first decode, before the second: off the main thread's clock
@@ -581,7 +587,8 @@ def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], e
 
 
 def _prepare_ahead(pool: ThreadPoolExecutor, dirs: list[Path], i: int, ecfg: EvalConfig, backbones: BackboneSet,
-                   force: bool, weights_memo: WeightsMemo) -> Optional[Future[_Prepared]]:
+                   force: bool, weights_memo: WeightsMemo,
+                   buffers: Optional[FrameBuffers] = None) -> Optional[Future[_Prepared]]:
     """A future that holds item ``i`` as soon as it can be scored (its first frame decoded), prepared on ``pool``;
     None past the last item."""
     if i >= len(dirs):
@@ -591,7 +598,7 @@ def _prepare_ahead(pool: ThreadPoolExecutor, dirs: list[Path], i: int, ecfg: Eva
     def task() -> None:
         try:
             _prepare(dirs[i], ecfg, backbones.root, force, weights_memo, publish=ready.set_result,
-                     check=True, pack=backbones.pack)
+                     check=True, pack=backbones.pack, buffers=buffers)
         except BaseException as exc:  # never leave the scorer waiting
             if not ready.done():
                 ready.set_exception(exc)

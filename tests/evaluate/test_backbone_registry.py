@@ -55,6 +55,36 @@ def test_unknown_backbone_wrong_role_and_oracle_as_estimator_are_user_errors():
     assert {s.kind for s in bbs.BACKBONES.values()} == set(bbs.KINDS)
 
 
+def test_an_unavailable_backbone_raised_again_keeps_no_frame_of_its_callers(tmp_path):
+    """Each call raises a new exception with the same reason; none keeps the frames of the calls (a kept traceback
+    holds its callers' frames, and with them the item being scored: every video's frames for the whole run)."""
+    import gc
+    import weakref
+
+    from evaluate.perception.base import BackboneUnavailable
+
+    bs = bbs.BackboneSet(ECFG, tmp_path / "empty-weights")
+
+    class Frames:  # stands for what a caller's frame holds (an item's decoded video)
+        pass
+
+    def caller() -> tuple[weakref.ref, str]:
+        held = Frames()
+        try:
+            bs.get("dinov2", "encoder")
+        except BackboneUnavailable as exc:
+            return weakref.ref(held), str(exc)
+        raise AssertionError("dinov2 without weights was loaded")
+
+    gc.disable()  # not left to the collector either
+    try:
+        (first, why1), (second, why2) = caller(), caller()
+        assert first() is None and second() is None
+    finally:
+        gc.enable()
+    assert why1 == why2 and "python -m harness weights fetch dinov2" in why1
+
+
 def test_registry_and_weights_listing_import_no_torch():
     code = ("import sys; from evaluate import stage, backbones, weights; from harness.app import weights as cli; "
             "from evaluate.families import all_families; all_families(); "
