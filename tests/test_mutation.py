@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import textwrap
 import pytest
 
 from tests.mutation import mutants as mt
-from tests.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_targets, score
+from tests.mutation.__main__ import EQUIVALENT, covering_tests, load_equivalents, load_exempt, load_targets, score
 from tests.support import ROOT
 
 SOURCE = textwrap.dedent('''
@@ -163,6 +164,78 @@ def test_the_targets_cover_the_modules_the_score_is_promised_for_and_name_existi
         assert (ROOT / t["module"]).is_file()
         for test in t["tests"]:
             assert (ROOT / test.split("::")[0]).is_file(), test  # a file, or one test of it (file::test)
+
+
+def test_every_source_module_is_a_target_or_exempt_with_a_reason_and_exemptions_stay_small():
+    """A new module is mutated, or exempted with its reason; the exempt ones hold under 15 % of source lines."""
+    from tests.mutation.exercise import source_modules
+
+    targets = [t["module"] for t in load_targets()]
+    exempt = load_exempt()
+    source = source_modules()
+    missing = [m for m in source if m not in targets and m not in exempt]
+    assert not missing, (f"add each to a [[target]] of tests/mutation/targets.toml with the tests that exercise it "
+                         f"(python -m tests.mutation.exercise --suggest <module>), or to [exempt] with its reason: "
+                         f"{missing}")
+    assert len(targets) == len(set(targets)), "a module in two targets would be scored twice"
+    assert not set(exempt) - set(source), f"[exempt] names modules that do not exist: {set(exempt) - set(source)}"
+    assert all(isinstance(why, str) and len(why.strip()) > 20 for why in exempt.values())
+
+    def lines(rel: str) -> int:
+        return len((ROOT / rel).read_text().splitlines())
+
+    total = sum(lines(m) for m in source)
+    assert sum(lines(m) for m in exempt) < 0.15 * total
+    assert sum(lines(m) for m in set(targets)) >= 0.85 * total
+
+
+def test_every_target_module_is_exercised_by_its_listed_tests():
+    """``tests/mutation/exercised.json`` (``python -m tests.mutation.exercise``): for every target module, the share of
+    its body statements its target's test files execute (coverage.py, per-test contexts), measured with the list
+    as it is now. A module whose tests do not run its code would score nothing worth reading."""
+    from tests.mutation.exercise import MIN_SHARE, RECORD, tests_digest
+
+    record = json.loads(RECORD.read_text())["modules"]
+    rerun = "run python -m tests.mutation.exercise (about 30 min on 2 cores) and commit tests/mutation/exercised.json"
+    for t in load_targets():
+        entry = record.get(t["module"])
+        assert entry is not None, f"{t['module']}: not measured; {rerun}"
+        assert entry["tests_digest"] == tests_digest(t["tests"]), f"{t['module']}: its test list changed; {rerun}"
+        assert entry["share"] >= MIN_SHARE, (f"{t['module']}: its target's tests execute {entry['share']:.0%} of its "
+                                             f"body (at least {MIN_SHARE:.0%}): list the tests that exercise it")
+
+
+def test_the_exercise_tool_measures_body_statements_per_test_file(tmp_path):
+    """The tool's arithmetic on a small coverage database made here: import-time lines leave both sides, a test
+    file's share is its body lines over the module's, a test list's share is the union of its files."""
+    import coverage
+
+    from tests.mutation.exercise import Exercise, executing_files, share
+
+    mod = tmp_path / "harness" / "m.py"
+    mod.parent.mkdir()
+    mod.write_text("def f(x):\n    if x:\n        return 1\n    return 2\n\n\ndef g():\n    return 3\n")
+    data = tmp_path / "cov.db"
+    cov = coverage.Coverage(data_file=str(data), source=[str(tmp_path / "harness")])
+    cov.start()
+    try:
+        spec = importlib.util.spec_from_file_location("exercise_demo_m", mod)
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)  # import time: the empty context
+        cov.switch_context("tests/test_a.py::test_one|run")
+        m.f(1)
+        cov.switch_context("tests/test_b.py::test_two|run")
+        m.f(0)
+    finally:
+        cov.stop()
+        cov.save()
+    body, per_test = Exercise(data, root=tmp_path).module("harness/m.py")
+    assert body == {2, 3, 4, 8}  # def lines ran at import
+    assert per_test == {"tests/test_a.py": {2, 3}, "tests/test_b.py": {2, 4}}
+    assert share(body, per_test, ["tests/test_a.py"]) == (2, 0.5)
+    assert share(body, per_test, ["tests/test_a.py::test_one", "tests/test_b.py"]) == (3, 0.75)
+    assert share(set(), {}, []) == (0, 1.0)
+    assert executing_files([(body, per_test)]) == ["tests/test_a.py", "tests/test_b.py"]
 
 
 def test_every_known_equivalent_has_a_reason_and_still_exists():

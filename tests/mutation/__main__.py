@@ -35,13 +35,20 @@ TARGETS = HERE / "targets.toml"
 EQUIVALENT = HERE / "equivalent.yaml"
 
 
+def load_exempt(path: Path = TARGETS) -> dict[str, str]:
+    """``[exempt]`` of the targets file: source module -> the one-line reason it is not mutated."""
+    return dict(tomllib.loads(path.read_text()).get("exempt", {}))
+
+
 def load_targets(path: Path = TARGETS) -> list[dict]:
-    """[{module, group, tests, preload}] with module globs expanded (relative to the repository root)."""
+    """[{module, group, tests, preload}] with module globs expanded (relative to the repository root); a module of
+    ``[exempt]`` is never a target, whatever glob matches it."""
     cfg = tomllib.loads(path.read_text())
+    exempt = set(cfg.get("exempt", {}))
     out = []
     for t in cfg["target"]:
         files = sorted({os.path.relpath(f, ROOT) for pat in t["modules"] for f in glob.glob(str(ROOT / pat))})
-        skip = set(t.get("exclude", {}))
+        skip = set(t.get("exclude", {})) | exempt
         if not files:
             raise SystemExit(f"targets.toml: {t['modules']} matches no file")
         for f in files:
