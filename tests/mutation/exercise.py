@@ -58,7 +58,8 @@ def tests_digest(tests: list[str]) -> str:
 def run_coverage(data: Path, jobs: int) -> None:
     """The fast tier under coverage.py, one context per test (pytest-cov's ``--cov-context=test``)."""
     env = {**os.environ, "COVERAGE_FILE": str(data)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-n", str(jobs), "-p", "no:cacheprovider",
+    # at least one xdist worker: pytest-cov records per-test contexts in workers (with -n 0 everything lands in "")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-n", str(max(1, jobs)), "-p", "no:cacheprovider",
            *[f"--cov={d}" for d in SOURCE_DIRS], "--cov-context=test", "--cov-report=", "tests"]
     print("running:", " ".join(cmd), flush=True)
     code = subprocess.call(cmd, cwd=ROOT, env=env)
