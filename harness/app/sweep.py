@@ -39,20 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
 
-#: what the job of this worker process did (:func:`note_job`), read by the worker when the job ends
-_JOB_NOTES: dict[str, Any] = {}
-#: True in a worker of a local sweep: a job scores its own items and leaves the run's tables to the sweep
-_REPORT_AT_END: list[bool] = []
-
-
-def reports_at_end() -> bool:
-    """This process runs a job of a local sweep, whose run's tables, report and verdict the sweep writes once."""
-    return bool(_REPORT_AT_END)
-
-
-def note_job(**fields: Any) -> None:
-    """Record what this job did (item counts, phase seconds) for the sweep's line about it."""
-    _JOB_NOTES.update(fields)
+# What a job tells the sweep (its notes, whether it leaves the report to the sweep) lives with the job's command,
+# harness/app/commands/run.py, which this launcher imports: the job never imports its launcher.
 
 
 @dataclass
@@ -70,7 +58,7 @@ class Job:
 
 @dataclass
 class Outcome:
-    """How a job ended: exit code, seconds, what it noted (:func:`note_job`), and the first error line of its log."""
+    """How a job ended: exit code, seconds, what it noted (:func:`harness.app.commands.run.note_job`), and the first error line of its log."""
 
     job: Job
     code: int
@@ -412,7 +400,9 @@ def _init_worker(threads: int, argv: list[str]) -> None:
         cv2.setNumThreads(threads)
     except ImportError:  # pragma: no cover - OpenCV is a core dependency
         pass
-    _REPORT_AT_END[:] = [True]
+    from harness.app.commands.run import start_sweep_worker
+
+    start_sweep_worker()
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, log_path: str,
@@ -430,7 +420,9 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, log_path
     Singleton._instances = singleton_state  # Singleton.set_state would also replace OmegaConf's resolvers
     setup_globals()
     HydraConfig.instance().set_config(sweep_config)
-    _JOB_NOTES.clear()
+    from harness.app.commands.run import take_job_notes
+
+    take_job_notes(clear=True)
     _RUNNING[:] = [True]
     t0 = time.perf_counter()
     out, err = sys.stdout, sys.stderr
@@ -452,7 +444,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, log_path
         finally:
             _RUNNING[:] = []
             sys.stdout, sys.stderr = out, err
-    return {"code": code, "seconds": time.perf_counter() - t0, "notes": dict(_JOB_NOTES)}
+    return {"code": code, "seconds": time.perf_counter() - t0, "notes": take_job_notes()}
 
 
 def _evaluate_runs(jobs: list[Job]) -> tuple[bool, list[dict[str, Any]]]:

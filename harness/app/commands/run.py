@@ -176,10 +176,38 @@ def cmd_run(cfg: RunConfig) -> None:
         sys.exit(1)
 
 
-def _note(summary: Any, **seconds: float) -> None:
-    """What this job did, for the line a local sweep prints about it (:func:`harness.app.sweep.note_job`)."""
-    from harness.app.sweep import note_job
+#: what the job of this worker process did (:func:`note_job`), read by the local sweep's worker when the job ends
+_JOB_NOTES: dict[str, Any] = {}
+#: True in a worker of a local sweep (harness/app/sweep.py sets it): a job scores its own items and leaves the run's
+#: tables to the sweep
+_REPORT_AT_END: list[bool] = []
 
+
+def reports_at_end() -> bool:
+    """This process runs a job of a local sweep, whose run's tables, report and verdict the sweep writes once."""
+    return bool(_REPORT_AT_END)
+
+
+def note_job(**fields: Any) -> None:
+    """Record what this job did (item counts, phase seconds) for the sweep's line about it."""
+    _JOB_NOTES.update(fields)
+
+
+def start_sweep_worker() -> None:
+    """This process is a worker of a local sweep from now on (:func:`reports_at_end`)."""
+    _REPORT_AT_END[:] = [True]
+
+
+def take_job_notes(clear: bool = False) -> dict[str, Any]:
+    """A copy of what the job noted (:func:`note_job`); ``clear``: forget it (a new job starts)."""
+    notes = dict(_JOB_NOTES)
+    if clear:
+        _JOB_NOTES.clear()
+    return notes
+
+
+def _note(summary: Any, **seconds: float) -> None:
+    """What this job did, for the line a local sweep prints about it (:func:`note_job`)."""
     note_job(done=len(summary.done), skipped=len(summary.skipped) + len(summary.elsewhere),
              failed=len(summary.failed), compiled=len(summary.compiled), **seconds)
 
@@ -188,7 +216,6 @@ def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
     """Evaluate the run once every shard's items are finished (False: an item or metric failed). A job of a local
     sweep scores only its own items: the sweep writes the run's tables, report and verdict once, at its end."""
     from harness.app.runner import run_complete
-    from harness.app.sweep import reports_at_end
     from harness.io import confine
 
     missing = run_complete(plan.run_dir, plan.all_items)
