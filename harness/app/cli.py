@@ -53,6 +53,9 @@ HANDLERS: dict[str, Handler] = {
     # plain argparse: no Hydra run directory for a listing; plan / serve / report a human study (docs/human-study.md)
     "weights": ArgvCommand("harness.app.weights:main"), "human": ArgvCommand("harness.app.human:main"),
 }
+#: ``run`` with one of these stages is another command: ``stage=evaluate`` generates nothing and evaluates an existing
+#: run or videos made elsewhere (:func:`handler_for`)
+STAGE_HANDLERS: dict[str, Callable[[RunConfig], None]] = {"evaluate": run.cmd_evaluate_only}
 #: commands typed as two words: ``python -m harness judge check [overrides]``, ``release import|check``
 WORDS = {("judge", "check"): "judge_check", ("release", "import"): "release_import",
          ("release", "check"): "release_check"}
@@ -62,6 +65,11 @@ COMMANDS = ("run", "list", "validate", "preview", "report", "verify", "setup")
 
 def config_commands() -> list[str]:
     return [name for name, h in HANDLERS.items() if not isinstance(h, ArgvCommand)]
+
+
+def handler_for(cfg: RunConfig, handler: Callable[[RunConfig], None]) -> Callable[[RunConfig], None]:
+    """The handler of the validated ``cfg``: its command's, or for ``run`` its stage's (:data:`STAGE_HANDLERS`)."""
+    return STAGE_HANDLERS.get(cfg.stage, handler) if cfg.cmd == "run" else handler
 
 
 def dispatch(cfg_omega: Any) -> None:
@@ -90,7 +98,7 @@ def dispatch(cfg_omega: Any) -> None:
         setup_logging(cfg.verbosity)
         install_log_filter()  # library records (httpx, ...) through the root handlers Hydra set up: scrubbed too
         apply_progress(cfg.progress)
-        command(cfg)
+        handler_for(cfg, command)(cfg)
 
     guarded(body)
 

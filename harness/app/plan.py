@@ -7,7 +7,7 @@ depends on process rank, order or time. Item output paths are deterministic, so 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -47,6 +47,7 @@ class Plan:
     adapter: the model adapter (no weights loaded). policy: the KV-context policy. specs: trajectory name ->
     TrajectorySpec. cases: the selected cases (sorted by id). items: this shard's work items, in plan order.
     run_dir: the resolved run directory. all_items: the items of every shard (to know when the run is complete).
+    config: the typed run configuration the plan was made from (what each item records, the GPU pool's settings).
     """
 
     adapter: Adapter
@@ -55,7 +56,8 @@ class Plan:
     cases: list[Case]
     items: list[WorkItem]
     run_dir: Path
-    all_items: list[WorkItem] = field(default_factory=list)
+    all_items: list[WorkItem]
+    config: RunConfig
 
     @property
     def run(self) -> RunDir:
@@ -211,4 +213,4 @@ def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = Tru
     if for_writing:
         check_compile(adapter, policy, specs, cases, items)
         check_writable(run_dir, all_items)
-    return Plan(adapter, policy, specs, cases, items, run_dir, all_items)
+    return Plan(adapter, policy, specs, cases, items, run_dir, all_items, cfg)

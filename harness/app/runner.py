@@ -28,7 +28,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.cases import Case
 from harness.dist import Rank, current_rank, split
@@ -436,7 +436,6 @@ class _Executor:
 
 def run_items(
     plan: Plan,
-    config: RunConfig | Mapping[str, Any],
     dry_run: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -450,13 +449,12 @@ def run_items(
 
     Items locked by another live process are revisited after this process's own items: the run returns only when
     every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
-    jobs concurrently on its GPUs (None = the ``devices`` setting of ``config``; no GPUs = one at a time).
+    jobs concurrently on its GPUs (None = the ``devices`` setting of ``plan.config``; no GPUs = one at a time).
     ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
     ``previews``: in a dry run, also draw each item's ``preview.png`` (requested vs native path; slow).
     ``on_start``: called once the run is known to be consistent (fingerprints checked) and before anything is
     written (the command line saves its config there).
     """
-    config = RunConfig.coerce(config)
     rank = rank or current_rank()
     adapter, context, trajectory_specs, cases = plan.adapter, plan.policy, plan.specs, plan.cases
     items, run_dir = plan.items, plan.run_dir
@@ -465,11 +463,11 @@ def run_items(
     if on_start is not None:
         on_start()
     my_items = split(list(items), rank)
-    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), config, item_fingerprints, dry_run,
+    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), plan.config, item_fingerprints, dry_run,
                    overwrite, rank, write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
     if pool is None and gpus > 0:
-        pool = gpu_pool_for(adapter, config, dry_run)
+        pool = gpu_pool_for(adapter, plan.config, dry_run)
     workers = max(1, pool.capacity(gpus)) if (pool is not None and gpus > 0) else 1
     summary = RunSummary(run_dir=Path(run_dir))
     t_run = time.perf_counter()
@@ -572,7 +570,7 @@ def job_gpus(adapter: Adapter, dry_run: bool = False) -> int:
     return 0 if dry_run else int(getattr(adapter.config, "gpus_per_job", 0) or 0)
 
 
-def gpu_pool_for(adapter: Adapter, config: RunConfig | Mapping[str, Any], dry_run: bool = False) -> Optional[GPUPool]:
+def gpu_pool_for(adapter: Adapter, config: RunConfig, dry_run: bool = False) -> Optional[GPUPool]:
     """The pool upstream jobs of ``adapter`` draw from (None: no GPU job, or no GPU set/visible); refuses a job
     bigger than the pool before anything is written."""
     gpus = job_gpus(adapter, dry_run)
@@ -585,12 +583,11 @@ def gpu_pool_for(adapter: Adapter, config: RunConfig | Mapping[str, Any], dry_ru
     return pool
 
 
-def pool_from_config(config: RunConfig | Mapping[str, Any]) -> Optional[GPUPool]:
+def pool_from_config(cfg: RunConfig) -> Optional[GPUPool]:
     """The GPU pool of ``devices`` (``auto`` or a list; None or unset: no pool) and ``gpu_lock_dir``; None when no
     GPU is visible or set."""
     from harness.gpu_pool import parse_devices
 
-    cfg = RunConfig.coerce(config)
     if "devices" not in cfg.model_fields_set:  # no setting at all (API use); devices=null means auto
         return None
     devs = parse_devices(cfg.devices)

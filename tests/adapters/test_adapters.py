@@ -243,7 +243,7 @@ def test_generate_with_a_standin_upstream(model, tmp_path, monkeypatch):
            "run": "g", "seed": None}
     plan = plan_from_config(cfg)
     adapter, items, run_dir = plan.adapter, plan.items, plan.run_dir
-    summary = run_items(plan, cfg, progress=False)
+    summary = run_items(plan, progress=False)
     assert summary.done and not summary.failed, summary.table()
     item = run_dir / items[0].rel_dir
     meta = json.loads((item / "meta.json").read_text())
@@ -299,7 +299,7 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     cfg = {"model": mcfg, "context": {"name": "fullkv"}, "trajectory": group_yaml("trajectory", "lrlr"),
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "f"}
-    out = run_items(plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), progress=False)
     assert out.failed
     meta = json.loads(next((tmp_path / "o" / "f").rglob("meta.json")).read_text())
     assert "100 frames, the alignment rule expects 480" in meta["error"] and "conformance" in meta["error"]
@@ -307,7 +307,7 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
                                                            "message": meta["generation"]["conformance"]["frames"]["message"]}
     monkeypatch.setenv("FAKE_FAIL", "1")
     cfg["run"] = "f2"
-    out = run_items(plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), progress=False)
     meta = json.loads(next((tmp_path / "o" / "f2").rglob("meta.json")).read_text())
     # the root cause from upstream.log, not a log tail, in meta.json and in the console summary
     assert meta["root_cause"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -316,7 +316,7 @@ def test_generate_reports_failures_and_timeouts(tmp_path, monkeypatch):
     assert "torch.OutOfMemoryError" in table and "no video was produced" in table
     monkeypatch.delenv("FAKE_FAIL")
     cfg["run"], cfg["model"] = "f3", {**mcfg, "timeout_s": 0.01}
-    out = run_items(plan_from_config(cfg), cfg, progress=False)
+    out = run_items(plan_from_config(cfg), progress=False)
     meta = json.loads(next((tmp_path / "o" / "f3").rglob("meta.json")).read_text())
     assert out.failed and "timed out" in meta["error"]
 
@@ -336,7 +336,7 @@ def _sana_run(tmp_path, monkeypatch, run: str, **env):
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": run, "overwrite": True}
     plan = plan_from_config(cfg)
-    out = run_items(plan, cfg, progress=False, overwrite=True)
+    out = run_items(plan, progress=False, overwrite=True)
     return out, json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text()), plan
 
 
@@ -368,7 +368,7 @@ def test_a_log_line_that_means_a_wrong_run_fails_the_item(tmp_path, monkeypatch)
            "cases": {"source": "builtin:demo", "include": ["environment_rocket"]}, "output_root": str(tmp_path / "o"),
            "run": "d"}
     plan = plan_from_config(cfg)
-    out = run_items(plan, cfg, progress=False)
+    out = run_items(plan, progress=False)
     meta = json.loads((plan.run_dir / plan.items[0].rel_dir / "meta.json").read_text())
     assert out.failed and "missing: ['model.blocks.0.self_attn.q.weight']" in meta["error"]
     assert "random-initialised" in meta["error"] and meta["root_cause"].startswith("missing:")

@@ -171,7 +171,7 @@ def test_dry_run_writes_no_preview_unless_asked(tmp_path):
     for previews, run in ((False, "off"), (True, "on")):
         cfg = compose([*small, f"run={run}"])
         plan = plan_from_config(cfg)
-        s = run_items(plan, cfg, dry_run=True, progress=False, previews=previews)
+        s = run_items(plan, dry_run=True, progress=False, previews=previews)
         assert len(s.compiled) == 2 and not s.failed
         metas = sorted((tmp_path / run).glob("*/*/seed-*/*/*/meta.json"))
         assert len(metas) == 2

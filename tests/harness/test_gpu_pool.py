@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from harness.app.run_config import RunConfig
 from harness.gpu_pool import DeviceConfigError, GPUPool, current_devices, parse_devices
 from tests.support import STANDIN
 
@@ -135,9 +136,10 @@ def test_runner_runs_one_gpu_upstream_jobs_eight_at_a_time(tmp_path, monkeypatch
     cfg = {"model": mcfg, "context": {"name": "fullkv"}, "trajectory": group_yaml("trajectory", "lrlr"),
            "trajectories": ["lrlr", "lrud"], "cases": {"source": "builtin:demo"}, "output_root": str(tmp_path / "o"),
            "run": "pool", "seed": None, "devices": EIGHT, "gpu_lock_dir": str(tmp_path / "gpulocks")}
+    cfg = RunConfig.from_mapping(cfg)
     plan = plan_from_config(cfg)
     assert len(plan.items) == 10
-    summary = run_items(plan, cfg, progress=False)
+    summary = run_items(plan, progress=False)
     records = [json.loads(p.read_text()) for p in rec.glob("*.json")]
     assert len(records) == 10
     for r in records:
@@ -163,7 +165,7 @@ def test_a_job_bigger_than_the_pool_is_refused_up_front(tmp_path):
     assert job_gpus(mg3) == 8 and job_gpus(mg3, dry_run=True) == 0
     big = build_adapter({**group_yaml("model", "matrix_game3"), "gpus_per_job": 9})
     with pytest.raises(DeviceConfigError, match="needs 9 GPU"):
-        gpu_pool_for(big, {"devices": EIGHT, "gpu_lock_dir": str(tmp_path)})
-    assert gpu_pool_for(mg3, {"devices": EIGHT}, dry_run=True) is None
+        gpu_pool_for(big, RunConfig.from_mapping({"devices": EIGHT, "gpu_lock_dir": str(tmp_path)}))
+    assert gpu_pool_for(mg3, RunConfig.from_mapping({"devices": EIGHT}), dry_run=True) is None
     ref = build_adapter(group_yaml("model", "reference"))
-    assert gpu_pool_for(ref, {"devices": EIGHT}) is None  # in-process CPU model: no pool
+    assert gpu_pool_for(ref, RunConfig.from_mapping({"devices": EIGHT})) is None  # in-process CPU model: no pool

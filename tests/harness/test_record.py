@@ -173,7 +173,7 @@ def test_a_generated_item_reads_back_to_its_own_bytes(tmp_path):
 
     cfg = compose(["cases.include=[environment_rocket]", "trajectory=lrlr", f"output_root={tmp_path}", "run=r",
                    "model.height=96", "model.width=160", "model.num_frames=65", "progress=false"])
-    run_items(plan_from_config(cfg), cfg, dry_run=True, progress=False)
+    run_items(plan_from_config(cfg), dry_run=True, progress=False)
     metas = sorted(tmp_path.rglob(META_FILE))
     assert len(metas) == 1
     text = metas[0].read_text()
@@ -201,7 +201,7 @@ def test_a_video_made_elsewhere_gets_its_files_facts(tmp_path):
                    "model.height=96", "model.width=160", "model.num_frames=65", "progress=false"])
     from harness.app.runner import plan_from_config, run_items
 
-    run_items(plan_from_config(cfg), cfg, dry_run=True, progress=False)
+    run_items(plan_from_config(cfg), dry_run=True, progress=False)
     d = next(tmp_path.rglob("camera.npz")).parent
     path = load_path(d / "camera.npz")
     rec = ItemRecord.made_elsewhere(ITEM, d, case={"id": "c1"}, model={"name": "m"}, path=path,

@@ -27,7 +27,7 @@ def _run(cfg, **kw):
     from harness.app.runner import plan_from_config, run_items
 
     plan = plan_from_config(cfg)
-    return plan, run_items(plan, cfg, progress=False, **kw)
+    return plan, run_items(plan, progress=False, **kw)
 
 
 # -- locks ------------------------------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_manifest_grows_as_items_finish(tmp_path):
         return original(req, controls, sink)
 
     plan.adapter.generate = spy
-    run_items(plan, cfg, progress=False)
+    run_items(plan, progress=False)
     assert seen == [0, 1]  # the first item was in the manifest before the second one started
 
 

@@ -63,7 +63,7 @@ def _run(tmp_path, *extra, **kw):
 
     cfg = compose([f"output_root={tmp_path / 'o'}", "run=r", *TINY, *extra])
     plan = plan_from_config(cfg)
-    return plan, run_items(plan, cfg, progress=False, **kw)
+    return plan, run_items(plan, progress=False, **kw)
 
 
 def _meta(plan) -> tuple[dict, object]:

@@ -1,5 +1,6 @@
-"""``run`` (the default command): plan, check, generate, then evaluate; ``stage=evaluate`` evaluates an existing
-run or videos made elsewhere. Everything is checked before the first write (:func:`prepare_run`)."""
+"""``run`` (the default command): plan, check, generate, then evaluate (:func:`cmd_run`); ``stage=evaluate`` is its
+own command (:func:`cmd_evaluate_only`, chosen by the dispatch table): it evaluates an existing run or videos made
+elsewhere. Everything is checked before the first write (:func:`prepare_run`, :func:`check_evaluate_only`)."""
 
 from __future__ import annotations
 
@@ -60,20 +61,22 @@ def log_readiness(adapter: Adapter) -> None:
         log.warning("readiness (%s, not enforced in a dry run): %s: %s", finding.level, adapter.config.name, finding)
 
 
-def prepare_run(cfg: RunConfig, report: bool = True) -> Optional[Plan]:
+def check_evaluate_only(cfg: RunConfig) -> None:
+    """What ``stage=evaluate`` checks before its first write: every entry of the videos made elsewhere (``videos=``);
+    an existing run is checked when it is opened."""
+    if cfg.videos:
+        from evaluate.external import check_import
+
+        check_import(*videos_args(cfg), cfg.cases)
+
+
+def prepare_run(cfg: RunConfig, report: bool = True) -> Plan:
     """Everything ``run`` checks before its first write (also run for every job of a sweep before job 0 starts):
     the plan (names, cases, trajectories, a compile of each trajectory), readiness, GPUs, and finished items made
-    with another config (the settings themselves were checked when the config was read). Returns the :class:`~harness.app.plan.Plan` (None for
-    ``stage=evaluate``, whose inputs are checked here too)."""
+    with another config (the settings themselves were checked when the config was read)."""
     from harness.app.plan import plan_from_config
     from harness.app.runner import check_fingerprints, gpu_pool_for
 
-    if cfg.stage == "evaluate":
-        if cfg.videos:
-            from evaluate.external import check_import
-
-            check_import(*videos_args(cfg), cfg.cases)
-        return None
     plan = plan_from_config(cfg)
     adapter, specs = plan.adapter, plan.specs
     if not cfg.dry_run:
@@ -105,11 +108,15 @@ def check_requires(adapter: Adapter, cfg: RunConfig) -> None:
 def validate_job(cfg: RunConfig) -> None:
     """What a job checks before it writes anything (run for every job of a sweep before job 0 starts); a ``run``
     job's plan is kept for the job (:func:`prepared`)."""
-    if cfg.cmd == "run":
-        plan = prepare_run(cfg, report=False)
-        plans = _PREPARED.get()
-        if plan is not None and plans is not None:
-            plans[config_key(cfg)] = plan
+    if cfg.cmd != "run":
+        return
+    if cfg.stage == "evaluate":
+        check_evaluate_only(cfg)
+        return
+    plan = prepare_run(cfg, report=False)
+    plans = _PREPARED.get()
+    if plans is not None:
+        plans[config_key(cfg)] = plan
 
 
 def planned(cfg: RunConfig) -> Optional[Plan]:
@@ -135,13 +142,12 @@ def _plan_for(cfg: RunConfig) -> Optional[Plan]:
 
 
 def cmd_run(cfg: RunConfig) -> None:
-    """``run``: generate the plan's items (this shard, this rank), then evaluate the run when it is complete."""
+    """``run``: generate the plan's items (this shard, this rank), then evaluate the run when it is complete
+    (``stage=evaluate`` goes to :func:`cmd_evaluate_only` instead: :func:`harness.app.cli.handler_for`)."""
     from harness.app.runner import gpu_pool_for, run_items
     from harness.dist import bind_local_device, current_rank
     from harness.io import confine
 
-    if cfg.stage == "evaluate":
-        return cmd_evaluate_only(cfg)
     plan = _plan_for(cfg)
     if plan is None:
         return None
@@ -163,7 +169,7 @@ def cmd_run(cfg: RunConfig) -> None:
 
     cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
-        summary = run_items(plan, cfg, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
+        summary = run_items(plan, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
                             pool=pool, rank=rank, previews=cfg.previews, on_start=start)
     print(summary.table())
     _note(summary, generation_s=summary.seconds, generation_cpu_s=time.process_time() - cpu)

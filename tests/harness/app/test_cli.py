@@ -572,3 +572,19 @@ def test_matplotlib_font_cache_notice_stays_off_the_console():
         assert logging.getLogger("matplotlib.font_manager").isEnabledFor(logging.INFO)
     finally:
         setup_logging("info")
+
+
+def test_stage_evaluate_is_its_own_command_and_other_commands_keep_theirs():
+    """``run`` with ``stage=evaluate`` goes to the evaluation command (it plans and generates nothing); every other
+    stage to ``run``; a command other than ``run`` keeps its handler whatever the stage."""
+    from harness.app.commands import info, run
+    from harness.app.run_config import RunConfig
+
+    def handler(**raw):
+        cfg = RunConfig.from_mapping(raw)
+        return cli.handler_for(cfg, cli.HANDLERS[cfg.cmd])
+
+    assert handler(cmd="run", stage="evaluate") is run.cmd_evaluate_only
+    assert handler(cmd="run", stage="all") is run.cmd_run
+    assert handler(cmd="run", stage="generate") is run.cmd_run
+    assert handler(cmd="list", stage="evaluate") is info.cmd_list

@@ -11,17 +11,26 @@ from tests.support.config_walk import Walker
 
 ROOT = Path(__file__).resolve().parents[3]
 START = "harness/app/commands/run.py:cmd_run"
+#: ``stage=evaluate``: its own command since issue 45 (harness.app.cli.STAGE_HANDLERS)
+EVALUATE_ONLY = "harness/app/commands/run.py:cmd_evaluate_only"
 
 #: the files the run command's config reaches (tests.support.config_walk): the command, planning and running, the
 #: served backend, and the evaluation stage that reads the typed ``evaluate`` section (``EvalConfig``; until issue 45
 #: a conversion, ``EvalConfig.from_dict(cfg.evaluate)``, hid these from the walk: the section reached them then too)
 RECEIVERS = {
     "harness/app/commands/run.py", "harness/app/commands/evaluation.py", "harness/app/run_config.py",
-    "harness/app/plan.py", "harness/app/runner.py", "harness/cases.py", "harness/secrets.py", "harness/io.py",
+    "harness/app/plan.py", "harness/app/runner.py", "harness/cases.py", "harness/secrets.py",
     "adapters/served/adapter.py", "adapters/served/backend.py",
-    "evaluate/external.py", "evaluate/stage.py", "evaluate/item.py", "evaluate/backbones.py", "evaluate/cache.py",
+    "evaluate/stage.py", "evaluate/item.py", "evaluate/backbones.py", "evaluate/cache.py",
     "evaluate/validity.py", "evaluate/reporting/run.py",
     "evaluate/reporting/run_tables.py",
+}
+#: the files the evaluation command's config reaches: the command, the import of videos made elsewhere, the evaluation
+#: stage; never planning, running or an adapter (it generates nothing)
+EVALUATE_RECEIVERS = {
+    "harness/app/commands/run.py", "harness/app/commands/evaluation.py", "harness/app/run_config.py",
+    "harness/io.py", "evaluate/external.py", "evaluate/stage.py", "evaluate/item.py", "evaluate/backbones.py",
+    "evaluate/cache.py", "evaluate/validity.py", "evaluate/reporting/run.py", "evaluate/reporting/run_tables.py",
 }
 #: where the whole config is a plain mapping: only what is written to disk (redacted), since issue 45
 UNTYPED = {"harness/secrets.py"}
@@ -35,6 +44,13 @@ def test_the_run_config_reaches_the_pinned_files_only():
     assert len({f for f in walk.files if not f.startswith("evaluate/")}) <= 18
     assert walk.untyped == UNTYPED
     assert not walk.upward  # no call climbs to a higher layer
+
+
+def test_the_evaluation_command_reaches_no_planning_running_or_adapter():
+    walk = Walker(ROOT).walk(EVALUATE_ONLY, "cfg", "typed")
+    assert walk.files == EVALUATE_RECEIVERS, (sorted(walk.files - EVALUATE_RECEIVERS),
+                                              sorted(EVALUATE_RECEIVERS - walk.files))
+    assert not walk.untyped and not walk.upward
 
 
 def test_the_walk_follows_a_plain_mapping_and_stops_at_scalars(tmp_path):
