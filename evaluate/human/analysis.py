@@ -55,22 +55,19 @@ def _by_item(votes: Sequence[Record]) -> dict[str, list[Record]]:
     return out
 
 
-def _corr_ci(x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], stats.Correlation], n_boot: int,
+def _corr_ci(x: np.ndarray, y: np.ndarray, rows: Callable[[np.ndarray, np.ndarray], np.ndarray], n_boot: int,
              seed: int) -> tuple[float, float, int]:
-    """Percentile bootstrap interval of a correlation over instances; resamples where it is undefined (constant)
-    are dropped and their number returned."""
+    """Percentile bootstrap interval of a correlation over instances (``rows``: its batch form,
+    :func:`~evaluate.human.stats.spearman_rows` or :func:`~evaluate.human.stats.plcc_rows`); resamples where it is
+    undefined (constant) are dropped and their number returned. The ``n_boot`` resamples are drawn in one call, the
+    same indices as one draw per resample (numpy's ``Generator.integers`` fills row after row)."""
     if len(x) < 3:
         return float("nan"), float("nan"), 0
-    rng = np.random.default_rng(seed)
-    vals, dropped = [], 0
-    for _ in range(n_boot):
-        i = rng.integers(0, len(x), len(x))
-        c = fn(x[i], y[i])
-        if c.ok():
-            vals.append(c.value)
-        else:
-            dropped += 1
-    if not vals:
+    idx = np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))
+    values = rows(x[idx], y[idx])
+    vals = values[np.isfinite(values)]
+    dropped = int(n_boot - len(vals))
+    if not len(vals):
         return float("nan"), float("nan"), dropped
     return float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975)), dropped
 
@@ -183,8 +180,8 @@ def dynamic_results(key: Record, votes: Sequence[Record], annotators: Sequence[s
         y = np.asarray([r["vlm"][d] for r in judged], dtype=np.float64)
         ok = np.isfinite(x) & np.isfinite(y)
         rho, pl = stats.spearman(x, y, "instances"), stats.plcc(x, y, "instances")
-        rlo, rhi, rdrop = _corr_ci(x[ok], y[ok], stats.spearman, n_boot, boot_seed)
-        plo, phi, pdrop = _corr_ci(x[ok], y[ok], stats.plcc, n_boot, boot_seed)
+        rlo, rhi, rdrop = _corr_ci(x[ok], y[ok], stats.spearman_rows, n_boot, boot_seed)
+        plo, phi, pdrop = _corr_ci(x[ok], y[ok], stats.plcc_rows, n_boot, boot_seed)
         corr[d] = {"n": int(ok.sum()), "spearman": rho.value, "spearman_reason": rho.reason, "spearman_lo": rlo,
                    "spearman_hi": rhi, "plcc": pl.value, "plcc_reason": pl.reason, "plcc_lo": plo, "plcc_hi": phi,
                    "boot_dropped": max(rdrop, pdrop), "human_mean": float(np.nanmean(x)) if len(x) else float("nan"),

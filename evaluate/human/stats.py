@@ -199,6 +199,26 @@ def plcc(x: Values, y: Values, unit: str = "points") -> Correlation:
     return Correlation(float(pearsonr(a, b).statistic), len(a))
 
 
+def plcc_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row pair: ``a``, ``b`` (B, n) finite float64 -> (B,) float64, NaN where a row of either
+    is constant (undefined, as in :func:`plcc`). The batch form of :func:`plcc` for a bootstrap's B resamples at
+    once (equal to it within float rounding: one numpy pass instead of B scipy calls)."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    constant = (a == a[:, :1]).all(axis=1) | (b == b[:, :1]).all(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.einsum("ij,ij->i", a, b) / np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
+    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+
+
+def spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair (average ranks for ties, as scipy's ``spearmanr``): :func:`plcc_rows` of
+    the rows' ranks; (B, n) -> (B,), NaN where a row is constant."""
+    from scipy.stats import rankdata
+
+    return plcc_rows(rankdata(a, axis=1), rankdata(b, axis=1))
+
+
 def fleiss_kappa(counts: np.ndarray) -> float:
     """Fleiss' kappa of a (subjects, categories) matrix of rating counts.
 

@@ -32,12 +32,12 @@ def test_attention_counts_each_annotators_checks_and_names_the_failed():
 
 def test_a_correlation_interval_needs_three_instances():
     x = np.array([1.0, 2.0])
-    lo, hi, dropped = analysis._corr_ci(x, x, stats.spearman, 50, 0)
+    lo, hi, dropped = analysis._corr_ci(x, x, stats.spearman_rows, 50, 0)
     assert math.isnan(lo) and math.isnan(hi) and dropped == 0
     x3 = np.array([1.0, 2.0, 3.0])
-    lo, hi, dropped = analysis._corr_ci(x3, x3, stats.spearman, 50, 0)
+    lo, hi, dropped = analysis._corr_ci(x3, x3, stats.spearman_rows, 50, 0)
     assert lo == hi == 1.0 and 0 < dropped < 50  # constant resamples (one value drawn thrice) are dropped
-    lo, hi, dropped = analysis._corr_ci(np.ones(3), x3, stats.spearman, 20, 0)
+    lo, hi, dropped = analysis._corr_ci(np.ones(3), x3, stats.spearman_rows, 20, 0)
     assert math.isnan(lo) and math.isnan(hi) and dropped == 20
 
 

@@ -151,3 +151,26 @@ def test_the_event_gate_zeroes_every_item():
     assert stats.majority_label([0, 1]) is None and stats.majority_label([]) is None
     a = stats.aspect_scores([1, 0, 1, 1, 0, 0, None, 1], ["x", "x", "y", "y", "z", "z", "w", "w"])
     assert (a["x"], a["y"], a["z"]) == (0.5, 1.0, 0.0) and np.isnan(a["w"]) and np.isnan(a["overall"])
+
+
+def test_the_batch_correlations_equal_scipys_row_by_row_and_mark_constant_rows():
+    """``spearman_rows`` / ``plcc_rows`` (a bootstrap's resamples at once) equal scipy's ``spearmanr`` / ``pearsonr``
+    on each row, ties included; a row where either side is constant is NaN (undefined), like ``spearman``."""
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+
+    from evaluate.human import stats
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 4, (200, 9)).astype(np.float64)  # small integers: many ties
+    b = a * 0.5 + rng.normal(0, 1, (200, 9))
+    a[7] = 2.0  # a constant row on one side
+    b[11] = -1.0  # and on the other
+    rho, r = stats.spearman_rows(a, b), stats.plcc_rows(a, b)
+    for i in range(len(a)):
+        if i in (7, 11):
+            assert np.isnan(rho[i]) and np.isnan(r[i])
+            assert not stats.spearman(a[i], b[i]).ok() and not stats.plcc(a[i], b[i]).ok()
+            continue
+        assert rho[i] == pytest.approx(spearmanr(a[i], b[i]).statistic, abs=1e-12)
+        assert r[i] == pytest.approx(pearsonr(a[i], b[i]).statistic, abs=1e-12)

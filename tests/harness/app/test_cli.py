@@ -588,3 +588,28 @@ def test_stage_evaluate_is_its_own_command_and_other_commands_keep_theirs():
     assert handler(cmd="run", stage="all") is run.cmd_run
     assert handler(cmd="run", stage="generate") is run.cmd_run
     assert handler(cmd="list", stage="evaluate") is info.cmd_list
+
+
+def test_one_command_composes_the_config_twice_and_hydra_still_reads_its_mode(harness_main, monkeypatch):
+    """The override check's composition gives Hydra its run mode (``argv.mode_known``): a command composes the whole
+    config twice (the check, the job), not three times; ``hydra.mode=MULTIRUN`` still makes a sweep without ``-m``,
+    and Hydra's own ``get_mode`` is back after the command."""
+    from hydra._internal.hydra import Hydra
+
+    original_get_mode, original_compose = Hydra.get_mode, Hydra.compose_config
+    calls: list[str] = []
+
+    def counting(self, *args, **kwargs):
+        calls.append("compose")
+        return original_compose(self, *args, **kwargs)
+
+    monkeypatch.setattr(Hydra, "compose_config", counting)
+    code, out, err = harness_main("list")
+    assert code == 0, err
+    assert len(calls) == 2, calls
+    assert Hydra.get_mode is original_get_mode
+    calls.clear()
+    code, out, err = harness_main("list", "hydra.mode=MULTIRUN", "hydra.sweep.dir=sweep")
+    assert code == 0, err
+    assert Path("sweep/multirun.yaml").is_file()  # Hydra ran it as a sweep: the mode came through
+    assert Hydra.get_mode is original_get_mode
