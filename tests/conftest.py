@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Bytecode caches on (in the git-ignored __pycache__ folders), also where the environment turns them off
+# (PYTHONDONTWRITEBYTECODE, set on the project's VMs): otherwise every run, each xdist worker and each CLI subprocess
+# compiles the project and pytest rewrites the ~330 test modules again (docs/contributing.md, "The fast tier").
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 try:  # property-based tests (tests/**/test_*properties.py): the same examples on every run and machine
     from hypothesis import HealthCheck, settings

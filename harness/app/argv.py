@@ -8,7 +8,8 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from harness.app.console import bug, fail, register_secrets
 from harness.errors import UserError
@@ -242,14 +243,28 @@ def _unknown_key(key: str, text: str, others: list[str], extra: list[str]) -> st
     return f"{text}: {place} {missing!r}.{hint}{listing}"
 
 
-def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> Any:
-    """Compose the config the command line asks for (a sweep by each override's first value) before Hydra does, so
-    that an override Hydra would refuse gets one line (exit 2) instead of Hydra's error: a key the config does not
-    have (``modle=reference``, ``evaluate.devcie=cpu``) with a did-you-mean against the keys at that place (not
-    Hydra's ``+modle=reference``, which adds a key nothing reads), an override its grammar cannot parse, a ``+``
-    on a key that exists, a ``~`` on one that does not, a word that is no command (a did-you-mean against
-    ``commands``). Returns the composed config with its ``hydra`` node (None where nothing was composed: ``--help``,
-    an argument Hydra's parser refuses), for :func:`mode_known`."""
+@dataclass
+class OverrideCheck:
+    """What :func:`check_overrides` learnt of a command line: ``overrides`` (each as composed -> as given) and
+    ``extra`` (``--config-dir``'s search path) for the one-line errors; ``composed``: the config with its ``hydra``
+    node where it was composed up front, or ``deferred``: a plain run of the primary config (no sweep, no ``--cfg``),
+    whose one composition is Hydra's own, checked where Hydra first makes it (:func:`composed_once`)."""
+
+    overrides: dict[str, str]
+    extra: list[str]
+    composed: Any = None
+    deferred: bool = False
+
+
+def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> Optional[OverrideCheck]:
+    """Check the command line's overrides so that one Hydra would refuse gets one line (exit 2) instead of Hydra's
+    error: a key the config does not have (``modle=reference``, ``evaluate.devcie=cpu``) with a did-you-mean against
+    the keys at that place (not Hydra's ``+modle=reference``, which adds a key nothing reads), an override its
+    grammar cannot parse, a ``+`` on a key that exists, a ``~`` on one that does not, a word that is no command (a
+    did-you-mean against ``commands``). The grammar and the words are checked here; the composition (a sweep by each
+    override's first value) here too for a sweep, ``--cfg`` / ``--info`` or another primary config, and for a plain
+    run where Hydra composes it (:func:`composed_once`). None: nothing to check (``--help``, an argument Hydra's
+    parser refuses)."""
     from pathlib import Path
 
     from harness.app.settings import compose_config, hydra_args
@@ -264,9 +279,13 @@ def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> Any:
     overrides: dict[str, str] = {}
     try:
         overrides = _composable(list(args.overrides), commands)
+        other_config = bool(args.config_name or args.config_path)
+        if (list(overrides) == list(args.overrides) and not other_config
+                and not (args.multirun or args.cfg or args.info or args.shell_completion)):
+            return OverrideCheck(overrides, extra, deferred=True)
         composed = compose_config([*overrides, *extra], hydra_config=True)
         # another primary config (--config-name / --config-path): Hydra reads its mode itself
-        return None if (args.config_name or args.config_path) else composed
+        return OverrideCheck(overrides, extra, None if other_config else composed)
     except UserError as exc:
         fail(str(exc))
     except Exception as exc:  # Hydra's own composition error: one line, in our words where we know them
@@ -274,32 +293,76 @@ def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> Any:
 
 
 @contextmanager
-def mode_known(composed: Any) -> Iterator[None]:
-    """Within the block, Hydra takes its run mode (``hydra.mode``: None, or a ``RunMode`` a config or override
-    sets) from ``composed`` (:func:`check_overrides`' config) instead of composing the whole config once more only
-    to read it (``Hydra.get_mode``, facebookresearch/hydra ``hydra/_internal/hydra.py``, called by
-    ``hydra/_internal/utils.py::_run_hydra`` before the job's own composition): one composition fewer per command
-    (about 0.09 s, a third of the composing). ``composed`` None: Hydra's own way. Hydra's ``get_mode`` composes with
-    each sweep override left out; ``composed`` takes a sweep's first value, which sets ``hydra.mode`` only where a
-    swept config group sets it differently in its options (no option here does).
-    ``tests/harness/app/test_cli.py::test_one_command_composes_the_config_twice`` notices if Hydra's call changes."""
-    if composed is None:
+def composed_once(check: Optional[OverrideCheck]) -> Iterator[None]:
+    """Within the block, a command composes its config once where Hydra would compose it twice.
+
+    Hydra's ``_run_hydra`` (facebookresearch/hydra ``hydra/_internal/utils.py``) first composes the whole config only
+    to read ``hydra.mode`` (``Hydra.get_mode``, ``hydra/_internal/hydra.py``), then ``Hydra.run`` composes it again
+    for the job; each costs about 0.09 s, most of a short command. ``check.deferred`` (a plain run): ``get_mode``
+    makes the job's own composition (``compose_config`` with ``Hydra.run``'s arguments), with the one-line errors of
+    :func:`check_overrides`, and ``Hydra.run``'s call takes that config (once, for those arguments only).
+    ``check.composed``: ``get_mode`` reads the mode from it (a sweep's first values; a swept group option sets
+    ``hydra.mode`` differently in none of the options here). Otherwise Hydra's own way.
+    ``tests/harness/app/test_cli.py::test_one_command_composes_the_config_once_and_hydra_still_reads_its_mode``
+    notices if Hydra's calls change."""
+    if check is None or (check.composed is None and not check.deferred):
         yield
         return
     from hydra._internal.hydra import Hydra
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    mode = OmegaConf.select(composed, "hydra.mode")
-    original = Hydra.get_mode
+    get_mode, compose = Hydra.get_mode, Hydra.compose_config
+    kept: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
-    def get_mode(self: Hydra, config_name: Any, overrides: Any) -> Any:
-        return mode
+    def composed_mode(self: Hydra, config_name: Any, overrides: Any) -> Any:
+        if not check.deferred:
+            return OmegaConf.select(check.composed, "hydra.mode")
+        try:
+            cfg = compose(self, config_name=config_name, overrides=overrides, run_mode=RunMode.RUN,
+                          with_log_configuration=True)
+        except UserError as exc:
+            fail(str(exc))
+        except Exception as exc:  # Hydra's composition error: one line, in our words where we know them
+            fail(_composition_error(exc, check.overrides, check.extra))
+        kept[(config_name, tuple(overrides))] = cfg
+        return cfg.hydra.mode
 
-    Hydra.get_mode = get_mode  # type: ignore[method-assign]  # Hydra offers no hook
+    def compose_kept(self: Hydra, config_name: Any, overrides: Any, run_mode: Any,
+                     with_log_configuration: bool = False, from_shell: bool = True,
+                     validate_sweep_overrides: bool = True) -> Any:
+        if run_mode == RunMode.RUN and with_log_configuration and from_shell and validate_sweep_overrides:
+            cfg = _kept_for(kept, config_name, list(overrides))
+            if cfg is not None:  # Hydra.run's own call, made once already (logging configured by it)
+                return cfg
+        return compose(self, config_name, overrides, run_mode, with_log_configuration, from_shell,
+                       validate_sweep_overrides)
+
+    Hydra.get_mode = composed_mode  # type: ignore[method-assign]  # Hydra offers no hook
+    Hydra.compose_config = compose_kept  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Hydra.get_mode = original  # type: ignore[method-assign]
+        Hydra.get_mode, Hydra.compose_config = get_mode, compose  # type: ignore[method-assign]
+
+
+def _kept_for(kept: dict[tuple[Any, tuple[str, ...]], Any], config_name: Any, overrides: list[str]) -> Any:
+    """The config ``get_mode`` composed for ``Hydra.run``'s call (None: none). Where the config sets no mode, Hydra
+    adds ``hydra.mode=RUN`` to the run's overrides (``_run_app``): the composition it would make differs from the
+    kept one in ``hydra.mode`` and ``hydra.overrides.hydra`` only, which are set here as that override sets them."""
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    cfg = kept.pop((config_name, tuple(overrides)), None)
+    if cfg is not None or overrides[-1:] != ["hydra.mode=RUN"]:
+        return cfg
+    cfg = kept.pop((config_name, tuple(overrides[:-1])), None)
+    if cfg is None or cfg.hydra.mode is not None:
+        return None
+    with open_dict(cfg.hydra):
+        cfg.hydra.mode = RunMode.RUN
+        cfg.hydra.overrides.hydra.append("hydra.mode=RUN")
+    return cfg
 
 
 def _composition_error(exc: BaseException, overrides: dict[str, str], extra: list[str]) -> str:

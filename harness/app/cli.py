@@ -125,7 +125,7 @@ def _run_hydra(argv: list[str]) -> None:
 
     from evaluate.reporting.cli import merge_run_args
     from harness.app.argv import (argv_secrets, check_overrides, experiment_sweep, hide_internal_options_in_help,
-                                  mode_known, precheck_argv, prepass)
+                                  composed_once, precheck_argv, prepass)
     from harness.app.console import register_secrets
     from harness.errors import CommandExit
 
@@ -136,7 +136,7 @@ def _run_hydra(argv: list[str]) -> None:
                  " ".join(f"{k}={v}" for k, v in sweep.items()), " ".join(f"{k}=<value>" for k in sweep))
         sys.argv = [sys.argv[0], "-m", *sys.argv[1:]]
     words = (*COMMANDS, *(n for n, h in HANDLERS.items() if isinstance(h, ArgvCommand)), *(" ".join(w) for w in WORDS))
-    composed = check_overrides(sys.argv[1:], words)
+    check = check_overrides(sys.argv[1:], words)
     register_secrets(argv_secrets(sys.argv))
     _DISPATCHED.clear()
 
@@ -145,7 +145,7 @@ def _run_hydra(argv: list[str]) -> None:
         if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
             hide_internal_options_in_help()
         try:
-            with mode_known(composed):
+            with composed_once(check):
                 hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")(task)()
         except SystemExit as exc:
             if exc.code == 1 and not _DISPATCHED and not isinstance(exc, CommandExit):

@@ -590,26 +590,62 @@ def test_stage_evaluate_is_its_own_command_and_other_commands_keep_theirs():
     assert handler(cmd="list", stage="evaluate") is info.cmd_list
 
 
-def test_one_command_composes_the_config_twice_and_hydra_still_reads_its_mode(harness_main, monkeypatch):
-    """The override check's composition gives Hydra its run mode (``argv.mode_known``): a command composes the whole
-    config twice (the check, the job), not three times; ``hydra.mode=MULTIRUN`` still makes a sweep without ``-m``,
-    and Hydra's own ``get_mode`` is back after the command."""
+def test_one_command_composes_the_config_once_and_hydra_still_reads_its_mode(harness_main, monkeypatch):
+    """A plain command composes the whole config once (``argv.composed_once``: Hydra's mode read and the job's
+    config are one composition, checked with our one-line errors), not three times (our check, Hydra's
+    ``get_mode``, the job); ``hydra.mode=MULTIRUN`` still makes a sweep without ``-m``; a misspelled key is still one
+    line with its did-you-mean; Hydra's own methods are back after each command."""
     from hydra._internal.hydra import Hydra
 
-    original_get_mode, original_compose = Hydra.get_mode, Hydra.compose_config
+    from hydra._internal import config_loader_impl
+
+    original_get_mode = Hydra.get_mode
+    original_load = config_loader_impl.ConfigLoaderImpl.load_configuration
     calls: list[str] = []
 
     def counting(self, *args, **kwargs):
         calls.append("compose")
-        return original_compose(self, *args, **kwargs)
+        return original_load(self, *args, **kwargs)
 
-    monkeypatch.setattr(Hydra, "compose_config", counting)
+    monkeypatch.setattr(config_loader_impl.ConfigLoaderImpl, "load_configuration", counting)
+    original_compose = Hydra.compose_config
     code, out, err = harness_main("list")
     assert code == 0, err
-    assert len(calls) == 2, calls
-    assert Hydra.get_mode is original_get_mode
-    calls.clear()
+    assert len(calls) == 1, calls
+    assert Hydra.get_mode is original_get_mode and Hydra.compose_config is original_compose
     code, out, err = harness_main("list", "hydra.mode=MULTIRUN", "hydra.sweep.dir=sweep")
     assert code == 0, err
     assert Path("sweep/multirun.yaml").is_file()  # Hydra ran it as a sweep: the mode came through
-    assert Hydra.get_mode is original_get_mode
+    assert Hydra.get_mode is original_get_mode and Hydra.compose_config is original_compose
+    code, out, err = harness_main("list", "modle=reference")
+    assert code == 2 and "did you mean 'model'" in err.lower() and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert Hydra.get_mode is original_get_mode and Hydra.compose_config is original_compose
+
+
+@pytest.mark.parametrize("overrides", [[], ["model=lingbot_v2", "context=fov", "+model.env.X=1"],
+                                       ["hydra.verbose=true", "run=x"]])
+def test_the_one_composition_is_the_config_hydra_would_compose_for_the_job(overrides):
+    """``argv.composed_once``: the config ``Hydra.run`` gets (mode read, then ``hydra.mode=RUN`` added as Hydra's
+    ``_run_app`` adds it) equals, hydra node included, the one Hydra composes itself for that call."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from harness.app.argv import OverrideCheck, composed_once
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            h = GlobalHydra.instance().hydra
+            job = [*overrides, "hydra.mode=RUN"]
+            own = h.compose_config("config", job, run_mode=RunMode.RUN, with_log_configuration=False)
+            with composed_once(OverrideCheck({o: o for o in overrides}, [], deferred=True)):
+                assert h.get_mode("config", list(overrides)) is None
+                once = h.compose_config("config", job, run_mode=RunMode.RUN, with_log_configuration=True)
+                again = h.compose_config("config", job, run_mode=RunMode.RUN, with_log_configuration=True)
+            assert OmegaConf.to_container(once, resolve=False) == OmegaConf.to_container(own, resolve=False)
+            assert once is not again  # kept for one call only
+    finally:
+        GlobalHydra.instance().clear()
