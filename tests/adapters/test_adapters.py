@@ -85,14 +85,16 @@ def test_unsupported_context_fails_at_planning(tmp_path):
     assert r.returncode == 2 and "does not support context=sliding" in r.stderr and "no KV window" in r.stderr
 
 
-def test_missing_checkout_names_the_key(tmp_path):
-    r = run_cli(["model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g",
-                 "progress=false"], tmp_path)
-    assert r.returncode == 2 and "model.upstream_dir" in r.stderr and "Traceback" not in r.stderr
+def test_missing_checkout_names_the_key(tmp_path, monkeypatch, capsys):
+    from tests.support.cli import in_process_cli
+
+    harness = in_process_cli(monkeypatch, tmp_path, capsys)
+    r = harness("model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g", "progress=false")
+    assert r.code == 2 and "model.upstream_dir" in r.err and "Traceback" not in r.err
     assert not list((tmp_path / "outputs" / "g").rglob("meta.json"))  # nothing half-written
-    r = run_cli(["model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g",
-                 f"model.upstream_dir={tmp_path}", "progress=false"], tmp_path)
-    assert r.returncode == 2 and "model.checkpoint" in r.stderr and "lingbot-world-v2" in r.stderr
+    r = harness("model=lingbot_v2", "context=fullkv", "cases.include=[environment_rocket]", "run=g",
+                f"model.upstream_dir={tmp_path}", "progress=false")
+    assert r.code == 2 and "model.checkpoint" in r.err and "lingbot-world-v2" in r.err
 
 
 # -- generate() against stand-in upstream checkouts ---------------------------------------------------------------

@@ -6,33 +6,39 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-
-from diffusers.pipelines.sana_wm.cam_utils import prepare_camera  # noqa: E402
-
-from adapters.base import (  # noqa: E402
+from adapters.base import (
     ItemRequest,
     ModelConfigError,
-    build_adapter,  # noqa: E402
+    build_adapter,
 )
-from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics  # noqa: E402
-from harness.cases import load_case_set  # noqa: E402
-from harness.context import ContextPolicy, ContextSelector  # noqa: E402
-from harness.config_groups import group_yaml  # noqa: E402
-from tests.support.upstream_reference import sana_camera_conditions  # noqa: E402
-from trajectories import TrajectorySpec  # noqa: E402
-from trajectories.conventions import relative_to_first  # noqa: E402
+from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics
+from harness.cases import load_case_set
+from harness.context import ContextPolicy, ContextSelector
+from harness.config_groups import group_yaml
+from tests.support.upstream_reference import sana_camera_conditions
+from trajectories import TrajectorySpec
+from trajectories.conventions import relative_to_first
 
 SPECS = {"lrlr": TrajectorySpec(name="lrlr", cycles=("left", "left")),
          "lrud": TrajectorySpec(name="lrud", cycles=("left", "up")),
          "square": TrajectorySpec(name="square", kind="square")}
 
 
+def prepare_camera(*args, **kwargs):
+    """diffusers' own ``prepare_camera`` (imported when a test calls it: importing diffusers costs seconds, which
+    every xdist worker would pay at collection)."""
+    from diffusers.pipelines.sana_wm.cam_utils import prepare_camera as theirs
+
+    return theirs(*args, **kwargs)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """One intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every
-    op wait for a core."""
+    """torch and diffusers, or this file's tests are skipped (imported when they run, not at collection); one
+    intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every op wait
+    for a core."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
