@@ -13,12 +13,15 @@ import pytest
 
 from tests.support import run_cli
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-for _mod in ("onnxruntime", "insightface", "pyiqa", "depth_anything_3", "clip"):
-    pytest.importorskip(_mod)
-
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _libraries():
+    """The libraries of the backbones, or this file's tests are skipped; imported when its tests run, not when the
+    suite is collected (seconds in every xdist worker, the fast tier's included, which deselects this file)."""
+    for module in ("torch", "transformers", "onnxruntime", "insightface", "pyiqa", "depth_anything_3", "clip"):
+        pytest.importorskip(module)
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=97", "progress=false"]
 #: CPU-sized recipe knobs for the tiny models (DA3 sees every frame in one multi-view forward; MUSIQ every 48th)

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("diffusers")
 
-from harness.context import ContextPolicy, ContextSelector  # noqa: E402
-from harness.context.kv_cache import KVCache  # noqa: E402
-from harness.context.wan_kv import (  # noqa: E402
+from harness.context import ContextPolicy, ContextSelector
+from harness.context.kv_cache import KVCache
+from harness.context.wan_kv import (
     WanKV,
     attended_frame_mask,
     check_matches_stock_processor,
@@ -19,8 +18,8 @@ from harness.context.wan_kv import (  # noqa: E402
     tiny_wan,
     wan_generate,
 )
-from trajectories import TrajectorySpec, build_path, latent_poses  # noqa: E402
-from trajectories.conventions import intrinsics_from_fov  # noqa: E402
+from trajectories import TrajectorySpec, build_path, latent_poses
+from trajectories.conventions import intrinsics_from_fov
 
 H, W = 32, 48          # pixel canvas of the pose-level FoV test
 LATENT_HW = (4, 6)     # latent grid: patch (1, 2, 2) -> 6 tokens per latent frame
@@ -38,8 +37,10 @@ TINY_DIT_FOV_SLICE = [0.589804, -0.457780, 0.392097, -1.593621]
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """One intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every
-    op wait for a core (25x slower here)."""
+    """diffusers, or this file's tests are skipped (imported when they run, not at collection: seconds in every
+    xdist worker); one intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads
+    make every op wait for a core (25x slower here)."""
+    pytest.importorskip("diffusers")
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
