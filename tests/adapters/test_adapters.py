@@ -80,9 +80,11 @@ def test_all_nine_models_dry_run_every_trajectory(tmp_path):
         assert meta["controls"]["translation_scale"]
 
 
-def test_unsupported_context_fails_at_planning(tmp_path):
-    r = run_cli(["model=evoke", "context=sliding", "dry_run=true"], tmp_path)
-    assert r.returncode == 2 and "does not support context=sliding" in r.stderr and "no KV window" in r.stderr
+def test_unsupported_context_fails_at_planning(tmp_path, monkeypatch, capsys):
+    from tests.support.cli import in_process_cli
+
+    r = in_process_cli(monkeypatch, tmp_path, capsys)("model=evoke", "context=sliding", "dry_run=true")
+    assert r.code == 2 and "does not support context=sliding" in r.err and "no KV window" in r.err
 
 
 def test_missing_checkout_names_the_key(tmp_path, monkeypatch, capsys):

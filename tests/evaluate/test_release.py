@@ -280,11 +280,14 @@ def test_cli_imports_and_evaluates_the_miniature(tmp_path, videos):
     assert ver.returncode == 0 and "2/2 item(s) deliverable" in ver.stdout, ver.stdout + ver.stderr
 
 
-def test_bad_release_settings_exit_2_with_the_field(tmp_path):
-    r = run_cli(["release", "import", "run=rel"], tmp_path)
-    assert r.returncode == 2 and "source=<dir>" in r.stderr
-    r = run_cli(["release", "import", f"source={tmp_path}", "release.limit=0", "run=rel"], tmp_path)
-    assert r.returncode == 2 and "release.limit=0" in r.stderr
-    r = run_cli(["release", "import", f"source={tmp_path}", "release.limt=3", "run=rel"], tmp_path)
-    assert r.returncode == 2 and "release.limt" in r.stderr
+def test_bad_release_settings_exit_2_with_the_field(tmp_path, monkeypatch, capsys):
+    from tests.support.cli import in_process_cli
+
+    cli = in_process_cli(monkeypatch, tmp_path, capsys)
+    r = cli("release", "import", "run=rel")
+    assert r.code == 2 and "source=<dir>" in r.err
+    r = cli("release", "import", f"source={tmp_path}", "release.limit=0", "run=rel")
+    assert r.code == 2 and "release.limit=0" in r.err
+    r = cli("release", "import", f"source={tmp_path}", "release.limt=3", "run=rel")
+    assert r.code == 2 and "release.limt" in r.err
     assert not (tmp_path / "outputs").exists()

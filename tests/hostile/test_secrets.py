@@ -109,12 +109,18 @@ def test_secret_named_env_vars_never_reach_command_meta_or_hydra_dumps(harness, 
 
 
 def test_a_sweep_keeps_secrets_out_of_hydra_files_and_its_status_lines(harness, tmp_path):
-    """Also a short value (issue 44: redacted after its own name), in ``multirun.yaml`` and the ``#0 : ...`` lines."""
+    """Also a short value (issue 44: redacted after its own name), in ``multirun.yaml`` and the job lines; one line
+    per job and no job output on the console."""
     r = harness("-m", "context=fullkv,native", "model=sana_wm", "dry_run=true", "run=sw", "evaluate=off",
                 "cases.include=[environment_rocket]", f"+model.env={{DB_PASS: {VALUES['DB_PASS']}, MY_CREDS: Q7z, "
                 "PIN: 4821}", "progress=false")
     assert r.code == 0, r.err
     assert VALUES["DB_PASS"] not in r.text and "job 2 of 2" in r.out  # the sweep's own job lines, scrubbed
+    # Hydra's launcher lines (``Launching 2 jobs locally``, ``#0 : ...``) and each job's verdict went to the console;
+    # the local launcher prints one line per job (its varying overrides) and keeps job output in its log
+    assert "Launching" not in r.text and "#0 :" not in r.text and "run directory:" not in r.text
+    lines = [ln for ln in r.out.splitlines() if ln.startswith("job ")]
+    assert len(lines) == 2 and {"context=fullkv", "context=native"} == {ln.split(": ")[1] for ln in lines}, r.out
     logs = list((tmp_path / "outputs" / "sw").rglob("job.log"))
     assert len(logs) == 2 and all("compiled (dry run)" in p.read_text() for p in logs)  # each job's output
     assert list((tmp_path / "outputs" / "sw").rglob("multirun.yaml"))
@@ -211,17 +217,6 @@ def test_a_password_in_the_judge_url_reaches_no_file(tmp_path, monkeypatch):
     write_json(tmp_path / "metrics.json", {"metrics": out, "settings": dataclasses.asdict(EvalConfig.from_dict(
         {"judge": {"base_url": url}}))})
     assert list((tmp_path / "judge").rglob("*.json")) and not _leaks(tmp_path, ["pw-in-url-77"])
-
-
-def test_a_sweep_prints_one_line_per_job_and_no_job_output(harness, tmp_path):
-    """Hydra's launcher lines (``Launching 2 jobs locally``, ``#0 : ...``) and each job's verdict went to the
-    console; the local launcher prints one line per job (its varying overrides) and keeps job output in its log."""
-    r = harness("-m", "context=fullkv,sliding", "dry_run=true", "run=st", *SMALL)
-    assert r.code == 0, r.err
-    assert "Launching" not in r.text and "#0 :" not in r.text and "run directory:" not in r.text
-    lines = [ln for ln in r.out.splitlines() if ln.startswith("job ")]
-    assert len(lines) == 2 and {"context=fullkv", "context=sliding"} == {
-        ln.split(": ")[1] for ln in lines}, r.out
 
 
 def test_a_swept_secret_value_never_shows_in_the_job_lines_or_sweep_record(harness, tmp_path):

@@ -287,13 +287,16 @@ def test_print_names_what_upstream_leaves_open(tmp_path):
     assert "Wan2.2-TI2V-5B" in dreamx and f'local_dir="{tmp_path / "repos" / "DreamX-World" / "Wan2.2-TI2V-5B"}"' in dreamx
 
 
-def test_setup_through_the_cli(tmp_path):
-    r = run_cli(["setup", "model=dreamx", f"setup.root={tmp_path}", "print=true"], tmp_path)
-    assert r.returncode == 0 and r.stdout.startswith("#!/usr/bin/env bash"), r.stderr[-2000:]
-    r = run_cli(["setup", "model=reference", "print=true"], tmp_path)
-    assert r.returncode == 2 and "contract" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli(["setup", "model=evoke", f"setup.root={tmp_path}", "setup.steps=[environment]"], tmp_path)
-    assert r.returncode == 2 and "setup.forks.diffusers" in r.stderr  # refused before anything is installed
+def test_setup_through_the_cli(tmp_path, monkeypatch, capsys):
+    from tests.support.cli import in_process_cli
+
+    cli = in_process_cli(monkeypatch, tmp_path, capsys)
+    r = cli("setup", "model=dreamx", f"setup.root={tmp_path}", "print=true")
+    assert r.code == 0 and r.out.startswith("#!/usr/bin/env bash"), r.err[-2000:]
+    r = cli("setup", "model=reference", "print=true")
+    assert r.code == 2 and "contract" in r.err and "Traceback" not in r.err
+    r = cli("setup", "model=evoke", f"setup.root={tmp_path}", "setup.steps=[environment]")
+    assert r.code == 2 and "setup.forks.diffusers" in r.err  # refused before anything is installed
     assert not (tmp_path / "envs").exists()
 
 
