@@ -1,4 +1,4 @@
-"""Shared fixtures of the hostile-input suite: the CLI in this process (fast), one small finished run per module
+"""Shared fixtures of the hostile-input suite: the CLI in this process (fast), one small finished run per session
 (copied per test, so a test may damage its copy), and a case folder to break."""
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ def harness(monkeypatch, tmp_path, capsys):
     secrets.clear_registry()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> Path:
-    """A finished one-item run (``outputs/h``), generated once per module in a separate process."""
+    """A finished one-item run (``outputs/h``), generated once per session (per xdist worker) in a separate process;
+    read only: a test that changes a run changes its own copy (:func:`run_copy`)."""
     root = tmp_path_factory.mktemp("finished")
     r = run_cli(["run=h", *SMALL], root)
     assert r.returncode == 0, r.stderr[-3000:]
