@@ -19,19 +19,20 @@ def harness(monkeypatch, tmp_path, capsys):
     return in_process_cli(monkeypatch, tmp_path, capsys)
 
 
-def _release(root: Path) -> Path:
-    """A miniature release with one LRLR video of the preset's length (493 frames, 48 x 64) and one unknown model."""
+def _release(root: Path, frames: int = 493) -> Path:
+    """A miniature release with one LRLR video of the preset's length (493 frames, 48 x 64; ``frames``: another
+    length) and one unknown model."""
     from evaluate.release.miniature import miniature
     from harness.video import VideoWriter
 
     import numpy as np
 
     rng = np.random.default_rng(7)
-    tex = rng.integers(0, 255, (48, 64 + 493, 3), dtype=np.uint8)
+    tex = rng.integers(0, 255, (48, 64 + frames, 3), dtype=np.uint8)
     video = root / "lrlr.mp4"
     video.parent.mkdir(parents=True, exist_ok=True)
     w = VideoWriter(video, fps=16)
-    for i in range(493):
+    for i in range(frames):
         w(np.ascontiguousarray(tex[:, i:i + 64]))
     w.close()
     src = root / "release"
@@ -54,7 +55,7 @@ def test_import_without_evaluation_prints_the_summary_and_how_to_check(harness, 
 
 
 def test_check_measures_the_imported_run_and_writes_its_table(harness, tmp_path):
-    src = _release(tmp_path)
+    src = _release(tmp_path, frames=97)  # a short video is measured against the whole preset: the command's path
     assert harness("release", "import", f"source={src}", "run=rel", "release.measure=false",
                    "release.evaluate=false", "progress=false").code == 0
     r = harness("release", "check", "run=rel", "progress=false")
