@@ -27,12 +27,18 @@ def test_meta_records_the_hashes_of_camera_and_controls(run_copy):
     assert files and all(files[n] == sha256_file(run_copy / "controls" / n) for n in files)
 
 
+#: the redo flow is one for every damage; each damage's own finding is named by
+#: tests/harness/test_outputs_rules.py::test_each_damage_of_a_finished_item_is_named (fast): the fast tier runs the
+#: flow for a video and a controls damage, the full suite for every kind
+SLOW_TIER = pytest.mark.slow
+
+
 @pytest.mark.parametrize("damage, why", [
     ("truncate_video", "video.mp4 is 1000 bytes"),
-    ("delete_video", "video.mp4 is missing"),
-    ("swap_video", "replaced"),
-    ("delete_camera", "camera.npz is missing"),
-    ("truncate_camera", "camera.npz sha256 differs"),
+    pytest.param("delete_video", "video.mp4 is missing", marks=SLOW_TIER),
+    pytest.param("swap_video", "replaced", marks=SLOW_TIER),
+    pytest.param("delete_camera", "camera.npz is missing", marks=SLOW_TIER),
+    pytest.param("truncate_camera", "camera.npz sha256 differs", marks=SLOW_TIER),
     ("edit_controls", "controls/"),
 ])
 def test_a_damaged_finished_item_is_redone_and_the_rerun_says_why(harness, run_copy, tmp_path, damage, why):
