@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from .families import all_families
 from .families.dynamic import PAPER_JUDGE
-from .registry import CAMERA_ITEMS, Chance, MetricSpec, Registry
+from .item import CAMERA_ITEMS
+from .registry import Chance, MetricSpec, Registry
 
 __all__ = [
     "CHANCE",
@@ -125,7 +126,7 @@ def is_table2_key(key: str) -> bool:
 def scores_case(key: str, case_family: str) -> bool:
     """Whether ``key``'s value of a video of ``case_family`` enters aggregates: a static-content metric leaves
     dynamic cases out (their content moves on purpose: revisit PSNR of the moving cat would favour the policy that
-    forgot it), and no memory metric counts a camera-following item (:data:`evaluate.registry.CAMERA_ITEMS`)."""
+    forgot it), and no memory metric counts a camera-following item (:data:`evaluate.item.CAMERA_ITEMS`)."""
     s = spec_of(key)
     if s is not None and case_family == CAMERA_ITEMS and s.memory:
         return False

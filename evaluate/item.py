@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from harness.cases import Case
 
 
+#: The family of an item scored for camera following (and video quality) only: an imported release's
+#: camera-following video (``meta.json`` ``scored_as``, docs/release.md), never a memory item.
+CAMERA_ITEMS = "camera"
+
+
 @dataclass(frozen=True)
 class OracleGeometry:
     """Ground truth recorded by the reference model: the room it renders and the exact camera path it follows.
@@ -208,10 +213,8 @@ class EvalItem:
 
     @property
     def family(self) -> str:
-        """The case's family, or :data:`evaluate.registry.CAMERA_ITEMS` for an item scored for camera following
-        only (``meta.json`` ``scored_as``: an imported release's camera-following video; docs/release.md)."""
-        from .registry import CAMERA_ITEMS
-
+        """The case's family, or :data:`CAMERA_ITEMS` for an item scored for camera following only (``meta.json``
+        ``scored_as``: an imported release's camera-following video; docs/release.md)."""
         return CAMERA_ITEMS if self.meta.get("scored_as") == CAMERA_ITEMS else str(self.case.family)
 
     @property

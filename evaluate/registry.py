@@ -106,9 +106,6 @@ class UnknownMetricError(UserError, KeyError):
 #: Metric families that score memory (static or dynamic); with every ``static`` metric, what a camera-following item
 #: is never scored on.
 MEMORY_FAMILIES = ("human", "object", "environment", "dynamic", "departure")
-#: The family of an item scored for camera following (and video quality) only: an imported release's
-#: camera-following video (``meta.json`` ``scored_as``, docs/release.md), never a memory item.
-CAMERA_ITEMS = "camera"
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class MetricSpec:
     @property
     def memory(self) -> bool:
         """Whether it scores memory (a :data:`MEMORY_FAMILIES` family, or static content): never computed for, and
-        never aggregated over, a camera-following item (:data:`CAMERA_ITEMS`)."""
+        never aggregated over, a camera-following item (:data:`evaluate.item.CAMERA_ITEMS`)."""
         return self.static or self.family in MEMORY_FAMILIES
 
     @property

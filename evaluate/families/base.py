@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..registry import CAMERA_ITEMS, AppliesFn, Compute, ComputeFn, MetricSpec, always
+from ..item import CAMERA_ITEMS
+from ..registry import AppliesFn, Compute, ComputeFn, MetricSpec, always
 from ..results import Entries, MetricEntry, Status, entries
 
 # ROLE_SETTINGS (backbone role -> the evaluation setting that lists its backbones in order) lives in

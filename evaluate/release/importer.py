@@ -34,7 +34,7 @@ from typing import Any
 from harness.errors import ConfigError
 
 from .layout import CAMERA_FAMILY, ReleaseError, shown
-from .plan import ImportSummary, ReleaseOptions, VideoPlan, plan_release
+from .plan import ImportSummary, ReleaseOptions, VideoPlan, plan_release, release_presets
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,6 @@ IMPORT_VERSION = 2
 #: A video larger than this a side, or with more frames, is refused (no release video comes near).
 MAX_VIDEO_SIDE = 8192
 MAX_VIDEO_FRAMES = 100_000
-
-
-def release_presets() -> dict[str, str]:
-    """Release trajectory name -> harness trajectory option (the ``release:`` key of ``conf/trajectory/*.yaml``)."""
-    from harness.config_groups import group_yaml, list_group
-
-    out: dict[str, str] = {}
-    for name in list_group("trajectory"):
-        rel = group_yaml("trajectory", name).get("release")
-        if rel:
-            out[str(rel)] = name
-    return out
 
 
 def _overlay(opts: ReleaseOptions) -> dict[str, Any]:

@@ -75,6 +75,18 @@ _ROWS = Fix("give a number of rows >= 1")
 _FLAG = Fix("use true or false")
 
 
+def release_presets() -> dict[str, str]:
+    """Release trajectory name -> harness trajectory option (the ``release:`` key of ``conf/trajectory/*.yaml``)."""
+    from harness.config_groups import group_yaml, list_group
+
+    out: dict[str, str] = {}
+    for name in list_group("trajectory"):
+        rel = group_yaml("trajectory", name).get("release")
+        if rel:
+            out[str(rel)] = name
+    return out
+
+
 @pydantic.dataclasses.dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class ReleaseSettings(Section):
     """The ``release`` section (``python -m harness release import|check``, docs/release.md).
@@ -265,8 +277,6 @@ class Planner:
 
     def __init__(self, opts: ReleaseOptions, summary: ImportSummary) -> None:
         from harness.config_groups import list_group
-
-        from .importer import release_presets
 
         self.opts, self.summary = opts, summary
         self.presets = {name_key(k): v for k, v in release_presets().items()}
