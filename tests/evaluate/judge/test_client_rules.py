@@ -5,6 +5,7 @@ stand-in server in this process. The CLI end to end: test_judge.py (slow)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -141,3 +142,181 @@ def test_judge_check_lines_and_exit_codes_against_a_server_in_this_process(monke
         lines = []
         assert check_server({"base_url": srv.base_url}, out=lines.append) == 0
         assert lines[1] == "serves: (no models listed)" and lines[-1] == "ready"
+
+
+# -- a session against an in-process transport (real openai client, real parsing; replies scripted per test) ------
+
+def _completion(*contents, model: str = "judge-build-7") -> dict:
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
+                        for i, c in enumerate(contents)]}
+
+
+def _reply(started: bool = True, answers=None) -> str:
+    from tests.evaluate.judge.test_judge import REFS
+    from tests.support.fake_judge import QIDS
+
+    return json.dumps({"event_started": "yes" if started else "no", "answers": dict(zip(QIDS, answers or REFS))})
+
+
+def _mocked(chat, models=("Qwen/Qwen3.8-27B",), **kw) -> tuple[JudgeSession, list[dict]]:
+    """A session whose client talks to ``chat(body) -> (status, json)`` and a ``/models`` listing ``models`` (None:
+    the server has no such route, 404); returns it and the chat bodies it received."""
+    sent: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            if models is None:
+                return httpx.Response(404, json={"error": {"message": "no route"}})
+            return httpx.Response(200, json={"object": "list", "data": [{"id": m, "object": "model"} for m in models]})
+        body = json.loads(request.content)
+        sent.append(body)
+        status, obj = chat(body)
+        return httpx.Response(status, json=obj)
+
+    s = _session(max_retries=0, image_size=32, **kw)
+    s._client = openai.OpenAI(base_url=URL, api_key="k", max_retries=0,
+                              http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return s, sent
+
+
+def _input(seed: int = 0):
+    from tests.evaluate.judge.test_judge import make_input
+
+    return make_input(seed)
+
+
+def test_the_first_choice_of_a_reply_is_the_answer_and_a_fresh_answer_is_neither_cached_nor_repaired(tmp_path):
+    from tests.evaluate.judge.test_judge import REFS
+
+    s, sent = _mocked(lambda body: (200, _completion(_reply(), "not json at all")))
+    v = s.judge(_input(), tmp_path)
+    assert v.ok and v.started and v.answers == REFS and len(sent) == 1
+    assert (v.cached, v.repaired, v.retryable, v.server_model) == (False, False, False, "judge-build-7")
+    assert s.server_models == {"judge-build-7"}  # what answered this run
+    stored = json.loads((tmp_path / "judge" / f"{v.key}.answer.json").read_text())
+    assert stored["repaired"] is False and stored["server_model"] == "judge-build-7" and stored["fallbacks"] == {}
+    again = _session(image_size=32).judge(_input(), tmp_path)  # a later run reuses it without contacting anything
+    assert again.ok and again.cached and not again.repaired and not again.retryable and again.answers == REFS
+
+
+def test_a_reply_without_content_is_re_asked_once_showing_an_empty_reply(tmp_path):
+    from tests.evaluate.judge.test_judge import REFS
+
+    replies = iter([_completion(None), _completion(_reply())])
+    s, sent = _mocked(lambda body: (200, next(replies)))
+    v = s.judge(_input(), tmp_path)
+    assert v.ok and v.repaired and v.answers == REFS and len(sent) == 2
+    assert sent[1]["messages"][-2] == {"role": "assistant", "content": ""}  # what the judge said: nothing
+
+
+def test_a_failed_request_is_not_started_cached_or_repaired_and_a_fatal_one_stops_the_run(tmp_path):
+    def unauthorized(body):
+        return 401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+
+    s, sent = _mocked(unauthorized)
+    v = s.judge(_input(0), tmp_path)
+    assert not v.ok and "401 unauthorized" in v.reason and v.retryable
+    assert (v.started, v.cached, v.repaired, v.answers) == (False, False, False, [])
+    assert not (tmp_path / "judge" / f"{v.key}.answer.json").exists()
+    other = s.judge(_input(1), tmp_path / "b")  # the run's remaining items are not sent
+    assert len(sent) == 1 and not other.ok and "401 unauthorized" in other.reason and s.failures == []
+
+
+def test_preflight_asks_the_server_once_per_session_and_a_server_without_models_route_is_usable():
+    listed: list[int] = []
+
+    from tests.evaluate.judge.test_judge import truth
+    from tests.support.fake_judge import FakeJudgeServer
+
+    with FakeJudgeServer(truth(), served=["judge/a"]) as srv:
+        s = JudgeSession(JudgeSettings.from_dict({"base_url": srv.base_url, "model": "judge/b", "max_retries": 0}))
+        first, second = s.preflight(), s.preflight()
+        listed.append(sum(r["path"].endswith("/models") for r in srv.requests))
+    assert first == second and "'judge/b' is not served" in first and listed == [1]
+    s, _ = _mocked(lambda body: (200, _completion(_reply())), models=None)
+    assert s.preflight() is None and s.fatal is None and s.served is None  # the first request will tell
+
+
+@pytest.mark.parametrize("status, detail, fields, expected", [
+    (400, "response_format is not supported by this server", ["messages", "response_format"], "response_format"),
+    (422, "Unused fields in the request: {'response_format'}", ["response_format"], "response_format"),
+    (401, "response_format", ["response_format"], None),  # not a refusal of a field
+    (423, "response_format", ["response_format"], None),
+    (500, "response_format", ["response_format"], None),
+    (400, "bad image", ["messages", "response_format"], None),  # the server named no optional field
+    (422, "response_format", ["messages"], None),  # named, but not in this request: dropping it changes nothing
+])
+def test_only_a_400_or_422_naming_an_optional_field_of_the_request_is_a_refusal(status, detail, fields, expected):
+    err = JudgeError(f"HTTP {status}", retryable=False, status=status, detail=detail)
+    assert _session()._refused_field(err, {f: {} for f in fields}) == expected
+
+
+def test_a_refused_field_is_dropped_for_the_rest_of_the_run_warned_once_and_recorded(tmp_path, caplog):
+    from tests.evaluate.judge.test_judge import REFS, fast, truth
+    from tests.support.fake_judge import FakeJudgeServer
+
+    caplog.set_level("WARNING", logger="evaluate.judge.client")
+    with FakeJudgeServer(truth(), refuse_fields=("response_format",)) as srv:
+        s = JudgeSession(fast(srv.base_url))
+        v1, v2 = s.judge(_input(0), tmp_path / "a"), s.judge(_input(1), tmp_path / "b")
+        fields, base_url = [r["fields"] for r in srv.chat_requests()], srv.base_url
+    assert v1.ok and v2.ok and v1.answers == v2.answers == REFS
+    # asked with the field once, refused, then without it: the second item is sent without it at once
+    assert ["response_format" in f for f in fields] == [True, False, False] and all("messages" in f for f in fields)
+    assert list(v1.fallbacks) == list(v2.fallbacks) == ["response_format"]
+    assert "refused by the server (HTTP 422" in v1.fallbacks["response_format"]
+    warnings = [r.getMessage() for r in caplog.records if "refused response_format" in r.getMessage()]
+    assert len(warnings) == 1 and base_url in warnings[0] and "prompt-only JSON contract" in warnings[0]
+    for item, v in ((tmp_path / "a", v1), (tmp_path / "b", v2)):
+        request = json.loads((item / "judge" / f"{v.key}.request.json").read_text())
+        assert "response_format" not in request["body"] and list(request["fallbacks"]) == ["response_format"]
+        answer = json.loads((item / "judge" / f"{v.key}.answer.json").read_text())
+        assert list(answer["fallbacks"]) == ["response_format"]
+    log = [json.loads(x) for x in (tmp_path / "a" / "judge" / f"{v1.key}.attempts.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in log if r.get("call") == "chat"] == ["error", "fallback", "ok"]
+    cached = JudgeSession(fast(URL)).judge(_input(0), tmp_path / "a")  # a later run's reuse still says what was dropped
+    assert cached.cached and cached.fallbacks == v1.fallbacks
+
+
+def test_an_answer_stored_without_repair_or_fallback_records_reads_as_neither(tmp_path):
+    from evaluate.judge import build_request
+    from harness.io import write_json
+    from tests.evaluate.judge.test_judge import REFS
+
+    s = _session(image_size=32)
+    key = build_request(_input(), s.settings)[1]["key"]
+    write_json(tmp_path / "judge" / f"{key}.answer.json", {"key": key, "event_started": False, "answers": REFS})
+    v = s.judge(_input(), tmp_path)
+    assert v.ok and v.cached and not v.started and v.answers == REFS
+    assert v.repaired is False and v.fallbacks == {} and v.server_model is None
+
+
+def test_the_stored_request_names_each_image_by_its_own_digest(tmp_path):
+    import base64
+    import hashlib
+
+    s, sent = _mocked(lambda body: (200, _completion(_reply())))
+    v = s.judge(_input(), tmp_path)
+    images = [part["image_url"]["url"] for m in sent[0]["messages"] if isinstance(m["content"], list)
+              for part in m["content"] if part.get("type") == "image_url"]
+    request = json.loads((tmp_path / "judge" / f"{v.key}.request.json").read_text())
+    stored = [part["image_url"]["url"] for m in request["body"]["messages"] if isinstance(m["content"], list)
+              for part in m["content"] if part.get("type") == "image_url"]
+    assert len(images) == len(stored) >= 3
+    for url, name in zip(images, stored):
+        data = base64.b64decode(url.split(",", 1)[1])
+        assert name == f"frames/{hashlib.sha256(url.encode()).hexdigest()[:20]}.jpg"  # the request's digest
+        assert (tmp_path / "judge" / name).read_bytes() == data
+
+
+def test_session_for_returns_the_runs_session_until_a_fresh_run_starts(monkeypatch):
+    from evaluate.judge import client
+
+    monkeypatch.setattr(client, "_SESSIONS", {})
+    settings = JudgeSettings.from_dict({"base_url": URL})
+    run = client.session_for(settings)
+    assert client.session_for(settings) is run and client.session_for(JudgeSettings.from_dict({"base_url": URL})) is run
+    fresh = client.session_for(settings, fresh=True)
+    assert fresh is not run and client.session_for(settings) is fresh
+    assert client.session_for(JudgeSettings.from_dict({"base_url": URL, "seed": 1})) is not fresh
