@@ -13,7 +13,7 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from evaluate.judge.client import JudgeError, JudgeSession  # noqa: E402
+from evaluate.judge.client import JudgeError, JudgeSession, Verdict  # noqa: E402
 from evaluate.judge.settings import JudgeSettings  # noqa: E402
 
 URL = "http://127.0.0.1:9/v1"
@@ -224,11 +224,10 @@ def test_a_failed_request_is_not_started_cached_or_repaired_and_a_fatal_one_stop
 
 
 def test_preflight_asks_the_server_once_per_session_and_a_server_without_models_route_is_usable():
-    listed: list[int] = []
-
     from tests.evaluate.judge.test_judge import truth
     from tests.support.fake_judge import FakeJudgeServer
 
+    listed: list[int] = []
     with FakeJudgeServer(truth(), served=["judge/a"]) as srv:
         s = JudgeSession(JudgeSettings.from_dict({"base_url": srv.base_url, "model": "judge/b", "max_retries": 0}))
         first, second = s.preflight(), s.preflight()
@@ -320,3 +319,33 @@ def test_session_for_returns_the_runs_session_until_a_fresh_run_starts(monkeypat
     fresh = client.session_for(settings, fresh=True)
     assert fresh is not run and client.session_for(settings) is fresh
     assert client.session_for(JudgeSettings.from_dict({"base_url": URL, "seed": 1})) is not fresh
+
+
+def test_the_first_fatal_error_of_the_run_is_the_one_it_reports(tmp_path):
+    """Two items in flight at once both fail fatally (401, then 403): the run keeps reporting the first."""
+    import threading
+
+    from evaluate.judge import build_request, images_digest
+
+    first = images_digest(build_request(_input(0), _session(image_size=32).settings)[0])
+    both_in_flight, first_done = threading.Barrier(2, timeout=10), threading.Event()
+
+    def chat(body):
+        both_in_flight.wait()  # neither answer comes before both requests were sent
+        if images_digest(body) == first:
+            return 401, {"error": {"message": "Incorrect API key provided"}}
+        assert first_done.wait(10)  # the second answer comes after the first item's verdict
+        return 403, {"error": {"message": "forbidden"}}
+
+    s, sent = _mocked(chat)
+    verdicts: dict[int, Verdict] = {}
+    threads = [threading.Thread(target=lambda i=i: verdicts.__setitem__(i, s.judge(_input(i), tmp_path / str(i))))
+               for i in (0, 1)]
+    for t in threads:
+        t.start()
+    threads[0].join(10)
+    first_done.set()
+    threads[1].join(10)
+    assert "401 unauthorized" in verdicts[0].reason and "403 forbidden" in verdicts[1].reason
+    later = s.judge(_input(2), tmp_path / "2")
+    assert len(sent) == 2 and not later.ok and "401 unauthorized" in later.reason and "403" not in later.reason
