@@ -1,7 +1,9 @@
 """The judge client's rules, one at a time in this process (evaluate/judge/client.py, check.py): how each HTTP
 failure is classified (fatal, transient, retryable, its status and the server's words with the key masked), the
-retry loop's attempts and its seeded, capped backoff, and ``judge check``'s lines and exit codes against a live
-stand-in server in this process. The CLI end to end: test_judge.py (slow)."""
+retry loop's attempts and its seeded, capped backoff, ``judge check``'s lines and exit codes against a live stand-in
+server in this process, and one item's judging through the real ``openai`` client over an in-process transport: which
+choice is the answer, an empty reply, which refusals fall back and how that is recorded, the pre-flight, the stored
+request's image digests, reused answers and the run's first fatal error. The CLI end to end: test_judge.py (slow)."""
 
 from __future__ import annotations
 
