@@ -20,7 +20,7 @@ from evaluate.judge import (
     parse_reply,
     score_item,
 )
-from tests.support import stored
+from tests.support import ROOT, stored
 from tests.support.fake_judge import FakeJudgeServer
 
 QUESTIONS = [
@@ -162,7 +162,8 @@ def test_a_negative_gate_zeroes_the_checklist(tmp_path):
         out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
     v = values(out)
     assert v["dynamic.overall"] == 0.0 and v["dynamic.started"] == 0.0 and "dynamic.conditional" not in v
-    assert "gated out" in out[f"dynamic.conditional[{s.model}]"]["reason"]
+    gated = out[f"dynamic.conditional[{s.model}]"]
+    assert "gated out" in gated["reason"] and gated["retryable"] is False  # a re-run does not ask again
 
 
 # -- faults ---------------------------------------------------------------------------------------------------------
@@ -281,3 +282,137 @@ def test_a_case_file_whose_event_has_no_questions_is_rejected_naming_the_field(t
     p.write_text(yaml.safe_dump(case))
     with pytest.raises(CaseError, match=r"event.*questions: need exactly 8"):
         load_case_file(p)
+
+
+# -- an item folder (judge_item) ------------------------------------------------------------------------------------
+
+
+def item_folder(root, frames: int = 20, video_frames: int | None = None, case: dict | None = None):
+    """A harness item folder: ``video.mp4`` (``video_frames``, default ``frames``), ``camera.npz`` of ``frames``
+    frames and ``meta.json`` holding ``case`` (default: a case whose event is :data:`EVENT`)."""
+    from harness.io import write_json
+    from harness.video import VideoWriter
+    from trajectories import CameraPath
+
+    root.mkdir(parents=True)
+    q = frames // 4
+    phases = {"V": (0, q), "D1": (q, 2 * q), "R1": (2 * q, 3 * q), "H": (3 * q, frames)}
+    CameraPath("t", np.tile(np.eye(4), (frames, 1, 1)), np.eye(3), 16.0, 48, 64, phases).save(root / "camera.npz")
+    w = VideoWriter(root / "video.mp4", fps=16.0)
+    base = np.random.default_rng(0).integers(0, 255, size=(48, 64, 3), dtype=np.uint8)
+    for i in range(frames if video_frames is None else video_frames):
+        w.write(np.roll(base, 3 * i, axis=1))
+    w.close()
+    write_json(root / "meta.json", {"case": {"id": "d", "event": EVENT} if case is None else case})
+    return root
+
+
+def test_an_item_folder_is_judged_on_every_eighth_frame_plus_the_last_as_configured(tmp_path):
+    """The default stride is conf/evaluate's judge_stride (paper D.1: 8, first and last frames always sent); the
+    event is the one meta.json's case holds."""
+    import yaml
+
+    from evaluate.judge import judge_item
+    from evaluate.judge import load_item_input
+
+    stride = yaml.safe_load((ROOT / "conf/evaluate/default.yaml").read_text())["judge_stride"]
+    n = 20
+    expected = sorted(set(range(0, n, stride)) | {n - 1})
+    item = item_folder(tmp_path / "item", frames=n)
+    inp = load_item_input(item)
+    assert inp.frame_indices == expected and inp.event == EVENT and inp.frames.shape[0] == len(expected)
+    with FakeJudgeServer(truth()) as srv:
+        out = stored(judge_item(item, fast(srv.base_url).to_dict()))
+        assert len(srv.chat_requests()) == 1
+    e = out["dynamic.overall[Qwen/Qwen3.8-27B]"]
+    assert e["status"] == "computed" and e["value"] == 1.0 and e["judge"]["frames"] == expected
+
+
+@pytest.mark.parametrize("case", [{"id": "d"}, None])
+def test_an_item_whose_case_has_no_event_is_not_computed_with_the_reason(tmp_path, case):
+    from evaluate.judge import judge_item
+    from evaluate.judge import load_item_input
+    from harness.io import write_json
+
+    item = item_folder(tmp_path / "item", frames=8)
+    write_json(item / "meta.json", {} if case is None else {"case": case})
+    assert load_item_input(item).event == {}
+    out = stored(judge_item(item, {"base_url": "http://127.0.0.1:9/v1"}))
+    e = out["dynamic.overall[Qwen/Qwen3.8-27B]"]
+    assert e["status"] == "not_computed" and "cannot judge this item" in e["reason"] and "0 question(s)" in e["reason"]
+    assert e["retryable"] is False and not (item / "judge").exists()
+
+
+def test_a_video_shorter_than_its_camera_path_is_not_computed_and_final(tmp_path):
+    from evaluate.judge import judge_item
+
+    item = item_folder(tmp_path / "item", frames=20, video_frames=12)
+    out = stored(judge_item(item, {"base_url": "http://127.0.0.1:9/v1"}))
+    assert len(out) == 7
+    e = out["dynamic.overall[Qwen/Qwen3.8-27B]"]
+    assert e["status"] == "not_computed" and e["retryable"] is False
+    assert "cannot judge this item: video.mp4 has" in e["reason"] and "camera.npz's 20 frames" in e["reason"]
+
+
+@pytest.mark.parametrize("missing", ["meta.json", "camera.npz", "video.mp4"])
+def test_an_unreadable_item_is_not_computed_naming_the_error(tmp_path, missing):
+    from evaluate.judge import judge_item
+
+    item = item_folder(tmp_path / "item", frames=8)
+    (item / missing).unlink()
+    out = stored(judge_item(item, {"base_url": "http://127.0.0.1:9/v1"}))
+    assert {e["status"] for e in out.values()} == {"not_computed"} and {e["retryable"] for e in out.values()} == {False}
+    assert all(e["reason"].startswith("cannot read the item for the judge: ") for e in out.values())
+
+
+# -- a run's judge (RunJudge) ---------------------------------------------------------------------------------------
+
+
+def test_a_run_starts_with_a_fresh_failure_budget(tmp_path):
+    """The current session's budget is spent by one failed item; a new run (RunJudge) still sends its items."""
+    from evaluate.judge.run import RunJudge
+
+    with FakeJudgeServer(truth(), script=["500"]) as srv:
+        s = fast(srv.base_url, failure_budget=1, max_retries=0)
+        failed = stored(score_item(make_input(0), s, tmp_path / "a"))  # the current session (none given)
+        assert "gave up after 1 attempt" in failed[f"dynamic.overall[{s.model}]"]["reason"]
+        spent = stored(score_item(make_input(1), s, tmp_path / "b"))
+        assert "failure budget spent" in spent[f"dynamic.overall[{s.model}]"]["reason"]
+        with RunJudge(s.to_dict()) as judge:
+            out = stored(judge.submit(make_input(1), tmp_path / "b").result())
+        assert values(out)["dynamic.overall"] == 1.0 and len(srv.chat_requests()) == 2
+
+
+def test_a_run_judges_items_without_stored_answers_and_waits_for_them_on_exit(tmp_path):
+    from evaluate.judge.run import RunJudge
+
+    with FakeJudgeServer(truth()) as srv:
+        with RunJudge(fast(srv.base_url).to_dict()) as judge:
+            futures = [judge.submit(make_input(i), tmp_path / str(i)) for i in range(3)]
+        assert all(f.done() for f in futures)  # leaving the run waited for what was in flight
+        assert [values(stored(f.result()))["dynamic.overall"] for f in futures] == [1.0] * 3
+        assert len(srv.chat_requests()) == 3
+        with pytest.raises(RuntimeError):  # the run is over: nothing more is sent
+            judge.submit(make_input(4), tmp_path / "4")
+
+
+def test_a_run_does_not_send_an_item_whose_event_is_unusable(tmp_path):
+    from evaluate.judge.run import RunJudge
+
+    with FakeJudgeServer(truth()) as srv:
+        with RunJudge(fast(srv.base_url).to_dict()) as judge:
+            fut = judge.submit(make_input(event={**EVENT, "questions": QUESTIONS[:7]}), tmp_path)
+            assert fut.done()  # answered at once, nothing queued
+        out = stored(fut.result())
+        assert srv.chat_requests() == [] and not (tmp_path / "judge").exists()
+    assert {e["status"] for e in out.values()} == {"not_computed"} and {e["retryable"] for e in out.values()} == {False}
+    assert all("cannot judge this item: the case's event has 7 question(s)" in e["reason"] for e in out.values())
+
+
+def test_a_refused_response_format_is_recorded_with_the_scores(tmp_path):
+    with FakeJudgeServer(truth(), refuse_fields=("response_format",)) as srv:
+        s = fast(srv.base_url)
+        out = stored(score_item(make_input(), s, tmp_path, JudgeSession(s)))
+    for e in out.values():
+        rec = e["judge"]["settings"]
+        assert rec["json_schema"] is True and list(rec["fallbacks"]) == ["response_format"]

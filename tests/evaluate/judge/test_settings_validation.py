@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluate.judge import JudgeSettings, JudgeSettingsError
+from tests.support import ROOT
 
 
 def test_values_are_kept_as_given() -> None:
@@ -35,3 +36,37 @@ def test_a_bad_value_names_the_setting_and_the_fix(given: object, message: str) 
     with pytest.raises(JudgeSettingsError) as exc:
         JudgeSettings.from_dict(given)
     assert str(exc.value).startswith(message)
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"max_tokens": True}, "evaluate.judge.max_tokens=True: must be >= 1 (an integer)"),
+    ({"max_retries": False}, "evaluate.judge.max_retries=False: must be >= 0 (an integer)"),
+    ({"concurrency": 2.0}, "evaluate.judge.concurrency=2.0: must be >= 1 (an integer)"),
+    ({"concurrency": 0}, "evaluate.judge.concurrency=0: must be >= 1"),
+])
+def test_only_a_true_integer_is_told_it_is_merely_out_of_range(given: object, message: str) -> None:
+    """A boolean or a float given for a count is told to use an integer; an integer out of range only the bound."""
+    with pytest.raises(JudgeSettingsError) as exc:
+        JudgeSettings.from_dict(given)
+    assert str(exc.value).split("\n")[0] == message
+
+
+def test_the_defaults_are_the_shipped_config_and_the_documented_ones() -> None:
+    """JudgeSettings() equals ``evaluate.judge`` of conf/evaluate/default.yaml, and every default docs/judge.md's
+    settings table states (so none of the three can drift from the others)."""
+    import re
+
+    import yaml
+
+    shipped = yaml.safe_load((ROOT / "conf/evaluate/default.yaml").read_text())["judge"]
+    assert JudgeSettings().to_dict() == shipped
+    doc = (ROOT / "docs/judge.md").read_text().split("## Settings", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for row in doc.splitlines():
+        cells = row.split("|")
+        if len(cells) > 3 and "`" in cells[1]:
+            names, defaults = re.findall(r"`([^`]*)`", cells[1]), re.findall(r"`([^`]*)`", cells[2])
+            assert len(names) == len(defaults), row
+            documented.update({n: yaml.safe_load(d) for n, d in zip(names, defaults)})
+    assert sorted(documented) == sorted(shipped)
+    assert {k: getattr(JudgeSettings(), k) for k in documented} == documented
