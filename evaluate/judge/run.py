@@ -41,8 +41,7 @@ class RunJudge:
             unjudged.set_result(not_computed(self.settings, no_server_reason(self.settings), retryable=False))
             return unjudged
         try:
-            inp.validate()
-            request = build_request(inp, self.settings)
+            request = build_request(inp, self.settings)  # validates the input first (JudgeInputError)
         except JudgeInputError as exc:
             done: Future[Entries] = Future()
             done.set_result(not_computed(self.settings, f"cannot judge this item: {exc}", retryable=False))
