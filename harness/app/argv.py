@@ -276,19 +276,27 @@ def check_overrides(argv: list[str], commands: tuple[str, ...] = ()) -> Optional
     if args.help or args.hydra_help:
         return None
     extra = [f"hydra.searchpath=[file://{Path(args.config_dir).resolve()}]"] if args.config_dir else []
-    overrides: dict[str, str] = {}
-    try:
+    with _in_one_line({}, extra):
         overrides = _composable(list(args.overrides), commands)
-        other_config = bool(args.config_name or args.config_path)
-        if (list(overrides) == list(args.overrides) and not other_config
-                and not (args.multirun or args.cfg or args.info or args.shell_completion)):
-            return OverrideCheck(overrides, extra, deferred=True)
+    other_config = bool(args.config_name or args.config_path)
+    if (list(overrides) == list(args.overrides) and not other_config
+            and not (args.multirun or args.cfg or args.info or args.shell_completion)):
+        return OverrideCheck(overrides, extra, deferred=True)
+    with _in_one_line(overrides, extra):
         composed = compose_config([*overrides, *extra], hydra_config=True)
-        # another primary config (--config-name / --config-path): Hydra reads its mode itself
-        return OverrideCheck(overrides, extra, None if other_config else composed)
+    # another primary config (--config-name / --config-path): Hydra reads its mode itself
+    return OverrideCheck(overrides, extra, None if other_config else composed)
+
+
+@contextmanager
+def _in_one_line(overrides: dict[str, str], extra: list[str]) -> Iterator[None]:
+    """A user error or Hydra's composition error inside the block: one line and exit 2 (:func:`fail`), in our words
+    where we know them (``overrides``: as composed -> as given, for :func:`_composition_error`)."""
+    try:
+        yield
     except UserError as exc:
         fail(str(exc))
-    except Exception as exc:  # Hydra's own composition error: one line, in our words where we know them
+    except Exception as exc:  # Hydra's own composition error
         fail(_composition_error(exc, overrides, extra))
 
 
@@ -318,13 +326,9 @@ def composed_once(check: Optional[OverrideCheck]) -> Iterator[None]:
     def composed_mode(self: Hydra, config_name: Any, overrides: Any) -> Any:
         if not check.deferred:
             return OmegaConf.select(check.composed, "hydra.mode")
-        try:
+        with _in_one_line(check.overrides, check.extra):
             cfg = compose(self, config_name=config_name, overrides=overrides, run_mode=RunMode.RUN,
                           with_log_configuration=True)
-        except UserError as exc:
-            fail(str(exc))
-        except Exception as exc:  # Hydra's composition error: one line, in our words where we know them
-            fail(_composition_error(exc, check.overrides, check.extra))
         kept[(config_name, tuple(overrides))] = cfg
         return cfg.hydra.mode
 

@@ -58,7 +58,8 @@ class Job:
 
 @dataclass
 class Outcome:
-    """How a job ended: exit code, seconds, what it noted (:func:`harness.app.commands.run.note_job`), and the first error line of its log."""
+    """How a job ended: exit code, seconds, what it noted (:func:`harness.app.commands.run.note_job`), and the
+    first error line of its log."""
 
     job: Job
     code: int
