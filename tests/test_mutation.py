@@ -97,6 +97,12 @@ def test_a_mutant_is_the_edited_module_and_compiles():
     assert "if a <= LIMIT and b:" in ast.unparse(tree) and "if a < LIMIT and b:" in SOURCE
     for mutant in mt.generate("demo.py", SOURCE):
         mt.mutated_code(mutant, SOURCE, "demo.py")  # every mutant compiles
+    ids = _ids()
+    # the body's line span of the outermost function holding the edit (its docstring's line on): a nested
+    # function's edit belongs to the body of the function that defines it; a default argument to no body
+    assert ids["f: a < LIMIT -> a <= LIMIT"].body == (9, 18)
+    assert ids["g.inner: y - 1 -> y + 1"].body == (27, 29)
+    assert ids["C.m: 0 -> 1"].body is None and ids["<module>: LIMIT = 3 -> LIMIT = 4"].body is None
 
 
 def test_the_code_swap_changes_the_function_everywhere_it_is_referenced(tmp_path, monkeypatch):
@@ -143,6 +149,11 @@ def test_covering_tests_selects_by_line_and_falls_back_to_everything():
     assert covering_tests(data, "m.py", 12, 12) == {"u.py::c", "u.py::d"}  # a fixture's line: its whole file
     assert covering_tests(data, "m.py", 2, 3) is None  # runs at import: every test
     assert covering_tests(data, "m.py", 30, 30) is None  # nothing recorded: every test
+    # in a function's body: nothing to run when no test runs any of its lines, everything when some run (a line
+    # the trace cannot record, such as a continuation line), the fixture's lines counting as run
+    assert covering_tests(data, "m.py", 30, 30, body=(29, 33)) == set()
+    assert covering_tests(data, "m.py", 7, 7, body=(5, 8)) is None
+    assert covering_tests(data, "m.py", 13, 13, body=(12, 14)) is None
     assert score([{"status": s} for s in ("killed", "timeout", "survived", "equivalent")])[3] == pytest.approx(200 / 3)
 
 
@@ -261,7 +272,10 @@ def test_the_tool_kills_a_tested_mutant_and_reports_an_untested_one(tmp_path):
     status = {m["id"]: m["status"] for m in json.loads(out.read_text())["mutants"]}
     assert status == {"clamp: min(x, hi) -> max(x, hi)": "killed", "clamp: x < lo -> x <= lo": "equivalent",
                       "shift: x + 1 -> x - 1": "survived", "shift: x + 1 -> x + 2": "survived"}
-    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1" in r.stdout
+    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1  (its function runs in no listed test)" in r.stdout
+    assert "2 of them in functions no listed test runs" in r.stdout
+    unreached = {m["id"] for m in json.loads(out.read_text())["mutants"] if m.get("unreached")}
+    assert unreached == {"shift: x + 1 -> x - 1", "shift: x + 1 -> x + 2"}  # not run: nothing can see them
     assert "group demo" in r.stdout and "score 33.3% (below --fail-under 90% per group)" in r.stdout
 
 

@@ -162,10 +162,12 @@ def main(argv=None) -> int:
         args.logs.mkdir(parents=True, exist_ok=True)
         return args.logs / f"{m.file.replace('/', '_')}.{m.line}.{zlib.crc32(m.id.encode()):08x}.log"
 
-    def record(row, status, seconds):
-        results[(row["file"], row["id"])] = {**row, "status": status, "seconds": round(seconds, 2)}
+    def record(row, status, seconds, unreached=False):
+        results[(row["file"], row["id"])] = {**row, "status": status, "seconds": round(seconds, 2),
+                                             **({"unreached": True} if unreached else {})}
         if status == "survived":
-            print(f"  survived  {row['file']}:{row['line']} [{row['operator']}] {row['id']}", flush=True)
+            print(f"  survived  {row['file']}:{row['line']} [{row['operator']}] {row['id']}{_UNREACHED * unreached}",
+                  flush=True)
 
     # 1. Per test list, a server process: collect once, trace once, run the mutants inside functions by code swap.
     by_tests: dict[tuple, list] = defaultdict(list)
@@ -203,7 +205,7 @@ def main(argv=None) -> int:
                 if r["status"] == "slow-path":
                     slow.append((t, m, src, row))
                 else:
-                    record(row, r["status"], r["seconds"])
+                    record(row, r["status"], r["seconds"], r.get("unreached", False))
             trace = data["trace"]
             for t, m, src, row in items:
                 row.setdefault("_timeout", t["timeout_factor"] * (sum(trace["durations"].values())
@@ -230,10 +232,17 @@ def main(argv=None) -> int:
     return report(targets, results, stale, args, time.monotonic() - started)
 
 
-def covering_tests(data: dict, file: str, line: int, end_line: int) -> set[str] | None:
+#: the mark of a survivor whose function no listed test runs (it was not run)
+_UNREACHED = "  (its function runs in no listed test)"
+
+
+def covering_tests(data: dict, file: str, line: int, end_line: int,
+                   body: tuple[int, int] | None = None) -> set[str] | None:
     """The node ids of the tests that execute a line in ``[line, end_line]`` of ``file``; None = every test (the line
     runs when the module is imported: a module constant, a default argument, a class body). A line run by a
-    fixture's setup selects every test of that test file (a module-scoped fixture runs in the first test only)."""
+    fixture's setup selects every test of that test file (a module-scoped fixture runs in the first test only).
+    An empty set: the edit lies in the body of a function (``body``, its line span) that no test runs, so no test
+    can see it (it survives without a run)."""
     span = set(range(line, end_line + 1))
     if span & set(data["lines"].get("<import>", {}).get(file, ())):
         return None
@@ -243,8 +252,17 @@ def covering_tests(data: dict, file: str, line: int, end_line: int) -> set[str] 
             test_file = t.split("::")[0]
             keep |= {n for n in data["durations"] if n.split("::")[0] == test_file}
     keep.discard("<import>")
+    if not keep and body is not None and _never_run(data, file, body):
+        return set()
     # Nothing records the span (a default argument on a continuation line of a signature, say): run everything.
     return keep or None
+
+
+def _never_run(data: dict, file: str, body: tuple[int, int]) -> bool:
+    """No line of ``file`` in ``body`` (a function's body) ran, in any test, its setup or at import. A conservative
+    rule: code that runs in a forked child of a test is not traced, so such an edit counts as a survivor."""
+    lines = set(range(body[0], body[1] + 1))
+    return not any(lines & set(files.get(file, ())) for part in ("lines", "setup") for files in data[part].values())
 
 
 def score(rows) -> tuple[int, int, int, float]:
@@ -281,7 +299,11 @@ def report(targets, results, stale, args, seconds) -> int:
         print(f"\n{len(surv)} surviving mutants (kill them with a test, or list them in {args.equivalents.name} with the "
               "reason they are equivalent):")
         for r in surv:
-            print(f"  {r['file']}:{r['line']} [{r['operator']}] {r['id']}")
+            print(f"  {r['file']}:{r['line']} [{r['operator']}] {r['id']}{_UNREACHED * r.get('unreached', False)}")
+        unreached = sum(r.get("unreached", False) for r in surv)
+        if unreached:
+            print(f"{unreached} of them in functions no listed test runs (not run: a test that calls the function "
+                  "is the first thing to add)")
     if stale:
         print(f"\n{len(stale)} entries of {args.equivalents.name} match no mutant any more (remove them):")
         for s_ in stale:

@@ -56,6 +56,9 @@ class Mutant:
     path: tuple
     replacement: object
     function: tuple | None = None  # (class..., function) holding the edit; None at module or class-body level
+    #: (first, last) line of that function's body when the edit is in the body (not its signature or decorators):
+    #: a body no test runs cannot show the edit to any test
+    body: tuple[int, int] | None = None
 
     def module_ast(self, tree: ast.Module) -> ast.Module:
         """A copy of ``tree`` with this edit applied."""
@@ -72,10 +75,26 @@ class Mutant:
 def _function_of(tree, path) -> tuple | None:
     """The names (enclosing classes, then the outermost function) of the function whose body or signature holds
     the node at ``path``; None when no function does."""
+    found = _function_node(tree, path)
+    return found[0] if found else None
+
+
+def _body_of(tree, path) -> tuple[int, int] | None:
+    """The line span of the body of the outermost function whose *body* holds the node at ``path`` (None in a
+    signature, a decorator or outside functions)."""
+    found = _function_node(tree, path)
+    if not found or found[2] != "body":
+        return None
+    node = found[1]
+    return node.body[0].lineno, node.end_lineno or node.body[-1].lineno
+
+
+def _function_node(tree, path) -> tuple[tuple, ast.AST, str] | None:
+    """(names, function node, field of it holding the node at ``path``) of the outermost function on ``path``."""
     names, node = [], tree
     for field, index in path:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return tuple(names + [node.name]) if field in ("body", "args") else None
+            return (tuple(names + [node.name]), node, field) if field in ("body", "args") else None
         if isinstance(node, ast.ClassDef):
             names.append(node.name)
         node = getattr(node, field)
@@ -286,7 +305,7 @@ def generate(file: str, source: str) -> list[Mutant]:
         base = f"{names.get(line, '<module>')}: {before} -> {after}"
         seen[base] = seen.get(base, 0) + 1
         ident = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        out.append(Mutant(file, ident, line, end, op, path, repl, _function_of(tree, path)))
+        out.append(Mutant(file, ident, line, end, op, path, repl, _function_of(tree, path), _body_of(tree, path)))
     return out
 
 
