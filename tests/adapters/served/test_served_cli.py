@@ -255,8 +255,10 @@ def _decoded(data: bytes) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
 
 
-@pytest.mark.slow
 def test_vllm_omni_video_route_gets_exact_poses_and_streams_the_item(cli, tmp_path):
+    """The fast tier's one run of the vLLM-Omni client through the adapter (about half a second): the action
+    folder, the data URL, the decoded stream, the recorded request id; its faults run in the slow tier and, one rule
+    at a time, in test_engine_rules.py."""
     root = tmp_path / "actions"
     root.mkdir()
     with VllmVideoStandIn(root) as srv:
