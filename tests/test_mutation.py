@@ -98,11 +98,13 @@ def test_a_mutant_is_the_edited_module_and_compiles():
     for mutant in mt.generate("demo.py", SOURCE):
         mt.mutated_code(mutant, SOURCE, "demo.py")  # every mutant compiles
     ids = _ids()
-    # the body's line span of the outermost function holding the edit (its docstring's line on): a nested
-    # function's edit belongs to the body of the function that defines it; a default argument to no body
-    assert ids["f: a < LIMIT -> a <= LIMIT"].body == (9, 18)
-    assert ids["g.inner: y - 1 -> y + 1"].body == (27, 29)
-    assert ids["C.m: 0 -> 1"].body is None and ids["<module>: LIMIT = 3 -> LIMIT = 4"].body is None
+    # the lines of the edit's span that hold function code (a closure's too); none for a default argument (run
+    # when the def runs) or a module constant
+    assert ids["f: a < LIMIT -> a <= LIMIT"].code_lines == {10}
+    assert ids["g.inner: y - 1 -> y + 1"].code_lines == {28}
+    assert ids["C.m: 0 -> 1"].code_lines is None and ids["<module>: LIMIT = 3 -> LIMIT = 4"].code_lines is None
+    assert mt.runtime_lines("X = 1\nclass K:\n    y = 2\n    def m(self):\n        return [i for i in\n"
+                            "            range(3)]\n") == {4, 5, 6}  # the method (its call) and comprehension, no body
 
 
 def test_the_code_swap_changes_the_function_everywhere_it_is_referenced(tmp_path, monkeypatch):
@@ -149,11 +151,11 @@ def test_covering_tests_selects_by_line_and_falls_back_to_everything():
     assert covering_tests(data, "m.py", 12, 12) == {"u.py::c", "u.py::d"}  # a fixture's line: its whole file
     assert covering_tests(data, "m.py", 2, 3) is None  # runs at import: every test
     assert covering_tests(data, "m.py", 30, 30) is None  # nothing recorded: every test
-    # in a function's body: nothing to run when no test runs any of its lines, everything when some run (a line
-    # the trace cannot record, such as a continuation line), the fixture's lines counting as run
-    assert covering_tests(data, "m.py", 30, 30, body=(29, 33)) == set()
-    assert covering_tests(data, "m.py", 7, 7, body=(5, 8)) is None
-    assert covering_tests(data, "m.py", 13, 13, body=(12, 14)) is None
+    # in a function's body: nothing to run when no test runs a line of the span that holds code; everything when
+    # the span holds no code the trace records (nothing can be concluded); a fixture's line counts as run
+    assert covering_tests(data, "m.py", 30, 31, code_lines=frozenset({31})) == set()
+    assert covering_tests(data, "m.py", 30, 30, code_lines=frozenset()) is None
+    assert covering_tests(data, "m.py", 12, 12, code_lines=frozenset({12})) == {"u.py::c", "u.py::d"}
     assert score([{"status": s} for s in ("killed", "timeout", "survived", "equivalent")])[3] == pytest.approx(200 / 3)
 
 
@@ -272,8 +274,8 @@ def test_the_tool_kills_a_tested_mutant_and_reports_an_untested_one(tmp_path):
     status = {m["id"]: m["status"] for m in json.loads(out.read_text())["mutants"]}
     assert status == {"clamp: min(x, hi) -> max(x, hi)": "killed", "clamp: x < lo -> x <= lo": "equivalent",
                       "shift: x + 1 -> x - 1": "survived", "shift: x + 1 -> x + 2": "survived"}
-    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1  (its function runs in no listed test)" in r.stdout
-    assert "2 of them in functions no listed test runs" in r.stdout
+    assert f"{demo}/clamp.py:12 [arith] shift: x + 1 -> x - 1  (no listed test runs this line)" in r.stdout
+    assert "2 of them on lines no listed test runs" in r.stdout
     unreached = {m["id"] for m in json.loads(out.read_text())["mutants"] if m.get("unreached")}
     assert unreached == {"shift: x + 1 -> x - 1", "shift: x + 1 -> x + 2"}  # not run: nothing can see them
     assert "group demo" in r.stdout and "score 33.3% (below --fail-under 90% per group)" in r.stdout

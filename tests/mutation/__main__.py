@@ -232,17 +232,17 @@ def main(argv=None) -> int:
     return report(targets, results, stale, args, time.monotonic() - started)
 
 
-#: the mark of a survivor whose function no listed test runs (it was not run)
-_UNREACHED = "  (its function runs in no listed test)"
+#: the mark of a survivor whose code no listed test runs (it was not run)
+_UNREACHED = "  (no listed test runs this line)"
 
 
 def covering_tests(data: dict, file: str, line: int, end_line: int,
-                   body: tuple[int, int] | None = None) -> set[str] | None:
+                   code_lines: frozenset[int] | None = None) -> set[str] | None:
     """The node ids of the tests that execute a line in ``[line, end_line]`` of ``file``; None = every test (the line
     runs when the module is imported: a module constant, a default argument, a class body). A line run by a
     fixture's setup selects every test of that test file (a module-scoped fixture runs in the first test only).
-    An empty set: the edit lies in the body of a function (``body``, its line span) that no test runs, so no test
-    can see it (it survives without a run)."""
+    An empty set: the edit lies in a function's body on ``code_lines`` (lines holding code the trace records when
+    it runs) and no test ran any of them, so no test can see it (it survives without a run)."""
     span = set(range(line, end_line + 1))
     if span & set(data["lines"].get("<import>", {}).get(file, ())):
         return None
@@ -252,17 +252,12 @@ def covering_tests(data: dict, file: str, line: int, end_line: int,
             test_file = t.split("::")[0]
             keep |= {n for n in data["durations"] if n.split("::")[0] == test_file}
     keep.discard("<import>")
-    if not keep and body is not None and _never_run(data, file, body):
+    if not keep and code_lines:
+        # A conservative rule: code a test runs in a forked child is not traced, so such an edit counts as a
+        # survivor (never as killed).
         return set()
     # Nothing records the span (a default argument on a continuation line of a signature, say): run everything.
     return keep or None
-
-
-def _never_run(data: dict, file: str, body: tuple[int, int]) -> bool:
-    """No line of ``file`` in ``body`` (a function's body) ran, in any test, its setup or at import. A conservative
-    rule: code that runs in a forked child of a test is not traced, so such an edit counts as a survivor."""
-    lines = set(range(body[0], body[1] + 1))
-    return not any(lines & set(files.get(file, ())) for part in ("lines", "setup") for files in data[part].values())
 
 
 def score(rows) -> tuple[int, int, int, float]:
@@ -302,8 +297,8 @@ def report(targets, results, stale, args, seconds) -> int:
             print(f"  {r['file']}:{r['line']} [{r['operator']}] {r['id']}{_UNREACHED * r.get('unreached', False)}")
         unreached = sum(r.get("unreached", False) for r in surv)
         if unreached:
-            print(f"{unreached} of them in functions no listed test runs (not run: a test that calls the function "
-                  "is the first thing to add)")
+            print(f"{unreached} of them on lines no listed test runs (not run: a test that runs the line is the first "
+                  "thing to add)")
     if stale:
         print(f"\n{len(stale)} entries of {args.equivalents.name} match no mutant any more (remove them):")
         for s_ in stale:

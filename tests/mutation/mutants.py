@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import re
 from dataclasses import dataclass
 
@@ -56,9 +57,9 @@ class Mutant:
     path: tuple
     replacement: object
     function: tuple | None = None  # (class..., function) holding the edit; None at module or class-body level
-    #: (first, last) line of that function's body when the edit is in the body (not its signature or decorators):
-    #: a body no test runs cannot show the edit to any test
-    body: tuple[int, int] | None = None
+    #: when the edit is in a function's body (not its signature or decorators): the lines of its span that hold
+    #: code of a function (what a line trace records when it runs); a span no test runs cannot show the edit
+    code_lines: frozenset[int] | None = None
 
     def module_ast(self, tree: ast.Module) -> ast.Module:
         """A copy of ``tree`` with this edit applied."""
@@ -79,14 +80,24 @@ def _function_of(tree, path) -> tuple | None:
     return found[0] if found else None
 
 
-def _body_of(tree, path) -> tuple[int, int] | None:
-    """The line span of the body of the outermost function whose *body* holds the node at ``path`` (None in a
-    signature, a decorator or outside functions)."""
+def _in_body(tree, path) -> bool:
+    """Whether the node at ``path`` lies in the body of a function (not its signature, not outside functions)."""
     found = _function_node(tree, path)
-    if not found or found[2] != "body":
-        return None
-    node = found[1]
-    return node.body[0].lineno, node.end_lineno or node.body[-1].lineno
+    return bool(found) and found[2] == "body"
+
+
+def runtime_lines(source: str, filename: str = "<mutant>") -> frozenset[int]:
+    """The lines holding code of a function of ``source`` (any depth: methods, closures, lambdas, comprehensions):
+    the lines a line trace records when that code runs. The module's and class bodies' own code (run at import) is
+    left out."""
+    out: set[int] = set()
+    todo = [c for c in compile(source, filename, "exec").co_consts if hasattr(c, "co_lines")]
+    while todo:
+        code = todo.pop()
+        if code.co_flags & inspect.CO_OPTIMIZED:  # a function's code (a class body's is not optimised)
+            out.update(line for _, _, line in code.co_lines() if line is not None)
+        todo += [c for c in code.co_consts if hasattr(c, "co_lines")]
+    return frozenset(out)
 
 
 def _function_node(tree, path) -> tuple[tuple, ast.AST, str] | None:
@@ -299,13 +310,15 @@ def generate(file: str, source: str) -> list[Mutant]:
             continue
         col.visit(stmt, [("body", i)])
     names = _qualnames(tree)
+    runnable = runtime_lines(source, file)
     seen: dict[str, int] = {}
     out = []
     for op, path, repl, before, after, line, end in col.out:
         base = f"{names.get(line, '<module>')}: {before} -> {after}"
         seen[base] = seen.get(base, 0) + 1
         ident = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        out.append(Mutant(file, ident, line, end, op, path, repl, _function_of(tree, path), _body_of(tree, path)))
+        code = runnable & frozenset(range(line, end + 1)) if _in_body(tree, path) else None
+        out.append(Mutant(file, ident, line, end, op, path, repl, _function_of(tree, path), code))
     return out
 
 

@@ -373,8 +373,8 @@ def serve(root: Path, tests: list[str], files: list[str], jobs: int, items: list
                 f.write(str(done))
 
     for key, mutant, source, factor, log in items:
-        keep = covering(data, str(root / mutant.file), mutant.line, mutant.end_line, mutant.body)
-        if keep == set():  # its function never runs in these tests: nothing to run
+        keep = covering(data, str(root / mutant.file), mutant.line, mutant.end_line, mutant.code_lines)
+        if keep == set():  # no test runs its line: nothing to run
             results[key] = {"status": "survived", "seconds": 0.0, "unreached": True}
             done += 1
             continue
