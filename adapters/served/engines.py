@@ -173,7 +173,8 @@ def _frames_from_payload(header: dict[str, Any], payload: bytes, height: int, wi
 
     out, pos = [], 0
     for ln in lengths:
-        img = cv2.imdecode(np.frombuffer(payload[pos:pos + ln], np.uint8), cv2.IMREAD_COLOR)
+        # an empty part is undecodable too (OpenCV asserts on an empty buffer instead of returning None)
+        img = cv2.imdecode(np.frombuffer(payload[pos:pos + ln], np.uint8), cv2.IMREAD_COLOR) if ln else None
         pos += ln
         if img is None or img.shape[:2] != (height, width):
             raise ServedError(f"frame batch of the wrong size: {where} holds an undecodable or {width}x{height}-"

@@ -316,3 +316,104 @@ def test_the_engines_module_decodes_nothing_before_session_done():
         run_vllm_video(Scripted(good[:5]), {"type": "session.start"}, height=H, width=W, plan=VPLAN,
                        on_frame=got.append)
     assert got == [] and engines.Session is Session
+
+
+# -- SGLang frame batches, field by field -----------------------------------------------------------------------------
+def _header(n: int, height: int = H, width: int = W, **extra) -> dict:
+    return {"chunk_index": 0, "num_frames": n, "format": "rgb24", "width": width, "height": height, **extra}
+
+
+def test_a_raw_batch_is_read_with_or_without_its_optional_fields():
+    from adapters.served.engines import _frames_from_payload
+
+    f = _frames(2)
+    raw = b"".join(x.tobytes() for x in f)
+    for header in (_header(2), _header(2, total_size=len(raw)), _header(2, channels=3, bytes_per_frame=H * W * 3),
+                   {**{k: v for k, v in _header(2).items() if k != "format"}, "encoding": "raw"}):
+        got = _frames_from_payload(header, raw, H, W)
+        assert [g.tobytes() for g in got] == [x.tobytes() for x in f], header
+    one = np.full((1, 1, 3), 7, np.uint8)  # the smallest frame a session can ask for
+    assert _frames_from_payload(_header(1, 1, 1), one.tobytes(), 1, 1)[0].tolist() == one.tolist()
+
+
+@pytest.mark.parametrize("changes, kind, text", [
+    ({"channels": 4}, "wrong frame size", "holds 3072 bytes for 2 frame(s)"),  # 4 channels, the same bytes
+    ({"bytes_per_frame": 1536 + 3, "total_size": None}, "wrong frame size", "(3072 expected)"),
+    ({"bytes_per_frame": 1}, "wrong frame size", "holds 3072 bytes"),  # a size, only wrong: not malformed
+    ({"total_size": 3071}, "wrong frame size", "announced 3071 bytes, 3072 arrived"),
+    ({"num_frames": 3}, "wrong frame size", "for 3 frame(s)"),
+])
+def test_each_raw_size_fact_is_checked(changes, kind, text):
+    from adapters.served.engines import _frames_from_payload
+
+    raw = b"".join(x.tobytes() for x in _frames(2))
+    header = {**_header(2, total_size=len(raw)), **changes}
+    header = {k: v for k, v in header.items() if v is not None}
+    _fails(kind, text, _frames_from_payload, header, raw, H, W)
+
+
+def _encoded(frames: list[np.ndarray], ext: str = ".png") -> tuple[list[int], bytes]:
+    import cv2
+
+    parts = [cv2.imencode(ext, np.ascontiguousarray(f[:, :, ::-1]))[1].tobytes() for f in frames]
+    return [len(p) for p in parts], b"".join(parts)
+
+
+def test_encoded_frames_come_back_as_rgb_in_order():
+    from adapters.served.engines import _frames_from_payload
+
+    f = _frames(3)
+    lengths, payload = _encoded(f)
+    got = _frames_from_payload(_header(3, format="png", payload_lengths=lengths), payload, H, W)
+    assert [g.tobytes() for g in got] == [x.tobytes() for x in f]  # PNG is lossless: the RGB bytes, not BGR
+
+
+@pytest.mark.parametrize("lengths, kind, text", [
+    ("not a list", "protocol", "payload_lengths is not a list"),
+    ([True, 10], "protocol", "payload_lengths is [True, 10]"),
+    ([1.5, 10], "protocol", "payload_lengths is [1.5, 10]"),
+    ([-1, 10], "protocol", "payload_lengths is [-1, 10]"),
+    ([0, None], "protocol", "payload_lengths is [0, None]"),  # one bad entry among good ones
+])
+def test_malformed_payload_lengths_are_a_protocol_error(lengths, kind, text):
+    from adapters.served.engines import _frames_from_payload
+
+    _fails(kind, text, _frames_from_payload, _header(2, format="png", payload_lengths=lengths), b"x" * 10, H, W)
+
+
+def test_payload_lengths_must_match_the_frames_and_the_bytes():
+    from adapters.served.engines import _frames_from_payload
+
+    f = _frames(2)
+    lengths, payload = _encoded(f)
+    fmt = {"format": "png"}
+    _fails("wrong frame size", "for 3 frame(s)", _frames_from_payload,
+           _header(3, payload_lengths=lengths, **fmt), payload, H, W)  # the bytes add up, the count does not
+    _fails("wrong frame size", f"and {len(payload) - 1} bytes", _frames_from_payload,
+           _header(2, payload_lengths=lengths, **fmt), payload[:-1], H, W)  # the count adds up, the bytes do not
+    # a zero length is well-formed, and an empty image does not decode
+    _fails("wrong frame size", "undecodable", _frames_from_payload,
+           _header(2, payload_lengths=[0, len(payload)], **fmt), payload, H, W)
+    _fails("wrong frame size", "undecodable", _frames_from_payload,
+           _header(1, payload_lengths=[5], **fmt), b"hello", H, W)
+    small_lengths, small = _encoded([np.zeros((8, W, 3), np.uint8)])
+    _fails("wrong frame size", "mismatched image", _frames_from_payload,
+           _header(1, payload_lengths=small_lengths, **fmt), small, H, W)  # decodes, at another size
+
+
+def test_a_frame_batch_without_a_payload_is_a_size_fault_and_long_errors_are_cut():
+    _fails("wrong frame size", "holds 0 bytes", _sglang,
+           [_pack({"type": "frame_batch", "chunk_index": 0, "num_frames": 1, "format": "rgb24", "width": W,
+                   "height": H})])
+    err = _fails("engine error", "the server reported an error: 'xxx", _sglang,
+                 [_pack({"type": "error", "content": "x" * 400})])
+    assert str(err) == f"the server reported an error: {'x' * 300!r}"
+
+
+def test_a_chunk_record_rounds_to_the_microsecond_and_skips_chunks_without_frames():
+    s = Session(t_sent=0.0)
+    s.chunk(0)  # its statistics came, no frame yet
+    s.arrive(1, 1, 0.00123456)
+    assert s.chunks[1].to_dict()["first_frame_ms"] == 1.235 and s.chunks[1].wall_ms == pytest.approx(1.23456)
+    assert s.chunks[0].to_dict() == {"index": 0, "frames": 0, "first_frame_ms": None, "last_frame_ms": None,
+                                     "wall_ms": None, "server": None}
