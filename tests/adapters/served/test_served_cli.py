@@ -154,16 +154,19 @@ def _failed_cleanly(tmp_path: Path, kind: str) -> dict:
     return meta
 
 
+# The fast tier runs two faults end to end (one after frames arrived, one deadline); each fault's kind is also
+# stated in process, one rule at a time, by test_engine_rules.py (messages) and test_transport_rules.py (handshake,
+# deadlines, closes, sizes); the full suite runs every fault end to end.
 @pytest.mark.parametrize("fault,kind,extra", [
     ("close_mid", "closed mid-stream", []),
-    ("busy", "admission refused", []),
-    ("wrong_size", "wrong frame size", []),
+    SLOW("busy", "admission refused", []),
+    SLOW("wrong_size", "wrong frame size", []),
     ("slow", "timeout", ["backend.chunk_timeout_s=0.5"]),
-    ("error", "engine error", []),
-    ("http503", "admission refused", []),  # a gateway's busy answer to the handshake
+    SLOW("error", "engine error", []),
+    SLOW("http503", "admission refused", []),  # a gateway's busy answer to the handshake
     SLOW("http429", "admission refused", []),  # too many requests: busy too
     SLOW("close_1011", "closed mid-stream", []),  # every frame, then an abnormal close: not a finished session
-    ("announce_huge", "wrong frame size", []),  # a header announcing 1 GB: refused before any payload is read
+    SLOW("announce_huge", "wrong frame size", []),  # a header announcing 1 GB: refused before any payload is read
     SLOW("oversize", "protocol", []),  # a websocket frame announcing 1 GB: refused from its header by the library
     SLOW("trickle", "protocol", ["backend.max_unknown_messages=20"]),  # unknown messages: counted, bounded
     SLOW("trickle", "timeout", ["backend.max_unknown_messages=100000", "backend.item_timeout_s=1"]),  # deadline
