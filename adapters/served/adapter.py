@@ -163,8 +163,7 @@ class ServedAdapter(Adapter):
     def compile(self, req: ItemRequest) -> NativeControls:
         from adapters.memo import write_canvas_file
 
-        c, sm, d = self.config, self.served, req.controls_dir
-        d.mkdir(parents=True, exist_ok=True)
+        c, sm, d = self.config, self.served, req.controls_dir  # d is made by the first write (harness.io.atomic_path)
         ident = self.inner._image_identity(req.case)
         write_canvas_file(d / "image.png", None if ident[0] == "unreadable" else (ident, c.height, c.width),
                           lambda: self.canvas_image_and_K(req.case)[0])
