@@ -81,20 +81,22 @@ def test_messages_go_both_ways_and_are_counted():
 
 
 def test_the_token_goes_only_into_the_authorisation_header(monkeypatch):
-    monkeypatch.setenv("WM_TRANSPORT_TOKEN", "tok-value-0042")
-    server = Server()
-    with server as url:
-        _connect(url, "WM_TRANSPORT_TOKEN").close()
-        _connect(url).close()
-    assert server.headers[0]["authorization"] == "Bearer tok-value-0042"
-    assert "authorization" not in server.headers[1]
+    # a variable whose name does not look secret: only its registration keeps the value out of every line
+    monkeypatch.setenv("WM_ENDPOINT_VALUE", "zz-plain-771")
     from harness.secrets import scrub
 
-    assert "tok-value-0042" not in scrub("sent tok-value-0042")  # registered as a secret
+    assert "zz-plain-771" in scrub("sent zz-plain-771")  # not a secret by its shape or its variable's name
+    server = Server()
+    with server as url:
+        _connect(url, "WM_ENDPOINT_VALUE").close()
+        _connect(url).close()
+    assert server.headers[0]["authorization"] == "Bearer zz-plain-771"
+    assert "authorization" not in server.headers[1]
+    assert "zz-plain-771" not in scrub("sent zz-plain-771")  # registered as a secret once read
     assert token_from_env(None) is None and token_from_env("") is None
-    monkeypatch.delenv("WM_TRANSPORT_TOKEN")
-    _fails("config", "backend.token_env='WM_TRANSPORT_TOKEN' names an environment variable that is not set",
-           token_from_env, "WM_TRANSPORT_TOKEN")
+    monkeypatch.delenv("WM_ENDPOINT_VALUE")
+    _fails("config", "backend.token_env='WM_ENDPOINT_VALUE' names an environment variable that is not set",
+           token_from_env, "WM_ENDPOINT_VALUE")
 
 
 @pytest.mark.parametrize("status, kind, what", [
@@ -146,6 +148,56 @@ def test_the_item_deadline_wins_when_it_comes_first():
         conn = _connect(url, message_s=0.2, item_s=60)
         _fails("timeout", "no message from the server for 0.2 s", conn.recv)
         conn.close()
+
+
+def test_a_message_within_the_item_deadline_is_waited_for():
+    """The item deadline shortens the wait only to what is left of it: a message 0.3 s away with 60 s of the item
+    left arrives."""
+    def late(ws):
+        ws.recv()
+        threading.Event().wait(0.3)
+        ws.send("late")
+        ws.recv()
+
+    with Server(late) as url:
+        conn = _connect(url, message_s=600, item_s=60)
+        conn.send("go")
+        assert conn.recv()[0] == "late"
+        conn.close()
+
+
+def test_the_item_deadline_is_not_rounded_up():
+    """With 0.2 s of the item left, a message 0.6 s away is past the deadline."""
+    def late(ws):
+        ws.recv()
+        threading.Event().wait(0.6)
+        ws.send("too late")
+        ws.recv()
+
+    with Server(late) as url:
+        conn = _connect(url, message_s=600, item_s=0.2)
+        conn.send("go")
+        _fails("timeout", "the item took longer than backend.item_timeout_s=0.2 s", conn.recv)
+        conn.close()
+
+
+def test_closing_tells_the_server_with_a_normal_close():
+    seen = {}
+
+    def wait_for_close(ws):
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            ws.recv()
+        except ConnectionClosed as exc:
+            seen["code"] = exc.rcvd.code if exc.rcvd else None
+
+    server = Server(wait_for_close)
+    with server as url:
+        conn = _connect(url)
+        conn.close()
+        assert server.done.wait(10)
+    assert seen == {"code": 1000}
 
 
 def test_a_message_over_the_size_bound_is_refused():
