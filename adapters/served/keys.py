@@ -142,7 +142,9 @@ def encode(kin: KeyKinematics, targets: np.ndarray) -> list[list[str]]:
         rot = np.rad2deg(geodesic_angle(R, targets[t][:3, :3]))
         tr = np.linalg.norm(T - targets[t][:3, 3], axis=1) / kin.move * kin.yaw_deg
         cost = rot + tr
-        best = int(np.flatnonzero(cost < cost.min() + 1e-12)[0])  # the first (fewest keys) of the cheapest
+        # the first (fewest keys) of the cheapest; <= so that a cost too large for 1e-12 to change (far targets)
+        # still selects its minimum
+        best = int(np.flatnonzero(cost <= cost.min() + 1e-12)[0])
         script.append(list(COMBOS[best]))
         c2w = np.eye(4)
         c2w[:3, :3], c2w[:3, 3] = R[best], T[best]
