@@ -109,3 +109,14 @@ def test_models_given_as_records_are_taken_as_they_are():
     assert isinstance(record, ServedModel)
     again = BackendConfig(name="sglang", engine="sglang", route=ROUTES["sglang"][0], models={"lingbot_v2": record})
     assert again.models["lingbot_v2"] == record
+
+
+def test_a_backend_file_that_leaves_a_setting_out_gets_what_the_shipped_files_state():
+    """A user's own backend file may state only the engine and its models: each connection and output setting it
+    leaves out takes the value SGLang's shipped file writes out (vLLM-Omni's waits longer per chunk, on purpose)."""
+    keys = ("connect_timeout_s", "chunk_timeout_s", "item_timeout_s", "max_unknown_messages", "output_format",
+            "token_env", "action_root", "num_inference_steps")
+    got = BackendConfig.from_dict({k: v for k, v in SGLANG.items() if k not in keys})
+    assert {k: getattr(got, k) for k in keys} == {k: SGLANG[k] for k in keys}
+    assert got.connection_dict("ws://h:1/") == {"endpoint": "ws://h:1",
+                                               **{k: SGLANG[k] for k in BackendConfig.CONNECTION}}
