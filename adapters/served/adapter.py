@@ -297,7 +297,7 @@ class ServedAdapter(Adapter):
         assert sm.model_K is not None
         meta: dict[str, Any] = {}
         K = np.asarray(path.K, dtype=np.float64)
-        mK = np.array([[sm.model_K[0], 0, c.width / 2], [0, sm.model_K[1], c.height / 2], [0, 0, 1]])
+        mK = np.diag([*sm.model_K, 1.0])  # its principal point is the centre; a field of view reads fx, fy only
         case_fov, model_fov = fov_from_intrinsics(K, c.width, c.height), fov_from_intrinsics(mK, c.width, c.height)
         meta["intrinsics"] = {"case_fov_deg": list(case_fov), "model_fov_deg": list(model_fov),
                               "caveat": f"the engine uses fixed intrinsics {list(sm.model_K)} (fx, fy)"}

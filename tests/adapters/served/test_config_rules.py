@@ -120,3 +120,15 @@ def test_a_backend_file_that_leaves_a_setting_out_gets_what_the_shipped_files_st
     assert {k: getattr(got, k) for k in keys} == {k: SGLANG[k] for k in keys}
     assert got.connection_dict("ws://h:1/") == {"endpoint": "ws://h:1",
                                                **{k: SGLANG[k] for k in BackendConfig.CONNECTION}}
+
+
+def test_a_model_mapping_that_leaves_out_units_and_pitch_limit_gets_the_shipped_values():
+    """LingBot v2's mapping states ``units_per_scene_unit: 1.0`` and ``pitch_limit_deg: 85.0`` (the engine's
+    clamp); a mapping without them gets the same values."""
+    stated = SGLANG["models"]["lingbot_v2"]
+    assert (stated["units_per_scene_unit"], stated["kinematics"]["pitch_limit_deg"]) == (1.0, 85.0)
+    bare = copy.deepcopy(SGLANG)
+    del bare["models"]["lingbot_v2"]["units_per_scene_unit"]
+    del bare["models"]["lingbot_v2"]["kinematics"]["pitch_limit_deg"]
+    got = BackendConfig.from_dict(bare).models["lingbot_v2"]
+    assert (got.units_per_scene_unit, got.kinematics.pitch_limit_deg) == (1.0, 85.0)
