@@ -441,6 +441,15 @@ def test_yume_keys_are_strict_at_their_snaps():
     assert yume_controls.yume_keys(se3(rot_x(np.nextafter(tilt, 1))))[1] == "↑"
 
 
+def test_yume_keys_with_no_snap_read_no_rotation_as_no_key():
+    """With ``rotation_snap_deg: 0`` (every rotation keyed) a stage that does not turn gets no rotation key: its
+    pan and tilt are exactly 0, which is neither above 0 nor below -0."""
+    no_snap = yume_controls.YumeParams(rotation_snap_deg=0.0)
+    assert yume_controls.yume_keys(np.eye(4), no_snap) == ("None", "·")
+    assert yume_controls.yume_keys(se3(rot_y(1e-9)), no_snap)[1] == "→"  # the least turn is keyed
+    assert yume_controls.yume_keys(se3(rot_y(-1e-9)), no_snap)[1] == "←"
+
+
 def test_yume_rotation_speed_of_two_poses_and_of_an_uneven_stage():
     c2w = se3(np.stack([rot_y(np.radians(a)) for a in (0.0, 2.0)]))
     assert yume_controls.yume_rotation_speed(c2w) == pytest.approx(2.0)

@@ -344,3 +344,41 @@ def test_a_rerun_removes_the_lock_a_killed_owner_left_on_a_finished_item(monkeyp
     again = run(*args)
     assert again.code == 0 and "skipped (already done)" in again.text
     assert not locks_.path(row["key"]).exists()
+
+
+def test_a_lock_file_this_user_cannot_write_is_refused_not_locked_read_only():
+    """On NFS (a cluster's shared run folder) ``flock`` is emulated with fcntl locks, and an exclusive one needs a
+    descriptor open for writing (flock(2)). The lock file is opened read-write on every filesystem, so a lock file
+    this user cannot write fails here as it would there, instead of locking on a local disk only. Run as another
+    user (nobody) where the tests run as root, whom file modes do not stop."""
+    import tempfile
+
+    from harness.locks import file_lock
+
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o755)  # reachable by any user
+        path = folder / "item.lock"
+        with file_lock(path):  # this user takes and releases it: the file exists
+            pass
+        path.chmod(0o444)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports by its exit status only
+            code = 3
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                try:
+                    with file_lock(path):
+                        code = 0  # locked through a read-only descriptor
+                except PermissionError:
+                    code = 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 1
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
