@@ -338,6 +338,8 @@ def test_a_raw_batch_is_read_with_or_without_its_optional_fields():
 
 @pytest.mark.parametrize("changes, kind, text", [
     ({"channels": 4}, "wrong frame size", "holds 3072 bytes for 2 frame(s)"),  # 4 channels, the same bytes
+    ({"channels": 4, "bytes_per_frame": 1536}, "wrong frame size", "holds 3072 bytes"),  # only the channels wrong
+    ({"channels": 1}, "wrong frame size", "holds 3072 bytes"),  # a count, only wrong: not malformed
     ({"bytes_per_frame": 1536 + 3, "total_size": None}, "wrong frame size", "(3072 expected)"),
     ({"bytes_per_frame": 1}, "wrong frame size", "holds 3072 bytes"),  # a size, only wrong: not malformed
     ({"total_size": 3071}, "wrong frame size", "announced 3071 bytes, 3072 arrived"),
@@ -350,6 +352,14 @@ def test_each_raw_size_fact_is_checked(changes, kind, text):
     header = {**_header(2, total_size=len(raw)), **changes}
     header = {k: v for k, v in header.items() if v is not None}
     _fails(kind, text, _frames_from_payload, header, raw, H, W)
+
+
+def test_a_frame_size_other_than_the_sessions_is_refused_even_when_the_bytes_add_up():
+    from adapters.served.engines import _frames_from_payload
+
+    per = H * W * 3 + 3  # 3 bytes more a frame, announced and delivered consistently
+    _fails("wrong frame size", "holds 3078 bytes for 2 frame(s)", _frames_from_payload,
+           _header(2, bytes_per_frame=per), b"\0" * (2 * per), H, W)
 
 
 def _encoded(frames: list[np.ndarray], ext: str = ".png") -> tuple[list[int], bytes]:
@@ -374,6 +384,7 @@ def test_encoded_frames_come_back_as_rgb_in_order():
     ([1.5, 10], "protocol", "payload_lengths is [1.5, 10]"),
     ([-1, 10], "protocol", "payload_lengths is [-1, 10]"),
     ([0, None], "protocol", "payload_lengths is [0, None]"),  # one bad entry among good ones
+    (None, "protocol", "payload_lengths is None"),  # missing: not a list (never iterated)
 ])
 def test_malformed_payload_lengths_are_a_protocol_error(lengths, kind, text):
     from adapters.served.engines import _frames_from_payload
@@ -417,3 +428,72 @@ def test_a_chunk_record_rounds_to_the_microsecond_and_skips_chunks_without_frame
     assert s.chunks[1].to_dict()["first_frame_ms"] == 1.235 and s.chunks[1].wall_ms == pytest.approx(1.23456)
     assert s.chunks[0].to_dict() == {"index": 0, "frames": 0, "first_frame_ms": None, "last_frame_ms": None,
                                      "wall_ms": None, "server": None}
+
+
+def test_three_chunks_time_from_the_latest_previous_frame():
+    s = Session(t_sent=0.0)
+    s.arrive(0, 1, 0.5)
+    s.arrive(1, 4, 1.0)
+    s.arrive(2, 4, 1.25)
+    assert s.chunks[2].wall_ms == 250.0  # from chunk 1's last frame (1000 ms), the latest before it
+
+
+def test_maps_with_integer_keys_are_read():
+    """msgpack maps from a server may carry integer keys beside the named ones: read, not refused."""
+    f = _frames(5)
+    s, got, _ = _sglang([_batch(0, f[:1]), _pack({"type": "chunk_stats", "chunk_index": 0, 7: "x"}),
+                         _batch(1, f[1:]), _stats(1)])
+    assert len(got) == 5 and s.chunks[0].server == {"chunk_index": 0, 7: "x"}
+
+
+def test_a_header_of_one_frame_and_a_batch_without_its_chunk_index():
+    f = _frames(5)
+    one = f[0].tobytes()
+    header = {"type": "frame_batch_header", "chunk_index": 0, "num_frames": 1, "format": "rgb24", "width": W,
+              "height": H, "total_size": len(one)}
+    no_index = _pack({"type": "frame_batch", "num_frames": 4, "format": "rgb24", "width": W, "height": H,
+                      "payload": b"".join(x.tobytes() for x in f[1:])})
+    # chunk 0: one frame by header and payload; then 4 frames with no chunk_index, which read as chunk 0: its
+    # statistics then find 5 frames where the engine makes 1
+    _fails("wrong frame size", "chunk 0 brought 5 frame(s)", _sglang, [_pack(header), one, no_index, _stats(0)])
+    s, got, _ = _sglang([_pack(header), one, _stats(0), _batch(1, f[1:]), _stats(1)])
+    assert len(got) == 5 and s.chunks[0].frames == 1
+
+
+def test_the_clients_tolerate_64_unknown_messages_by_default():
+    f = _frames(5)
+    got: list = []
+    unknown = [_pack({"type": "progress"})] * 64
+    s = run_sglang(Scripted([*unknown, _batch(0, f[:1]), _stats(0), _batch(1, f[1:]), _stats(1)]), {"type": "init"},
+                   height=H, width=W, plan=PLAN, on_frame=got.append)
+    assert s.other_messages == {"progress": 64}
+    _fails("protocol", "65 messages of unknown types (more than backend.max_unknown_messages=64)", run_sglang,
+           Scripted([*unknown, _pack({"type": "progress"})]), {"type": "init"}, height=H, width=W, plan=PLAN,
+           on_frame=got.append)
+    progress = [json.dumps({"type": "progress"})] * 64
+    s = run_vllm_video(Scripted([*progress, *_vllm_messages([1, 4, 4])]), {"type": "session.start"}, height=H,
+                       width=W, plan=VPLAN, on_frame=got.append)
+    assert s.other_messages == {"progress": 64}
+    _fails("protocol", "65 messages of unknown types", run_vllm_video, Scripted([*progress, progress[0]]),
+           {"type": "session.start"}, height=H, width=W, plan=VPLAN, on_frame=got.append)
+
+
+def test_vllm_text_in_place_of_announced_bytes_and_long_fields_are_cut():
+    meta = {"type": "video.chunk_metadata", "kind": "media", "num_frames": 1, "byte_length": 4}
+    _fails("wrong frame size", "announced 4 bytes, text arrived", _vllm, [json.dumps(meta), "abcd"])
+    err = _fails("engine error", "the server reported an error", _vllm,
+                 [json.dumps({"type": "error", "message": "y" * 400})])
+    assert str(err) == f"the server reported an error: {'y' * 300!r}"
+    s, _, _ = _vllm([json.dumps({"type": "video.start", "request_id": "r" * 250}), *_vllm_messages([1, 4, 4])[1:]])
+    assert s.server_hello["request_id"] == "r" * 200
+
+
+def test_the_announced_bound_grows_with_the_chunks_frames():
+    raw = H * W * 3
+    plan = ChunkPlan(num_frames=4, latents=1, chunk_frames=(4,))
+    bound = 4 * raw + (1 << 20)  # four frames' raw size plus 1 MiB
+    meta = {"type": "video.chunk_metadata", "kind": "media", "num_frames": 4}
+    _fails("wrong frame size", f"announced {bound} bytes, 1 arrived", _vllm,
+           [json.dumps({**meta, "byte_length": bound}), b"x"], plan=plan)
+    _fails("wrong frame size", "more than their raw size", _vllm, [json.dumps({**meta, "byte_length": bound + 1})],
+           plan=plan)
