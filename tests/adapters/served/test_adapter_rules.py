@@ -15,6 +15,9 @@ import dataclasses
 import functools
 import json
 import math
+import os
+import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,10 @@ import numpy as np
 import pytest
 
 from adapters.base import ItemRequest, build_adapter
+from adapters.served.adapter import latency_summary
 from adapters.served.backend import for_backend
 from adapters.served.config import BackendConfig
+from adapters.served.engines import Session
 from adapters.served.keys import decode
 from adapters.served.transport import ServedError
 from harness.config_groups import group_yaml
@@ -424,6 +429,12 @@ def test_generate_streams_every_frame_and_closes_the_connection(tmp_path, connec
     assert sent["condition_inputs"]["camera_actions"] == _json(req.controls_dir / "camera_actions.json")
     assert 0 <= video.timings["generate_s"] <= elapsed  # the call's own duration
     assert video.meta["served"]["latency"]["server_chunk_total_ms"] == [50.0, 51.0, 52.0, 53.0]
+    # what the item records as told: the init as written in init.json, the image and the key script named by file
+    # (never the image's bytes or the whole script)
+    told = video.context_info["told"]
+    assert told["first_frame"] == "<controls/image.png>"
+    assert told["condition_inputs"] == {"camera_actions": "<controls/camera_actions.json>"}
+    assert told == _json(req.controls_dir / "init.json")
 
 
 def test_a_failed_session_still_closes_the_connection(tmp_path, connections):
@@ -436,3 +447,138 @@ def test_a_failed_session_still_closes_the_connection(tmp_path, connections):
     assert info.value.kind == "engine error"
     [conn] = connections.made
     assert conn.closed == 1
+
+
+# -- the context trace: one entry per chunk the engine plans or the server streamed ---------------------------------
+def _streamed(frames: list[int]) -> Session:
+    """A session whose chunk k brought ``frames[k]`` frames at once, (k + 1) * 100 ms after the request."""
+    s = Session(t_sent=0.0)
+    for k, n in enumerate(frames):
+        s.arrive(k, n, 0.1 * (k + 1))
+    return s
+
+
+def _planned(k: int, served: Any) -> dict[str, Any]:
+    """Chunk k of LingBot v2's 12 latents under native / fullkv: its 3 latents, every earlier latent as history."""
+    return {"chunk": k, "current": [3 * k, 3 * k + 1, 3 * k + 2], "context": list(range(3 * k)), "sink": [],
+            "recent": [], "retrieved": [], "scores": {}, "served": served}
+
+
+def _came(k: int, n: int) -> dict[str, Any]:
+    ms = 100.0 * (k + 1)
+    return {"index": k, "frames": n, "first_frame_ms": ms, "last_frame_ms": ms, "wall_ms": 100.0, "server": None}
+
+
+@pytest.mark.parametrize("context", ["native", "fullkv"])
+def test_the_trace_counts_the_engines_chunks_whatever_chunk_the_policy_file_names(tmp_path, context):
+    # conf/context/{native,fullkv}.yaml carry chunk: 4; the engine makes 3-latent chunks: 12 latents = 4 chunks
+    a = _served()
+    req = _request(a, tmp_path / "item", context=context, chunk=4)
+    assert req.context.chunk == 4
+    trace = a.context_trace(req, _streamed([9, 12, 12, 12]))
+    assert trace == [_planned(k, _came(k, n)) for k, n in enumerate([9, 12, 12, 12])]
+
+
+def test_the_trace_has_an_entry_for_every_planned_and_every_streamed_chunk(tmp_path):
+    a = _served()
+    req = _request(a, tmp_path / "item")
+    # a server that streamed a fifth chunk: an entry for it, with no selection (the policy plans 4)
+    more = a.context_trace(req, _streamed([9, 12, 12, 12, 3]))
+    assert more == [*(_planned(k, _came(k, n)) for k, n in enumerate([9, 12, 12, 12])),
+                    {"chunk": 4, "served": _came(4, 3)}]
+    # a session that brought 2 chunks: every planned chunk still has its entry, the missing ones served nothing
+    fewer = a.context_trace(req, _streamed([9, 12]))
+    assert fewer == [_planned(0, _came(0, 9)), _planned(1, _came(1, 12)), _planned(2, None), _planned(3, None)]
+
+
+# -- the latency summary ----------------------------------------------------------------------------------------
+def test_the_latency_summary_reads_each_chunks_wall_clock_and_the_servers_totals():
+    s = Session(t_sent=0.0)
+    # chunk 3's statistics came before any frame (no frame of it arrived: no wall clock), so the dict's order is
+    # not the chunks' order
+    s.chunk(3).server = {"chunk_index": 3, "chunk_total_ms": 60.55555}
+    s.arrive(0, 1, 0.00123456)  # chunk 0's first frame 1.23456 ms after the request
+    s.arrive(0, 8, 0.01012345)  # its last: wall 10.12345 ms
+    s.chunks[0].server = {"chunk_index": 0, "chunk_total_ms": 50.12345, "scheduler_forward_ms": 40.0001}
+    s.arrive(1, 12, 0.0411111)  # wall 41.1111 - 10.12345 = 30.98765 ms
+    s.chunks[1].server = {"chunk_index": 1, "scheduler_forward_ms": 41.5}  # no chunk_total_ms: not a total
+    s.arrive(2, 12, 0.05345677)  # wall 53.45677 - 41.1111 = 12.34567 ms
+    s.chunks[2].server = {"chunk_index": 2, "chunk_total_ms": 90.98765}
+    got = latency_summary(s)
+    assert got["wall_chunk_ms"] == [10.123, 30.988, 12.346]  # chunks 0, 1, 2 (3 has no wall clock), 3 decimals
+    # walls 10.12345, 30.98765, 12.34567: mean 53.45677 / 3 = 17.818923..., median 12.34567, max 30.98765
+    assert got["wall"] == {"n": 3, "mean_ms": 17.819, "median_ms": 12.346, "max_ms": 30.988, "total_ms": 53.457}
+    assert got["server_chunk_total_ms"] == [50.12345, 90.98765, 60.55555]  # by chunk index, as the server sent
+    # totals 50.12345, 90.98765, 60.55555: mean 201.66665 / 3 = 67.222216..., median 60.55555, max 90.98765
+    assert got["server"] == {"n": 3, "mean_ms": 67.222, "median_ms": 60.556, "max_ms": 90.988, "total_ms": 201.667}
+    assert got["server_scheduler_forward_ms"] == [40.0001, 41.5]
+    assert got["first_frame_ms"] == 1.235  # chunk 0's first frame
+    assert got["server_reports"] == "chunk_stats"
+
+
+def test_a_session_without_statistics_or_chunks_says_so():
+    s = Session(t_sent=0.0)
+    s.arrive(0, 9, 0.25)
+    s.arrive(1, 12, 0.75)
+    got = latency_summary(s)
+    assert got["wall_chunk_ms"] == [250.0, 500.0] and got["first_frame_ms"] == 250.0
+    assert got["server_chunk_total_ms"] == [] and got["server"] is None
+    assert got["server_reports"] == "none (this endpoint reports no chunk statistics)"
+    assert latency_summary(Session()) == {
+        "wall_chunk_ms": [], "server_chunk_total_ms": [], "server_scheduler_forward_ms": [], "wall": None,
+        "server": None, "first_frame_ms": None, "server_reports": "none (this endpoint reports no chunk statistics)"}
+
+
+# -- vLLM-Omni: the attempt folder under the action root ------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _vllm_script() -> tuple:
+    """The stand-in's messages for 45 frames of 112x64 (chunks of 9, 12, 12, 12 frames)."""
+    from tests.adapters.served.test_engine_rules import _vllm_messages
+
+    return tuple(_vllm_messages([9, 12, 12, 12], height=64, width=112))
+
+
+def _vllm_generate(tmp_path, connections, monkeypatch, on_start):
+    """A vLLM-Omni item generated against the scripted stand-in; ``on_start(folder)`` runs when ``session.start``
+    is sent, with the attempt folder it names under the action root."""
+    root = tmp_path / "actions"
+    root.mkdir()
+    a = _served(backend=_backend("vllm_omni", SMALL_VLLM_SERVER, action_root=str(root)))
+    req = _request(a, tmp_path / "item")
+    controls = a.compile(req)
+    connections.script = list(_vllm_script())
+
+    def send(self, data) -> None:
+        self.sent.append(data)
+        on_start(root.resolve() / json.loads(data)["extra_params"]["action_path"])
+
+    monkeypatch.setattr(connections, "send", send)
+    got: list[np.ndarray] = []
+    video = a.generate(req, controls, got.append)
+    assert video.num_frames == len(got) == 45
+    return req, video, root
+
+
+def test_the_attempt_folder_is_the_servers_to_read_and_is_removed_after(tmp_path, connections, monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def on_start(folder: Path) -> None:
+        seen["mode"] = stat.S_IMODE(folder.stat().st_mode)
+        seen["files"] = sorted(p.name for p in folder.iterdir())
+        seen["poses"] = np.load(folder / "poses.npy")
+
+    old = os.umask(0o002)  # a group-writable umask: the folder is still made 0755 (owner-writable only)
+    try:
+        req, video, root = _vllm_generate(tmp_path, connections, monkeypatch, on_start)
+    finally:
+        os.umask(old)
+    assert seen["mode"] == 0o755
+    assert seen["files"] == ["intrinsics.npy", "poses.npy"]
+    np.testing.assert_array_equal(seen["poses"], np.load(req.controls_dir / "poses.npy"))
+    assert list(root.iterdir()) == []  # removed after the session
+    assert video.context_info["told"]["extra_params"]["action_path"] == video.context_info["attempt"]
+
+
+def test_a_server_that_removes_the_attempt_folder_itself_fails_nothing(tmp_path, connections, monkeypatch):
+    _, video, root = _vllm_generate(tmp_path, connections, monkeypatch, lambda folder: shutil.rmtree(folder))
+    assert list(root.iterdir()) == []

@@ -200,12 +200,13 @@ class _Capture:
         self.messages.append(data)
 
 
-def _vllm_messages(chunks: list[int], fault: str | None = None) -> list:
-    """The stand-in's messages for a session of ``chunks`` frames a chunk (H x W), after ``video.start``."""
+def _vllm_messages(chunks: list[int], fault: str | None = None, height: int = H, width: int = W) -> list:
+    """The stand-in's messages for a session of ``chunks`` frames a chunk (``height`` x ``width``), after
+    ``video.start``."""
     cap, standin = _Capture(), VllmVideoStandIn(Path("."), fault=fault)
     frames, start = [], 0
     for n in chunks:
-        frames.append([frame_for(2, start + i, H, W) for i in range(n)])
+        frames.append([frame_for(2, start + i, height, width) for i in range(n)])
         start += n
     standin._stream(cap, "rid-1", frames, 16)
     return [json.dumps({"type": "video.start", "request_id": "rid-1", "config": {"fps": 16}}), *cap.messages]
