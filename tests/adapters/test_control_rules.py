@@ -639,3 +639,27 @@ def test_clock_laying_retimes_a_sweep_at_one_speed_and_records_it():
     assert rec["max_shift_frames"] == 2 and rec["laid_deg_per_frame"] == pytest.approx([11 / 12, 11 / 12])
     assert rec["keep"] == "length" and rec["rule"] == "every 4"
     assert [(s.start, s.end) for s in out.segments] == [(0, 1), (1, 13), (13, 25), (25, 26)]
+
+
+def test_mg3_a_lag_exactly_on_the_dead_zone_is_sent():
+    """The encoder sends a value that reaches its dead zone (with margin) exactly: ``>=``, as upstream keeps a value
+    at its threshold. Row 0 is its own block: a target of exactly the threshold after one pose (1 degree per unit)."""
+    p = mg3_controls.MG3Params(deg_per_unit=1.0)
+    dz = p.dead_zone * mg3_controls._DEAD_MARGIN
+    target = np.full(14, dz)
+    target[0] = 0.0
+    assert mg3_controls._mg3_axis(target, p)[0] == dz
+
+
+def test_yume_stages_of_two_frames():
+    """``frames_per_stage`` is a setting: with 2 frames a stage, 9 poses are 4 stages (0-2, 2-4, 4-6, 6-8)."""
+    p = yume_controls.YumeParams(frames_per_stage=2)
+    assert yume_controls.yume_stage_bounds(9, p) == [(0, 2), (2, 4), (4, 6), (6, 8)]
+
+
+def test_yume_rotation_speed_is_the_angle_between_axes_of_any_length():
+    """The angle between consecutive optical axes does not depend on their lengths (YUME normalises them)."""
+    c2w = np.stack([np.eye(4)] * 2)
+    c2w[0, :3, 2] = [0.0, 0.0, 2.0]
+    c2w[1, :3, 2] = 3.0 * np.array([np.sin(np.pi / 3), 0.0, np.cos(np.pi / 3)])
+    assert yume_controls.yume_rotation_speed(c2w) == pytest.approx(60.0, abs=1e-9)
