@@ -498,3 +498,13 @@ def test_the_announced_bound_grows_with_the_chunks_frames():
            [json.dumps({**meta, "byte_length": bound}), b"x"], plan=plan)
     _fails("wrong frame size", "more than their raw size", _vllm, [json.dumps({**meta, "byte_length": bound + 1})],
            plan=plan)
+
+
+def test_a_fresh_session_counts_from_zero_and_tolerates_64_unknown_messages():
+    s = Session()
+    s.arrive(0, 1, 0.5)
+    assert s.chunks[0].first_frame_ms == 500.0  # no send time yet: times count from 0
+    for _ in range(64):
+        s.unknown("progress")
+    with pytest.raises(ServedError, match="65 messages of unknown types"):
+        s.unknown("progress")
