@@ -150,34 +150,24 @@ def test_the_item_deadline_wins_when_it_comes_first():
         conn.close()
 
 
-def test_a_message_within_the_item_deadline_is_waited_for():
-    """The item deadline shortens the wait only to what is left of it: a message 0.3 s away with 60 s of the item
-    left arrives."""
+@pytest.mark.parametrize("delay_s, item_s, arrives", [
+    (0.3, 60, True),  # the item deadline shortens the wait only to what is left of it
+    (0.6, 0.2, False),  # and is not rounded up: 0.2 s left, a message 0.6 s away is past it
+])
+def test_the_item_deadline_waits_exactly_what_is_left_of_the_item(delay_s, item_s, arrives):
     def late(ws):
         ws.recv()
-        threading.Event().wait(0.3)
+        threading.Event().wait(delay_s)
         ws.send("late")
         ws.recv()
 
     with Server(late) as url:
-        conn = _connect(url, message_s=600, item_s=60)
+        conn = _connect(url, message_s=600, item_s=item_s)
         conn.send("go")
-        assert conn.recv()[0] == "late"
-        conn.close()
-
-
-def test_the_item_deadline_is_not_rounded_up():
-    """With 0.2 s of the item left, a message 0.6 s away is past the deadline."""
-    def late(ws):
-        ws.recv()
-        threading.Event().wait(0.6)
-        ws.send("too late")
-        ws.recv()
-
-    with Server(late) as url:
-        conn = _connect(url, message_s=600, item_s=0.2)
-        conn.send("go")
-        _fails("timeout", "the item took longer than backend.item_timeout_s=0.2 s", conn.recv)
+        if arrives:
+            assert conn.recv()[0] == "late"
+        else:
+            _fails("timeout", f"the item took longer than backend.item_timeout_s={item_s:g} s", conn.recv)
         conn.close()
 
 
