@@ -181,8 +181,11 @@ def test_ctrl_c_stops_the_sweep_keeps_what_is_finished_and_starts_no_waiting_job
     args = ["-m", "context=fullkv,sliding,fov", "hydra.launcher.n_jobs=1", "run=c", "model.height=96",
             "model.width=160", "model.num_frames=401", "cases.include=[environment_rocket,object_coffee]",
             "progress=false"]
+    # a shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT: the child gets the
+    # terminal's default, as a user pressing Ctrl-C has it, however the tests were launched
     p = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     run = tmp_path / "outputs" / "c"
     deadline = time.time() + 300
     while time.time() < deadline and not list(run.rglob("meta.json")):  # the first job is making its first item
