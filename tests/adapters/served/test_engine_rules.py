@@ -78,6 +78,7 @@ def _fails(kind: str, text: str, fn, *args, **kwargs) -> ServedError:
     with pytest.raises(ServedError) as info:
         fn(*args, **kwargs)
     assert info.value.kind == kind and text in str(info.value), (info.value.kind, str(info.value))
+    assert info.value.root_cause == f"served backend ({kind}): {info.value}"  # what the run summary prints
     return info.value
 
 

@@ -13,7 +13,8 @@ from http import HTTPStatus
 
 import pytest
 
-from adapters.served.transport import Connection, ServedError, _refused, token_from_env
+from adapters.served.transport import Connection, _refused, token_from_env
+from tests.adapters.served.test_engine_rules import _fails
 
 
 class Server:
@@ -55,14 +56,6 @@ def _connect(url: str, token_env: str | None = None, message_s: float = 30.0, it
              max_size: int | None = None) -> Connection:
     return Connection(url, token_env, connect_timeout_s=5, message_timeout_s=message_s, max_size=max_size,
                       item_timeout_s=item_s)
-
-
-def _fails(kind: str, text: str, fn, *args, **kwargs) -> ServedError:
-    with pytest.raises(ServedError) as info:
-        fn(*args, **kwargs)
-    assert info.value.kind == kind and text in str(info.value), (info.value.kind, str(info.value))
-    assert info.value.root_cause == f"served backend ({kind}): {info.value}"
-    return info.value
 
 
 def test_messages_go_both_ways_and_are_counted():
