@@ -300,15 +300,22 @@ def check_image_size(ref: str, width: int, height: int) -> None:
 
 
 def _skimage_array(ref: str) -> np.ndarray:
+    """A scikit-image sample as an array, a fresh copy each call (callers may write to it)."""
+    return _skimage_sample(ref[len("skimage://"):]).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _skimage_sample(name: str) -> np.ndarray:
+    """Decoded once per process: samples are files of the installed package, and every case set load checks its
+    images (a PNG decode each, about 10 ms; a sweep or a test session loads the demo set hundreds of times)."""
     import skimage.data as data
 
-    name = ref[len("skimage://"):]
     if name in ("motorcycle_left", "motorcycle_disparity"):
         left, _, disparity = data.stereo_motorcycle()  # type: ignore[no-untyped-call]  # scikit-image is untyped
         return np.asarray(left) if name == "motorcycle_left" else np.asarray(disparity).astype(np.float32)
     fn = getattr(data, name, None)
     if fn is None:
-        raise CaseError(f"image {ref!r}: scikit-image has no sample {name!r}")
+        raise CaseError(f"image {'skimage://' + name!r}: scikit-image has no sample {name!r}")
     return np.asarray(fn())
 
 

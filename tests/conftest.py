@@ -15,6 +15,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# OmegaConf's YAML parses memoised by text in this process: the same conf/ files are parsed at every one of the
+# ~570 compositions of the fast tier (tests/support/yaml_memo.py says why this leaves every composition Hydra's own)
+from tests.support import yaml_memo  # noqa: E402
+
+yaml_memo.install()
+
 try:  # property-based tests (tests/**/test_*properties.py): the same examples on every run and machine
     from hypothesis import HealthCheck, settings
 

@@ -164,3 +164,16 @@ def test_image_size_is_limited_from_the_header(tmp_path):
 
     with pytest.raises(CaseError, match="over the 64 MP limit"):
         load_rgb(str(tmp_path / "img.png"))
+
+
+def test_a_scikit_image_sample_is_a_fresh_array_each_time_and_an_unknown_one_is_named():
+    """Samples are decoded once per process; a caller that writes to its image never changes the next one's."""
+    from harness.cases import load_rgb
+
+    first = load_rgb("skimage://rocket")
+    keep = first.copy()
+    first[:] = 0
+    again = load_rgb("skimage://rocket")
+    assert again.shape == keep.shape and again.dtype == np.uint8 and np.array_equal(again, keep) and again.any()
+    with pytest.raises(CaseError, match=r"image 'skimage://no_such_sample': scikit-image has no sample"):
+        load_rgb("skimage://no_such_sample")
