@@ -25,11 +25,12 @@ def umeyama_sim3(src: np.ndarray, dst: np.ndarray, with_scale: bool = True) -> t
     src = np.asarray(src, dtype=np.float64)
     dst = np.asarray(dst, dtype=np.float64)
     mu_s, mu_d = src.mean(0), dst.mean(0)
-    xs, xd = src - mu_s, dst - mu_d
+    xs = src - mu_s
     var_s = float((xs**2).sum() / len(src))
     if var_s < 1e-18:
         return 1.0, np.eye(3), mu_d - mu_s
-    cov = xd.T @ xs / len(src)
+    # the cross-covariance of the centred points: xs's columns sum to 0, so centring dst as well adds nothing
+    cov = dst.T @ xs / len(src)
     U, D, Vt = np.linalg.svd(cov)
     S = np.eye(3)
     if np.linalg.det(U) * np.linalg.det(Vt) < 0:

@@ -36,6 +36,15 @@ def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return cos
 
 
+def cosine_to(rows: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Cosine similarity (N,) float64 of each of ``rows`` (N, D) with the one vector ``ref`` (D,)."""
+    a = np.asarray(rows, dtype=np.float64)
+    b = np.asarray(ref, dtype=np.float64)
+    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    cos: np.ndarray = an @ (b / max(float(np.linalg.norm(b)), 1e-12))
+    return cos
+
+
 def revisit_similarity(ref_features: np.ndarray, revisit_features: np.ndarray) -> float:
     """Eq. 4 for one revisit: mean over revisit frames of ``clip_[0,1](max over reference frames of cos)``.
 

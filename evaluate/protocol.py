@@ -164,7 +164,7 @@ def departure_sweep_windows(c2w: np.ndarray, phases: dict[str, tuple[int, int]],
     from0 = np.degrees(geodesic_angle(c2w[0, :3, :3][None], c2w[:, :3, :3]))
     if from0[d1].max() < min_departure_deg:
         return [], []
-    later = sorted((w for w in phases.values() if w[0] >= deps[0][1]), key=lambda w: w[0])
+    later = sorted(w for w in phases.values() if w[0] >= deps[0][1])  # in time order, whatever the dict's order
     revisits = []
     for a, b in later:
         frames = [f for f in range(a, b) if from0[f] >= min_departure_deg]

@@ -438,6 +438,11 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+#: Seconds ``run_logged`` waits, after its process ended, for the rest of that process's output: a process it
+#: started (a server, a worker) can hold the pipe open for as long as it lives.
+LOG_DRAIN_S = 5.0
+
+
 def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
                env: Mapping[str, str] | None = None,
                timeout: float | None = None, values: Mapping[str, str] | None = None) -> int:
@@ -445,7 +450,9 @@ def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
     code. Raises :class:`subprocess.TimeoutExpired` (after killing the process) past ``timeout`` seconds.
 
     The values of ``env``'s secret-named variables are scrubbed too, so a token upstream prints never lands in
-    the log."""
+    the log. Once the process has ended, its output is copied for at most :data:`LOG_DRAIN_S` more seconds; where
+    a process it started still holds the pipe then, the log says so on its last line and nothing is written after
+    it (the call returns instead of waiting for that process)."""
     import subprocess
     import threading
     import time
@@ -459,11 +466,26 @@ def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
         stdout = proc.stdout
+        ended, writing = threading.Event(), threading.Lock()
 
         def pump() -> None:
             for raw in iter(stdout.readline, b""):
-                lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
-                lf.flush()
+                with writing:
+                    if ended.is_set():  # the log was closed for this run: a left-over process's late lines
+                        return
+                    lf.write(scrub(raw.decode("utf-8", errors="replace"), extra))
+                    lf.flush()
+
+        def drain() -> None:
+            t.join(timeout=LOG_DRAIN_S)
+            with writing:
+                ended.set()
+                if t.is_alive():
+                    lf.write(f"[harness] the process ended, but a process it started still held its output "
+                             f"{LOG_DRAIN_S:g} s later; the log stops here\n")
+                    lf.flush()
+                else:  # (closing a pipe a thread still reads would wait for that read)
+                    stdout.close()
 
         t = threading.Thread(target=pump, name="upstream-log", daemon=True)
         t.start()
@@ -473,12 +495,11 @@ def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            t.join(timeout=5)
+            drain()
             raise
         except BaseException:  # interrupted: the child must not outlive us
             proc.kill()
             proc.wait()
             raise
-        t.join()
-        proc.stdout.close()
+        drain()
     return proc.returncode

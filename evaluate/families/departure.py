@@ -115,7 +115,7 @@ def return_visible(item: EvalItem, perception: ItemPerception, settings: EvalCon
                            f"to select the departure return frames ({why})")
     name = backbones["encoder"]
     f = perception.encode(name, [ref_frame] + r["frames"])
-    per = [float(np.clip(mem.cosine_matrix(f[i + 1: i + 2], f[:1])[0, 0], 0, 1)) for i in range(len(wins))]
+    per = [float(c) for c in np.clip(mem.cosine_to(f[1:], f[0]), 0, 1)]  # each window's return frame vs the reference
     return entry("departure.return_visible", perception.label(name, "encoder"), perception.kind(name),
                  rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=[ref_frame],
                  return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"],

@@ -47,7 +47,8 @@ def visible(item: EvalItem, perception: ItemPerception, settings: EvalConfig, ba
     r = _returns(item, perception, settings)
     name = backbones["encoder"]
     f = perception.encode(name, [0] + r["frames"])
-    per = [float(np.clip(mem.cosine_matrix(f[i + 1 : i + 2], f[:1])[0, 0], 0, 1)) for i in range(item.num_revisits)]
+    # one return frame per revisit window, each against frame 0
+    per = [float(c) for c in np.clip(mem.cosine_to(f[1:], f[0]), 0, 1)]
     return entry("environment.visible", perception.label(name, "encoder"), perception.kind(name), float(np.mean(per)),
                  per_revisit=per, **_common(r))
 

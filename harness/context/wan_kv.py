@@ -216,6 +216,10 @@ class WanKV:
             raise ValueError("the KV cache indexes latent frames: use a Wan patch size with p_t = 1")
         self.model = model
         self.pph, self.ppw = latent_hw[0] // p_h, latent_hw[1] // p_w
+        if max(self.pph, self.ppw) > self.positions:
+            raise ValueError(f"a latent grid of {self.pph}x{self.ppw} patches needs RoPE tables of at least "
+                             f"{max(self.pph, self.ppw)} positions; this model's have {self.positions} (tiny_wan: "
+                             "rope_positions)")
         self.state = WanKVState(frame_seqlen=self.pph * self.ppw, rope=model.rope)
         for i, blk in enumerate(model.blocks):
             blk.attn1.set_processor(WanKVAttnProcessor(self.state, i))
@@ -225,6 +229,11 @@ class WanKV:
     @property
     def S(self) -> int:
         return self.state.frame_seqlen
+
+    @property
+    def positions(self) -> int:
+        """Rows of the model's RoPE tables: the most latent frames a rollout may hold (absolute positions)."""
+        return int(self.model.rope.freqs_cos.shape[0])
 
     def _call(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """x [1, C, F, h, w]; t [F] per-frame flow time in [0, 1] -> velocity [1, C, F, h, w]."""
@@ -262,16 +271,22 @@ class WanKV:
 
 
 def tiny_wan(layers: int = 2, heads: int = 2, head_dim: int = 12, channels: int = 4, text_dim: int = 16,
-             ffn_dim: int = 32, init_seed: int = 0, dtype: Optional[torch.dtype] = None) -> WanModel:
-    """diffusers' ``WanTransformer3DModel`` at a tiny configuration with seeded random weights (patch (1, 2, 2))."""
+             ffn_dim: int = 32, init_seed: int = 0, dtype: Optional[torch.dtype] = None,
+             rope_positions: Optional[int] = None) -> WanModel:
+    """diffusers' ``WanTransformer3DModel`` at a tiny configuration with seeded random weights (patch (1, 2, 2)).
+
+    ``rope_positions``: length of the RoPE tables (``rope_max_seq_len``), the most latent frames a rollout may have
+    and the most patches along a side; ``None`` keeps Wan's own default (1024). A table's entries do not depend on
+    its length, so a longer table changes no output."""
     import torch
     from diffusers.models.transformers.transformer_wan import WanTransformer3DModel
 
+    table = {} if rope_positions is None else {"rope_max_seq_len": int(rope_positions)}
     with torch.random.fork_rng(devices=[]):  # seeded init; the global RNG state is untouched outside
         torch.manual_seed(init_seed)
         m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=head_dim,
                                   in_channels=channels, out_channels=channels, text_dim=text_dim, freq_dim=32,
-                                  ffn_dim=ffn_dim, num_layers=layers, rope_max_seq_len=1024)
+                                  ffn_dim=ffn_dim, num_layers=layers, **table)
     model: WanModel = m.eval() if dtype in (None, torch.float32) else m.eval().to(dtype)
     return model
 
@@ -328,6 +343,9 @@ def wan_generate(wan: WanKV, first_latent: torch.Tensor, latent_c2w: np.ndarray,
     dev, dtype = first_latent.device, first_latent.dtype
     C, h, w = first_latent.shape
     L = len(latent_c2w)
+    if L > wan.positions:  # latent i sits at temporal position i: past the table the index fails deep in torch
+        raise ValueError(f"a rollout of {L} latents needs RoPE tables of at least {L} positions; this model's have "
+                         f"{wan.positions} (tiny_wan: rope_positions={L})")
     selector = ContextSelector(policy, latent_c2w, K, *image_hw)
     bounded = not policy.needs_full_history
     capacity = L if not bounded else min(L, policy.sink + policy.recent + policy.chunk)

@@ -736,13 +736,15 @@ def test_family_helpers():
 
 
 def _rounds_above_one() -> np.ndarray:
-    """A feature whose cosine with itself rounds to slightly above 1 in float64, both as the families compute it
-    from normalised rows (Eq. 4) and as a dot product over the product of norms (cross-departure)."""
-    from evaluate.memory import cosine_matrix
+    """A feature whose cosine with itself rounds to slightly above 1 in float64, as the families compute it from
+    normalised rows (Eq. 4), against one normalised vector (the return frames) and as a dot product over the product
+    of norms (cross-departure)."""
+    from evaluate.memory import cosine_matrix, cosine_to
 
     for k in range(1, 2000):
         v = np.array([0.1 * k, 0.7, 0.3 + 0.01 * k])
-        if cosine_matrix(v[None], v[None])[0, 0] > 1.0 and v @ v / (np.linalg.norm(v) * np.linalg.norm(v)) > 1.0:
+        if (cosine_matrix(v[None], v[None])[0, 0] > 1.0 and cosine_to(v[None], v)[0] > 1.0
+                and v @ v / (np.linalg.norm(v) * np.linalg.norm(v)) > 1.0):
             return v
     raise AssertionError("no such vector found")
 

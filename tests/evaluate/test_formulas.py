@@ -53,6 +53,28 @@ def test_umeyama_recovers_a_similarity_and_is_reflection_safe(rng):
     assert np.linalg.det(Rm) == pytest.approx(1.0)
 
 
+def test_umeyama_is_exact_far_from_the_origin(rng):
+    """The cross-covariance uses the centred source only (its columns sum to 0): a target 1e4 units from the origin
+    with a spread of 1 is still recovered to 1e-9."""
+    src = rng.normal(size=(40, 3))
+    R = rot_z(1.1) @ rot_x(0.4)
+    offset = np.array([1e4, -2e4, 5e3])
+    s, Rh, t = umeyama_sim3(src, 0.8 * src @ R.T + offset)
+    assert s == pytest.approx(0.8, abs=1e-9) and np.allclose(Rh, R, atol=1e-9) and np.allclose(t, offset, atol=1e-7)
+
+
+def test_cosine_to_one_vector_is_the_cosine_matrix_column_and_guards_a_zero_vector(rng):
+    from evaluate.memory import cosine_matrix, cosine_to
+
+    rows, ref = rng.normal(size=(5, 7)), rng.normal(size=7)
+    got = cosine_to(rows, ref)
+    assert got.shape == (5,) and got.dtype == np.float64
+    np.testing.assert_allclose(got, cosine_matrix(rows, ref[None])[:, 0], atol=1e-12)
+    np.testing.assert_allclose(cosine_to(rows, -2.0 * ref), -got, atol=1e-12)  # scale-free, signed
+    assert np.array_equal(cosine_to(rows, np.zeros(7)), np.zeros(5))
+    assert np.array_equal(cosine_to(np.zeros((2, 7)), ref), np.zeros(2))
+
+
 def test_rpe_translation_zero_exact_invariant_to_sim3_and_grows_with_noise(rng):
     tgt = _square()
     assert rpe_translation(tgt, {"e": tgt}) == pytest.approx(0, abs=1e-9)
@@ -210,6 +232,9 @@ def test_departure_sweep_windows_are_the_later_frames_that_look_back_at_the_firs
     expected = [[f for f in range(*p.phases[ph]) if looks_back(f)] for ph in phases]
     assert windows == expected and all(expected)
     assert ref == (d1 if phases else [])
+    # the windows come in time order whatever the order of the phases' mapping (a release's measured phases)
+    backwards = dict(reversed(list(p.phases.items())))
+    assert departure_sweep_windows(p.c2w, backwards) == (ref, windows)
 
 
 # -- rules that rarely fire: reflections, boundaries, validity masks, tolerances ------------------------------------

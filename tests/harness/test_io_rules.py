@@ -455,6 +455,54 @@ def test_run_logged_waits_for_the_last_line_before_it_returns(tmp_path, monkeypa
     assert proc.stdout.closed
 
 
+LEFT_OVER = """
+import os, subprocess, sys
+flag, pidfile = sys.argv[1], sys.argv[2]
+# a process the child starts and leaves behind, holding the child's stdout: it prints once the test says so
+code = ("import os, sys, time; open(sys.argv[2], 'w').write(str(os.getpid())); end = time.monotonic() + 30\\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.01)\\n"
+        "print('late line', flush=True)")
+subprocess.Popen([sys.executable, "-S", "-c", code, flag, pidfile])
+print("child's line", flush=True)
+{tail}
+"""
+
+
+def _left_over_ends(flag, pidfile):
+    """Let the left-over process print its late line and wait until it has exited."""
+    flag.write_text("")
+    end = time.monotonic() + 30
+    while not (pidfile.is_file() and pidfile.read_text()) and time.monotonic() < end:  # it may still be starting
+        time.sleep(0.01)
+    pid = int(pidfile.read_text())
+    while not _gone(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+    assert _gone(pid)
+
+
+@pytest.mark.parametrize("tail, timeout", [("sys.exit(4)", None), ("import time; time.sleep(30)", 0.5)],
+                         ids=["exits", "times_out"])
+def test_a_process_left_holding_the_output_delays_run_logged_by_the_drain_only(tmp_path, monkeypatch, tail, timeout):
+    """A process the child started and left behind holds the pipe open: ``run_logged`` returned only when that
+    process ended (forever, for a server). Now it waits LOG_DRAIN_S after the child ended, then returns (or raises
+    the timeout); the log says why it stops, and the left-over process's late line never reaches it."""
+    monkeypatch.setattr(hio, "LOG_DRAIN_S", 0.2)
+    flag, pidfile, log = tmp_path / "flag", tmp_path / "pid", tmp_path / "upstream.log"
+    argv = _child(LEFT_OVER.format(tail=tail)) + [str(flag), str(pidfile)]
+    try:
+        if timeout is None:
+            assert hio.run_logged(argv, log) == 4
+        else:
+            with pytest.raises(subprocess.TimeoutExpired):
+                hio.run_logged(argv, log, timeout=timeout)
+        note = ("[harness] the process ended, but a process it started still held its output 0.2 s later; "
+                "the log stops here\n")
+        assert log.read_text() == "child's line\n" + note
+    finally:
+        _left_over_ends(flag, pidfile)
+    assert log.read_text() == "child's line\n" + note
+
+
 class _Interrupt(BaseException):
     """Stands for a ``KeyboardInterrupt`` (any ``BaseException``) that arrives while ``run_logged`` waits."""
 

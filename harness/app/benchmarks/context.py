@@ -67,8 +67,9 @@ def _rollout_wan(policy: ContextPolicy, frames: int, args: argparse.Namespace,
     lat, K = _path(frames, H, W)
     hw = (H // 8, W // 8)
     dtype = getattr(torch, args.dtype)
+    # RoPE tables as long as the rollout (Wan's default 1024 positions end at --frames 4093)
     model = tiny_wan(layers=args.layers, heads=args.heads, head_dim=args.dim // args.heads, channels=4,
-                     ffn_dim=args.dim, dtype=dtype).to(args.device)
+                     ffn_dim=args.dim, dtype=dtype, rope_positions=max(len(lat), *hw)).to(args.device)
     wan = WanKV(model, hw)
     g = torch.Generator().manual_seed(0)
     first = torch.randn(4, *hw, generator=g).to(args.device, dtype)

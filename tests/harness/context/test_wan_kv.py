@@ -122,6 +122,33 @@ def test_trace_is_what_the_wan_layers_gathered(monkeypatch):
     assert any(e["current"][0] >= 20 and len(e["current"]) == 4 for e in ro.trace)  # a steady-state chunk exists
 
 
+def test_the_rope_tables_hold_the_rollout_exactly_and_one_latent_more_is_named():
+    """A rollout of L latents needs L temporal positions: a table of exactly L gives the default table's latents
+    bit for bit (a table's rows do not depend on its length), one latent more is refused by name before any step
+    (it failed deep in torch: ``harness.bench context --model wan --frames 4097`` on Wan's 1024 positions)."""
+    import inspect
+
+    from diffusers.models.transformers.transformer_wan import WanTransformer3DModel
+
+    lat, K, first, text = _setup(21)
+    L = len(lat)
+    default = inspect.signature(WanTransformer3DModel.__init__).parameters["rope_max_seq_len"].default
+    assert WanKV(tiny_wan(), LATENT_HW).positions == default  # Wan's own table unless asked
+    exact = WanKV(tiny_wan(rope_positions=L), LATENT_HW)
+    assert exact.positions == L
+    a = wan_generate(exact, first, lat, K, (H, W), POLICIES["fullkv"], seed=3, text=text).latents
+    b = wan_generate(WanKV(tiny_wan(), LATENT_HW), first, lat, K, (H, W), POLICIES["fullkv"], seed=3, text=text).latents
+    assert torch.equal(a, b)
+    short = WanKV(tiny_wan(rope_positions=L - 1), LATENT_HW)
+    with pytest.raises(ValueError, match=f"a rollout of {L} latents needs RoPE tables of at least {L} positions; "
+                                         f"this model's have {L - 1}"):
+        wan_generate(short, first, lat, K, (H, W), POLICIES["fullkv"], seed=3, text=text)
+    with pytest.raises(ValueError, match="a latent grid of 2x3 patches needs RoPE tables of at least 3 positions; "
+                                         "this model's have 2"):
+        WanKV(tiny_wan(rope_positions=2), LATENT_HW)
+    assert WanKV(tiny_wan(rope_positions=3), LATENT_HW).positions == 3
+
+
 def test_wan_rollout_regression_slice_and_seed():
     lat, K, first, text = _setup(65)
     wan = WanKV(tiny_wan(), LATENT_HW)
