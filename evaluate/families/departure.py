@@ -107,7 +107,8 @@ def return_visible(item: EvalItem, perception: ItemPerception, settings: EvalCon
     ref, revisits = _windows(item, settings)
     ref_frame = ref[-1]
     deps = departure_windows(item.phases)[1:]
-    wins = [window_frames(next(d for d in deps if d[0] <= w[0] < d[1]), settings.memory_stride) for w in revisits]
+    # each revisit window is part of one later departure (departure_revisit_windows takes it from that range)
+    wins = [window_frames(next(d for d in deps if w[0] in range(*d)), settings.memory_stride) for w in revisits]
     r = perception.frames_closest_to(tuple(settings.return_frame_poses), ref_frame, wins)
     if r["source"] is None:
         why = "; ".join(f"{k}: {v}" for k, v in r["reasons"].items())

@@ -289,7 +289,9 @@ def phase_windows(layout: Layout) -> tuple[dict[str, tuple[int, int]], list[tupl
     """Phases and segments of a layout in whole frames (the builder's reading of them): ``V`` is frame 0 and the
     initial hold; a run of departures (and the holds after them) is ``D<k>``, the run of returns after it (and its
     holds) ``R<k>``, a translation's legs up to its last are ``D1`` and its last leg ``R1``; ``H`` is what follows
-    the last move. Returns ``({label: (start, end)}, [(phase, label, kind, start, end)])``."""
+    the last move. The phases tile ``[0, frames)`` in time order, as a built path's do: where measured moves
+    overlap (two axes' fits, a diagonal sweep), a phase starts where the one before it ends. Returns
+    ``({label: (start, end)}, [(phase, label, kind, start, end)])``."""
     T = layout.frames
     moves = list(layout.moves)
     if layout.kind == "translation" and moves:
@@ -299,20 +301,20 @@ def phase_windows(layout: Layout) -> tuple[dict[str, tuple[int, int]], list[tupl
     first = bounds[0][0] if moves else T
     phases: dict[str, tuple[int, int]] = {"V": (0, first)}
     segs = [("V", "hold", "hold", 0, first)]
-    k, prev = 0, ""
+    k, prev, edge = 0, "", first  # edge: where the phases so far end
     for i, (m, (a, b)) in enumerate(zip(moves, bounds)):
         if (m.kind == "D" and prev != "D") or k == 0:  # a return before any departure opens the first cycle
             k += 1
         label = f"{m.kind}{k}"
         nxt = bounds[i + 1][0] if i + 1 < len(bounds) else b
-        lo, _ = phases.get(label, (a, nxt))
-        phases[label] = (lo, max(nxt, b))
+        lo, _ = phases.get(label, (max(a, edge), nxt))
+        phases[label] = (lo, edge := max(nxt, b, edge))
         short = m.direction[0].upper() if m.axis in ("yaw", "pitch") else m.direction
         segs.append((label, short, "move", a, b))
         if nxt > b:
             segs.append((label, "hold", "hold", b, nxt))
         prev = m.kind
-    end = bounds[-1][1] if moves else T
+    end = edge  # (T without a move)
     if end < T:
         phases["H"] = (end, T)
         segs.append(("H", "hold", "hold", end, T))

@@ -116,3 +116,23 @@ def test_a_layout_round_trips_through_its_dict():
     truth = RotationLayout(lr_sweeps(1, 90.0, 0.5, "eased"), initial_hold=20, total=400)
     lay = layout_of(_signal(truth), ("yaw", "pitch"), "rotation", floor=0.05)
     assert Layout.from_dict(lay.to_dict()) == lay
+
+
+def test_overlapping_measured_moves_give_phases_that_tile_the_video_in_time_order():
+    """Two axes' fits can overlap (a diagonal sweep, a pitch that starts before the yaw return ends): the phases
+    still tile [0, T) in time order, each starting where the one before it ends, as a built path's do (the
+    memory metrics find a revisit's departure by its range)."""
+    from evaluate.release.segment import Move
+
+    moves = (Move("yaw", 9.0, 40.0, -90.0, "D", "left", 90.0),      # frames 10..50
+             Move("yaw", 49.0, 40.0, 90.0, "R", "right", 0.0),      # 50..90
+             Move("pitch", 79.0, 30.0, 60.0, "D", "up", 60.0),      # 80..110: starts inside the return
+             Move("pitch", 84.0, 10.0, -10.0, "R", "down", 50.0),   # 85..95: inside the departure before it
+             Move("pitch", 119.0, 30.0, -50.0, "R", "down", 0.0))   # 120..150
+    phases, segs = phase_windows(Layout("rotation", 170, moves, "constant"))
+    spans = list(phases.values())
+    assert spans[0][0] == 0 and spans[-1][1] == 170
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), phases
+    assert all(a <= b for a, b in spans), phases
+    assert phases == {"V": (0, 10), "D1": (10, 50), "R1": (50, 90), "D2": (90, 110), "R2": (110, 150),
+                      "H": (150, 170)}
