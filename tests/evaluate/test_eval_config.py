@@ -61,3 +61,96 @@ def test_the_first_problem_is_reported_in_a_fixed_order() -> None:
     assert message({"judge": {"bad": 1}, "ors": {"bad": 1}, "aesthetic": [1]}).startswith("evaluate.aesthetic=[1]")
     assert message({"judge": {"bad": 1}, "ors": {"bad": 1}}).startswith("evaluate.ors.bad")
     assert message({"judge": {"bad": 1}}).startswith("evaluate.judge.bad: unknown setting")
+
+
+# -- the rules of the result cache (evaluate/cache.py) and of the settings check, one at a time ---------------------
+
+
+def test_a_cache_hash_reads_a_mapping_in_any_order_and_is_16_hex_digits() -> None:
+    from evaluate.cache import _hash
+
+    h = _hash({"a": 1, "b": [2, 3]})
+    assert h == _hash({"b": [2, 3], "a": 1}) and len(h) == 16 and int(h, 16) >= 0
+    assert h != _hash({"a": 1, "b": [3, 2]})
+
+
+def test_the_weights_state_names_learned_and_packaged_backbones_with_their_options(monkeypatch, tmp_path) -> None:
+    """A family's weights state holds each learned backbone's fingerprint and each packaged one's package state,
+    each with its load options ({} when none are set); other names (pixel) and non-name settings are left out."""
+    import evaluate.backbones as backbones
+    from evaluate import cache
+    from evaluate.families.base import Family
+
+    monkeypatch.setattr(backbones, "weights_fingerprint", lambda n, root, pack: f"fp:{n}:{pack}")
+    monkeypatch.setattr(cache, "_packaged_state", lambda n: f"pkg:{n}")
+    fam = Family("f", ("encoders", "face", "memory_stride"))
+    plain = EvalConfig.from_dict({"encoders": ["dinov2", "pixel"], "face": ["dlib-resnet"]})
+    assert cache._weights_state(fam, plain, tmp_path, "P") == {"dinov2": ["fp:dinov2:P", {}],
+                                                               "dlib-resnet": ["pkg:dlib-resnet", {}]}
+    opts = {"dinov2": {"size": 224}, "dlib-resnet": {"upsample": 1}}
+    given = EvalConfig.from_dict({"encoders": ["dinov2", "pixel"], "face": ["dlib-resnet"], "backbone_options": opts})
+    assert cache._weights_state(fam, given, tmp_path, "P") == {"dinov2": ["fp:dinov2:P", {"size": 224}],
+                                                               "dlib-resnet": ["pkg:dlib-resnet", {"upsample": 1}]}
+    no_options = EvalConfig.from_dict({"encoders": ["dinov2"], "face": ["dlib-resnet"]})
+    object.__setattr__(no_options, "backbone_options", None)  # as a config written before the setting existed
+    assert cache._weights_state(fam, no_options, tmp_path, None) == {"dinov2": ["fp:dinov2:None", {}],
+                                                                     "dlib-resnet": ["pkg:dlib-resnet", {}]}
+
+
+def test_family_hashes_look_for_the_weights_pack_only_when_none_is_given(monkeypatch, tmp_path) -> None:
+    from evaluate import cache
+    from evaluate.weights_pack import WeightsPack
+
+    found = []
+    monkeypatch.setattr(WeightsPack, "discover", classmethod(lambda cls, root: found.append(root) or None))
+    seen = []
+    monkeypatch.setattr(cache, "_weights_state", lambda f, e, root, pack: seen.append(pack) or {})
+    cfg = EvalConfig()
+    cache.family_hashes(cfg, "v" * 64, tmp_path, pack="the pack")
+    assert found == [] and seen and set(seen) == {"the pack"}
+    seen.clear()
+    memo: dict = {}
+    a = cache.family_hashes(cfg, "v" * 64, tmp_path, weights_memo=memo)
+    assert found and set(seen) == {None} and set(memo) >= {"validity"}
+    calls = len(seen)
+    assert cache.family_hashes(cfg, "v" * 64, tmp_path, weights_memo=memo) == a and len(seen) == calls  # memoised
+    assert cache.family_hashes(cfg, "w" * 64, tmp_path, weights_memo=memo) != a
+
+
+def test_a_failed_stored_result_is_never_reused_and_another_video_reuses_nothing(tmp_path) -> None:
+    from evaluate.cache import all_reused, read_result
+    from evaluate.results import ItemResult
+    from harness.io import write_sealed_json
+
+    base = {"item": {"case": "i"}, "video_sha256": "a" * 64, "family_hashes": {"camera": "h1"}, "metrics": {}}
+    ok = ItemResult.from_dict(base)
+    write_sealed_json(tmp_path / "ok.json", ok.to_dict())
+    back = read_result(tmp_path / "ok.json")
+    assert back is not None and back.video_sha256 == "a" * 64
+    assert all_reused(back, {"camera": "h1"}, "a" * 64)
+    assert not all_reused(back, {"camera": "h1"}, "b" * 64)  # the same hashes, another video
+    assert not all_reused(None, {"camera": "h1"}, "a" * 64)
+    failed = ItemResult.from_dict({**base, "status": "failed", "reason": "boom"})
+    write_sealed_json(tmp_path / "failed.json", failed.to_dict())
+    assert failed.failed and read_result(tmp_path / "failed.json") is None
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"bootstrap": 5}, "evaluate.bootstrap=5: a mapping {n: <resamples >= 1>"),
+    ({"bootstrap": [1, 2]}, "evaluate.bootstrap=[1, 2]: a mapping {n: <resamples >= 1>"),
+    ({"return_frame_poses": ["nope"]}, "evaluate.return_frame_poses"),
+    ({"rpe_trans_estimators": ["nope"]}, "evaluate.rpe_trans_estimators"),
+    ({"rpe_rot_estimator": "nope"}, "evaluate.rpe_rot_estimator"),
+    ({"backbone_options": {"pixel": {}}}, "evaluate.backbone_options.pixel: not a learned backbone; one of"),
+    ({"backbone_options": {"nope": {}}}, "evaluate.backbone_options.nope: not a learned backbone; one of"),
+])
+def test_each_named_setting_is_checked(given: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        EvalConfig.from_dict(given)
+    assert str(exc.value).startswith(message), str(exc.value)
+
+
+def test_options_for_learned_and_packaged_backbones_and_an_empty_ors_are_accepted() -> None:
+    cfg = EvalConfig.from_dict({"backbone_options": {"da3": {"process_res": 504}, "brisque": {}}, "ors": None})
+    assert cfg.backbone_options == {"da3": {"process_res": 504}, "brisque": {}} and cfg.ors is None
+    assert EvalConfig.from_dict({"backbone_options": None}).backbone_options is None
