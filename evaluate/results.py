@@ -108,7 +108,7 @@ class MetricEntry:
     @property
     def is_oracle(self) -> bool:
         """Computed from the reference model's exact geometry rather than measured from the frames."""
-        return is_oracle_key(self.key) or self.kind is BackboneKind.ORACLE or self.backbone == "oracle"
+        return is_oracle_key(self.key) or self.kind is BackboneKind.ORACLE  # (backbone "oracle": its key says so)
 
     @property
     def retryable(self) -> bool:

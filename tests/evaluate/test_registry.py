@@ -168,3 +168,72 @@ def test_the_specs_say_what_the_paper_and_the_report_rely_on():
         ("environment.visible", "pixel-thumb16"): (0.10, 0.11), ("environment.depth", "*"): (0.0, 0.0),
         ("departure.visible", "pixel-thumb16"): (0.07, 0.08), ("departure.return_visible", "pixel-thumb16"): (0.06, 0.08),
         ("departure.sweep_visible", "pixel-thumb16"): (0.15, 0.04), ("dynamic.conditional", "*"): (0.5, 0.0)}
+
+
+# -- the item result record (evaluate/results.py), one rule at a time ----------------------------------------------
+
+
+def test_ground_truth_is_told_by_its_key_its_kind_or_its_backbone_each_alone():
+    from evaluate.results import BackboneKind, MetricEntry, Status
+
+    by_kind = MetricEntry("m", "da3", Status.COMPUTED, 1.0, BackboneKind.ORACLE)
+    by_backbone = MetricEntry("m", "oracle", Status.COMPUTED, 1.0, BackboneKind.PAPER)  # its key says it too
+    assert by_kind.is_oracle and by_backbone.is_oracle
+    assert not MetricEntry("m", "da3", Status.COMPUTED, 1.0, BackboneKind.ESTIMATOR).is_oracle
+    # the key alone, then the backbone alone (a key with no backbone part cannot say it)
+    assert MetricEntry("m[oracle]", "", Status.COMPUTED, 1.0, BackboneKind.ESTIMATOR).is_oracle
+    assert not MetricEntry("m[oracle]x", "", Status.COMPUTED, 1.0, BackboneKind.ESTIMATOR).is_oracle
+
+
+def test_per_revisit_is_the_mean_over_targets_of_each_revisit_and_a_source_is_none_when_empty():
+    from evaluate.results import BackboneKind, MetricEntry, Status
+
+    e = MetricEntry("m", "b", Status.COMPUTED, 0.5, BackboneKind.ESTIMATOR,
+                    details={"per_target": {"t1": [0.2, 1.0], "t2": [0.6, 0.0]}, "pose_source": "da3",
+                             "depth_source": ""})
+    assert e.per_revisit == pytest.approx([0.4, 0.5])
+    assert e.source("pose") == "da3" and e.source("depth") is None and e.source("mask") is None
+
+
+def test_a_metric_entry_round_trips_and_reads_an_empty_backbone_as_empty():
+    from evaluate.results import BackboneKind, MetricEntry, Status
+
+    e = MetricEntry("m", "b", Status.COMPUTED, 0.5, BackboneKind.ESTIMATOR, family="camera", settings_hash="h")
+    d = e.to_dict()
+    assert d["family"] == "camera" and d["settings_hash"] == "h" and MetricEntry.from_dict(d) == e
+    bare = MetricEntry("m", "b", Status.COMPUTED, 0.5, BackboneKind.ESTIMATOR)
+    assert "family" not in bare.to_dict() and "settings_hash" not in bare.to_dict()
+    for stored in (None, ""):
+        back = MetricEntry.from_dict({"metric": "m", "backbone": stored, "status": "computed", "value": 1.0})
+        assert back.backbone == "" and back.key == "m"
+
+
+def test_computed_and_value_leave_out_ground_truth_and_what_was_not_computed():
+    from evaluate.results import BackboneKind, ItemResult, MetricEntry, Status
+
+    est = MetricEntry("m", "da3", Status.COMPUTED, 0.5, BackboneKind.ESTIMATOR)
+    gt = MetricEntry("m", "oracle", Status.COMPUTED, 0.9, BackboneKind.ORACLE)
+    off = MetricEntry.unavailable("n", "da3", "no weights")
+    nan_slot = MetricEntry("v", "da3", Status.COMPUTED, None, BackboneKind.ESTIMATOR)
+    partial = MetricEntry("p", "da3", Status.FAILED, 0.3, BackboneKind.ESTIMATOR)  # a failed entry's stray value
+    r = ItemResult(item={"case": "c"}, metrics={e.key: e for e in (est, gt, off, nan_slot, partial)})
+    assert set(r.computed()) == {"m[da3]", "v[da3]"}
+    assert set(r.computed(include_oracle=True)) == {"m[da3]", "m[oracle]", "v[da3]"}
+    assert r.value("m[da3]") == 0.5 and r.value("m[oracle]") == 0.9
+    for absent in ("n[da3]", "v[da3]", "p[da3]", "missing"):
+        assert r.value(absent) != r.value(absent)  # NaN: not computed, no value, or no entry
+
+
+def test_an_item_result_reads_missing_or_null_fields_as_their_defaults():
+    from evaluate.results import ItemResult
+
+    r = ItemResult.from_dict({"item": None, "num_revisits": None, "metrics": None, "schema_version": None,
+                              "family_hashes": None, "validity": None})
+    assert r.item == {} and r.num_revisits == 0 and r.metrics == {} and r.schema_version == 0
+    assert r.family_hashes == {} and r.validity == {}
+    bare = ItemResult.from_dict({})
+    assert bare.num_revisits == 0 and bare.schema_version == 0 and bare.family_hashes == {} and bare.validity == {}
+    full = ItemResult.from_dict({"schema_version": 4, "num_revisits": 2, "validity": {"ok": True},
+                                 "family_hashes": {"camera": "h"}})
+    assert full.schema_version == 4 and full.num_revisits == 2 and full.validity == {"ok": True}
+    assert full.family_hashes == {"camera": "h"}
