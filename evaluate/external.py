@@ -203,8 +203,7 @@ def import_videos(folder: Path, manifest: Path, run: RunDir, planned: list[Plann
 
     for p in planned:
         d = run.item_dir(p.item)  # contained: the item's names passed harness.outputs.check_name
-        d.mkdir(parents=True, exist_ok=True)
-        with atomic_path(d / "camera.npz") as tmp:
+        with atomic_path(d / "camera.npz") as tmp:  # (makes the item's folder)
             p.path.save_to(tmp)
         copy_file(p.src, d / "video.mp4")
         video = {"sha256": sha256_file(d / "video.mp4"), "size": (d / "video.mp4").stat().st_size, **p.info}

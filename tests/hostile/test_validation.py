@@ -296,3 +296,121 @@ def test_every_report_option_is_a_known_setting():
 
     assert set(OPTIONS) == set(ReportOptions.model_fields) - {"report_runs"}
     assert set(ReportOptions.model_fields) <= set(RunConfig.model_fields)
+
+
+# the same rules one at a time, in process (the end-to-end refusals above run in the full suite only)
+def _checked(tmp_path, entry, cases=None):
+    from evaluate.external import _check_entry
+
+    (tmp_path / "a.mp4").write_bytes(b"")  # only its presence is checked here; decoding is check_import's
+    cases = cases if cases is not None else {"environment_rocket": object()}
+    return _check_entry(tmp_path, tmp_path / "manifest.json", "entry 0", entry, cases)
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"video": 3}, "video=3: give the file name of the video"),
+    ({"video": ""}, "video='': give the file name of the video"),
+    ({"case_id": 5}, "case_id 5 is not in the case set (environment_rocket)"),
+    ({"trajectory": "nope"}, "nope"),
+    ({"num_frames": True}, "num_frames=True: give the video's frame count as an integer >= 2"),
+    ({"num_frames": 2.0}, "num_frames=2.0"),
+    ({"num_frames": 1}, "num_frames=1"),
+    ({"fps": True}, "fps=True: give the video's frame rate as a number > 0"),
+    ({"fps": float("nan")}, "fps=nan"),
+    ({"fps": float("inf")}, "fps=inf"),
+    ({"fps": 0}, "fps=0"),
+    ({"fps": -2.5}, "fps=-2.5"),
+    ({"hfov_deg": 1}, "hfov_deg=1: give the horizontal field of view in degrees, 1 < hfov_deg < 179"),
+    ({"hfov_deg": 179}, "hfov_deg=179"),
+    ({"hfov_deg": True}, "hfov_deg=True"),
+    ({"hfov_deg": "60"}, "hfov_deg='60'"),
+    ({"hfov_deg": float("nan")}, "hfov_deg=nan"),
+    ({"seed": -1}, "seed=-1 must be an integer in [0, 2^32)"),
+])
+def test_each_field_of_a_videos_manifest_entry_is_checked(tmp_path, change, needle):
+    from evaluate.external import ManifestError
+
+    with pytest.raises(ManifestError) as exc:
+        _checked(tmp_path, {**ENTRY, **change})
+    assert f"manifest.json: entry 0: " in str(exc.value) and needle in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("change", [{"num_frames": 2}, {"fps": 1e-3}, {"hfov_deg": 1.5}, {"hfov_deg": 178.5},
+                                    {"seed": 0}, {"hfov_deg": 90}])
+def test_the_edges_of_each_field_are_accepted(tmp_path, change):
+    e = _checked(tmp_path, {**ENTRY, **change})
+    assert e["_src"] == (tmp_path / "a.mp4").resolve() and e["model"] == "external" and e["context"] == "native"
+    assert all(e[k] == v for k, v in change.items())
+
+
+def test_an_unknown_case_names_the_first_eight_known_and_says_when_there_are_more(tmp_path):
+    from evaluate.external import ManifestError
+
+    eight = {f"c{i}": object() for i in range(8)}
+    with pytest.raises(ManifestError, match=r"is not in the case set \(c0, c1, c2, c3, c4, c5, c6, c7\);"):
+        _checked(tmp_path, {**ENTRY, "case_id": "x"}, eight)
+    with pytest.raises(ManifestError, match=r"is not in the case set \(c0, c1, c2, c3, c4, c5, c6, c7, \.\.\.\);"):
+        _checked(tmp_path, {**ENTRY, "case_id": "x"}, {**eight, "c8": object()})
+
+
+def _plan(videos, entries):
+    from evaluate.external import check_import
+    from harness.cases import CaseSelection
+    from tests.support import compose
+
+    (videos / "manifest.json").write_text(json.dumps(entries))
+    return check_import(videos, videos / "manifest.json", CaseSelection.from_dict(compose(["run=ext"])["cases"]))
+
+
+def test_the_frame_rate_may_differ_by_the_tolerance_and_the_view_follows_hfov(videos):
+    """The manifest's fps may differ from the video's by FPS_TOLERANCE of it, no more; the camera path's intrinsics
+    are the case image's at ``hfov_deg`` (60 when left out), carried to the video's size."""
+    from evaluate.external import FPS_TOLERANCE, ManifestError
+    from harness.cases import Case, load_case_set
+    from trajectories.conventions import intrinsics_for_resize_crop
+
+    inside = 16 * (1 + 0.9 * FPS_TOLERANCE)
+    (p,) = _plan(videos, [{**ENTRY, "fps": inside}])
+    with pytest.raises(ManifestError, match="is 16 fps, the manifest says fps="):
+        _plan(videos, [{**ENTRY, "fps": 16 * (1 + 1.1 * FPS_TOLERANCE)}])
+    with pytest.raises(ManifestError, match="is 16 fps, the manifest says fps="):
+        _plan(videos, [{**ENTRY, "fps": 16 * (1 - 1.1 * FPS_TOLERANCE)}])
+    case = {c.id: c for c in load_case_set("builtin:demo")}["environment_rocket"]
+    img = case.load_image()
+    size = (p.info["height"], p.info["width"])
+    asked = []
+    real = Case.intrinsics_matrix
+
+    def recording(self, height, width, default_hfov_deg):
+        asked.append((height, width, default_hfov_deg))
+        return real(self, height, width, default_hfov_deg)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Case, "intrinsics_matrix", recording)
+        for hfov, given in ((60.0, {}), (90.0, {"hfov_deg": 90})):
+            asked.clear()
+            (q,) = _plan(videos, [{**ENTRY, **given}])
+            assert asked == [(img.shape[0], img.shape[1], hfov)]  # the manifest's FoV, else 60, is the default
+            want = intrinsics_for_resize_crop(real(case, img.shape[0], img.shape[1], hfov), img.shape[:2], size)
+            np.testing.assert_allclose(q.path.K, want, rtol=1e-12)
+
+
+def test_imported_videos_become_items_with_their_camera_video_record_and_manifest_row(videos, tmp_path):
+    from evaluate.external import import_videos
+    from harness.io import sha256_file
+    from harness.outputs import RunDir
+
+    planned = _plan(videos, [ENTRY, {**ENTRY, "video": "b.mp4", "seed": 3}])
+    run = RunDir.for_name(tmp_path / "outputs", "ext")
+    assert import_videos(videos, videos / "manifest.json", run, planned) == run.path
+    rows = [json.loads(x) for x in (run.path / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(r["key"] for r in rows) == sorted(p.item.key for p in planned)
+    for p in planned:
+        d = run.item_dir(p.item)
+        assert sha256_file(d / "video.mp4") == sha256_file(p.src)
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["video"]["sha256"] == sha256_file(p.src) and meta["video"]["size"] == p.src.stat().st_size
+        assert meta["source"] == {"video": str(p.src), "manifest": str(videos / "manifest.json")}
+        from trajectories import load_path
+
+        np.testing.assert_array_equal(load_path(d / "camera.npz").c2w, p.path.c2w)
