@@ -87,8 +87,7 @@ def _failed_result(item_dir: Path, meta: Optional[dict[str, Any]], reason: str,
     fam = (meta.get("case") or {}).get("family", "?")
     from .catalog import METRICS
 
-    ids = sorted(i for i, m in METRICS.items() if m.paper and m.family in ("camera", "quality", fam)
-                 and not i.endswith("_strided"))
+    ids = sorted(i for i, m in METRICS.items() if m.paper and m.family in ("camera", "quality", fam))
     metrics: Entries = {}
     for i in ids:
         metrics.update(missing(i, "", reason, status=Status.FAILED))

@@ -237,3 +237,36 @@ def test_an_item_result_reads_missing_or_null_fields_as_their_defaults():
                                  "family_hashes": {"camera": "h"}})
     assert full.schema_version == 4 and full.num_revisits == 2 and full.validity == {"ok": True}
     assert full.family_hashes == {"camera": "h"}
+
+
+# -- a whole item that could not be evaluated (evaluate.stage._failed_result) ----------------------------------------
+PAPER_CAMERA_QUALITY = ["camera.rpe_rot", "camera.rpe_trans", "quality.aesthetic", "quality.imaging"]
+
+
+def test_a_failed_item_reports_every_paper_metric_of_its_family_failed_with_the_reason(tmp_path):
+    """The paper's metrics of the camera, quality and the case's own family (the object family's ORS, a protocol
+    extension, and the strided RPE diagnostics are not the paper's), each failed with the reason."""
+    from evaluate.results import Status
+    from evaluate.stage import _failed_result
+
+    meta = {"case": {"family": "object"}, "item": {"model": "m", "case_id": "c"}, "timings": {"total_s": 3.0},
+            "controls": {"context": "fov"}}
+    r = _failed_result(tmp_path / "c", meta, "the video is gone", item={"model": "other"})
+    assert sorted(m.metric for m in r.metrics.values()) == sorted(PAPER_CAMERA_QUALITY +
+                                                                   ["object.appearance", "object.geometry"])
+    assert {m.status for m in r.metrics.values()} == {Status.FAILED}
+    assert {m.reason for m in r.metrics.values()} == {"the video is gone"}
+    assert r.failed and r.reason == "the video is gone" and r.case_family == "object"
+    assert r.item == {"model": "m", "case_id": "c"}  # the item's own record first
+    assert r.extra["timings_generation"] == {"total_s": 3.0} and r.extra["context_ran"] == "fov"
+
+
+def test_a_failed_item_without_a_readable_meta_json_is_named_from_the_manifest_or_its_folder(tmp_path):
+    from evaluate.stage import _failed_result
+
+    named = _failed_result(tmp_path / "c", None, "unreadable", item={"model": "from-manifest"})
+    assert named.item == {"model": "from-manifest"} and named.case_family == "?"
+    assert sorted(m.metric for m in named.metrics.values()) == PAPER_CAMERA_QUALITY
+    bare = _failed_result(tmp_path / "case_9", {"case": None, "controls": None, "item": None}, "unreadable")
+    assert bare.item == {"model": "?", "context": "?", "seed": "?", "trajectory": "?", "case_id": "case_9"}
+    assert bare.extra["context_ran"] is None and bare.extra["timings_generation"] == {}
