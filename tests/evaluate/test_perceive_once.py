@@ -464,3 +464,382 @@ def test_metrics_are_the_same_whichever_memory_holds_the_frames(tmp_path, monkey
     before, after = entries(old), entries(run)
     assert len(before) == 2 and before == after
     assert any(m["status"] == "computed" for ms in after.values() for m in ms.values())
+
+
+# -- evaluate.item, rule by rule ------------------------------------------------------------------------------------
+
+
+_ROOM = {"kind": "room", "room": {"width": 4, "depth": 5.5}}
+
+
+@pytest.mark.parametrize("meta, room", [
+    ({"generation": {"oracle_depth": _ROOM}}, {"width": 4.0, "depth": 5.5}),  # the reference model's record
+    ({"manifest": None, "generation": {"oracle_depth": _ROOM}}, {"width": 4.0, "depth": 5.5}),
+    ({"manifest": {"external": False}, "generation": {"oracle_depth": _ROOM}}, {"width": 4.0, "depth": 5.5}),
+    ({"manifest": {"external": True}, "generation": {"oracle_depth": _ROOM}}, None),  # imported: never ground truth
+    ({}, None),
+    ({"generation": None}, None),
+    ({"generation": {}}, None),
+    ({"generation": {"oracle_depth": "room"}}, None),  # not a dict
+    ({"generation": {"oracle_depth": {"kind": "mesh", "room": {"width": 4}}}}, None),  # another kind
+    ({"generation": {"oracle_depth": {"kind": "room"}}}, None),  # no room
+    ({"generation": {"oracle_depth": {"kind": "room", "room": [4, 5]}}}, None),  # a room that is not a dict
+])
+def test_oracle_geometry_only_from_a_room_the_reference_model_recorded(meta, room):
+    from evaluate.item import OracleGeometry
+
+    c2w = np.tile(np.eye(4, dtype=np.float32), (3, 1, 1))
+    g = OracleGeometry.from_meta(meta, c2w)
+    if room is None:
+        assert g is None
+    else:
+        assert g is not None and g.room == room and all(type(v) is float for v in g.room.values())
+        assert g.c2w.dtype == np.float64 and np.array_equal(g.c2w, c2w)
+
+
+class _Clock:
+    """A stand-in for ``time`` in :mod:`evaluate.item`: ``perf_counter`` returns the given readings in turn and
+    sets ``entered`` at each call (a reader took its start time and holds the decode's lock)."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings, self.calls, self.entered = list(readings), 0, threading.Event()
+
+    def perf_counter(self) -> float:
+        self.calls += 1
+        self.entered.set()
+        return self.readings.pop(0)
+
+
+def test_a_fresh_decoding_holds_no_frame_and_has_waited_nothing():
+    d = Decoding()
+    assert d.waited_s == 0.0 and d.error is None
+    d.wait(0)  # zero frames are always there
+    d.finish()
+    with pytest.raises(ValueError, match="before frame 1"):  # finished without a single frame
+        d.wait(1)
+    d.wait()  # the decode ended without an error
+
+
+def test_a_wait_for_exactly_the_frames_there_does_not_wait(monkeypatch):
+    from evaluate import item as item_mod
+
+    clock = _Clock(10.0, 11.0)
+    monkeypatch.setattr(item_mod, "time", clock)
+    d = Decoding()
+    d.advance(3)
+    d.wait(3)
+    d.wait(2)
+    assert clock.calls == 0 and d.waited_s == 0.0
+    d.finish()
+    d.wait()
+    assert clock.calls == 0 and d.waited_s == 0.0
+
+
+def test_waited_s_sums_the_time_readers_blocked(monkeypatch):
+    from evaluate import item as item_mod
+
+    clock = _Clock(100.0, 102.5, 200.0, 203.0)
+    monkeypatch.setattr(item_mod, "time", clock)
+    d = Decoding()
+    d.advance(1)
+    t = threading.Thread(target=d.wait, args=(4,))
+    t.start()
+    assert clock.entered.wait(10)  # the reader is in; advancing takes the lock only once it sleeps
+    d.advance(4)
+    t.join(10)
+    assert not t.is_alive() and d.waited_s == 2.5
+    clock.entered.clear()
+    t = threading.Thread(target=d.wait)  # the whole decode
+    t.start()
+    assert clock.entered.wait(10)
+    d.finish()
+    t.join(10)
+    assert not t.is_alive() and d.waited_s == 2.5 + 3.0 and clock.calls == 4
+
+
+def test_reading_frame_i_of_a_view_needs_the_first_i_plus_1_frames():
+    frames = np.arange(5 * 2 * 2 * 3, dtype=np.uint8).reshape(5, 2, 2, 3)
+    d = Decoding()
+    d.advance(3)
+    d.finish()  # ended after frames 0..2: frame 3 never comes
+    v = FrameView(frames, [2, 3], d)
+    assert np.array_equal(v[0], frames[2])
+    with pytest.raises(ValueError, match="before frame 4"):
+        v[1]
+    assert np.array_equal(np.stack(list(FrameView(frames, [1, 0, 2], d))), frames[[1, 0, 2]])
+    # the stacked copy waits for the highest frame it holds (frame 2: the first 3)
+    assert np.array_equal(np.asarray(FrameView(frames, [0, 2, 1], d)), frames[[0, 2, 1]])
+    with pytest.raises(ValueError, match="before frame 4"):
+        np.asarray(FrameView(frames, [2, 0, 3], d))
+    empty = np.asarray(FrameView(frames, [], d))  # no frame: nothing to wait for
+    assert empty.shape == (0, 2, 2, 3) and empty.dtype == np.uint8
+
+
+def test_a_view_stacks_to_uint8_unless_a_dtype_is_asked():
+    frames = np.arange(4 * 2 * 2 * 3, dtype=np.uint8).reshape(4, 2, 2, 3)
+    v = FrameView(frames, [3, 1])
+    assert v.__array__().dtype == np.uint8 and np.asarray(v).dtype == np.uint8
+    f = v.__array__(np.float32)
+    assert f.dtype == np.float32 and np.array_equal(f, frames[[3, 1]].astype(np.float32))
+
+
+def test_frame_array_without_anonymous_mmap_is_a_plain_array(monkeypatch):
+    import mmap
+
+    from evaluate.item import frame_array
+
+    monkeypatch.delattr(mmap, "MAP_ANONYMOUS", raising=False)
+    a = frame_array((2, 3, 4, 3))
+    assert a.shape == (2, 3, 4, 3) and a.dtype == np.uint8 and not isinstance(a.base, mmap.mmap)
+
+
+def test_frame_array_pages_are_advised_no_huge_pages():
+    """Linux lists the advice in /proc/self/smaps: ``nh`` in the VmFlags of the mapping under the array."""
+    import mmap
+
+    from evaluate.item import frame_array
+
+    smaps = Path("/proc/self/smaps")
+    if not hasattr(mmap, "MADV_NOHUGEPAGE") or not smaps.exists():
+        pytest.skip("no MADV_NOHUGEPAGE / smaps here")
+    a = frame_array((8, 64, 64, 3))
+    addr, inside, flags = a.ctypes.data, False, None
+    for line in smaps.read_text().splitlines():
+        head = line.split()[0] if line.split() else ""
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and line.startswith("VmFlags:"):
+            flags = line.split()[1:]
+    if flags is None:
+        pytest.skip("smaps lists no VmFlags here")
+    assert "nh" in flags, flags
+
+
+def test_frame_buffers_keep_the_three_newest_arrays_by_default():
+    import weakref
+
+    pool = FrameBuffers()
+    held = [pool.empty((k, 2, 2, 3)) for k in (1, 2, 3, 4)]
+    refs = [weakref.ref(a) for a in held]
+    del held
+    assert refs[0]() is None  # the oldest was forgotten, and nothing else held it
+    assert all(r() is not None for r in refs[1:])
+    assert pool.empty((2, 2, 2, 3)) is refs[1]()
+
+
+@pytest.mark.parametrize("keep", [0, 1])
+def test_frame_buffers_keep_at_least_one_array(keep):
+    import weakref
+
+    pool = FrameBuffers(keep=keep)
+    assert pool.keep == 1
+    a, b = pool.empty((1, 2, 2, 3)), pool.empty((2, 2, 2, 3))
+    ra, rb = weakref.ref(a), weakref.ref(b)
+    del a, b
+    assert ra() is None and rb() is not None
+    assert pool.empty((2, 2, 2, 3)) is rb()
+
+
+def test_frame_buffers_reuse_a_free_array_of_the_same_shape_only():
+    import weakref
+
+    pool = FrameBuffers()
+    a = pool.empty((3, 2, 2, 3))
+    ra = weakref.ref(a)
+    del a  # free now, but of another shape than the next one asked for
+    b = pool.empty((5, 2, 2, 3))
+    assert b.shape == (5, 2, 2, 3) and b is not ra()
+    assert pool.empty((3, 2, 2, 3)) is ra()
+
+
+def test_decode_frames_stops_at_num_frames(tmp_path):
+    data, plain = _video_bytes(tmp_path, n=12)
+    out = decode_frames(data, 5)  # a video longer than its path: its first 5 frames
+    assert out.shape == (5, *plain.shape[1:]) and np.array_equal(out, plain[:5])
+    seen: list = []
+    out = decode_frames(data, 5, "v.mp4", lambda frames, decoding: seen.append(decoding))
+    assert np.array_equal(out, plain[:5]) and len(seen) == 1
+    seen[0].wait(5)
+    with pytest.raises(ValueError, match="before frame 6"):
+        seen[0].wait(6)
+
+
+def test_a_decoding_handed_out_holds_the_first_frame(tmp_path):
+    data, plain = _video_bytes(tmp_path, n=4)
+    seen: list = []
+    out = decode_frames(data, 1, "v.mp4", lambda frames, decoding: seen.append((frames, decoding)))
+    frames, d = seen[0]
+    assert frames is out and out.shape == (1, *plain.shape[1:])
+    d.wait(1)  # the one frame is there (no later frame advances it)
+    assert np.array_equal(FrameView(frames, [0], d)[0], plain[0])
+
+
+def test_decoding_zero_frames_is_an_error(tmp_path):
+    data, _ = _video_bytes(tmp_path, n=3)
+    with pytest.raises(ValueError, match="z.mp4: decoded 0 frames, camera.npz has 0"):
+        decode_frames(data, 0, "z.mp4")
+
+
+def test_decode_frames_reads_the_first_video_stream(tmp_path):
+    """A container with two video streams: the frames are those of stream 0 (bright), not stream 1 (dark)."""
+    import av
+
+    p = tmp_path / "two.mp4"
+    with av.open(str(p), "w") as c:
+        streams = [c.add_stream("mpeg4", rate=16) for _ in range(2)]
+        for s in streams:
+            s.width, s.height, s.pix_fmt = 32, 16, "yuv420p"
+        for _ in range(3):
+            for s, value in zip(streams, (200, 30)):
+                f = av.VideoFrame.from_ndarray(np.full((16, 32, 3), value, np.uint8), format="rgb24")
+                for pkt in s.encode(f):
+                    c.mux(pkt)
+        for s in streams:
+            for pkt in s.encode():
+                c.mux(pkt)
+    out = decode_frames(p.read_bytes(), 3, "two.mp4")
+    assert out.shape == (3, 16, 32, 3) and abs(float(out.mean()) - 200) < 10
+
+
+def test_arrived_frames_are_those_back_at_frame_0():
+    from trajectories.conventions import rot_y, se3
+
+    deg = [0.0, 30.0, 3.0, 60.0, 30.0, 20.0]  # frames 0, 1 and the last all differ by more than 5 deg
+    c2w = np.stack([se3(rot_y(np.deg2rad(a))) for a in deg])
+    assert arrived_frames_of(c2w, list(range(6))) == [0, 2]  # within 5 deg of frame 0 (no translation)
+    assert arrived_frames_of(c2w, [5, 2, 1, 0]) == [2, 0]  # in the order given
+
+
+def arrived_frames_of(c2w, frames):
+    from evaluate.item import arrived_frames
+
+    return arrived_frames(c2w, frames, 5.0, 0.05)
+
+
+# -- load_item on item folders written here ---------------------------------------------------------------------------
+
+
+_CASE = {"id": "c", "family": "environment", "image": "c.png", "prompt": "a room"}
+
+
+@pytest.fixture(scope="module")
+def video24(tmp_path_factory) -> bytes:
+    """A 24-frame 16 x 32 video: an item of T <= 24 frames decodes its first T."""
+    data, _ = _video_bytes(tmp_path_factory.mktemp("v24"), n=24, h=16, w=32)
+    return data
+
+
+def _item_dir(root: Path, c2w: np.ndarray, phases: dict, video: bytes, **meta) -> Path:
+    from harness.io import write_json
+    from trajectories import CameraPath
+
+    root.mkdir(parents=True)
+    CameraPath("t", np.asarray(c2w, np.float64), np.eye(3), 16.0, 16, 32, phases).save(root / "camera.npz")
+    (root / "video.mp4").write_bytes(video)
+    write_json(root / "meta.json", {"case": _CASE, **meta})
+    return root
+
+
+def _still(T: int) -> np.ndarray:
+    return np.tile(np.eye(4), (T, 1, 1))
+
+
+def test_load_item_samples_every_stride_the_ends_and_each_window(tmp_path, video24):
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    T, phases = 23, {"V": (0, 3), "D1": (3, 8), "R1": (8, 12), "H": (12, 23)}
+    it = load_item(_item_dir(tmp_path / "i", _still(T), phases, video24), EvalConfig(memory_stride=5))
+    # every 5th frame {0, 5, 10, 15, 20}, the first and last {0, 22}, R1's {8, 11} and V's {0, 2} (each window's
+    # stride-5 frames plus its last one)
+    assert it.sample_idx == [0, 2, 5, 8, 10, 11, 15, 20, 22]
+    assert it.ref_idx == [0, 2] and it.rev_idx == [[8, 11]] and it.rev_idx_arrived == [[8, 11]]
+    assert it.windows == [(8, 12)] and it.num_frames == T and it.buffer.shape[0] == T
+
+
+def _moved(T: int, step) -> np.ndarray:
+    c2w = _still(T)
+    c2w[:, :3, 3] = np.arange(T)[:, None] * np.asarray(step, np.float64)
+    return c2w
+
+
+def _turned(T: int) -> np.ndarray:
+    from trajectories.conventions import rot_y, se3
+
+    return np.stack([se3(rot_y(np.deg2rad(10.0 * i))) for i in range(T)])
+
+
+def _nudged(T: int, dx: float) -> np.ndarray:
+    c2w = _still(T)
+    c2w[3, 0, 3] = dx
+    return c2w
+
+
+@pytest.mark.parametrize("c2w, translates", [
+    (_still(6), False),
+    (_turned(6), False),  # rotation only: the centre stays at frame 0's
+    (_moved(6, [0.1, 0.0, 0.0]), True),  # sideways along x alone
+    (_moved(6, [0.2, 0.2, 0.2]), True),  # along the diagonal: each frame's x, y, z equal, the centres move
+    (_nudged(6, 1e-12), False),  # a centre range of exactly 1e-12 is not a move
+    (_nudged(6, 3e-12), True),
+])
+def test_load_item_pose_mode_follows_whether_the_path_translates(tmp_path, video24, c2w, translates):
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    it = load_item(_item_dir(tmp_path / "i", c2w, {"V": (0, 2), "H": (2, 6)}, video24), EvalConfig())
+    assert it.translates is translates
+    assert it.pose_mode == ("general" if translates else "rotation")
+
+
+@pytest.mark.parametrize("meta, want", [
+    ({}, {}),
+    ({"item": None}, {}),
+    ({"item": {"model": "m", "seed": 3}}, {"model": "m", "seed": 3}),
+])
+def test_load_item_work_item_defaults_to_empty(tmp_path, video24, meta, want):
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    it = load_item(_item_dir(tmp_path / "i", _still(4), {"V": (0, 2), "H": (2, 4)}, video24, **meta), EvalConfig())
+    assert it.item == want and it.trajectory_kind == "rotation" and it.oracle is None
+
+
+def test_load_item_publishing_an_unreadable_video_raises_and_publishes_nothing(tmp_path):
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    published: list = []
+    d = _item_dir(tmp_path / "i", _still(4), {"V": (0, 2), "H": (2, 4)}, b"not a video")
+    with pytest.raises(ValueError, match="video.mp4"):
+        load_item(d, EvalConfig(), publish=published.append)
+    assert published == []
+
+
+def test_load_item_publishing_a_short_video_keeps_the_error_in_the_item(tmp_path, video24):
+    """Handed out at its first frame, the item's decode then fails (24 frames for a 30-frame path): load_item
+    returns the item published; its frames and decode_error give the error."""
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    published: list = []
+    d = _item_dir(tmp_path / "i", _still(30), {"V": (0, 2), "H": (2, 30)}, video24)
+    it = load_item(d, EvalConfig(), publish=published.append)
+    assert published == [it]
+    err = it.decode_error()
+    assert isinstance(err, ValueError) and "decoded 24 frames, camera.npz has 30" in str(err)
+    with pytest.raises(ValueError, match="decoded 24 frames"):
+        it.frames
+    with pytest.raises(ValueError, match="decoded 24 frames"):
+        load_item(d, EvalConfig())  # not published: raised
+
+
+def test_load_item_publishing_a_whole_video_has_no_error(tmp_path, video24):
+    from evaluate.config import EvalConfig
+    from evaluate.item import load_item
+
+    published: list = []
+    it = load_item(_item_dir(tmp_path / "i", _still(6), {"V": (0, 2), "H": (2, 6)}, video24), EvalConfig(),
+                   publish=published.append)
+    assert published == [it] and it.decode_error() is None and it.frames.shape[0] == 6
