@@ -49,3 +49,20 @@ def test_a_parse_error_still_names_the_file_and_duplicates_are_still_refused(tmp
     dup.write_text("a: 1\na: 2\n")
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key a"):
         OmegaConf.load(dup)
+
+
+def test_safe_load_is_memoised_alike_and_still_names_a_bad_file(tmp_path):
+    assert hasattr(yaml.safe_load, "real")
+    text = "a: [1, {b: 2.5}]\nwhen: 2001-01-01\n"
+    first = yaml.safe_load(text)
+    first["a"].append(3)
+    assert yaml.safe_load(text) == yaml.safe_load.real(text) == {"a": [1, {"b": 2.5}],
+                                                                "when": yaml.safe_load.real("2001-01-01")}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    with bad.open() as f, pytest.raises(yaml.YAMLError, match="bad.yaml"):
+        yaml.safe_load(f)
+    good = tmp_path / "g.yaml"
+    good.write_text("k: v\n")
+    with good.open("rb") as f:  # bytes too
+        assert yaml.safe_load(f) == {"k": "v"}

@@ -456,28 +456,29 @@ def test_run_logged_waits_for_the_last_line_before_it_returns(tmp_path, monkeypa
 
 
 LEFT_OVER = """
-import os, subprocess, sys
-flag, pidfile = sys.argv[1], sys.argv[2]
+import subprocess, sys
 # a process the child starts and leaves behind, holding the child's stdout: it prints once the test says so
-code = ("import os, sys, time; open(sys.argv[2], 'w').write(str(os.getpid())); end = time.monotonic() + 30\\n"
+code = ("import os, sys, time; end = time.monotonic() + 30\\n"
         "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.01)\\n"
         "print('late line', flush=True)")
-subprocess.Popen([sys.executable, "-S", "-c", code, flag, pidfile])
+subprocess.Popen([sys.executable, "-S", "-c", code, sys.argv[1]])
 print("child's line", flush=True)
 {tail}
 """
 
 
-def _left_over_ends(flag, pidfile):
-    """Let the left-over process print its late line and wait until it has exited."""
+def _copiers(before=frozenset()):
+    return {t for t in threading.enumerate() if t.name == "upstream-log"} - set(before)
+
+
+def _left_over_ends(flag, before):
+    """Let the left-over process print its late line, then wait until ``run_logged``'s copying thread has seen the
+    pipe end (the left-over process has exited: its late line went through that thread, or nowhere)."""
     flag.write_text("")
     end = time.monotonic() + 30
-    while not (pidfile.is_file() and pidfile.read_text()) and time.monotonic() < end:  # it may still be starting
+    while _copiers(before) and time.monotonic() < end:
         time.sleep(0.01)
-    pid = int(pidfile.read_text())
-    while not _gone(pid) and time.monotonic() < end:
-        time.sleep(0.01)
-    assert _gone(pid)
+    assert not _copiers(before)
 
 
 @pytest.mark.parametrize("tail, timeout", [("sys.exit(4)", None), ("import time; time.sleep(30)", 0.5)],
@@ -487,19 +488,21 @@ def test_a_process_left_holding_the_output_delays_run_logged_by_the_drain_only(t
     process ended (forever, for a server). Now it waits LOG_DRAIN_S after the child ended, then returns (or raises
     the timeout); the log says why it stops, and the left-over process's late line never reaches it."""
     monkeypatch.setattr(hio, "LOG_DRAIN_S", 0.2)
-    flag, pidfile, log = tmp_path / "flag", tmp_path / "pid", tmp_path / "upstream.log"
-    argv = _child(LEFT_OVER.format(tail=tail)) + [str(flag), str(pidfile)]
+    flag, log = tmp_path / "flag", tmp_path / "upstream.log"
+    argv = _child(LEFT_OVER.format(tail=tail)) + [str(flag)]
+    before = _copiers()
+    note = ("[harness] the process ended, but a process it started still held its output 0.2 s later; "
+            "the log stops here\n")
     try:
         if timeout is None:
             assert hio.run_logged(argv, log) == 4
         else:
             with pytest.raises(subprocess.TimeoutExpired):
                 hio.run_logged(argv, log, timeout=timeout)
-        note = ("[harness] the process ended, but a process it started still held its output 0.2 s later; "
-                "the log stops here\n")
         assert log.read_text() == "child's line\n" + note
+        assert len(_copiers(before)) == 1  # still blocked on the pipe the left-over process holds
     finally:
-        _left_over_ends(flag, pidfile)
+        _left_over_ends(flag, before)
     assert log.read_text() == "child's line\n" + note
 
 

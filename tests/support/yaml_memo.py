@@ -1,4 +1,4 @@
-"""A memo of the YAML parses behind Hydra's compositions, for the test process only.
+"""A memo of the YAML parses behind Hydra's compositions (and of ``yaml.safe_load``), for the test process only.
 
 Why: the fast tier composes the configuration about 570 times (one per CLI call and per ``tests.support.compose``),
 each composition re-reading the same ~15 files of ``conf/`` through ``OmegaConf.load``, and PyYAML's pure-Python
@@ -47,17 +47,43 @@ class _YamlWithMemo:
         return copy.deepcopy(hit[0])
 
 
+_safe_parsed: dict[str, tuple[Any]] = {}
+
+
+def _memo_safe_load(real: Any) -> Any:
+    """``yaml.safe_load`` memoised by text the same way (the harness's own reads of option, contract and case files:
+    the same files again at every command)."""
+
+    def safe_load(stream: Any) -> Any:
+        text = stream.read() if hasattr(stream, "read") else stream
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        hit = _safe_parsed.get(text)
+        if hit is None:
+            named = _NamedText(text, getattr(stream, "name", "<unicode string>")) if hasattr(stream, "read") else text
+            hit = _safe_parsed[text] = (real(named),)
+        return copy.deepcopy(hit[0])
+
+    safe_load.real = real  # type: ignore[attr-defined]
+    return safe_load
+
+
 def install() -> None:
-    """Memoise OmegaConf's YAML parses in this process (idempotent)."""
+    """Memoise OmegaConf's YAML parses and ``yaml.safe_load`` in this process (idempotent)."""
     import yaml
     from omegaconf import omegaconf as om
 
     if not isinstance(om.yaml, _YamlWithMemo):
         om.yaml = _YamlWithMemo(yaml)  # type: ignore[assignment]
+    if not hasattr(yaml.safe_load, "real"):
+        yaml.safe_load = _memo_safe_load(yaml.safe_load)
 
 
 def uninstall() -> None:
+    import yaml
     from omegaconf import omegaconf as om
 
     if isinstance(om.yaml, _YamlWithMemo):
         om.yaml = om.yaml._yaml  # type: ignore[assignment]
+    if hasattr(yaml.safe_load, "real"):
+        yaml.safe_load = yaml.safe_load.real
