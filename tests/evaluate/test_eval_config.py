@@ -83,7 +83,7 @@ def test_the_weights_state_names_learned_and_packaged_backbones_with_their_optio
 
     monkeypatch.setattr(backbones, "weights_fingerprint", lambda n, root, pack: f"fp:{n}:{pack}")
     monkeypatch.setattr(cache, "_packaged_state", lambda n: f"pkg:{n}")
-    fam = Family("f", ("encoders", "face", "memory_stride"))
+    fam = Family("f", ("encoders", "face", "memory_stride", "device"))  # device: a string that names no backbone
     plain = EvalConfig.from_dict({"encoders": ["dinov2", "pixel"], "face": ["dlib-resnet"]})
     assert cache._weights_state(fam, plain, tmp_path, "P") == {"dinov2": ["fp:dinov2:P", {}],
                                                                "dlib-resnet": ["pkg:dlib-resnet", {}]}
@@ -154,3 +154,20 @@ def test_options_for_learned_and_packaged_backbones_and_an_empty_ors_are_accepte
     cfg = EvalConfig.from_dict({"backbone_options": {"da3": {"process_res": 504}, "brisque": {}}, "ors": None})
     assert cfg.backbone_options == {"da3": {"process_res": 504}, "brisque": {}} and cfg.ors is None
     assert EvalConfig.from_dict({"backbone_options": None}).backbone_options is None
+
+
+def test_the_defaults_are_the_shipped_default_yaml_and_the_papers_bootstrap() -> None:
+    """A setting left out of a config takes the value ``conf/evaluate/default.yaml`` ships (ORS's detector settings:
+    :data:`evaluate.ors.ORS_DEFAULTS`, which that file spells out); the bootstrap's resamples default to the
+    paper's 2000, its seed to 0."""
+    from evaluate.config import Bootstrap
+    from evaluate.ors import ORS_DEFAULTS
+    from harness.config_groups import group_yaml
+
+    shipped = group_yaml("evaluate", "default")
+    built, given = asdict(EvalConfig()), asdict(EvalConfig.from_dict(shipped))
+    assert set(built) == set(given)
+    assert {k: v for k, v in built.items() if k != "ors"} == {k: v for k, v in given.items() if k != "ors"}
+    assert built["ors"] == {} and {k: (list(v) if isinstance(v, tuple) else v) for k, v in ORS_DEFAULTS.items()} == {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in shipped["ors"].items()}
+    assert (Bootstrap().n, Bootstrap().seed) == (2000, 0) and shipped["bootstrap"] == {"n": 2000, "seed": 0}
