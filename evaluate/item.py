@@ -278,7 +278,10 @@ def frame_array(shape: tuple[int, ...]) -> np.ndarray:
         return np.empty(shape, np.uint8)
     mem = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        mem.madvise(mmap.MADV_NOHUGEPAGE)
+        try:
+            mem.madvise(mmap.MADV_NOHUGEPAGE)
+        except OSError:  # a kernel without transparent huge pages refuses the advice (EINVAL): nothing to avoid
+            pass
     # one array over the mapping (its base is the mmap): a view of it holds the array itself, which FrameBuffers'
     # reference count relies on (a reshape of a flat array would hold the flat one instead)
     return np.ndarray(shape, np.uint8, buffer=mem)

@@ -602,6 +602,8 @@ def test_frame_array_pages_are_advised_no_huge_pages():
     smaps = Path("/proc/self/smaps")
     if not hasattr(mmap, "MADV_NOHUGEPAGE") or not smaps.exists():
         pytest.skip("no MADV_NOHUGEPAGE / smaps here")
+    if not Path("/sys/kernel/mm/transparent_hugepage").exists():
+        pytest.skip("this kernel has no transparent huge pages (the advice is refused, and nothing to avoid)")
     a = frame_array((8, 64, 64, 3))
     addr, inside, flags = a.ctypes.data, False, None
     for line in smaps.read_text().splitlines():
@@ -614,6 +616,24 @@ def test_frame_array_pages_are_advised_no_huge_pages():
     if flags is None:
         pytest.skip("smaps lists no VmFlags here")
     assert "nh" in flags, flags
+
+
+def test_a_kernel_that_refuses_the_huge_page_advice_still_gets_its_frame_array(monkeypatch):
+    import mmap
+
+    from evaluate.item import frame_array
+
+    if not hasattr(mmap, "MADV_NOHUGEPAGE"):
+        pytest.skip("no MADV_NOHUGEPAGE here")
+
+    class Refusing(mmap.mmap):  # a kernel without transparent huge pages: madvise gives EINVAL
+        def madvise(self, *a):
+            raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(mmap, "mmap", Refusing)
+    a = frame_array((2, 4, 4, 3))
+    a[:] = 7
+    assert a.shape == (2, 4, 4, 3) and a.dtype == np.uint8 and int(a.sum()) == 7 * a.size
 
 
 def test_frame_buffers_keep_the_three_newest_arrays_by_default():
