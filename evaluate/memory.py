@@ -26,22 +26,22 @@ CANVAS = 64
 SPHERE_BIN_DEG = 2.0
 
 
+def _unit(v: np.ndarray) -> np.ndarray:
+    """``v`` (..., D) as float64 with each vector along the last axis scaled to length 1 (a zero vector stays 0)."""
+    v = np.asarray(v, dtype=np.float64)
+    unit: np.ndarray = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+    return unit
+
+
 def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarities (Na, Nb) between row vectors."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    bn = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    cos: np.ndarray = an @ bn.T
+    cos: np.ndarray = _unit(a) @ _unit(b).T
     return cos
 
 
 def cosine_to(rows: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Cosine similarity (N,) float64 of each of ``rows`` (N, D) with the one vector ``ref`` (D,)."""
-    a = np.asarray(rows, dtype=np.float64)
-    b = np.asarray(ref, dtype=np.float64)
-    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    cos: np.ndarray = an @ (b / max(float(np.linalg.norm(b)), 1e-12))
+    cos: np.ndarray = _unit(rows) @ _unit(ref)
     return cos
 
 

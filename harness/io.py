@@ -500,6 +500,8 @@ def run_logged(argv: list[str], log_path: str | Path, *, cwd: str | None = None,
         except BaseException:  # interrupted: the child must not outlive us
             proc.kill()
             proc.wait()
+            with writing:
+                ended.set()  # nothing more reaches the log, which closes as the interruption goes on
             raise
         drain()
     return proc.returncode

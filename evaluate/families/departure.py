@@ -116,7 +116,7 @@ def return_visible(item: EvalItem, perception: ItemPerception, settings: EvalCon
                            f"to select the departure return frames ({why})")
     name = backbones["encoder"]
     f = perception.encode(name, [ref_frame] + r["frames"])
-    per = [float(c) for c in np.clip(mem.cosine_to(f[1:], f[0]), 0, 1)]  # each window's return frame vs the reference
+    per = np.clip(mem.cosine_to(f[1:], f[0]), 0, 1).tolist()  # each window's return frame vs the reference
     return entry("departure.return_visible", perception.label(name, "encoder"), perception.kind(name),
                  rollout_score({"away_view": per}, len(per)), per_revisit=per, reference_frames=[ref_frame],
                  return_frames=r["frames"], return_pose_estimator=r["label"], pose_source=r["label"],

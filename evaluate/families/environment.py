@@ -48,7 +48,7 @@ def visible(item: EvalItem, perception: ItemPerception, settings: EvalConfig, ba
     name = backbones["encoder"]
     f = perception.encode(name, [0] + r["frames"])
     # one return frame per revisit window, each against frame 0
-    per = [float(c) for c in np.clip(mem.cosine_to(f[1:], f[0]), 0, 1)]
+    per = np.clip(mem.cosine_to(f[1:], f[0]), 0, 1).tolist()
     return entry("environment.visible", perception.label(name, "encoder"), perception.kind(name), float(np.mean(per)),
                  per_revisit=per, **_common(r))
 
