@@ -750,13 +750,13 @@ def video24(tmp_path_factory) -> bytes:
     return data
 
 
-def _item_dir(root: Path, c2w: np.ndarray, phases: dict, video: bytes, **meta) -> Path:
+def _item_dir(root: Path, c2w: np.ndarray, phases: dict, video_bytes: bytes, /, **meta) -> Path:
     from harness.io import write_json
     from trajectories import CameraPath
 
     root.mkdir(parents=True)
     CameraPath("t", np.asarray(c2w, np.float64), np.eye(3), 16.0, 16, 32, phases).save(root / "camera.npz")
-    (root / "video.mp4").write_bytes(video)
+    (root / "video.mp4").write_bytes(video_bytes)
     write_json(root / "meta.json", {"case": _CASE, **meta})
     return root
 
@@ -863,3 +863,524 @@ def test_load_item_publishing_a_whole_video_has_no_error(tmp_path, video24):
     it = load_item(_item_dir(tmp_path / "i", _still(6), {"V": (0, 2), "H": (2, 6)}, video24), EvalConfig(),
                    publish=published.append)
     assert published == [it] and it.decode_error() is None and it.frames.shape[0] == 6
+
+
+# -- the evaluation stage on item folders written here (evaluate/stage.py), rule by rule ----------------------------
+# Stand-in families (camera, environment, dynamic: what each computes is recorded, and each "works" a set number of
+# seconds on the stage's own clock, which moves only then), a stand-in judge and a stand-in validity section: what is
+# left is the stage's orchestration, run on real item folders (meta.json, an 8-frame camera.npz, video24).
+
+_PHASES8 = {"V": (0, 2), "D1": (2, 4), "R1": (4, 6), "H": (6, 8)}
+_WORK = {"camera": 1.0, "environment": 2.0, "dynamic": 4.0, "validity": 8.0, "judge": 100.0, "answer": 1000.0}
+
+
+class _StageClock:
+    """``time`` as evaluate.stage reads it: ``perf_counter`` moves only when a stand-in works."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class _Answer:
+    """The judge's answer for one item (a future): ``lazy``, it is in only once it is asked for (``result``), so the
+    run never finds it ready on its own."""
+
+    def __init__(self, stage: "_Stand", entries: dict, lazy: bool) -> None:
+        from concurrent.futures import Future
+
+        self.stage, self.entries, self.future = stage, entries, Future()
+        if not lazy:
+            self.future.set_result(entries)
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self, timeout: object = None) -> dict:
+        if not self.future.done():
+            self.stage.clock.now += _WORK["answer"]
+            self.future.set_result(self.entries)
+        return self.future.result()
+
+
+class _Stand:
+    """The stand-ins of one test, and what the stage asked of them (``events``: families computed, judge asked)."""
+
+    def __init__(self, video: bytes) -> None:
+        self.video, self.clock, self.events = video, _StageClock(), []
+        self.validity_calls = 0
+        self.judge_error: Exception | None = None
+        self.lazy = False
+        self.perceptions: list = []
+        self.failing: dict[str, Exception] = {}
+        self.families = (self.family("camera", ("rpe_stride",)), self.family("environment", ("canvas",)),
+                         self.family("dynamic", ("judge", "judge_stride"), only="dynamic"))
+
+    def family(self, name: str, settings: tuple, only: str | None = None, reports: tuple = (), metric: str = "m"):
+        from evaluate.families.base import Family, entry
+        from evaluate.registry import Compute, MetricSpec
+
+        def compute(item, perception, ecfg, backbones):
+            self.events.append(name)
+            self.perceptions.append(perception)
+            self.clock.now += _WORK[name]
+            if name in self.failing:
+                raise self.failing[name]
+            # per revisit, with its frames: what a strip shows (frames 0 and 5 of the video)
+            return entry(f"{name}.{metric}", "", "estimator", 0.5, per_target={"t": [0.5]}, revisit_frames=[[4, 5]])
+
+        def applies(item, ecfg) -> bool:
+            return only is None or item.family == only
+
+        spec = MetricSpec(f"{name}.{metric}", name, True, "x", True, "a stand-in",
+                          (Compute(compute, (), applies, reports),))
+        return Family(name, settings, (spec,))
+
+    def validity(self, ctx, perc, ecfg) -> dict:
+        self.validity_calls += 1
+        self.clock.now += _WORK["validity"]
+        return {"calls": self.validity_calls}
+
+    # the run's judge (evaluate.judge.RunJudge)
+    def __call__(self, settings: object) -> "_Stand":
+        return self
+
+    def __enter__(self) -> "_Stand":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, inp, item_dir: Path) -> _Answer:
+        from evaluate.families.base import entry
+
+        self.events.append("judge")
+        self.clock.now += _WORK["judge"]
+        if self.judge_error is not None:
+            raise self.judge_error
+        assert inp.frames.shape[1:] == (16, 32, 3)  # built from the item's decoded frames
+        return _Answer(self, entry("dynamic.m", "", "estimator", 0.25), self.lazy)
+
+    def item(self, d: Path, family: str = "environment", T: int = 8, **meta) -> Path:
+        video = {"file": "video.mp4", "sha256": _sha256(self.video), "size": len(self.video)}
+        meta = {"status": "done", "video": video, "item": {"model": "m", "case_id": d.name},
+                "timings": {"total_s": 3.0}, **meta}
+        return _item_dir(d, _still(T), dict(_PHASES8, H=(6, T)), self.video, case={**_CASE, "family": family,
+                         "unannotated": family == "dynamic"}, **meta)
+
+
+@pytest.fixture
+def stand(monkeypatch, video24) -> _Stand:
+    from evaluate import stage
+
+    s = _Stand(video24)
+    monkeypatch.setattr(stage, "all_families", lambda: s.families)
+    monkeypatch.setattr("evaluate.cache.all_families", lambda: s.families)  # the family hashes of the stand-ins
+    monkeypatch.setattr(stage, "time", s.clock)
+    monkeypatch.setattr("evaluate.validity.item_validity", s.validity)
+    return s
+
+
+def _stage_cfg(**kw):
+    import dataclasses
+
+    return dataclasses.replace(_weight_free(), **kw)
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _metrics_json(d: Path) -> dict:
+    import json
+
+    return json.loads((d / "metrics.json").read_text())
+
+
+def test_stage_computes_each_family_in_order_timed_by_its_own_work_and_reuses_the_result(stand, tmp_path):
+    from evaluate.stage import evaluate_item
+
+    d = stand.item(tmp_path / "env")
+    res = evaluate_item(d, _stage_cfg())
+    assert stand.events == ["camera", "environment"]  # the dynamic family does not apply to this item
+    assert list(res.metrics) == ["camera.m", "environment.m"] and res.status == "done" and res.reason is None
+    hashes = res.family_hashes
+    assert {k: (m.family, m.settings_hash) for k, m in res.metrics.items()} == {
+        "camera.m": ("camera", hashes["camera"]), "environment.m": ("environment", hashes["environment"])}
+    assert res.extra["timings"] == {"camera": 1.0, "environment": 2.0, "dynamic": 0.0, "item_s": 1.0 + 2.0 + 8.0}
+    assert res.validity == {"calls": 1} and res.video_sha256 == _sha256(stand.video)
+    assert res.item == {"model": "m", "case_id": "env"} and res.extra["timings_generation"] == {"total_s": 3.0}
+    assert all(p.use_cache for p in stand.perceptions)  # the perception cache is on unless turned off
+    assert _metrics_json(d)["metrics"]["environment.m"]["value"] == 0.5
+    again = evaluate_item(d, _stage_cfg())  # nothing changed: the stored result, nothing computed
+    assert again.extra["reused"] is True and again.metrics == res.metrics
+    assert stand.events == ["camera", "environment"] and stand.validity_calls == 1
+    evaluate_item(d, _stage_cfg(), force=True)
+    assert stand.events == ["camera", "environment"] * 2 and stand.validity_calls == 2
+
+
+def test_stage_a_changed_setting_recomputes_only_its_family_and_keeps_the_rest(stand, tmp_path):
+    from evaluate.stage import evaluate_item
+
+    d = stand.item(tmp_path / "env")
+    first = evaluate_item(d, _stage_cfg())
+    changed = evaluate_item(d, _stage_cfg(canvas=32))  # the environment family's setting
+    assert stand.events == ["camera", "environment", "environment"]
+    assert set(changed.extra["timings"]) == {"environment", "item_s"} and "reused" not in changed.extra
+    assert changed.metrics["camera.m"].settings_hash == first.metrics["camera.m"].settings_hash
+    assert changed.metrics["environment.m"].settings_hash != first.metrics["environment.m"].settings_hash
+    assert changed.validity == {"calls": 1} and stand.validity_calls == 1  # validity's settings unchanged: kept
+    off = evaluate_item(d, _stage_cfg(validity=False))  # validity's hash changed: recomputed, and it is off
+    assert off.validity == {} and stand.validity_calls == 1
+
+
+def test_stage_without_a_run_judge_the_judged_family_is_computed_in_turn(stand, tmp_path):
+    from evaluate.stage import evaluate_item
+
+    res = evaluate_item(stand.item(tmp_path / "dyn", family="dynamic"), _stage_cfg())
+    assert stand.events == ["camera", "environment", "dynamic"]
+    assert list(res.metrics) == ["camera.m", "environment.m", "dynamic.m"]
+
+
+@pytest.mark.parametrize("lone", [False, True])
+def test_stage_a_run_judge_is_asked_after_the_first_family_and_its_answer_recorded_last(stand, tmp_path, lone):
+    """The judge's request goes out once the first family is done (it needs the last frame of a video that may
+    still be decoding), the other families are computed meanwhile, and the answer comes last (``metrics.json`` in
+    the families' order); its time: the request and the wait for the answer. A judged family alone is asked too."""
+    from evaluate.stage import evaluate_item
+
+    if lone:
+        stand.families = stand.families[-1:]
+    stand.lazy = True
+    d = stand.item(tmp_path / "dyn", family="dynamic")
+    res = evaluate_item(d, _stage_cfg(), judge=stand)
+    assert stand.events == (["judge"] if lone else ["camera", "judge", "environment"])  # asked once
+    assert list(res.metrics) == ([] if lone else ["camera.m", "environment.m"]) + ["dynamic.m"]
+    judged = res.metrics["dynamic.m"]
+    assert (judged.value, judged.family, judged.settings_hash) == (0.25, "dynamic", res.family_hashes["dynamic"])
+    assert res.extra["timings"]["dynamic"] == 100.0 + 1000.0
+    work = 100.0 + 8.0 + 1000.0 + (0.0 if lone else 3.0)
+    assert res.extra["timings"]["item_s"] == work
+    assert _metrics_json(d)["metrics"]["dynamic.m"]["value"] == 0.25
+
+
+def test_stage_a_run_judge_is_asked_only_when_every_judged_computation_applies(stand, tmp_path):
+    from evaluate.families.base import Family
+    from evaluate.stage import evaluate_item
+
+    judged = stand.family("dynamic", (), only="dynamic").specs + stand.family("dynamic", (), metric="n").specs
+    stand.families = (*stand.families[:2], Family("dynamic", ("judge",), judged))
+    res = evaluate_item(stand.item(tmp_path / "env"), _stage_cfg(), judge=stand)
+    assert stand.events == ["camera", "environment", "dynamic"] and "dynamic.n" in res.metrics  # computed in turn
+
+
+def test_stage_a_stored_judge_answer_is_kept_when_another_family_changed(stand, tmp_path):
+    from evaluate.stage import evaluate_item
+
+    d = stand.item(tmp_path / "dyn", family="dynamic")
+    evaluate_item(d, _stage_cfg(), judge=stand)
+    again = evaluate_item(d, _stage_cfg(canvas=32), judge=stand)
+    assert stand.events == ["camera", "judge", "environment", "environment"]
+    assert again.metrics["dynamic.m"].value == 0.25 and set(again.extra["timings"]) == {"environment", "item_s"}
+
+
+@pytest.mark.parametrize("where", ["request", "answer"])
+def test_stage_a_failing_judge_fails_the_judged_metrics_only(stand, tmp_path, where):
+    from evaluate.results import Status
+    from evaluate.stage import evaluate_item
+
+    if where == "request":
+        stand.judge_error = ConnectionError("judge down")
+    else:
+        stand.submit = lambda inp, item_dir: _failing_answer(ConnectionError("judge down"))
+    res = evaluate_item(stand.item(tmp_path / "dyn", family="dynamic"), _stage_cfg(), judge=stand)
+    judged = res.metrics["dynamic.m"]
+    assert (judged.status, judged.reason) == (Status.FAILED, "ConnectionError: judge down")
+    assert {k: m.status for k, m in res.metrics.items() if k != "dynamic.m"} == {
+        "camera.m": Status.COMPUTED, "environment.m": Status.COMPUTED}
+    assert res.status == "failed" and res.reason == "1 metric(s) failed: dynamic.m: ConnectionError: judge down"
+
+
+def _failing_answer(exc: Exception):
+    from concurrent.futures import Future
+
+    f: Future = Future()
+    f.set_exception(exc)
+    return f
+
+
+def test_stage_a_failing_computation_fails_its_metrics_and_the_reason_names_the_first_three(stand, tmp_path):
+    from evaluate.perception.base import BackboneUnavailable
+    from evaluate.results import Status
+    from evaluate.stage import evaluate_item
+
+    stand.families = (stand.family("camera", (), reports=("camera.a", "camera.b", "camera.c", "camera.d")),
+                      stand.family("environment", ()))
+    stand.failing = {"camera": ValueError("bad pose"), "environment": BackboneUnavailable("no weights here")}
+    res = evaluate_item(stand.item(tmp_path / "env"), _stage_cfg())
+    assert {k: (m.status, m.reason) for k, m in res.metrics.items()} == {
+        **{f"camera.{x}": (Status.FAILED, "ValueError: bad pose") for x in "abcd"},
+        "environment.m": (Status.NOT_COMPUTED, "no weights here")}
+    assert res.status == "failed" and res.reason == ("4 metric(s) failed: camera.a: ValueError: bad pose; "
+                                                     "camera.b: ValueError: bad pose; camera.c: ValueError: bad pose")
+
+
+def test_stage_an_item_uses_the_backbones_and_the_cache_setting_it_is_given(stand, tmp_path):
+    from evaluate.backbones import BackboneSet
+    from evaluate.stage import evaluate_item
+
+    given = BackboneSet(_stage_cfg(), tmp_path / "weights")
+    evaluate_item(stand.item(tmp_path / "env"), _stage_cfg(), backbones=given, use_cache=False)
+    assert stand.perceptions and all(p.backbones is given and not p.use_cache for p in stand.perceptions)
+
+
+def test_stage_an_unexpected_error_while_reading_fails_the_item_with_it(stand, tmp_path, monkeypatch):
+    from evaluate import stage
+
+    d = stand.item(tmp_path / "env")
+
+    def broken(*a, **k):
+        raise OSError("weights folder unreadable")
+
+    monkeypatch.setattr(stage, "family_hashes", broken)
+    res = stage.evaluate_item(d, _stage_cfg())
+    assert res.status == "failed" and res.reason == "OSError: weights folder unreadable" and stand.events == []
+    assert _metrics_json(d)["reason"] == "OSError: weights folder unreadable"
+
+
+def test_stage_a_lone_item_is_not_checked_against_its_meta_json_and_a_missing_one_fails(stand, tmp_path):
+    """``evaluate_item`` scores the folder it is given (a run checks its items' files against meta.json first); a
+    folder that is not there fails with the error, and is not made again."""
+    from evaluate.stage import evaluate_item
+
+    d = stand.item(tmp_path / "env", video={"sha256": "0" * 64})  # the recorded hash is not the video's
+    assert evaluate_item(d, _stage_cfg()).status == "done"
+    gone = tmp_path / "gone"
+    res = evaluate_item(gone, _stage_cfg())
+    assert res.status == "failed" and res.reason.startswith("FileNotFoundError") and "meta.json" in res.reason
+    assert res.item["case_id"] == "gone" and not gone.exists()
+
+
+def test_stage_prepare_publishes_an_item_once(stand, tmp_path):
+    """Handed to the scorer once: a decoded item at its first frame, a reused one when its result is read."""
+    from evaluate import stage
+
+    d = stand.item(tmp_path / "env")
+    published: list = []
+    p = stage._prepare(d, _stage_cfg(), tmp_path, False, publish=published.append)
+    assert published == [p] and p.ctx is not None and not p.reused
+    stage.evaluate_item(d, _stage_cfg(), prepared=p)
+    published.clear()
+    p = stage._prepare(d, _stage_cfg(), tmp_path, False, publish=published.append)
+    assert published == [p] and p.ctx is None and p.reused
+
+
+# -- a run of such items (evaluate_run): judge answers in flight, strips ahead, item order, timings --------------
+
+
+class _Strips:
+    """evaluate.reporting.strips.StripsAhead: records each finished item, in order, with the frames kept for it."""
+
+    def __init__(self, run_dir: Path, folder: Path) -> None:
+        self.submitted: list[tuple[str, str, object]] = []
+        _Strips.last = self
+
+    def submit(self, item_dir: Path, res, kept) -> None:
+        self.submitted.append((Path(item_dir).name, res.status, None if kept is None else (kept[0], kept[1].shape)))
+
+    def __enter__(self) -> "_Strips":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stand_run(stand, monkeypatch, tmp_path):
+    """A run of two finished items (a dynamic one, then an environment one) and one that failed to generate."""
+    import json
+
+    from evaluate import stage
+
+    monkeypatch.setattr("evaluate.judge.RunJudge", stand)
+    monkeypatch.setattr("evaluate.reporting.strips.StripsAhead", _Strips)
+    monkeypatch.setattr(stage, "_warm_up", lambda: None)  # imports only (what the report needs anyway)
+    run = tmp_path / "run"
+    rows = []
+    for case, status in (("dyn", "done"), ("env", "done"), ("lost", "failed")):
+        key = f"m/fullkv/seed-0/lrlr/{case}"
+        if status == "done":
+            stand.item(run / key, family="dynamic" if case == "dyn" else "environment")
+        rows.append({"model": "m", "context": "fullkv", "seed": 0, "trajectory": "lrlr", "case_id": case,
+                     "key": key, "status": status, "dir": key})
+    (run / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_stage_run_finishes_a_judged_item_once_its_answer_is_in_and_scores_the_next_meanwhile(stand, stand_run, lazy):
+    """An answer already in: the judged item is finished before the next one is scored; one still awaited: the next
+    item is scored and finished first, the judged one at the end. Only an item finished at once keeps the frames its
+    strip shows (a judged one's strip is drawn by the report)."""
+    from evaluate.stage import evaluate_run
+
+    stand.lazy = lazy
+    out = evaluate_run(stand_run, _stage_cfg(), tables=False)
+    assert (out["evaluated"], out["failed"], out["skipped_not_done"]) == (2, [], 1)
+    assert [r.item["case_id"] for r in out["results"]] == ["dyn", "env"]  # the manifest's order
+    assert out["results"][0].metrics["dynamic.m"].value == 0.25
+    kept_env = ("env", "done", ([0, 5], (2, 16, 32, 3)))
+    want = [kept_env, ("dyn", "done", None)] if lazy else [("dyn", "done", None), kept_env]
+    assert _Strips.last.submitted == want
+    assert stand.events == ["camera", "judge", "environment", "camera", "environment"]
+    assert all(p.use_cache for p in stand.perceptions)
+    work = 2 * 1.0 + 2 * 2.0 + 2 * 8.0 + 100.0 + 1000.0 * lazy
+    assert out["timings"]["total_s"] == work
+
+
+def test_stage_run_reuses_unless_forced_and_scores_only_the_items_asked(stand, stand_run, capsys):
+    from evaluate.stage import evaluate_run
+
+    env = stand_run / "m/fullkv/seed-0/lrlr/env"
+    out = evaluate_run(stand_run, _stage_cfg(), tables=False, strips_ahead=False, only=[env])
+    assert [r.item["case_id"] for r in out["results"]] == ["env"] and stand.events == ["camera", "environment"]
+    assert _Strips.last.submitted == [] and capsys.readouterr().err == ""  # no strips, no progress bar
+    again = evaluate_run(stand_run, _stage_cfg(), tables=False)
+    assert stand.events == ["camera", "environment", "camera", "judge", "environment"]  # env reused
+    assert again["results"][1].extra["reused"] is True
+    evaluate_run(stand_run, _stage_cfg(), tables=False, force=True, progress=True, only=[env])
+    assert stand.events[5:] == ["camera", "environment"] and "evaluate" in capsys.readouterr().err
+
+
+def test_stage_run_tables_are_written_and_timed_apart_from_the_study_report(stand, stand_run, monkeypatch):
+    from evaluate.stage import evaluate_run
+
+    written = []
+
+    def tables(run_dir, pairs, ecfg):
+        written.append([d.name for d, _ in pairs])
+        stand.clock.now += 50.0
+        return {"report_s": 20.0, "tables": "T"}
+
+    monkeypatch.setattr("evaluate.reporting.run.write_run_outputs", tables)
+    out = evaluate_run(stand_run, _stage_cfg())
+    assert written == [["dyn", "env"]] and out["tables"] == "T" and out["skipped_not_done"] == 1
+    scored = 2 * 1.0 + 2 * 2.0 + 2 * 8.0 + 100.0
+    assert (out["timings"]["total_s"], out["timings"]["tables_s"]) == (scored + 50.0 - 20.0, 50.0)
+
+
+def test_stage_run_fails_an_item_whose_video_ends_early_and_one_whose_named_video_is_gone(stand, stand_run, caplog):
+    """Decoded while it is scored, a video shorter than its path fails the item (written); an item whose
+    ``meta.json`` names a video file that is not there is not scored at all (and the log says why)."""
+    import logging
+    import shutil
+
+    from evaluate.stage import evaluate_run
+
+    base = stand_run / "m/fullkv/seed-0/lrlr"
+    shutil.rmtree(base / "env")
+    stand.item(base / "env", T=30)  # 24 frames for a 30-frame path
+    meta = (base / "dyn" / "meta.json").read_text().replace('"file": "video.mp4"', '"file": "clip.mp4"')
+    (base / "dyn" / "meta.json").write_text(meta)
+    with caplog.at_level(logging.WARNING, logger="evaluate.stage"):
+        out = evaluate_run(stand_run, _stage_cfg(), tables=False)
+    dyn, env = out["results"]
+    assert out["failed"] == [(dyn.item, dyn.reason), (env.item, env.reason)]
+    assert [r.getMessage() for r in caplog.records if r.name == "evaluate.stage"] == [f"{base / 'dyn'}: {dyn.reason}"]
+    assert env.status == "failed" and "decoded 24 frames, camera.npz has 30" in env.reason
+    assert _metrics_json(base / "env")["reason"] == env.reason
+    assert dyn.status == "failed" and dyn.reason.startswith("clip.mp4 is missing")
+    assert stand.events == ["camera", "environment"]  # the env item was scored; nothing of dyn
+
+
+def test_stage_run_hashes_each_video_once_when_meta_json_names_no_file(stand, stand_run, monkeypatch):
+    import json
+
+    import harness.io
+    from evaluate.stage import evaluate_run
+
+    for d in (stand_run / "m/fullkv/seed-0/lrlr").iterdir():
+        meta = json.loads((d / "meta.json").read_text())
+        del meta["video"]["file"]
+        (d / "meta.json").write_text(json.dumps(meta))
+    hashed, real = [], harness.io.sha256_file
+    monkeypatch.setattr(harness.io, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
+    out = evaluate_run(stand_run, _stage_cfg(), tables=False)
+    assert out["evaluated"] == 2 and not out["failed"] and "video.mp4" not in hashed
+
+
+def test_stage_run_an_error_preparing_an_item_ends_the_run_with_it(stand, stand_run, monkeypatch):
+    from evaluate import stage
+
+    def broken(*a, **k):
+        raise MemoryError("no room for the frames")
+
+    monkeypatch.setattr(stage, "_prepare", broken)
+    with pytest.raises(MemoryError, match="no room"):
+        stage.evaluate_run(stand_run, _stage_cfg(), tables=False)
+
+
+def test_stage_run_an_error_of_the_warm_up_is_not_swallowed(stand, stand_run, monkeypatch):
+    """The imports done ahead on the decode thread (matplotlib for the report) fail the run as they would in it."""
+    from evaluate import stage
+
+    def broken() -> None:
+        raise ImportError("matplotlib is not installed")
+
+    monkeypatch.setattr(stage, "_warm_up", broken)
+    with pytest.raises(ImportError, match="matplotlib"):
+        stage.evaluate_run(stand_run, _stage_cfg(), tables=False)
+    assert stand.events == ["camera", "judge", "environment", "camera", "environment"]  # after every item
+
+
+def test_stage_run_has_the_weights_pack_checked_before_anything_is_written(stand, stand_run, monkeypatch):
+    from evaluate.backbones import BackboneSet
+    from evaluate.stage import evaluate_run
+    from evaluate.weights_pack import PackLinkError
+
+    asked: list = []
+
+    def refuse(self, names) -> None:
+        asked.extend(names)
+        raise PackLinkError("weights pack: a link out of the pack root; refused")
+
+    monkeypatch.setattr(BackboneSet, "check_pack", refuse)
+    with pytest.raises(PackLinkError, match="refused"):
+        evaluate_run(stand_run, _stage_cfg(), tables=False)
+    assert {"pixel", "template", "classical"} <= set(asked)  # every configured backbone
+    assert stand.events == [] and not list(stand_run.rglob("metrics.json"))
+
+
+def test_stage_run_fails_an_item_whose_folder_is_gone_without_making_it_again(stand, stand_run, caplog):
+    import logging
+    import shutil
+
+    from evaluate.stage import evaluate_run
+
+    gone = stand_run / "m/fullkv/seed-0/lrlr/dyn"
+    shutil.rmtree(gone)
+    with caplog.at_level(logging.WARNING, logger="evaluate.stage"):
+        out = evaluate_run(stand_run, _stage_cfg(), tables=False)
+    dyn, env = out["results"]
+    assert dyn.status == "failed" and dyn.reason.startswith(f"its folder {gone} is missing") and not gone.exists()
+    assert dyn.item == {"model": "m", "context": "fullkv", "seed": 0, "trajectory": "lrlr", "case_id": "dyn"}
+    assert env.status == "done" and [r.getMessage() for r in caplog.records] == [dyn.reason]
+
+
+def test_stage_opencv_threads_are_one_in_the_block_and_restored_after():
+    import cv2
+
+    from evaluate.stage import _opencv_single_threaded
+
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(3)
+    try:
+        with _opencv_single_threaded():
+            assert cv2.getNumThreads() == 1
+        assert cv2.getNumThreads() == 3
+    finally:
+        cv2.setNumThreads(before)
