@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import platform
 import re
@@ -153,13 +154,16 @@ class WorkItem:
             check_name(f, v)
         check_seed(self.seed)
 
-    @property
+    # built once per item (cached in the instance's __dict__, which the frozen fields leave alone): a dry-run item
+    # takes milliseconds and the runner asks for its folder a dozen times
+    @functools.cached_property
     def rel_dir(self) -> Path:
         """``<model>/<context>/seed-<seed>/<trajectory>/<case>``, relative to the run directory."""
         return Path(self.model) / self.context / f"seed-{self.seed}" / self.trajectory / self.case_id
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """``rel_dir`` as a POSIX string: the item's name in logs, locks, fingerprints and the manifest."""
         return str(self.rel_dir.as_posix())
 
     def to_dict(self) -> dict[str, Any]:

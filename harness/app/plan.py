@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from harness.app.run_config import RunConfig, paper_resolved, parse_shard
 from harness.cases import Case, load_cases_from_config
@@ -18,6 +18,7 @@ from harness.outputs import PlanError, RunDir, WorkItem, check_name, check_seed,
 if TYPE_CHECKING:
     from adapters.base import Adapter
     from harness.context import ContextPolicy
+    from harness.gpu_pool import GPUPool
     from trajectories import TrajectorySpec
 
 __all__ = ["Case", "Plan", "PlanError", "RunDir", "WorkItem", "check_name", "check_seed", "check_writable",
@@ -48,6 +49,8 @@ class Plan:
     TrajectorySpec. cases: the selected cases (sorted by id). items: this shard's work items, in plan order.
     run_dir: the resolved run directory. all_items: the items of every shard (to know when the run is complete).
     config: the typed run configuration the plan was made from (what each item records, the GPU pool's settings).
+    pool: the GPU pool this run's upstream jobs draw from (None: no GPU job, or no GPU set or visible), set when the
+    run is prepared (:func:`harness.app.commands.run.prepare_run`), which refuses a job bigger than the pool.
     """
 
     adapter: Adapter
@@ -58,6 +61,7 @@ class Plan:
     run_dir: Path
     all_items: list[WorkItem]
     config: RunConfig
+    pool: Optional[GPUPool] = None
 
     @property
     def run(self) -> RunDir:
@@ -133,16 +137,18 @@ def check_trajectory_names(cfg: RunConfig, names: Sequence[str]) -> None:
     labels its own path: ``trajectory=lrlr trajectory.name=lrud`` would file LRLR motion as LRUD."""
     import yaml
 
-    from harness.config_groups import check_choice, conf_dir
+    from harness.config_groups import check_choice, option_file
 
+    tr = cfg.chosen()[2]
+    # first every name as a name (each becomes a folder), then every name as an option of the group
     for n in names:
         check_name("trajectories" if cfg.trajectories else "trajectory.name", n)
-        check_choice("trajectory", n)
-    tr = cfg.chosen()[2]
     check_name("trajectory.name", tr.name)
-    check_choice("trajectory", tr.name)
-    # the file as written (kind and cycles are never inherited): no Hydra compose for a name check
-    ref = yaml.safe_load((conf_dir() / "trajectory" / f"{tr.name}.yaml").read_text()) or {}
+    for n in (*names, tr.name):
+        check_choice("trajectory", n)
+    # the file as written (kind and cycles are never inherited): no Hydra compose for a name check; found where
+    # Hydra finds it (a --config-dir option too)
+    ref = yaml.safe_load(option_file("trajectory", tr.name).read_text()) or {}
     for k in ("kind", "cycles"):
         if k not in ref:
             continue
@@ -200,10 +206,10 @@ def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = Tru
     (API use) is typed first (:meth:`RunConfig.coerce`)."""
     cfg = RunConfig.coerce(cfg)
     run_dir = run_dir_for(cfg.output_root, cfg.run)
+    specs = _trajectory_specs(cfg)
     adapter = _adapter_for(cfg)
     policy = cfg.chosen()[1]
     adapter.check_context(policy)  # unsupported pairs fail here, before any weights load
-    specs = _trajectory_specs(cfg)
     _check_even_canvas(adapter)
     cases = load_cases_from_config(cfg.cases)
     seed = adapter.config.seed if cfg.seed is None else cfg.seed

@@ -19,7 +19,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 import threading
@@ -115,23 +114,11 @@ def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
     return cached
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _rel(item: WorkItem) -> Path:
-    """``item.rel_dir``, built once per item (a dry-run item is milliseconds; the runner asks a dozen times)."""
-    return item.rel_dir
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _key(item: WorkItem) -> str:
-    """``item.key``, built once per item."""
-    return item.key
-
-
 def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> None:
     """Refuse (before anything is written) when a finished item was made with a different config, or when a dry
     run with ``overwrite=true`` would replace finished items by compile-only records (orphaning their videos)."""
     if overwrite and dry_run:
-        done = [_key(i) for i in plan.items if item_status(plan.run_dir / _rel(i)) == "done"]
+        done = [i.key for i in plan.items if item_status(plan.run_dir / i.rel_dir) == "done"]
         if done:
             raise PlanError(f"dry_run=true overwrite=true: {len(done)} item(s) of {plan.run_dir} are done (first: "
                             f"{done[0]}); a dry run would replace their meta.json by a compile-only record and orphan "
@@ -142,15 +129,15 @@ def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> No
 
     bad = []
     for item in plan.items:
-        m = item_meta(plan.run_dir / _rel(item))
+        m = item_meta(plan.run_dir / item.rel_dir)
         if not m or m.get("status") != "done":
             continue
-        fingerprint, parts = fingerprints(plan)[_key(item)]  # computed once, only when a finished item exists
+        fingerprint, parts = fingerprints(plan)[item.key]  # computed once, only when a finished item exists
         if m.get("fingerprint") != fingerprint and not item_is_current(plan, item, m) and not superseded_item(m):
             # (an item of a superseded trajectory layout is redone by this run: trajectories.migration)
             old = m.get("fingerprint_parts") or {}
             changed = sorted(k for k in parts if old.get(k) != parts[k]) if old else ["(recorded before fingerprints)"]
-            bad.append((_key(item), changed))
+            bad.append((item.key, changed))
     if bad:
         key, changed = bad[0]
         raise FingerprintMismatch(
@@ -172,7 +159,7 @@ def _current_by_inputs(adapter: Adapter, context: ContextPolicy, spec: Trajector
 def item_is_current(plan: Plan, item: WorkItem, meta: dict[str, Any]) -> bool:
     """``meta`` (a finished item's ``meta.json``) was made with the plan's config: the same fingerprint, or one
     that differs only through another trajectory's frame override (:func:`_current_by_inputs`)."""
-    if meta.get("fingerprint") == fingerprints(plan)[_key(item)][0]:
+    if meta.get("fingerprint") == fingerprints(plan)[item.key][0]:
         return True
     case = next((c for c in plan.cases if c.id == item.case_id), None)
     return case is not None and _current_by_inputs(plan.adapter, plan.policy, plan.specs[item.trajectory], case,
@@ -222,10 +209,10 @@ class _Executor:
     def finished_ok(self, item: WorkItem) -> Optional[str]:
         """Why ``item`` needs no work now: 'skipped' (done before, same config), 'elsewhere' (done meanwhile by
         another process), or None."""
-        m = item_meta(self.run_dir / _rel(item))
+        m = item_meta(self.run_dir / item.rel_dir)
         if not m:
             return None
-        if m.get("fingerprint") != self.fingerprints[_key(item)][0] and not self._current_by_inputs(item, m):
+        if m.get("fingerprint") != self.fingerprints[item.key][0] and not self._current_by_inputs(item, m):
             self._note_superseded(item, m)
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
@@ -236,9 +223,9 @@ class _Executor:
         problems = self._integrity(item, m)
         if problems:  # trust nothing on disk: a truncated, missing or replaced file makes the item unfinished
             why = "; ".join(problems)
-            if self.broken.get(_key(item)) != why:
-                log.warning("%s: redoing it: %s", _key(item), why)
-            self.broken[_key(item)] = why
+            if self.broken.get(item.key) != why:
+                log.warning("%s: redoing it: %s", item.key, why)
+            self.broken[item.key] = why
             return None
         return "skipped"
 
@@ -251,21 +238,21 @@ class _Executor:
         from trajectories.migration import superseded_item
 
         why = superseded_item(m) if m.get("status") == "done" else None
-        if why and self.broken.get(_key(item)) != why:
-            log.warning("%s: redoing it: %s", _key(item), why)
-            self.broken[_key(item)] = why
+        if why and self.broken.get(item.key) != why:
+            log.warning("%s: redoing it: %s", item.key, why)
+            self.broken[item.key] = why
 
     def _integrity(self, item: WorkItem, m: dict[str, Any]) -> list[str]:
         """:func:`harness.outputs.item_problems` of a done item, once per recorded state (the runner asks twice)."""
         video = m["video"] if isinstance(m.get("video"), dict) else {}
-        k = (_key(item), m.get("finished_unix"), video.get("sha256"))
+        k = (item.key, m.get("finished_unix"), video.get("sha256"))
         if k not in self._checked:
-            self._checked[k] = item_problems(self.run_dir / _rel(item), m)
+            self._checked[k] = item_problems(self.run_dir / item.rel_dir, m)
         return self._checked[k]
 
     def _start_record(self, item: WorkItem, case: Case) -> ItemRecord:
         """The record of ``item`` as it starts: identity, fingerprint, inputs, provenance, owner."""
-        fingerprint, fingerprint_parts = self.fingerprints[_key(item)]
+        fingerprint, fingerprint_parts = self.fingerprints[item.key]
         devices = current_devices()
         owner = self.locks.owner
         return ItemRecord(
@@ -283,7 +270,7 @@ class _Executor:
 
         from harness.video import VideoWriter
 
-        adapter, item_dir = self.adapter, self.run_dir / _rel(item)
+        adapter, item_dir = self.adapter, self.run_dir / item.rel_dir
         case = self.by_id[item.case_id]
         rec = self._start_record(item, case)
         if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
@@ -312,7 +299,7 @@ class _Executor:
 
                     overlays = [("decoded native", controls.decoded_c2w)] if controls.decoded_c2w is not None else []
                     preview_path(path, item_dir / "preview.png", overlays=overlays,
-                                 title=f"{_key(item)}: requested vs native")
+                                 title=f"{item.key}: requested vs native")
                 rec.status, rec.timings = "compiled", {"compile_s": t_compile}
             else:
                 writer = VideoWriter(item_dir / "video.mp4", fps=path.fps)
@@ -390,31 +377,31 @@ class _Executor:
 
     def run_locked(self, item: WorkItem, summary: RunSummary, pool: Optional[GPUPool], gpus: int) -> bool:
         """Run ``item`` if this process can lock it; False when another live process holds it."""
-        if not self.locks.try_acquire(_key(item)):
+        if not self.locks.try_acquire(item.key):
             return False
         try:
             why = self.finished_ok(item)  # re-check under the lock: another process may just have finished it
             if why is not None:
-                self._record(summary, why, _key(item))
+                self._record(summary, why, item.key)
                 return True
-            if _key(item) in self.broken:
+            if item.key in self.broken:
                 with self._mutex:
-                    summary.redone[_key(item)] = self.broken[_key(item)]
-            if _key(item) in self.locks.taken_over:
+                    summary.redone[item.key] = self.broken[item.key]
+            if item.key in self.locks.taken_over:
                 with self._mutex:
-                    summary.taken_over.append(_key(item))
-            remove_stale_temps(self.run_dir / _rel(item))  # we hold the lock: any temp file is a dead owner's
+                    summary.taken_over.append(item.key)
+            remove_stale_temps(self.run_dir / item.rel_dir)  # we hold the lock: any temp file is a dead owner's
             if pool is not None and gpus > 0:
                 with pool.job(gpus):
                     rec = self._counted(item)
             else:
                 rec = self._counted(item)
-            self._record(summary, rec.status, _key(item))
+            self._record(summary, rec.status, item.key)
             if rec.status == "failed":
                 with self._mutex:
-                    summary.causes[_key(item)] = rec.root_cause or (rec.error or "").splitlines()[0]
+                    summary.causes[item.key] = rec.root_cause or (rec.error or "").splitlines()[0]
         finally:
-            self.locks.release(_key(item))
+            self.locks.release(item.key)
         return True
 
     def _counted(self, item: WorkItem) -> ItemRecord:
@@ -449,7 +436,8 @@ def run_items(
 
     Items locked by another live process are revisited after this process's own items: the run returns only when
     every item is finished (by anyone), so a following evaluation sees the complete run. ``pool``: run upstream
-    jobs concurrently on its GPUs (None = the ``devices`` setting of ``plan.config``; no GPUs = one at a time).
+    jobs concurrently on its GPUs (None = ``plan.pool``, else the ``devices`` setting of ``plan.config``; no GPUs =
+    one at a time).
     ``rank``: this data-parallel rank (default: from the environment); rank r takes items r, r+N, ...
     ``previews``: in a dry run, also draw each item's ``preview.png`` (requested vs native path; slow).
     ``on_start``: called once the run is known to be consistent (fingerprints checked) and before anything is
@@ -466,7 +454,8 @@ def run_items(
     ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), plan.config, item_fingerprints, dry_run,
                    overwrite, rank, write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
-    if pool is None and gpus > 0:
+    pool = pool if pool is not None else plan.pool
+    if pool is None and gpus > 0:  # a plan made through the API (not prepared by the command line)
         pool = gpu_pool_for(adapter, plan.config, dry_run)
     workers = max(1, pool.capacity(gpus)) if (pool is not None and gpus > 0) else 1
     summary = RunSummary(run_dir=Path(run_dir))
@@ -499,8 +488,8 @@ def _process_all(ex: _Executor, summary: RunSummary, items: Sequence[WorkItem], 
     def attempt(item: WorkItem) -> bool:
         why = ex.finished_ok(item)
         if why is not None:
-            ex.locks.clear_stale(_key(item))  # a dead owner's lock on a finished item: nobody else removes it
-            ex._record(summary, why, _key(item))
+            ex.locks.clear_stale(item.key)  # a dead owner's lock on a finished item: nobody else removes it
+            ex._record(summary, why, item.key)
             return True
         return ex.run_locked(item, summary, pool, gpus)
 
@@ -546,10 +535,10 @@ def _announce_wait(locks: ItemLocks, pending: Sequence[WorkItem]) -> None:
 
     holders, files = set(), []
     for i in pending:
-        h = locks.holder(_key(i))
+        h = locks.holder(i.key)
         if h is not None:
             holders.add(h.describe())
-            files.append((h, locks.path(_key(i))))
+            files.append((h, locks.path(i.key)))
     if not files:  # every lock went (or went stale) between the try and this look: nothing to name
         log.info("waiting for %d item(s) whose lock was released or went stale a moment ago; trying them again",
                  len(pending))
@@ -598,4 +587,4 @@ def pool_from_config(cfg: RunConfig) -> Optional[GPUPool]:
 
 def run_complete(run_dir: Path, items: Sequence[WorkItem]) -> list[WorkItem]:
     """The items of ``items`` that are not finished yet (empty when the whole run can be evaluated)."""
-    return [i for i in items if item_status(Path(run_dir) / _rel(i)) not in FINISHED]
+    return [i for i in items if item_status(Path(run_dir) / i.rel_dir) not in FINISHED]

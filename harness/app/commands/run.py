@@ -89,7 +89,7 @@ def prepare_run(cfg: RunConfig, report: bool = True) -> Plan:
             f"nothing to run: no case in {cfg.cases.source} lists trajectory "
             f"{', '.join(specs)} (check cases.include / cases.families)"
         )
-    gpu_pool_for(adapter, cfg, cfg.dry_run)
+    plan.pool = gpu_pool_for(adapter, cfg, cfg.dry_run)
     if plan.run_dir.is_dir():
         check_fingerprints(plan, cfg.overwrite, cfg.dry_run)
     return plan
@@ -144,7 +144,7 @@ def _plan_for(cfg: RunConfig) -> Optional[Plan]:
 def cmd_run(cfg: RunConfig) -> None:
     """``run``: generate the plan's items (this shard, this rank), then evaluate the run when it is complete
     (``stage=evaluate`` goes to :func:`cmd_evaluate_only` instead: :func:`harness.app.cli.handler_for`)."""
-    from harness.app.runner import gpu_pool_for, run_items
+    from harness.app.runner import run_items
     from harness.dist import bind_local_device, current_rank
     from harness.io import confine
 
@@ -152,7 +152,6 @@ def cmd_run(cfg: RunConfig) -> None:
     if plan is None:
         return None
     run_dir = plan.run_dir
-    pool = gpu_pool_for(plan.adapter, cfg, cfg.dry_run)
     rank = current_rank()
     bind_local_device(rank)
 
@@ -170,7 +169,7 @@ def cmd_run(cfg: RunConfig) -> None:
     cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
         summary = run_items(plan, dry_run=cfg.dry_run, overwrite=cfg.overwrite, progress=cfg.progress,
-                            pool=pool, rank=rank, previews=cfg.previews, on_start=start)
+                            rank=rank, previews=cfg.previews, on_start=start)
     print(summary.table())
     _note(summary, generation_s=summary.seconds, generation_cpu_s=time.process_time() - cpu)
     evaluated_ok = True
@@ -260,9 +259,10 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     except Exception:  # not under Hydra (API use): nothing to add
         job = ""
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
-    d = run_dir / ".hydra" / stamp / ".hydra"
-    write_text(d / "config.yaml", yaml.safe_dump(redact(cfg.raw), sort_keys=False))
-    write_text(d / "overrides.yaml", yaml.safe_dump(redact_overrides(overrides, plain_names(cfg.raw))))
+    texts = {"config.yaml": yaml.safe_dump(redact(cfg.raw), sort_keys=False),
+             "overrides.yaml": yaml.safe_dump(redact_overrides(overrides, plain_names(cfg.raw)))}
+    for name, text in texts.items():  # redacted above, scrubbed again as every file is (harness.io.write_text)
+        write_text(run_dir / ".hydra" / stamp / ".hydra" / name, text)
 
 
 def redact_multirun_yaml(sweep_dir: Path) -> None:
