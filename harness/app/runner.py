@@ -169,17 +169,18 @@ def item_is_current(plan: Plan, item: WorkItem, meta: dict[str, Any]) -> bool:
 class _Executor:
     """Runs the items of one plan in this process (one thread per concurrent GPU job)."""
 
-    def __init__(self, adapter: Adapter, context: ContextPolicy, specs: dict[str, TrajectorySpec],
-                 cases: Sequence[Case], run_dir: Path, config: RunConfig,
-                 fingerprints: dict[str, tuple[str, dict[str, str]]], dry_run: bool, overwrite: bool,
-                 rank: Rank, write_manifest: bool, previews: bool = False):
-        """``config``: the run's configuration; its resolved mapping is recorded (redacted) in every
-        ``meta.json``. ``fingerprints``: item key -> (fingerprint, per-part hashes) (:func:`fingerprints`)."""
-        self.adapter, self.context, self.specs = adapter, context, specs
-        self.by_id = {c.id: c for c in cases}
-        self.run_dir, self.fingerprints = run_dir, fingerprints
+    def __init__(self, plan: Plan, dry_run: bool, overwrite: bool, rank: Rank, write_manifest: bool,
+                 previews: bool = False):
+        """``plan``: what to run (its adapter, policy, specs and cases) and the configuration it was made from,
+        whose resolved mapping is recorded (redacted) in every ``meta.json``; its fingerprints
+        (:func:`fingerprints`) decide which finished items are current."""
+        config = plan.config
+        self.plan = plan
+        self.adapter, self.context, self.specs = plan.adapter, plan.policy, plan.specs
+        self.by_id = {c.id: c for c in plan.cases}
+        self.run_dir, self.fingerprints = Path(plan.run_dir), fingerprints(plan)
         self.seed_source = "cli override" if config.seed is not None else "model default"
-        self.run = RunDir(run_dir)
+        self.run = RunDir(self.run_dir)
         self.dry_run, self.overwrite, self.rank = dry_run, overwrite, rank
         self.previews = previews
         self.write_manifest = write_manifest
@@ -191,13 +192,13 @@ class _Executor:
         self.argv = redact_overrides(sys.argv, plain_names(config.raw), self.secrets)  # by place, then shape
         self.versions, self.git = versions(), git_state()
         # parts of meta.json shared by every item: built once, serialised once (harness.record.SharedText)
-        self.model_meta = redact(adapter.config.to_dict(), self.secrets)
-        self.context_meta = context.to_dict()
-        self.spec_meta = {name: spec.to_dict() for name, spec in specs.items()}
+        self.model_meta = redact(self.adapter.config.to_dict(), self.secrets)
+        self.context_meta = self.context.to_dict()
+        self.spec_meta = {name: spec.to_dict() for name, spec in self.specs.items()}
         self.shared = SharedText(self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
                                  *self.spec_meta.values())
         self._camera_bytes: dict[int, tuple[Any, bytes, str]] = {}
-        self.locks = ItemLocks(run_dir)
+        self.locks = ItemLocks(self.run_dir)
         self.broken: dict[str, str] = {}  # done items whose files no longer match their meta.json -> why
         self._checked: dict[tuple[str, Any, Any], list[str]] = {}
         self.started = time.time()
@@ -212,7 +213,8 @@ class _Executor:
         m = item_meta(self.run_dir / item.rel_dir)
         if not m:
             return None
-        if m.get("fingerprint") != self.fingerprints[item.key][0] and not self._current_by_inputs(item, m):
+        if not (m.get("fingerprint") == self.fingerprints[item.key][0]
+                or (m.get("status") == "done" and item_is_current(self.plan, item, m))):
             self._note_superseded(item, m)
             return None
         if (m.get("status") in FINISHED and m.get("finished_unix", 0) >= self.started
@@ -228,10 +230,6 @@ class _Executor:
             self.broken[item.key] = why
             return None
         return "skipped"
-
-    def _current_by_inputs(self, item: WorkItem, m: dict[str, Any]) -> bool:
-        return m.get("status") == "done" and _current_by_inputs(
-            self.adapter, self.context, self.specs[item.trajectory], self.by_id[item.case_id], item, m)
 
     def _note_superseded(self, item: WorkItem, m: dict[str, Any]) -> None:
         """A done item of a replaced trajectory layout (:mod:`trajectories.migration`) is redone; say why once."""
@@ -444,15 +442,14 @@ def run_items(
     written (the command line saves its config there).
     """
     rank = rank or current_rank()
-    adapter, context, trajectory_specs, cases = plan.adapter, plan.policy, plan.specs, plan.cases
+    adapter, context = plan.adapter, plan.policy
     items, run_dir = plan.items, plan.run_dir
     check_fingerprints(plan, overwrite, dry_run)  # refuse before anything is written
-    item_fingerprints = fingerprints(plan)
+    fingerprints(plan)  # every item's (all shards), computed before anything is written
     if on_start is not None:
         on_start()
     my_items = split(list(items), rank)
-    ex = _Executor(adapter, context, trajectory_specs, cases, Path(run_dir), plan.config, item_fingerprints, dry_run,
-                   overwrite, rank, write_manifest=rank.is_main, previews=previews)
+    ex = _Executor(plan, dry_run, overwrite, rank, write_manifest=rank.is_main, previews=previews)
     gpus = job_gpus(adapter, dry_run)
     pool = pool if pool is not None else plan.pool
     if pool is None and gpus > 0:  # a plan made through the API (not prepared by the command line)
