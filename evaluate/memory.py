@@ -19,6 +19,7 @@ Pinned choices (recorded in every metric JSON under ``settings``):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -214,3 +215,53 @@ def select_return_frame(window: list[int] | np.ndarray, estimated_c2w: np.ndarra
         raise ValueError("empty return window")
     ang = geodesic_angle(np.asarray(reference_c2w)[None, :3, :3], np.asarray(estimated_c2w)[window, :3, :3])
     return int(window[int(np.argmin(ang))])
+
+
+def rotation_angle_deg(c2w: np.ndarray, a: int, b: int) -> float:
+    """The geodesic angle in degrees between the rotations of frames ``a`` and ``b`` of ``c2w`` (T, 4, 4)."""
+    from trajectories.conventions import geodesic_angle
+
+    return float(np.degrees(geodesic_angle(c2w[a][:3, :3], c2w[b][:3, :3])))
+
+
+def closest_by_position(window: Sequence[int], c2w: np.ndarray) -> int:
+    """The frame of ``window`` whose camera centre in ``c2w`` (T, 4, 4) is closest to frame 0's (a translation loop
+    returns in position); the first such frame on a tie."""
+    return int(min(window, key=lambda f: float(np.linalg.norm(c2w[f][:3, 3] - c2w[0][:3, 3]))))
+
+
+#: a return frame measured directly against the reference frame by the pose estimator (``angles_to`` /
+#: ``parallax_to``, no chaining): ``(frame, angle in degrees)``, the angle None for a position measure; None where
+#: the estimator has no direct measure or no frame of the window fits
+DirectPick = Optional[tuple[int, Optional[float]]]
+
+
+def return_frame(window: Sequence[int], c2w: np.ndarray, ref: int, direct: DirectPick = None,
+                 by_position: bool = False) -> tuple[int, float]:
+    """The return frame of ``window`` and its return error in degrees against frame ``ref``. By orientation (a
+    rotation trajectory): the direct pick with its measured angle, else the frame whose orientation in the chained
+    estimate ``c2w`` (T, 4, 4) is closest (:func:`select_return_frame`) with the estimate's angle. By position (a
+    translation loop, ``ref`` 0): the direct pick, else :func:`closest_by_position`; the error is the estimate's
+    angle either way."""
+    if by_position:
+        j = direct[0] if direct is not None else closest_by_position(window, c2w)
+        return j, rotation_angle_deg(c2w, ref, j)
+    if direct is not None and direct[1] is not None:
+        return direct[0], direct[1]
+    j = select_return_frame(list(window), c2w, c2w[ref])
+    return j, rotation_angle_deg(c2w, ref, j)
+
+
+def return_qualification(c2w: np.ndarray, windows: Sequence[Sequence[int]], departures: Sequence[Sequence[int]],
+                         direct: Sequence[DirectPick], by_position: bool) -> tuple[list[int], list[dict[str, Any]]]:
+    """Per prescribed revisit (appendix G.1): its return frame (:func:`return_frame` against frame 0) and
+    ``{departure_deg, return_error_deg, return_frame}``, where the departure angle is the largest rotation from
+    frame 0 over that revisit's departure frames ``departures[k]`` (0 when it has none) in ``c2w`` (T, 4, 4)."""
+    frames, qual = [], []
+    for w, dep_frames, pick in zip(windows, departures, direct):
+        dep = max((rotation_angle_deg(c2w, 0, f) for f in dep_frames), default=0.0)
+        j, err = return_frame(w, c2w, 0, pick, by_position)
+        frames.append(j)
+        qual.append({"departure_deg": dep, "return_error_deg": err, "return_frame": j})
+    return frames, qual
+

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, Optional, overload
+from typing import TYPE_CHECKING, Any, Literal, Optional, overload
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from trajectories.phases import departure
 from .backbones import BackboneSet, spec
 from .item import EvalItem
 from .perception.base import BackboneUnavailable, PoseEstimate
+
+if TYPE_CHECKING:
+    from .memory import DirectPick
 
 CACHE_DIR = ".eval-cache"
 #: a backbone's outputs for one request, by name (what the cache's ``.npz`` holds)
@@ -196,9 +199,12 @@ class ItemPerception:
         :meth:`return_frames` does for frame 0: an estimator with a direct angle (``angles_to``) measures it against
         ``ref`` (the chained estimate where no frame of the window fits), else the chained estimate. Returns
         ``{source, label, frames, angles_deg, reasons}`` (source None when no source is available)."""
+        from . import memory as mem
+
         reasons: dict[str, str] = {}
         for name, label, pe in self._available_poses(pose_sources, reasons):
-            picks = [self._closest_orientation(name, pe.c2w, int(ref), w) for w in windows]
+            picks = [mem.return_frame(w, pe.c2w, int(ref), self._direct_pick(name, int(ref), w, False))
+                     for w in windows]
             return {"source": name, "label": label, "frames": [j for j, _ in picks],
                     "angles_deg": [e for _, e in picks], "reasons": reasons}
         return {"source": None, "label": None, "frames": [None] * len(windows), "angles_deg": [], "reasons": reasons}
@@ -215,40 +221,24 @@ class ItemPerception:
                 continue
             yield name, label, pe
 
-    def _closest_orientation(self, name: str, est: np.ndarray, ref: int, window: list[int]) -> tuple[int, float]:
-        """(frame of ``window`` whose orientation is closest to frame ``ref``'s, its angle in degrees). An estimator
-        with a direct angle (``angles_to``) measures it against ``ref`` (a chained estimate drifts); where no frame
-        of the window fits directly, or the estimator has no direct angle, the chained estimate ``est`` (T, 4, 4)
-        decides."""
-        from trajectories.conventions import geodesic_angle
-
-        from . import memory as mem
-
+    def _direct_pick(self, name: str, ref: int, window: list[int], by_position: bool) -> DirectPick:
+        """The frame of ``window`` the estimator measures directly against frame ``ref`` (no chaining), as
+        :data:`evaluate.memory.DirectPick`: by orientation (``angles_to``: the frame with the smallest angle, and
+        that angle in degrees), by position (``parallax_to``, against frame 0: the frame with the least translation
+        parallax, no angle). None where the estimator has no such measure or no frame of the window fits."""
         ctx = self.ctx
-        direct = getattr(self.backbone(name, "pose"), "angles_to", None)
-        if direct is not None:
-            view = self._frames(self.backbone(name, "pose"), window)
-            ang = self._cached(name, f"angles_to_{int(ref)}", {"frames": list(window)}, lambda: {"a": np.asarray(
-                direct(ctx.frames[int(ref)], view, ctx.intrinsics), np.float64)})["a"]
-            if np.isfinite(ang).any():
-                return int(window[int(np.argmin(ang))]), float(np.min(ang))
-        j = mem.select_return_frame(window, est, est[ref])
-        return j, float(np.degrees(geodesic_angle(est[ref][:3, :3], est[j][:3, :3])))
-
-    def _closest_position(self, name: str, est: np.ndarray, window: list[int]) -> int:
-        """The frame of ``window`` whose camera stands closest to frame 0's (a translation loop returns in position).
-        An estimator with a direct measure (``parallax_to``: translation parallax to frame 0, no chaining) decides;
-        where no frame of the window fits directly, or it has none, the chained estimate ``est`` (T, 4, 4) does
-        (closest estimated camera centre)."""
-        ctx = self.ctx
-        direct = getattr(self.backbone(name, "pose"), "parallax_to", None)
-        if direct is not None:
-            view = self._frames(self.backbone(name, "pose"), window)
-            px = self._cached(name, "parallax_to_0", {"frames": list(window)}, lambda: {"p": np.asarray(
-                direct(ctx.frames[0], view, ctx.intrinsics), np.float64)})["p"]
-            if np.isfinite(px).any():
-                return int(window[int(np.argmin(px))])
-        return int(min(window, key=lambda f: float(np.linalg.norm(est[f][:3, 3] - est[0][:3, 3]))))
+        q = self.backbone(name, "pose")
+        direct = getattr(q, "parallax_to" if by_position else "angles_to", None)
+        if direct is None:
+            return None
+        view = self._frames(q, window)
+        op, key = ("parallax_to_0", "p") if by_position else (f"angles_to_{int(ref)}", "a")
+        m = self._cached(name, op, {"frames": list(window)}, lambda: {key: np.asarray(
+            direct(ctx.frames[int(ref)], view, ctx.intrinsics), np.float64)})[key]
+        if not np.isfinite(m).any():
+            return None
+        j = int(window[int(np.argmin(m))])
+        return (j, None) if by_position else (j, float(np.min(m)))
 
     def return_frames(self, pose_sources: tuple[str, ...]) -> dict[str, Any]:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is
@@ -260,27 +250,16 @@ class ItemPerception:
         if mk in self._memo:
             memo: dict[str, Any] = self._memo[mk]
             return memo
-        from trajectories.conventions import geodesic_angle
+        from . import memory as mem
 
         ctx = self.ctx
         reasons: dict[str, str] = {}
         out: dict[str, Any] = {"source": None, "label": None, "frames": [None] * ctx.num_revisits, "qualification": []}
         for name, label, pe in self._available_poses(pose_sources, reasons):
-            est = pe.c2w
-            ref = est[0]
-            frames, qual = [], []
-            for k, w in enumerate(ctx.rev_idx):
-                d = ctx.phases.get(departure(k + 1))
-                dep_frames = [f for f in ctx.sample_idx if d and d[0] <= f < d[1]]
-                dep = max((float(np.degrees(geodesic_angle(ref[:3, :3], est[f][:3, :3]))) for f in dep_frames),
-                          default=0.0)
-                if ctx.translates:
-                    j = self._closest_position(name, est, w)
-                    err = float(np.degrees(geodesic_angle(ref[:3, :3], est[j][:3, :3])))
-                else:
-                    j, err = self._closest_orientation(name, est, 0, w)
-                frames.append(j)
-                qual.append({"departure_deg": dep, "return_error_deg": err, "return_frame": j})
+            phases = [ctx.phases.get(departure(k + 1)) for k in range(len(ctx.rev_idx))]
+            departures = [[f for f in ctx.sample_idx if d and d[0] <= f < d[1]] for d in phases]
+            direct = [self._direct_pick(name, 0, w, ctx.translates) for w in ctx.rev_idx]
+            frames, qual = mem.return_qualification(pe.c2w, ctx.rev_idx, departures, direct, ctx.translates)
             out = {"source": name, "label": label, "frames": frames, "qualification": qual}
             break
         out["reasons"] = reasons

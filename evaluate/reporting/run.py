@@ -22,38 +22,51 @@ _REDIRECT = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>
 def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]], ecfg: Any) -> dict[str, Any]:
     """Write ``run_dir/eval/`` from ``(item folder, result)`` pairs. Returns ``{tables: {per_item, summary,
     dynamic}, analyses, validity, html, report, verdict: [lines], report_s}`` (paths as strings; ``report_s``:
-    seconds spent on the study report, its strips and figures)."""
+    seconds spent on the study report, its strips and figures).
+
+    The run tables and ``validity.*`` are built, then written together, before the study report (a report that
+    fails still leaves them); ``analyses.*`` and ``index.html`` after it."""
     import time
 
-    from harness.io import write_json, write_text
+    from harness.io import json_text
 
     from ..validity import validity_table
     from . import ReportError, build_report
     from .collect import items_of
-    from .run_tables import write_analyses, write_dynamic_table, write_tables
+    from .run_tables import analyses_files, dynamic_files, table_files
     from .verdict import verdict_lines
 
     run_dir = Path(run_dir)
     ev = run_dir / "eval"
     items = items_of(run_dir, results)
-    tables: dict[str, str | None] = dict(write_tables(ev, items, ecfg))
-    tables["dynamic"] = write_dynamic_table(ev, items)
     done = [r for _, r in results]
     vrows, vmd = validity_table(done)
-    write_json(ev / "validity.json", {"rows": vrows, "items": [{"item": r.item, "validity": r.validity}
-                                                               for r in done if r.validity]})
-    write_text(ev / "validity.md", vmd)
+    files = {**table_files(items, ecfg), **dynamic_files(items),
+             "validity.json": json_text({"rows": vrows, "items": [{"item": r.item, "validity": r.validity}
+                                                                  for r in done if r.validity]}),
+             "validity.md": vmd}
+    _write(ev, files)
+    tables = {"per_item": str(ev / "per_item.csv"), "summary": str(ev / "summary.md"),
+              "dynamic": str(ev / "dynamic.md") if "dynamic.md" in files else None}
     out: dict[str, Any] = {"tables": tables, "validity": str(ev / "validity.md"), "report": None, "verdict": [],
                            "analyses": {"analyses": str(ev / "analyses.md")}, "html": None, "report_s": 0.0}
     t0 = time.perf_counter()
     try:
         rep = build_report([run_dir], ev / "report", items=items)
     except ReportError:  # nothing evaluated (every item failed before scoring): the run tables say why
-        write_text(ev / "analyses.md", "# Analyses\n\nNo evaluated video.\n")
+        _write(ev, {"analyses.md": "# Analyses\n\nNo evaluated video.\n"})
         return out
     out["report_s"] = time.perf_counter() - t0
     an = rep["analyses"]
-    out["analyses"] = write_analyses(ev, an, ecfg)
-    write_text(ev / "index.html", _REDIRECT)
+    _write(ev, {**analyses_files(an, ecfg), "index.html": _REDIRECT})
     out.update(html=str(ev / "index.html"), report=rep["html"], verdict=verdict_lines(an))
     return out
+
+
+def _write(folder: Path, files: dict[str, str]) -> None:
+    """Each text of ``files`` (file name -> text) in ``folder``, atomically and scrubbed (:func:`harness.io.write_text`)."""
+    from harness.io import write_text
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        write_text(folder / name, text)

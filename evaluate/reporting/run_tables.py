@@ -11,8 +11,7 @@ import csv
 import dataclasses
 import io
 from collections import defaultdict
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,11 +63,10 @@ def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict[str, A
     return rows, reasons
 
 
-def write_tables(out_dir: Path, items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
-    """``per_item.csv`` and ``summary.{csv,json,md}`` of a run."""
-    from harness.io import write_json, write_text
+def table_files(items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
+    """The texts of ``per_item.csv`` and ``summary.{csv,json,md}`` of a run, by file name (nothing is written)."""
+    from harness.io import json_text
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["model", "context", "seed", "trajectory", "case", "case_family", "metric", "status", "value"])
@@ -76,21 +74,21 @@ def write_tables(out_dir: Path, items: list[Item], ecfg: EvalConfig) -> dict[str
         for k, m in sorted(it.metrics.items()):
             w.writerow([it.model, it.context, it.seed, it.trajectory, it.case_id, it.case_family, k, m.status.value,
                         "" if m.value is None else m.value])
-    write_text(out_dir / "per_item.csv", buf.getvalue())
+    files = {"per_item.csv": buf.getvalue()}
     rows, reasons = summarise(items, ecfg.bootstrap)
     buf = io.StringIO()
     dw = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
                                          "hi", "n"])
     dw.writeheader()
     dw.writerows(rows)
-    write_text(out_dir / "summary.csv", buf.getvalue())
+    files["summary.csv"] = buf.getvalue()
     # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
     ran = context_ran(items)
-    write_json(out_dir / "summary.json", {"rows": rows, "reasons": reasons, "settings": dataclasses.asdict(ecfg),
-                                          "context_ran": [{"model": m, "context": c, "ran": r}
-                                                          for (m, c), r in sorted(ran.items())]})
-    write_text(out_dir / "summary.md", markdown(rows, reasons, ran))
-    return {"per_item": str(out_dir / "per_item.csv"), "summary": str(out_dir / "summary.md")}
+    files["summary.json"] = json_text({"rows": rows, "reasons": reasons, "settings": dataclasses.asdict(ecfg),
+                                       "context_ran": [{"model": m, "context": c, "ran": r}
+                                                       for (m, c), r in sorted(ran.items())]})
+    files["summary.md"] = markdown(rows, reasons, ran)
+    return files
 
 
 def context_ran(items: list[Item]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -180,15 +178,13 @@ def _f(x: float) -> str:
     return "n/a" if x is None or not np.isfinite(x) else fixed(x)
 
 
-def write_dynamic_table(out_dir: Path, items: list[Item]) -> Optional[str]:
-    """``dynamic.{json,md}`` in ``out_dir`` (only when the run has dynamic items). Returns the Markdown path."""
-    from harness.io import write_json, write_text
+def dynamic_files(items: list[Item]) -> dict[str, str]:
+    """The texts of ``dynamic.{json,md}`` by file name; none when the run has no dynamic item."""
+    from harness.io import json_text
 
     rows = dynamic_rows(items)
     if not rows:
-        return None
-    out_dir = Path(out_dir)
-    write_json(out_dir / "dynamic.json", {"rows": rows})
+        return {}
     lines = ["# Dynamic memory", "",
              "p_start: fraction of videos whose event the judge saw start in the initial hold; S_cond: mean checklist "
              "score of those; S_gated = p_start x S_cond (the paper's Overall); M: MBench's harmonic mean of "
@@ -199,8 +195,7 @@ def write_dynamic_table(out_dir: Path, items: list[Item]) -> Optional[str]:
         lines.append(f"| {r['judge']} | {r['model']} | {r['context']} | {r['trajectory']} | {r['n']} | {r['started']} "
                      f"| {_f(r['p_start'])} | {_f(r['S_cond'])} | {_f(r['S_gated'])} | {_f(r['M_score'])} "
                      f"| {r['without_answer']} |")
-    write_text(out_dir / "dynamic.md", "\n".join(lines) + "\n")
-    return str(out_dir / "dynamic.md")
+    return {"dynamic.json": json_text({"rows": rows}), "dynamic.md": "\n".join(lines) + "\n"}
 
 
 # -- analyses.{json,md}: the report's analyses as files --------------------------------------------------------------
@@ -317,10 +312,9 @@ def analyses_markdown(an: Analyses) -> str:
     return "\n".join(L)
 
 
-def write_analyses(out_dir: Path, an: Analyses, ecfg: Any) -> dict[str, str]:
-    """``analyses.{json,md}`` of a run."""
-    from harness.io import write_json, write_text
+def analyses_files(an: Analyses, ecfg: Any) -> dict[str, str]:
+    """The texts of ``analyses.{json,md}`` of a run, by file name."""
+    from harness.io import json_text
 
-    write_json(out_dir / "analyses.json", analyses_json(an, [float(t) for t in ecfg.return_tolerances_deg[1:]]))
-    write_text(out_dir / "analyses.md", analyses_markdown(an))
-    return {"analyses": str(out_dir / "analyses.md")}
+    return {"analyses.json": json_text(analyses_json(an, [float(t) for t in ecfg.return_tolerances_deg[1:]])),
+            "analyses.md": analyses_markdown(an)}

@@ -11,6 +11,8 @@ from evaluate.dynamic import ASPECTS, score_checklist
 from evaluate.memory import (
     depth_spearman,
     normalized_silhouette,
+    return_frame,
+    return_qualification,
     revisit_similarity,
     select_return_frame,
     silhouette_iou,
@@ -153,6 +155,28 @@ def test_spherical_score_exact_scale_invariant_and_penalises_missing(rng):
 def test_select_return_frame():
     c2w = se3(rot_y(np.deg2rad([30, 20, 5, 1, 3, 10])))
     assert select_return_frame([1, 2, 3, 4, 5], c2w, np.eye(4)) == 3
+
+
+def test_return_frame_by_orientation_takes_a_direct_angle_else_the_chained_estimate():
+    c2w = se3(rot_y(np.deg2rad([0, 30, 20, 5, 1, 3, 10])))
+    assert return_frame([2, 3, 4, 5], c2w, 0) == (4, pytest.approx(1.0))  # the estimate's closest, its angle
+    assert return_frame([2, 3, 4, 5], c2w, 0, direct=(5, 0.25)) == (5, 0.25)  # the direct measure decides
+    assert return_frame([2, 3, 4, 5], c2w, 0, direct=(5, None)) == (4, pytest.approx(1.0))  # no angle: not a pick
+    assert return_frame([1, 2], c2w, 3) == (2, pytest.approx(15.0))  # against another reference frame
+
+
+def test_return_frame_by_position_takes_the_nearest_centre_and_the_estimates_angle():
+    c2w = se3(rot_y(np.deg2rad([0, 40, 12, 25])), np.array([[0, 0, 0], [3, 0, 0], [0.5, 0, 0], [0.1, 0, 0]]))
+    assert return_frame([1, 2, 3], c2w, 0, by_position=True) == (3, pytest.approx(25.0))
+    assert return_frame([1, 2, 3], c2w, 0, direct=(2, None), by_position=True) == (2, pytest.approx(12.0))
+
+
+def test_return_qualification_departure_is_the_largest_rotation_over_its_frames():
+    c2w = se3(rot_y(np.deg2rad([0, 50, 80, 2, 60, 7])))
+    frames, qual = return_qualification(c2w, [[3], [5]], [[1, 2], []], [None, (5, 0.5)], by_position=False)
+    assert frames == [3, 5]
+    assert qual[0] == {"departure_deg": pytest.approx(80.0), "return_error_deg": pytest.approx(2.0), "return_frame": 3}
+    assert qual[1] == {"departure_deg": 0.0, "return_error_deg": 0.5, "return_frame": 5}  # no departure frames: 0
 
 
 def _refs():

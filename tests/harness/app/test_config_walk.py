@@ -74,20 +74,24 @@ def test_the_walk_follows_a_plain_mapping_and_stops_at_scalars(tmp_path):
 
 
 def test_the_generation_path_is_typed_down_to_generate():
-    """``_Executor`` holds the adapter and the context policy by their types, and the request it hands to
-    ``adapter.generate`` carries the case and the camera path by theirs (read by a type checker, not ``Any``)."""
+    """``_Executor`` holds its plan, and the plan the adapter, the context policy and the configuration by their
+    types; the request it hands to ``adapter.generate`` carries the case and the camera path by theirs (read by a
+    type checker, not ``Any``)."""
     from adapters.base import Adapter, ItemRequest
+    from harness.app.plan import Plan
     from harness.app.run_config import RunConfig
+    from harness.gpu_pool import GPUPool
     from harness.app.runner import _Executor
     from harness.cases import Case
     from harness.context import ContextPolicy
     from trajectories import CameraPath, TrajectorySpec
 
     names = {"Case": Case, "CameraPath": CameraPath, "Adapter": Adapter, "ContextPolicy": ContextPolicy,
-             "TrajectorySpec": TrajectorySpec}  # imported for type checking only in those modules
+             "TrajectorySpec": TrajectorySpec, "GPUPool": GPUPool}  # imported for type checking only there
     req = typing.get_type_hints(ItemRequest, localns=names)
     assert req["case"] is Case and req["path"] is CameraPath and req["context"] is ContextPolicy
-    ex = typing.get_type_hints(_Executor.__init__, localns=names)
-    assert ex["adapter"] is Adapter and ex["context"] is ContextPolicy and ex["config"] is RunConfig
+    assert typing.get_type_hints(_Executor.__init__, localns=names)["plan"] is Plan
+    plan = typing.get_type_hints(Plan, localns=names)
+    assert plan["adapter"] is Adapter and plan["policy"] is ContextPolicy and plan["config"] is RunConfig
     gen = typing.get_type_hints(Adapter.generate, localns=names)
     assert gen["req"] is ItemRequest
