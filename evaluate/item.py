@@ -24,7 +24,7 @@ from numpy.typing import DTypeLike
 
 from trajectories.phases import VIEW
 
-from .protocol import frames_near, revisit_windows, sample_every, window_frames
+from .protocol import arrived_frames, revisit_windows, sample_every, window_frames
 
 if TYPE_CHECKING:
     from harness.cases import Case
@@ -370,12 +370,6 @@ def decode_frames(data: bytes, num_frames: int, name: Any = "video.mp4", started
     if decoding is not None:
         decoding.finish()
     return frames
-
-
-def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
-    """The frames whose *prescribed* pose is back at frame 0 within ``tol_deg`` and ``tol_translation`` (relative to
-    the trajectory's extent): the revisit observations entity metrics score."""
-    return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
 
 
 def load_item(item_dir: Path, ecfg: Any, source: Optional[ItemSource] = None, publish: Any = None,

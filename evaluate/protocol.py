@@ -55,6 +55,12 @@ def quality_frames(num_frames: int, stride: int = 4) -> list[int]:
     return sample_every(stride, 0, num_frames)
 
 
+def arrived_frames(c2w: np.ndarray, frames: list[int], tol_deg: float, tol_translation: float) -> list[int]:
+    """The frames whose *prescribed* pose is back at frame 0 within ``tol_deg`` and ``tol_translation`` (relative to
+    the trajectory's extent): the revisit observations entity metrics score (:func:`frames_near` to frame 0)."""
+    return frames_near(c2w, list(frames), np.asarray(c2w)[0], tol_deg, tol_translation)
+
+
 def judge_frames(num_frames: int, stride: int = 8) -> list[int]:
     """Dynamic judge: stride 8, always including the first and last frames (paper appendix D.1)."""
     idx = sample_every(stride, 0, num_frames)

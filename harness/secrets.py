@@ -41,6 +41,7 @@ import logging
 import os
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 REDACTED = "<redacted>"
@@ -613,6 +614,32 @@ def redact_overrides(args: Sequence[str], plain: Any = (), values: Optional[Mapp
             last = b
         out.append(scrub("".join(parts) + text[last:], values))
     return out
+
+
+@dataclass(frozen=True)
+class RedactedConfig:
+    """A run configuration as the run writes it (``config.yaml``, ``overrides.yaml``, every ``meta.json``), redacted
+    once: ``values`` its secret values (value -> name, :func:`secret_values`), ``config`` the resolved mapping
+    redacted with them (:func:`redact`), ``plain`` the names it lists as plain (:func:`plain_names`), so that a
+    command line or Hydra's overrides are redacted the same way (:meth:`args`) and so is anything a model reports
+    (:meth:`__call__`)."""
+
+    values: dict[str, str]
+    config: Any
+    plain: frozenset[str]
+
+    @classmethod
+    def of(cls, raw: Any) -> RedactedConfig:
+        values = secret_values(raw)
+        return cls(values, redact(raw, values), frozenset(plain_names(raw)))
+
+    def args(self, args: Sequence[str]) -> list[str]:
+        """``args`` redacted by place, then by shape (:func:`redact_overrides`)."""
+        return redact_overrides(args, self.plain, self.values)
+
+    def __call__(self, obj: Any) -> Any:
+        """A copy of ``obj`` with this configuration's secrets (and anything shaped like one) redacted."""
+        return redact(obj, self.values)
 
 
 def shell_export(name: str, value: str, secret: bool | None = None) -> str:

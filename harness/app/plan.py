@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from harness.app.run_config import RunConfig, paper_resolved, parse_shard
 from harness.cases import Case, load_cases_from_config
 from harness.outputs import PlanError, RunDir, WorkItem, check_name, check_seed, check_writable, run_dir_for
+from harness.secrets import RedactedConfig
 
 if TYPE_CHECKING:
     from adapters.base import Adapter
@@ -49,6 +50,7 @@ class Plan:
     TrajectorySpec. cases: the selected cases (sorted by id). items: this shard's work items, in plan order.
     run_dir: the resolved run directory. all_items: the items of every shard (to know when the run is complete).
     config: the typed run configuration the plan was made from (what each item records, the GPU pool's settings).
+    recorded: the configuration as the run writes it (secrets redacted once: ``config.yaml``, every ``meta.json``).
     pool: the GPU pool this run's upstream jobs draw from (None: no GPU job, or no GPU set or visible), set when the
     run is prepared (:func:`harness.app.commands.run.prepare_run`), which refuses a job bigger than the pool.
     """
@@ -61,6 +63,7 @@ class Plan:
     run_dir: Path
     all_items: list[WorkItem]
     config: RunConfig
+    recorded: RedactedConfig
     pool: Optional[GPUPool] = None
 
     @property
@@ -219,4 +222,4 @@ def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = Tru
     if for_writing:
         check_compile(adapter, policy, specs, cases, items)
         check_writable(run_dir, all_items)
-    return Plan(adapter, policy, specs, cases, items, run_dir, all_items, cfg)
+    return Plan(adapter, policy, specs, cases, items, run_dir, all_items, cfg, RedactedConfig.of(cfg.raw))

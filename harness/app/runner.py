@@ -41,7 +41,6 @@ from harness.app.plan import (Plan, WorkItem, check_trajectories, load_cases_fro
                               resolve_context)
 from harness.app.run_config import RunConfig
 from harness.record import ItemRecord, SharedText, camera_facts, write_record
-from harness.secrets import plain_names, redact, redact_overrides, secret_values
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -187,12 +186,12 @@ class _Executor:
         # a dry run's items take milliseconds: their manifest rows are written together at the end of the run
         # (rewriting the whole manifest after each item made a study's dry run quadratic in its size)
         self.pending_rows: list[dict[str, Any]] = []
-        self.secrets = secret_values(config.raw)
-        self.config = redact(config.raw, self.secrets)  # as written in meta.json
-        self.argv = redact_overrides(sys.argv, plain_names(config.raw), self.secrets)  # by place, then shape
+        self.redact = plan.recorded  # the run's secrets, found once (harness.secrets.RedactedConfig)
+        self.config = plan.recorded.config  # as written in meta.json
+        self.argv = plan.recorded.args(sys.argv)
         self.versions, self.git = versions(), git_state()
         # parts of meta.json shared by every item: built once, serialised once (harness.record.SharedText)
-        self.model_meta = redact(self.adapter.config.to_dict(), self.secrets)
+        self.model_meta = self.redact(self.adapter.config.to_dict())
         self.context_meta = self.context.to_dict()
         self.spec_meta = {name: spec.to_dict() for name, spec in self.specs.items()}
         self.shared = SharedText(self.config, self.versions, self.git, self.argv, self.model_meta, self.context_meta,
@@ -282,8 +281,8 @@ class _Executor:
             camera_sha = self._save_camera(path, item_dir / "camera.npz")
             req = ItemRequest(case=case, path=path, context=self.context, seed=item.seed, item_dir=item_dir)
             controls = adapter.compile(req)
-            rec.controls = told = redact({"files": sorted(Path(p).name for p in controls.files.values()),
-                                          "command": controls.command, **controls.meta}, self.secrets)
+            rec.controls = told = self.redact({"files": sorted(Path(p).name for p in controls.files.values()),
+                                               "command": controls.command, **controls.meta})
             rec.camera = camera_facts(path, camera_sha)
             if controls.decoded_c2w is not None:
                 from harness.residuals import pose_residual
@@ -306,7 +305,7 @@ class _Executor:
                 if writer.num_frames != gen.num_frames:
                     raise RuntimeError(f"the model reported {gen.num_frames} frames but {writer.num_frames} were written")
                 write_json(item_dir / "context_trace.json", {"policy": self.context.to_dict(),
-                                                             **redact(gen.context_info, self.secrets),
+                                                             **self.redact(gen.context_info),
                                                              "chunks": gen.context_trace})
                 rec.status = "done"
                 rec.video = {"file": "video.mp4", "num_frames": writer.num_frames, "fps": gen.fps,
@@ -314,7 +313,7 @@ class _Executor:
                              "size": (item_dir / "video.mp4").stat().st_size,
                              "frames_sha256": writer.frames_sha256, "encoder": encoder_settings()}
                 rec.timings = {"compile_s": t_compile, **gen.timings, "total_s": time.perf_counter() - t0}
-                rec.generation = redact(gen.meta, self.secrets)
+                rec.generation = self.redact(gen.meta)
         except Exception as exc:  # one failed item must not stop the run
             if writer is not None:
                 writer.abort()
@@ -326,14 +325,14 @@ class _Executor:
         """Record why the item failed: the error and its traceback, the upstream exception line found in
         ``upstream.log`` and what generation measured before it failed (conformance residuals), secrets redacted."""
         rec.status = "failed"
-        rec.error = redact(f"{type(exc).__name__}: {exc}", self.secrets)
-        rec.traceback = redact(traceback.format_exc(), self.secrets)
+        rec.error = self.redact(f"{type(exc).__name__}: {exc}")
+        rec.traceback = self.redact(traceback.format_exc())
         root_cause = getattr(exc, "root_cause", None)
         if root_cause:
-            rec.root_cause = redact(root_cause, self.secrets)
+            rec.root_cause = self.redact(root_cause)
         measured = getattr(exc, "meta", None)
         if measured:
-            rec.generation = redact(measured, self.secrets)
+            rec.generation = self.redact(measured)
 
     def _finish(self, item_dir: Path, rec: ItemRecord) -> None:
         """Seal the record (controls' hashes, finish time, manifest row), write ``meta.json`` and the manifest row

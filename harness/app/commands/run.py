@@ -20,6 +20,7 @@ from harness.errors import ConfigError
 if TYPE_CHECKING:
     from adapters.base import Adapter
     from harness.app.plan import Plan
+    from harness.secrets import RedactedConfig
 
 log = logging.getLogger("harness.app.cli")  # the CLI's status lines keep its logger name (console output)
 
@@ -164,7 +165,7 @@ def cmd_run(cfg: RunConfig) -> None:
             # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
             if run_dir.is_dir() and not cfg.dry_run:
                 remove_dead_temps(run_dir)
-            save_config(cfg, run_dir)
+            save_config(plan.recorded, run_dir)
 
     cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
@@ -238,15 +239,15 @@ def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
     return True
 
 
-def save_config(cfg: RunConfig, run_dir: Path) -> None:
-    """The resolved config and the overrides of this call, secrets redacted, under ``<run>/.hydra/<time>/.hydra/``
-    (Hydra's own copy is off: it would be written before validation, and with secrets in it)."""
+def save_config(recorded: RedactedConfig, run_dir: Path) -> None:
+    """The resolved config (as the run records it: secrets redacted, :attr:`Plan.recorded`) and the overrides of
+    this call, redacted alike, under ``<run>/.hydra/<time>/.hydra/`` (Hydra's own copy is off: it would be written
+    before validation, and with secrets in it)."""
     import time
 
     import yaml
 
     from harness.io import write_text
-    from harness.secrets import plain_names, redact, redact_overrides
 
     overrides: list[str] = []
     try:
@@ -259,8 +260,8 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     except Exception:  # not under Hydra (API use): nothing to add
         job = ""
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**6:06d}{job}"
-    texts = {"config.yaml": yaml.safe_dump(redact(cfg.raw), sort_keys=False),
-             "overrides.yaml": yaml.safe_dump(redact_overrides(overrides, plain_names(cfg.raw)))}
+    texts = {"config.yaml": yaml.safe_dump(recorded.config, sort_keys=False),
+             "overrides.yaml": yaml.safe_dump(recorded.args(overrides))}
     for name, text in texts.items():  # redacted above, scrubbed again as every file is (harness.io.write_text)
         write_text(run_dir / ".hydra" / stamp / ".hydra" / name, text)
 
