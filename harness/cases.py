@@ -14,12 +14,15 @@ import functools
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from .errors import ConfigError, UserError
 from .sections import Fix, Section
+
+if TYPE_CHECKING:
+    from trajectories import TrajectorySpec
 
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo_cases"
 KNOWN_TRAJECTORIES = ("lrlr", "lrlrlr", "lrud", "square")
@@ -138,14 +141,14 @@ class Case(_Strict):
     unannotated: bool = False
     source: Optional[str] = None
 
-    def runs_on(self, trajectory: str) -> bool:
-        """Whether this case runs on ``trajectory``: listed by name, or a variant of a listed one for this case's
-        family (a static case that lists ``lrlr`` runs the release's ``lrlr_sym_0p75dpf``, a dynamic one its LR-Hold
-        ``lr_hold_sym_0p5dpf``; docs/trajectories.md, "Release presets")."""
+    def runs_on(self, trajectory: str, spec: TrajectorySpec) -> bool:
+        """Whether this case runs on ``trajectory`` (whose spec, as the run uses it, is ``spec``): listed by name, or
+        a variant of a listed one (``spec.variant_of``) for this case's family (``spec.families``; none: every
+        family). A static case that lists ``lrlr`` runs the release's ``lrlr_sym_0p75dpf``, a dynamic one its
+        LR-Hold ``lr_hold_sym_0p5dpf`` (docs/trajectories.md, "Release presets")."""
         if trajectory in self.trajectories:
             return True
-        of, families = trajectory_variant_of(trajectory)
-        return of in self.trajectories and (families is None or self.family in families)
+        return spec.variant_of in self.trajectories and (not spec.families or self.family in spec.families)
 
     @field_validator("trajectories")
     @classmethod
@@ -234,21 +237,6 @@ class Case(_Strict):
 
 
 @functools.lru_cache(maxsize=None)
-def trajectory_variant_of(name: str) -> tuple[str | None, tuple[str, ...] | None]:
-    """What trajectory ``name`` stands in for: its ``variant_of`` and ``families`` keys in
-    ``conf/trajectory/<name>.yaml`` (the release presets name the harness trajectory they replace, and the case
-    families they replace it for), or (None, None)."""
-    try:
-        from trajectories import TrajectorySpec
-
-        from .config_groups import group_yaml
-
-        spec = TrajectorySpec.from_dict(group_yaml("trajectory", name))
-    except Exception:  # not a group option (a stripped install, an unknown name): no variant
-        return None, None
-    return spec.variant_of, spec.families or None
-
-
 def known_trajectories() -> list[str]:
     """Trajectory names a case may list: the ``conf/trajectory`` group (built-ins plus any added there)."""
     try:

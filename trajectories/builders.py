@@ -118,7 +118,7 @@ class TrajectorySpec(Section):
     laid out in frames (``hold_frames``, ``profile``) instead of on normalised time (``timing``). release: the
     trajectory's name in the official WorldMemBench release, when it has one (``lrlr_sym_0p75dpf``, ...).
     variant_of / families: what a release preset stands in for (the trajectory a case lists, and the case families
-    it replaces it for; read by the case filter, :func:`harness.cases.trajectory_variant_of`); not part of the path.
+    it replaces it for; read by the case filter, :meth:`harness.cases.Case.runs_on`); not part of the path.
     The types are checked when a spec is made; the rules that need the model's frame count and field of view when
     the path is built (:func:`build_path`).
     """

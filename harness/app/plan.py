@@ -30,13 +30,15 @@ def make_plan(
     model: str,
     context: str,
     seed: int,
-    trajectories: Sequence[str],
+    trajectories: Mapping[str, TrajectorySpec],
     cases: Sequence[Case],
     shard: str = "0/1",
 ) -> list[WorkItem]:
-    """All items in a stable order (trajectory, case id), then every n-th for shard ``i/n``."""
+    """All items (each trajectory, name -> spec, on the cases that run it: :meth:`Case.runs_on`) in a stable order
+    (trajectory, case id), then every n-th for shard ``i/n``."""
     items = sorted(
-        WorkItem(model, context, int(seed), t, c.id) for t in trajectories for c in cases if c.runs_on(t)
+        WorkItem(model, context, int(seed), t, c.id) for t, spec in trajectories.items() for c in cases
+        if c.runs_on(t, spec)
     )
     i, n = parse_shard(shard)
     return items[i::n]
@@ -216,8 +218,8 @@ def plan_from_config(cfg: RunConfig | Mapping[str, Any], for_writing: bool = Tru
     _check_even_canvas(adapter)
     cases = load_cases_from_config(cfg.cases)
     seed = adapter.config.seed if cfg.seed is None else cfg.seed
-    all_items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, "0/1")
-    items = make_plan(adapter.config.name, policy.name, seed, list(specs), cases, cfg.shard)
+    all_items = make_plan(adapter.config.name, policy.name, seed, specs, cases, "0/1")
+    items = make_plan(adapter.config.name, policy.name, seed, specs, cases, cfg.shard)
     check_trajectories(adapter, specs, cases, items)
     if for_writing:
         check_compile(adapter, policy, specs, cases, items)
