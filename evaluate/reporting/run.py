@@ -28,8 +28,6 @@ def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]],
     fails still leaves them); ``analyses.*`` and ``index.html`` after it."""
     import time
 
-    from harness.io import json_text
-
     from ..validity import validity_table
     from . import ReportError, build_report
     from .collect import items_of
@@ -42,10 +40,10 @@ def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]],
     done = [r for _, r in results]
     vrows, vmd = validity_table(done)
     files = {**table_files(items, ecfg), **dynamic_files(items),
-             "validity.json": json_text({"rows": vrows, "items": [{"item": r.item, "validity": r.validity}
-                                                                  for r in done if r.validity]}),
+             "validity.json": {"rows": vrows, "items": [{"item": r.item, "validity": r.validity}
+                                                        for r in done if r.validity]},
              "validity.md": vmd}
-    _write(ev, files)
+    write_files(ev, files)
     tables = {"per_item": str(ev / "per_item.csv"), "summary": str(ev / "summary.md"),
               "dynamic": str(ev / "dynamic.md") if "dynamic.md" in files else None}
     out: dict[str, Any] = {"tables": tables, "validity": str(ev / "validity.md"), "report": None, "verdict": [],
@@ -54,19 +52,23 @@ def write_run_outputs(run_dir: Path, results: Sequence[tuple[Path, ItemResult]],
     try:
         rep = build_report([run_dir], ev / "report", items=items)
     except ReportError:  # nothing evaluated (every item failed before scoring): the run tables say why
-        _write(ev, {"analyses.md": "# Analyses\n\nNo evaluated video.\n"})
+        write_files(ev, {"analyses.md": "# Analyses\n\nNo evaluated video.\n"})
         return out
     out["report_s"] = time.perf_counter() - t0
     an = rep["analyses"]
-    _write(ev, {**analyses_files(an, ecfg), "index.html": _REDIRECT})
+    write_files(ev, {**analyses_files(an, ecfg), "index.html": _REDIRECT})
     out.update(html=str(ev / "index.html"), report=rep["html"], verdict=verdict_lines(an))
     return out
 
 
-def _write(folder: Path, files: dict[str, str]) -> None:
-    """Each text of ``files`` (file name -> text) in ``folder``, atomically and scrubbed (:func:`harness.io.write_text`)."""
-    from harness.io import write_text
+def write_files(folder: Path, files: dict[str, Any]) -> None:
+    """Each file of ``files`` (name -> its text, or for a ``.json`` name its data, written as strict JSON) in
+    ``folder``, atomically and scrubbed (:mod:`harness.io`)."""
+    from harness.io import write_json, write_text
 
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        write_text(folder / name, text)
+    for name, content in files.items():
+        if name.endswith(".json"):
+            write_json(folder / name, content)
+        else:
+            write_text(folder / name, content)

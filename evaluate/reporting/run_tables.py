@@ -63,10 +63,9 @@ def summarise(items: list[Item], boot: dict[str, int]) -> tuple[list[dict[str, A
     return rows, reasons
 
 
-def table_files(items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
-    """The texts of ``per_item.csv`` and ``summary.{csv,json,md}`` of a run, by file name (nothing is written)."""
-    from harness.io import json_text
-
+def table_files(items: list[Item], ecfg: EvalConfig) -> dict[str, Any]:
+    """``per_item.csv`` and ``summary.{csv,json,md}`` of a run by file name: texts, and for a ``.json`` file its
+    data (serialised by the writer, :func:`evaluate.reporting.run.write_files`); nothing is written."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["model", "context", "seed", "trajectory", "case", "case_family", "metric", "status", "value"])
@@ -74,7 +73,7 @@ def table_files(items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
         for k, m in sorted(it.metrics.items()):
             w.writerow([it.model, it.context, it.seed, it.trajectory, it.case_id, it.case_family, k, m.status.value,
                         "" if m.value is None else m.value])
-    files = {"per_item.csv": buf.getvalue()}
+    files: dict[str, Any] = {"per_item.csv": buf.getvalue()}
     rows, reasons = summarise(items, ecfg.bootstrap)
     buf = io.StringIO()
     dw = csv.DictWriter(buf, fieldnames=["model", "context", "trajectory", "metric", "higher_is_better", "mean", "lo",
@@ -84,9 +83,8 @@ def table_files(items: list[Item], ecfg: EvalConfig) -> dict[str, str]:
     files["summary.csv"] = buf.getvalue()
     # "reasons": per metric key that is not computed, not applicable or failed somewhere, the first reason recorded
     ran = context_ran(items)
-    files["summary.json"] = json_text({"rows": rows, "reasons": reasons, "settings": dataclasses.asdict(ecfg),
-                                       "context_ran": [{"model": m, "context": c, "ran": r}
-                                                       for (m, c), r in sorted(ran.items())]})
+    files["summary.json"] = {"rows": rows, "reasons": reasons, "settings": dataclasses.asdict(ecfg),
+                             "context_ran": [{"model": m, "context": c, "ran": r} for (m, c), r in sorted(ran.items())]}
     files["summary.md"] = markdown(rows, reasons, ran)
     return files
 
@@ -178,10 +176,9 @@ def _f(x: float) -> str:
     return "n/a" if x is None or not np.isfinite(x) else fixed(x)
 
 
-def dynamic_files(items: list[Item]) -> dict[str, str]:
-    """The texts of ``dynamic.{json,md}`` by file name; none when the run has no dynamic item."""
-    from harness.io import json_text
-
+def dynamic_files(items: list[Item]) -> dict[str, Any]:
+    """``dynamic.{json,md}`` by file name (the JSON file's data, the Markdown text); none when the run has no
+    dynamic item."""
     rows = dynamic_rows(items)
     if not rows:
         return {}
@@ -195,7 +192,7 @@ def dynamic_files(items: list[Item]) -> dict[str, str]:
         lines.append(f"| {r['judge']} | {r['model']} | {r['context']} | {r['trajectory']} | {r['n']} | {r['started']} "
                      f"| {_f(r['p_start'])} | {_f(r['S_cond'])} | {_f(r['S_gated'])} | {_f(r['M_score'])} "
                      f"| {r['without_answer']} |")
-    return {"dynamic.json": json_text({"rows": rows}), "dynamic.md": "\n".join(lines) + "\n"}
+    return {"dynamic.json": {"rows": rows}, "dynamic.md": "\n".join(lines) + "\n"}
 
 
 # -- analyses.{json,md}: the report's analyses as files --------------------------------------------------------------
@@ -312,9 +309,7 @@ def analyses_markdown(an: Analyses) -> str:
     return "\n".join(L)
 
 
-def analyses_files(an: Analyses, ecfg: Any) -> dict[str, str]:
-    """The texts of ``analyses.{json,md}`` of a run, by file name."""
-    from harness.io import json_text
-
-    return {"analyses.json": json_text(analyses_json(an, [float(t) for t in ecfg.return_tolerances_deg[1:]])),
+def analyses_files(an: Analyses, ecfg: Any) -> dict[str, Any]:
+    """``analyses.{json,md}`` of a run by file name (the JSON file's data, the Markdown text)."""
+    return {"analyses.json": analyses_json(an, [float(t) for t in ecfg.return_tolerances_deg[1:]]),
             "analyses.md": analyses_markdown(an)}

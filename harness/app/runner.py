@@ -116,21 +116,21 @@ def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
 def check_fingerprints(plan: Plan, overwrite: bool, dry_run: bool = False) -> None:
     """Refuse (before anything is written) when a finished item was made with a different config, or when a dry
     run with ``overwrite=true`` would replace finished items by compile-only records (orphaning their videos)."""
-    if overwrite and dry_run:
-        done = [i.key for i in plan.items if item_status(plan.run_dir / i.rel_dir) == "done"]
-        if done:
-            raise PlanError(f"dry_run=true overwrite=true: {len(done)} item(s) of {plan.run_dir} are done (first: "
-                            f"{done[0]}); a dry run would replace their meta.json by a compile-only record and orphan "
-                            "their videos. Drop overwrite=true (a dry run leaves done items alone) or use run=<new>")
-    if overwrite:
-        return
     from trajectories.migration import superseded_item
 
+    if overwrite and not dry_run:
+        return  # every item is made again
+    metas = ((item, item_meta(plan.run_dir / item.rel_dir)) for item in plan.items)
+    done = [(item, m) for item, m in metas if m and m.get("status") == "done"]
+    if overwrite:
+        if done:
+            raise PlanError(f"dry_run=true overwrite=true: {len(done)} item(s) of {plan.run_dir} are done (first: "
+                            f"{done[0][0].key}); a dry run would replace their meta.json by a compile-only record "
+                            "and orphan their videos. Drop overwrite=true (a dry run leaves done items alone) or "
+                            "use run=<new>")
+        return
     bad = []
-    for item in plan.items:
-        m = item_meta(plan.run_dir / item.rel_dir)
-        if not m or m.get("status") != "done":
-            continue
+    for item, m in done:
         fingerprint, parts = fingerprints(plan)[item.key]  # computed once, only when a finished item exists
         if m.get("fingerprint") != fingerprint and not item_is_current(plan, item, m) and not superseded_item(m):
             # (an item of a superseded trajectory layout is redone by this run: trajectories.migration)

@@ -80,11 +80,12 @@ def prepare_run(cfg: RunConfig, report: bool = True) -> Plan:
 
     plan = plan_from_config(cfg)
     adapter, specs = plan.adapter, plan.specs
-    if not cfg.dry_run:
+    if cfg.dry_run:
+        if report:
+            log_readiness(adapter)
+    else:
         check_requires(adapter, cfg)  # a missing extra (torch, the served client): one line naming it
         adapter.check_ready()  # a missing checkout / checkpoint / environment fails here, before anything is written
-    elif report:
-        log_readiness(adapter)
     if not plan.items:
         raise NothingToRun(
             f"nothing to run: no case in {cfg.cases.source} lists trajectory "
