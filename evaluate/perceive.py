@@ -18,7 +18,7 @@ import numpy as np
 
 from trajectories.phases import departure
 
-from .backbones import BackboneSet, spec
+from .backbones import BackboneSet, TimedBackbone, spec
 from .item import EvalItem
 from .perception.base import BackboneUnavailable, PoseEstimate
 
@@ -87,8 +87,10 @@ class ItemPerception:
     def kind(self, name: str) -> str:
         return spec(name).kind
 
-    def _cached(self, name: str, op: str, request: Any, compute: Callable[[], Outputs]) -> Outputs:
-        bb = self.backbones.get(name, spec(name).roles[0])
+    def _cached(self, bb: TimedBackbone, op: str, request: Any, compute: Callable[[], Outputs]) -> Outputs:
+        """``compute()``'s outputs for ``request`` to backbone ``bb`` (a loaded one, not an oracle), from memory or
+        the item's on-disk cache when this video, backbone (provenance, settings) and request were seen before."""
+        name = bb.spec.name
         prov = bb.provenance
         key = _key([self.ctx.video_sha, prov, _settings_of(bb.inner), op, request])
         mk = f"{name}:{op}:{key}"
@@ -126,7 +128,7 @@ class ItemPerception:
                                   ctx.intrinsics, ctx.pose_mode)
                 return {"c2w": np.asarray(pe.c2w, np.float64), "valid": np.asarray(pe.valid, bool)}
 
-            z = self._cached(name, "poses", {"mode": ctx.pose_mode, "K": ctx.intrinsics.round(6).tolist()}, run)
+            z = self._cached(est, "poses", {"mode": ctx.pose_mode, "K": ctx.intrinsics.round(6).tolist()}, run)
             pe = PoseEstimate(z["c2w"], z["valid"], {})
         bad = [int(i) for i in np.nonzero(~np.isfinite(pe.c2w).all(axis=(1, 2)))[0]]
         if bad:
@@ -142,7 +144,7 @@ class ItemPerception:
         if self.kind(name) == "oracle":
             d = dep.depth(self._frames(dep, frames), list(frames))
         else:
-            d = self._cached(name, "depth", {"frames": list(frames)}, lambda: {
+            d = self._cached(dep, "depth", {"frames": list(frames)}, lambda: {
                 "d": np.asarray(dep.depth(self._frames(dep, frames), list(frames)), np.float32)})["d"]
         return str(getattr(dep, "name", name)), np.asarray(d)
 
@@ -158,7 +160,7 @@ class ItemPerception:
             masks, valid = tr.track(self._frames(tr, frames), init_mask)
             return {"masks": np.packbits(np.asarray(masks, bool), axis=-1), "valid": np.asarray(valid, bool)}
 
-        z = self._cached(name, "track", {"target": target, "mask": mkey, "frames": list(frames)}, run)
+        z = self._cached(tr, "track", {"target": target, "mask": mkey, "frames": list(frames)}, run)
         masks = np.unpackbits(z["masks"], axis=-1, count=ctx.width).view(bool)  # 0/1 bytes: a view, not a copy
         return str(getattr(tr, "name", name)), {f: (masks[i], bool(z["valid"][i])) for i, f in enumerate(frames)}
 
@@ -183,13 +185,13 @@ class ItemPerception:
         else:
             def run() -> Outputs:
                 return {"f": np.asarray(enc.encode(self._frames(enc, frames), masks))}
-        z = self._cached(name, role, {"frames": list(frames), "masks": mkey}, run)
+        z = self._cached(enc, role, {"frames": list(frames), "masks": mkey}, run)
         return (z["f"], z["valid"]) if role == "face" else z["f"]
 
     def score(self, name: str, role: str, frames: list[int]) -> np.ndarray:
         """(N,) per-frame quality in [0, 1] (imaging / aesthetic), one batched call."""
         q = self.backbone(name, role)
-        return self._cached(name, role, {"frames": list(frames)},
+        return self._cached(q, role, {"frames": list(frames)},
                             lambda: {"s": np.asarray(q.score(self._frames(q, frames)), np.float64)})["s"]
 
     # -- shared protocol decisions ---------------------------------------------------------------------------------
@@ -233,7 +235,7 @@ class ItemPerception:
             return None
         view = self._frames(q, window)
         op, key = ("parallax_to_0", "p") if by_position else (f"angles_to_{int(ref)}", "a")
-        m = self._cached(name, op, {"frames": list(window)}, lambda: {key: np.asarray(
+        m = self._cached(q, op, {"frames": list(window)}, lambda: {key: np.asarray(
             direct(ctx.frames[int(ref)], view, ctx.intrinsics), np.float64)})[key]
         if not np.isfinite(m).any():
             return None
