@@ -10,7 +10,7 @@ What happens (docs/scaling.md, "A sweep on one machine"):
    use, and for GPU jobs one per ``model.gpus_per_job`` GPUs of ``devices``) in worker processes (``spawn``), each
    through Hydra's own ``run_job``, exactly as the basic launcher runs it; a job's own
    console output goes to ``<sweep dir>/<job>/job.log``. Each job generates its items and scores them
-   (``metrics.json``, :func:`harness.app.commands.evaluation.evaluate_items`), but leaves the run's tables to the
+   (``metrics.json``, :func:`harness.app.commands.evaluation.evaluate` with ``only``), but leaves the run's tables to the
    sweep. When a job ends the console gets one line: ``job k of N`` (k in finishing order), what it did, and an
    estimate of the time left for the jobs still running or waiting.
 3. After the last job, each run of the sweep is evaluated once (every item's metrics are reused): its tables,

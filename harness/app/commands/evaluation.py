@@ -41,26 +41,42 @@ def no_comparison_hint(cfg: RunConfig) -> str:
     return NO_COMPARISON_HINT
 
 
-def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optional[dict[str, float]] = None) -> bool:
+def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optional[dict[str, float]] = None,
+             only: Optional[list[Path]] = None) -> bool:
     """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled).
     Prints where the tables and the report are, the verdict and (``table``) a short table of the metrics.
     ``timings`` (when given) gets ``evaluation_s`` (wall seconds, the study report left out), ``report_s`` and
-    ``cpu_s`` (this process's CPU seconds, report included)."""
-    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+    ``cpu_s`` (this process's CPU seconds, report included).
+
+    ``only``: score just these item folders (each item's ``metrics.json``), without the run's tables and report:
+    a job of a local sweep does this for its own items, and the sweep tables the run once at its end
+    (:mod:`harness.app.sweep`)."""
     from evaluate.stage import evaluate_run
     from evaluate.weights import weights_root
     from harness.io import remove_dead_temps
 
-    remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
-
-    ecfg = cfg.evaluate
-    root = weights_root(cfg.weights_dir)
+    if only is None:  # the whole run
+        remove_dead_temps(run_dir)  # e.g. a metrics file of an evaluation that was killed
     t0, cpu = time.perf_counter(), time.process_time()
-    out = evaluate_run(run_dir, ecfg, force=cfg.overwrite, progress=cfg.progress, weights_root=root)
-    if timings is not None:
-        report_s = float(out.get("report_s") or 0.0)
-        timings.update(evaluation_s=time.perf_counter() - t0 - report_s, report_s=report_s,
-                       cpu_s=time.process_time() - cpu)
+    out = evaluate_run(run_dir, cfg.evaluate, force=cfg.overwrite, progress=cfg.progress,
+                       weights_root=weights_root(cfg.weights_dir), only=only, tables=only is None)
+    if only is not None:
+        print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at "
+              "its end)")
+    else:
+        if timings is not None:
+            report_s = float(out.get("report_s") or 0.0)
+            timings.update(evaluation_s=time.perf_counter() - t0 - report_s, report_s=report_s,
+                           cpu_s=time.process_time() - cpu)
+        _print_outcome(out, cfg, table)
+    _log_failed(out["failed"])
+    return not out["failed"]
+
+
+def _print_outcome(out: dict[str, Any], cfg: RunConfig, table: bool) -> None:
+    """Where a run's tables and report are, its verdict and (``table``) a short table of its metrics."""
+    from evaluate.reporting.verdict import NO_COMPARISON_HINT
+
     print(f"evaluated {out['evaluated']} video(s): {out['tables']['summary']}  {out['analyses']['analyses']}  "
           f"{out['validity']}")
     if out.get("report"):
@@ -70,23 +86,6 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
         print("verdict:\n  " + "\n  ".join(x.replace(NO_COMPARISON_HINT, hint) for x in out["verdict"]))
     if table:
         print(short_table(out["results"]))
-    _log_failed(out["failed"])
-    return not out["failed"]
-
-
-def evaluate_items(run_dir: Path, item_dirs: list[Path], cfg: RunConfig) -> bool:
-    """Score the finished items among ``item_dirs`` (each item's ``metrics.json``), without the run's tables and
-    report: a job of a local sweep does this for its own items, and the sweep tables the run once at its end
-    (:mod:`harness.app.sweep`). False when an item or metric failed."""
-    from evaluate.stage import evaluate_run
-    from evaluate.weights import weights_root
-
-    out = evaluate_run(run_dir, cfg.evaluate, force=cfg.overwrite, progress=cfg.progress,
-                       weights_root=weights_root(cfg.weights_dir), only=item_dirs, tables=False)
-    print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at its "
-          "end)")
-    _log_failed(out["failed"])
-    return not out["failed"]
 
 
 def _log_failed(failed: list[tuple[Any, str]]) -> None:

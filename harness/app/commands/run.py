@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.app.commands.evaluation import evaluate, evaluate_items, in_sweep
+from harness.app.commands.evaluation import evaluate, in_sweep
 from harness.app.run_config import RunConfig
 from harness.errors import ConfigError
 
@@ -230,7 +230,7 @@ def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
         log.warning("no video was produced: every item failed (causes above, full logs in each item's "
                     "upstream.log / meta.json); evaluation skipped")
     elif reports_at_end():
-        return evaluate_items(plan.run_dir, [plan.run_dir / i.rel_dir for i in plan.items], cfg)
+        return evaluate(plan.run_dir, cfg, only=[plan.run_dir / i.rel_dir for i in plan.items])
     elif missing:
         log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
                  "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
