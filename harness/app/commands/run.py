@@ -161,12 +161,13 @@ def cmd_run(cfg: RunConfig) -> None:
         if rank.is_main:
             from harness.io import remove_dead_temps
 
-            # left by a process killed mid-write (its pid is gone). A dry run skips this walk over the whole run
-            # (a study's sweep jobs share one run: it grew quadratic); each item folder it compiles is swept under
-            # the item's lock (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
-            if run_dir.is_dir() and not cfg.dry_run:
-                remove_dead_temps(run_dir)
             save_config(plan.recorded, run_dir)
+            # then what a process killed mid-write left (its pid is gone; this process's own temporaries are never
+            # taken). A dry run skips this walk over the whole run (a study's sweep jobs share one run: it grew
+            # quadratic); each item folder it compiles is swept under the item's lock
+            # (harness.outputs.remove_stale_temps), the manifest's temporaries when it is written.
+            if not cfg.dry_run:
+                remove_dead_temps(run_dir)
 
     cpu = time.process_time()  # this process's CPU seconds, all its threads (a sweep's job has its own process)
     with confine(run_dir):  # every write of the run lands in its run directory (harness.io refuses others)
