@@ -174,8 +174,8 @@ class EvalItem:
     sample_idx: list[int]
     translates: bool
     trajectory_kind: str
+    fps: float  # frames per second of the path (camera.npz); the judge labels frames with their time
     oracle: Optional[OracleGeometry] = None
-    fps: float = 0.0  # frames per second of the path (camera.npz); the judge labels frames with their time
     memo: dict[str, Any] = field(default_factory=dict)
     decoding: Optional[Decoding] = None  # set while the frames are decoded in the background
 

@@ -93,6 +93,36 @@ def test_a_computed_by_must_name_a_metric_that_computes():
     empty.register(_spec("x.d", ()))
     with pytest.raises(ValueError, match="'x.d' has no computation"):
         empty.check()
+    stray: Registry[MetricSpec] = Registry()  # computed by a metric nobody registered: the same error, not a crash
+    stray.register(_spec("x.e", ComputedBy("x.gone", "a metric that was removed")))
+    with pytest.raises(ValueError, match="'x.e' is computed by 'x.gone', which computes nothing"):
+        stray.check()
+
+
+def test_the_catalog_registers_every_family_s_specs_in_order_and_checks_them(monkeypatch):
+    """``catalog.REGISTRY`` is built once, at import: the builder itself, run again here."""
+    assert [s.id for s in catalog._registry()] == [s.id for fam in all_families() for s in fam.specs]
+    broken = dataclasses.replace(all_families()[0], specs=(_spec("x.e", ComputedBy("x.gone", "removed")),))
+    monkeypatch.setattr(catalog, "all_families", lambda: (broken,))
+    with pytest.raises(ValueError, match="'x.e' is computed by 'x.gone'"):
+        catalog._registry()
+
+
+def test_a_key_names_its_backbone_whatever_the_backbone_s_name_holds():
+    for metric, backbone in (("environment.visible", "dinov2"), ("m.x", "a[b]"), ("m.x", "")):
+        key = catalog.make_key(metric, backbone)
+        assert (catalog.metric_id(key), catalog.backbone_of(key)) == (metric, backbone)
+
+
+def test_resolution_and_case_scoring_of_known_and_unknown_metrics():
+    from evaluate.item import CAMERA_ITEMS
+
+    assert catalog.resolution("camera.rpe_trans[da3]") == catalog.METRICS["camera.rpe_trans"].resolution == 0.005
+    assert catalog.resolution("diagnostic.revisit_psnr[pixels]") == 0.5
+    assert catalog.resolution("new.metric[x]") == 0.01  # a newer file's metric: the default unit
+    # an unknown metric is not known to be a memory or static one: it scores every case
+    assert catalog.scores_case("new.metric", CAMERA_ITEMS) and catalog.scores_case("new.metric", "dynamic")
+    assert not catalog.scores_case("environment.visible[dinov2]", CAMERA_ITEMS)
 
 
 def test_every_family_step_is_the_computation_of_a_registered_spec_of_that_family():

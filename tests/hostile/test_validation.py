@@ -5,6 +5,7 @@ videos. Each failure: exit 2, one line naming the field and the fix, nothing on 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 
@@ -353,13 +354,61 @@ def test_an_unknown_case_names_the_first_eight_known_and_says_when_there_are_mor
         _checked(tmp_path, {**ENTRY, "case_id": "x"}, {**eight, "c8": object()})
 
 
-def _plan(videos, entries):
-    from evaluate.external import check_import
+@functools.cache
+def _ext_cases():
+    """The case selection of ``run=ext`` (composed once: a frozen model)."""
     from harness.cases import CaseSelection
     from tests.support import compose
 
-    (videos / "manifest.json").write_text(json.dumps(entries))
-    return check_import(videos, videos / "manifest.json", CaseSelection.from_dict(compose(["run=ext"])["cases"]))
+    return CaseSelection.from_dict(compose(["run=ext"])["cases"])
+
+
+def _plan(videos, entries, name="manifest.json"):
+    from evaluate.external import check_import
+
+    (videos / name).write_text(entries if isinstance(entries, str) else json.dumps(entries))
+    return check_import(videos, videos / name, _ext_cases())
+
+
+def test_a_jsonl_manifest_is_read_line_by_line_and_its_errors_name_the_line(videos):
+    """The fast twin of test_a_jsonl_manifest_error_names_its_line: an entry of a ``manifest.jsonl`` named by its
+    line (blank lines count), a line that is not JSON named as ``<file>:<line>``, an entry's own error as ``line
+    <n>``."""
+    from evaluate.external import ManifestError
+
+    lines = "\n" + json.dumps(ENTRY) + "\n"
+    assert [(p.where, p.src.name) for p in _plan(videos, lines, "manifest.jsonl")] == [("line 2", "a.mp4")]
+    with pytest.raises(ManifestError, match=r"manifest\.jsonl:2"):
+        _plan(videos, json.dumps(ENTRY) + "\n{oops\n", "manifest.jsonl")
+    with pytest.raises(ManifestError, match="line 1: fps=0"):
+        _plan(videos, json.dumps({**ENTRY, "fps": 0}) + "\n", "manifest.jsonl")
+
+
+def test_a_case_id_that_is_not_a_string_is_named_not_a_crash(videos):
+    from evaluate.external import ManifestError
+
+    with pytest.raises(ManifestError, match=r"case_id \['environment_rocket'\] is not in the case set"):
+        _plan(videos, [{**ENTRY, "case_id": ["environment_rocket"]}])
+
+
+def test_any_positive_rate_is_a_rate_and_the_tolerance_is_inclusive(videos):
+    """A time-lapse at 1 fps is checked against the manifest like 16 fps; at 1000 fps a manifest saying 1001 is
+    exactly FPS_TOLERANCE off (1e-3 x 1000 is 1.0 in floating point): still the video's rate."""
+    from evaluate.external import ManifestError
+    from harness.video import VideoWriter, read_frames
+
+    _, frames = read_frames(videos / "a.mp4")
+    for name, fps in (("slow.mp4", 1.0), ("fast.mp4", 1000.0)):
+        w = VideoWriter(videos / name, fps=fps)
+        for f in frames:
+            w.write(f)
+        w.close()
+    (p,) = _plan(videos, [{**ENTRY, "video": "slow.mp4", "fps": 1}])
+    assert p.info["fps"] == 1 and p.path.fps == 1
+    (p,) = _plan(videos, [{**ENTRY, "video": "fast.mp4", "fps": 1001}])
+    assert p.info["fps"] == 1000 and p.path.fps == 1001
+    with pytest.raises(ManifestError, match="is 1000 fps, the manifest says fps=1001.01"):
+        _plan(videos, [{**ENTRY, "video": "fast.mp4", "fps": 1001.01}])
 
 
 def test_the_frame_rate_may_differ_by_the_tolerance_and_the_view_follows_hfov(videos):
