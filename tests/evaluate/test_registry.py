@@ -263,6 +263,8 @@ def test_an_item_result_reads_missing_or_null_fields_as_their_defaults():
     assert r.family_hashes == {} and r.validity == {}
     bare = ItemResult.from_dict({})
     assert bare.num_revisits == 0 and bare.schema_version == 0 and bare.family_hashes == {} and bare.validity == {}
+    made = ItemResult(item={})  # one made in memory reads as one read from a file that left the fields out
+    assert (made.num_revisits, made.schema_version) == (bare.num_revisits, bare.schema_version) == (0, 0)
     full = ItemResult.from_dict({"schema_version": 4, "num_revisits": 2, "validity": {"ok": True},
                                  "family_hashes": {"camera": "h"}})
     assert full.schema_version == 4 and full.num_revisits == 2 and full.validity == {"ok": True}
@@ -287,6 +289,7 @@ def test_a_failed_item_reports_every_paper_metric_of_its_family_failed_with_the_
     assert {m.status for m in r.metrics.values()} == {Status.FAILED}
     assert {m.reason for m in r.metrics.values()} == {"the video is gone"}
     assert r.failed and r.reason == "the video is gone" and r.case_family == "object"
+    assert r.num_revisits == 0 and r.phases == {}  # nothing was read of the video: no revisit is claimed
     assert r.item == {"model": "m", "case_id": "c"}  # the item's own record first
     assert r.extra["timings_generation"] == {"total_s": 3.0} and r.extra["context_ran"] == "fov"
 
