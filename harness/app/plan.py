@@ -6,6 +6,7 @@ depends on process rank, order or time. Item output paths are deterministic, so 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,11 @@ class Plan:
     config: RunConfig
     recorded: RedactedConfig
     pool: Optional[GPUPool] = None
+
+    @functools.cached_property
+    def case_by_id(self) -> dict[str, Case]:
+        """``cases`` by id (built once per plan)."""
+        return {c.id: c for c in self.cases}
 
     @property
     def run(self) -> RunDir:

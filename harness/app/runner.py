@@ -107,7 +107,7 @@ def fingerprints(plan: Plan) -> dict[str, tuple[str, dict[str, str]]]:
 
     cached = getattr(plan, "_fingerprints", None)
     if cached is None:
-        cached = item_fingerprints(plan.adapter, plan.policy, plan.specs, {c.id: c for c in plan.cases},
+        cached = item_fingerprints(plan.adapter, plan.policy, plan.specs, plan.case_by_id,
                                    plan.all_items or plan.items, encoder_settings())
         plan._fingerprints = cached  # type: ignore[attr-defined]
     return cached
@@ -160,7 +160,7 @@ def item_is_current(plan: Plan, item: WorkItem, meta: dict[str, Any]) -> bool:
     that differs only through another trajectory's frame override (:func:`_current_by_inputs`)."""
     if meta.get("fingerprint") == fingerprints(plan)[item.key][0]:
         return True
-    case = next((c for c in plan.cases if c.id == item.case_id), None)
+    case = plan.case_by_id.get(item.case_id)
     return case is not None and _current_by_inputs(plan.adapter, plan.policy, plan.specs[item.trajectory], case,
                                                    item, meta)
 
@@ -176,7 +176,6 @@ class _Executor:
         config = plan.config
         self.plan = plan
         self.adapter, self.context, self.specs = plan.adapter, plan.policy, plan.specs
-        self.by_id = {c.id: c for c in plan.cases}
         self.run_dir, self.fingerprints = Path(plan.run_dir), fingerprints(plan)
         self.seed_source = "cli override" if config.seed is not None else "model default"
         self.run = RunDir(self.run_dir)
@@ -268,7 +267,7 @@ class _Executor:
         from harness.video import VideoWriter
 
         adapter, item_dir = self.adapter, self.run_dir / item.rel_dir
-        case = self.by_id[item.case_id]
+        case = self.plan.case_by_id[item.case_id]
         rec = self._start_record(item, case)
         if not self.dry_run:  # a long item says it is running; a dry-run item (milliseconds) writes meta.json once
             write_record(item_dir, rec, self.shared)
