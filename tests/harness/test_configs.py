@@ -16,19 +16,49 @@ TRAJECTORIES = list_group("trajectory")
 
 
 def _combinations() -> list:
-    """Every (model, context, trajectory); the fast tier runs a pairwise cover of them (every model with every
-    context, every model with every trajectory, every context with every trajectory: context index = model index +
-    trajectory index, modulo the number of contexts), the full product is marked slow (the suite runs it)."""
-    cover = {(m, CONTEXTS[(i + j) % len(CONTEXTS)], t) for i, m in enumerate(MODELS) for j, t in enumerate(TRAJECTORIES)}
+    """Every (model, context, trajectory); the fast tier runs a cover of the pairs that interact: every model with
+    every context (the policy is resolved against the adapter) and every context with every trajectory (trajectory
+    index = model index + context index, modulo the number of trajectories). A model and a trajectory do not meet in
+    a composition (``test_a_trajectory_option_sets_its_own_package_only``); the full product is marked slow (the
+    suite runs it)."""
+    cover = {(m, c, TRAJECTORIES[(i + j) % len(TRAJECTORIES)])
+             for i, m in enumerate(MODELS) for j, c in enumerate(CONTEXTS)}
     return [c if c in cover else pytest.param(*c, marks=pytest.mark.slow)
             for c in itertools.product(MODELS, CONTEXTS, TRAJECTORIES)]
 
 
-def test_the_fast_combinations_cover_every_pair():
+def test_the_fast_combinations_cover_every_interacting_pair():
     fast = {c for c in _combinations() if type(c) is tuple}  # a slow one is a pytest.param (a NamedTuple)
-    for a, b in ((0, 1), (0, 2), (1, 2)):
-        groups = (MODELS, CONTEXTS, TRAJECTORIES)
-        assert {(c[a], c[b]) for c in fast} == set(itertools.product(groups[a], groups[b]))
+    assert {(m, c) for m, c, _ in fast} == set(itertools.product(MODELS, CONTEXTS))
+    assert {(c, t) for _, c, t in fast} == set(itertools.product(CONTEXTS, TRAJECTORIES))
+    assert len(fast) == len(MODELS) * len(CONTEXTS)
+
+
+def test_a_trajectory_option_sets_its_own_package_only():
+    """Why no (model, trajectory) pair is needed in the fast tier: a trajectory option could change another package
+    only through a ``# @package`` header or a ``defaults:`` entry outside its group, and a model option could read
+    the trajectory only through an interpolation. Neither happens, in any option or the files they draw in."""
+    import re
+
+    import yaml
+
+    from harness.config_groups import option_file
+
+    files = {option_file("trajectory", t) for t in TRAJECTORIES}
+    for path in list(files):
+        for entry in yaml.safe_load(path.read_text()).get("defaults", []):
+            assert isinstance(entry, str) and "/" not in entry and not entry.startswith("override"), (path, entry)
+            if entry != "_self_":
+                files.add(option_file("trajectory", entry))
+    for path in files:
+        text = path.read_text()
+        assert "@package" not in text and "${" not in text, path
+    models = {option_file("model", m) for m in MODELS}
+    models |= {option_file("model", d) for p in models for d in yaml.safe_load(p.read_text()).get("defaults", [])
+               if isinstance(d, str) and d != "_self_"}
+    assert any(p.stem == "_upstream_base" for p in models)  # the models' shared base is read too
+    for path in models:
+        assert not re.search(r"\$\{[^}]*trajectory", path.read_text()), path
 
 
 @pytest.mark.parametrize("model,context,trajectory", _combinations())

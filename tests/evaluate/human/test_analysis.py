@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,23 @@ ARMS3 = ("alpha/fullkv", "beta/fullkv", "gamma/fullkv")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     return make_runs(tmp_path_factory.mktemp("runs"), arms=ARMS3)
+
+
+@pytest.fixture(scope="module")
+def _studies(runs, tmp_path_factory) -> dict:
+    return {}
+
+
+@pytest.fixture
+def planned(runs, _studies, tmp_path_factory, tmp_path):
+    """``planned(kinds)``: a fresh copy, in ``tmp_path``, of the study of ``runs`` over ``kinds`` (seed 0), planned
+    once per module: planning is tested in test_design.py; here each test votes into a copy of its own."""
+    def make(kinds: list[str]) -> Path:
+        if tuple(kinds) not in _studies:
+            where = tmp_path_factory.mktemp("study") / "s"
+            _studies[tuple(kinds)] = Path(plan_study(PlanRequest(runs, kinds, seed=0), where)["dir"])
+        return Path(shutil.copytree(_studies[tuple(kinds)], tmp_path / "s"))
+    return make
 
 
 def vote_all(d: Path, fn) -> list[dict]:
@@ -125,8 +143,8 @@ def test_dynamic_results_gate_then_majority_by_hand(runs, tmp_path):
     assert -1 <= res["fleiss_kappa_items"] <= 1 and -1 <= res["fleiss_kappa_gate"] <= 1
 
 
-def test_export_holds_every_raw_vote(runs, tmp_path):
-    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+def test_export_holds_every_raw_vote(planned, tmp_path):
+    d = planned(["environment.visible"])
     cast = vote_all(d, lambda a, it: {"choice": "A" if a == "a1" else "T" if a == "a2" else "B"})
     out = analysis.export_votes(d, unblind=True)
     rows = list(csv.DictReader(open(out["csv"])))
@@ -145,10 +163,10 @@ def test_export_holds_every_raw_vote(runs, tmp_path):
     assert "alpha" not in text and "preferred_arm" not in text
 
 
-def test_report_tables_put_the_papers_numbers_beside_ours(runs, tmp_path):
+def test_report_tables_put_the_papers_numbers_beside_ours(planned, tmp_path):
     from evaluate.human.report import write_report
 
-    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["static"])
     vote_all(d, lambda a, it: {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
     out = write_report(d)
     res = out["results"]
@@ -165,11 +183,11 @@ def test_report_tables_put_the_papers_numbers_beside_ours(runs, tmp_path):
     assert json.loads(Path(out["json"]).read_text())["kind"] == "static"
 
 
-def test_the_study_report_includes_a_human_study(runs, tmp_path):
+def test_the_study_report_includes_a_human_study(runs, planned, tmp_path):
     from evaluate.reporting import build_report
     from evaluate.reporting.cli import merge_run_args
 
-    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["environment.visible"])
     vote_all(d, lambda a, it: {"choice": "A"})
     out = build_report(runs, tmp_path / "report", strips=False, figures=False, human_studies=[d])
     md = Path(out["markdown"]).read_text()
@@ -179,13 +197,13 @@ def test_the_study_report_includes_a_human_study(runs, tmp_path):
     assert argv[-1] == "+human_study=['x','y','z']" and "run=a" in argv
 
 
-def test_report_ranks_the_arms_from_the_votes_beside_the_metric(runs, tmp_path):
+def test_report_ranks_the_arms_from_the_votes_beside_the_metric(planned, tmp_path):
     """Two of three annotators side with the metric, the third against it: every arm wins and loses some votes,
     so the Bradley-Terry strengths are finite; the people's ranking follows the majority, i.e. the metric's."""
     from evaluate.human.ranking import bradley_terry
     from evaluate.human.report import write_report
 
-    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["environment.visible"])
     first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
 
     def vote(a, it):
@@ -211,12 +229,12 @@ def test_report_ranks_the_arms_from_the_votes_beside_the_metric(runs, tmp_path):
     assert "A ranking from people" in Path(out["markdown"]).read_text()
 
 
-def test_export_carries_values_and_preference_so_agreement_can_be_recomputed(runs, tmp_path):
+def test_export_carries_values_and_preference_so_agreement_can_be_recomputed(planned, tmp_path):
     """From votes.csv alone (no key.json): the decisive majorities against the metric's side give the report's
     agreement, counted by hand."""
     from evaluate.human.report import write_report
 
-    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["environment.visible"])
     first = json.loads((d / "annotators.json").read_text())["annotators"][0]["id"]
     vote_all(d, lambda a, it: {"choice": "A" if a == first else "B" if it["A"]["value"] < it["B"]["value"] else "A"})
     rows = list(csv.DictReader(open(analysis.export_votes(d, unblind=True)["csv"])))
@@ -323,12 +341,12 @@ def test_status_shows_each_annotators_progress_checks_and_agreement(runs, tmp_pa
     assert f"4 of {3 * len(key)} answers in" in out and "67 % of 3" in out and "1/1" in out
 
 
-def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(runs, tmp_path):
+def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(planned, tmp_path):
     """The two metrics have different pair counts here: 'tasks' (the paper's pairs per metric) and 'judgements per
     metric' give the mean and the range, not a floored quotient of the totals."""
     from evaluate.human.report import write_report
 
-    d = Path(plan_study(PlanRequest(runs, ["static"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["static"])
     vote_all(d, lambda a, it: {"choice": "T"})
     out = write_report(d, n_boot=50)
     res = out["results"]
@@ -342,12 +360,12 @@ def test_paper_rows_tasks_and_judgements_per_metric_are_not_floored(runs, tmp_pa
                                              f"({3 * min(per.values())} to {3 * max(per.values())})")
 
 
-def test_human_tables_write_tidy_numeric_csv(runs, tmp_path):
+def test_human_tables_write_tidy_numeric_csv(planned, tmp_path):
     """Numbers as numbers: the agreement and its interval in their own columns, statistics as plain numbers, no
     empty interval columns beside plain values."""
     from evaluate.human.report import write_report
 
-    d = Path(plan_study(PlanRequest(runs, ["environment.visible"], seed=0), tmp_path / "s")["dir"])
+    d = planned(["environment.visible"])
     vote_all(d, lambda a, it: {"choice": "A" if it["A"]["value"] > it["B"]["value"] else "B"})
     out = write_report(d, n_boot=50)
     with open(Path(out["out_dir"]) / "tables" / "human_static.csv") as f:
