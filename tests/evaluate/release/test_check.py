@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from evaluate.release.check import (
+    VideoCheck,
     _fmt,
     _notes,
     _spread,
@@ -30,11 +31,10 @@ from evaluate.release.check import (
     stored_measurement,
     table_lines,
     verdict_lines,
-    VideoCheck,
 )
 from evaluate.release.measure import MEASURE_VERSION, Measurement
-from evaluate.release.segment import Layout, layout_of, Move, path_layout
-from tests.evaluate.release.footage import lr_sweeps, RotationLayout
+from evaluate.release.segment import Layout, Move, layout_of, path_layout
+from tests.evaluate.release.footage import RotationLayout, lr_sweeps
 
 
 def _layout(cycles: int, degrees: float, dpf: float, hold: int = 0, total: int = 493,

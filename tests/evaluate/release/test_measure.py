@@ -13,7 +13,7 @@ import evaluate.perception.weightfree as weightfree
 from evaluate.release import measure as ms
 from evaluate.release.measure import measure_frames, measured_path
 from evaluate.release.segment import Layout, Move
-from tests.evaluate.release.footage import lr_sweeps, rotation_video, RotationLayout, square, Sweep, translation_video
+from tests.evaluate.release.footage import RotationLayout, Sweep, lr_sweeps, rotation_video, square, translation_video
 from trajectories.conventions import rotmat_from_yaw_pitch
 
 HOLD_FRAMES, AMPLITUDE_DEG, SPEED_REL = 2, 1.5, 0.03

@@ -13,20 +13,20 @@ import numpy as np
 import pytest
 
 from evaluate.release.segment import (
+    Layout,
+    Move,
     _fit,
     _fit_axis,
     _runs,
     _shape_and_slope,
     find_cores,
-    Layout,
     layout_of,
-    Move,
     path_layout,
     phase_windows,
     shape_fn,
     yaw_pitch_signal,
 )
-from tests.evaluate.release.footage import lr_sweeps, rotation, RotationLayout, Sweep
+from tests.evaluate.release.footage import RotationLayout, Sweep, lr_sweeps, rotation
 
 
 def _signal(layout: RotationLayout, noise: float = 0.0, seed: int = 0) -> np.ndarray:
