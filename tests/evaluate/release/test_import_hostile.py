@@ -296,25 +296,21 @@ def _opts(src: Path, **kw) -> ReleaseOptions:
     return ReleaseOptions(src, measure=False, **kw)
 
 
-def test_a_row_of_the_videos_own_category_replaces_a_camera_rows_image(tmp_path):
+@pytest.mark.parametrize("own_image, camera_spelling, own_spelling", [
+    (_jpg(2), "Camera-Rotation", "Environment"),  # another format: the camera row's .png goes
+    (_png(2), "camera_rotation", "environment"),  # the same format: overwritten in place
+])
+def test_a_row_of_the_videos_own_category_replaces_a_camera_rows_image(tmp_path, own_image, camera_spelling,
+                                                                     own_spelling):
     src, out = tmp_path / "src", tmp_path / "cases"
-    w = _release_of_rows(src, [("camera_rotation", "case_040", _png(1)), ("environment", "case_000", _jpg(2))])
-    plans = {1: _plan("environment_case_000", "environment", [("Camera-Rotation", w[0]), ("Environment", w[1])],
+    w = _release_of_rows(src, [("camera_rotation", "case_040", _png(1)), ("environment", "case_000", own_image)])
+    plans = {1: _plan("environment_case_000", "environment", [(camera_spelling, w[0]), (own_spelling, w[1])],
                       "v1")}
     images, refused = _images(_opts(src), plans, out)
-    assert images == {"environment_case_000": "environment_case_000.jpg"} and refused == {}
-    assert (out / "environment_case_000.jpg").read_bytes() == _jpg(2)
-    assert not (out / "environment_case_000.png").exists()  # the camera row's image is gone
-
-
-def test_a_later_own_row_of_the_same_format_overwrites_and_keeps_the_file(tmp_path):
-    src, out = tmp_path / "src", tmp_path / "cases"
-    w = _release_of_rows(src, [("camera_rotation", "case_040", _png(1)), ("environment", "case_000", _png(2))])
-    plans = {1: _plan("environment_case_000", "environment", [("camera_rotation", w[0]), ("environment", w[1])],
-                      "v1")}
-    images, _ = _images(_opts(src), plans, out)
-    assert images == {"environment_case_000": "environment_case_000.png"}
-    assert (out / "environment_case_000.png").read_bytes() == _png(2)
+    name = "environment_case_000" + (".jpg" if own_image == _jpg(2) else ".png")
+    assert images == {"environment_case_000": name} and refused == {}
+    assert (out / name).read_bytes() == own_image
+    assert sorted(p.name for p in out.iterdir()) == [name]  # the camera row's image is gone or overwritten
 
 
 def test_once_a_case_has_its_own_rows_image_no_later_row_replaces_it(tmp_path):
@@ -478,12 +474,17 @@ def _group_sizes(files, columns):
     return [layout._group_bytes(meta, g, columns) for g in range(meta.num_row_groups)]
 
 
-def test_a_row_group_larger_than_the_bound_is_one_record_and_the_numbering_goes_on(tmp_path, monkeypatch):
-    src = tmp_path / "src"
+def _two_row_groups(src: Path, big_first: bool) -> tuple[list[Path], int, int]:
+    """Four rows in two row groups of two, one of them with large first frames: (files, first's bytes, second's)."""
     rows = [MiniRow("dreamx-world", "environment", PRESET, f"case_{i:03d}", "x/video.mp4",
-                    _png(i, (40, 40) if i < 2 else (4, 4))) for i in range(4)]
+                    _png(i, (40, 40) if (i < 2) == big_first else (4, 4))) for i in range(4)]
     files = write_rows(src, rows, row_group=2)
-    big, small = _group_sizes(files, list(COLUMNS))
+    first, second = _group_sizes(files, list(COLUMNS))
+    return files, first, second
+
+
+def test_a_row_group_larger_than_the_bound_is_one_record_and_the_numbering_goes_on(tmp_path, monkeypatch):
+    files, big, small = _two_row_groups(tmp_path / "src", big_first=True)
     assert big > small
     monkeypatch.setattr(layout, "MAX_ROW_GROUP_BYTES", small)  # exactly the second group's: that one is read
     got = list(iter_rows(files))
@@ -495,11 +496,8 @@ def test_a_row_group_larger_than_the_bound_is_one_record_and_the_numbering_goes_
 
 
 def test_a_large_row_group_after_the_cap_is_not_reported(tmp_path, monkeypatch):
-    src = tmp_path / "src"
-    rows = [MiniRow("dreamx-world", "environment", PRESET, f"case_{i:03d}", "x/video.mp4",
-                    _png(i, (4, 4) if i < 2 else (40, 40))) for i in range(4)]
-    files = write_rows(src, rows, row_group=2)
-    small, big = _group_sizes(files, list(COLUMNS))
+    files, small, big = _two_row_groups(tmp_path / "src", big_first=False)
+    assert big > small
     monkeypatch.setattr(layout, "MAX_ROW_GROUP_BYTES", small)
     assert [r.case_id for r in iter_rows(files, max_rows=2)] == ["case_000", "case_001"]
 
