@@ -38,12 +38,16 @@ IMG = png_bytes(np.full((64, 96, 3), 90, np.uint8))
 
 def _bomb() -> bytes:
     """A valid PNG whose header says 100000 x 100000 pixels (30 GB decoded) in a few hundred bytes."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return _png_header(100_000, 100_000, zlib.compress(b"\0" * 1000))
 
-    ihdr = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + \
-        chunk(b"IEND", b"")
+
+def _png_header(w: int, h: int, data: bytes = zlib.compress(b"")) -> bytes:
+    """A PNG whose header says w x h, holding ``data`` as its image data (by default none: nothing decodes)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", data) + chunk(b"IEND", b""))
 
 
 INJECTED = b"id: injected\nfamily: environment\nimage: /etc/hostname\nprompt: pwned\n"
@@ -205,15 +209,6 @@ def _jpg(seed: int = 0, size: tuple[int, int] = (8, 12)) -> bytes:
     ok, buf = cv2.imencode(".jpg", rng.integers(0, 255, (*size, 3), dtype=np.uint8))
     assert ok
     return buf.tobytes()
-
-
-def _png_header(w: int, h: int) -> bytes:
-    """A PNG whose header says w x h but whose data is empty (nothing decodes)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
 
 
 # -- image_suffix -------------------------------------------------------------------------------------------------

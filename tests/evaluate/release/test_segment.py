@@ -27,6 +27,7 @@ from evaluate.release.segment import (
     yaw_pitch_signal,
 )
 from tests.evaluate.release.footage import RotationLayout, Sweep, lr_sweeps, rotation
+from trajectories.conventions import rot_y
 
 
 def _signal(layout: RotationLayout, noise: float = 0.0, seed: int = 0) -> np.ndarray:
@@ -510,11 +511,6 @@ def _c2w(positions: np.ndarray, rotations: np.ndarray | None = None) -> np.ndarr
     return c2w
 
 
-def _yaw(deg: float) -> np.ndarray:
-    a = math.radians(deg)
-    return np.array([[math.cos(a), 0.0, math.sin(a)], [0.0, 1.0, 0.0], [-math.sin(a), 0.0, math.cos(a)]])
-
-
 def test_yaw_and_pitch_are_relative_to_the_first_pose():
     from tests.evaluate.release.footage import rotation
 
@@ -525,7 +521,7 @@ def test_yaw_and_pitch_are_relative_to_the_first_pose():
 def test_a_turn_away_from_the_origin_is_a_rotation():
     T = 100  # a slow turn: 0.5 degrees a frame
     yaws = _ramp(T, [(5.0, 80.0, -40.0)])
-    c2w = _c2w(np.tile([10.0, -2.0, 3.0], (T, 1)), np.stack([_yaw(a) for a in yaws]))
+    c2w = _c2w(np.tile([10.0, -2.0, 3.0], (T, 1)), rot_y(np.radians(yaws)))
     lay = path_layout(c2w)
     assert lay.kind == "rotation" and lay.sequence() in ("left", "right")
     assert lay.moves[0].reach == pytest.approx(40.0, abs=1e-3)
