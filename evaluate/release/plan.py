@@ -199,8 +199,8 @@ class ImportSummary:
         for kind, subjects in sorted(self.problems.items()):
             for subject, p in sorted(subjects.items())[:shown_per_kind]:
                 out.append(f"  {kind}: {subject} ({p.rows} row(s), first {p.first})")
-            rest = len(subjects) - shown_per_kind + (1 if kind in self.more else 0)
-            if rest > 0:
+            # Subjects past the cap were never kept: they are "more" however many the caller asked to see.
+            if len(subjects) > shown_per_kind or kind in self.more:
                 out.append(f"  {kind}: ... and more (release/import.json lists {min(len(subjects), MAX_SUBJECTS)})")
         return out
 

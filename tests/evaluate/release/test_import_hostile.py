@@ -25,6 +25,7 @@ from evaluate.release.plan import (
     MAX_SUBJECTS,
     ImportSummary,
     Planner,
+    Problem,
     ReleaseOptions,
     ReleaseSettings,
     VideoPlan,
@@ -581,6 +582,15 @@ def test_summary_subjects_past_the_cap_are_counted_and_announced():
     s2.problems["bad"] = dict(list(s.problems["bad"].items())[:2])
     s2.more["bad"] = s.more["bad"]
     assert any(ln == "  bad: ... and more (release/import.json lists 2)" for ln in s2.lines(shown_per_kind=2))
+
+
+def test_summary_announces_subjects_past_the_cap_even_when_every_kept_one_is_shown():
+    s = ImportSummary()
+    s.problems["bad"] = {"s0": Problem(1, "f:0")}
+    s.more["bad"] = Problem(7, "f:9")
+    for shown_per_kind in (1, 2, MAX_SUBJECTS):
+        more = [ln for ln in s.lines(shown_per_kind=shown_per_kind) if "... and more" in ln]
+        assert more == ["  bad: ... and more (release/import.json lists 1)"], shown_per_kind
 
 
 def test_summary_names_flagged_videos_only_when_there_are_some():
