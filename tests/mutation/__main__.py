@@ -174,6 +174,7 @@ def main(argv=None) -> int:
     for item in todo:
         by_tests[tuple(item[0]["tests"])].append(item)
     slow = []
+    durations: dict[tuple, dict[str, float]] = {}  # per test list, each test's traced time
     with tempfile.TemporaryDirectory() as tmp:
         for n, (tests, items) in enumerate(by_tests.items()):
             files = sorted({t["module"] for t, _, _, _ in items})
@@ -207,6 +208,7 @@ def main(argv=None) -> int:
                 else:
                     record(row, r["status"], r["seconds"], r.get("unreached", False))
             trace = data["trace"]
+            durations[tests] = trace["durations"]
             for t, m, src, row in items:
                 row.setdefault("_timeout", t["timeout_factor"] * (sum(trace["durations"].values())
                                                                   + trace["overhead"]) + 30)
@@ -216,7 +218,8 @@ def main(argv=None) -> int:
         print(f"[{time.monotonic() - started:5.0f} s] {len(slow)} mutants at module level (fresh imports)", flush=True)
     pool = Pool(args.jobs)
     for t, m, src, row in slow:
-        pool.submit(row, row["_timeout"], lambda t=t, m=m, src=src: run_imported(ROOT, t["tests"], m, src, log_of(m)))
+        pool.submit(row, row["_timeout"], lambda t=t, m=m, src=src: run_imported(
+            ROOT, t["tests"], m, src, log_of(m), durations.get(tuple(t["tests"]))))
         for r, o in pool.collect():
             record(r, o.status, o.seconds)
     for r, o in pool.drain():
