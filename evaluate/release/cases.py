@@ -126,8 +126,7 @@ def write_cases(opts: ReleaseOptions, plans: dict[Any, VideoPlan], cases_dir: Pa
             try:
                 write_text(path, yaml.safe_dump(rec, sort_keys=False))
                 cases[case_key] = load_case_file(path)[0]
-            except CaseError as exc:
-                path.unlink(missing_ok=True)
+            except CaseError as exc:  # its file goes with the stale ones below
                 why = f"case file does not validate: {exc}"
         if why is not None:
             for k in keys:

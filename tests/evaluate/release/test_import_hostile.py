@@ -349,6 +349,18 @@ def test_once_every_case_has_its_image_the_rest_of_the_rows_is_not_read(tmp_path
     assert images == {"environment_case_010": "environment_case_010.png"}
 
 
+def test_once_every_case_has_its_own_rows_image_the_rest_of_the_rows_is_not_read(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "cases"
+    paths = write_rows(src, [MiniRow("dreamx-world", "human", PRESET, "case_009", "x/video.mp4", _png(i))
+                             for i in (1, 2, 3, 4)], shards=2)
+    paths[1].write_bytes(b"not a parquet file")  # reading it would raise
+    # a case with a row of its video's own category: that row's image is its best one
+    plans = {1: _plan("human_case_009", "human", [("human", f"{paths[0].name}:0")], "v1")}
+    images, _ = _images(_opts(src), plans, out)
+    assert images == {"human_case_009": "human_case_009.png"}
+    assert (out / "human_case_009.png").read_bytes() == _png(1)
+
+
 def test_refused_images_name_the_first_reason_per_case(tmp_path):
     src, out = tmp_path / "src", tmp_path / "cases"
     w = _release_of_rows(src, [("human", "case_000", None), ("human", "case_000", b"junk"),
@@ -676,6 +688,17 @@ def test_a_row_pointing_at_a_video_it_cannot_play_is_inconsistent(planner, kw):
 def test_a_url_of_another_shape_uses_the_rows_own_case(planner):
     got = planner._resolve(_row(url="elsewhere/clip.mp4"))
     assert got[0] == "missing video" and "elsewhere/clip.mp4" in got[1]
+
+
+def test_rows_with_the_same_values_are_mapped_once_and_the_memo_holds_at_most_memo_rows(planner, monkeypatch):
+    monkeypatch.setattr("evaluate.release.plan.MEMO_ROWS", 2)
+    calls = []
+    resolve = planner._resolve
+    monkeypatch.setattr(planner, "_resolve", lambda row: calls.append(row.item_id) or resolve(row))
+    for item_id in ("a", "a", "b", "c", "c"):
+        planner._map(_row(item_id=item_id))
+    assert calls == ["a", "b", "c", "c"]  # "c" came after the memo was full: mapped each time
+    assert len(planner._memo) == 2
 
 
 def test_plan_release_reads_at_most_the_limit(tmp_path):
