@@ -192,12 +192,12 @@ def _rotation_step(g0: np.ndarray, g1: np.ndarray, Kinv: np.ndarray) -> tuple[np
 
 def _pair_steps(frames: np.ndarray, K: np.ndarray, step: Any) -> list[Any]:
     """``step(grey_i, grey_i+1, K^-1)`` for every adjacent frame pair, on the weight-free backbones' threads (OpenCV
-    releases the GIL; the same results for any thread count). ``K``: +0.5-centred pixels, shifted to OpenCV's grid."""
+    releases the GIL; the same results for any thread count). ``K``: +0.5-centred pixels, shifted to OpenCV's grid.
+    No seed is needed: OpenCV's RANSAC draws from its own fixed-seed generator, not the global one."""
     import cv2
 
     from evaluate.perception.weightfree import default_threads, thread_map
 
-    cv2.setRNGSeed(0)
     Kc = np.asarray(K, np.float64).copy()
     Kc[:2, 2] -= 0.5
     Kinv = np.linalg.inv(Kc)

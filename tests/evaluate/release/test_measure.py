@@ -583,6 +583,22 @@ def test_rotation_c2w_chains_steps_and_counts_unfitted(monkeypatch):
     np.testing.assert_allclose(R[3], rotmat_from_yaw_pitch(np.radians(4.0), 0.0), atol=1e-12)
 
 
+def test_a_rotation_step_is_the_same_whatever_opencvs_global_random_state(monkeypatch):
+    import cv2
+
+    rng = np.random.default_rng(3)
+    a = _grid(200)
+    H = _K() @ np.array([[0.995, 0.0, 0.1], [0.0, 1.0, 0.0], [-0.1, 0.0, 0.995]]) @ np.linalg.inv(_K())
+    b = cv2.perspectiveTransform(a[None], H)[0] + rng.normal(0, 0.4, a.shape)
+    b[:50] = _grid(50, seed=9)  # a quarter of outliers: RANSAC's draws matter
+    monkeypatch.setattr(ms, "tracked", lambda g0, g1, n: (a, b))
+    steps = []
+    for seed in (1, 2):
+        cv2.setRNGSeed(seed)  # a caller's state: the step must not depend on it
+        steps.append(ms._rotation_step(None, None, _Kinv()))
+    assert steps[0][1] and steps[1][1] and np.array_equal(steps[0][0], steps[1][0])
+
+
 def test_pair_steps_runs_every_adjacent_pair_with_the_opencv_grid_intrinsics():
     K = _K()
     seen = []
@@ -677,6 +693,25 @@ def test_read_frames_keeps_at_least_two_rows(video):
 
 def test_read_frames_stops_at_the_limit(video):
     assert len(ms.read_frames(video, 32, limit=3)) == 3
+
+
+def test_read_frames_reads_the_first_video_stream(tmp_path):
+    import av
+
+    path = tmp_path / "two.mkv"
+    with av.open(str(path), "w") as c:  # two video streams of different sizes, in this order
+        streams = [c.add_stream("mpeg4", rate=8), c.add_stream("mpeg4", rate=8)]
+        for s, (h, w) in zip(streams, [(48, 64), (32, 32)]):
+            s.width, s.height, s.pix_fmt = w, h, "yuv420p"
+        for _ in range(3):
+            for s in streams:
+                frame = av.VideoFrame.from_ndarray(np.zeros((s.height, s.width, 3), np.uint8), format="rgb24")
+                for p in s.encode(frame):
+                    c.mux(p)
+        for s in streams:
+            for p in s.encode():
+                c.mux(p)
+    assert ms.read_frames(path, 64).shape == (3, 48, 64, 3)
 
 
 # --- measured_path -------------------------------------------------------------------------------------------
