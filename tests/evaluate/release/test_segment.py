@@ -627,3 +627,24 @@ def test_a_return_that_starts_inside_the_departure_begins_where_the_departure_en
     lay = Layout("rotation", 40, (_m(4.0, 20.0), _m(19.0, 10.0, "R", direction="right")))
     phases, _ = phase_windows(lay)
     assert phases == {"V": (0, 5), "D1": (5, 25), "R1": (25, 30), "H": (30, 40)}
+
+
+# -- layout_of on fitted moves given exactly ------------------------------------------------------------------------
+
+def _layout_of_fitted(monkeypatch, found):
+    """layout_of with the cores and every profile's fit replaced by ``found`` [(axis, start, frames, delta)]."""
+    import evaluate.release.segment as seg
+
+    monkeypatch.setattr(seg, "find_cores", lambda signal, floor: [(0, 0, 1, 2)])
+    monkeypatch.setattr(seg, "_fit", lambda signal, cores, profile: (found, 0.0))
+    return layout_of(np.zeros((40, 2)), ("yaw", "pitch"), "rotation", 0.1)
+
+
+def test_a_move_of_exactly_two_percent_of_the_largest_is_kept(monkeypatch):
+    lay = _layout_of_fitted(monkeypatch, [(0, 0.0, 10.0, 50.0), (1, 20.0, 10.0, 1.0), (1, 30.0, 5.0, -0.5)])
+    assert [(m.axis, m.delta) for m in lay.moves] == [("yaw", 50.0), ("pitch", 1.0)]  # 0.5 is under 2 % of 50
+
+
+def test_a_move_that_ends_as_far_from_the_start_on_the_other_side_is_a_return(monkeypatch):
+    lay = _layout_of_fitted(monkeypatch, [(0, 0.0, 10.0, 10.0), (0, 20.0, 10.0, -20.0), (0, 30.0, 5.0, 30.0)])
+    assert [(m.kind, m.reach) for m in lay.moves] == [("D", 10.0), ("R", 10.0), ("D", 20.0)]
