@@ -281,6 +281,29 @@ def test_the_tool_kills_a_tested_mutant_and_reports_an_untested_one(tmp_path):
     assert "group demo" in r.stdout and "score 33.3% (below --fail-under 90% per group)" in r.stdout
 
 
+def test_a_resumed_run_keeps_the_outcomes_it_is_given_and_runs_the_rest(tmp_path):
+    """``--resume``: a report of a run stopped part way (``"partial": true``) keeps its outcomes, the mutants it has
+    none for are run, and the final report is whole. The kept outcome here is one a run would not give (``min ->
+    max`` is killed by the demo's test), so keeping it shows it was not run again."""
+    demo = "tests/mutation/demo"
+    before, out = tmp_path / "partial.json", tmp_path / "report.json"
+    kept = {"file": f"{demo}/clamp.py", "id": "clamp: min(x, hi) -> max(x, hi)", "line": 1, "operator": "call",
+            "status": "survived", "seconds": 1.5}
+    before.write_text(json.dumps({"mutants": [kept, {**kept, "id": "shift: x + 1 -> x + 2", "status": "failed"}],
+                                  "partial": True}))
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "--targets", f"{demo}/targets.toml",
+                        "--equivalents", f"{demo}/equivalent.yaml", "--no-preload", "--json", str(out),
+                        "--resume", str(before)], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert "resumed: 1 outcomes kept" in r.stdout and "2 mutants to run" in r.stdout, r.stdout[-3000:] + r.stderr
+    report = json.loads(out.read_text())
+    assert report["partial"] is False
+    rows = {m["id"]: m for m in report["mutants"]}
+    assert rows["clamp: min(x, hi) -> max(x, hi)"] == {**kept, "line": 8}  # kept, at the line the mutant is now
+    assert {i: m["status"] for i, m in rows.items()} == {
+        "clamp: min(x, hi) -> max(x, hi)": "survived", "clamp: x < lo -> x <= lo": "equivalent",
+        "shift: x + 1 -> x - 1": "survived", "shift: x + 1 -> x + 2": "survived"}  # an unknown status is run again
+
+
 @pytest.mark.slow
 def test_a_small_mutation_run_reports_its_score_and_survivors(tmp_path):
     out = tmp_path / "report.json"

@@ -95,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
     ap.add_argument("--match", action="append", help="only mutants whose id contains this text")
     ap.add_argument("--rerun", type=Path, help="only the mutants a previous --json report lists as surviving")
+    ap.add_argument("--resume", type=Path, help="a --json report of a run stopped part way: its outcomes are kept, "
+                    "only the mutants it has none for are run")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit (nothing is run)")
     ap.add_argument("--fail-under", type=float, default=90.0, help="per-group score required (percent)")
     ap.add_argument("--json", type=Path, help="write the full report (every mutant and its outcome) here")
@@ -115,6 +117,10 @@ def main(argv=None) -> int:
     if missing:
         print(f"targets.toml names test files that do not exist: {sorted(set(missing))}", file=sys.stderr)
         return 2
+    done: dict[tuple[str, str], dict] = {}
+    if args.resume:
+        done = {(m["file"], m["id"]): m for m in json.loads(args.resume.read_text())["mutants"]
+                if m["status"] in ("killed", "timeout", "survived")}
     rerun = None
     if args.rerun:
         rep = json.loads(args.rerun.read_text())
@@ -153,8 +159,18 @@ def main(argv=None) -> int:
         reason = equivalents.get(m.file, {}).get(m.id)
         if reason:
             results[(m.file, m.id)] = {**row, "status": "equivalent", "reason": reason}
+        elif (m.file, m.id) in done:  # --resume: measured before (its line may have moved)
+            results[(m.file, m.id)] = {**done[(m.file, m.id)], "line": m.line}
         else:
             todo.append((t, m, src, row))
+    if args.resume:
+        kept = sum(k in done for k in results)
+        print(f"resumed: {kept} outcomes kept from {args.resume}, {len(todo)} mutants to run", flush=True)
+
+    def save_partial() -> None:
+        """The report so far (``"partial": true``): a run stopped part way keeps what it measured (--resume)."""
+        if args.json:
+            write_report(args.json, results, time.monotonic() - started, partial=True)
 
     def log_of(m):
         if not args.logs:
@@ -194,6 +210,13 @@ def main(argv=None) -> int:
                     last = time.monotonic()
                     print(f"[{last - started:5.0f} s]   {out.with_suffix('.progress').read_text()}/{len(swap)}",
                           flush=True)
+                    partial = out.with_suffix(".partial.json")
+                    if args.json and partial.exists():
+                        for i, r in json.loads(partial.read_text()).items():
+                            _, m, _, row = items[int(i)]
+                            if r["status"] != "slow-path" and (m.file, m.id) not in results:
+                                record(row, r["status"], r["seconds"], r.get("unreached", False))
+                        save_partial()
             ((_, o),) = srv.drain()
             data = json.loads(out.read_text()) if out.exists() else {"error": f"server {o.status} ({o.exit_code})"}
             if "error" in data:
@@ -205,7 +228,7 @@ def main(argv=None) -> int:
                     continue
                 if r["status"] == "slow-path":
                     slow.append((t, m, src, row))
-                else:
+                elif (m.file, m.id) not in results:  # not already taken from the partial results
                     record(row, r["status"], r["seconds"], r.get("unreached", False))
             trace = data["trace"]
             durations[tests] = trace["durations"]
@@ -222,6 +245,7 @@ def main(argv=None) -> int:
             ROOT, t["tests"], m, src, log_of(m), durations.get(tuple(t["tests"]))))
         for r, o in pool.collect():
             record(r, o.status, o.seconds)
+            save_partial()
     for r, o in pool.drain():
         record(r, o.status, o.seconds)
     for r in results.values():
@@ -272,6 +296,15 @@ def score(rows) -> tuple[int, int, int, float]:
     return killed, survived, eq, (100.0 * killed / n if n else 100.0)
 
 
+def write_report(path: Path, results: dict, seconds: float, partial: bool = False) -> None:
+    """The JSON report: every mutant measured and its outcome; ``partial`` while the run goes on (written whole
+    each time, through a temporary file, so a run killed mid-write leaves the previous report)."""
+    rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in results.values()]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"mutants": rows, "seconds": round(seconds, 1), "partial": partial}, indent=1))
+    os.replace(tmp, path)
+
+
 def report(targets, results, stale, args, seconds) -> int:
     rows = list(results.values())
     by_mod = defaultdict(list)
@@ -307,7 +340,7 @@ def report(targets, results, stale, args, seconds) -> int:
         for s_ in stale:
             print(f"  {s_}")
     if args.json:
-        args.json.write_text(json.dumps({"mutants": rows, "seconds": seconds}, indent=1))
+        write_report(args.json, results, seconds)
     print(f"\nscore {pct:.1f}% ({'ok' if ok else 'below'} --fail-under {args.fail_under:g}% per group)")
     return 0 if ok else 1
 

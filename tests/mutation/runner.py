@@ -374,6 +374,10 @@ def serve(root: Path, tests: list[str], files: list[str], jobs: int, items: list
         if batch:
             with open(out.with_suffix(".progress"), "w") as f:
                 f.write(str(done))
+            partial = out.with_suffix(".partial.json")  # read by the top process for its partial report
+            tmp = partial.with_name(partial.name + ".tmp")
+            tmp.write_text(json.dumps(results))
+            os.replace(tmp, partial)
 
     for key, mutant, source, factor, log in items:
         keep = covering(data, str(root / mutant.file), mutant.line, mutant.end_line, mutant.code_lines)
