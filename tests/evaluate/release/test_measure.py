@@ -745,6 +745,8 @@ def test_measured_path_moves_one_unit_per_leg_along_its_sign():
               kind="translation")
     np.testing.assert_allclose(p.c2w[-1][:3, 3], [1.0, 0.0, -1.0], atol=1e-12)
     np.testing.assert_allclose(p.c2w[3][:3, 3], [0.5, 0.0, 0.0], atol=1e-12)
+    p = _path([Move("y", 1.0, 4.0, -2.5, "D", "D", 2.5)], kind="translation")  # a vertical leg: along y only
+    np.testing.assert_allclose(p.c2w[-1][:3, 3], [0.0, -1.0, 0.0], atol=1e-12)
 
 
 def test_measured_path_starts_at_the_identity():
