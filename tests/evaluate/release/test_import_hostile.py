@@ -908,3 +908,18 @@ def test_only_regular_parquet_files_are_listed(tmp_path):
     (tmp_path / "data" / "notes.txt").write_text("x")
     os.mkfifo(tmp_path / "data" / "pipe.parquet")
     assert parquet_files(tmp_path) == files
+
+
+def test_the_limits_are_the_ones_the_release_docs_state():
+    """docs/release.md promises these numbers to users (a row's problem kinds, release.max_rows): they are stated
+    here as numbers, not read from the code, so that a changed limit changes the docs too."""
+    from evaluate.release.plan import MAX_ROWS_PER_VIDEO
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "release.md").read_text()
+    assert ("(`model_id`, `category`, `trajectory`, `case_id`: 64 characters; `item_id` 512; `video_url` 1024); a "
+            "row group that decodes to more than 1 GB") in text
+    assert layout.MAX_CHARS == {"model_id": 64, "category": 64, "trajectory": 64, "case_id": 64,
+                                "video_url": 1024, "item_id": 512}
+    assert layout.MAX_ROW_GROUP_BYTES == 2 ** 30
+    assert "(200,000 by default" in text and layout.MAX_ROWS == 200_000
+    assert "more than 32 distinct rows on one video" in text and MAX_ROWS_PER_VIDEO == 32

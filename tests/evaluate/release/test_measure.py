@@ -575,6 +575,16 @@ def test_rotation_without_returns_has_no_errors(monkeypatch, fake_estimator):
     assert lay.return_errors == () and fake_estimator.calls == []
 
 
+def test_a_slow_turn_of_a_fifth_of_a_degree_a_frame_is_a_move(monkeypatch, fake_estimator):
+    # the floor of what counts as turning is 0.05 degrees a frame: the release's slowest presets turn 0.5
+    Q = rotmat_from_yaw_pitch(np.radians(0.2), 0.0).T
+    steps = [(np.eye(3), True)] * 5 + [(Q, True)] * 30 + [(np.eye(3), True)] * 5
+    monkeypatch.setattr(ms, "_pair_steps", lambda frames, K, step: steps)
+    lay, _ = ms._rotation(_indexed_frames(41), _K())
+    assert [(m.axis, m.direction) for m in lay.moves] == [("yaw", "right")]
+    assert lay.moves[0].delta == pytest.approx(6.0, abs=0.05)
+
+
 def test_rotation_c2w_chains_steps_and_counts_unfitted(monkeypatch):
     Q = rotmat_from_yaw_pitch(np.radians(2.0), 0.0).T
     monkeypatch.setattr(ms, "_pair_steps", lambda frames, K, step: [(Q, True), (np.eye(3), False), (Q, True)])
