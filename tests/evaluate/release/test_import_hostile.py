@@ -629,6 +629,19 @@ def test_a_long_subject_is_cut_at_240_characters():
     assert subject == "x" * 240 + "...(+1 chars)"
 
 
+def test_the_release_settings_defaults_and_bounds():
+    import pydantic
+
+    d = ReleaseSettings()
+    # docs/release.md: a field of view of 60 degrees unless one is measured, one measuring process, every row read
+    assert (d.hfov_deg, d.workers, d.limit, d.max_rows, d.measure, d.evaluate) == (60.0, 1, None, 200_000, True, True)
+    for ok in ({"hfov_deg": 1.5}, {"hfov_deg": 178.5}, {"limit": 1}, {"max_rows": 1}, {"workers": 1}):
+        ReleaseSettings(**ok)
+    for bad in ({"hfov_deg": 1.0}, {"hfov_deg": 179.0}, {"limit": 0}, {"max_rows": 0}, {"workers": 0}):
+        with pytest.raises(pydantic.ValidationError):
+            ReleaseSettings(**bad)
+
+
 def test_settings_paths_expand_the_home_folder():
     home = Path.home()
     assert ReleaseSettings(overlay=Path("~/over")).overlay == home / "over"
