@@ -569,6 +569,14 @@ def test_hidden_parquet_files_are_skipped(tmp_path):
 
 # -- plan: summary, settings, resolve -------------------------------------------------------------------------------
 
+def test_a_new_summary_counts_nothing():
+    assert ImportSummary().to_dict() == {
+        "rows": 0, "rows_in_release": 0, "not_read": 0, "videos": 0, "imported": 0, "unchanged": 0, "removed": 0,
+        "flagged": 0, "kept_rows": 0, "camera_rows": 0, "camera_items": 0, "duplicate_rows": 0, "skipped_rows": 0,
+        "trajectories": [], "problems": {}, "more_problems": {}}
+    assert ImportSummary().seconds == []
+
+
 def test_summary_lines_say_when_more_problems_exist_than_shown():
     s = ImportSummary()
     for i in range(3):
