@@ -648,3 +648,13 @@ def test_a_move_of_exactly_two_percent_of_the_largest_is_kept(monkeypatch):
 def test_a_move_that_ends_as_far_from_the_start_on_the_other_side_is_a_return(monkeypatch):
     lay = _layout_of_fitted(monkeypatch, [(0, 0.0, 10.0, 10.0), (0, 20.0, 10.0, -20.0), (0, 30.0, 5.0, 30.0)])
     assert [(m.kind, m.reach) for m in lay.moves] == [("D", 10.0), ("R", 10.0), ("D", 20.0)]
+
+
+def test_a_vertical_leg_is_up_when_it_moves_to_negative_y_and_down_to_positive_y(monkeypatch):
+    import evaluate.release.segment as seg
+
+    monkeypatch.setattr(seg, "find_cores", lambda signal, floor: [(1, 0, 1, 2)])
+    monkeypatch.setattr(seg, "_fit", lambda signal, cores, profile: ([(1, 0.0, 10.0, -1.0), (1, 20.0, 10.0, 1.0)],
+                                                                      0.0))
+    lay = layout_of(np.zeros((40, 3)), ("x", "y", "z"), "translation", 0.1)
+    assert [(m.axis, m.direction, m.kind) for m in lay.moves] == [("y", "U", "D"), ("y", "D", "R")]  # OpenCV: y down
