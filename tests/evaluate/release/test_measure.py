@@ -706,21 +706,9 @@ def test_read_frames_stops_at_the_limit(video):
 
 
 def test_read_frames_reads_the_first_video_stream(tmp_path):
-    import av
+    from tests.support.clips import encode_streams
 
-    path = tmp_path / "two.mkv"
-    with av.open(str(path), "w") as c:  # two video streams of different sizes, in this order
-        streams = [c.add_stream("mpeg4", rate=8), c.add_stream("mpeg4", rate=8)]
-        for s, (h, w) in zip(streams, [(48, 64), (32, 32)]):
-            s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-        for _ in range(3):
-            for s in streams:
-                frame = av.VideoFrame.from_ndarray(np.zeros((s.height, s.width, 3), np.uint8), format="rgb24")
-                for p in s.encode(frame):
-                    c.mux(p)
-        for s in streams:
-            for p in s.encode():
-                c.mux(p)
+    path = encode_streams(tmp_path / "two.mkv", [("mpeg4", "yuv420p", 48, 64), ("mpeg4", "yuv420p", 32, 32)])
     assert ms.read_frames(path, 64).shape == (3, 48, 64, 3)
 
 

@@ -30,6 +30,7 @@ from evaluate.reporting.qualification import departed, qualified, returned, trac
 from evaluate.reporting.run import _REDIRECT, write_files, write_run_outputs
 from evaluate.results import ItemResult, MetricEntry
 from harness.io import SEAL, seal_digest
+from tests.support.clips import encode_streams
 from tests.support.report_data import make_run
 from trajectories.migration import SUPERSEDED
 
@@ -573,32 +574,6 @@ def test_write_files_makes_the_folder_even_without_a_file(tmp_path):
 # -- playable --------------------------------------------------------------------------------------------------------
 
 
-def _encode(path: Path, streams: list[tuple[str, str, int, int]], frames: int = 3, pts: list[int] | None = None,
-            rate: int = 8) -> Path:
-    """A container with one video stream per (codec, pixel format, height, width), frames of a known grey."""
-    import av
-
-    with av.open(str(path), "w") as c:
-        ss = []
-        for codec, pix, h, w in streams:
-            s = c.add_stream(codec, rate=rate)
-            s.width, s.height, s.pix_fmt = w, h, pix
-            ss.append((s, h, w))
-        if frames == 0:
-            c.start_encoding()
-        for i in range(frames):
-            for s, h, w in ss:
-                f = av.VideoFrame.from_ndarray(np.full((h, w, 3), 30 + 60 * i, np.uint8), format="rgb24")
-                if pts:
-                    f.pts, f.time_base = pts[i], Fraction(1, rate)
-                for p in s.encode(f):
-                    c.mux(p)
-        for s, _, _ in ss:
-            for p in s.encode():
-                c.mux(p)
-    return path
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> dict[str, Path]:
     """Small source videos (read only: a test copies one it changes)."""
@@ -607,13 +582,13 @@ def clips(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("clips")
     gif = d / "one.gif"
     Image.fromarray(np.full((16, 16, 3), 100, np.uint8)).save(gif)  # no average rate; FFmpeg guesses 100
-    return {"h264": _encode(d / "h264.mp4", [("libx264", "yuv420p", 16, 16)]),
-            "h264_444": _encode(d / "h264_444.mkv", [("libx264", "yuv444p", 16, 16)]),
-            "odd": _encode(d / "odd.mp4", [("mpeg4", "yuv420p", 35, 33)]),
-            "two": _encode(d / "two.mkv", [("mpeg4", "yuv420p", 35, 33), ("libx264", "yuv444p", 20, 24)]),
-            "irregular": _encode(d / "irregular.mp4", [("mpeg4", "yuv420p", 16, 16)], 4, pts=[0, 1, 2, 20]),
-            "empty": _encode(d / "empty.avi", [("rawvideo", "bgr24", 16, 16)], 0),
-            "no_pix": _encode(d / "no_pix.avi", [("mpeg4", "yuv420p", 16, 16)], 0), "gif": gif}
+    return {"h264": encode_streams(d / "h264.mp4", [("libx264", "yuv420p", 16, 16)]),
+            "h264_444": encode_streams(d / "h264_444.mkv", [("libx264", "yuv444p", 16, 16)]),
+            "odd": encode_streams(d / "odd.mp4", [("mpeg4", "yuv420p", 35, 33)]),
+            "two": encode_streams(d / "two.mkv", [("mpeg4", "yuv420p", 35, 33), ("libx264", "yuv444p", 20, 24)]),
+            "irregular": encode_streams(d / "irregular.mp4", [("mpeg4", "yuv420p", 16, 16)], 4, pts=[0, 1, 2, 20]),
+            "empty": encode_streams(d / "empty.avi", [("rawvideo", "bgr24", 16, 16)], 0),
+            "no_pix": encode_streams(d / "no_pix.avi", [("mpeg4", "yuv420p", 16, 16)], 0), "gif": gif}
 
 
 def _decoded(video: Path) -> tuple[Fraction, list[np.ndarray]]:
