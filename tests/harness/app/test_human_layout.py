@@ -66,6 +66,8 @@ def _fresh(study: Path, tmp_path: Path) -> Path:
 
 
 def _page(browser, width: int = W, height: int = H):
+    """A fresh page that collects page and console errors. Close its context inside the server's ``with``: a
+    clip still loading when the server stops logs ERR_CONNECTION_RESET, which is not the page's fault."""
     ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
     errors: list[str] = []
@@ -119,7 +121,7 @@ def test_every_static_item_fits_the_window_and_opens_at_the_top(studies, browser
                 page.keyboard.press("t")
                 page.keyboard.press("Enter")
             wait_next(page, item)
-    ctx.close()
+        ctx.close()
     assert set(seen) >= set(public) and errors == []
 
 
@@ -139,7 +141,7 @@ def test_an_item_opens_at_the_top_after_a_scrolled_one(studies, browser, tmp_pat
         page.wait_for_function("() => window.scrollY === 0")
         top = page.evaluate("() => document.querySelector('#question').getBoundingClientRect().top")
         assert 0 <= top < 320 and page.text_content("#status") == "Saved."
-    ctx.close()
+        ctx.close()
     assert errors == []
 
 
@@ -190,7 +192,7 @@ def test_the_dynamic_page_fits_and_keys_never_overwrite_a_click(studies, browser
         assert _answers(page) == want
         page.keyboard.press("Enter")
         wait_next(page, item)
-    ctx.close()
+        ctx.close()
     assert errors == []
     (vote,) = read_votes(d)
     assert (vote["item"], vote["started"], vote["answers"]) == (item, True, want)
@@ -221,7 +223,7 @@ def test_a_corrected_vote_is_exported_as_corrected(studies, browser, tmp_path):
         wait_next(page, first)
         assert current_item(page) == second  # back where the annotator was
         assert "B is better" in page.inner_text("#last-answer")
-    ctx.close()
+        ctx.close()
     assert errors == []
     with open(export_votes(d)["csv"]) as f:
         rows = list(csv.DictReader(f))
@@ -252,6 +254,6 @@ def test_practice_first_labelled_and_a_closed_study_takes_no_more(studies, brows
         page.click("#submit")
         page.wait_for_selector("#closed")
         assert "closed" in page.inner_text("#closed") and page.query_selector("#submit") is None
-    ctx.close()
+        ctx.close()
     assert [v["item"] for v in read_votes(d)] == [practice[0]]  # the refused vote was not stored
     assert [e for e in errors if "409" not in e] == []  # the browser logs the refused request; nothing else
