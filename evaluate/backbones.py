@@ -165,7 +165,7 @@ def status(s: BackboneSpec, root: Path, hash_files: bool = False, pack: Optional
     cache = pack.cache(s.name)
     cache_note = (f"the pack holds its Hugging Face cache {cache.snapshots[0]} (handed to it as "
                   f"{', '.join(f'{k}={v}' for k, v in cache.env.items())})" if cache else "")
-    if own.state is FolderState.PRESENT and contract.files:
+    if own.state is FolderState.PRESENT:  # (a class that declares no files is PRESENT: it needs none)
         try:  # ours wins: the pack is only looked at for the note, and a bad link there does not matter
             m = pack.locate(s.name, contract.files, contract.revision)
             won = [f"ours wins over the pack's {m.dir.relative_to(pack.root)}/"] if m else []
