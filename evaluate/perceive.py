@@ -98,14 +98,14 @@ class ItemPerception:
             hit: Outputs = self._memo[mk]
             return hit
         path = self.ctx.dir / CACHE_DIR / name / f"{op}-{key}.npz"
-        if self.use_cache and path.is_file():
-            try:
+        if self.use_cache:
+            try:  # a missing file is the usual miss
                 with np.load(path) as z:
                     out = {k: z[k] for k in z.files}
                 self._memo[mk] = out
                 return out
             except (OSError, ValueError):
-                pass  # a damaged cache file is recomputed
+                pass  # no file yet, or a damaged one: computed (again)
         out = compute()
         if self.use_cache:
             from harness.io import atomic_path
@@ -130,7 +130,7 @@ class ItemPerception:
 
             z = self._cached(est, "poses", {"mode": ctx.pose_mode, "K": ctx.intrinsics.round(6).tolist()}, run)
             pe = PoseEstimate(z["c2w"], z["valid"], {})
-        bad = [int(i) for i in np.nonzero(~np.isfinite(pe.c2w).all(axis=(1, 2)))[0]]
+        bad = [int(i) for i in np.flatnonzero(~np.isfinite(pe.c2w).all(axis=(1, 2)))]
         if bad:
             raise PerceptionFailed(f"pose estimator {name!r} returned non-finite poses at frames {bad[:10]}"
                                    f"{' ...' if len(bad) > 10 else ''}")
