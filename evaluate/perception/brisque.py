@@ -79,7 +79,7 @@ def aggd_fit(x: np.ndarray) -> tuple[float, float, float]:
     neg, pos = x[x < 0], x[x > 0]
     nsq, psq = float(np.dot(neg, neg)), float(np.dot(pos, pos))
     left, right = np.sqrt(nsq / max(len(neg), 1)), np.sqrt(psq / max(len(pos), 1))
-    if right == 0 or nsq + psq == 0:  # a constant patch: no spread to fit
+    if right == 0:  # a constant patch, or nothing on the right: no ratio to fit
         return float(_SHAPES[0]), float(left), float(right)
     g = left / right
     n = x.size
