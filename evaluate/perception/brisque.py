@@ -152,8 +152,9 @@ class Brisque:
             rng = fs.getNode("range").mat()
             fs.release()
         except cv2.error as exc:
-            raise ValueError(f"backbone 'brisque': unreadable model files {self._paths} ({exc}); reinstall with: "
-                             f"{_APT}") from exc
+            files = ", ".join(str(p) for p in self._paths.values())
+            raise ValueError(f"backbone 'brisque': unreadable model files {files} ({' '.join(str(exc).split())}); "
+                             f"reinstall with: {_APT}") from exc
         if rng is None or rng.shape != (2, 36) or self.svm.getVarCount() != 36:
             raise ValueError(f"backbone 'brisque': {self._paths[RANGE.label]} / {self._paths[MODEL.label]} do not "
                              f"describe a 36-feature BRISQUE model (range {None if rng is None else rng.shape}); "
@@ -186,7 +187,7 @@ class Brisque:
             return np.zeros(0)
         f = np.stack([brisque_features(fr) for fr in frames])
         z = (-1 + 2 * (f - self.lo) / (self.hi - self.lo)).astype(np.float32)  # libsvm scaling to [-1, 1]
-        raw = self.svm.predict(z)[1].reshape(-1).astype(np.float64)
+        raw = self.svm.predict(z)[1].ravel().astype(np.float64)
         clamped: np.ndarray = np.clip(raw, 0.0, 100.0)
         return clamped
 

@@ -5,6 +5,8 @@ the frames a feature extraction accepts."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy.special import gamma
@@ -86,6 +88,79 @@ def test_a_shift_reads_the_neighbour_and_is_zero_beyond_the_border(dy, dx):
 def test_a_frame_that_is_not_rgb_uint8_of_16_pixels_is_refused(frame):
     with pytest.raises(ValueError, match=r"brisque: a frame must be \(H, W, 3\) uint8 RGB with H, W >= 16, got"):
         bq.brisque_features(frame)
+
+
+def _svm(path, n_features: int, value: float | None = None) -> None:
+    """A tiny linear epsilon-SVR of ``n_features`` inputs (predicting about ``value`` when given), saved as OpenCV
+    writes the LIVE model."""
+    import cv2
+
+    rng = np.random.default_rng(0)
+    svm = cv2.ml.SVM_create()
+    svm.setType(cv2.ml.SVM_EPS_SVR)
+    svm.setKernel(cv2.ml.SVM_LINEAR)
+    svm.setP(0.1)
+    svm.train(rng.random((8, n_features)).astype(np.float32), cv2.ml.ROW_SAMPLE,
+              (rng.random(8) + (0.0 if value is None else value)).astype(np.float32))
+    svm.save(str(path))
+
+
+def _range(path, rows: int, cols: int, node: str = "range") -> None:
+    import cv2
+
+    fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_WRITE)
+    fs.write(node, np.vstack([np.zeros(cols), np.ones(cols)])[:rows].astype(np.float32))
+    fs.release()
+
+
+@pytest.fixture
+def model_files(tmp_path, monkeypatch):
+    """Stand-ins for Debian's two files, handed to Brisque in their place: a 36-input model and a 2 x 36 range."""
+    paths = {bq.MODEL.label: tmp_path / "model.yml", bq.RANGE.label: tmp_path / "range.yml"}
+    _svm(paths[bq.MODEL.label], 36)
+    _range(paths[bq.RANGE.label], 2, 36)
+    monkeypatch.setattr(bq, "resolve", lambda name, files: dict(paths))
+    return paths
+
+
+def test_stand_in_files_of_the_right_shape_are_loaded(model_files):
+    b = bq.Brisque()
+    assert b.lo.tolist() == [0.0] * 36 and b.hi.tolist() == [1.0] * 36
+    assert b.brisque(np.zeros((0, 16, 16, 3), np.uint8)).shape == (0,)
+    raw = b.brisque(np.full((2, 16, 16, 3), 90, np.uint8))
+    assert raw.shape == (2,) and raw.dtype == np.float64 and ((raw >= 0) & (raw <= 100)).all()
+    assert b.settings() == {"backbone": "brisque", "features": "opencv-quality", "clamp": [0, 100],
+                            "mapping": "1 - BRISQUE/100"}
+
+
+@pytest.mark.parametrize("value, raw", [(500.0, 100.0), (-50.0, 0.0)])
+def test_raw_brisque_is_clamped_to_0_100_and_the_quality_to_0_1(model_files, value, raw):
+    _svm(model_files[bq.MODEL.label], 36, value)
+    b, frames = bq.Brisque(), np.full((2, 16, 16, 3), 90, np.uint8)
+    assert b.brisque(frames).tolist() == [raw, raw] and b.score(frames).tolist() == [1 - raw / 100] * 2
+
+
+@pytest.mark.parametrize("damage, shown", [
+    (lambda p: _range(p[bq.RANGE.label], 2, 35), "(range (2, 35))"),
+    (lambda p: _range(p[bq.RANGE.label], 1, 36), "(range (1, 36))"),
+    (lambda p: _range(p[bq.RANGE.label], 2, 36, node="other"), "(range None)"),
+    (lambda p: _svm(p[bq.MODEL.label], 35), "(range (2, 36))"),
+])
+def test_files_that_are_not_a_36_feature_model_are_refused(model_files, damage, shown):
+    damage(model_files)
+    with pytest.raises(ValueError, match=r"do not describe a 36-feature BRISQUE model " + re.escape(shown)
+                       + r"; reinstall with: apt-get install -y opencv-data"):
+        bq.Brisque()
+
+
+def test_an_unreadable_model_file_is_refused_with_the_fix(model_files):
+    model_files[bq.MODEL.label].write_text("not a model")
+    with pytest.raises(ValueError) as exc:
+        bq.Brisque()
+    files = f"{model_files[bq.MODEL.label]}, {model_files[bq.RANGE.label]}"
+    assert str(exc.value).startswith(f"backbone 'brisque': unreadable model files {files} (OpenCV")
+    assert "\n" not in str(exc.value) and str(exc.value).endswith("); reinstall with: apt-get install -y opencv-data "
+                                                                  "(as root)")
 
 
 def test_a_flat_frame_of_exactly_16_pixels_has_the_flat_features():
