@@ -79,7 +79,7 @@ def root_cause(log_text: str) -> Optional[str]:
     lines = [x.rstrip() for x in log_text.splitlines()]
     in_tb = False
     for line in lines:
-        bare = re.sub(r"^\[(?:rank|default)\d*\]:\s*", "", line)
+        bare = re.sub(r"^\[(?:rank|default)\d*\]: ?", "", line)  # the prefix and its one space: indentation stays
         if bare.startswith("Traceback (most recent call last)"):
             in_tb = True
             continue
@@ -355,7 +355,7 @@ class UpstreamAdapter(Adapter):
             got = args[args.index(wr.fps_flag) + 1] if wr.fps_flag in args else None
             if got is None or abs(float(got) - float(self.config.fps)) > 1e-9:
                 out.append(f"upstream writes at {wr.fps_flag}: pass {wr.fps_flag} {self.config.fps:g} (model.fps)")
-        if wr.fps_env and abs(float(env.get(wr.fps_env, "nan")) - float(self.config.fps)) > 1e-9:
+        if wr.fps_env and (wr.fps_env not in env or abs(float(env[wr.fps_env]) - float(self.config.fps)) > 1e-9):
             out.append(f"upstream writes at ${wr.fps_env}: export {wr.fps_env}={self.config.fps:g} (model.fps)")
         for w in c.writer.checkout_writes:
             if w.redirect_flag and w.redirect_flag not in args:
