@@ -124,7 +124,7 @@ class ClassicalPoseEstimator:
     Rotation trajectories: homography ``H ∝ K R_rel K^-1`` with known intrinsics, ``R_rel`` orthonormalised by SVD.
     General motion: essential matrix + ``recoverPose`` (unit translation per step; the global scale is left to the
     Sim(3) alignment of Eq. 2). Steps with fewer than ``min_inliers`` inliers keep the previous pose and are reported
-    invalid. Deterministic (fixed settings, seeded RANSAC through OpenCV's RNG). Adjacent frames of a video move
+    invalid. Deterministic (fixed settings; OpenCV's RANSAC draws from a fixed-seed generator of its own). Adjacent frames of a video move
     little, so tracking beats descriptor matching here in both speed and accuracy (on the reference model at
     480x832: about 10x lower rotation RPE than ORB matching, at a fraction of its cost); :meth:`angles_to`, which
     compares frames far apart, uses ORB descriptors.
@@ -214,9 +214,6 @@ class ClassicalPoseEstimator:
         """Poses of ``frames`` (N, H, W, 3) uint8 RGB, chained over adjacent pairs: (N, 4, 4) OpenCV c2w float64,
         frame 0 = identity, and (N,) valid (False where a step had too few inliers). ``K``: (3, 3) pixels, +0.5
         centres. ``mode``: ``rotation`` (homography) or ``general`` (essential matrix)."""
-        import cv2
-
-        cv2.setRNGSeed(0)
         Kc = np.asarray(K, np.float64).copy()
         Kc[:2, 2] -= 0.5
         Kinv = np.linalg.inv(Kc)
@@ -239,7 +236,6 @@ class ClassicalPoseEstimator:
         OpenCV's integer-centre grid, scale)."""
         import cv2
 
-        cv2.setRNGSeed(0)
         s = max(1.0, float(self.orb_min_side) / min(ref.shape[:2]))
         # FAST compares intensities on a 3-px circle: upsampling by s shrinks those differences about s-fold, so the
         # corner threshold (OpenCV's default 20) shrinks with it (else smooth synthesised walls give no corners).

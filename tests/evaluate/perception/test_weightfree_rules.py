@@ -1,0 +1,233 @@
+"""The weight-free backbones' rules one at a time (evaluate/perception/weightfree.py): the worker count and the
+ordered thread map, the pixel encoder's crop, fill, centring and norm, the template tracker, the ray geometry the
+direct fits use, the classical estimator's independence from OpenCV's global random state, and the oracles."""
+
+from __future__ import annotations
+
+import os
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from evaluate.perception import weightfree as wf
+
+# -- worker threads ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cores, want", [(1, 1), (2, 2), (3, 3), (4, 4), (6, 4)])
+def test_the_worker_count_is_the_usable_cores_at_most_4(monkeypatch, cores, want):
+    asked: list = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: asked.append(pid) or set(range(cores)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert wf.default_threads() == want and asked == [0]  # this process's own cores, not the machine's
+
+
+@pytest.mark.parametrize("count, want", [(None, 1), (3, 3), (16, 4)])
+def test_without_affinity_the_worker_count_is_the_cpu_count(monkeypatch, count, want):
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: count)
+    assert wf.default_threads() == want
+
+
+def _where(threads: int, n: int) -> tuple[list, list]:
+    seen: list = []
+
+    def fn(x):
+        seen.append(threading.current_thread().name)
+        return x * x
+
+    return wf.thread_map(fn, list(range(n)), threads), seen
+
+
+@pytest.mark.parametrize("threads, n, pooled", [(1, 5, False), (0, 5, False), (4, 1, False), (4, 0, False),
+                                                (2, 2, True), (4, 5, True)])
+def test_the_thread_map_keeps_order_and_uses_a_pool_only_for_two_threads_and_two_items(threads, n, pooled):
+    out, seen = _where(threads, n)
+    assert out == [x * x for x in range(n)]
+    me = threading.current_thread().name
+    assert all((name.startswith("weightfree") if pooled else name == me) for name in seen)
+
+
+# -- the pixel encoder ------------------------------------------------------------------------------------------
+
+
+def _frame(seed: int = 0, h: int = 24, w: int = 40) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), np.uint8)
+
+
+def test_a_thumbnail_is_16_by_16_rgb_centred_per_channel_and_of_unit_norm():
+    (v,) = wf.PixelEncoder(threads=1).encode(_frame()[None])
+    assert v.shape == (768,) and v.dtype == np.float32
+    assert np.abs(v.reshape(-1, 3).sum(axis=0)).max() < 1e-4 and np.linalg.norm(v) == pytest.approx(1.0, abs=1e-6)
+    assert wf.PixelEncoder(size=4, threads=1).encode(_frame()[None]).shape == (1, 48)
+
+
+def test_a_flat_region_has_no_direction_and_an_empty_mask_gives_zeros():
+    enc = wf.PixelEncoder(threads=1)
+    flat = np.full((1, 24, 40, 3), 77, np.uint8)
+    assert not enc.encode(flat).any()
+    none = np.zeros((1, 24, 40), bool)
+    got = enc.encode(_frame()[None], none)
+    assert got.shape == (1, 768) and not got.any()
+
+
+def test_a_masked_region_is_its_bounding_box_with_the_rest_filled_by_its_mean_colour():
+    import cv2
+
+    img = _frame(1)
+    mask = np.zeros((24, 40), bool)
+    mask[5:12, 8:20] = True
+    mask[12:17, 8:11] = True  # an L: its box (rows 5-16, columns 8-19) holds pixels outside the mask
+    x = img.astype(np.float32)
+    x[~mask] = x[mask].mean(axis=0)
+    t = cv2.resize(x[5:17, 8:20], (16, 16), interpolation=cv2.INTER_AREA)
+    t -= t.reshape(-1, 3).mean(axis=0)
+    want = t.reshape(-1) / np.linalg.norm(t)
+    (got,) = wf.PixelEncoder(threads=1).encode(img[None], mask[None])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    other = _frame(2)
+    other[mask] = img[mask]  # different pixels outside the mask: the same features
+    np.testing.assert_array_equal(wf.PixelEncoder(threads=1).encode(other[None], mask[None])[0], got)
+
+
+def test_two_masked_pixels_are_a_region():
+    img = np.zeros((24, 40, 3), np.uint8)
+    img[3, 4], img[3, 5] = (255, 0, 0), (0, 0, 255)
+    mask = np.zeros((24, 40), bool)
+    mask[3, 4:6] = True
+    (v,) = wf.PixelEncoder(threads=1).encode(img[None], mask[None])
+    assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("threads", [0, 1])
+def test_an_encoder_of_one_thread_or_fewer_runs_on_the_callers_thread(monkeypatch, threads):
+    import cv2
+
+    seen: list = []
+    real = cv2.resize
+    monkeypatch.setattr(cv2, "resize", lambda *a, **k: seen.append(threading.current_thread().name) or real(*a, **k))
+    wf.PixelEncoder(threads=threads).encode(np.stack([_frame(i) for i in range(3)]))
+    assert seen == [threading.current_thread().name] * 3
+
+
+# -- the template tracker ---------------------------------------------------------------------------------------
+
+
+def test_the_tracker_threshold_comes_from_the_evaluation_settings():
+    assert wf.TemplateTracker.from_settings(types.SimpleNamespace(tracker_threshold="0.75")).threshold == 0.75
+    assert wf.TemplateTracker().threshold == 0.6
+
+
+def test_a_target_is_followed_where_it_moves_and_lost_where_it_is_gone():
+    rng = np.random.default_rng(3)
+    bg = rng.integers(0, 256, (40, 64, 3), np.uint8)
+    patch = rng.integers(0, 256, (8, 10, 3), np.uint8)
+    frames = np.stack([bg.copy() for _ in range(3)])
+    frames[0, 5:13, 6:16] = patch
+    frames[1, 20:28, 40:50] = patch  # moved 15 down and 34 right
+    init = np.zeros((40, 64), bool)
+    init[5:13, 6:16] = True
+    init[5, 6] = False  # a mask that is not its whole box moves as it is
+    masks, valid = wf.TemplateTracker(threshold=0.9, threads=1).track(frames, init)
+    assert valid.tolist() == [True, True, False]
+    want = np.zeros((40, 64), bool)
+    want[20:28, 40:50] = init[5:13, 6:16]
+    assert np.array_equal(masks[0], init) and np.array_equal(masks[1], want) and not masks[2].any()
+
+
+def test_an_empty_first_mask_is_never_observed():
+    masks, valid = wf.TemplateTracker(threads=1).track(np.zeros((2, 20, 30, 3), np.uint8), np.zeros((20, 30), bool))
+    assert masks.shape == (2, 20, 30) and not masks.any() and valid.tolist() == [False, False]
+
+
+# -- ray geometry -----------------------------------------------------------------------------------------------
+
+
+K = np.array([[100.0, 0.0, 50.0], [0.0, 100.0, 40.0], [0.0, 0.0, 1.0]])
+
+
+def _rot(axis: np.ndarray, deg: float) -> np.ndarray:
+    import cv2
+
+    return cv2.Rodrigues(np.asarray(axis, np.float64) / np.linalg.norm(axis) * np.deg2rad(deg))[0]
+
+
+def test_unit_rays_point_through_their_pixels():
+    rays = wf._unit_rays(np.array([[50.0, 40.0], [150.0, 40.0], [50.0, -60.0]]), np.linalg.inv(K))
+    np.testing.assert_allclose(rays, [[0, 0, 1], [np.sqrt(0.5), 0, np.sqrt(0.5)], [0, -np.sqrt(0.5), np.sqrt(0.5)]],
+                               atol=1e-12)
+
+
+def test_kabsch_recovers_a_rotation_and_never_a_reflection():
+    r0 = wf._unit_rays(np.random.default_rng(0).uniform(0, 100, (12, 2)), np.linalg.inv(K))
+    R = _rot([0.2, 1.0, -0.3], 7.0)
+    np.testing.assert_allclose(wf._kabsch(r0, r0 @ R.T), R, atol=1e-12)
+    planar = np.c_[np.random.default_rng(1).normal(size=(6, 2)), np.zeros(6)]  # rays in one plane: a mirror fits too
+    mirrored = planar * [1, 1, -1]
+    got = wf._kabsch(planar, mirrored)
+    assert np.linalg.det(got) == pytest.approx(1.0)
+
+
+def test_a_ray_residual_is_the_angle_left_after_the_rotation():
+    r0 = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    r1 = r0 @ _rot([0, 1, 0], 10.0).T
+    np.testing.assert_allclose(wf._ray_residuals(r0, r1, np.eye(3)), np.deg2rad([10.0, 10.0]), atol=1e-12)
+    np.testing.assert_allclose(wf._ray_residuals(r0, r1, _rot([0, 1, 0], 10.0)), [0.0, 0.0], atol=1e-7)
+    assert wf._ray_residuals(r0, -r0, np.eye(3)).tolist() == [np.pi, np.pi]  # opposite rays: clipped, not NaN
+
+
+def test_the_byte_table_counts_bits_as_numpy_does(monkeypatch):
+    x = np.random.default_rng(0).integers(0, 2 ** 63, (3, 5), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    want = np.array([[bin(int(v)).count("1") for v in row] for row in x], np.uint8)
+    out = np.empty((3, 5), np.uint8)
+    wf._popcount(x, out)
+    assert np.array_equal(out, want)
+    monkeypatch.delattr(np, "bitwise_count")  # numpy < 2
+    out[...] = 0
+    wf._popcount(x, out)
+    assert np.array_equal(out, want)
+
+
+# -- the classical estimator ------------------------------------------------------------------------------------
+
+
+def test_the_classical_estimates_do_not_read_opencvs_global_random_state():
+    """RANSAC (homography, essential matrix) draws from a fixed-seed generator of its own, and ORB draws nothing:
+    the global seed changes no pose, angle or parallax."""
+    import cv2
+
+    from tests.evaluate.test_perceive_once import _rendered
+
+    fr, K = _rendered("rotation", n=6)
+    idx = list(range(len(fr)))
+    runs = []
+    for seed in (0, 12345):
+        cv2.setRNGSeed(seed)
+        est = wf.ClassicalPoseEstimator(threads=1)
+        runs.append((est.estimate(fr, idx, K, "rotation").c2w, est.estimate(fr, idx, K, "general").c2w,
+                     est.angles_to(fr[0], fr[[0, 5]], K), est.parallax_to(fr[0], fr[[0, 5]], K)))
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)
+
+
+# -- oracles ----------------------------------------------------------------------------------------------------
+
+
+def test_oracle_poses_are_the_paths_own_at_the_indices():
+    c2w = np.stack([np.eye(4) * (i + 1) for i in range(5)])
+    pe = wf.OraclePoses(c2w).estimate(np.zeros((2, 4, 4, 3), np.uint8), [4, 1], np.eye(3), "rotation")
+    assert np.array_equal(pe.c2w, c2w[[4, 1]]) and pe.valid.tolist() == [True, True]
+    assert pe.info == {"source": "camera.npz"}
+
+
+def test_oracle_depth_is_the_rooms_depth_at_each_pose():
+    from harness.scene import Room
+
+    room = {"x": 3, "up": 2, "down": 1, "front": 4, "back": 5}
+    c2w = np.stack([np.eye(4), np.eye(4)])
+    c2w[1, :3, 3] = [0.5, 0.0, 1.0]
+    d = wf.OracleDepth(room, c2w, K, 80, 100).depth(np.zeros((1, 80, 100, 3), np.uint8), [1])
+    want = Room(x=3.0, up=2.0, down=1.0, front=4.0, back=5.0).depth_map(c2w[1], K, 80, 100)
+    assert d.shape == (1, 80, 100) and np.array_equal(d[0], want)
