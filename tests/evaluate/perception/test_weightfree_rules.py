@@ -112,6 +112,31 @@ def test_an_encoder_of_one_thread_or_fewer_runs_on_the_callers_thread(monkeypatc
     assert seen == [threading.current_thread().name] * 3
 
 
+_THREAD_MAP = wf.thread_map
+
+
+def _threads_used(monkeypatch, call) -> list:
+    """The thread counts ``call`` hands to the module's thread map (which then runs on the caller's thread)."""
+    used: list = []
+    monkeypatch.setattr(wf, "thread_map", lambda fn, items, threads: used.append(threads) or _THREAD_MAP(fn, items, 1))
+    call()
+    return used
+
+
+@pytest.mark.parametrize("given, want", [(None, 3), (0, 1), (1, 1), (2, 2), (7, 7)])
+def test_each_backbone_runs_on_the_threads_it_was_given_at_least_one(monkeypatch, given, want):
+    monkeypatch.setattr(wf, "default_threads", lambda: 3)
+    frames = np.stack([_frame(i, 32, 48) for i in range(2)])
+    init = np.zeros((32, 48), bool)
+    init[4:10, 4:12] = True
+    calls = [lambda: wf.PixelEncoder(threads=given).encode(frames),
+             lambda: wf.TemplateTracker(threads=given).track(frames, init),
+             lambda: wf.ClassicalPoseEstimator(threads=given).estimate(frames, [0, 1], K, "rotation"),
+             lambda: wf.ClassicalPoseEstimator(threads=given).angles_to(frames[0], frames, K)]
+    for call in calls:
+        assert _threads_used(monkeypatch, call) == [want]
+
+
 # -- the template tracker ---------------------------------------------------------------------------------------
 
 
