@@ -162,6 +162,23 @@ def test_a_target_is_followed_where_it_moves_and_lost_where_it_is_gone():
     assert np.array_equal(masks[0], init) and np.array_equal(masks[1], want) and not masks[2].any()
 
 
+def test_the_template_is_the_masks_box_and_a_score_on_the_threshold_is_an_observation():
+    import cv2
+
+    rng = np.random.default_rng(4)
+    frames = rng.integers(0, 256, (2, 40, 64, 3), np.uint8)
+    patch = rng.integers(0, 256, (8, 10, 3), np.uint8)
+    frames[0, 5:13, 6:16] = patch
+    frames[1, 32:40, 54:64] = patch  # in the bottom-right corner: a box one pixel larger would not fit there
+    frames[1, 33, 60] = 255 - frames[1, 33, 60]  # one pixel differs: a score just under 1
+    init = np.zeros((40, 64), bool)
+    init[5:13, 6:16] = True
+    best = cv2.minMaxLoc(cv2.matchTemplate(frames[1], patch, cv2.TM_CCOEFF_NORMED))[1]
+    masks, valid = wf.TemplateTracker(threshold=best, threads=1).track(frames, init)
+    assert 0.9 < best < 1.0 and valid.tolist() == [True, True]
+    assert np.array_equal(np.argwhere(masks[1])[[0, -1]], [[32, 54], [39, 63]])
+
+
 def test_an_empty_first_mask_is_never_observed():
     masks, valid = wf.TemplateTracker(threads=1).track(np.zeros((2, 20, 30, 3), np.uint8), np.zeros((20, 30), bool))
     assert masks.shape == (2, 20, 30) and not masks.any() and valid.tolist() == [False, False]
