@@ -235,6 +235,18 @@ def test_the_byte_table_counts_bits_as_numpy_does(monkeypatch):
 # -- the classical estimator ------------------------------------------------------------------------------------
 
 
+def test_the_classical_estimators_recipe_is_recorded_with_its_defaults():
+    """Its settings are part of the cache key and of metrics.json (evaluate/perceive.py): a default that changes
+    changes every pose it estimates, so the recipe is stated here (docs/evaluation.md, "Performance")."""
+    from evaluate.perceive import _settings_of
+
+    assert _settings_of(wf.ClassicalPoseEstimator()) == {
+        "features": 3000, "min_inliers": 20, "corners": 800, "flow_window": 15, "orb_min_side": 240, "redetect": 2,
+        "angle_fit": "kabsch-on-homography-inliers/fast-threshold-20-over-scale",
+        "position_fit": "orb-parallax-median/kabsch-refit-3x-median"}
+    assert wf.ClassicalPoseEstimator(redetect=0).redetect == 1 and wf.ClassicalPoseEstimator(redetect=3.0).redetect == 3
+
+
 def test_the_classical_estimates_do_not_read_opencvs_global_random_state():
     """RANSAC (homography, essential matrix) draws from a fixed-seed generator of its own, and ORB draws nothing:
     the global seed changes no pose, angle or parallax."""
