@@ -53,14 +53,29 @@ def precheck_argv(argv: list[str], commands: tuple[str, ...]) -> list[str]:
         key, val = arg.split("=", 1)
         key = key.lstrip("+~")
         if key in CHECKED_GROUPS and val and val != "null":
-            for choice in val.split(","):
-                if choice.startswith(("glob(", "range(", "choice(")):
-                    continue
+            for choice in _named_options(arg, val):
                 try:
                     check_choice(key, choice, extra)
                 except UnknownChoiceError as exc:
                     fail(str(exc))
     return out
+
+
+def _named_options(arg: str, val: str) -> list[str]:
+    """The options a group override ``arg`` (value ``val``) names: ``a`` or each of ``a,b``, each of a
+    ``choice(a,b)`` sweep; none for the other sweep functions (``glob``, ``range``: Hydra expands them against the
+    real options) or a value Hydra cannot parse (it reports its own syntax error)."""
+    if "(" not in val:
+        return val.split(",")
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
+    from hydra.errors import HydraException
+
+    try:
+        override = OverridesParser.create().parse_override(arg)
+    except HydraException:
+        return []
+    return [str(v) for v in override.sweep_string_iterator()] if isinstance(override.value(), ChoiceSweep) else []
 
 
 def check_slurm(args: list[str]) -> None:
