@@ -235,6 +235,60 @@ def test_the_byte_table_counts_bits_as_numpy_does(monkeypatch):
 # -- the classical estimator ------------------------------------------------------------------------------------
 
 
+def _textured(h: int = 96, w: int = 160, seed: int = 5) -> np.ndarray:
+    """A grey frame of blurred noise: corners everywhere, edges included."""
+    import cv2
+
+    g = np.random.default_rng(seed).integers(0, 256, (h + 40, w + 40), np.uint8)
+    return cv2.GaussianBlur(g, (0, 0), 1.5)
+
+
+def _step(g0, g1, est=None, mode="rotation", p0=None):
+    Kc = K.copy()
+    Kc[:2, 2] -= 0.5
+    return (est or wf.ClassicalPoseEstimator(threads=1))._step(g0, g1, Kc, np.linalg.inv(Kc), mode, p0)
+
+
+@pytest.mark.parametrize("dx, dy", [(6, 0), (-6, 0), (0, 6), (0, -6)])
+def test_a_step_hands_on_only_the_points_tracked_inside_the_frame(dx, dy):
+    big = _textured()
+    g0 = np.ascontiguousarray(big[20:116, 20:180])
+    g1 = np.ascontiguousarray(big[20 - dy:116 - dy, 20 - dx:180 - dx])  # the view moved by (dx, dy) pixels
+    T, ok, n, tracked = _step(g0, g1)
+    assert ok and n >= 20 and tracked is not None and tracked.shape[1:] == (1, 2)
+    x, y = tracked[:, 0, 0], tracked[:, 0, 1]
+    assert (x >= 0).all() and (y >= 0).all() and (x <= 159).all() and (y <= 95).all()
+    import cv2
+
+    p0 = cv2.goodFeaturesToTrack(g0, 800, 0.01, 7)
+    edge = {(6, 0): p0[:, 0, 0] > 159 - 6, (-6, 0): p0[:, 0, 0] < 6, (0, 6): p0[:, 0, 1] > 95 - 6,
+            (0, -6): p0[:, 0, 1] < 6}[(dx, dy)]
+    assert len(tracked) <= len(p0) - int(edge.sum()) + 2  # the points that left the frame are not handed on
+
+
+def test_a_frame_with_too_few_corners_is_a_failed_step_with_nothing_to_hand_on():
+    flat = np.full((96, 160), 128, np.uint8)
+    T, ok, n, tracked = _step(flat, flat)
+    assert (np.array_equal(T, np.eye(4)), ok, n, tracked) == (True, False, 0, None)
+    few = flat.copy()
+    for i in range(5):
+        few[20 + 10 * i: 24 + 10 * i, 30 + 20 * i: 34 + 20 * i] = 255  # 5 squares: about 20 corners
+    import cv2
+
+    corners = len(cv2.goodFeaturesToTrack(few, 800, 0.01, 7))
+    at = wf.ClassicalPoseEstimator(min_inliers=corners, threads=1)
+    over = wf.ClassicalPoseEstimator(min_inliers=corners + 1, threads=1)
+    assert _step(few, few, over)[1:] == (False, 0, None)
+    assert _step(few, few, at)[1:3] == (True, corners)  # exactly enough corners: tracked (a static step)
+
+
+def test_a_failed_step_is_an_invalid_frame_of_the_chained_estimate():
+    frames = np.full((3, 96, 160, 3), 128, np.uint8)
+    pe = wf.ClassicalPoseEstimator(threads=1).estimate(frames, [0, 1, 2], K, "rotation")
+    assert pe.valid.tolist() == [True, False, False] and pe.info["inliers"] == [0, 0, 0]
+    assert np.array_equal(pe.c2w, np.tile(np.eye(4), (3, 1, 1)))
+
+
 def test_the_classical_estimators_recipe_is_recorded_with_its_defaults():
     """Its settings are part of the cache key and of metrics.json (evaluate/perceive.py): a default that changes
     changes every pose it estimates, so the recipe is stated here (docs/evaluation.md, "Performance")."""
