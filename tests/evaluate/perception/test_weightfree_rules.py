@@ -218,6 +218,15 @@ def test_a_ray_residual_is_the_angle_left_after_the_rotation():
     np.testing.assert_allclose(wf._ray_residuals(r0, r1, np.eye(3)), np.deg2rad([10.0, 10.0]), atol=1e-12)
     np.testing.assert_allclose(wf._ray_residuals(r0, r1, _rot([0, 1, 0], 10.0)), [0.0, 0.0], atol=1e-7)
     assert wf._ray_residuals(r0, -r0, np.eye(3)).tolist() == [np.pi, np.pi]  # opposite rays: clipped, not NaN
+    rng = np.random.default_rng(0)
+    for _ in range(100):  # a unit ray whose float dot product with itself rounds above 1
+        v = rng.normal(size=3)
+        v /= np.linalg.norm(v)
+        if np.sum(v * v) > 1.0:
+            break
+    assert np.sum(v * v) > 1.0
+    assert wf._ray_residuals(v[None], v[None], np.eye(3)).tolist() == [0.0]
+    assert wf._ray_residuals(v[None], -v[None], np.eye(3)).tolist() == [np.pi]  # rounded past -1: still pi
 
 
 def test_the_byte_table_counts_bits_as_numpy_does(monkeypatch):
