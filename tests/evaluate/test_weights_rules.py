@@ -39,6 +39,9 @@ def test_a_contract_is_read_from_the_class_attributes():
     cls = types.SimpleNamespace(files=["a.bin"], hf_repo="r/x", revision="v", sha256=None, library="lib")
     assert w.WeightsContract.of(cls) == w.WeightsContract(("a.bin",), "r/x", "v", {}, "lib")
     assert w.WeightsContract.of(object) == w.WeightsContract()
+    pinned = types.SimpleNamespace(files=("a.bin",), sha256={"a.bin": "ab"})
+    assert w.WeightsContract.of(pinned).sha256 == {"a.bin": "ab"}
+    assert w.WeightsContract.of(types.SimpleNamespace(files=None)).files == ()
 
 
 def test_states_and_checksums_print_as_their_words():
@@ -56,7 +59,8 @@ def test_states_and_checksums_print_as_their_words():
 
 
 def test_a_class_without_files_needs_none_and_an_unimportable_one_is_unknown(tmp_path):
-    assert w.folder_status("j", tmp_path, w.WeightsContract()).state is w.FolderState.PRESENT
+    none = w.folder_status("j", tmp_path, w.WeightsContract())
+    assert (none.state, none.missing, none.size, none.note) == (w.FolderState.PRESENT, [], 0, "")
     gone = w.folder_status("j", tmp_path, None, import_error="no module x")
     assert (gone.state, gone.missing, gone.note) == (w.FolderState.MISSING, ["(folder)"], "no module x")
     (tmp_path / "j").mkdir()
@@ -64,6 +68,13 @@ def test_a_class_without_files_needs_none_and_an_unimportable_one_is_unknown(tmp
     (tmp_path / "j" / "f").write_bytes(b"12345")
     st = w.folder_status("j", tmp_path, None, import_error="x")
     assert (st.state, st.missing, st.size) == (w.FolderState.UNKNOWN, [], 5)
+
+
+def test_a_listing_hashes_nothing(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "one.json").write_text("{}")
+    st = w.folder_status("b", tmp_path, w.WeightsContract(("one.json",)))
+    assert (st.state, st.sha256, st.checksum, st.size) == (w.FolderState.PRESENT, {}, w.Checksum.UNCHECKED, 2)
 
 
 def test_missing_files_are_listed_and_nothing_is_hashed(tmp_path):
@@ -145,6 +156,25 @@ def test_a_header_exactly_as_long_as_the_file_allows_is_read(tmp_path):
     p = tmp_path / "m.safetensors"
     p.write_bytes(struct.pack("<Q", len(head)) + head)
     assert w.file_problem(p) is None
+    p.write_bytes(struct.pack("<Q", len(head) + 1) + head)
+    assert w.file_problem(p) == "truncated or not safetensors: the header claims 3 bytes, the file has 10"
+
+
+def test_a_header_is_never_longer_than_100_mib_whatever_the_file(tmp_path):
+    p = tmp_path / "big.safetensors"
+    with open(p, "wb") as f:  # a sparse file of 200 MiB: nothing is written past the claim
+        f.write(struct.pack("<Q", (100 << 20) + 1))
+        f.truncate(200 << 20)
+    assert w.file_problem(p) == (f"truncated or not safetensors: the header claims {(100 << 20) + 1} bytes, the file "
+                                 f"has {200 << 20}")
+
+
+def test_the_last_tensor_end_counts_and_metadata_holds_no_tensor(tmp_path):
+    t = {"a": {"data_offsets": [0, 8]}, "b": {"data_offsets": [8, 16]}, "__metadata__": {"data_offsets": [0, 99]}}
+    n = len(json.dumps(t))
+    assert w.file_problem(_st(tmp_path, t, b"\0" * 16)) is None
+    assert w.file_problem(_st(tmp_path, t, b"\0" * 12)) == f"truncated: its tensors need {8 + n + 16} bytes, the " \
+                                                            f"file has {8 + n + 12}"
 
 
 def test_an_empty_file_of_any_kind_is_an_interrupted_download(tmp_path):
@@ -276,8 +306,11 @@ def test_a_backbone_without_a_pin_cannot_be_fetched(tmp_path):
 
 def test_a_download_records_each_files_checksum(tmp_path, hub):
     hub.files = {"a.json": b"{}"}
-    d = w.download("x", w.WeightsContract(("a.json",), "r/x", "v1"), tmp_path)
-    assert d == tmp_path / "x" and hub.calls == [("r/x", "v1", str(d), ["a.json"])]
+    root = tmp_path / "new" / "root"  # made with its parents
+    d = w.download("x", w.WeightsContract(("a.json",), "r/x", "v1", {"a.json": hashlib.sha256(b"{}").hexdigest()}),
+                   root)
+    assert d == root / "x" and hub.calls == [("r/x", "v1", str(d), ["a.json"])]
+    assert w.download("x", w.WeightsContract(("a.json",), "r/x", "v1"), root) == d  # again: the folder is there
     assert json.loads((d / w.RECORD).read_text()) == {"hf_repo": "r/x", "revision": "v1",
                                                       "sha256": {"a.json": hashlib.sha256(b"{}").hexdigest()}}
     w.download("y", w.WeightsContract((), "r/y", "v1"), tmp_path)
