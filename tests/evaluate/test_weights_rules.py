@@ -340,3 +340,69 @@ def test_without_the_hub_client_the_extra_is_named(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(MissingDependencyError, match="eval"):
         w.download("x", w.WeightsContract(("a.json",), "r/x", "v1"), tmp_path)
+
+
+# -- the release's weights pack (evaluate/weights_pack.py) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, why", [
+    ("abc", "expected a list of folder names"), (["a", ""], "expected a list of folder names"),
+    (["a", " "], "expected a list of folder names"), (["a", 3], "expected a list of folder names"),
+    (["/abs"], "'/abs' must be a relative folder name inside the pack"),
+    (["a/../../b"], "'a/../../b' must be a relative folder name inside the pack"),
+])
+def test_a_table_names_relative_folders_only(value, why):
+    from evaluate.weights_pack import _names
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        _names(value, "where")
+    assert str(exc.value) == f"where: {why}"
+    assert _names(None, "where") == () and _names(["a", "b/c"], "where") == ("a", "b/c")
+
+
+def _table(tmp_path: Path, text: str) -> dict:
+    from evaluate.weights_pack import load_table
+
+    p = tmp_path / "map.yaml"
+    p.write_text(text)
+    return load_table(p)
+
+
+def test_a_users_table_adds_backbones_and_environment(tmp_path):
+    t = _table(tmp_path, "backbones:\n  newone: {models: [m1]}\n  vipe: {env: {EXTRA: 'x'}}\n")
+    assert t["newone"].models == ("m1",) and t["newone"].metrics == ()
+    assert t["vipe"].env["EXTRA"] == "x" and "dinov2" in t
+
+
+@pytest.mark.parametrize("ident", ["[x]", "{file: c.json}", "{key: k}", "{file: 1, key: k}", "{file: c.json, key: 2}"])
+def test_an_identify_rule_needs_a_file_and_a_key_and_names_the_users_file(tmp_path, ident):
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        _table(tmp_path, f"backbones:\n  dinov2: {{identify: {ident}}}\n")
+    assert str(exc.value).startswith(f"{tmp_path / 'map.yaml'}: backbones.dinov2.identify: expected {{file: ")
+
+
+def test_a_pack_layout_is_recognised_by_the_table_it_is_given(tmp_path):
+    from evaluate.weights_pack import PackEntry, looks_like_pack
+
+    (tmp_path / "models" / "custom-name").mkdir(parents=True)
+    table = {"t": PackEntry("t", models=("custom-name",))}
+    assert looks_like_pack(tmp_path, table) and not looks_like_pack(tmp_path)  # the built-in table has no such name
+
+
+def test_a_pack_reached_through_a_linked_root_keeps_its_inner_links(tmp_path):
+    import os
+
+    from evaluate.weights_pack import WeightsPack
+
+    real = tmp_path / "real-pack"
+    (real / "models" / "m").mkdir(parents=True)
+    (real / "models" / "m" / "w.bin").write_bytes(b"x")
+    (real / "metrics").mkdir()
+    os.symlink("../models/m", real / "metrics" / "m")
+    os.symlink(real, tmp_path / "pack")  # the root itself is a link
+    p = WeightsPack(tmp_path / "pack")
+    assert p.inside(tmp_path / "pack" / "metrics" / "m") and p.inside(tmp_path / "pack" / "metrics" / "m" / "w.bin")
+    assert not p.inside(tmp_path)
