@@ -406,3 +406,185 @@ def test_a_pack_reached_through_a_linked_root_keeps_its_inner_links(tmp_path):
     p = WeightsPack(tmp_path / "pack")
     assert p.inside(tmp_path / "pack" / "metrics" / "m") and p.inside(tmp_path / "pack" / "metrics" / "m" / "w.bin")
     assert not p.inside(tmp_path)
+
+
+def _pack(root: Path, entries: dict) -> "object":
+    from evaluate.weights_pack import PackEntry, WeightsPack
+
+    return WeightsPack(root, table={n: PackEntry(n, **kw) for n, kw in entries.items()})
+
+
+def _file(p: Path, data: bytes = b"x") -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    return p
+
+
+def test_the_pack_root_is_inside_itself():
+    from evaluate.weights_pack import WeightsPack
+
+    p = WeightsPack(Path("/tmp"))
+    assert p.inside(Path("/tmp")) and p.inside(Path("/tmp/a")) and not p.inside(Path("/tmpx"))
+
+
+def test_a_top_folder_that_leads_out_is_refused_and_a_missing_one_is_not_indexed(tmp_path):
+    import os
+
+    out = tmp_path / "elsewhere"
+    _file(out / "w.bin")
+    (tmp_path / "pack").mkdir()
+    os.symlink(out, tmp_path / "pack" / "models")
+    p = _pack(tmp_path / "pack", {})
+    assert p.index() == {} and p.refused == {"models": str(out)}
+
+
+def test_folders_are_indexed_eight_levels_deep_and_a_link_cycle_once(tmp_path):
+    import os
+
+    root = tmp_path / "pack"
+    deep = root / "models" / "d2" / "d3" / "d4" / "d5" / "d6" / "d7" / "d8"
+    _file(deep / "w.bin")
+    _file(deep / "d9" / "w.bin")
+    os.symlink("..", root / "models" / "d2" / "loop")  # back to models/
+    idx = _pack(root, {}).index()
+    assert "models/d2/d3/d4/d5/d6/d7/d8" in idx and idx["models/d2/d3/d4/d5/d6/d7/d8"]["w.bin"] == "file"
+    assert not any(k.endswith("/d9") for k in idx) and not any("loop/" in k for k in idx)
+
+
+def test_a_link_that_cannot_be_followed_is_broken_and_named(tmp_path):
+    import os
+
+    root = tmp_path / "pack"
+    _file(root / "models" / "m" / "w.bin")
+    os.symlink("w.bin/inner", root / "models" / "m" / "bad")  # through a file: not a directory
+    os.symlink("nothing-here", root / "models" / "m" / "dangling")
+    p = _pack(root, {})
+    entries = p.index()["models/m"]
+    assert entries == {"w.bin": "file", "bad": "broken"}  # a dangling link is as if absent
+    assert p.broken == {"models/m/bad": "unreadable (Not a directory)"}
+
+
+def test_a_table_folder_holding_a_link_out_is_refused_not_skipped(tmp_path):
+    import os
+
+    from evaluate.weights_pack import PackLinkError
+
+    root = tmp_path / "pack"
+    _file(tmp_path / "out" / "w.bin")
+    (root / "models" / "m-x").mkdir(parents=True)
+    os.symlink(tmp_path / "out" / "w.bin", root / "models" / "m-x" / "w.bin")
+    p = _pack(root, {"x": {"models": ("m-x",)}})
+    with pytest.raises(PackLinkError, match="models/m-x/w.bin is a link to"):
+        p.locate("x", ("w.bin",))
+    assert _pack(root, {}).locate("x", ("w.bin",)) is None  # the open search passes over it
+
+
+@pytest.mark.parametrize("link", ["metrics/mx", "metrics"])
+def test_a_table_folder_that_is_or_lies_under_a_link_out_is_refused(tmp_path, link):
+    import os
+
+    from evaluate.weights_pack import PackLinkError
+
+    root = tmp_path / "pack"
+    _file(root / "models" / "m" / "w.bin")
+    _file(tmp_path / "out" / "mx" / "w.bin")
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(tmp_path / "out" / ("mx" if link == "metrics/mx" else ""), root / link)
+    with pytest.raises(PackLinkError, match=f"{link} is a link to"):
+        _pack(root, {"x": {"metrics": ("mx",)}}).locate("x", ("w.bin",))
+
+
+def test_the_table_folder_itself_is_found_via_the_table(tmp_path):
+    root = tmp_path / "pack"
+    _file(root / "models" / "m-x" / "w.bin")
+    m = _pack(root, {"x": {"models": ("m-x",)}}).locate("x", ("w.bin",))
+    assert (m.dir, m.via, m.files) == (root / "models" / "m-x", "models/m-x (table)", {"w.bin": "models/m-x/w.bin"})
+
+
+def test_the_snapshot_of_the_pinned_revision_comes_first(tmp_path):
+    root = tmp_path / "pack"
+    for rev in ("aaa", "zzz"):
+        _file(root / "models" / "m-x" / "snapshots" / rev / "w.bin")
+    p = _pack(root, {"x": {"models": ("m-x",)}})
+    assert p.locate("x", ("w.bin",), revision="zzz").dir.name == "zzz"
+    assert p.locate("x", ("w.bin",)).dir.name == "aaa"
+
+
+def test_a_folder_where_a_weights_name_is_a_folder_is_not_a_match(tmp_path):
+    root = tmp_path / "pack"
+    _file(root / "models" / "m-x" / "a.bin")
+    (root / "models" / "m-x" / "b.bin").mkdir()
+    assert _pack(root, {"x": {"models": ("m-x",)}}).locate("x", ("a.bin", "b.bin")) is None
+
+
+@pytest.mark.parametrize("config, ident, found", [
+    (b'{"model_type": "dinov2"}', {"file": "config.json", "key": "model_type"}, True),  # no values: any
+    (b'{"model_type": "sam2"}', {"file": "config.json", "key": "model_type", "values": ["dinov2"]}, False),
+    (b'["model_type"]', {"file": "config.json", "key": "model_type"}, False),  # not a mapping
+    (b'{not json', {"file": "config.json", "key": "model_type"}, False),
+    (b'{"other": 1}', {"file": "config.json", "key": "model_type"}, False),
+])
+def test_an_identify_rule_reads_the_folders_json(tmp_path, config, ident, found):
+    root = tmp_path / "pack"
+    _file(root / "models" / "m-x" / "w.bin")
+    _file(root / "models" / "m-x" / "config.json", config)
+    m = _pack(root, {"x": {"models": ("m-x",), "identify": ident}}).locate("x", ("w.bin",))
+    assert (m is not None) == found
+
+
+def test_what_a_pack_partly_holds_is_said_folder_by_folder(tmp_path):
+    root = tmp_path / "pack"
+    _file(root / "models" / "m-x" / "a.bin")
+    _file(root / "models" / "m-x" / "sub" / "b.bin")
+    _file(root / "models" / "other" / "a.bin")
+    p = _pack(root, {"x": {"models": ("m-x",)}})
+    assert p.partial("x", ("a.bin", "b.bin")) == ["models/m-x/ has a.bin", "models/m-x/sub/ has b.bin"]
+    assert p.partial("unknown", ("a.bin",)) == []
+    ident = {"file": "config.json", "key": "model_type", "values": ["dinov2"]}
+    q = _pack(root, {"x": {"models": ("m-x",), "identify": ident}})
+    assert q.partial("x", ("a.bin", "b.bin")) == ["models/m-x/ has a.bin", "models/m-x/sub/ has b.bin"]
+    assert q.partial("x", ("a.bin",)) == ["models/m-x/ has them, but its config.json is not model_type=dinov2: "
+                                          "another model"]
+
+
+def _cache(root: Path, home: str, rev: str = "c" * 40) -> Path:
+    return _file(root / home / "hub" / "models--ex--m" / "snapshots" / rev / "model.bin")
+
+
+def test_a_cache_is_a_snapshot_holding_a_file(tmp_path):
+    root = tmp_path / "pack"
+    snap = _cache(root, "models/hf-x").parent
+    (snap / "sub").mkdir()  # a folder beside the file: still a snapshot with files
+    p = _pack(root, {"x": {"hf_cache": ("models/hf-x",), "env": {"HF_HOME": "{hf_cache}"}}})
+    c = p.cache("x")
+    assert c.home == "models/hf-x" and c.snapshots == [f"models/hf-x/hub/models--ex--m/snapshots/{'c' * 40}"]
+    assert c.env == {"HF_HOME": str(root / "models/hf-x")}
+    assert _pack(root, {"x": {"models": ("m",)}}).cache("x") is None and p.cache("unknown") is None
+
+
+@pytest.mark.parametrize("link", ["models/hf-x", "models/hf-x/hub"])
+def test_a_cache_that_is_or_holds_a_link_out_is_refused(tmp_path, link):
+    import os
+
+    from evaluate.weights_pack import PackLinkError
+
+    root = tmp_path / "pack"
+    _cache(tmp_path / "out", "c")
+    _file(root / "models" / "keep" / "w.bin")
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(tmp_path / "out" / "c" / ("hub" if link.endswith("hub") else ""), root / link)
+    with pytest.raises(PackLinkError, match=f"{link} is a link to"):
+        _pack(root, {"x": {"hf_cache": ("models/hf-x",)}}).cache("x")
+
+
+def test_a_cache_under_a_top_folder_that_leads_out_is_refused(tmp_path):
+    import os
+
+    from evaluate.weights_pack import PackLinkError
+
+    root = tmp_path / "pack"
+    _cache(tmp_path / "out", "hf-x")
+    root.mkdir()
+    os.symlink(tmp_path / "out", root / "models")
+    with pytest.raises(PackLinkError, match="models is a link to"):
+        _pack(root, {"x": {"hf_cache": ("models/hf-x",)}}).cache("x")
