@@ -368,3 +368,13 @@ def test_provenance_from_the_pack_names_its_files_and_environment(reg, tmp_path)
     bs = bbs.BackboneSet(_ecfg(), tmp_path / "own", pack=pack)
     bs.get("tiny", "encoder")
     assert bs.provenance() == {"tiny": want}
+
+
+@pytest.mark.parametrize("name, role", [("oracle", "pose"), ("oracle", "depth"), ("pixel", "encoder"),
+                                        ("template", "tracker"), ("classical", "pose")])
+def test_weight_free_backbones_load_with_no_weights_folder(tmp_path, monkeypatch, name, role):
+    from evaluate.config import EvalConfig
+
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    got = bbs.BackboneSet(EvalConfig(), tmp_path / "no-weights").get(name, role)
+    assert got.provenance["class"] == bbs.spec(name).ref and not (tmp_path / "no-weights").exists()
