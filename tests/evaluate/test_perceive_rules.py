@@ -303,3 +303,33 @@ def test_a_translating_items_return_frame_is_the_least_parallax(bset, tmp_path):
     out = pc.ItemPerception(item, bset).return_frames(("parallax",))
     assert out["frames"] == [3, 5] and [round(q["return_error_deg"], 6) for q in out["qualification"]] == [2.0, 1.0]
     assert sorted(f.split("-")[0] for f in _files(tmp_path)) == ["parallax/parallax_to_0"] * 2 + ["parallax/poses"]
+
+
+# -- the weight-free backbones read views -----------------------------------------------------------------------
+
+
+def test_the_weight_free_backbones_are_handed_views_not_copies(tmp_path, monkeypatch):
+    """They read one frame at a time (``frame_views``): perceive hands them views of the decoded video, never the
+    (N, H, W, 3) copy a batched backbone gets."""
+    from evaluate.config import EvalConfig
+    from evaluate.item import FrameView
+
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    rng = np.random.default_rng(0)
+    item = Item(tmp_path)
+    item.frames = rng.integers(0, 256, (T, 32, 48, 3), np.uint8)
+    item.width = 48
+    asked: list = []
+
+    def frames_view(idx):
+        asked.append(list(idx))
+        return FrameView(item.frames, list(idx))
+
+    item.frames_view = frames_view
+    ip = pc.ItemPerception(item, bbs.BackboneSet(EvalConfig(), tmp_path / "weights"), use_cache=False)
+    init = np.zeros((32, 48), bool)
+    init[4:12, 4:16] = True
+    ip.track("template", "t", init, [0, 2])
+    ip.encode("pixel", [1, 3])
+    ip.poses("classical")
+    assert asked == [[0, 2], [1, 3], list(range(T))]
