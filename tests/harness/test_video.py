@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.support import ROOT
+from tests.support.clips import failing_close
 
 
 def _frames(n: int, h: int, w: int) -> list[np.ndarray]:
@@ -130,24 +131,9 @@ def test_encoder_thread_error_reaches_the_caller_and_leaves_no_file(tmp_path, mo
 def test_failure_after_the_last_frame_is_reported_not_hung(tmp_path, monkeypatch):
     """An error while flushing/closing the container (after the end-of-stream sentinel was taken) used to escape
     the thread: close() then published a broken file, or waited forever to drain the queue."""
-    import av
-
     from harness.video import VideoWriter
 
-    real_open = av.open
-
-    class Closing:
-        def __init__(self, c):
-            self.c = c
-
-        def __getattr__(self, name):
-            return getattr(self.c, name)
-
-        def close(self):
-            self.c.close()
-            raise OSError("simulated disk full")
-
-    monkeypatch.setattr(av, "open", lambda *a, **k: Closing(real_open(*a, **k)))
+    failing_close(monkeypatch)
     w = VideoWriter(tmp_path / "v.mp4", fps=8)
     for f in _frames(5, 48, 64):
         w(f)

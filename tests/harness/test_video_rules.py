@@ -31,6 +31,7 @@ from harness.video import (
     rgb_to_yuv420p_planes,
     x264_options,
 )
+from tests.support.clips import failing_close
 
 ENCODER = "harness-video-encoder"
 BLACK, WHITE, RED, GREEN, BLUE = (0, 0, 0), (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255)
@@ -426,24 +427,11 @@ def test_reading_the_hash_waits_for_the_encoder_to_take_every_frame_written(tmp_
 
 
 def test_the_first_error_is_reported_and_the_container_still_closed(tmp_path, monkeypatch):
-    closed, real_open = [], av.open
-
-    class Closing:
-        def __init__(self, c):
-            self.c = c
-
-        def __getattr__(self, name):
-            return getattr(self.c, name)
-
-        def close(self):
-            self.c.close()
-            closed.append(True)
-            raise OSError("simulated disk full")
+    closed = failing_close(monkeypatch)
 
     def frame(self, rgb):
         raise OSError("simulated encoder failure")
 
-    monkeypatch.setattr(av, "open", lambda *a, **k: Closing(real_open(*a, **k)))
     monkeypatch.setattr(video.Yuv420pConverter, "frame", frame)
     w = VideoWriter(tmp_path / "v.mp4", fps=16)
     w(SIX[0])

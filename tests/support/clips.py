@@ -33,3 +33,28 @@ def encode_streams(path: Path, streams: list[tuple[str, str, int, int]], frames:
             for p in s.encode():
                 c.mux(p)
     return path
+
+
+def failing_close(monkeypatch) -> list[bool]:
+    """``av.open`` hands out its containers wrapped so that ``close()`` closes the real one, then raises
+    ``OSError("simulated disk full")`` (a disk that fills as the file ends). Returns the list that gets one True per
+    close."""
+    import av
+
+    closed: list[bool] = []
+    real_open = av.open
+
+    class Closing:
+        def __init__(self, c):
+            self.c = c
+
+        def __getattr__(self, name):
+            return getattr(self.c, name)
+
+        def close(self):
+            self.c.close()
+            closed.append(True)
+            raise OSError("simulated disk full")
+
+    monkeypatch.setattr(av, "open", lambda *a, **k: Closing(real_open(*a, **k)))
+    return closed
