@@ -64,6 +64,13 @@ def test_a_thumbnail_is_16_by_16_rgb_centred_per_channel_and_of_unit_norm():
     assert wf.PixelEncoder(size=4, threads=1).encode(_frame()[None]).shape == (1, 48)
 
 
+def test_a_faint_region_is_scaled_up_to_unit_norm():
+    img = np.full((1, 24, 40, 3), 100, np.uint8)
+    img[0, 5, 7, 0] = 101  # one level on one pixel: a thumbnail of norm about 0.19 before scaling
+    (v,) = wf.PixelEncoder(threads=1).encode(img)
+    assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-6)
+
+
 def test_a_flat_region_has_no_direction_and_an_empty_mask_gives_zeros():
     enc = wf.PixelEncoder(threads=1)
     flat = np.full((1, 24, 40, 3), 77, np.uint8)
@@ -289,6 +296,12 @@ def test_a_frame_with_too_few_corners_is_a_failed_step_with_nothing_to_hand_on()
     over = wf.ClassicalPoseEstimator(min_inliers=corners + 1, threads=1)
     assert _step(few, few, over)[1:] == (False, 0, None)
     assert _step(few, few, at)[1:3] == (True, corners)  # exactly enough corners: tracked (a static step)
+
+
+def test_a_step_whose_points_cannot_be_followed_fails():
+    g0 = np.ascontiguousarray(_textured()[20:116, 20:180])
+    T, ok, n, tracked = _step(g0, np.full_like(g0, 128))  # nothing to follow them into
+    assert (np.array_equal(T, np.eye(4)), ok, n) == (True, False, 0) and tracked is not None
 
 
 def test_a_failed_step_is_an_invalid_frame_of_the_chained_estimate():
