@@ -124,10 +124,10 @@ class ClassicalPoseEstimator:
     Rotation trajectories: homography ``H ∝ K R_rel K^-1`` with known intrinsics, ``R_rel`` orthonormalised by SVD.
     General motion: essential matrix + ``recoverPose`` (unit translation per step; the global scale is left to the
     Sim(3) alignment of Eq. 2). Steps with fewer than ``min_inliers`` inliers keep the previous pose and are reported
-    invalid. Deterministic (fixed settings; OpenCV's RANSAC draws from a fixed-seed generator of its own). Adjacent frames of a video move
-    little, so tracking beats descriptor matching here in both speed and accuracy (on the reference model at
-    480x832: about 10x lower rotation RPE than ORB matching, at a fraction of its cost); :meth:`angles_to`, which
-    compares frames far apart, uses ORB descriptors.
+    invalid. Deterministic (fixed settings; OpenCV's RANSAC draws from a fixed-seed generator of its own).
+    Adjacent frames of a video move little, so tracking beats descriptor matching here in both speed and accuracy
+    (on the reference model at 480x832: about 10x lower rotation RPE than ORB matching, at a fraction of its cost);
+    :meth:`angles_to`, which compares frames far apart, uses ORB descriptors.
 
     Speed (docs/evaluation.md, "Performance"): Shi-Tomasi detection is about half of a step's cost, so corners are
     detected on every ``redetect``-th frame only; a step in between tracks the points the previous step tracked into
