@@ -315,3 +315,27 @@ def test_a_small_mutation_run_reports_its_score_and_survivors(tmp_path):
     assert len(rows) == 6 and {x["status"] for x in rows} <= {"killed", "timeout", "survived", "equivalent"}
     assert sum(x["status"] in ("killed", "timeout") for x in rows) >= 3
     assert "trajectories/phases.py" in r.stdout and "score " in r.stdout and "group trajectories" in r.stdout
+
+
+@pytest.mark.slow
+def test_unmutated_tests_that_fail_are_named(tmp_path):
+    """A list whose tests fail without any mutant scores nothing: the run says so and names the failing tests."""
+    (tmp_path / "test_fails.py").write_text(textwrap.dedent("""
+        from trajectories.phases import departure
+
+
+        def test_ok():
+            assert departure(1) == "D1"
+
+
+        def test_broken():
+            assert departure(1) == "nope"
+    """))
+    targets = tmp_path / "targets.toml"
+    targets.write_text(f'[[target]]\ngroup = "g"\nmodules = ["trajectories/phases.py"]\n'
+                       f'tests = ["{tmp_path / "test_fails.py"}"]\n')
+    r = subprocess.run([sys.executable, "-m", "tests.mutation", "--targets", str(targets), "--sample", "2", "--jobs",
+                        "1"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    out = r.stdout + r.stderr
+    assert "the unmutated tests fail (killed, exit 1): " in out and "test_fails.py::test_broken" in out
+    assert "test_ok" not in out.split("the unmutated tests fail")[1]

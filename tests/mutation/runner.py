@@ -179,6 +179,7 @@ class _Trace:
         self.lines: dict[str, dict[str, set[int]]] = {}
         self.setup_lines: dict[str, dict[str, set[int]]] = {}
         self.durations: dict[str, float] = {}
+        self.failed: list[str] = []  # named when the unmutated tests fail
 
     def _local(self, frame, event, arg):
         if event in ("line", "call"):
@@ -205,12 +206,15 @@ class _Trace:
 
     def pytest_runtest_logreport(self, report):
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        if report.failed and report.nodeid not in self.failed:
+            self.failed.append(report.nodeid)
 
     def dump(self) -> dict:
         def plain(d):
             return {t: {f: sorted(v) for f, v in fl.items()} for t, fl in d.items()}
 
-        return {"lines": plain(self.lines), "setup": plain(self.setup_lines), "durations": self.durations}
+        return {"lines": plain(self.lines), "setup": plain(self.setup_lines), "durations": self.durations,
+                "failed": self.failed}
 
 
 def _clear_caches() -> None:
@@ -359,7 +363,10 @@ def serve(root: Path, tests: list[str], files: list[str], jobs: int, items: list
     pool.submit("trace", 3600, traced)
     ((_, base),) = pool.drain()
     if base.status != "survived":
-        out.write_text(json.dumps({"error": f"the unmutated tests fail ({base.status}, exit {base.exit_code})"}))
+        failed = json.loads(trace_file.read_text()).get("failed", []) if trace_file.is_file() else []
+        which = f": {', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}" if failed else ""
+        out.write_text(json.dumps({"error": f"the unmutated tests fail ({base.status}, exit {base.exit_code})"
+                                            f"{which}"}))
         return 1
     data = json.loads(trace_file.read_text())
     data["overhead"] = max(0.0, base.seconds - sum(data["durations"].values()))
