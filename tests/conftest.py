@@ -104,3 +104,48 @@ def _project_logging_left_as_found():
         log.setLevel(level)
         log.propagate = propagate
     logging.getLogger().setLevel(root_level)
+
+
+#: variables a library sets in ``os.environ`` when it is imported or first used (once per process): left as they are
+_SET_BY_LIBRARIES = frozenset({
+    "ORT_DISABLE_TELEMETRY", "NO_ALBUMENTATIONS_UPDATE",  # insightface, at import
+    "TORCHINDUCTOR_CACHE_DIR",  # torch._inductor, at its first cache lookup
+    "PYTEST_CURRENT_TEST",  # pytest's own, per phase
+})
+
+
+@pytest.fixture(autouse=True)
+def _environment_left_as_found():
+    """A test that changes ``os.environ`` without ``monkeypatch`` (or with ``monkeypatch.delenv`` of a variable that
+    was absent, which records nothing to undo: use :func:`restore_env`) changes every later test of its worker and every
+    process they start: a leaked ``TQDM_DISABLE=1`` once hid a progress bar from a test two hundred files later. The
+    environment is put back and the test fails, naming the variables."""
+    before = dict(os.environ)
+    yield
+    changed = sorted(k for k in before.keys() | os.environ.keys()
+                     if before.get(k) != os.environ.get(k) and k not in _SET_BY_LIBRARIES)
+    if not changed:
+        return
+    for k in changed:
+        if k in before:
+            os.environ[k] = before[k]
+        else:
+            del os.environ[k]
+    pytest.fail(f"the test left os.environ changed: {', '.join(changed)} (use monkeypatch.setenv, or the restore_env "
+                f"fixture where the code under test sets variables)")
+
+
+@pytest.fixture
+def restore_env(monkeypatch):
+    """``restore_env(*names)``: the variables come back as they were (set or absent) after the test, whatever the code
+    under test sets; their values are not changed now (``monkeypatch.delenv`` of an absent variable records nothing,
+    so a value the code sets later would stay)."""
+    def keep(*names: str) -> None:
+        for name in names:
+            if name in os.environ:
+                monkeypatch.setenv(name, os.environ[name])  # recorded with its value: put back at teardown
+            else:
+                monkeypatch.setenv(name, "")  # recorded as absent: removed at teardown
+                monkeypatch.delenv(name)
+
+    return keep

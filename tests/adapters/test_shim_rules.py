@@ -17,8 +17,10 @@ from adapters import shim
 
 
 @pytest.fixture
-def isolated(monkeypatch, tmp_path):
-    """The upstream checkout is the current directory; sys.argv, sys.path and sys.modules come back afterwards."""
+def isolated(monkeypatch, tmp_path, restore_env):
+    """The upstream checkout is the current directory; sys.argv, sys.path, sys.modules and PYTHONHASHSEED (the seed
+    shim sets it) come back afterwards."""
+    restore_env("PYTHONHASHSEED")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -34,8 +36,9 @@ def test_split_argv_takes_everything_after_the_first_double_dash_as_upstreams():
         shim.split_argv(["--seed", "3", "gen.py"])
 
 
-def test_seed_everything_makes_python_numpy_and_torch_draws_repeat(monkeypatch):
+def test_seed_everything_makes_python_numpy_and_torch_draws_repeat(monkeypatch, restore_env):
     torch = pytest.importorskip("torch")
+    restore_env("PYTHONHASHSEED")
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     draws = []
     for _ in range(2):

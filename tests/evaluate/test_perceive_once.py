@@ -1242,8 +1242,10 @@ def test_stage_run_finishes_a_judged_item_once_its_answer_is_in_and_scores_the_n
     assert out["timings"]["total_s"] == work
 
 
-def test_stage_run_reuses_unless_forced_and_scores_only_the_items_asked(stand, stand_run, capsys):
+def test_stage_run_reuses_unless_forced_and_scores_only_the_items_asked(stand, stand_run, capsys, monkeypatch):
     from evaluate.stage import evaluate_run
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # the progress bar below is tqdm's
 
     env = stand_run / "m/fullkv/seed-0/lrlr/env"
     out = evaluate_run(stand_run, _stage_cfg(), tables=False, strips_ahead=False, only=[env])

@@ -11,8 +11,12 @@ from harness.app.bench import main
 
 
 @pytest.fixture
-def keep_affinity():
-    """The benchmark pins the process to one core; give the rest of the session its cores back."""
+def keep_affinity(restore_env):
+    """The benchmark pins the process to one core and sets up the project's logging and thread count (variables of
+    this process): give the rest of the session its cores and environment back."""
+    from harness.logs import OWN_HANDLERS
+
+    restore_env("OMP_NUM_THREADS", *OWN_HANDLERS.values())
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     yield
     if cores is not None:

@@ -556,12 +556,14 @@ def test_the_no_comparison_hint_fits_the_command(monkeypatch):
     assert "-m context" not in job and "report run=study" in job
 
 
-def test_matplotlib_font_cache_notice_stays_off_the_console():
+def test_matplotlib_font_cache_notice_stays_off_the_console(restore_env):
     """'generated new fontManager' is an INFO record of matplotlib.font_manager: hidden at the default verbosity,
     shown with verbosity=debug."""
     import logging
 
-    from harness.logs import setup_logging
+    from harness.logs import OWN_HANDLERS, setup_logging
+
+    restore_env(*OWN_HANDLERS.values())  # setup_logging sets the libraries' verbosity variables
 
     try:
         setup_logging("info")

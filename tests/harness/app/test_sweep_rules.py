@@ -349,8 +349,9 @@ def test_a_ctrl_c_leaves_an_idle_worker_alone(monkeypatch):
 
 # -- _init_worker ---------------------------------------------------------------------------------------------------
 
-def test_a_worker_learns_the_command_line_and_sets_its_threads(monkeypatch):
+def test_a_worker_learns_the_command_line_and_sets_its_threads(monkeypatch, restore_env):
     seen: dict = {}
+    restore_env("OMP_NUM_THREADS", "TQDM_DISABLE")  # the worker sets both in this process
     monkeypatch.setattr(signal, "signal", lambda sig, handler: seen.setdefault("signal", (sig, handler)))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
