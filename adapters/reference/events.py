@@ -133,8 +133,11 @@ class WalkOffEvent:
         if np.linalg.norm(c2w_t[:3, 3]) < 1e-9:
             M = renderer.K_cv @ c2w_t[:3, :3] @ renderer.K_cv_inv  # target -> frame-0 homography (same centre)
             warped, valid = renderer._warp_rotation(M, layer)
-        else:
-            warped, valid = renderer._warp_rays(renderer.coarse_hit_points(c2w_t), np.eye(4), layer)
+        else:  # the layer is drawn on frame 0's canvas: frame 0's camera is the source of the ray maps
+            whole = (slice(0, renderer.h), slice(0, renderer.w))
+            block = renderer._coarse_block(0, 0, renderer.w, renderer.h)
+            maps = renderer._coarse_maps(renderer.coarse_hit_points(c2w_t)[block], np.eye(4))
+            warped, valid = renderer._warp_rays(maps, block, layer, whole)
         n = cv2.countNonZero(valid)
         self.progress[int(t)] = p
         self.visible[int(t)] = round(min(1.0, n / self.band_area), 6)

@@ -72,6 +72,15 @@ def handler_for(cfg: RunConfig, handler: Callable[[RunConfig], None]) -> Callabl
     return STAGE_HANDLERS.get(cfg.stage, handler) if cfg.cmd == "run" else handler
 
 
+def _one_line(exc: Exception) -> str:
+    """An OmegaConf error as one line: its key, then the first line of its message (the rest repeats the key and
+    names OmegaConf's internal types)."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    key = getattr(exc, "full_key", None)
+    return f"{key}: {first}" if key else first
+
+
 def dispatch(cfg_omega: Any) -> None:
     """Hydra's task function: resolve the composed config, validate it once, run its command's handler."""
     from harness.app.argv import resolved
@@ -81,7 +90,7 @@ def dispatch(cfg_omega: Any) -> None:
     try:
         raw = resolved(cfg_omega)
     except Exception as exc:  # an interpolation that cannot resolve
-        fail(f"config: {exc}")
+        fail(f"config: {_one_line(exc)}")
     register_secrets(secret_values(raw))
     cmd = raw.get("cmd", "run")
     handler = HANDLERS.get(cmd)
