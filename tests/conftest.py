@@ -108,8 +108,11 @@ def _project_logging_left_as_found():
 
 #: variables a library sets in ``os.environ`` when it is imported or first used (once per process): left as they are
 _SET_BY_LIBRARIES = frozenset({
+    "LD_LIBRARY_PATH", "PATH", "QT_QPA_PLATFORM_PLUGIN_PATH", "QT_QPA_FONTDIR",  # OpenCV's loader, at import
     "ORT_DISABLE_TELEMETRY", "NO_ALBUMENTATIONS_UPDATE",  # insightface, at import
     "TORCHINDUCTOR_CACHE_DIR",  # torch._inductor, at its first cache lookup
+    "DISABLE_CUPTI_LAZY_REINIT", "TEARDOWN_CUPTI",  # torch's profiler
+    "MPLCONFIGDIR",  # matplotlib, at import where its config folder is not writable
     "PYTEST_CURRENT_TEST",  # pytest's own, per phase
 })
 
