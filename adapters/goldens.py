@@ -84,9 +84,8 @@ def regen(models: Sequence[str] = MODELS, trajectories: Sequence[str] = TRAJECTO
                 # numpy's stub types **kwds like its allow_pickle flag (bool); every key here is an array's name
                 np.savez_compressed(dest / "arrays.npz", **arrays)  # type: ignore[arg-type]
                 for rel, text in texts.items():
-                    p = dest / "text" / f"{rel}.golden"
-                    p.parent.mkdir(parents=True, exist_ok=True)
-                    write_text(p, text, scrubbed=True)  # the golden is what the harness wrote
+                    # the golden is what the harness wrote (write_text makes the folders a nested file needs)
+                    write_text(dest / "text" / f"{rel}.golden", text, scrubbed=True)
                 print(f"wrote {dest.relative_to(ROOT)} ({len(arrays)} arrays, {len(texts)} text files)")
 
 
