@@ -486,8 +486,9 @@ def check_resources(c: Case) -> None:
                 raise CaseError(f"{c.source}: targets.objects[{o.id}].mask: {o.mask!r} is {mw}x{mh}, the image is "
                                 f"{w}x{h}; give a mask of the image's size (white = object)")
         if o.polygon is not None:
-            pts = np.asarray(o.polygon, dtype=float)
-            if pts.ndim != 2 or pts.shape[1] != 2 or not np.isfinite(pts).all() or (pts < 0).any() \
+            # two numbers a point (a ragged list is no array), finite, inside the image
+            pts = np.asarray(o.polygon, dtype=float) if all(len(p) == 2 for p in o.polygon) else None
+            if pts is None or not np.isfinite(pts).all() or (pts < 0).any() \
                     or (pts[:, 0] > w).any() or (pts[:, 1] > h).any():
                 raise CaseError(f"{c.source}: targets.objects[{o.id}].polygon: points must be finite [x, y] pixels "
                                 f"inside the {w}x{h} image")
