@@ -47,7 +47,7 @@ def current_rank() -> Rank:
     world = get("WORLD_SIZE", default=1)
     rank = get("RANK", default=0)
     local = get("LOCAL_RANK", default=rank)
-    if world < 1 or not (0 <= rank < world):
+    if not 0 <= rank < world:  # a world of 0 or less holds no rank
         return Rank()
     return Rank(rank, world, local)
 
