@@ -208,7 +208,9 @@ def problem(root: type[Section], prefix: str, exc: ValidationError, data: Any) -
 
 
 def _value_message(place: _Place, err: ErrorDetails, path: str, value: Any, cause: Any) -> str:
-    """``<path>=<value!r>: <fix>`` (or the field's whole message) for a value error at ``place``."""
+    """``<path>=<value!r>: <fix>`` (or the field's whole message) for a value error at ``place``; a whole config
+    that is no mapping (API use) is named ``config``."""
+    path = path or "config"
     if isinstance(cause, Invalid):
         return f"{path}={value!r}: {cause}"
     field = place.field

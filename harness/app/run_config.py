@@ -64,7 +64,7 @@ def parse_shard(shard: str) -> tuple[int, int]:
         i, n = (int(x) for x in str(shard).split("/"))
     except ValueError:
         raise PlanError(f"shard={shard!r}: use 'i/n', e.g. 0/4") from None
-    if not (n >= 1 and 0 <= i < n):
+    if not 0 <= i < n:  # n >= 1 follows
         raise PlanError(f"shard={shard!r}: need n >= 1 and 0 <= i < n")
     return i, n
 
