@@ -276,3 +276,33 @@ def test_ctrl_c_in_main_is_one_line_and_exit_130(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main()
     assert exc.value.code == 130 and capsys.readouterr().err == f"\n{console.INTERRUPTED}\n"
+
+
+def test_a_sweeps_misspelled_key_is_refused_before_hydra_runs(hydra_main, capsys):
+    """A sweep's overrides are composed by the check itself (a plain run's are checked when Hydra composes)."""
+    with pytest.raises(SystemExit) as exc:
+        cli._run_hydra(["harness", "-m", "modle=reference"])
+    assert exc.value.code == 2 and hydra_main.argv is None
+    err = capsys.readouterr().err
+    assert err.startswith("error: modle") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_hides_the_internal_options_and_only_help_does(hydra_main, monkeypatch, flag):
+    hidden = []
+    monkeypatch.setattr(argv_mod, "hide_internal_options_in_help", lambda: hidden.append(True))
+    cli._run_hydra(["harness", "list"])
+    assert hidden == []
+    cli._run_hydra(["harness", flag])
+    assert hidden == [True] and hydra_main.argv[-1] == flag
+
+
+def test_main_runs_an_argv_command_given_no_further_words(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "argv", ["harness", "weights"])
+    monkeypatch.setattr("harness.app.weights.main", lambda words: seen.append(words) or 0)
+    monkeypatch.setattr("harness.logs.setup_logging", lambda *a: None)
+    monkeypatch.setattr(cli, "_run_hydra", lambda argv: seen.append("hydra"))
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 0 and seen == [[]]
