@@ -185,7 +185,3 @@ def main() -> None:
         interrupted()
     finally:
         sys.stdout, sys.stderr = out, err
-
-
-if __name__ == "__main__":
-    main()

@@ -113,9 +113,9 @@ def test_the_outcome_names_the_report_and_the_verdict_with_the_hint_for_this_com
     assert NO_COMPARISON_HINT not in "\n".join(lines)
 
 
-def test_an_empty_report_and_verdict_print_nothing_and_the_table_follows_when_asked(stage, capsys):
+def test_an_empty_report_and_verdict_print_nothing_and_the_table_follows_by_default(stage, capsys):
     stage.out = _out(report="", verdict=[])
-    evaluation.evaluate(Path("/r"), _cfg(), table=True)
+    evaluation.evaluate(Path("/r"), _cfg())
     assert capsys.readouterr().out == ("evaluated 2 video(s): S.md  A.md  V.md\n"
                                        "(no metric could be computed with the available backbones; see summary.md)\n")
 

@@ -19,7 +19,9 @@ from harness.errors import UserError
 @pytest.fixture(scope="module")
 def preview_cfg(tmp_path_factory):
     root = tmp_path_factory.mktemp("out")
-    return load_run_config(resolved(compose_config(["cmd=preview", "model=reference", f"output_root={root}"])))
+    # an output root not made yet: the previews folder is made with its parents
+    return load_run_config(resolved(compose_config(["cmd=preview", "model=reference",
+                                                    f"output_root={root / 'not' / 'yet'}"])))
 
 
 # -- validate --------------------------------------------------------------------------------------------------------
@@ -59,7 +61,8 @@ def test_validate_loads_each_cases_image_depth_and_masks_at_the_images_size(monk
 
 def test_preview_draws_the_models_path_and_saves_it_beside_the_png(preview_cfg, monkeypatch, capsys):
     drawn = []
-    monkeypatch.setattr("trajectories.preview.preview_path", lambda path, out: drawn.append((path.num_frames, out)))
+    monkeypatch.setattr("trajectories.preview.preview_path",  # the drawing finds its folder made
+                        lambda path, out: drawn.append((path.num_frames, out)) if out.parent.is_dir() else None)
     info.cmd_preview(preview_cfg)
     folder = Path(preview_cfg.output_root) / "previews"
     png = folder / f"{preview_cfg.trajectory.name}_reference.png"
@@ -68,6 +71,8 @@ def test_preview_draws_the_models_path_and_saves_it_beside_the_png(preview_cfg, 
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"wrote {png} and {png.with_suffix('.npz')}"
     assert out[1].startswith("phases: V=[0,") and out[1].endswith(f",{T})")
+    info.cmd_preview(preview_cfg)  # again: the folder exists, the files are replaced
+    assert len(drawn) == 2
 
 
 def test_preview_refuses_a_trajectory_name_that_is_no_plain_name_before_writing(preview_cfg, monkeypatch, tmp_path):
