@@ -106,6 +106,19 @@ def _project_logging_left_as_found():
     logging.getLogger().setLevel(root_level)
 
 
+@pytest.fixture(autouse=True)
+def _hydra_config_left_as_found():
+    """A command run in this process leaves Hydra's ``HydraConfig`` set to its job's config (Hydra never clears it):
+    a later test on the same worker would then read a run's search path or a sweep's mode (``in_sweep``). Put back
+    as found (only where Hydra is imported: most tests never do)."""
+    mod = sys.modules.get("hydra.core.hydra_config")
+    before = mod.HydraConfig.instance().cfg if mod is not None else None
+    yield
+    mod = sys.modules.get("hydra.core.hydra_config")
+    if mod is not None:
+        mod.HydraConfig.instance().cfg = before
+
+
 #: variables a library sets in ``os.environ`` when it is imported or first used (once per process): left as they are
 _SET_BY_LIBRARIES = frozenset({
     "LD_LIBRARY_PATH", "PATH", "QT_QPA_PLATFORM_PLUGIN_PATH", "QT_QPA_FONTDIR",  # OpenCV's loader, at import

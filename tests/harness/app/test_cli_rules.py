@@ -15,7 +15,6 @@ from harness.app import argv as argv_mod
 from harness.app import cli, console, settings
 from harness.app.commands import run
 from harness.errors import CommandExit, UserError
-from harness.secrets import ScrubbedStream
 
 # -- the table -------------------------------------------------------------------------------------------------------
 
@@ -250,8 +249,9 @@ def test_main_hands_two_word_commands_to_hydra_as_cmd_and_scrubs_both_streams_me
     out, err = sys.stdout, sys.stderr
     monkeypatch.setattr(sys, "argv", ["harness", "judge", "check", "x=1"])
     monkeypatch.setattr("harness.logs.setup_logging", lambda *a: None)
+    scrubbed = sys.modules["harness.secrets"].ScrubbedStream  # the class main reads (a test may reimport the module)
     monkeypatch.setattr(cli, "_run_hydra", lambda argv: seen.append(
-        (argv, isinstance(sys.stdout, ScrubbedStream), isinstance(sys.stderr, ScrubbedStream))))
+        (argv, isinstance(sys.stdout, scrubbed), isinstance(sys.stderr, scrubbed))))
     cli.main()
     assert seen == [(["harness", "cmd=judge_check", "x=1"], True, True)]
     assert (sys.stdout, sys.stderr) == (out, err)  # put back
