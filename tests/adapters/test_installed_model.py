@@ -10,15 +10,13 @@ that names the distribution and the fix.
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 
 from adapters import contracts
 from harness.config_groups import list_group
 from harness.installed_models import GROUP, InstalledModelError, installed_models
 from tests.support.cli import in_process_cli
+from tests.support.sites import temporary_site
 from tests.support.toy_model import write_toy_model
 
 TOY_REPO = "example/toy-installed-model"
@@ -35,13 +33,7 @@ def _install(site, entry_points: str, name: str = "toy-world-model") -> None:
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     """An empty site folder on ``sys.path``; the toy modules are forgotten afterwards."""
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    for name in [m for m in sys.modules if m.split(".")[0] in ("toy_world_model", "broken_model")]:
-        del sys.modules[name]
+    yield from temporary_site(tmp_path, monkeypatch, ("toy_world_model", "broken_model"))
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ app the search path comes from Hydra's runtime config; here a stand-in of ``Hydr
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,6 +26,7 @@ from harness.config_groups import (
 )
 from harness.errors import ConfigError, MissingDependencyError
 from harness.installed_models import model_packages
+from tests.support.sites import temporary_site
 
 ROOT = Path(__file__).resolve().parents[2]
 _MODULES = ("rules_cg_own", "rules_cg_dep", "rules_cg_bare")
@@ -54,13 +53,7 @@ def sources(monkeypatch):
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    for name in [m for m in sys.modules if m.split(".")[0] in _MODULES]:
-        del sys.modules[name]
+    yield from temporary_site(tmp_path, monkeypatch, _MODULES)
 
 
 def _model_dirs() -> list[Path]:

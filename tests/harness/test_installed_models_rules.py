@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from harness.installed_models import (
 from harness.installed_models import (
     installed_models as installed,
 )
+from tests.support.sites import temporary_site
 
 _PACKAGES = ("rules_pkg_one", "rules_pkg_two", "rules_pkg_bare", "rules_pkg_nocontract")
 
@@ -54,13 +54,7 @@ def _install(site: Path, dist: str, *lines: str) -> None:
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    for name in [m for m in sys.modules if m.split(".")[0] in _PACKAGES]:
-        del sys.modules[name]
+    yield from temporary_site(tmp_path, monkeypatch, _PACKAGES)
 
 
 def _ep(name: str, value: str) -> importlib.metadata.EntryPoint:

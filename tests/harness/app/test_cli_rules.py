@@ -178,59 +178,41 @@ def test_the_secrets_of_the_command_line_are_learned_before_hydra_runs(hydra_mai
     assert learned == [{token: "HF_TOKEN"}] and hydra_main.argv is not None
 
 
-def test_hydras_exit_1_before_any_job_is_a_usage_error_exit_2(hydra_main):
-    def usage_error(task):
-        raise SystemExit(1)
-
-    hydra_main.then = usage_error
-    with pytest.raises(SystemExit) as exc:
+def _exit_code(hydra_main, then, raises: type[SystemExit] = SystemExit) -> int:
+    """The exit code of ``harness list`` when Hydra's run does ``then(task)``."""
+    hydra_main.then = then
+    with pytest.raises(raises) as exc:
         cli._run_hydra(["harness", "list"])
-    assert exc.value.code == 2
+    return exc.value.code
+
+
+def _raising(exc: SystemExit, after_job: bool = False):
+    def then(task):
+        if after_job:
+            task("composed")
+        raise exc
+    return then
+
+
+def test_hydras_exit_1_before_any_job_is_a_usage_error_exit_2(hydra_main):
+    assert _exit_code(hydra_main, _raising(SystemExit(1))) == 2
 
 
 def test_an_exit_1_after_a_job_started_or_a_commands_own_exit_1_stays_1(hydra_main, monkeypatch):
     monkeypatch.setattr(cli, "dispatch", lambda c: None)
-
-    def job_then_exit(task):
-        task("composed")
-        raise SystemExit(1)
-
-    hydra_main.then = job_then_exit
-    with pytest.raises(SystemExit) as exc:
-        cli._run_hydra(["harness", "list"])
-    assert exc.value.code == 1
-
-    def command_exit(task):
-        raise CommandExit(1)
-
-    hydra_main.then = command_exit
-    with pytest.raises(CommandExit) as exc:
-        cli._run_hydra(["harness", "list"])
-    assert exc.value.code == 1
+    assert _exit_code(hydra_main, _raising(SystemExit(1), after_job=True)) == 1
+    assert _exit_code(hydra_main, _raising(CommandExit(1)), raises=CommandExit) == 1
 
 
 def test_another_exit_code_of_hydra_is_passed_on(hydra_main):
-    def exit_3(task):
-        raise SystemExit(3)
-
-    hydra_main.then = exit_3
-    with pytest.raises(SystemExit) as exc:
-        cli._run_hydra(["harness", "list"])
-    assert exc.value.code == 3
+    assert _exit_code(hydra_main, _raising(SystemExit(3))) == 3
 
 
 def test_a_second_run_in_one_process_forgets_that_the_first_dispatched(hydra_main, monkeypatch):
     monkeypatch.setattr(cli, "dispatch", lambda c: None)
     hydra_main.then = lambda task: task("composed")
     cli._run_hydra(["harness", "list"])
-
-    def usage_error(task):
-        raise SystemExit(1)
-
-    hydra_main.then = usage_error
-    with pytest.raises(SystemExit) as exc:
-        cli._run_hydra(["harness", "list"])
-    assert exc.value.code == 2
+    assert _exit_code(hydra_main, _raising(SystemExit(1))) == 2
 
 
 def test_main_runs_an_argv_command_with_the_words_after_it_and_exits_with_its_code(monkeypatch):

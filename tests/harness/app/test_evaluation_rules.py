@@ -12,6 +12,7 @@ import pytest
 from evaluate.reporting.verdict import NO_COMPARISON_HINT
 from evaluate.results import ItemResult
 from harness.app.commands import evaluation
+from tests.support.clocks import StepClock
 
 
 def _cfg(**kw) -> SimpleNamespace:
@@ -27,21 +28,6 @@ def _out(**kw) -> dict:
     return {**base, **kw}
 
 
-class _Clock:
-    """``time`` of the module: each read of a clock advances it by its step."""
-
-    def __init__(self) -> None:
-        self.wall, self.cpu = 100.0, 10.0
-
-    def perf_counter(self) -> float:
-        self.wall += 5.0
-        return self.wall
-
-    def process_time(self) -> float:
-        self.cpu += 2.0
-        return self.cpu
-
-
 @pytest.fixture
 def stage(monkeypatch):
     state = SimpleNamespace(calls=[], out=_out(), removed=[])
@@ -53,7 +39,7 @@ def stage(monkeypatch):
     monkeypatch.setattr("evaluate.stage.evaluate_run", evaluate_run)
     monkeypatch.setattr("evaluate.weights.weights_root", lambda d: f"root({d})")
     monkeypatch.setattr("harness.io.remove_dead_temps", state.removed.append)
-    monkeypatch.setattr(evaluation, "time", _Clock())
+    monkeypatch.setattr(evaluation, "time", StepClock())
     monkeypatch.setattr(evaluation, "in_sweep", lambda: False)
     return state
 

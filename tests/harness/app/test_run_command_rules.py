@@ -27,6 +27,7 @@ from harness.app.settings import compose_config, load_run_config
 from harness.dist import Rank
 from harness.errors import ConfigError
 from harness.secrets import RedactedConfig
+from tests.support.clocks import StepClock
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx1234"
 
@@ -309,21 +310,6 @@ def test_nothing_to_run_outside_a_sweep_is_the_error(checks, cfg_for):
 # -- cmd_run ---------------------------------------------------------------------------------------------------------
 
 
-class _Clock:
-    """``time`` of the module: each read of a clock advances it by its step."""
-
-    def __init__(self) -> None:
-        self.wall, self.cpu = 100.0, 10.0
-
-    def perf_counter(self) -> float:
-        self.wall += 5.0
-        return self.wall
-
-    def process_time(self) -> float:
-        self.cpu += 2.0
-        return self.cpu
-
-
 @pytest.fixture
 def job(monkeypatch, checks, cfg_for):
     """``cmd_run`` with its collaborators standing in: the generation returns ``state.summary`` (and calls
@@ -361,7 +347,7 @@ def job(monkeypatch, checks, cfg_for):
     monkeypatch.setattr("harness.io.remove_dead_temps", state.removed.append)
     monkeypatch.setattr(run, "save_config", lambda recorded, run_dir: state.saved.append((recorded, run_dir)))
     monkeypatch.setattr(run, "evaluate", evaluate)
-    monkeypatch.setattr(run, "time", _Clock())
+    monkeypatch.setattr(run, "time", StepClock())
     monkeypatch.setattr(run, "_JOB_NOTES", {})
     monkeypatch.setattr(run, "_REPORT_AT_END", [])
     state.go = go
