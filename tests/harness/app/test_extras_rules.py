@@ -29,3 +29,10 @@ def test_only_the_launcher_key_with_a_known_launcher_is_checked(missing_dist, ar
 
 def test_a_word_without_a_value_is_no_launcher_override(missing_dist):
     extras.check_launchers(["slurm", "launcher"])
+
+
+def test_the_missing_dependency_message_names_what_needs_it_the_modules_and_the_extra():
+    assert str(MissingDependencyError("launcher=slurm", "dist", "submitit")) == (
+        "launcher=slurm needs a package that is not installed (submitit); pip install -e '.[dist]'")
+    bare = MissingDependencyError("model=x")
+    assert str(bare) == "model=x needs a package that is not installed; install it" and bare.extra is None
