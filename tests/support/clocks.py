@@ -4,16 +4,17 @@ from __future__ import annotations
 
 
 class StepClock:
-    """Each read of ``perf_counter`` adds 5 s to the wall clock (from 100), of ``process_time`` 2 s to the CPU clock
-    (from 10)."""
+    """Each read of ``perf_counter`` adds ``wall_step`` seconds to the wall clock (from 100), of ``process_time``
+    ``cpu_step`` seconds to the CPU clock (from 10)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall_step: float = 5.0, cpu_step: float = 2.0) -> None:
         self.wall, self.cpu = 100.0, 10.0
+        self.wall_step, self.cpu_step = wall_step, cpu_step
 
     def perf_counter(self) -> float:
-        self.wall += 5.0
+        self.wall += self.wall_step
         return self.wall
 
     def process_time(self) -> float:
-        self.cpu += 2.0
+        self.cpu += self.cpu_step
         return self.cpu

@@ -10,18 +10,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.app.argv import resolved
 from harness.app.commands import info
-from harness.app.settings import compose_config, load_run_config
 from harness.errors import UserError
+from tests.support.run_configs import run_config
 
 
 @pytest.fixture(scope="module")
 def preview_cfg(tmp_path_factory):
     root = tmp_path_factory.mktemp("out")
     # an output root not made yet: the previews folder is made with its parents
-    return load_run_config(resolved(compose_config(["cmd=preview", "model=reference",
-                                                    f"output_root={root / 'not' / 'yet'}"])))
+    return run_config("cmd=preview", "model=reference", f"output_root={root / 'not' / 'yet'}")
 
 
 # -- validate --------------------------------------------------------------------------------------------------------

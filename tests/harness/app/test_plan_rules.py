@@ -21,7 +21,6 @@ from adapters.base import ModelConfigError, UnsupportedContextError
 from adapters.reference.adapter import ReferenceAdapter
 from harness import config_groups, gpu_pool
 from harness.app import plan as plan_module
-from harness.app.argv import resolved
 from harness.app.plan import (
     check_compile,
     check_trajectories,
@@ -38,17 +37,16 @@ from harness.context import ContextPolicy
 from harness.context.policies import FullKV, Paper
 from harness.errors import ConfigError, UserError
 from harness.outputs import PlanError, WorkItem
+from tests.support.run_configs import SMALL_REFERENCE, composed
 from trajectories import TrajectoryError, TrajectorySpec
 
-SMALL = ["model=reference", "output_root=outputs", "model.height=96", "model.width=160", "model.num_frames=65",
-         "cases.include=[environment_rocket,human_astronaut]", "trajectory=lrlr"]
 ROCKET, ASTRONAUT = "environment_rocket", "human_astronaut"
 
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
     """The composed small config as a plain mapping (read-only: every test copies what it changes)."""
-    return resolved(compose_config(SMALL))
+    return composed(*SMALL_REFERENCE)
 
 
 @pytest.fixture(scope="module")
@@ -507,8 +505,8 @@ def test_load_run_config_keeps_the_mapping_it_typed(raw, cfg):
 def test_compose_config_composes_even_when_hydra_is_already_initialised_and_leaves_it_cleared():
     with initialize_config_module(config_module="conf", version_base="1.3"):
         assert GlobalHydra.instance().is_initialized()
-        composed = compose_config(["cmd=list"])
-        assert composed.cmd == "list"
+        listing = compose_config(["cmd=list"])
+        assert listing.cmd == "list"
         assert not GlobalHydra.instance().is_initialized()
 
 

@@ -19,15 +19,14 @@ from hydra.core.hydra_config import HydraConfig
 import harness.io
 from harness.app import plan as plan_module
 from harness.app import runner
-from harness.app.argv import resolved
 from harness.app.commands import run
 from harness.app.run_config import RunConfig
 from harness.app.runner import RunSummary
-from harness.app.settings import compose_config, load_run_config
 from harness.dist import Rank
 from harness.errors import ConfigError
 from harness.secrets import RedactedConfig
 from tests.support.clocks import StepClock
+from tests.support.run_configs import run_config
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx1234"
 
@@ -36,7 +35,7 @@ SECRET = "sk-abcdefghijklmnopqrstuvwx1234"
 def base_cfg(tmp_path_factory) -> RunConfig:
     """``run model=reference`` as the command line composes it (one trajectory: lrlr; the demo case set); planned
     once here, so that the tests' plans find the adapter and the case set imported."""
-    cfg = load_run_config(resolved(compose_config(["model=reference", "output_root=outputs"])))
+    cfg = run_config("model=reference", "output_root=outputs")
     plan_module.plan_from_config(cfg.replace(output_root=str(tmp_path_factory.mktemp("warm"))))
     return cfg
 

@@ -22,26 +22,23 @@ import pytest
 from adapters.base import GeneratedVideo
 from harness.app import plan as plan_module
 from harness.app import runner
-from harness.app.argv import resolved
 from harness.app.run_config import RunConfig
 from harness.app.runner import FingerprintMismatch, RunSummary
-from harness.app.settings import compose_config, load_run_config
 from harness.dist import Rank
 from harness.fingerprint import fingerprint_with_recorded_frames
 from harness.gpu_pool import DeviceConfigError, GPUPool, assigned
 from harness.io import host_tag, sha256_file
 from harness.locks import ItemLocks, lock_name
 from harness.outputs import PlanError, WorkItem, item_problems
+from tests.support.run_configs import SMALL_REFERENCE, run_config
 from trajectories.migration import SUPERSEDED
 
-SMALL = ["model=reference", "output_root=outputs", "model.height=96", "model.width=160", "model.num_frames=65",
-         "cases.include=[environment_rocket,human_astronaut]", "trajectory=lrlr"]
 ROCKET, ASTRONAUT = "reference/fov/seed-1/lrlr/environment_rocket", "reference/fov/seed-1/lrlr/human_astronaut"
 DEAD_PID = 2**22 + 1  # above Linux's largest pid: never a live process
 
 
 def _compose(*extra: str) -> RunConfig:
-    return load_run_config(resolved(compose_config([*SMALL, *extra])))
+    return run_config(*SMALL_REFERENCE, *extra)
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from harness.app.setup_check import (
     verify_record,
 )
 from harness.config_groups import group_yaml
+from tests.support.clocks import StepClock
 
 MODEL = "lingbot_v2"
 CONTRACT = contracts.load(MODEL)
@@ -91,17 +92,6 @@ def record(folder: Path, files: dict[str, bytes], checks: dict[str, str]) -> Non
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data)
     (folder / RECORD).write_text(json.dumps({"files": checks}))
-
-
-class Clock:
-    """``time`` for the module under test: ``perf_counter`` advances by ``step`` seconds at each reading."""
-
-    def __init__(self, step: float = 1.5):
-        self.now, self.step = 100.0, step
-
-    def perf_counter(self) -> float:
-        self.now += self.step
-        return self.now
 
 
 # -- StepResult and the findings that stop a step -------------------------------------------------------------------
@@ -416,7 +406,7 @@ def tiny_run(monkeypatch):
         return a
 
     monkeypatch.setattr(adapters.base, "build_adapter", build)
-    monkeypatch.setattr(setup_check, "time", Clock(2.5))
+    monkeypatch.setattr(setup_check, "time", StepClock(2.5))
     return seen
 
 
@@ -490,7 +480,7 @@ def steps(monkeypatch, **results: StepResult) -> list[str]:
         return step
     for name in setup_check.CHECK_STEPS:
         monkeypatch.setattr(setup_check, f"step_{name}", stand_in(name))
-    monkeypatch.setattr(setup_check, "time", Clock(1.5))
+    monkeypatch.setattr(setup_check, "time", StepClock(1.5))
     return ran
 
 
