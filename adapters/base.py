@@ -471,7 +471,7 @@ class Adapter(ABC):
         c = self.config
         total = c.frames_for(name)
         hold = int(c.trailing_hold_frames)
-        if getattr(spec, "frame_layout", False):
+        if spec.frame_layout:
             # A fixed-speed preset's final hold already takes the frames its sweeps leave: the model's trailing
             # static poses (Evoke's 21) must fall inside it, counting the last sweep's end frame.
             path = build_path(spec, total, c.fps, K, c.height, c.width)

@@ -51,7 +51,7 @@ def camera_rows(c2w: np.ndarray, units: float) -> list[list[float]]:
     for i, T in enumerate(c2w):
         T = T.copy()
         T[:3, 3] *= units
-        w2c = w2c_from_c2w(T)[:3, :4].reshape(-1)
+        w2c = w2c_from_c2w(T)[:3].reshape(-1)
         rows.append([float(i), *DREAMX_FIXED_K_NORM.tolist(), 0.0, 0.0, *w2c.tolist()])
     return rows
 
@@ -102,7 +102,7 @@ class DreamXAdapter(UpstreamAdapter):
     def decode(self, controls_dir: Path, req: ItemRequest) -> np.ndarray:
         rows = parse_camera_rows((controls_dir / "cameras.txt").read_text())
         w2c = np.tile(np.eye(4), (len(rows), 1, 1))
-        w2c[:, :3, :4] = rows[:, 7:19].reshape(-1, 3, 4)
+        w2c[:, :3] = rows[:, 7:19].reshape(-1, 3, 4)
         c2w = c2w_from_w2c(w2c)
         c2w[:, :3, 3] /= self.scene_scale()
         anchors = first_of_group_anchors(self.num_latents(len(rows)))

@@ -245,7 +245,7 @@ class SanaWMDiffusersAdapter(Adapter):
         N = req.path.num_frames
         t1 = time.perf_counter()
         if req.context.name == "native":
-            out = pipe(image=Image.fromarray(np.ascontiguousarray(image)), prompt=req.case.prompt or "", c2w=c2w,
+            out = pipe(image=Image.fromarray(np.ascontiguousarray(image)), prompt=req.case.prompt, c2w=c2w,
                        intrinsics=intr, height=c.height, width=c.width, num_frames=N, fps=int(round(c.fps)),
                        num_inference_steps=c.num_inference_steps, guidance_scale=c.guidance_scale,
                        negative_prompt=c.negative_prompt, max_sequence_length=c.max_sequence_length,
@@ -291,7 +291,7 @@ class SanaWMDiffusersAdapter(Adapter):
         dtype = pipe.transformer.dtype
         do_cfg = c.guidance_scale > 1.0
         cond, cond_mask, neg, neg_mask = pipe.encode_prompt(
-            req.case.prompt or "", c.negative_prompt, device=device, max_sequence_length=c.max_sequence_length,
+            req.case.prompt, c.negative_prompt, device=device, max_sequence_length=c.max_sequence_length,
             chi_prompt=DEFAULT_CHI_PROMPT)
         first = pipe._encode_first_frame(pixels, device, dtype)  # (1, C, 1, h, w)
         cam = pipe._build_camera_kwargs(c2w, intr, (H, W), device=device, dtype=dtype, do_cfg=do_cfg)

@@ -652,6 +652,41 @@ def test_the_copy_keeps_the_average_rate_else_the_guessed_one(clips, tmp_path):
     assert _decoded(tmp_path / "b.mp4")[0] == 100
 
 
+class _RatelessContainer:
+    """``av.open``'s container whose first video stream states neither an average nor a guessed rate. No container
+    FFmpeg writes gives such a stream (about 20 codecs and containers tried), so the copy's fallback is reached only
+    through this stand-in; decoding is the real container's."""
+
+    def __init__(self, container):
+        self._container = container
+        self._real = container.streams.video[0]
+        self.streams = type("Streams", (), {"video": [type("Stream", (), {"average_rate": None, "guessed_rate": None})()]})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._container.close()
+
+    def decode(self, stream):
+        return self._container.decode(self._real)
+
+
+def test_a_stream_that_states_no_rate_is_copied_at_16_fps(clips, tmp_path, monkeypatch):
+    import av
+
+    real_open = av.open
+    def open_for_reading_rateless(path, mode="r", **options):  # the copy's writer opens its output as it is
+        container = real_open(path, mode, **options)
+        return _RatelessContainer(container) if mode == "r" else container
+
+    monkeypatch.setattr(av, "open", open_for_reading_rateless)
+    out = transcode_h264(clips["odd"], tmp_path / "copy.mp4")
+    monkeypatch.undo()
+    rate, frames = _decoded(out)
+    assert rate == 16 and len(frames) == 3
+
+
 def test_a_copy_as_new_as_the_original_is_reused_and_an_older_one_redone(clips, tmp_path):
     video = tmp_path / "odd.mp4"
     video.write_bytes(clips["odd"].read_bytes())
