@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from .errors import UserError
-from .outputs import SCHEMA_VERSION, ManifestRow, Status, WorkItem, controls_hashes, item_meta
+from .outputs import ManifestRow, Status, WorkItem, controls_hashes, item_meta
 
 if TYPE_CHECKING:
     from trajectories import CameraPath
@@ -247,11 +247,12 @@ class SharedText:
     """The texts of values every record of a run shares (config, versions, model, ...), serialised and scrubbed
     once per run instead of twice per item: a dry run's items take milliseconds, and its records are mostly these.
 
-    A value is shared when the record holds that very object (identity, not equality) as a top-level field."""
+    A value is shared when the record holds that very object (identity, not equality) as a top-level field. A
+    secret registered after a value's text was made makes it again (:func:`harness.secrets.generation`)."""
 
     def __init__(self, *values: Any) -> None:
         self.values = values
-        self._text: dict[int, tuple[Any, str]] = {}
+        self._text: dict[int, tuple[Any, int, str]] = {}  # id -> (the value, the registry's generation, its text)
         self._token = f"\x00shared-{os.urandom(8).hex()}"
 
     def text(self, record: ItemRecord) -> str:
@@ -259,17 +260,18 @@ class SharedText:
         this object's random token), the rest is serialised in one call, then each placeholder is replaced by the
         shared value's cached text (indented as a value at depth 1)."""
         from .io import json_text
-        from .secrets import scrub
+        from .secrets import generation, scrub
 
         doc: dict[str, Any] = {}
         texts: dict[str, str] = {}
+        now = generation()
         for k, v in record.to_dict().items():
             if isinstance(v, (dict, list)) and any(v is x for x in self.values):
                 hit = self._text.get(id(v))
-                if hit is None or hit[0] is not v:
-                    hit = self._text[id(v)] = (v, scrub(json_text(v)[:-1].replace("\n", "\n  ")))
+                if hit is None or hit[0] is not v or hit[1] != now:
+                    hit = self._text[id(v)] = (v, now, scrub(json_text(v)[:-1].replace("\n", "\n  ")))
                 mark = f"{self._token}:{len(texts)}"
-                texts[json.dumps(mark)] = hit[1]
+                texts[json.dumps(mark)] = hit[2]
                 doc[k] = mark
             else:
                 doc[k] = v

@@ -143,6 +143,7 @@ def environment_secrets(environ: Optional[Mapping[str, str]] = None) -> dict[str
 _REGISTRY: dict[str, str] = {}
 _LOCK = threading.Lock()
 _ENV_LOADED = False
+_GENERATION = 0  # changes with the registry: a cache of scrubbed text made at another generation is stale
 
 
 _LITERAL = re.compile(r"^(?:true|false|null|none|yes|no|on|off|[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)$", re.IGNORECASE)
@@ -160,8 +161,12 @@ def register(values: Mapping[str, str]) -> None:
     """Add ``{value: NAME}`` to the values :func:`scrub` removes from every text of this process: wherever they occur
     when :func:`scrubbable`, else (a short or literal value: ``4821``, ``q8x``) where they follow their own name
     (``NAME: value``, ``NAME=value``, ``"NAME": "value"``)."""
+    global _GENERATION
+    new = {str(v): str(n) for v, n in values.items() if str(v).strip()}
     with _LOCK:
-        _REGISTRY.update({str(v): str(n) for v, n in values.items() if str(v).strip()})
+        if any(_REGISTRY.get(v) != n for v, n in new.items()):
+            _REGISTRY.update(new)
+            _GENERATION += 1
 
 
 def registered() -> dict[str, str]:
@@ -173,12 +178,20 @@ def registered() -> dict[str, str]:
     return dict(_REGISTRY)
 
 
+def generation() -> int:
+    """A number that changes whenever the registered values do (the environment's are loaded first): text scrubbed
+    while it was the same is scrubbed of every value registered now (:class:`harness.record.SharedText`)."""
+    registered()
+    return _GENERATION
+
+
 def clear_registry() -> None:
     """Forget the registered values (tests; a new in-process command)."""
-    global _ENV_LOADED
+    global _ENV_LOADED, _GENERATION
     with _LOCK:
         _REGISTRY.clear()
         _ENV_LOADED = False
+        _GENERATION += 1
 
 
 # -- text ------------------------------------------------------------------------------------------------------------

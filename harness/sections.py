@@ -189,9 +189,8 @@ def problem(root: type[Section], prefix: str, exc: ValidationError, data: Any) -
     if isinstance(cause, UserError):  # a rule that wrote its own message
         return cause
     path = ".".join(x for x in (prefix, *place.keys) if x)
-    if err["type"] in _UNKNOWN and place.consumed == len(err["loc"]) - 1:
-        same = [str(e["loc"][-1]) for e, p in zip(errors, places)
-                if e["type"] in _UNKNOWN and p.keys == place.keys and p.consumed == len(e["loc"]) - 1]
+    if _unknown_key(err, place):
+        same = [str(e["loc"][-1]) for e, p in zip(errors, places) if _unknown_key(e, p) and p.keys == place.keys]
         inside, first = place.inside, sorted(same)[0]
         if first in inside.moved:
             return inside.error(f"{path + '.' if path else ''}{first}: {inside.moved[first]}")
@@ -205,6 +204,11 @@ def problem(root: type[Section], prefix: str, exc: ValidationError, data: Any) -
                                   f"{[t.strip(chr(39)) for t in str(ctx.get('expected_tags', '')).split(', ')]}")
     value = _value_at(data, place.keys, err)
     return place.owner.error(_value_message(place, err, path, value, cause))
+
+
+def _unknown_key(err: ErrorDetails, place: _Place) -> bool:
+    """Whether ``err`` is about a key its section does not have: its type says so, and the walk stopped at it."""
+    return err["type"] in _UNKNOWN and place.consumed == len(err["loc"]) - 1
 
 
 def _value_message(place: _Place, err: ErrorDetails, path: str, value: Any, cause: Any) -> str:

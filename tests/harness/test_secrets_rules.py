@@ -73,6 +73,23 @@ def test_the_environment_is_read_once_per_process_and_the_registry_can_be_cleare
     assert secrets.registered() == {}  # cleared, and the environment read again (now without them)
 
 
+def test_the_generation_changes_when_the_registered_values_do_and_only_then(monkeypatch):
+    monkeypatch.setenv("FIRST_TOKEN", "first-value-1")
+    start = secrets._GENERATION
+    g0 = secrets.generation()  # loads the environment's values first: a change
+    assert g0 == start + 1 and secrets.registered() == {"first-value-1": "FIRST_TOKEN"}
+    assert secrets.generation() == g0  # read again: no change
+    secrets.register({"first-value-1": "FIRST_TOKEN", " ": "BLANK"})  # known already, and a blank value: no change
+    assert secrets.generation() == g0
+    secrets.register({"registered-3": "X"})
+    g1 = secrets.generation()
+    assert g1 == g0 + 1
+    secrets.register({"registered-3": "Y"})  # a known value under another name is a change too
+    assert secrets.generation() == g1 + 1 and secrets.registered()["registered-3"] == "Y"
+    secrets.clear_registry()
+    assert secrets._GENERATION == g1 + 2
+
+
 # -- shapes ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value, redacted", [
     ("abcdefghijklmnopqrst", True),  # 20 letters: long enough to be a credential

@@ -483,6 +483,24 @@ def test_a_shared_value_is_serialised_once_per_run():
     assert shared.text(rec) == first and json.loads(first)["config"] == {"k": 1}
 
 
+def test_a_secret_registered_after_a_shared_value_was_serialised_is_scrubbed_from_its_next_text(tmp_path):
+    """The cached text was scrubbed of the values registered then; a value registered later (a model's environment
+    read mid-run) makes it again, so no record written after carries the secret."""
+    from harness import secrets
+
+    config = {"endpoint": "https://example.org/v1", "note": "late-secret-value-0123"}
+    shared = SharedText(config)
+    rec = _record(config=config)
+    try:
+        assert "late-secret-value-0123" in shared.text(rec)
+        secrets.register({"late-secret-value-0123": "LATE_TOKEN"})
+        write_record(tmp_path, rec, shared)
+        assert "late-secret-value-0123" not in (tmp_path / META_FILE).read_text()
+        assert json.loads((tmp_path / META_FILE).read_text())["config"]["endpoint"] == "https://example.org/v1"
+    finally:
+        secrets.clear_registry()
+
+
 def test_a_shared_value_is_spliced_where_its_field_goes(tmp_path):
     versions, config = {"python": "3.11"}, {"a": [1, 2]}
     rec = _record(versions=versions, config=config, argv=["x"])
