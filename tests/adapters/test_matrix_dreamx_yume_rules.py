@@ -26,6 +26,7 @@ from adapters.yume.controls import YumeParams, yume_captions, yume_decode, yume_
 from harness.cases import Case
 from harness.config_groups import group_yaml
 from harness.context import ContextPolicy
+from tests.support.adapter_fixtures import two_tone_case
 from trajectories.conventions import rot_y, se3
 from trajectories.path import CameraPath
 
@@ -51,12 +52,7 @@ def adapter(model: str, **over):
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory) -> Case:
-    d = tmp_path_factory.mktemp("case")
-    img = np.zeros((64, 96, 3), np.uint8)
-    img[:, 48:] = 200
-    img[40:, :] = 90
-    cv2.imwrite(str(d / "img.png"), img)
-    return Case(id="c1", family="environment", image=str(d / "img.png"), prompt="a red kettle")
+    return two_tone_case(tmp_path_factory.mktemp("case"), "a red kettle")
 
 
 def still(frames: int) -> np.ndarray:

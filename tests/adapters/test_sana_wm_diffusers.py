@@ -13,8 +13,9 @@ from adapters.base import (
 )
 from adapters.sana_wm_diffusers.camera import pipeline_c2w, pipeline_intrinsics
 from harness.cases import load_case_set
-from harness.context import ContextPolicy, ContextSelector
 from harness.config_groups import group_yaml
+from harness.context import ContextPolicy, ContextSelector
+from tests.support.adapter_fixtures import one_thread  # noqa: F401 - the module's autouse fixture
 from tests.support.upstream_reference import sana_camera_conditions
 from trajectories import TrajectorySpec
 from trajectories.conventions import relative_to_first
@@ -30,19 +31,6 @@ def prepare_camera(*args, **kwargs):
     from diffusers.pipelines.sana_wm.cam_utils import prepare_camera as theirs
 
     return theirs(*args, **kwargs)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """torch and diffusers, or this file's tests are skipped (imported when they run, not at collection); one
-    intra-op thread: tiny tensors gain nothing from more, and on a loaded machine extra threads make every op wait
-    for a core."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("diffusers")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

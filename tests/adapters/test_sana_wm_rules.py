@@ -38,6 +38,7 @@ from adapters.sana_wm_diffusers.tiny import TinySanaArch, build_tiny_pipeline, b
 from harness.cases import Case
 from harness.config_groups import group_yaml
 from harness.context import ContextPolicy, ContextSelector
+from tests.support.adapter_fixtures import one_thread  # noqa: F401 - the module's autouse fixture
 from trajectories.path import CameraPath
 
 H = W = 64  # the smallest canvas the tiny VAE decodes (2x2 latents)
@@ -75,16 +76,6 @@ def request(adapter, case, item_dir: Path, context=NATIVE, seed=SEED, n: int = N
     _, K = adapter.canvas_image_and_K(case)
     return ItemRequest(case=case, path=camera_path(K, n, adapter.config.height, adapter.config.width),
                        context=context, seed=seed, item_dir=item_dir)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("diffusers")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

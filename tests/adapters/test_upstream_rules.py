@@ -54,6 +54,7 @@ from harness.cases import Case
 from harness.context import ContextPolicy
 from harness.io import file_mode
 from harness.video import VideoWriter
+from tests.support.adapter_fixtures import two_tone_case
 from trajectories.conventions import fov_from_intrinsics
 from trajectories.path import CameraPath
 
@@ -126,12 +127,7 @@ def plain(base, writer: dict | None = None, **changes):
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory) -> Case:
-    d = tmp_path_factory.mktemp("case")
-    img = np.zeros((64, 96, 3), np.uint8)
-    img[:, 48:] = 200
-    img[40:, :] = 90
-    cv2.imwrite(str(d / "img.png"), img)
-    return Case(id="c1", family="environment", image=str(d / "img.png"), prompt="a room")
+    return two_tone_case(tmp_path_factory.mktemp("case"), "a room")
 
 
 def request(a: Stub, case: Case, item_dir: Path, frames: int = 3, context=NATIVE) -> ItemRequest:

@@ -84,10 +84,12 @@ def test_the_generation_changes_when_the_registered_values_do_and_only_then(monk
     secrets.register({"registered-3": "X"})
     g1 = secrets.generation()
     assert g1 == g0 + 1
+    secrets.register({"registered-3": "X", "fresh-5": "F"})  # one known value and one new: a change
+    assert secrets.generation() == g1 + 1 and secrets.registered()["fresh-5"] == "F"
     secrets.register({"registered-3": "Y"})  # a known value under another name is a change too
-    assert secrets.generation() == g1 + 1 and secrets.registered()["registered-3"] == "Y"
+    assert secrets.generation() == g1 + 2 and secrets.registered()["registered-3"] == "Y"
     secrets.clear_registry()
-    assert secrets._GENERATION == g1 + 2
+    assert secrets._GENERATION == g1 + 3
 
 
 # -- shapes ------------------------------------------------------------------------------------------------------------
