@@ -294,7 +294,7 @@ def _scrub_named(text: str, name: str, value: str) -> str:
 
 def _query_param(m: re.Match[str]) -> str:
     k, v = m["k"], m["v"]
-    if not (k.lower() in _QUERY_SECRET or is_secret_name(k)) or v.startswith("<"):
+    if not (k.lower() in _QUERY_SECRET or is_secret_name(k)):  # (a redacted value never matches: no "<" in it)
         return m.group(0)
     if m.string[m.start() - 1] == ";":  # a path parameter ends at the next one, the path or the query
         cut = re.search(r"[;/?]", v)
@@ -561,7 +561,7 @@ def _mapping_items(text: str) -> list[tuple[str, int, int]]:
 
 def _plain_in(args: Sequence[str]) -> set[str]:
     """The names an override lists as plain (``+model.env_plain=[MY_MODE]``)."""
-    return {n for arg in args if "=" in arg and arg.lstrip("+~").partition("=")[0].endswith(PLAIN_KEY)
+    return {n for arg in args if arg.lstrip("+~").partition("=")[0].endswith(PLAIN_KEY)
             for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", arg.partition("=")[2])}
 
 

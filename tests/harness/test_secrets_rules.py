@@ -365,3 +365,54 @@ def test_override_secrets_finds_every_value_and_url_part():
                               "model.env.D=plain", "evaluate.judge.base_url='http://u:p w@h/v1'"])
     assert found == {"x, y": "A", "7": "B", "q z": "C", "p w": ""}
     assert override_secrets(["x.base_url=http://u:p=w-1@h/v1", "model.env.Q='it'"]) == {"p=w-1": "", "it": "Q"}
+
+
+# -- quoted values, URL userinfo and references at their edges ---------------------------------------------------------
+def test_a_double_quoted_header_value_ends_at_its_quote_even_before_a_single_quote():
+    """Only YAML's single-quoted text doubles its quote: ``"'`` closes a double-quoted value (a repr around it)."""
+    assert scrub("'x-api-key: \"k-123\"' tail") == f"'x-api-key: \"{REDACTED}\"' tail"
+
+
+def test_a_single_quoted_value_ending_in_a_doubled_quote_closes_at_the_next_quote():
+    """YAML's ``'k-1'''`` is the text ``k-1'``: the rest of the mapping after it stays."""
+    assert scrub("{x-api-key: 'k-1''', mode: m}") == f"{{x-api-key: '{REDACTED}', mode: m}}"
+
+
+def test_a_url_path_with_an_at_sign_and_no_userinfo_is_left_alone():
+    assert scrub("pip install git+https://github.com/org/repo@v1.2") == (
+        "pip install git+https://github.com/org/repo@v1.2")
+
+
+def test_a_url_with_an_empty_password_is_left_alone():
+    assert scrub("http://user:@host/x") == "http://user:@host/x"
+
+
+def test_a_password_in_free_text_never_spans_a_closing_quote():
+    assert scrub('a="http://u:pw-1";b="me@host"') == 'a="http://u:pw-1";b="me@host"'
+
+
+def test_a_password_with_spaces_in_free_text_ends_at_the_first_host_after_it():
+    assert scrub("ftp://me:open sesame@files and mail admin@corp") == (
+        f"ftp://me:{REDACTED}@files and mail admin@corp")
+
+
+def test_a_config_value_holding_two_urls_is_free_text_for_its_password():
+    """Spaces with ``/`` make a password only in a value that is one URL."""
+    assert secret_values({"note": "http://u:p w/x@h http://mirror/a"}) == {}
+    assert secret_values({"note": "http://u:p w/x@h"}) == {"p w/x": ""}
+
+
+def test_an_assignment_inside_a_redacted_quoted_value_is_not_redacted_again():
+    assert scrub('API_TOKEN="a b MY_TOKEN=c"') == f'API_TOKEN="{REDACTED}"'
+
+
+def test_a_reference_to_a_variable_at_the_start_of_the_text_is_not_an_assignment():
+    assert scrub("$API_TOKEN: not set") == "$API_TOKEN: not set"
+
+
+def test_a_quoted_value_that_starts_with_an_escaped_quote_is_redacted_whole():
+    assert scrub('API_TOKEN="\\"ab\\" cd"') == f'API_TOKEN="{REDACTED}"'
+
+
+def test_a_shell_default_that_references_another_variable_is_kept():
+    assert scrub("pw=${DB_PASS:-$FALLBACK}") == "pw=${DB_PASS:-$FALLBACK}"
