@@ -267,3 +267,42 @@ def test_a_skimage_image_is_named_not_read_and_a_missing_file_is_not_hashed(tmp_
     assert "image_sha256" not in fp.case_identity(sk)
     gone = Case(id="c", family="environment", image="gone.png", prompt="p", source=str(tmp_path / "cases.yaml"))
     assert "image_sha256" not in fp.case_identity(gone)
+
+
+# -- fingerprint_with_recorded_frames ---------------------------------------------------------------------------------
+def _recorded(w, model, adapter=None):
+    return fp.fingerprint_with_recorded_frames(adapter or w.adapter, w.context, w.spec, w.cases["environment_rocket"],
+                                               _item(), {"crf": 18}, model)
+
+
+@pytest.mark.parametrize("model", [None, [], "model", {"num_frames": 493}, {"frames_per_trajectory": None},
+                                   {"frames_per_trajectory": [["lrlr", 493]]}])
+def test_nothing_is_derived_without_a_recorded_mapping_of_frame_counts(world, model):
+    assert _recorded(world, model) is None
+
+
+def test_a_recorded_override_of_another_trajectory_gives_the_fingerprint_made_with_it(world):
+    """Today's model overrides nothing (every trajectory at its num_frames, 493); the recorded one overrode another
+    trajectory: the item's own count is the same, so the derived fingerprint hashes the recorded overrides."""
+    old = {"lrlrlr_sym_1dpf": 541}
+    got = _recorded(world, {"num_frames": 493, "frames_per_trajectory": old})
+    want = _fp(world, adapter=_with_model(world.adapter, frames_per_trajectory=old))
+    assert isinstance(got, str) and got == want and got != _fp(world)
+
+
+def test_the_items_own_count_is_compared_override_first_then_num_frames_on_each_side(world):
+    # recorded: no override of lrlr, num_frames 481 -> 481 against today's 493: changed
+    assert _recorded(world, {"num_frames": 481, "frames_per_trajectory": {}}) is None
+    # recorded: lrlr overridden to 493 (num_frames 481) -> 493, today's 493: the same
+    assert _recorded(world, {"num_frames": 481, "frames_per_trajectory": {"lrlr": 493}}) is not None
+    # today: lrlr overridden to 401; recorded the same override -> the same; recorded none (493) -> changed
+    today = _with_model(world.adapter, frames_per_trajectory={"lrlr": 401})
+    same = _recorded(world, {"num_frames": 493, "frames_per_trajectory": {"lrlr": 401, "lrud": 97}}, today)
+    assert same == _fp(world, adapter=_with_model(world.adapter, frames_per_trajectory={"lrlr": 401, "lrud": 97}))
+    assert _recorded(world, {"num_frames": 493, "frames_per_trajectory": {}}, today) is None
+
+
+def test_a_model_that_sets_no_overrides_today_reads_its_num_frames(world):
+    today = _with_model(world.adapter, frames_per_trajectory=None)
+    assert _recorded(world, {"num_frames": 481, "frames_per_trajectory": {"lrlr": 493}}, today) is not None
+    assert _recorded(world, {"num_frames": 493, "frames_per_trajectory": {"lrlr": 481}}, today) is None
