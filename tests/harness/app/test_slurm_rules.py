@@ -715,3 +715,35 @@ def test_a_boolean_is_not_a_count():
     for k in ("array_parallelism", "cpus_per_task", "mem_gb"):
         with pytest.raises(SlurmSettingError, match=rf"^slurm\.{k}=True: must be a whole number"):
             executor_parameters({**BASE, k: True}, {})
+
+
+# -- the slurm section's defaults, immutability and its own check ------------------------------------------------------
+def test_a_sweep_job_asks_for_half_a_day_8_cpus_and_64_gb_64_at_a_time_by_default():
+    from harness.app.slurm_settings import SlurmSettings
+
+    s = SlurmSettings.from_dict({})
+    assert (s.time, s.array_parallelism, s.gres, s.cpus_per_task, s.mem_gb) == ("12:00:00", 64, "auto", 8, 64)
+    assert (s.partition, s.account, s.qos, s.gpu_type, s.constraint) == (None,) * 5
+
+
+def test_the_slurm_section_cannot_be_changed_once_read():
+    from pydantic import ValidationError
+
+    from harness.app.slurm_settings import SlurmSettings
+
+    s = SlurmSettings.from_dict({"partition": "gpu"})
+    with pytest.raises(ValidationError, match="frozen"):
+        s.partition = "cpu"
+    assert s.partition == "gpu"
+
+
+def test_a_time_limit_slurm_cannot_read_is_refused_by_the_check_and_by_the_section():
+    from harness.app.slurm_settings import SlurmSettingError, SlurmSettings, check_resources
+
+    fix = "slurm.time='bogus': give a Slurm time limit: minutes (90), H:MM:SS (12:00:00) or D-HH:MM:SS (1-00:00:00)"
+    with pytest.raises(SlurmSettingError) as direct:
+        check_resources({"time": "bogus", "array_parallelism": 1})
+    with pytest.raises(SlurmSettingError) as section:
+        SlurmSettings.from_dict({"time": "bogus"})
+    assert str(direct.value) == str(section.value) == fix
+    check_resources({"time": None, "array_parallelism": 1})  # no limit given: the cluster's
