@@ -691,8 +691,7 @@ def check_hub_names(plan: SetupPlan, job: WeightJob, commit: str, paths: list[st
     files of the repository, then the downloaded ones), else a :class:`SetupError` that names each, says why only
     the hub could confirm it and lists what the repository holds."""
     w = job.weight
-    entries = [e for e in plan.contract.checkpoint if e.key == w.key and e.hub_confirmed]
-    for e in entries:
+    for e in (e for e in plan.contract.checkpoint if e.key == w.key):
         for name in e.hub_confirmed:
             if _holds_name(paths, name):
                 continue

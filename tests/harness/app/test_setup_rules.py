@@ -993,3 +993,77 @@ def test_the_printed_download_says_which_name_only_the_hub_confirms(tmp_path):
     plan = _plan_for("dreamx", f"setup.root={tmp_path}")
     (why, _), = [c for c in setup.weight_commands(plan) if "GD-ML/DreamX-World-5B" in c[0]]
     assert why.endswith("; model.safetensors: a name only the hub confirms, checked after the download")
+
+
+# -- the second pass's survivors (setup, pass0.json) ------------------------------------------------------------------
+def test_a_model_whose_config_has_no_env_field_takes_the_hugging_face_cache_from_the_process(tmp_path, monkeypatch):
+    # an out-of-tree model with a contract but a config class without ``env`` (reference's has none)
+    _contract(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "process"))
+    assert _plan_for("reference", f"setup.root={tmp_path}").hf_cache == tmp_path / "process"
+
+
+@pytest.mark.parametrize("steps, checked", [("[weights]", True), ("[readiness]", True), ("[checkout]", False),
+                                            ("[environment,check]", False)])
+def test_the_script_checks_the_harness_huggingface_hub_first_only_before_weights_or_readiness(tmp_path, steps,
+                                                                                               checked):
+    p = _plan_for("lingbot_v2", f"setup.root={tmp_path}", f"setup.steps={steps}",
+                  "setup.harness_python=/opt/h/bin/python")
+    lines = setup.script(p).splitlines()
+    check = ("\"$HARNESS_PY\" -c 'import huggingface_hub' 2>/dev/null || { echo 'setup: huggingface_hub is missing "
+             "from the harness Python (/opt/h/bin/python), and the weights step needs it: pip install -e \".[eval]\" "
+             "there first (nothing was done)' >&2; exit 2; }")
+    assert lines[4] == "HARNESS_PY=/opt/h/bin/python"
+    assert (lines[5] == check) is checked and (check in lines) is checked
+
+
+def test_a_hub_only_name_the_patterns_leave_out_is_refused_after_the_download_naming_the_folder(tmp_path):
+    hub = Hub({"model.safetensors": b"w" * 8, "x.bin": b"x"})  # on the hub, but the patterns take x.bin only
+    job = WeightJob(_weight(), tmp_path / "w", ["x.bin"], "main")
+    with pytest.raises(SetupError) as e:
+        setup.fetch_weight(_hub_only_plan(tmp_path), job, hub, print)
+    assert str(e.value).startswith(f"dit: no 'model.safetensors' in {tmp_path / 'w'} (org/model@{hub.commit[:12]}). ")
+    assert f"The repository holds: {setup.RECORD}, x.bin. Point model.checkpoint" in str(e.value)
+    assert hub.downloads == ["x.bin"]
+
+
+def test_a_hub_only_name_of_another_config_key_is_not_checked_for_this_weight(tmp_path):
+    entry = SimpleNamespace(key="vae_dir", hub_confirmed=("vae.pth",), source="s")
+    plan = _plan(tmp_path, contract=SimpleNamespace(checkpoint=(entry,), commit="b" * 40))
+    job = WeightJob(_weight(), tmp_path / "w", ["*"], "main")
+    assert setup.check_hub_names(plan, job, "c" * 40, [], "on the hub") is None
+    with pytest.raises(SetupError, match=r"^vae: no 'vae.pth' on the hub"):  # the weight under vae_dir is checked
+        setup.check_hub_names(plan, WeightJob(_weight(name="vae", key="vae_dir"), None, ["*"], "main"), "c" * 40,
+                              [], "on the hub")
+
+
+def _hub_names_error(tmp_path, paths):
+    job = WeightJob(_weight(), tmp_path / "w", ["*"], "main")
+    with pytest.raises(SetupError) as e:
+        setup.check_hub_names(_hub_only_plan(tmp_path), job, "c" * 40, paths, "on the hub")
+    return str(e.value)
+
+
+def test_an_empty_repository_is_said_to_hold_nothing(tmp_path):
+    assert " The repository holds: nothing. Point model.checkpoint at the right file" in _hub_names_error(tmp_path, [])
+
+
+def test_the_error_lists_the_first_twenty_paths_of_the_repository_sorted(tmp_path):
+    paths = [f"f{i:02d}.bin" for i in range(21, -1, -1)]  # 22 files, given in reverse
+    held = ", ".join(f"f{i:02d}.bin" for i in range(20))
+    assert f" The repository holds: {held}. Point model.checkpoint" in _hub_names_error(tmp_path, paths)
+
+
+@pytest.mark.parametrize("given, expected", [(None, None), ("~/day", "home/day"), ("/abs/d", "/abs/d")])
+def test_the_day_one_check_writes_under_setup_check_dir_with_tilde_expanded_else_its_default(
+        tmp_path, monkeypatch, given, expected):
+    from harness.app import setup_check
+    from tests.support import compose
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    seen = []
+    monkeypatch.setattr(setup_check, "run_check", lambda plan, log, out_dir=None: seen.append(out_dir))
+    extra = [f"setup.check_dir='{given}'"] if given else []
+    setup.run_setup(compose(["cmd=setup", "model=lingbot_v2", f"setup.root={tmp_path}", "setup.steps=[check]",
+                             *extra]), log=lambda _: None)
+    assert seen == [None if expected is None else tmp_path / expected]
