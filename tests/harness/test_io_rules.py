@@ -530,3 +530,30 @@ def test_an_interrupted_run_logged_kills_and_reaps_its_child(tmp_path, popen):
     (proc,) = made.made
     assert proc.returncode == -signal.SIGKILL and _gone(proc.pid)
     assert "late" not in log.read_text()
+
+
+# -- strict JSON: numpy floats, both layouts, the seal ----------------------------------------------------------------
+def test_a_numpy_float32_is_a_float_when_finite_and_none_when_not():
+    import numpy as np
+
+    from harness.io import strict_json
+
+    got = strict_json({"a": np.float32(0.5), "b": np.float32("nan"), "c": [np.float32("inf")]})
+    assert got == {"a": 0.5, "b": None, "c": [None]} and type(got["a"]) is float
+
+
+def test_a_nan_is_written_as_null_in_the_compact_and_the_indented_layout():
+    from harness.io import json_text
+
+    data = {"x": float("nan"), "y": 1.5}
+    assert json_text(data, compact=True) == '{"x":null,"y":1.5}\n'
+    assert json_text(data) == '{\n  "x": null,\n  "y": 1.5\n}\n'
+
+
+def test_the_seal_of_data_holding_a_nan_is_the_digest_of_its_canonical_text():
+    import hashlib
+
+    from harness.io import SEAL, seal_digest
+
+    want = hashlib.sha256(b'{"a":NaN,"b":[1,2]}').hexdigest()
+    assert seal_digest({"b": [1, 2], "a": float("nan"), SEAL: "ignored"}) == want
