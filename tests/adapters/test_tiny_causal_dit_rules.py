@@ -424,33 +424,17 @@ def test_the_timer_waits_for_cuda_kernels_before_it_reads_the_clock(model, cam, 
     """On a GPU the attention call returns before its kernels finish: each layer synchronises first, so the time it
     records covers the kernels (a fake clock that a synchronise moves by 5 s, and attention outputs that say they
     are on CUDA). On a CPU nothing is synchronised."""
-    import torch.nn.functional as F
-
     from adapters.tiny_causal_dit import model as model_module
+    from tests.support.clocks import fake_cuda_attention
 
-    class OnCuda(torch.Tensor):
-        @property
-        def is_cuda(self):  # only these outputs claim to be on a GPU
-            return True
-
-    clock = [100.0]
-
-    def synchronize():
-        clock[0] += 5.0  # the kernels finish
-
-    stock = F.scaled_dot_product_attention
-    monkeypatch.setattr(model_module.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    synced, claim_cuda = fake_cuda_attention(monkeypatch, model_module.time)
     x = randn(1, 3, h, w, seed=7)
     for on_cuda, per_layer in ((False, 0.0), (True, 5.0)):
-        def sdpa(*a, _on_cuda=on_cuda, **kw):
-            o = stock(*a, **kw)
-            return o.as_subclass(OnCuda) if _on_cuda else o
-
-        monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+        claim_cuda(on_cuda)
         timer = CountingTimer()
         model.forward_chunk(x, torch.zeros(1), cam[:1], [0], _cache(), [], timer=timer)
         assert timer.calls == CFG.layers and timer.current == per_layer * CFG.layers
+        assert len(synced) == CFG.layers * on_cuda
 
 
 # ==================================================================================================================

@@ -18,3 +18,36 @@ class StepClock:
     def process_time(self) -> float:
         self.cpu += self.cpu_step
         return self.cpu
+
+
+def fake_cuda_attention(monkeypatch, time_module, kernel_s: float = 5.0):
+    """A GPU's timing on a CPU: ``time_module.perf_counter`` reads a clock (from 100) that only
+    ``torch.cuda.synchronize`` moves, by ``kernel_s`` (the kernels finish). Returns ``(synced, on_cuda)``: the clock's
+    value at each synchronise, and a function that makes ``F.scaled_dot_product_attention``'s outputs claim to be
+    on CUDA (``on_cuda(True)``) or not."""
+    import torch
+    import torch.nn.functional as F
+
+    class OnCuda(torch.Tensor):
+        @property
+        def is_cuda(self):  # only these outputs claim to be on a GPU
+            return True
+
+    clock, synced = [100.0], []
+
+    def synchronize():
+        synced.append(clock[0])
+        clock[0] += kernel_s
+
+    stock = F.scaled_dot_product_attention
+    monkeypatch.setattr(time_module, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+
+    def on_cuda(claim: bool) -> None:
+        def sdpa(*a, **kw):
+            o = stock(*a, **kw)
+            return o.as_subclass(OnCuda) if claim else o
+
+        monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+
+    return synced, on_cuda

@@ -318,33 +318,15 @@ def test_the_attention_timer_waits_for_cuda_kernels_before_it_reads_the_clock(mo
     """On a GPU the attention call returns before its kernels finish: the timer synchronises first, so the time it
     records covers the kernels (here a fake clock that a synchronise moves by 5 s, and an output that says it is
     on CUDA). On a CPU nothing is synchronised."""
-    import torch.nn.functional as F
-
     from harness.context import wan_kv
     from harness.context.kv_cache import AttentionTimer
+    from tests.support.clocks import fake_cuda_attention
 
-    class OnCuda(torch.Tensor):
-        @property
-        def is_cuda(self):  # only this tensor claims to be on a GPU
-            return True
-
-    clock, synced = [100.0], []
-
-    def synchronize():
-        synced.append(clock[0])
-        clock[0] += 5.0  # the kernels finish
-
-    stock = F.scaled_dot_product_attention
-    monkeypatch.setattr(wan_kv.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    synced, claim_cuda = fake_cuda_attention(monkeypatch, wan_kv.time)
     attn = tiny_wan(layers=1).blocks[0].attn1
     x = torch.randn(1, 6, attn.to_q.in_features)
     for on_cuda, expected in ((False, 0.0), (True, 5.0)):
-        def sdpa(*a, _c=on_cuda, **kw):
-            o = stock(*a, **kw)
-            return o.as_subclass(OnCuda) if _c else o
-
-        monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+        claim_cuda(on_cuda)
         timer = AttentionTimer()
         state = wan_kv.WanKVState(frame_seqlen=6, mode="masked", token_mask=torch.ones(6, 6, dtype=torch.bool), timer=timer)
         wan_kv.WanKVAttnProcessor(state, 0)(attn, x)
