@@ -26,8 +26,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -316,7 +316,17 @@ class BackboneSet:
             prov = provenance(s, cls, self.root, st)
         else:
             cls = import_class(s)
-            inst = cls.from_settings(self.ecfg) if hasattr(cls, "from_settings") else cls()
+            if hasattr(cls, "from_settings"):
+                inst = cls.from_settings(self.ecfg)
+            else:  # a weight-free backbone's recipe knobs (e.g. the classical estimator's flow_window)
+                opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
+                try:
+                    inst = cls(**opts)
+                except TypeError as exc:
+                    if not opts:
+                        raise
+                    raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the settings of "
+                                      f"{s.ref})") from None
             prov = {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(inst, "name", s.name)}
             if s.packaged:  # real shipped weights: library, versions, file sha256 and licence
                 prov.update(inst.provenance())

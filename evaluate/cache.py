@@ -49,6 +49,8 @@ def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: WeightsPack 
                 out[n] = [weights_fingerprint(n, root, pack), (ecfg.backbone_options or {}).get(n, {})]
             elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
                 out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
+            elif isinstance(n, str) and (ecfg.backbone_options or {}).get(n):  # a weight-free backbone's knobs
+                out[n] = [(ecfg.backbone_options or {})[n]]
     return out
 
 

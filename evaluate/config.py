@@ -146,9 +146,9 @@ class EvalConfig(Section):
         if self.device != "auto":
             resolve_device(self.device)  # raises for anything but cpu / cuda / cuda:N
         for n, opts in (self.backbone_options or {}).items():
-            if n not in BACKBONES or not (BACKBONES[n].learned or BACKBONES[n].packaged):
-                raise ConfigError(f"evaluate.backbone_options.{n}: not a learned backbone; one of "
-                                 f"{sorted(k for k, v in BACKBONES.items() if v.learned or v.packaged)}")
+            if n not in BACKBONES or BACKBONES[n].kind == "oracle":
+                raise ConfigError(f"evaluate.backbone_options.{n}: not a backbone with options; one of "
+                                 f"{sorted(k for k, v in BACKBONES.items() if v.kind != 'oracle')}")
             if not isinstance(opts, dict):
                 raise ConfigError(f"evaluate.backbone_options.{n}: a mapping of {n}'s load options, e.g. "
                                  "{da3: {process_res: 504}}")

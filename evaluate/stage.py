@@ -482,7 +482,8 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     scores its own items so, and the sweep writes the run's tables and report once at the end (harness/app/sweep.py).
 
     Returns ``{evaluated, failed: [(item, reason)], skipped_not_done, results, tables, analyses, validity, html,
-    report, verdict, timings}`` (with ``tables=False``: no ``tables`` ... ``verdict``).
+    report, verdict, timings}`` (with ``tables=False``: no ``tables`` ... ``verdict``); ``timings["strips_cpu_s"]``:
+    the CPU seconds of the strips drawn ahead (report work done during the scoring).
     """
     from harness.outputs import RunDir
 
@@ -504,12 +505,14 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     named: list[dict[str, Any]] = [{"model": r.model, "context": r.context, "seed": r.seed,
                                     "trajectory": r.trajectory, "case_id": r.case_id}
                                    for r in done]  # an item whose folder or meta.json is gone is still named
-    slots = _score_items(run_dir, dirs, named, ecfg, backbones, force, use_cache, strips_ahead, progress)
+    slots, strips_cpu = _score_items(run_dir, dirs, named, ecfg, backbones, force, use_cache, strips_ahead,
+                                     progress)
     results = [r for r in slots if r is not None]
     failed = [(r.item, r.reason or "") for r in results if r.failed]
     if not tables:
         return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
-                "results": results, "timings": {"total_s": time.perf_counter() - t0, **backbones.clock}}
+                "results": results, "timings": {"total_s": time.perf_counter() - t0, "strips_cpu_s": strips_cpu,
+                                                **backbones.clock}}
     t_tables = time.perf_counter()
     from .reporting.run import write_run_outputs
 
@@ -518,13 +521,15 @@ def evaluate_run(run_dir: Path, ecfg: EvalConfig, force: bool = False, progress:
     total = time.perf_counter() - t0 - outputs["report_s"]  # as before: the study report is not timed
     return {"evaluated": len(results), "failed": failed, "skipped_not_done": len(rows) - len(done),
             "results": results, **outputs,
-            "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, **backbones.clock}}
+            "timings": {"total_s": total, "tables_s": time.perf_counter() - t_tables, "strips_cpu_s": strips_cpu,
+                        **backbones.clock}}
 
 
 def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], ecfg: EvalConfig,
                  backbones: BackboneSet, force: bool, use_cache: bool, strips_ahead: bool,
-                 progress: bool) -> list[Optional[ItemResult]]:
-    """Every item of ``dirs`` scored, in order (:func:`evaluate_run`); the result of each, in that order.
+                 progress: bool) -> tuple[list[Optional[ItemResult]], float]:
+    """Every item of ``dirs`` scored, in order (:func:`evaluate_run`): the result of each, in that order, and the
+    CPU seconds spent drawing strips ahead (report work, :class:`evaluate.reporting.strips.StripsAhead`).
 
     Per item: read meta.json and the video's bytes once, hash them once, check them against meta.json's hashes
     (trust nothing on disk), decide reuse, decode once (only when something is recomputed), on a background thread
@@ -582,7 +587,7 @@ def _score_items(run_dir: Path, dirs: list[Path], named: list[dict[str, Any]], e
             finish_ready(block=False)
         finish_ready(block=True)
         warm.result()
-    return slots
+    return slots, strips.cpu_s
 
 
 def _prepare_ahead(pool: ThreadPoolExecutor, dirs: list[Path], i: int, ecfg: EvalConfig, backbones: BackboneSet,

@@ -232,12 +232,17 @@ class StripsAhead:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strips-ahead")
         self._waiting: list[Future[None]] = []
         self.drawn: list[Path] = []
+        # CPU seconds of the drawing thread: report work done during the evaluation, which a job's phase split
+        # counts as report, not evaluation (harness.app.benchmarks.first_look); read after close()
+        self.cpu_s = 0.0
 
     def _draw(self, item_dir: Path, result: ItemResult, kept: Frames) -> None:
         import logging
+        import time
 
         from .collect import items_of
 
+        t0 = time.thread_time()
         try:
             for it in items_of(self.run_dir, [(item_dir, result)]):
                 got = frame_strip(it, strip_path(self.folder, it), frames=strip_frames(it, kept=kept))
@@ -246,6 +251,8 @@ class StripsAhead:
         except Exception as exc:  # noqa: BLE001 - the report draws it again
             logging.getLogger(__name__).warning("strip of %s not drawn ahead (%s); the report draws it", item_dir,
                                                 exc)
+        finally:
+            self.cpu_s += time.thread_time() - t0  # one drawing thread: no other writer
 
     def submit(self, item_dir: Path, result: Optional[ItemResult], kept: Optional[Frames]) -> None:
         """Draw the strip of the finished item ``item_dir`` (``result``: its :class:`evaluate.results.ItemResult`,

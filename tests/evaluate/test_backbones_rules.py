@@ -378,3 +378,14 @@ def test_weight_free_backbones_load_with_no_weights_folder(tmp_path, monkeypatch
     monkeypatch.delenv(PACK_ENV, raising=False)
     got = bbs.BackboneSet(EvalConfig(), tmp_path / "no-weights").get(name, role)
     assert got.provenance["class"] == bbs.spec(name).ref and not (tmp_path / "no-weights").exists()
+
+
+def test_a_weight_free_backbone_is_built_with_its_options_and_an_unknown_one_is_a_setting_error(tmp_path):
+    """``evaluate.backbone_options.classical`` is the one place to change the classical estimator's recipe."""
+    got = bbs.BackboneSet(_ecfg(backbone_options={"classical": {"flow_window": 15, "corners": 400}}), tmp_path)
+    inner = got.get("classical", "pose").inner
+    assert (inner.flow_window, inner.corners, inner.flow_window_general) == (15, 400, 15)
+    assert bbs.BackboneSet(_ecfg(backbone_options=None), tmp_path).get("classical", "pose").inner.flow_window == 9
+    with pytest.raises(ConfigError, match=r"^evaluate.backbone_options.classical: .*window.* \(see the settings of "
+                                          r"evaluate.perception.weightfree:ClassicalPoseEstimator\)$"):
+        bbs.BackboneSet(_ecfg(backbone_options={"classical": {"window": 15}}), tmp_path).get("classical", "pose")

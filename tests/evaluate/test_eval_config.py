@@ -91,6 +91,10 @@ def test_the_weights_state_names_learned_and_packaged_backbones_with_their_optio
     given = EvalConfig.from_dict({"encoders": ["dinov2", "pixel"], "face": ["dlib-resnet"], "backbone_options": opts})
     assert cache._weights_state(fam, given, tmp_path, "P") == {"dinov2": ["fp:dinov2:P", {"size": 224}],
                                                                "dlib-resnet": ["pkg:dlib-resnet", {"upsample": 1}]}
+    knobs = EvalConfig.from_dict({"encoders": ["pixel"], "face": ["dlib-resnet"],
+                                  "backbone_options": {"pixel": {"size": 8}, "template": {}}})
+    assert cache._weights_state(fam, knobs, tmp_path, "P") == {"pixel": [{"size": 8}],  # weight-free: its knobs
+                                                               "dlib-resnet": ["pkg:dlib-resnet", {}]}
     no_options = EvalConfig.from_dict({"encoders": ["dinov2"], "face": ["dlib-resnet"]})
     object.__setattr__(no_options, "backbone_options", None)  # as a config written before the setting existed
     assert cache._weights_state(fam, no_options, tmp_path, None) == {"dinov2": ["fp:dinov2:None", {}],
@@ -141,8 +145,8 @@ def test_a_failed_stored_result_is_never_reused_and_another_video_reuses_nothing
     ({"return_frame_poses": ["nope"]}, "evaluate.return_frame_poses"),
     ({"rpe_trans_estimators": ["nope"]}, "evaluate.rpe_trans_estimators"),
     ({"rpe_rot_estimator": "nope"}, "evaluate.rpe_rot_estimator"),
-    ({"backbone_options": {"pixel": {}}}, "evaluate.backbone_options.pixel: not a learned backbone; one of"),
-    ({"backbone_options": {"nope": {}}}, "evaluate.backbone_options.nope: not a learned backbone; one of"),
+    ({"backbone_options": {"oracle": {}}}, "evaluate.backbone_options.oracle: not a backbone with options; one of"),
+    ({"backbone_options": {"nope": {}}}, "evaluate.backbone_options.nope: not a backbone with options; one of"),
 ])
 def test_each_named_setting_is_checked(given: dict, message: str) -> None:
     with pytest.raises(ConfigError) as exc:
@@ -150,9 +154,10 @@ def test_each_named_setting_is_checked(given: dict, message: str) -> None:
     assert str(exc.value).startswith(message), str(exc.value)
 
 
-def test_options_for_learned_and_packaged_backbones_and_an_empty_ors_are_accepted() -> None:
-    cfg = EvalConfig.from_dict({"backbone_options": {"da3": {"process_res": 504}, "brisque": {}}, "ors": None})
-    assert cfg.backbone_options == {"da3": {"process_res": 504}, "brisque": {}} and cfg.ors is None
+def test_options_for_learned_packaged_and_weight_free_backbones_and_an_empty_ors_are_accepted() -> None:
+    opts = {"da3": {"process_res": 504}, "brisque": {}, "classical": {"flow_window": 15}}
+    cfg = EvalConfig.from_dict({"backbone_options": opts, "ors": None})
+    assert cfg.backbone_options == opts and cfg.ors is None
     assert EvalConfig.from_dict({"backbone_options": None}).backbone_options is None
 
 

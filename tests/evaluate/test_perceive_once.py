@@ -348,6 +348,7 @@ def test_strips_are_drawn_during_the_evaluation_from_its_frames(tmp_path, monkey
     assert out["evaluated"] == 2 and not out["failed"], out["failed"]
     strips = sorted((run / "eval" / "report" / "strips").glob("*.png"))
     assert len(strips) == 2 and reads == []  # drawn ahead, and the report found them fresh
+    assert out["timings"]["strips_cpu_s"] > 0  # the drawing thread's CPU seconds, reported apart
     ahead = {p.name: p.read_bytes() for p in strips}
     for p in strips:
         p.unlink()
@@ -362,7 +363,8 @@ def test_strips_are_drawn_during_the_evaluation_from_its_frames(tmp_path, monkey
     assert np.array_equal(strip_frames(it, kept=(idx, frames))[1], frames) and len(reads) == 4  # all kept
     for p in (run / "eval" / "report" / "strips").glob("*.png"):
         p.unlink()
-    evaluate_run(run, ecfg, force=True, strips_ahead=False)  # off (the benchmark): the report draws them
+    off = evaluate_run(run, ecfg, force=True, strips_ahead=False)  # off (the benchmark): the report draws them
+    assert off["timings"]["strips_cpu_s"] == 0.0
     redrawn = {p.name: p.read_bytes() for p in (run / "eval" / "report" / "strips").glob("*.png")}
     assert len(reads) == 6 and redrawn == ahead
 
@@ -1187,6 +1189,7 @@ class _Strips:
 
     def __init__(self, run_dir: Path, folder: Path) -> None:
         self.submitted: list[tuple[str, str, object]] = []
+        self.cpu_s = 0.25  # the drawing thread's CPU seconds, handed on as timings["strips_cpu_s"]
         _Strips.last = self
 
     def submit(self, item_dir: Path, res, kept) -> None:
@@ -1273,6 +1276,7 @@ def test_stage_run_tables_are_written_and_timed_apart_from_the_study_report(stan
     assert written == [["dyn", "env"]] and out["tables"] == "T" and out["skipped_not_done"] == 1
     scored = 2 * 1.0 + 2 * 2.0 + 2 * 8.0 + 100.0
     assert (out["timings"]["total_s"], out["timings"]["tables_s"]) == (scored + 50.0 - 20.0, 50.0)
+    assert out["timings"]["strips_cpu_s"] == 0.25  # what the strips' drawing thread measured
 
 
 def test_stage_run_fails_an_item_whose_video_ends_early_and_one_whose_named_video_is_gone(stand, stand_run, caplog):

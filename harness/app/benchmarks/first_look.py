@@ -12,7 +12,9 @@ after, and the split:
 * generation: the seconds each job spent generating its items (:func:`harness.app.runner.run_items`), summed over
   the jobs;
 * evaluation: the seconds each job spent scoring its items, plus the run's final pass (metrics reused, tables);
-* report: the study report (its page, figures and strips) of that final pass;
+* report: the study report (its page, figures and strips) of that final pass; the strips a job draws while it
+  scores (:class:`evaluate.reporting.strips.StripsAhead`, on a thread of its own) are report work too: their CPU
+  seconds are printed apart (``strips cpu``) and left out of the job's evaluation CPU seconds;
 
 all three in job-seconds (the jobs run several at a time, so they add up to more than the wall time), and the
 evaluation / generation ratio twice: from those wall seconds, and from the CPU seconds each job's process spent in
@@ -47,14 +49,15 @@ def _sum(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def split(record: dict[str, Any]) -> dict[str, float]:
-    """``{generation_s, evaluation_s, report_s, ratio, ratio_cpu}`` of a sweep's record (job-seconds, see the module
+    """``{generation_s, evaluation_s, report_s, generation_cpu_s, evaluation_cpu_s, strips_cpu_s, ratio,
+    ratio_cpu}`` of a sweep's record (job-seconds, see the module
     docstring); ``ratio``: evaluation / generation from wall seconds, ``ratio_cpu`` from the jobs' CPU seconds
     (``inf`` when nothing was generated)."""
     jobs, runs = record.get("jobs", []), record.get("runs", [])
     gen, ev = _sum(jobs, "generation_s"), _sum(jobs, "evaluation_s") + _sum(runs, "evaluation_s")
     gen_cpu, ev_cpu = _sum(jobs, "generation_cpu_s"), _sum(jobs, "evaluation_cpu_s")
     return {"generation_s": gen, "evaluation_s": ev, "report_s": _sum(runs, "report_s"),
-            "generation_cpu_s": gen_cpu, "evaluation_cpu_s": ev_cpu,
+            "generation_cpu_s": gen_cpu, "evaluation_cpu_s": ev_cpu, "strips_cpu_s": _sum(jobs, "strips_cpu_s"),
             "ratio": ev / gen if gen > 0 else float("inf"),
             "ratio_cpu": ev_cpu / gen_cpu if gen_cpu > 0 else float("inf")}
 
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
           f": {args.repeats} repeat(s) from empty folders, {cores} core(s) usable (os.cpu_count()={os.cpu_count()}), "
           f"load average {_loadavg()} (1/5/15 min)")
     print(f"{'repeat':>6} {'wall [s]':>9} {'cpu [s]':>8} {'gen [job-s]':>12} {'eval [job-s]':>13} "
-          f"{'report [s]':>11} {'eval/gen':>9} {'cpu: gen':>9} {'eval':>6} {'eval/gen':>9}  "
+          f"{'report [s]':>11} {'eval/gen':>9} {'cpu: gen':>9} {'eval':>6} {'strips':>7} {'eval/gen':>9}  "
           "load (1/5/15 min, before -> after)")
     runs = []
     for i in range(args.repeats):
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         runs.append(r)
         print(f"{i + 1:>6} {r['wall_s']:9.1f} {r['cpu_s']:8.1f} {r['generation_s']:12.1f} {r['evaluation_s']:13.1f} "
               f"{r['report_s']:11.1f} {r['ratio']:9.3f} {r['generation_cpu_s']:9.1f} {r['evaluation_cpu_s']:6.1f} "
-              f"{r['ratio_cpu']:9.3f}  {r['load']}")
+              f"{r['strips_cpu_s']:7.1f} {r['ratio_cpu']:9.3f}  {r['load']}")
     walls, ratios = [r["wall_s"] for r in runs], [r["ratio_cpu"] for r in runs]
     print(f"wall [s] min / median / max: {_spread(walls)}; cpu [s]: {_spread([r['cpu_s'] for r in runs])}; "
           f"eval/gen: {_spread([r['ratio'] for r in runs], '{:.3f}')} (wall), {_spread(ratios, '{:.3f}')} (cpu)")

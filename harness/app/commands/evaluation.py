@@ -45,8 +45,9 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
              only: Optional[list[Path]] = None) -> bool:
     """Evaluate ``run_dir``; False when an item or metric failed (the failures are listed; the rest is tabled).
     Prints where the tables and the report are, the verdict and (``table``) a short table of the metrics.
-    ``timings`` (when given) gets ``evaluation_s`` (wall seconds, the study report left out), ``report_s`` and
-    ``cpu_s`` (this process's CPU seconds, report included).
+    ``timings`` (when given) gets ``strips_cpu_s`` (the CPU seconds of the strips drawn while scoring: report work)
+    and, for the whole run, ``evaluation_s`` (wall seconds, the study report left out), ``report_s`` and ``cpu_s``
+    (this process's CPU seconds, report included).
 
     ``only``: score just these item folders (each item's ``metrics.json``), without the run's tables and report:
     a job of a local sweep does this for its own items, and the sweep tables the run once at its end
@@ -60,6 +61,8 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
     t0, cpu = time.perf_counter(), time.process_time()
     out = evaluate_run(run_dir, cfg.evaluate, force=cfg.overwrite, progress=cfg.progress,
                        weights_root=weights_root(cfg.weights_dir), only=only, tables=only is None)
+    if timings is not None:
+        timings["strips_cpu_s"] = float((out.get("timings") or {}).get("strips_cpu_s") or 0.0)
     if only is not None:
         print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at "
               "its end)")

@@ -178,8 +178,12 @@ def cmd_run(cfg: RunConfig) -> None:
     evaluated_ok = True
     if cfg.stage == "all" and not cfg.dry_run and cfg.evaluate_enabled and rank.is_main:
         t0, cpu = time.perf_counter(), time.process_time()
-        evaluated_ok = _evaluate_when_complete(plan, cfg, produced=bool(summary.done or summary.skipped))
-        _note(summary, evaluation_s=time.perf_counter() - t0, evaluation_cpu_s=time.process_time() - cpu)
+        timings: dict[str, float] = {}
+        evaluated_ok = _evaluate_when_complete(plan, cfg, produced=bool(summary.done or summary.skipped),
+                                               timings=timings)
+        strips = timings.get("strips_cpu_s", 0.0)  # report work done while scoring: counted as report
+        _note(summary, evaluation_s=time.perf_counter() - t0, evaluation_cpu_s=time.process_time() - cpu - strips,
+              strips_cpu_s=strips)
     if not (summary.ok and evaluated_ok):
         sys.exit(1)
 
@@ -220,9 +224,11 @@ def _note(summary: Any, **seconds: float) -> None:
              failed=len(summary.failed), compiled=len(summary.compiled), **seconds)
 
 
-def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
+def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool,
+                            timings: Optional[dict[str, float]] = None) -> bool:
     """Evaluate the run once every shard's items are finished (False: an item or metric failed). A job of a local
-    sweep scores only its own items: the sweep writes the run's tables, report and verdict once, at its end."""
+    sweep scores only its own items: the sweep writes the run's tables, report and verdict once, at its end.
+    ``timings``: filled as :func:`harness.app.commands.evaluation.evaluate` fills it."""
     from harness.app.runner import run_complete
     from harness.io import confine
 
@@ -231,13 +237,13 @@ def _evaluate_when_complete(plan: Plan, cfg: RunConfig, produced: bool) -> bool:
         log.warning("no video was produced: every item failed (causes above, full logs in each item's "
                     "upstream.log / meta.json); evaluation skipped")
     elif reports_at_end():
-        return evaluate(plan.run_dir, cfg, only=[plan.run_dir / i.rel_dir for i in plan.items])
+        return evaluate(plan.run_dir, cfg, only=[plan.run_dir / i.rel_dir for i in plan.items], timings=timings)
     elif missing:
         log.info("evaluation deferred: %d item(s) of this run are not finished yet (other shards); the shard "
                  "that finishes last evaluates, or run stage=evaluate afterwards", len(missing))
     else:
         with plan.run.lock("eval"), confine(plan.run_dir):  # two finishing shards never evaluate at once
-            return evaluate(plan.run_dir, cfg)
+            return evaluate(plan.run_dir, cfg, timings=timings)
     return True
 
 

@@ -325,7 +325,8 @@ def test_the_classical_estimators_recipe_is_recorded_with_its_defaults():
     from evaluate.perceive import _settings_of
 
     assert _settings_of(wf.ClassicalPoseEstimator()) == {
-        "features": 3000, "min_inliers": 20, "corners": 800, "flow_window": 15, "orb_min_side": 240, "redetect": 2,
+        "features": 3000, "min_inliers": 20, "corners": 800, "flow_window": 9, "flow_window_general": 15,
+        "orb_min_side": 240, "redetect": 2,
         "angle_fit": "kabsch-on-homography-inliers/fast-threshold-20-over-scale",
         "position_fit": "orb-parallax-median/kabsch-refit-3x-median"}
     assert wf.ClassicalPoseEstimator(redetect=0).redetect == 1 and wf.ClassicalPoseEstimator(redetect=3.0).redetect == 3
@@ -369,3 +370,27 @@ def test_oracle_depth_is_the_rooms_depth_at_each_pose():
     d = wf.OracleDepth(room, c2w, K, 80, 100).depth(np.zeros((1, 80, 100, 3), np.uint8), [1])
     want = Room(x=3.0, up=2.0, down=1.0, front=4.0, back=5.0).depth_map(c2w[1], K, 80, 100)
     assert d.shape == (1, 80, 100) and np.array_equal(d[0], want)
+
+
+@pytest.mark.parametrize("mode, window", [("rotation", 9), ("general", 15)])
+def test_the_flow_window_of_a_step_is_the_one_of_its_motion(monkeypatch, mode, window):
+    """Rotation steps track with ``flow_window`` (9 px), steps that may translate with ``flow_window_general``
+    (15 px): the essential-matrix fit of a small baseline is the noisier one (docs/evaluation.md, "Performance")."""
+    import cv2
+
+    seen = []
+    real = cv2.calcOpticalFlowPyrLK
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["winSize"], kwargs["maxLevel"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cv2, "calcOpticalFlowPyrLK", spy)
+    from tests.evaluate.test_perceive_once import _rendered
+
+    fr, K_ = _rendered(mode, n=3)
+    wf.ClassicalPoseEstimator(threads=1).estimate(fr, [0, 1, 2], K_, mode)
+    assert seen == [((window, window), 3)] * 2
+    seen.clear()
+    wf.ClassicalPoseEstimator(flow_window=5, flow_window_general=7, threads=1).estimate(fr, [0, 1, 2], K_, mode)
+    assert seen == [((5, 5) if mode == "rotation" else (7, 7), 3)] * 2

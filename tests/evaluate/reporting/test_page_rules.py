@@ -894,6 +894,21 @@ def test_a_strip_that_fails_ahead_is_only_logged(tmp_path, fake_strip, caplog):
     assert s.drawn == [] and "not drawn ahead (boom); the report draws it" in caplog.text
 
 
+def test_the_drawing_threads_cpu_seconds_are_summed_over_strips_failed_ones_included(tmp_path, fake_strip,
+                                                                                        monkeypatch):
+    """What a job's phase split moves from evaluation to report (harness.app.benchmarks.first_look)."""
+    import time
+
+    clock = iter([1.0, 1.25, 5.0, 5.5])  # a fake thread clock: each strip reads it at its start and its end
+    monkeypatch.setattr(time, "thread_time", lambda: next(clock))
+    s = strips.StripsAhead(tmp_path / "run", tmp_path / "strips")
+    assert s.cpu_s == 0.0
+    s._draw(tmp_path / "run" / "a", ahead_result("a"), KEPT)
+    s._draw(tmp_path / "run" / "boom", ahead_result("boom"), KEPT)
+    s.close()
+    assert s.cpu_s == 0.75 and [c[0] for c in fake_strip] == ["a", "boom"]
+
+
 def test_submitted_items_are_drawn_on_the_background_thread_by_close(tmp_path, fake_strip):
     with strips.StripsAhead(tmp_path / "run", tmp_path / "strips") as s:
         s.submit(tmp_path / "run" / "a", ahead_result("a"), KEPT)

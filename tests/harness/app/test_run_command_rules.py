@@ -315,7 +315,7 @@ def job(monkeypatch, checks, cfg_for):
     ``on_start``), the evaluation returns ``state.evaluated``; ``state.go(**changes)`` runs the command on a plan
     the pre-pass made."""
     state = SimpleNamespace(summary=None, rank=Rank(), evaluated=True, missing=[], runs=[], bound=[], saved=[],
-                            removed=[], evaluations=[], complete=[])
+                            removed=[], evaluations=[], complete=[], strips_cpu_s=0.0)
 
     def run_items(plan, **kw):
         state.runs.append((plan, kw))
@@ -323,7 +323,9 @@ def job(monkeypatch, checks, cfg_for):
         return state.summary
 
     def evaluate(run_dir, cfg, **kw):
-        state.evaluations.append((run_dir, cfg, kw))
+        state.evaluations.append((run_dir, cfg, {k: dict(v) if isinstance(v, dict) else v for k, v in kw.items()}))
+        if kw.get("timings") is not None:
+            kw["timings"]["strips_cpu_s"] = state.strips_cpu_s
         return state.evaluated
 
     def run_complete(run_dir, items):
@@ -363,7 +365,7 @@ def test_a_run_generates_with_its_settings_saves_its_config_first_and_evaluates_
     assert job.bound == [Rank()]
     assert job.saved == [(plan.recorded, plan.run_dir)] and job.removed == [plan.run_dir]
     assert job.complete == [(plan.run_dir, plan.all_items)]
-    assert job.evaluations == [(plan.run_dir, cfg, {})]
+    assert job.evaluations == [(plan.run_dir, cfg, {"timings": {}})]
     assert capsys.readouterr().out == job.summary.table() + "\n"
 
 
@@ -371,7 +373,17 @@ def test_a_run_notes_its_counts_and_the_seconds_of_each_phase(job):
     job.summary = RunSummary(Path("/r"), done=["a", "b"], skipped=["c"], elsewhere=["d", "e"], seconds=1.5)
     job.go()
     assert run.take_job_notes() == {"done": 2, "skipped": 3, "failed": 0, "compiled": 0, "generation_s": 1.5,
-                                    "generation_cpu_s": 2.0, "evaluation_s": 5.0, "evaluation_cpu_s": 2.0}
+                                    "generation_cpu_s": 2.0, "evaluation_s": 5.0, "evaluation_cpu_s": 2.0,
+                                    "strips_cpu_s": 0.0}
+
+
+def test_the_strips_drawn_while_scoring_count_as_report_work_not_evaluation(job):
+    """The strips a job draws ahead are report work (harness.app.benchmarks.first_look): their CPU seconds are noted
+    apart and left out of the evaluation's."""
+    job.strips_cpu_s = 0.5
+    job.go()
+    notes = run.take_job_notes()
+    assert (notes["evaluation_cpu_s"], notes["strips_cpu_s"]) == (1.5, 0.5)
 
 
 def test_a_dry_run_keeps_the_leftover_temporaries_and_is_not_evaluated(job):
@@ -453,7 +465,7 @@ def test_a_complete_run_is_evaluated_whole_inside_its_folder(finished, monkeypat
                         or True)
     assert run._evaluate_when_complete(finished.plan, finished.cfg, produced=True) is True
     (d, c, kw, roots), = confined
-    assert (d, c, kw) == (finished.plan.run_dir, finished.cfg, {})
+    assert (d, c, kw) == (finished.plan.run_dir, finished.cfg, {"timings": None})
     assert finished.plan.run_dir.resolve() in roots
 
 
@@ -482,7 +494,7 @@ def test_a_local_sweeps_job_scores_only_its_own_items_even_before_the_run_is_com
     assert run._evaluate_when_complete(finished.plan, finished.cfg, produced=True) is False
     (d, c, kw), = finished.evaluations
     assert (d, c) == (finished.plan.run_dir, finished.cfg)
-    assert kw == {"only": [finished.plan.run_dir / i.rel_dir for i in finished.plan.items]}
+    assert kw == {"only": [finished.plan.run_dir / i.rel_dir for i in finished.plan.items], "timings": None}
     assert kw["only"][0] == finished.plan.run_dir / "reference" / "fov" / "seed-1" / "lrlr" / "dynamic_cat"
 
 

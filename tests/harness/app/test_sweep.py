@@ -106,12 +106,14 @@ def test_an_experiment_without_m_is_run_as_its_sweep(args, want):
 
 
 def test_the_benchmark_split_sums_job_seconds_from_the_sweep_record():
-    record = {"jobs": [{"generation_s": 30.0, "evaluation_s": 10.0, "generation_cpu_s": 40.0, "evaluation_cpu_s": 8.0},
-                       {"generation_s": 20.0, "evaluation_s": 12.5, "generation_cpu_s": 24.0, "evaluation_cpu_s": 8.0},
+    record = {"jobs": [{"generation_s": 30.0, "evaluation_s": 10.0, "generation_cpu_s": 40.0, "evaluation_cpu_s": 8.0,
+                        "strips_cpu_s": 1.5},
+                       {"generation_s": 20.0, "evaluation_s": 12.5, "generation_cpu_s": 24.0, "evaluation_cpu_s": 8.0,
+                        "strips_cpu_s": 1.0},
                        {"already_done": 5}],
               "runs": [{"evaluation_s": 2.5, "report_s": 4.0, "cpu_s": 6.0}]}
     assert split(record) == {"generation_s": 50.0, "evaluation_s": 25.0, "report_s": 4.0, "generation_cpu_s": 64.0,
-                             "evaluation_cpu_s": 16.0, "ratio": 0.5, "ratio_cpu": 0.25}
+                             "evaluation_cpu_s": 16.0, "strips_cpu_s": 2.5, "ratio": 0.5, "ratio_cpu": 0.25}
     assert split({"jobs": [], "runs": []})["ratio"] == float("inf") == split({})["ratio_cpu"]
 
 
