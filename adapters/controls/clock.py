@@ -107,7 +107,7 @@ def laid_ends(path: CameraPath, edges: np.ndarray, keep: str = "time") -> list[i
             g = T - 1
         else:
             # every later move needs an edge of its own, and so does the last segment when it has frames
-            later = sum(moves[j + 1:-1]) + int(ends[-1] > e)
+            later = sum(moves[j + 1:-1]) + int(ends[-1] > ends[-2])
             hi = int(edges[len(edges) - 1 - later]) if later < len(edges) else -1
             want = dst_prev + (e - src_prev) if keep == "length" and moves[j] else e
             g = _snap(want, edges, dst_prev + int(moves[j]), hi)

@@ -347,3 +347,20 @@ def test_a_history_camera_sees_a_point_only_strictly_inside_its_boundaries():
     est._local = np.array([[0.0, 0.0, 1.0]])
     far = np.stack([se3(np.eye(3), [0, 0, -7.0]), se3(np.eye(3), [0, 0, -6.9])])  # |p - c| = 8 = radius, 7.9
     assert est.overlap_matrix(q, far).tolist() == [[0.0, 1.0]]
+
+
+# -- exact messages the mutation run found unpinned ------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [{"num_points": 15}, {"radius": 0.0}, {"near": -0.5}])
+def test_an_out_of_range_fov_estimator_setting_gets_the_one_limits_message_without_its_key_or_value(bad):
+    from harness.context import FovScoreConfig
+
+    with pytest.raises(ContextConfigError) as e:
+        FovScoreConfig.from_dict(bad)
+    assert str(e.value) == "context.fov: need num_points >= 16, radius > 0 and near > 0"
+
+
+def test_a_fov_policy_that_does_not_name_retrieved_chunks_is_refused_with_the_fields_fix():
+    with pytest.raises(ContextConfigError) as e:
+        ContextPolicy.from_dict({"name": "fov", "sink": 4, "recent": 4})
+    assert str(e.value) == "context.retrieved_chunks=0: must be >= 1 for the fov policy"

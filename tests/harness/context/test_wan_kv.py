@@ -331,3 +331,39 @@ def test_the_attention_timer_waits_for_cuda_kernels_before_it_reads_the_clock(mo
         state = wan_kv.WanKVState(frame_seqlen=6, mode="masked", token_mask=torch.ones(6, 6, dtype=torch.bool), timer=timer)
         wan_kv.WanKVAttnProcessor(state, 0)(attn, x)
         assert timer.current == expected and len(synced) == int(on_cuda)
+
+
+# -- cached mode's preconditions and the lazy heavy imports ----------------------------------------------------------
+
+@pytest.mark.parametrize("missing", ["cache", "rope", "both"])
+def test_a_cached_mode_attention_call_without_its_cache_or_the_models_rope_is_refused(missing):
+    """Cached mode needs both the KV cache and the model's rope: lacking either (or both) raises the one message,
+    before anything is gathered."""
+    from harness.context import wan_kv
+
+    m = tiny_wan(layers=1)
+    attn = m.blocks[0].attn1
+    cache = KVCache(1, 6, 2, 12, capacity=8)
+    state = wan_kv.WanKVState(frame_seqlen=6, mode="cached", frames=[0],
+                              cache=None if missing in ("cache", "both") else cache,
+                              rope=None if missing in ("rope", "both") else m.rope)
+    with pytest.raises(ValueError) as e:
+        wan_kv.WanKVAttnProcessor(state, 0)(attn, torch.randn(1, 6, attn.to_q.in_features))
+    assert str(e.value) == "WanKVState in cached mode needs its cache and the model's rope"
+
+
+def test_importing_the_wan_module_imports_neither_torch_nor_diffusers(monkeypatch):
+    """torch and diffusers are imported lazily, at run time: with both made unimportable (``None`` in
+    ``sys.modules``), a fresh import of ``harness.context.wan_kv`` still succeeds and defines its entry points."""
+    import importlib
+    import sys
+
+    import harness.context
+
+    before = sys.modules["harness.context.wan_kv"]
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "diffusers", None)
+    monkeypatch.delitem(sys.modules, "harness.context.wan_kv")
+    monkeypatch.setattr(harness.context, "wan_kv", before)  # the package attribute the import rebinds
+    fresh = importlib.import_module("harness.context.wan_kv")
+    assert fresh is not before and callable(fresh.WanKV) and callable(fresh.wan_generate)
