@@ -339,3 +339,34 @@ def test_unmutated_tests_that_fail_are_named(tmp_path):
     out = r.stdout + r.stderr
     assert "the unmutated tests fail (killed, exit 1): " in out and "test_fails.py::test_broken" in out
     assert "test_ok" not in out.split("the unmutated tests fail")[1]
+
+
+def test_the_tree_state_lists_what_changed_in_the_checkout(tmp_path, monkeypatch):
+    """What a run compares before and after: ``git status`` of the checkout, untracked files one by one."""
+    from tests.mutation import __main__ as tool
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    assert tool.tree_state() == []
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "written.json").write_text("{}")
+    assert tool.tree_state() == ["?? out/written.json"]
+    monkeypatch.setattr(tool, "ROOT", tmp_path / "missing")  # not a folder: nothing to compare, no error
+    assert tool.tree_state() == []
+
+
+def test_a_run_that_changed_the_checkout_says_which_paths(tmp_path, monkeypatch, capsys):
+    """A mutant can send a test's output into the source tree (it runs in this checkout): the run names the paths."""
+    from tests.mutation import __main__ as tool
+
+    states = iter([[" M keep.py"], [" M keep.py", " M adapters/x/upstream_tree.json"]])
+    monkeypatch.setattr(tool, "tree_state", lambda: next(states))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # main sets them for its mutants
+        monkeypatch.setenv(var, "1")
+    demo = "tests/mutation/demo"
+    monkeypatch.chdir(ROOT)
+    tool.main(["--targets", f"{demo}/targets.toml", "--equivalents", f"{demo}/equivalent.yaml", "--no-preload",
+               "--json", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert ("warning: 1 path(s) of the working tree changed during the run (a mutant's test may have written there, "
+            "or someone edited them):  M adapters/x/upstream_tree.json; check with git diff") in err

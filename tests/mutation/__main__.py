@@ -152,6 +152,7 @@ def main(argv=None) -> int:
     if not args.no_preload:
         preload(tuple(sorted({p for t in targets for p in t["preload"]})))
     started = time.monotonic()
+    tree_before = tree_state()
     results: dict[tuple[str, str], dict] = {}
     todo = []
     for t, m, src in plan:
@@ -256,7 +257,24 @@ def main(argv=None) -> int:
             if p.name not in keep_logs:
                 p.unlink()
 
+    changed = sorted(set(tree_state()) - set(tree_before))
+    if changed:  # the mutants run in this checkout: a mutant can send a test's output into the tree
+        print(f"warning: {len(changed)} path(s) of the working tree changed during the run (a mutant's test may "
+              f"have written there, or someone edited them): {', '.join(changed[:10])}; check with git diff",
+              file=sys.stderr, flush=True)
     return report(targets, results, stale, args, time.monotonic() - started)
+
+
+def tree_state() -> list[str]:
+    """``git status --porcelain`` lines of the project's checkout (``[]`` outside git): what a run may have changed."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return out.splitlines()
 
 
 #: the mark of a survivor whose code no listed test runs (it was not run)
