@@ -822,3 +822,75 @@ def test_a_target_mask_keeps_a_canvas_pixel_only_above_half_covered():
     m[0] = True
     out = entity._canvas_mask(SimpleNamespace(height=1, width=7), m)
     assert out.tolist() == [[True, True, True, False, True, True, True]]
+
+
+# -- references of the visible scores, memory metrics on camera items, the dynamic family's lazy imports -------------
+
+def test_environment_visible_compares_every_return_frame_with_frame_0_not_with_the_first_return_frame():
+    """Eq. 1 with each revisit's clipped cosine against frame 0: frame 0 is [1, 0], the return frames are 30 and 60
+    deg from it, so per revisit cos 30 and cos 60 (against the first return frame they would be 1 and cos 30)."""
+    ctx = make_item()
+    returns = [w[-1] for w in ctx.rev_idx]
+    perc = FakePerception(ctx, feats={0: [1.0, 0.0], returns[0]: _unit(30), returns[1]: _unit(60)}, returns=returns)
+    (e,) = environment.visible(ctx, perc, ECFG, {"encoder": "enc"}).values()
+    per = [np.cos(np.radians(30)), 0.5]
+    assert e.details["per_revisit"] == pytest.approx(per)
+    assert e.value == pytest.approx(sum(per) / 2)
+
+
+def test_departure_return_visible_compares_every_return_frame_with_the_away_reference_not_the_first_return():
+    """Each revisiting departure's return frame is scored by its clipped cosine against the reference (the end of
+    D1's away hold, [1, 0]): return frames 30 and 60 deg from it give cos 30 and cos 60, averaged over K = 2 (Eq. 1);
+    against the first return frame they would be 1 and cos 30."""
+    ctx = make_item("lrlrlr", 193, cycles=("left",) * 3)
+    perc = FakePerception(ctx, feats={f: [1.0, 0.0] for f in range(ctx.num_frames)}, poses={"da3": ctx.c2w.copy()})
+    ecfg = EvalConfig(return_frame_poses=("da3",))
+    (e,) = departure.return_visible(ctx, perc, ecfg, {"encoder": "enc"}).values()
+    picks = e.details["return_frames"]
+    assert len(picks) == 2 and e.details["reference_frames"][0] not in picks
+    perc.feats[picks[0]], perc.feats[picks[1]] = _unit(30), _unit(60)
+    (e,) = departure.return_visible(ctx, perc, ecfg, {"encoder": "enc"}).values()
+    per = [np.cos(np.radians(30)), 0.5]
+    assert e.details["per_revisit"] == pytest.approx(per)
+    assert e.value == pytest.approx(sum(per) / 2)
+
+
+def test_a_memory_metric_never_applies_to_a_camera_item_and_other_metrics_keep_their_own_rule():
+    """A memory family's step (environment) is refused for an item scored for camera following only and keeps its
+    own rule elsewhere; a non-memory step (quality) applies to the camera item as its own rule says."""
+    from evaluate.families.base import Family
+    from evaluate.registry import Compute, MetricSpec
+
+    def spec(metric, family, applies):
+        return MetricSpec(id=metric, family=family, higher_is_better=True, needs="encoder", paper=False,
+                          description="", compute=(Compute(lambda *a: {}, applies=applies),))
+
+    def yes(item, settings):
+        return True
+
+    def no(item, settings):
+        return False
+
+    fam = Family("x", (), (spec("environment.a", "environment", yes), spec("environment.b", "environment", no),
+                           spec("quality.a", "quality", yes), spec("quality.b", "quality", no)))
+    cam, env = make_item(meta={"scored_as": "camera"}), make_item()
+    assert cam.family == "camera" and env.family == "environment"
+    assert [m.applies(cam, ECFG) for m in fam.metrics] == [False, False, True, False]
+    assert [m.applies(env, ECFG) for m in fam.metrics] == [True, False, True, False]
+
+
+def test_importing_the_dynamic_family_does_not_import_the_perception_stack(monkeypatch):
+    """``evaluate.perceive`` (the backbones) is needed by the dynamic family for annotations only: with it made
+    unimportable (``None`` in ``sys.modules``), a fresh import of ``evaluate.families.dynamic`` still succeeds and
+    defines its family."""
+    import importlib
+    import sys
+
+    import evaluate.families
+
+    before = sys.modules["evaluate.families.dynamic"]
+    monkeypatch.setitem(sys.modules, "evaluate.perceive", None)
+    monkeypatch.delitem(sys.modules, "evaluate.families.dynamic")
+    monkeypatch.setattr(evaluate.families, "dynamic", before)  # the package attribute the import rebinds
+    fresh = importlib.import_module("evaluate.families.dynamic")
+    assert fresh is not before and fresh.FAMILY.name == "dynamic" and callable(fresh.judge_input)

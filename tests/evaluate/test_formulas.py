@@ -843,3 +843,55 @@ def test_alignment_thresholds_are_strict():
     assert align_to_target(target, est)[1]["alignment"] == "sim3"
     target[1, 0, 3] = 0.9e-12
     assert align_to_target(target, est)[1]["alignment"] == "se3"
+
+
+# -- the benchmark mean, return frames by position, arrived frames and ORS's lazy import -----------------------------
+
+def test_the_benchmark_mean_is_the_bootstrap_of_2000_resamples_with_seed_0():
+    """Every metric's aggregation is the mean with a 95 % percentile bootstrap interval; its defaults are 2000
+    resamples and seed 0, so a rerun reproduces the interval exactly (another count or seed gives another one)."""
+    from evaluate.aggregate import mean
+
+    v = list(np.random.default_rng(5).normal(1.0, 1.0, 12))
+    got = mean(v)
+    assert got == bootstrap_ci(v, n_boot=2000, seed=0, alpha=0.05)
+    assert got != bootstrap_ci(v, n_boot=2001, seed=0) and got != bootstrap_ci(v, n_boot=2000, seed=1)
+
+
+def test_a_translation_loop_returns_at_the_window_frame_whose_centre_is_nearest_frame_0s():
+    """Frame 0's centre is at x = 2 and the last frame's at x = -2: window frame 1 (x = 1.5) is 0.5 from frame 0,
+    frame 2 (x = -1.5) is 3.5 away, so frame 1 is the return frame (measured from frame 0, not from the last frame,
+    and by the difference of the centres)."""
+    from evaluate.memory import closest_by_position
+
+    c2w = se3(np.tile(np.eye(3), (4, 1, 1)), np.array([[2.0, 0, 0], [1.5, 0, 0], [-1.5, 0, 0], [-2.0, 0, 0]]))
+    assert closest_by_position([1, 2], c2w) == 1
+    assert closest_by_position([2, 1], c2w) == 1
+
+
+def test_arrived_frames_are_the_frames_whose_prescribed_pose_is_back_at_frame_0():
+    """Frames 1 and 3 (the last) face 90 deg away, frame 2 is 2 deg from frame 0: within 5 deg of frame 0 are
+    frames 0 and 2, whatever frames 1 and 3 are near."""
+    from evaluate.protocol import arrived_frames
+
+    c2w = se3(rot_y(np.radians([0.0, 90.0, 2.0, 90.0])))
+    assert arrived_frames(c2w, [0, 1, 2, 3], 5.0, 0.05) == [0, 2]
+    assert arrived_frames(c2w, [3, 2, 1], 5.0, 0.05) == [2]
+
+
+def test_importing_the_ors_module_does_not_import_the_owl_detector(monkeypatch):
+    """The detector backbone is loaded only when ORS is computed: with ``evaluate.perception.owl_detector`` made
+    unimportable (``None`` in ``sys.modules``), a fresh import of ``evaluate.ors`` still succeeds and its score
+    works (MemoBench's ORS: 2 detections of 0.8 and 0.4 over 4 revisit frames = 0.3)."""
+    import importlib
+    import sys
+
+    import evaluate.ors
+
+    before = sys.modules["evaluate.ors"]
+    monkeypatch.setitem(sys.modules, "evaluate.perception.owl_detector", None)
+    monkeypatch.delitem(sys.modules, "evaluate.ors")
+    monkeypatch.setattr(evaluate, "ors", before)  # the package attribute the import rebinds
+    fresh = importlib.import_module("evaluate.ors")
+    assert fresh is not before
+    assert fresh.object_reappearance_score([0.8, None, 0.4, None])["ors"] == pytest.approx(0.3)

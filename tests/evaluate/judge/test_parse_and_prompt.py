@@ -216,3 +216,23 @@ def test_the_request_is_validated_and_its_key_is_the_hash_of_its_identity():
     assert body["response_format"]["json_schema"] == {"name": "checklist", "schema": response_schema(), "strict": True}
     rest = {k: v for k, v in ident.items() if k != "key"}
     assert ident["key"] == hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# -- the prompt module's lazy import of the case schema ---------------------------------------------------------------
+
+def test_importing_the_prompt_module_does_not_import_the_case_schema(monkeypatch):
+    """``harness.cases`` (the case schema) is named by the prompt module in annotations only: with it made
+    unimportable (``None`` in ``sys.modules``), a fresh import of ``evaluate.judge.prompt`` still succeeds and
+    defines its eight question ids."""
+    import importlib
+    import sys
+
+    import evaluate.judge
+
+    before = sys.modules["evaluate.judge.prompt"]
+    monkeypatch.setitem(sys.modules, "harness.cases", None)
+    monkeypatch.delitem(sys.modules, "evaluate.judge.prompt")
+    monkeypatch.setattr(evaluate.judge, "prompt", before)  # the package attribute the import rebinds
+    fresh = importlib.import_module("evaluate.judge.prompt")
+    assert fresh is not before and fresh.QUESTION_IDS == tuple(f"q{i}" for i in range(1, 9))
+    assert callable(fresh.build_request)

@@ -1,0 +1,149 @@
+"""Rules of the trajectory builders (trajectories/builders.py): spec checks and the frame layout, one per test, in process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.config_groups import group_yaml
+from trajectories import TrajectoryError, TrajectorySpec, build_path
+
+K = np.array([[480.0, 0, 416], [0, 480.0, 240], [0, 0, 1]])  # as test_release_presets.py: 832 x 480
+
+
+def _spec(name: str, **over) -> TrajectorySpec:
+    return TrajectorySpec.from_dict({**group_yaml("trajectory", name), **over})
+
+
+def _build(spec: TrajectorySpec, n: int):
+    return build_path(spec, n, 16, K, 480, 832)
+
+
+def _segments(path) -> list[tuple[str, str, str, int, int]]:
+    return [(s.phase, s.label, s.kind, s.start, s.end) for s in path.segments]
+
+
+# -- normalised time ----------------------------------------------------------------------------------------------
+
+def test_normalised_time_needs_two_frames_for_each_of_its_segments():
+    # LRLR: V, 2 x (L, away hold, R, revisit hold), H = 10 segments; the square: V, F, R, B, L, revisit hold, H = 7
+    assert TrajectorySpec(name="lrlr", cycles=("left", "left")).min_frames() == 20
+    assert TrajectorySpec(name="square", kind="square").min_frames() == 14
+
+
+# -- the frame layout's checks ------------------------------------------------------------------------------------
+
+def test_a_too_short_count_names_the_sweeps_speed_for_a_rotation():
+    # the release's LRLR lays out 480 frames after frame 0 (INFERENCE, docs/trajectories.md "Release presets";
+    # SANA-WM's 481 frames, trajectories/paper_numbers.yaml), so 480 frames are one too few
+    with pytest.raises(TrajectoryError) as err:
+        _build(_spec("lrlr_sym_0p75dpf"), 480)
+    assert str(err.value) == (
+        "num_frames=480 is too short for trajectory 'lrlr_sym_0p75dpf': its sweeps at 0.75 deg per frame and holds "
+        "take 481 frames; give the model at least 481 frames for it (model.frames_per_trajectory.lrlr_sym_0p75dpf: "
+        "481 or more) or shorten the trajectory's moves")
+
+
+def test_a_too_short_count_names_the_legs_for_the_square():
+    # the release's square: four 120-frame legs after frame 0 (INFERENCE, as the rotations: 480 frames of layout)
+    with pytest.raises(TrajectoryError) as err:
+        _build(_spec("translate_square"), 480)
+    assert str(err.value) == (
+        "num_frames=480 is too short for trajectory 'translate_square': its legs of 120 frames and holds take 481 "
+        "frames; give the model at least 481 frames for it (model.frames_per_trajectory.translate_square: 481 or "
+        "more) or shorten the trajectory's moves")
+
+
+@pytest.mark.parametrize("dpf,shown", [(float("inf"), "inf"), (float("nan"), "nan"), (0, "0"), (-0.5, "-0.5")])
+def test_a_rotation_speed_must_be_a_finite_number_above_zero(dpf, shown):
+    with pytest.raises(TrajectoryError) as err:
+        _build(_spec("lrlr_sym_0p75dpf", deg_per_frame=dpf), 493)
+    assert str(err.value) == f"trajectory.deg_per_frame={shown}: give an angular speed in degrees per frame > 0"
+
+
+def test_a_square_leg_of_zero_frames_is_refused():
+    with pytest.raises(TrajectoryError) as err:
+        _build(_spec("translate_square", leg_frames=0), 493)
+    assert str(err.value) == "trajectory.leg_frames=0: give a whole number of frames >= 1 for each leg"
+
+
+def test_a_square_leg_of_one_frame_reaches_each_corner_in_one_frame():
+    spec = _spec("translate_square", leg_frames=1, side=2.0)
+    assert spec.min_frames() == 5
+    path = _build(spec, 5)
+    np.testing.assert_allclose(path.c2w[:, :3, 3], [[0, 0, 0], [0, 0, 2], [2, 0, 2], [2, 0, 0], [0, 0, 0]],
+                               atol=1e-12)
+    assert path.params["units_per_frame"] == 2.0
+
+
+def test_a_square_given_a_speed_instead_of_legs_counts_no_leg_frames_and_is_refused_naming_the_speed():
+    spec = TrajectorySpec(name="sq", kind="square", deg_per_frame=1.0)
+    assert spec.min_frames() == 1  # frame 0 only: no legs given (the release checker asks before building)
+    with pytest.raises(TrajectoryError) as err:
+        _build(spec, 493)
+    assert str(err.value).startswith("trajectory.deg_per_frame=1.0: an angular speed applies to rotations only")
+
+
+# -- the frame layout -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dpf", [90.0, 1000.0])
+def test_a_sweep_takes_at_least_one_frame(dpf):
+    # 90 / 90 = 1 frame; 90 / 1000 rounds to 0 frames: still 1
+    spec = TrajectorySpec(name="lr", cycles=("left",), yaw_deg=90.0, deg_per_frame=dpf)
+    assert spec.min_frames() == 3
+    path = _build(spec, 3)
+    yaw, pitch = path.yaw_pitch_deg()
+    np.testing.assert_allclose(yaw, [0.0, -90.0, 0.0], atol=1e-9)
+    assert _segments(path) == [("V", "hold", "hold", 0, 1), ("D1", "L", "move", 1, 2), ("R1", "R", "move", 2, 3)]
+    assert path.params["achieved_deg_per_frame"] == {"yaw": 90.0}
+
+
+LRUD_HOLDS = TrajectorySpec(name="lrud_holds", cycles=("left", "up"), yaw_deg=90.0, pitch_deg=60.0,
+                            deg_per_frame=30.0, hold_frames={"initial": 1, "away": 2, "revisit": 1})
+
+
+def test_holds_of_a_rotation_take_their_frames_between_the_sweeps():
+    # 1 + initial 1 + (L 3, away 2, R 3, revisit 1) + (U 2, away 2, D 2, revisit 1) = 18; 20 frames: H takes 2
+    assert LRUD_HOLDS.min_frames() == 18
+    path = _build(LRUD_HOLDS, 20)
+    assert _segments(path) == [
+        ("V", "hold", "hold", 0, 2),
+        ("D1", "L", "move", 2, 5), ("D1", "hold", "hold", 5, 7),
+        ("R1", "R", "move", 7, 10), ("R1", "hold", "hold", 10, 11),
+        ("D2", "U", "move", 11, 13), ("D2", "hold", "hold", 13, 15), ("R2", "D", "move", 15, 17),
+        ("R2", "hold", "hold", 17, 18),
+        ("H", "hold", "hold", 18, 20)]
+    assert path.phases == {"V": (0, 2), "D1": (2, 7), "R1": (7, 11), "D2": (11, 15), "R2": (15, 18), "H": (18, 20)}
+
+
+def test_a_rotation_holds_the_far_pose_on_its_own_axis_and_the_start_pose_after_each_return():
+    yaw, pitch = _build(LRUD_HOLDS, 20).yaw_pitch_deg()
+    np.testing.assert_allclose(yaw, [0, 0, -30, -60, -90, -90, -90, -60, -30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                               atol=1e-9)
+    np.testing.assert_allclose(pitch, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30, 60, 60, 60, 30, 0, 0, 0, 0], atol=1e-9)
+
+
+SQUARE_HOLDS = TrajectorySpec(name="sq_holds", kind="square", side=2.0, leg_frames=2,
+                              hold_frames={"initial": 0, "away": 1, "revisit": 1})
+
+
+def test_the_square_holds_at_its_first_three_corners_and_at_the_start_after_the_return():
+    # 1 + (F 2, hold 1) + (R 2, hold 1) + (B 2, hold 1) + L 2 + revisit 1 = 13; 14 frames: H takes 1
+    assert SQUARE_HOLDS.min_frames() == 13
+    path = _build(SQUARE_HOLDS, 14)
+    assert _segments(path) == [
+        ("V", "hold", "hold", 0, 1),
+        ("D1", "F", "move", 1, 3), ("D1", "hold", "hold", 3, 4),
+        ("D1", "R", "move", 4, 6), ("D1", "hold", "hold", 6, 7),
+        ("D1", "B", "move", 7, 9), ("D1", "hold", "hold", 9, 10),
+        ("R1", "L", "move", 10, 12), ("R1", "hold", "hold", 12, 13),
+        ("H", "hold", "hold", 13, 14)]
+    assert path.phases == {"V": (0, 1), "D1": (1, 10), "R1": (10, 13), "H": (13, 14)}
+
+
+def test_the_square_keeps_its_orientation_and_stands_still_at_each_corner_during_a_hold():
+    path = _build(SQUARE_HOLDS, 14)
+    np.testing.assert_allclose(path.c2w[:, :3, :3], np.broadcast_to(np.eye(3), (14, 3, 3)), atol=1e-12)
+    np.testing.assert_allclose(path.c2w[:, :3, 3], [
+        [0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 2], [1, 0, 2], [2, 0, 2], [2, 0, 2], [2, 0, 1], [2, 0, 0], [2, 0, 0],
+        [1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], atol=1e-12)
