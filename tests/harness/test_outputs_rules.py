@@ -33,16 +33,21 @@ ITEM = WorkItem("m", "fullkv", 1, "lrlr", "c1")
 FPS, FRAMES = 16.0, 3
 
 
-@pytest.fixture(scope="module")
-def video_bytes(tmp_path_factory) -> bytes:
+def three_frame_video(folder: Path) -> bytes:
+    """The bytes of a ``FRAMES``-frame video at ``FPS`` (what :func:`make_item` records), written in ``folder``."""
     from harness.video import VideoWriter
 
-    path = tmp_path_factory.mktemp("video") / "video.mp4"
+    path = folder / "video.mp4"
     w = VideoWriter(path, fps=FPS)
     for i in range(FRAMES):
         w.write(np.full((32, 32, 3), 40 * i, np.uint8))
     w.close()
     return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def video_bytes(tmp_path_factory) -> bytes:
+    return three_frame_video(tmp_path_factory.mktemp("video"))
 
 
 def make_item(run: Path, video: bytes, item: WorkItem = ITEM, *, meta_fps=FPS, cam_frames=FRAMES,

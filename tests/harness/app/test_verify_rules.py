@@ -12,7 +12,7 @@ import pytest
 from harness import outputs
 from harness.app import verify
 from harness.outputs import RunDir, WorkItem, item_problems
-from tests.harness.test_outputs_rules import FPS, FRAMES, ITEM, make_item
+from tests.harness.test_outputs_rules import ITEM, make_item, three_frame_video
 
 SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.include=[environment_rocket]",
          "evaluate=off", "progress=false"]
@@ -20,17 +20,7 @@ SMALL = ["model.height=96", "model.width=160", "model.num_frames=65", "cases.inc
 
 @pytest.fixture(scope="module")
 def video_bytes(tmp_path_factory) -> bytes:
-    """A 3-frame video at 16 fps (what make_item records)."""
-    import numpy as np
-
-    from harness.video import VideoWriter
-
-    path = tmp_path_factory.mktemp("video") / "video.mp4"
-    w = VideoWriter(path, fps=FPS)
-    for i in range(FRAMES):
-        w.write(np.full((32, 32, 3), 40 * i, np.uint8))
-    w.close()
-    return path.read_bytes()
+    return three_frame_video(tmp_path_factory.mktemp("video"))
 
 
 # -- outputs: states and stale layouts ---------------------------------------------------------------------------------
