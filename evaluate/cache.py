@@ -39,19 +39,21 @@ def _hash(obj: Any) -> str:
 def _weights_state(fam: Family, ecfg: EvalConfig, root: Path, pack: WeightsPack | None = None) -> WeightsState:
     """Cheap fingerprint of the weights of the learned backbones a family may use (presence, sizes, mtimes; in our
     folder or in the release's weights pack ``pack``), so fetching or replacing weights recomputes the family; file
-    sha256s are recorded when a backbone is loaded."""
+    sha256s are recorded when a backbone is loaded. A weight-free backbone enters with its options only, when it has
+    any (its defaults are the code's: :data:`SCHEMA_VERSION` covers them)."""
     from .backbones import weights_fingerprint
 
+    options = ecfg.backbone_options or {}
     out: WeightsState = {}
     for setting in fam.settings:
         v = getattr(ecfg, setting)
         for n in (v if isinstance(v, tuple) else (v,)):
             if isinstance(n, str) and n in BACKBONES and BACKBONES[n].learned:
-                out[n] = [weights_fingerprint(n, root, pack), (ecfg.backbone_options or {}).get(n, {})]
+                out[n] = [weights_fingerprint(n, root, pack), options.get(n, {})]
             elif isinstance(n, str) and n in BACKBONES and BACKBONES[n].packaged:
-                out[n] = [_packaged_state(n), (ecfg.backbone_options or {}).get(n, {})]
-            elif isinstance(n, str) and (ecfg.backbone_options or {}).get(n):  # a weight-free backbone's knobs
-                out[n] = [(ecfg.backbone_options or {})[n]]
+                out[n] = [_packaged_state(n), options.get(n, {})]
+            elif isinstance(n, str) and options.get(n):
+                out[n] = [options[n]]
     return out
 
 
