@@ -278,3 +278,11 @@ def test_small_excursions_to_the_right_and_down_are_read_on_their_axis_and_side(
     assert measure_layout(c2w).excursions == (
         Excursion(1, 2, "yaw", "right", pytest.approx(20.0), pytest.approx(0.0, abs=1e-9)),
         Excursion(3, 4, "pitch", "down", pytest.approx(20.0), pytest.approx(0.0, abs=1e-9)))
+
+
+def test_a_frame_layout_holds_nothing_unless_told():
+    """``trajectory.hold_frames`` left out: no initial, away or revisit hold (the final hold takes what is left)."""
+    from trajectories.builders import HoldFrames
+
+    assert (HoldFrames().initial, HoldFrames().away, HoldFrames().revisit) == (0, 0, 0)
+    assert HoldFrames.from_dict({"away": 3}).initial == 0

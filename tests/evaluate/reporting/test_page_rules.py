@@ -909,6 +909,32 @@ def test_the_drawing_threads_cpu_seconds_are_summed_over_strips_failed_ones_incl
     assert s.cpu_s == 0.75 and [c[0] for c in fake_strip] == ["a", "boom"]
 
 
+def test_close_waits_for_the_strip_still_being_drawn(tmp_path, monkeypatch):
+    """The run reads the strips' CPU seconds and the report reads the PNGs after close(): it returns only once the
+    last strip is drawn (a correct close can never pass the check below early; a close that does not wait fails it
+    unless its own thread is starved for half a second)."""
+    import threading
+
+    go, drawing = threading.Event(), threading.Event()
+
+    def frame_strip(it, out_png, frames=None):
+        drawing.set()
+        go.wait(30)
+        return out_png, []
+
+    monkeypatch.setattr(strips, "frame_strip", frame_strip)
+    s = strips.StripsAhead(tmp_path / "run", tmp_path / "strips")
+    s.submit(tmp_path / "run" / "a", ahead_result("a"), KEPT)
+    assert drawing.wait(30)
+    closing = threading.Thread(target=s.close)
+    closing.start()
+    closing.join(0.5)
+    assert closing.is_alive() and s.drawn == []  # still waiting for the strip being drawn
+    go.set()
+    closing.join(30)
+    assert not closing.is_alive() and len(s.drawn) == 1
+
+
 def test_submitted_items_are_drawn_on_the_background_thread_by_close(tmp_path, fake_strip):
     with strips.StripsAhead(tmp_path / "run", tmp_path / "strips") as s:
         s.submit(tmp_path / "run" / "a", ahead_result("a"), KEPT)
