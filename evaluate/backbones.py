@@ -305,13 +305,8 @@ class BackboneSet:
             opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
             if st.pack_env and "pack_env" in inspect.signature(cls.load).parameters:
                 opts["pack_env"] = dict(st.pack_env)  # e.g. the pack's Hugging Face cache for ViPE's own runs
-            try:
-                inst = cls.load(st.dir, resolve_device(getattr(self.ecfg, "device", "auto")), **opts)
-            except TypeError as exc:
-                if not opts:
-                    raise
-                raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the load options of "
-                                 f"{s.ref})") from None
+            device = resolve_device(getattr(self.ecfg, "device", "auto"))
+            inst = _built(s, opts, lambda **o: cls.load(st.dir, device, **o), "load options")
             self.clock["load_s"] += time.perf_counter() - t0
             prov = provenance(s, cls, self.root, st)
         else:
@@ -320,13 +315,7 @@ class BackboneSet:
                 inst = cls.from_settings(self.ecfg)
             else:  # a weight-free backbone's recipe knobs (e.g. the classical estimator's flow_window)
                 opts = dict((getattr(self.ecfg, "backbone_options", None) or {}).get(s.name, {}))
-                try:
-                    inst = cls(**opts)
-                except TypeError as exc:
-                    if not opts:
-                        raise
-                    raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the settings of "
-                                      f"{s.ref})") from None
+                inst = _built(s, opts, cls, "settings")
             prov = {"name": s.name, "kind": s.kind, "class": s.ref, "label": getattr(inst, "name", s.name)}
             if s.packaged:  # real shipped weights: library, versions, file sha256 and licence
                 prov.update(inst.provenance())
@@ -335,6 +324,17 @@ class BackboneSet:
     def provenance(self) -> dict[str, dict[str, Any]]:
         """What was loaded: name -> kind, class, library, repository, revision, file sha256 (for metrics.json)."""
         return {n: b.provenance for n, b in sorted(self._loaded.items())}
+
+
+def _built(s: BackboneSpec, opts: dict[str, Any], make: Any, what: str) -> Any:
+    """``make(**opts)``. A ``TypeError`` with options given is the user's setting, named with its fix; without
+    options it is a bug of the backbone, raised as it is."""
+    try:
+        return make(**opts)
+    except TypeError as exc:
+        if not opts:
+            raise
+        raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the {what} of {s.ref})") from None
 
 
 def provenance(s: BackboneSpec, cls: type[Any], root: Path,

@@ -116,6 +116,51 @@ class FakeGit:
         return self.batches[-1]
 
 
+def test_the_stand_in_answers_in_the_formats_real_git_gives_for_the_same_tree(tmp_path):
+    """The stand-in is checked against git itself: a repository holding the same files and submodule gives the same
+    ``ls-tree -r -l -z`` rows (object ids aside), the same ``cat-file --batch`` replies for a blob and an unknown
+    id, the same ``rev-parse`` line and the same exit status of ``cat-file -e``."""
+    import re
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    files = {"a.py": b"x = 1\n", "deep/b.txt": b"two\nlines\n"}
+    env_git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*env_git, "init", "-q"], check=True)
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    subprocess.run([*env_git, "add", *files], check=True)
+    subprocess.run([*env_git, "update-index", "--add", "--cacheinfo", f"160000,{'f' * 40},third_party/sub"],
+                   check=True)
+    subprocess.run([*env_git, "commit", "-q", "-m", "t"], check=True)
+    head = subprocess.run([*env_git, "rev-parse", "HEAD^{commit}"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    fake = FakeGit(head, dict(files))
+
+    def same_ids(rows: bytes) -> list[str]:
+        return sorted(re.sub(r"\b[0-9a-f]{40}\b", "<id>", r) for r in rows.decode().split("\0") if r)
+
+    real_rows = subprocess.run([*env_git, "ls-tree", "-r", "-l", "-z", head], capture_output=True, check=True).stdout
+    fake_rows = fake.run(["git", "ls-tree", "-r", "-l", "-z", head], capture_output=True).stdout
+    assert same_ids(fake_rows) == same_ids(real_rows)
+    blob = subprocess.run([*env_git, "rev-parse", "HEAD:deep/b.txt"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    query = f"{blob}\n{'e' * 40}\n".encode()
+    real_batch = subprocess.run([*env_git, "cat-file", "--batch"], input=query, capture_output=True,
+                                check=True).stdout
+    batch = fake.popen(["git", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    batch.stdin.write(query.replace(blob.encode(), fake.shas["deep/b.txt"].encode()))
+    batch.stdin.flush()
+    assert batch.stdout.read().replace(fake.shas["deep/b.txt"].encode(), blob.encode()) == real_batch
+    for commit in (head, "0" * 40):
+        real = subprocess.run([*env_git, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
+        assert (fake.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode == 0) \
+            == (real.returncode == 0)
+    assert fake.run(["git", "rev-parse", "HEAD^{commit}"], capture_output=True, text=True).stdout == f"{head}\n"
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     (tmp_path / "up" / ".git").mkdir(parents=True)

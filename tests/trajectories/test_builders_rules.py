@@ -36,25 +36,16 @@ def test_normalised_time_needs_two_frames_for_each_of_its_segments():
 
 # -- the frame layout's checks ------------------------------------------------------------------------------------
 
-def test_a_too_short_count_names_the_sweeps_speed_for_a_rotation():
-    # the release's LRLR lays out 480 frames after frame 0 (INFERENCE, docs/trajectories.md "Release presets";
-    # SANA-WM's 481 frames, trajectories/paper_numbers.yaml), so 480 frames are one too few
+# The release's presets lay out 480 frames after frame 0 (INFERENCE, docs/trajectories.md "Release presets"; SANA-WM's
+# 481 frames, trajectories/paper_numbers.yaml): 480 frames are one too few. The message names what takes the frames.
+@pytest.mark.parametrize("name, what", [("lrlr_sym_0p75dpf", "its sweeps at 0.75 deg per frame"),
+                                        ("translate_square", "its legs of 120 frames")])
+def test_a_too_short_count_names_what_takes_the_frames(name, what):
     with pytest.raises(TrajectoryError) as err:
-        _build(_spec("lrlr_sym_0p75dpf"), 480)
+        _build(_spec(name), 480)
     assert str(err.value) == (
-        "num_frames=480 is too short for trajectory 'lrlr_sym_0p75dpf': its sweeps at 0.75 deg per frame and holds "
-        "take 481 frames; give the model at least 481 frames for it (model.frames_per_trajectory.lrlr_sym_0p75dpf: "
-        "481 or more) or shorten the trajectory's moves")
-
-
-def test_a_too_short_count_names_the_legs_for_the_square():
-    # the release's square: four 120-frame legs after frame 0 (INFERENCE, as the rotations: 480 frames of layout)
-    with pytest.raises(TrajectoryError) as err:
-        _build(_spec("translate_square"), 480)
-    assert str(err.value) == (
-        "num_frames=480 is too short for trajectory 'translate_square': its legs of 120 frames and holds take 481 "
-        "frames; give the model at least 481 frames for it (model.frames_per_trajectory.translate_square: 481 or "
-        "more) or shorten the trajectory's moves")
+        f"num_frames=480 is too short for trajectory '{name}': {what} and holds take 481 frames; give the model at "
+        f"least 481 frames for it (model.frames_per_trajectory.{name}: 481 or more) or shorten the trajectory's moves")
 
 
 @pytest.mark.parametrize("dpf,shown", [(float("inf"), "inf"), (float("nan"), "nan"), (0, "0"), (-0.5, "-0.5")])

@@ -62,7 +62,7 @@ def evaluate(run_dir: Path, cfg: RunConfig, table: bool = True, timings: Optiona
     out = evaluate_run(run_dir, cfg.evaluate, force=cfg.overwrite, progress=cfg.progress,
                        weights_root=weights_root(cfg.weights_dir), only=only, tables=only is None)
     if timings is not None:
-        timings["strips_cpu_s"] = float((out.get("timings") or {}).get("strips_cpu_s") or 0.0)
+        timings["strips_cpu_s"] = out["timings"]["strips_cpu_s"]
     if only is not None:
         print(f"evaluated {out['evaluated']} video(s) of this job (the sweep writes the run's tables and report at "
               "its end)")
