@@ -327,11 +327,11 @@ class BackboneSet:
 
 
 def _built(s: BackboneSpec, opts: dict[str, Any], make: Any, what: str) -> Any:
-    """``make(**opts)``. A ``TypeError`` with options given is the user's setting, named with its fix; without
-    options it is a bug of the backbone, raised as it is."""
+    """``make(**opts)``. A ``TypeError`` or ``ValueError`` with options given (an unknown option, a value out of
+    range) is the user's setting, named with its fix; without options it is a bug of the backbone, raised as it is."""
     try:
         return make(**opts)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         if not opts:
             raise
         raise ConfigError(f"evaluate.backbone_options.{s.name}: {exc} (see the {what} of {s.ref})") from None

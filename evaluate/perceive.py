@@ -227,20 +227,60 @@ class ItemPerception:
         """The frame of ``window`` the estimator measures directly against frame ``ref`` (no chaining), as
         :data:`evaluate.memory.DirectPick`: by orientation (``angles_to``: the frame with the smallest angle, and
         that angle in degrees), by position (``parallax_to``, against frame 0: the frame with the least translation
-        parallax, no angle). None where the estimator has no such measure or no frame of the window fits."""
-        ctx = self.ctx
+        parallax, no angle). None where the estimator has no such measure or no frame of the window fits.
+
+        By orientation, an estimator with a ``direct_margin_deg`` (not None) measures only the frames whose chained
+        angle to ``ref`` is within that margin of the window's smallest chained angle (:meth:`_direct_angles`)."""
         q = self.backbone(name, "pose")
         direct = getattr(q, "parallax_to" if by_position else "angles_to", None)
         if direct is None:
             return None
-        view = self._frames(q, window)
-        op, key = ("parallax_to_0", "p") if by_position else (f"angles_to_{int(ref)}", "a")
-        m = self._cached(q, op, {"frames": list(window)}, lambda: {key: np.asarray(
-            direct(ctx.frames[int(ref)], view, ctx.intrinsics), np.float64)})[key]
+        if by_position:
+            m = self._direct_values(q, direct, "parallax_to_0", "p", 0, window)
+        else:
+            m = self._direct_angles(name, q, direct, int(ref), window)
         if not np.isfinite(m).any():
             return None
         j = int(window[int(np.argmin(m))])
         return (j, None) if by_position else (j, float(np.min(m)))
+
+    def _direct_values(self, q: Any, direct: Callable[..., Any], op: str, key: str, ref: int,
+                       frames: list[int]) -> np.ndarray:
+        """(len(frames),) float64: ``direct(frame ref, frames, K)``, cached per (op, frames)."""
+        ctx = self.ctx
+        if not frames:
+            return np.zeros(0)
+        view = self._frames(q, frames)
+        return np.asarray(self._cached(q, op, {"frames": list(frames)}, lambda: {key: np.asarray(
+            direct(ctx.frames[ref], view, ctx.intrinsics), np.float64)})[key], np.float64)
+
+    def _direct_angles(self, name: str, q: Any, direct: Callable[..., Any], ref: int, window: list[int]) -> np.ndarray:
+        """(len(window),) direct angles (degrees) of ``window``'s frames to frame ``ref``; ``inf`` where a frame does
+        not fit or was not measured.
+
+        Why a margin: a direct fit costs an ORB match and a RANSAC per frame, and the frames of a return window that
+        still look far away (most of the sweep back) cost the most (few inliers: RANSAC runs all its iterations) and
+        are never the closest. With ``direct_margin_deg = M`` only the frames whose chained angle is within ``M`` of
+        the window's smallest chained angle are measured. A frame left out has a chained angle at least ``M`` above
+        the chained-closest frame's, so it cannot be closer unless the chained estimate is off from the direct one by
+        more than ``M / 2``: that is checked on the measured frames, and where it fails, where no measured frame fits
+        (a chained estimate gone astray: the frames the direct fit would rescue it with may be among those left out),
+        or where ``M`` is None, the rest of the window is measured too."""
+        op = f"angles_to_{ref}"
+        margin = getattr(q, "direct_margin_deg", None)
+        if margin is None:
+            return self._direct_values(q, direct, op, "a", ref, window)
+        from trajectories.conventions import geodesic_angle
+
+        _, pe = self.poses(name)
+        chained = np.degrees(geodesic_angle(pe.c2w[ref][None, :3, :3], pe.c2w[list(window), :3, :3]))
+        near = chained <= chained.min() + float(margin)
+        out = np.full(len(window), np.inf)
+        out[near] = self._direct_values(q, direct, op, "a", ref, [f for f, n in zip(window, near) if n])
+        fits = np.isfinite(out)
+        if not near.all() and (not fits.any() or np.abs(out[fits] - chained[fits]).max() > float(margin) / 2):
+            out[~near] = self._direct_values(q, direct, op, "a", ref, [f for f, n in zip(window, near) if not n])
+        return out
 
     def return_frames(self, pose_sources: tuple[str, ...]) -> dict[str, Any]:
         """Per prescribed revisit: the frame whose estimated orientation (a translating path: camera centre) is

@@ -127,18 +127,22 @@ class ClassicalPoseEstimator:
     invalid. Deterministic (fixed settings; OpenCV's RANSAC draws from a fixed-seed generator of its own).
     Adjacent frames of a video move little, so tracking beats descriptor matching here in both speed and accuracy
     (on the reference model at 480x832: about 10x lower rotation RPE than ORB matching, at a fraction of its cost);
-    :meth:`angles_to`, which compares frames far apart, uses ORB descriptors.
+    :meth:`angles_to`, which compares frames far apart, uses ORB descriptors. ``direct_margin_deg`` is read by
+    :mod:`evaluate.perceive`: a return window's frames are fitted with :meth:`angles_to` only within that margin of
+    the chained closest (``ItemPerception._direct_angles`` says when the rest is fitted too; None: every frame).
 
     Speed (docs/evaluation.md, "Performance"): the flow window of rotation steps is 9 px (``flow_window``), of
     general steps 15 px (``flow_window_general``). Lucas-Kanade's cost grows with the window's area; on the five
     default-run videos (rotation, 480x832) the 9-px window halved the estimator's CPU time and moved RPE_rot against
     the true path by -2.6 % to +4.0 % (no step invalid). On the square loop the essential-matrix steps are noisy with
     any window (RPE_trans against the true path 1.3-2.7 with 15 px, 2.1-3.0 with 9), so general motion keeps 15.
-    Shi-Tomasi detection is about half of a step's cost, so corners are
-    detected on every ``redetect``-th frame only; a step in between tracks the points the previous step tracked into
-    its first frame (one step of reuse, so no drift accumulates; it detects afresh when fewer than ``min_inliers``
-    points are left). On the five default-run videos RPE_rot against the true path moved by -0.3 % to +3.6 %
-    (redetect 2 vs 1) for 15-20 % less time. Steps run on ``threads`` threads (OpenCV releases the GIL) in blocks
+    Shi-Tomasi detection is about half of a step's cost, so corners are detected on every ``redetect``-th step of a
+    rotation (4) and every ``redetect_general``-th step that may translate (2); a step in between tracks the points
+    the previous step tracked into its first frame (it detects afresh when fewer than ``min_inliers`` points are
+    left). Against the true path, RPE_rot moved by -0.3 % to +3.6 % from redetect 1 to 2 (five default-run videos)
+    and by -5.8 % to +10 % from 2 to 4 (LRLR, LRUD, LRLRLR: 0.0035-0.06 deg, no step invalid); on the square loop
+    the essential-matrix steps are too noisy to tell (RPE_trans 1.3-2.7 with 2, 1.6-4.3 with 4), so they keep 2.
+    Steps run on ``threads`` threads (OpenCV releases the GIL) in blocks
     that start at a detection, each frame converted to grey once per block, and are chained in order afterwards:
     the same bytes for any thread count.
     """
@@ -147,12 +151,20 @@ class ClassicalPoseEstimator:
     frame_views = True  # reads one frame at a time: perceive passes views, not copies
 
     def __init__(self, features: int = 3000, min_inliers: int = 20, corners: int = 800, flow_window: int = 9,
-                 orb_min_side: int = 240, redetect: int = 2, threads: Optional[int] = None,
-                 flow_window_general: int = 15):
+                 orb_min_side: int = 240, redetect: int = 4, threads: Optional[int] = None,
+                 flow_window_general: int = 15, direct_margin_deg: Optional[float] = 10.0,
+                 redetect_general: int = 2):
         self.features, self.min_inliers = features, min_inliers
         self.corners, self.flow_window, self.flow_window_general = corners, flow_window, flow_window_general
         self.orb_min_side = orb_min_side
-        self.redetect = max(1, int(redetect))
+        # read by evaluate.perceive: direct fits only where the chained angle is within this margin of the closest
+        if direct_margin_deg is not None and (isinstance(direct_margin_deg, bool)
+                                              or not isinstance(direct_margin_deg, (int, float))
+                                              or not 0 < direct_margin_deg < float("inf")):
+            raise ValueError(f"direct_margin_deg must be a number of degrees > 0, or null to fit the whole window, "
+                             f"not {direct_margin_deg!r}")
+        self.direct_margin_deg = None if direct_margin_deg is None else float(direct_margin_deg)
+        self.redetect, self.redetect_general = max(1, int(redetect)), max(1, int(redetect_general))
         # execution only (not a setting: results are identical for any count), hence private: not in the cache key
         self._threads = default_threads() if threads is None else max(1, int(threads))
         self.angle_fit = "kabsch-on-homography-inliers/fast-threshold-20-over-scale"  # recorded (and in the cache key) with the settings
@@ -199,19 +211,25 @@ class ClassicalPoseEstimator:
         T = np.linalg.inv(np.block([[R, t.reshape(3, 1)], [np.zeros((1, 3)), np.ones((1, 1))]]))
         return T, True, int(n), tracked
 
+    def _every(self, mode: str) -> int:
+        """Corners are detected on every this-many-th step of ``mode``: ``redetect`` (rotation), else
+        ``redetect_general``."""
+        return self.redetect if mode == "rotation" else self.redetect_general
+
     def _steps(self, frames: Any, first: int, last: int, Kc: np.ndarray, Kinv: np.ndarray,
                mode: str) -> list[tuple[np.ndarray, bool, int]]:
         """Steps ``first .. last - 1`` (step i: frame i -> i + 1) as ``[(T, ok, inliers)]``. ``first`` is a detection
-        step (a multiple of ``redetect``); each later step of a ``redetect`` group tracks the previous step's points,
-        unless fewer than ``min_inliers`` were tracked (then it detects)."""
+        step (a multiple of :meth:`_every`); each later step of the group tracks the previous step's points, unless
+        fewer than ``min_inliers`` were tracked (then it detects)."""
         import cv2
 
+        every = self._every(mode)
         out = []
         g0 = cv2.cvtColor(frames[first], cv2.COLOR_RGB2GRAY)
         carry = None
         for i in range(first, last):
             g1 = cv2.cvtColor(frames[i + 1], cv2.COLOR_RGB2GRAY)
-            reuse = (i % self.redetect) != 0 and carry is not None and len(carry) >= self.min_inliers
+            reuse = (i % every) != 0 and carry is not None and len(carry) >= self.min_inliers
             T, ok, n, carry = self._step(g0, g1, Kc, Kinv, mode, carry if reuse else None)
             out.append((T, ok, n))
             g0 = g1
@@ -228,7 +246,7 @@ class ClassicalPoseEstimator:
         c2w = np.tile(np.eye(4), (N, 1, 1))
         valid = np.ones(N, bool)
         inliers = [0] * N
-        block = 16 * self.redetect  # blocks start at detection steps: any split gives the same steps
+        block = 16 * self._every(mode)  # blocks start at detection steps: any split gives the same steps
         spans = [(a, min(a + block, N - 1)) for a in range(0, max(N - 1, 0), block)]
         steps = [s for part in thread_map(lambda ab: self._steps(frames, ab[0], ab[1], Kc, Kinv, mode), spans,
                                           self._threads) for s in part]

@@ -389,3 +389,16 @@ def test_a_weight_free_backbone_is_built_with_its_options_and_an_unknown_one_is_
     with pytest.raises(ConfigError, match=r"^evaluate.backbone_options.classical: .*window.* \(see the settings of "
                                           r"evaluate.perception.weightfree:ClassicalPoseEstimator\)$"):
         bbs.BackboneSet(_ecfg(backbone_options={"classical": {"window": 15}}), tmp_path).get("classical", "pose")
+
+
+@pytest.mark.parametrize("bad", [0, -5.0, "wide", True, float("inf"), float("nan")])
+def test_a_direct_fit_margin_out_of_range_is_a_setting_error(tmp_path, bad):
+    """A value the estimator refuses (``ValueError``) names the setting like an unknown option; None measures the
+    whole window."""
+    with pytest.raises(ConfigError, match=r"^evaluate.backbone_options.classical: .*direct_margin_deg"):
+        bbs.BackboneSet(_ecfg(backbone_options={"classical": {"direct_margin_deg": bad}}), tmp_path).get(
+            "classical", "pose")
+    inner = bbs.BackboneSet(_ecfg(backbone_options={"classical": {"direct_margin_deg": None}}), tmp_path).get(
+        "classical", "pose").inner
+    assert inner.direct_margin_deg is None
+    assert bbs.BackboneSet(_ecfg(), tmp_path).get("classical", "pose").inner.direct_margin_deg == 10.0

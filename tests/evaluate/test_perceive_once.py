@@ -189,15 +189,16 @@ def _rendered(kind: str, n: int = 14) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("mode", ["rotation", "general"])
 def test_classical_estimator_threads_give_the_sequential_bytes(mode):
     """Pairs run on threads in blocks; the chained poses equal a plain loop over the pairs (every step detecting,
-    ``redetect=1``), and the default's (corners reused every other step) are the same for any thread count; the
-    reuse leaves the per-step rotation error about where it was."""
+    ``redetect=1``, ``redetect_general=1``), and the default's (corners detected on every 4th rotation step, every
+    2nd general one) are the same for any thread count; the reuse leaves the per-step rotation error about where it
+    was."""
     import cv2
 
     from evaluate.perception.weightfree import ClassicalPoseEstimator
 
     fr, K = _rendered(mode, n=70)  # more than two blocks of 32 steps
     idx = list(range(len(fr)))
-    one = ClassicalPoseEstimator(redetect=1, threads=1)
+    one = ClassicalPoseEstimator(redetect=1, redetect_general=1, threads=1)
     Kc = np.asarray(K, np.float64).copy()
     Kc[:2, 2] -= 0.5
     gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in fr]
@@ -205,7 +206,7 @@ def test_classical_estimator_threads_give_the_sequential_bytes(mode):
     for i in range(1, len(fr)):
         want.append(want[-1] @ one._step(gray[i - 1], gray[i], Kc, np.linalg.inv(Kc), mode)[0])
     for threads in (1, 3):
-        pe = ClassicalPoseEstimator(redetect=1, threads=threads).estimate(FrameView(fr, idx), idx, K, mode)
+        pe = ClassicalPoseEstimator(redetect=1, redetect_general=1, threads=threads).estimate(FrameView(fr, idx), idx, K, mode)
         assert np.array_equal(pe.c2w, np.stack(want)) and pe.valid.all()
     default = [ClassicalPoseEstimator(threads=t).estimate(fr, idx, K, mode) for t in (1, 3)]
     assert np.array_equal(default[0].c2w, default[1].c2w) and default[0].valid.all()
@@ -216,7 +217,7 @@ def test_classical_estimator_threads_give_the_sequential_bytes(mode):
             return np.mean([abs(np.degrees(geodesic_angle(c2w[i, :3, :3], c2w[i + 1, :3, :3])) - 0.7)
                             for i in range(len(c2w) - 1)])
 
-        assert err(np.stack(want)) < 0.15 and err(default[0].c2w) < 0.15  # 0.092 / 0.106 deg at 96 x 160
+        assert err(np.stack(want)) < 0.15 and err(default[0].c2w) < 0.15  # 0.132 / 0.128 deg at 96 x 160
     # each frame is fitted to frame 0 on its own, so every 5th frame (14, still several per thread) checks the
     # threads as all 70 did, at a fifth of the ORB work (the fast tier's time)
     every5 = idx[::5]

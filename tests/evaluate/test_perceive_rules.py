@@ -61,6 +61,20 @@ class Angles(Poses):
         return np.asarray(Poses.angles, np.float64)
 
 
+class Margined(Poses):
+    """An estimator with a direct-fit margin (:attr:`direct_margin_deg`): its direct angle of each frame is
+    :attr:`by_frame` (frame -> degrees, ``inf`` where absent); records the frames of each call."""
+
+    frame_views = True  # handed ("view", indices): the frames asked for are known
+    direct_margin_deg = 10.0
+    by_frame: dict = {}
+    asked: list = []
+
+    def angles_to(self, ref, frames, K):
+        Margined.asked.append(list(frames[1]))
+        return np.asarray([Margined.by_frame.get(f, np.inf) for f in frames[1]], np.float64)
+
+
 class Parallax(Poses):
     def parallax_to(self, ref, frames, K):
         return np.asarray(Poses.angles, np.float64)  # here: each frame's parallax to frame 0
@@ -89,7 +103,7 @@ class Oracle:
 def bset(monkeypatch, tmp_path):
     """A backbone set of the classes above under their names (no weights, no pack), counters reset."""
     mod = types.ModuleType(MODULE)
-    for c in (Encoder, ViewEncoder, Poses, Angles, Parallax, Depth, Oracle):
+    for c in (Encoder, ViewEncoder, Poses, Angles, Margined, Parallax, Depth, Oracle):
         setattr(mod, c.__name__, c)
     monkeypatch.setitem(sys.modules, MODULE, mod)
     monkeypatch.delenv(PACK_ENV, raising=False)
@@ -98,11 +112,13 @@ def bset(monkeypatch, tmp_path):
                                    ("poses", "Poses", "estimator", ("pose",)),
                                    ("angles", "Angles", "estimator", ("pose",)),
                                    ("parallax", "Parallax", "estimator", ("pose",)),
+                                   ("margined", "Margined", "estimator", ("pose",)),
                                    ("depth", "Depth", "diagnostic", ("depth",)),
                                    ("truth", "Oracle", "oracle", ("depth", "pose"))):
         monkeypatch.setitem(bbs.BACKBONES, name, bbs.BackboneSpec(name, f"{MODULE}:{cls}", kind, roles, False, name))
     Encoder.calls, Poses.estimates, Poses.angles, Depth.calls, Oracle.binds, Angles.refs = [], 0, None, 0, 0, []
     Poses.c2w = np.tile(np.eye(4), (T, 1, 1))
+    Margined.direct_margin_deg, Margined.by_frame, Margined.asked = 10.0, {}, []
     return bbs.BackboneSet(types.SimpleNamespace(device="cpu"), tmp_path / "weights")
 
 
@@ -303,6 +319,75 @@ def test_a_translating_items_return_frame_is_the_least_parallax(bset, tmp_path):
     out = pc.ItemPerception(item, bset).return_frames(("parallax",))
     assert out["frames"] == [3, 5] and [round(q["return_error_deg"], 6) for q in out["qualification"]] == [2.0, 1.0]
     assert sorted(f.split("-")[0] for f in _files(tmp_path)) == ["parallax/parallax_to_0"] * 2 + ["parallax/poses"]
+
+
+# -- a direct fit within a margin of the chained estimate ------------------------------------------------------
+
+
+def _closest(tmp_path, bset, window=(1, 2, 3, 4, 5)):
+    return pc.ItemPerception(Item(tmp_path), bset).frames_closest_to(("margined",), 0, [list(window)])
+
+
+def test_only_the_frames_within_the_margin_of_the_chained_closest_are_fitted_directly(bset, tmp_path):
+    """Chained angles 40, 25, 9.5, 0, 10.5: the frames within 10 deg of the smallest (0 at frame 4) are 3 and 4."""
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.by_frame = {1: 39.0, 2: 24.0, 3: 9.0, 4: 0.5, 5: 10.0}
+    out = _closest(tmp_path, bset)
+    assert Margined.asked == [[3, 4]] and (out["frames"], out["angles_deg"]) == ([4], [0.5])
+
+
+def test_without_a_margin_the_whole_window_is_fitted(bset, tmp_path):
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.direct_margin_deg, Margined.by_frame = None, {1: 39.0, 2: 24.0, 3: 9.0, 4: 0.5, 5: 10.0}
+    assert _closest(tmp_path, bset)["frames"] == [4] and Margined.asked == [[1, 2, 3, 4, 5]]
+
+
+def test_a_chained_estimate_off_by_more_than_half_the_margin_has_the_rest_fitted_too(bset, tmp_path):
+    """Frame 4's direct angle is 5.5 deg from its chained one (more than 10 / 2): the frames left out are fitted,
+    and one of them is the closest."""
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.by_frame = {1: 39.0, 2: 0.2, 3: 9.0, 4: 5.5, 5: 10.0}
+    out = _closest(tmp_path, bset)
+    assert Margined.asked == [[3, 4], [1, 2, 5]] and (out["frames"], out["angles_deg"]) == ([2], [0.2])
+
+
+def test_at_half_the_margin_the_chained_estimate_is_trusted(bset, tmp_path):
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.by_frame = {3: 9.0, 4: 5.0}  # off by exactly 10 / 2
+    assert _closest(tmp_path, bset)["frames"] == [4] and Margined.asked == [[3, 4]]
+
+
+def test_where_no_frame_within_the_margin_fits_the_rest_is_fitted(bset, tmp_path):
+    """A chained estimate gone astray (a dynamic scene): the frame that truly returns lies outside the margin and
+    only the direct fit finds it, as on LRUD's dynamic_cat."""
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.by_frame = {2: 0.1}
+    out = _closest(tmp_path, bset)
+    assert Margined.asked == [[3, 4], [1, 2, 5]] and (out["frames"], out["angles_deg"]) == ([2], [0.1])
+
+
+def test_a_window_all_within_the_margin_is_fitted_once_even_without_a_fit(bset, tmp_path):
+    Poses.c2w = _yaw([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    out = _closest(tmp_path, bset)
+    assert Margined.asked == [[1, 2, 3, 4, 5]] and out["frames"] == [1]  # no fit: the chained closest
+
+
+def test_the_pick_within_the_margin_equals_the_whole_windows_when_the_chained_estimate_holds(bset, tmp_path):
+    """Random windows whose direct angles differ from the chained ones by at most 5 deg (half the margin): the same
+    frame and angle as fitting every frame."""
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        yaw = np.r_[0.0, rng.uniform(0, 90, T - 1)]
+        Poses.c2w = _yaw(yaw)
+        Margined.by_frame = {f: abs(yaw[f]) + rng.uniform(-5, 5) for f in range(1, T)}
+        Margined.by_frame = {f: max(v, 0.0) for f, v in Margined.by_frame.items() if rng.random() < 0.8}
+        Margined.direct_margin_deg = 10.0
+        got = pc.ItemPerception(Item(tmp_path / f"m{trial}"), bset, use_cache=False).frames_closest_to(
+            ("margined",), 0, [[1, 2, 3, 4, 5]])
+        Margined.direct_margin_deg = None
+        whole = pc.ItemPerception(Item(tmp_path / f"w{trial}"), bset, use_cache=False).frames_closest_to(
+            ("margined",), 0, [[1, 2, 3, 4, 5]])
+        assert (got["frames"], got["angles_deg"]) == (whole["frames"], whole["angles_deg"]), (trial, yaw)
 
 
 # -- the weight-free backbones read views -----------------------------------------------------------------------

@@ -326,10 +326,12 @@ def test_the_classical_estimators_recipe_is_recorded_with_its_defaults():
 
     assert _settings_of(wf.ClassicalPoseEstimator()) == {
         "features": 3000, "min_inliers": 20, "corners": 800, "flow_window": 9, "flow_window_general": 15,
-        "orb_min_side": 240, "redetect": 2,
+        "orb_min_side": 240, "redetect": 4, "redetect_general": 2, "direct_margin_deg": 10.0,
         "angle_fit": "kabsch-on-homography-inliers/fast-threshold-20-over-scale",
         "position_fit": "orb-parallax-median/kabsch-refit-3x-median"}
     assert wf.ClassicalPoseEstimator(redetect=0).redetect == 1 and wf.ClassicalPoseEstimator(redetect=3.0).redetect == 3
+    assert wf.ClassicalPoseEstimator(redetect_general=0).redetect_general == 1
+    assert wf.ClassicalPoseEstimator(redetect_general=3.0).redetect_general == 3
 
 
 def test_the_classical_estimates_do_not_read_opencvs_global_random_state():
