@@ -233,7 +233,7 @@ class ItemPerception:
         angle to ``ref`` is within that margin of the window's smallest chained angle (:meth:`_direct_angles`)."""
         q = self.backbone(name, "pose")
         direct = getattr(q, "parallax_to" if by_position else "angles_to", None)
-        if direct is None:
+        if direct is None or not window:
             return None
         if by_position:
             m = self._direct_values(q, direct, "parallax_to_0", "p", 0, window)
@@ -248,8 +248,6 @@ class ItemPerception:
                        frames: list[int]) -> np.ndarray:
         """(len(frames),) float64: ``direct(frame ref, frames, K)``, cached per (op, frames)."""
         ctx = self.ctx
-        if not frames:
-            return np.zeros(0)
         view = self._frames(q, frames)
         return np.asarray(self._cached(q, op, {"frames": list(frames)}, lambda: {key: np.asarray(
             direct(ctx.frames[ref], view, ctx.intrinsics), np.float64)})[key], np.float64)

@@ -627,8 +627,11 @@ def revoke_annotators(study_dir: Path, ids: Sequence[str]) -> list[str]:
     known = {a["id"] for a in read_json(study_dir / ANNOTATORS_FILE)["annotators"]}
     ids = list(dict.fromkeys(ids))
     unknown = [a for a in ids if a not in known]
-    if unknown or not ids:
-        raise StudyError(f"revoke={','.join(ids)}: {', '.join(unknown) or 'no annotator'} not in {study_dir.name}; "
+    if not ids:
+        raise StudyError(f"revoke=: name the annotators to revoke, e.g. revoke={min(known, default='a1')}; "
+                         f"{study_dir.name}'s are {', '.join(sorted(known))}")
+    if unknown:
+        raise StudyError(f"revoke={','.join(ids)}: {', '.join(unknown)} not in {study_dir.name}; "
                          f"its annotators are {', '.join(sorted(known))}")
     store = study_store(study_dir)
     for a in ids:

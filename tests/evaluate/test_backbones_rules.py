@@ -402,3 +402,5 @@ def test_a_direct_fit_margin_out_of_range_is_a_setting_error(tmp_path, bad):
         "classical", "pose").inner
     assert inner.direct_margin_deg is None
     assert bbs.BackboneSet(_ecfg(), tmp_path).get("classical", "pose").inner.direct_margin_deg == 10.0
+    small = bbs.BackboneSet(_ecfg(backbone_options={"classical": {"direct_margin_deg": 0.5}}), tmp_path)
+    assert small.get("classical", "pose").inner.direct_margin_deg == 0.5

@@ -76,7 +76,10 @@ class Margined(Poses):
 
 
 class Parallax(Poses):
+    refs: list = []
+
     def parallax_to(self, ref, frames, K):
+        Parallax.refs.append(ref)
         return np.asarray(Poses.angles, np.float64)  # here: each frame's parallax to frame 0
 
 
@@ -118,7 +121,7 @@ def bset(monkeypatch, tmp_path):
         monkeypatch.setitem(bbs.BACKBONES, name, bbs.BackboneSpec(name, f"{MODULE}:{cls}", kind, roles, False, name))
     Encoder.calls, Poses.estimates, Poses.angles, Depth.calls, Oracle.binds, Angles.refs = [], 0, None, 0, 0, []
     Poses.c2w = np.tile(np.eye(4), (T, 1, 1))
-    Margined.direct_margin_deg, Margined.by_frame, Margined.asked = 10.0, {}, []
+    Margined.direct_margin_deg, Margined.by_frame, Margined.asked, Parallax.refs = 10.0, {}, [], []
     return bbs.BackboneSet(types.SimpleNamespace(device="cpu"), tmp_path / "weights")
 
 
@@ -318,6 +321,7 @@ def test_a_translating_items_return_frame_is_the_least_parallax(bset, tmp_path):
     item.translates, item.rev_idx = True, [[2, 3], [4, 5]]  # the chained estimate has no translation at all
     out = pc.ItemPerception(item, bset).return_frames(("parallax",))
     assert out["frames"] == [3, 5] and [round(q["return_error_deg"], 6) for q in out["qualification"]] == [2.0, 1.0]
+    assert len(Parallax.refs) == 2 and all(np.array_equal(r, item.frames[0]) for r in Parallax.refs)
     assert sorted(f.split("-")[0] for f in _files(tmp_path)) == ["parallax/parallax_to_0"] * 2 + ["parallax/poses"]
 
 
@@ -370,6 +374,33 @@ def test_a_window_all_within_the_margin_is_fitted_once_even_without_a_fit(bset, 
     Poses.c2w = _yaw([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
     out = _closest(tmp_path, bset)
     assert Margined.asked == [[1, 2, 3, 4, 5]] and out["frames"] == [1]  # no fit: the chained closest
+
+
+def test_the_margin_includes_a_frame_exactly_at_it(bset, tmp_path):
+    from trajectories.conventions import geodesic_angle
+
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Margined.direct_margin_deg = float(np.degrees(geodesic_angle(Poses.c2w[0, :3, :3], Poses.c2w[5, :3, :3])))
+    Margined.by_frame = {4: 0.5}
+    _closest(tmp_path, bset)
+    assert Margined.asked == [[3, 4, 5]]
+
+
+def test_the_chained_angle_is_the_rotations_alone(bset, tmp_path):
+    """Camera centres far from the reference's change no chained angle, so no frame the margin keeps."""
+    Poses.c2w = _yaw([0.0, 40.0, 25.0, 9.5, 0.0, 10.5])
+    Poses.c2w[:, :3, 3] = [[0, 0, 0], [0, 0, 0], [0, 0, 0], [40.0, -3.0, 7.0], [0, 0, 0], [9.0, 9.0, 9.0]]
+    Margined.by_frame = {4: 0.5}
+    assert _closest(tmp_path, bset)["frames"] == [4] and Margined.asked == [[3, 4]]
+
+
+@pytest.mark.parametrize("by", ["angles", "parallax"])
+def test_an_empty_window_has_no_direct_pick_and_fits_nothing(bset, tmp_path, by):
+    ip = pc.ItemPerception(Item(tmp_path), bset)
+    Margined.by_frame = {1: 0.0}
+    name = "margined" if by == "angles" else "parallax"
+    assert ip._direct_pick(name, 0, [], by == "parallax") is None
+    assert Margined.asked == [] and Parallax.refs == [] and _files(tmp_path) == []
 
 
 def test_the_pick_within_the_margin_equals_the_whole_windows_when_the_chained_estimate_holds(bset, tmp_path):

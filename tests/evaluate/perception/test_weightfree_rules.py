@@ -396,3 +396,23 @@ def test_the_flow_window_of_a_step_is_the_one_of_its_motion(monkeypatch, mode, w
     seen.clear()
     wf.ClassicalPoseEstimator(flow_window=5, flow_window_general=7, threads=1).estimate(fr, [0, 1, 2], K_, mode)
     assert seen == [((5, 5) if mode == "rotation" else (7, 7), 3)] * 2
+
+
+@pytest.mark.parametrize("mode, every", [("rotation", 4), ("general", 2)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_corners_are_detected_on_every_4th_rotation_step_and_every_2nd_general_one(monkeypatch, mode, every, threads):
+    """``redetect`` (4) for rotation steps, ``redetect_general`` (2) for steps that may translate: a step in between
+    tracks the points the previous step handed on, whatever the thread count (docs/evaluation.md, "Performance")."""
+    detected = []
+    lock = threading.Lock()
+
+    def step(self, g0, g1, Kc, Kinv, m, p0=None):
+        if p0 is None:
+            with lock:
+                detected.append(int(g0[0, 0]))  # each frame's grey value is its index
+        return np.eye(4), True, 30, np.zeros((30, 1, 2), np.float32)
+
+    monkeypatch.setattr(wf.ClassicalPoseEstimator, "_step", step)
+    frames = np.repeat(np.arange(150, dtype=np.uint8)[:, None, None, None], 3, axis=3) * np.ones((1, 2, 2, 3), np.uint8)
+    wf.ClassicalPoseEstimator(threads=threads).estimate(frames, list(range(150)), np.eye(3), mode)
+    assert sorted(detected) == list(range(0, 149, every))

@@ -386,6 +386,15 @@ def test_the_strips_drawn_while_scoring_count_as_report_work_not_evaluation(job)
     assert (notes["evaluation_cpu_s"], notes["strips_cpu_s"]) == (1.5, 0.5)
 
 
+def test_a_deferred_evaluation_drew_no_strips(job):
+    """Items of other shards not finished: nothing was scored, so no strips were drawn and the evaluation phase's CPU
+    seconds are all its own."""
+    job.missing = ["other-shard-item"]
+    job.go()
+    notes = run.take_job_notes()
+    assert job.evaluations == [] and (notes["evaluation_cpu_s"], notes["strips_cpu_s"]) == (2.0, 0.0)
+
+
 def test_a_dry_run_keeps_the_leftover_temporaries_and_is_not_evaluated(job):
     job.summary = RunSummary(Path("/r"), compiled=["a"])
     job.go(dry_run=True)
