@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 # Bump when a metric rule or an estimator changes: every family is recomputed on re-runs (3: departure.sweep_visible,
 # parallax returns; 4: the classical RPE estimator re-detects its corners every 2nd step; 5: its rotation steps track
-# with a 9-px flow window; 6: its rotation steps re-detect every 4th step).
+# with a 9-px flow window; 6: its rotation steps re-detect every 4th step). A bump renames its mutant in
+# tests/mutation/equivalent.yaml (`SCHEMA_VERSION = N -> SCHEMA_VERSION = N+1`): tests/test_mutation.py says so.
 SCHEMA_VERSION = 6
 #: backbone -> [its weights' fingerprint (JSON: :func:`evaluate.backbones.weights_fingerprint`), its options]: what
 #: of a family's weights enters its hash
