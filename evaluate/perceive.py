@@ -262,10 +262,9 @@ class ItemPerception:
         the window's smallest chained angle are measured. A frame left out has a chained angle at least ``M`` above
         the chained-closest frame's, so it cannot be closer unless the chained estimate is off from the direct one by
         more than ``M / 2`` on it or on that frame. That is checked on the measured frames (and assumed of the frames
-        left out, whose chained estimate drifts from theirs only over the window's few seconds); where it fails,
-        where no measured frame fits
-        (a chained estimate gone astray: the frames the direct fit would rescue it with may be among those left out),
-        or where ``M`` is None, the rest of the window is measured too."""
+        left out, whose chained estimate drifts from theirs only over the window's few seconds). The rest of the
+        window is measured too where that check fails, where no measured frame fits (a chained estimate gone astray:
+        the frames the direct fit would rescue it with may be among those left out), or where ``M`` is None."""
         op = f"angles_to_{ref}"
         margin = getattr(q, "direct_margin_deg", None)
         if margin is None:

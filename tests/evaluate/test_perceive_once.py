@@ -206,7 +206,8 @@ def test_classical_estimator_threads_give_the_sequential_bytes(mode):
     for i in range(1, len(fr)):
         want.append(want[-1] @ one._step(gray[i - 1], gray[i], Kc, np.linalg.inv(Kc), mode)[0])
     for threads in (1, 3):
-        pe = ClassicalPoseEstimator(redetect=1, redetect_general=1, threads=threads).estimate(FrameView(fr, idx), idx, K, mode)
+        every_step = ClassicalPoseEstimator(redetect=1, redetect_general=1, threads=threads)
+        pe = every_step.estimate(FrameView(fr, idx), idx, K, mode)
         assert np.array_equal(pe.c2w, np.stack(want)) and pe.valid.all()
     default = [ClassicalPoseEstimator(threads=t).estimate(fr, idx, K, mode) for t in (1, 3)]
     assert np.array_equal(default[0].c2w, default[1].c2w) and default[0].valid.all()

@@ -1,4 +1,5 @@
-"""Rules of the paper-number checks (trajectories/paper.py) and the layout migration (trajectories/migration.py), one per test, in process."""
+"""Rules of the paper-number checks (trajectories/paper.py) and the layout migration (trajectories/migration.py),
+one per test, in process."""
 
 from __future__ import annotations
 
